@@ -1,0 +1,69 @@
+package exec
+
+import (
+	"context"
+	"os"
+	"syscall"
+	"time"
+
+	"github.com/foreman-sched/foreman/fsm"
+)
+
+// Driver starts one attempt's workload. Drivers run inside the per-attempt
+// supervisor process (never in the agent), so a driver may block, and its
+// children outlive the agent.
+type Driver interface {
+	// Name is the value users put in JobSpec.Driver ("container", "process").
+	Name() string
+	// Available returns nil when this host can run the driver, or an error
+	// that says what is missing (not root, no cgroups, not Linux).
+	Available() error
+	// Start launches the task and returns once it is running (or failed to
+	// start: the error then says why in words a user understands, such as
+	// `command "foo" not found in rootfs` or `image "x": not found`).
+	Start(ctx context.Context, t *Task) (Handle, error)
+}
+
+// Task is everything a driver needs to start one attempt.
+type Task struct {
+	// ID is unique per attempt and safe as a file or cgroup name: "<job>-<attempt>".
+	ID   string
+	Spec fsm.JobSpec
+	// Env is the full environment for the job (spec env + FOREMAN_* variables).
+	Env []string
+	// Dir is the attempt's private directory on the host (owned by the supervisor).
+	Dir string
+	// WorkDir is the host directory mounted at /task (the job's working directory).
+	WorkDir string
+	// ArtifactsDir and CheckpointDir are host directories mounted at
+	// /foreman/artifacts and /foreman/checkpoint (may be empty = not mounted).
+	ArtifactsDir  string
+	CheckpointDir string
+	// Stdout and Stderr receive the job's output.
+	Stdout, Stderr *os.File
+	// ImageCache is the host directory where pulled images are kept by digest.
+	ImageCache string
+}
+
+// Handle controls a started task.
+type Handle interface {
+	// Wait blocks until the task has exited and returns how it ended.
+	Wait() ExitStatus
+	// Signal delivers sig to the task (its whole process group / container).
+	Signal(sig syscall.Signal) error
+	// Destroy kills anything left and releases cgroups, mounts and state.
+	// It is idempotent and must be called once Wait has returned.
+	Destroy() error
+}
+
+// ExitStatus is how a task ended.
+type ExitStatus struct {
+	ExitCode    int    // -1 when killed by a signal
+	Signal      string // e.g. "SIGKILL", "" when it exited
+	OOM         bool   // from the cgroup's OOM-kill counter, not the exit code
+	PeakMemoryB int64
+	CPUTimeNs   int64
+	StartedAt   time.Time
+	FinishedAt  time.Time
+	Err         error // set when the driver lost track of the task
+}

@@ -1,0 +1,227 @@
+package fsm
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// CommandVersion is the envelope version this binary writes. Apply accepts
+// every version up to it and refuses newer ones (a newer leader's entries
+// must not be half-understood by an older follower).
+const CommandVersion = 1
+
+// CommandType names one kind of state change.
+type CommandType string
+
+const (
+	CmdInit       CommandType = "init"        // InitCluster
+	CmdSubmitJobs CommandType = "submit_jobs" // SubmitJobs
+	CmdUpsertNode CommandType = "upsert_node" // UpsertNode
+	CmdNodeState  CommandType = "node_state"  // SetNodeState
+	CmdPlace      CommandType = "place"       // Place
+	CmdReport     CommandType = "report"      // ReportAttempt
+	CmdRelease    CommandType = "release"     // ReleaseJobs
+	CmdCancelJob  CommandType = "cancel_job"  // CancelJob
+	CmdRetryJob   CommandType = "retry_job"   // RetryJob
+	CmdMarkLost   CommandType = "mark_lost"   // MarkLost
+	CmdFailJobs   CommandType = "fail_jobs"   // FailJobs
+	CmdSetReasons CommandType = "set_reasons" // SetReasons
+	CmdSetQueue   CommandType = "set_queue"   // SetQueue
+	CmdGC         CommandType = "gc"          // GC
+)
+
+// Command is the versioned envelope of every raft entry. At is stamped by
+// the leader (or the node that builds the command) and is the only notion of
+// "now" that Apply may use.
+type Command struct {
+	V       int             `json:"v"`
+	Type    CommandType     `json:"t"`
+	At      time.Time       `json:"at"`
+	Payload json.RawMessage `json:"p"`
+}
+
+// NewCommand builds an envelope around payload.
+func NewCommand(t CommandType, at time.Time, payload any) (*Command, error) {
+	b, err := json.Marshal(payload)
+	if err != nil {
+		return nil, fmt.Errorf("encode %s payload: %w", t, err)
+	}
+	return &Command{V: CommandVersion, Type: t, At: at.UTC(), Payload: b}, nil
+}
+
+// Encode returns the bytes that go into the raft log.
+func (c *Command) Encode() ([]byte, error) { return json.Marshal(c) }
+
+// DecodeCommand parses raft log bytes.
+func DecodeCommand(b []byte) (*Command, error) {
+	var c Command
+	if err := json.Unmarshal(b, &c); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadCommand, err)
+	}
+	if c.V < 1 || c.V > CommandVersion {
+		return nil, fmt.Errorf("%w: version %d (this binary understands up to %d)", ErrUnsupportedVersion, c.V, CommandVersion)
+	}
+	return &c, nil
+}
+
+// InitCluster records the cluster's identity; Apply ignores it once set.
+type InitCluster struct {
+	ClusterID string `json:"cluster_id"`
+}
+
+// SubmitJobs creates jobs. IDs and SubmittedAt are stamped by the leader.
+// A job with an IdempotencyKey that is already known (and not expired at
+// Command.At) is not created again: its result points at the original job.
+// A job with a RunAt in the future starts in waiting; otherwise queued.
+type SubmitJobs struct {
+	Jobs []NewJob `json:"jobs"`
+}
+
+// NewJob is one job inside SubmitJobs.
+type NewJob struct {
+	ID             string  `json:"id"`
+	Spec           JobSpec `json:"spec"`
+	IdempotencyKey string  `json:"idempotency_key,omitempty"`
+}
+
+// UpsertNode creates or updates a node's self-description (addresses,
+// capacity, labels, drivers, version). It keeps the leader-owned fields
+// (Eligibility, DrainDeadline) of an existing record; a new record starts
+// alive and eligible. It sets Gossip to alive.
+type UpsertNode struct {
+	Node Node `json:"node"`
+}
+
+// SetNodeState changes the leader/user-owned fields of a node. Empty fields
+// are left unchanged. Draining with a deadline records DrainDeadline.
+type SetNodeState struct {
+	Name          string      `json:"name"`
+	Gossip        GossipState `json:"gossip,omitempty"`
+	Eligibility   Eligibility `json:"eligibility,omitempty"`
+	DrainDeadline time.Time   `json:"drain_deadline,omitzero"`
+}
+
+// Place creates one new attempt per placement. Apply skips (and reports in
+// the result) a placement whose job is not queued, or not waiting/retrying
+// and due (NextRunAt <= At), or whose node is not alive+eligible. The new
+// attempt's FencingToken is the raft index of this entry; the job becomes
+// running with Current = the new attempt number.
+type Place struct {
+	Placements []Placement `json:"placements"`
+}
+
+// Placement is one (job → node) decision.
+type Placement struct {
+	JobID     string    `json:"job_id"`
+	Node      string    `json:"node"`
+	Resources Resources `json:"resources"`
+}
+
+// ReportAttempt is an executor's report about its attempt. Apply rejects
+// (ErrStaleToken) a report whose token is not the job's current attempt's
+// token, or whose attempt is no longer live. State running marks the attempt
+// running; a terminal state finishes the attempt and moves the job:
+//   - succeeded → job succeeded
+//   - killed with reason cancelled → job cancelled
+//   - failed/killed otherwise → retrying (NextRunAt = At + backoff, with a
+//     deterministic jitter derived from job ID and attempt) while
+//     CountedAttempts < MaxAttempts and the exit code is not in
+//     NoRetryExitCodes; else failed.
+type ReportAttempt struct {
+	JobID        string       `json:"job_id"`
+	Attempt      int          `json:"attempt"`
+	FencingToken uint64       `json:"fencing_token"`
+	Node         string       `json:"node"`
+	State        AttemptState `json:"state"`
+	Reason       string       `json:"reason,omitempty"`
+	StartedAt    time.Time    `json:"started_at,omitzero"`
+	FinishedAt   time.Time    `json:"finished_at,omitzero"`
+	ExitCode     *int         `json:"exit_code,omitempty"`
+	Signal       string       `json:"signal,omitempty"`
+	OOM          bool         `json:"oom,omitempty"`
+	PeakMemoryB  int64        `json:"peak_memory_bytes,omitempty"`
+	CPUTimeNs    int64        `json:"cpu_time_ns,omitempty"`
+	StderrTail   string       `json:"stderr_tail,omitempty"` // at most StderrTailMax bytes
+}
+
+// ReleaseJobs moves waiting or retrying jobs whose NextRunAt <= At to
+// queued. Jobs in other states are ignored.
+type ReleaseJobs struct {
+	JobIDs []string `json:"job_ids"`
+}
+
+// CancelJob cancels a non-terminal job. A job without a live attempt becomes
+// cancelled at once; one with a live attempt gets CancelRequested=cancelled on
+// that attempt and becomes cancelled when the node reports it killed (or when
+// the attempt is marked lost).
+type CancelJob struct {
+	JobID  string `json:"job_id"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// RetryJob re-queues a failed or cancelled job with a fresh attempt budget
+// (CountedAttempts = 0). Other states give ErrConflict.
+type RetryJob struct {
+	JobID string `json:"job_id"`
+}
+
+// MarkLost marks live attempts on a node as lost (the leader has waited out
+// the lease). Each named attempt that is still live becomes lost (not
+// counted) and its job is queued again (or cancelled, if a cancel was
+// requested). Entries whose token is not current are ignored.
+type MarkLost struct {
+	Node     string       `json:"node"`
+	Attempts []AttemptRef `json:"attempts"`
+	Reason   string       `json:"reason,omitempty"`
+}
+
+// AttemptRef names one attempt with its token.
+type AttemptRef struct {
+	JobID        string `json:"job_id"`
+	Attempt      int    `json:"attempt"`
+	FencingToken uint64 `json:"fencing_token"`
+}
+
+// FailJobs moves non-terminal jobs without a live attempt to failed with a
+// reason (e.g. deadline). Others are ignored.
+type FailJobs struct {
+	JobIDs []string `json:"job_ids"`
+	Reason string   `json:"reason"`
+}
+
+// SetReasons records why queued jobs cannot be placed (Job.Reason). Only
+// queued jobs are touched.
+type SetReasons struct {
+	Reasons map[string]string `json:"reasons"` // job ID → reason
+}
+
+// SetQueue sets a queue's concurrency limit (0 = unlimited).
+type SetQueue struct {
+	Name       string `json:"name"`
+	MaxRunning int    `json:"max_running"`
+}
+
+// GC drops terminal jobs (and their attempts) finished before Before, and
+// idempotency keys whose window ended before At.
+type GC struct {
+	Before time.Time `json:"before"`
+}
+
+// Result is what Apply returns for one entry (raft.ApplyFuture.Response()).
+type Result struct {
+	Index uint64 `json:"index"`
+	// Err is set when the whole command was refused; it wraps a sentinel.
+	Err error `json:"-"`
+	// Jobs has one entry per submitted job, in order.
+	Jobs []SubmitResult `json:"jobs,omitempty"`
+	// Skipped lists job IDs of placements (or other per-item changes) that
+	// Apply refused, with the reason.
+	Skipped map[string]string `json:"skipped,omitempty"`
+}
+
+// SubmitResult is the outcome of one job in SubmitJobs.
+type SubmitResult struct {
+	ID        string `json:"id"`
+	Duplicate bool   `json:"duplicate,omitempty"` // an earlier job with the same idempotency key
+}

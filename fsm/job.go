@@ -1,0 +1,111 @@
+package fsm
+
+import (
+	"time"
+)
+
+// JobState is where a job is in its life. See DESIGN.md's vocabulary.
+type JobState string
+
+const (
+	JobWaiting   JobState = "waiting"   // on run_at or dependencies
+	JobQueued    JobState = "queued"    // eligible for placement now
+	JobRunning   JobState = "running"   // has a live attempt (assigned or running)
+	JobRetrying  JobState = "retrying"  // last attempt failed; next one at NextRunAt
+	JobSucceeded JobState = "succeeded" // terminal
+	JobFailed    JobState = "failed"    // terminal: attempts exhausted or deadline; the dead-letter list
+	JobCancelled JobState = "cancelled" // terminal
+	JobSkipped   JobState = "skipped"   // terminal: an upstream job failed
+)
+
+// Terminal reports whether no further attempt will be made without a user action.
+func (s JobState) Terminal() bool {
+	switch s {
+	case JobSucceeded, JobFailed, JobCancelled, JobSkipped:
+		return true
+	}
+	return false
+}
+
+// Valid reports whether s is one of the known states.
+func (s JobState) Valid() bool {
+	switch s {
+	case JobWaiting, JobQueued, JobRunning, JobRetrying, JobSucceeded, JobFailed, JobCancelled, JobSkipped:
+		return true
+	}
+	return false
+}
+
+// Resources is a request (on a job) or a capacity (on a node).
+type Resources struct {
+	CPU      int64            `json:"cpu,omitempty"`    // millicores
+	MemoryMB int64            `json:"memory,omitempty"` // MiB
+	Named    map[string]int64 `json:"named,omitempty"`  // countable resources such as gpu=4
+}
+
+// Backoff is the per-job retry delay policy: delay(n) = min(Initial*Multiplier^(n-1), Max) ± Jitter.
+type Backoff struct {
+	Initial    Duration `json:"initial,omitempty"`
+	Multiplier float64  `json:"multiplier,omitempty"`
+	Max        Duration `json:"max,omitempty"`
+	Jitter     float64  `json:"jitter,omitempty"` // fraction 0..1 of the delay
+}
+
+// JobSpec is what a user submits. It is normalised and validated by the API
+// layer (defaults filled in) before it is put into a command, so Apply never
+// has to guess. Add new fields with omitempty so old entries still decode.
+type JobSpec struct {
+	Name        string            `json:"name,omitempty"`
+	Command     []string          `json:"command"` // argv; a JSON string becomes ["/bin/sh","-c",s]
+	Env         map[string]string `json:"env,omitempty"`
+	Resources   Resources         `json:"resources,omitempty"`
+	Priority    int               `json:"priority"` // 0..100, default 50
+	MaxAttempts int               `json:"max_attempts,omitempty"`
+	Timeout     Duration          `json:"timeout,omitempty"` // per attempt; 0 = none
+	Labels      map[string]string `json:"labels,omitempty"`
+
+	// Execution (issue 3).
+	Driver      string   `json:"driver,omitempty"`  // container | process; "" = the node's default
+	Image       string   `json:"image,omitempty"`   // OCI ref, oci-layout:DIR or docker-archive:FILE
+	Network     string   `json:"network,omitempty"` // none (default) | host
+	User        string   `json:"user,omitempty"`
+	KillSignal  string   `json:"kill_signal,omitempty"`  // default SIGTERM
+	KillTimeout Duration `json:"kill_timeout,omitempty"` // default 10s
+
+	// Scheduling (issue 4).
+	Queue            string     `json:"queue,omitempty"`
+	Constraints      []string   `json:"constraints,omitempty"` // "zone == a", "gpu_model in (a100,h100)"
+	Placement        string     `json:"placement,omitempty"`   // binpack (default) | spread
+	Backoff          Backoff    `json:"backoff,omitempty"`
+	NoRetryExitCodes []int      `json:"no_retry_exit_codes,omitempty"`
+	RunAt            *time.Time `json:"run_at,omitempty"`
+	Deadline         *time.Time `json:"deadline,omitempty"`
+	AllowUnplaceable bool       `json:"allow_unplaceable,omitempty"`
+}
+
+// Job is the replicated record of one submitted job.
+type Job struct {
+	ID             string    `json:"id"`
+	Spec           JobSpec   `json:"spec"`
+	State          JobState  `json:"state"`
+	Reason         string    `json:"reason,omitempty"` // why failed/cancelled, or why not placed
+	IdempotencyKey string    `json:"idempotency_key,omitempty"`
+	SubmittedAt    time.Time `json:"submitted_at"`
+	UpdatedAt      time.Time `json:"updated_at"`
+	FinishedAt     time.Time `json:"finished_at,omitzero"`
+
+	// NextRunAt is when a waiting or retrying job becomes due.
+	NextRunAt time.Time `json:"next_run_at,omitzero"`
+
+	// Attempts is the number of attempts created so far (attempt numbers are 1..Attempts).
+	Attempts int `json:"attempts"`
+	// CountedAttempts is how many attempts used up MaxAttempts (lost ones do not).
+	CountedAttempts int `json:"counted_attempts"`
+	// Current is the number of the live attempt, or 0.
+	Current int `json:"current_attempt,omitempty"`
+	// ExitCode of the last finished attempt, if it exited.
+	ExitCode *int `json:"exit_code,omitempty"`
+
+	CreateIndex uint64 `json:"create_index"`
+	ModifyIndex uint64 `json:"modify_index"`
+}

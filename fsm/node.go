@@ -1,0 +1,44 @@
+package fsm
+
+import "time"
+
+// GossipState is the liveness of a node as the leader last committed it.
+type GossipState string
+
+const (
+	NodeAlive   GossipState = "alive"
+	NodeSuspect GossipState = "suspect"
+	NodeDead    GossipState = "dead"
+	NodeLeft    GossipState = "left"
+)
+
+// Eligibility says whether a node may receive new attempts.
+type Eligibility string
+
+const (
+	Eligible   Eligibility = "eligible"
+	Draining   Eligibility = "draining"
+	Ineligible Eligibility = "ineligible"
+)
+
+// Node is the replicated record of one agent. Capacity, labels, drivers and
+// addresses come from the agent itself (through gossip); Gossip and
+// Eligibility are decided by the leader and by users.
+type Node struct {
+	Name       string            `json:"name"`
+	HTTPAddr   string            `json:"http_addr"`   // host:port of the API
+	RaftAddr   string            `json:"raft_addr"`   // host:port
+	GossipAddr string            `json:"gossip_addr"` // host:port
+	Capacity   Resources         `json:"capacity"`
+	Labels     map[string]string `json:"labels,omitempty"`
+	Drivers    []string          `json:"drivers,omitempty"`
+	Version    string            `json:"version,omitempty"`
+
+	Gossip        GossipState `json:"gossip"`
+	Eligibility   Eligibility `json:"eligibility"`
+	DrainDeadline time.Time   `json:"drain_deadline,omitzero"`
+
+	// StateChangedAt is the leader's stamp of the last Gossip change.
+	StateChangedAt time.Time `json:"state_changed_at"`
+	ModifyIndex    uint64    `json:"modify_index"`
+}
