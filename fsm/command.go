@@ -203,9 +203,12 @@ type SetQueue struct {
 }
 
 // GC drops terminal jobs (and their attempts) finished before Before, and
-// idempotency keys whose window ended before At.
+// idempotency keys recorded before KeysBefore. The leader computes both from
+// its configured retention and idempotency window, so every node drops the
+// same records.
 type GC struct {
-	Before time.Time `json:"before"`
+	Before     time.Time `json:"before"`
+	KeysBefore time.Time `json:"keys_before"`
 }
 
 // Result is what Apply returns for one entry (raft.ApplyFuture.Response()).
