@@ -1,0 +1,167 @@
+package checker
+
+import (
+	"sort"
+	"time"
+)
+
+// ExecOptions tunes the execution checker.
+type ExecOptions struct {
+	// ClockBound is the error allowed when comparing records of different
+	// nodes. Every namespace shares one host clock here, so it only covers
+	// the gap between a probe's date call and its real start or end.
+	ClockBound time.Duration
+	// EndOfTest closes intervals of executions that never wrote "end"
+	// (killed or fenced): they are taken to have run until then.
+	EndOfTest int64
+}
+
+type interval struct {
+	attempt    int
+	token      uint64
+	node       string
+	start, end int64
+	open       bool
+}
+
+// Execution checks invariant 2 from the probe records: executions of one job
+// never overlap (within ClockBound), every succeeded job has an execution
+// that matches its succeeded attempt, and a fencing sink replayed in the
+// sink file's order (accept a token iff it is >= the highest seen for the
+// job) accepts at most one completion per job, from the attempt the cluster
+// recorded as succeeded.
+//
+// Overlap is timing-dependent (it holds only while pauses stay below the
+// lease); it fails the check, and the report says so.
+func Execution(exec []Record, sink []Record, final []FinalJob, opt ExecOptions) Result {
+	r := Result{Name: "execution", Valid: true, Stats: map[string]int{}}
+	type key struct {
+		job   string
+		token uint64
+	}
+	ivs := map[key]*interval{}
+	var order []key
+	for _, rec := range exec {
+		k := key{rec.Job, rec.Token}
+		iv := ivs[k]
+		if iv == nil {
+			iv = &interval{attempt: rec.Attempt, token: rec.Token, node: rec.Node, start: -1, end: -1}
+			ivs[k] = iv
+			order = append(order, k)
+		}
+		switch rec.Kind {
+		case "start":
+			if iv.start >= 0 {
+				r.errorf("token reused: job %s token %d started twice (nodes %s, %s)", rec.Job, rec.Token, iv.node, rec.Node)
+			}
+			iv.start = rec.At
+		case "end":
+			iv.end = rec.At
+		}
+	}
+	perJob := map[string][]*interval{}
+	for _, k := range order {
+		iv := ivs[k]
+		if iv.start < 0 {
+			continue // an end without a start: its start line was torn
+		}
+		if iv.end < 0 {
+			iv.end, iv.open = opt.EndOfTest, true
+			r.Stats["incomplete"]++
+		}
+		perJob[k.job] = append(perJob[k.job], iv)
+	}
+	r.Stats["executions"] = len(order)
+	r.Stats["jobs_executed"] = len(perJob)
+	maxOverlap := time.Duration(0)
+	for job, list := range perJob {
+		if len(list) > 1 {
+			r.Stats["re_executed_jobs"]++
+		}
+		sort.Slice(list, func(i, j int) bool { return list[i].start < list[j].start })
+		for i := 0; i < len(list); i++ {
+			for j := i + 1; j < len(list); j++ {
+				a, b := list[i], list[j]
+				ov := time.Duration(min(a.end, b.end) - b.start)
+				if ov > opt.ClockBound {
+					r.Stats["overlaps"]++
+					maxOverlap = max(maxOverlap, ov)
+					r.errorf("overlap: job %s attempt %d (token %d, %s%s) and attempt %d (token %d, %s%s) ran together for %v",
+						job, a.attempt, a.token, a.node, openMark(a), b.attempt, b.token, b.node, openMark(b), ov)
+				}
+			}
+		}
+	}
+	r.Stats["max_overlap_ms"] = int(maxOverlap / time.Millisecond)
+
+	succeeded := map[string]uint64{} // job -> token of its succeeded attempt
+	attemptState := map[key]string{}
+	for _, j := range final {
+		for _, a := range j.Attempts {
+			attemptState[key{j.ID, a.FencingToken}] = a.State
+			if a.State == "succeeded" {
+				succeeded[j.ID] = a.FencingToken
+			}
+		}
+		if j.State == "succeeded" {
+			if len(perJob[j.ID]) == 0 {
+				r.errorf("phantom success: job %s succeeded with no execution record", j.ID)
+				continue
+			}
+			tok, ok := succeeded[j.ID]
+			if ok && ivs[key{j.ID, tok}] == nil {
+				r.errorf("phantom success: job %s succeeded with token %d but no execution carried it", j.ID, tok)
+			}
+		}
+	}
+
+	// The fencing sink, replayed in append order.
+	highest := map[string]uint64{}
+	accepted := map[string][]Record{}
+	for _, rec := range sink {
+		if rec.Kind != "effect" {
+			continue
+		}
+		if h, ok := highest[rec.Job]; ok && rec.Token < h {
+			r.Stats["stale_rejected"]++
+			continue
+		}
+		highest[rec.Job] = rec.Token
+		accepted[rec.Job] = append(accepted[rec.Job], rec)
+		r.Stats["effects_accepted"]++
+	}
+	for job, recs := range accepted {
+		tok, ok := succeeded[job]
+		for i, rec := range recs {
+			if ok && rec.Token > tok {
+				r.errorf("superseded token accepted: job %s effect with token %d after succeeded token %d", job, rec.Token, tok)
+			}
+			if i == 0 {
+				continue
+			}
+			// A second accepted completion is legitimate only when the
+			// cluster recorded the earlier attempt as lost (its node was
+			// declared dead after the lease): at-least-once, not a bug.
+			prev := recs[i-1]
+			st := attemptState[key{job, prev.Token}]
+			if st == "lost" {
+				r.Stats["completions_after_lost"]++
+				r.notef("job %s completed with token %d, then again with %d (earlier attempt recorded lost)", job, prev.Token, rec.Token)
+				continue
+			}
+			r.Stats["double_completions"]++
+			r.errorf("two accepted completions: job %s tokens %d then %d (earlier attempt state %q)", job, prev.Token, rec.Token, st)
+		}
+	}
+	for _, k := range []string{"overlaps", "stale_rejected", "double_completions", "incomplete", "re_executed_jobs"} {
+		r.Stats[k] += 0
+	}
+	return r
+}
+
+func openMark(iv *interval) string {
+	if iv.open {
+		return ", never ended"
+	}
+	return ""
+}

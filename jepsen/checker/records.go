@@ -1,0 +1,74 @@
+package checker
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// Record is one line written by the probe job: "<kind> <job> <attempt>
+// <token> <node> <unix-nanos>", kind being start, end or effect.
+type Record struct {
+	Kind    string
+	Job     string
+	Attempt int
+	Token   uint64
+	Node    string
+	At      int64 // unix ns, host wall clock (all namespaces share it)
+}
+
+func (r Record) String() string {
+	return fmt.Sprintf("%s %s %d %d %s %d", r.Kind, r.Job, r.Attempt, r.Token, r.Node, r.At)
+}
+
+// ParseRecords reads records in file order. Torn lines (a node killed while
+// appending) are skipped and counted.
+func ParseRecords(rd io.Reader) (recs []Record, torn int, err error) {
+	sc := bufio.NewScanner(rd)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) != 6 {
+			if len(f) > 0 {
+				torn++
+			}
+			continue
+		}
+		a, err1 := strconv.Atoi(f[2])
+		t, err2 := strconv.ParseUint(f[3], 10, 64)
+		at, err3 := strconv.ParseInt(f[5], 10, 64)
+		if err1 != nil || err2 != nil || err3 != nil {
+			torn++
+			continue
+		}
+		recs = append(recs, Record{Kind: f[0], Job: f[1], Attempt: a, Token: t, Node: f[4], At: at})
+	}
+	return recs, torn, sc.Err()
+}
+
+// ReadRecordFiles parses every file matching glob, concatenated.
+func ReadRecordFiles(glob string) ([]Record, int, error) {
+	paths, err := filepath.Glob(glob)
+	if err != nil {
+		return nil, 0, err
+	}
+	var all []Record
+	torn := 0
+	for _, p := range paths {
+		f, err := os.Open(p)
+		if err != nil {
+			return nil, 0, err
+		}
+		recs, n, err := ParseRecords(f)
+		f.Close()
+		if err != nil {
+			return nil, 0, err
+		}
+		all = append(all, recs...)
+		torn += n
+	}
+	return all, torn, nil
+}
