@@ -1,0 +1,101 @@
+package sched
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// ErrInvalidConfig wraps every Config.Validate failure.
+var ErrInvalidConfig = errors.New("sched: invalid config")
+
+// Config holds the scheduler's policy (used by Plan) and the leader loop's
+// timings. CLI flags map onto it in main.
+type Config struct {
+	// LeaseDuration is L, the attempt lease the supervisor enforces (exec's
+	// default is 6s). Attempts on a dead node are declared lost only after
+	// L + SafetyMargin since the leader last heard from the node.
+	LeaseDuration time.Duration
+	// SafetyMargin covers what L does not: the follower keeps renewing for
+	// up to cluster's LeaderContactTimeout (2s) after its last contact, the
+	// kill itself, and clock rate drift between machines.
+	SafetyMargin time.Duration
+
+	// AgingInterval adds one to a queued job's effective priority per
+	// interval waited, so low priorities are not starved (0 disables).
+	AgingInterval time.Duration
+	// AgingCap bounds the effective priority reached by aging.
+	AgingCap int
+	// MinCandidates is how many feasible nodes a placement compares before
+	// choosing (more with large clusters: max(MinCandidates, log2 nodes)).
+	MinCandidates int
+	// BatchSize caps the items in one raft command (placements, releases,
+	// reasons, failures), keeping entries small.
+	BatchSize int
+
+	// Coalesce is how long the loop waits after a state change before
+	// planning, so a burst of submits gives one plan (0 = plan at once).
+	Coalesce time.Duration
+	// RetryDelay is how long the loop waits after a failed barrier or apply.
+	RetryDelay time.Duration
+	// GCInterval is how often the leader issues fsm.GC.
+	GCInterval time.Duration
+	// Retention is how long terminal jobs are kept.
+	Retention time.Duration
+	// IdempotencyWindow is how long idempotency keys are remembered.
+	IdempotencyWindow time.Duration
+}
+
+// DefaultConfig returns the production defaults; DESIGN.md explains them.
+func DefaultConfig() Config {
+	return Config{
+		LeaseDuration:     6 * time.Second,
+		SafetyMargin:      3 * time.Second,
+		AgingInterval:     time.Minute,
+		AgingCap:          MaxPriority,
+		MinCandidates:     16,
+		BatchSize:         1000,
+		Coalesce:          20 * time.Millisecond,
+		RetryDelay:        time.Second,
+		GCInterval:        time.Minute,
+		Retention:         7 * 24 * time.Hour,
+		IdempotencyWindow: 24 * time.Hour,
+	}
+}
+
+// MaxPriority is the highest priority a user may submit.
+const MaxPriority = 100
+
+// Validate reports the first field with an unusable value.
+func (c Config) Validate() error {
+	bad := func(field, why string) error { return fmt.Errorf("%w: %s %s", ErrInvalidConfig, field, why) }
+	switch {
+	case c.LeaseDuration <= 0:
+		return bad("LeaseDuration", "must be positive")
+	case c.SafetyMargin < 0:
+		return bad("SafetyMargin", "must not be negative")
+	case c.AgingInterval < 0:
+		return bad("AgingInterval", "must not be negative")
+	case c.AgingCap < 0:
+		return bad("AgingCap", "must not be negative")
+	case c.MinCandidates < 1:
+		return bad("MinCandidates", "must be at least 1")
+	case c.BatchSize < 1:
+		return bad("BatchSize", "must be at least 1")
+	case c.Coalesce < 0:
+		return bad("Coalesce", "must not be negative")
+	case c.RetryDelay <= 0:
+		return bad("RetryDelay", "must be positive")
+	case c.GCInterval <= 0:
+		return bad("GCInterval", "must be positive")
+	case c.Retention <= 0:
+		return bad("Retention", "must be positive")
+	case c.IdempotencyWindow <= 0:
+		return bad("IdempotencyWindow", "must be positive")
+	}
+	return nil
+}
+
+// lostAfter is how long after the last contact a dead node's attempts are
+// known to have stopped.
+func (c Config) lostAfter() time.Duration { return c.LeaseDuration + c.SafetyMargin }

@@ -1,0 +1,216 @@
+package sched
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/foreman-sched/foreman/fsm"
+)
+
+// nodeState is one node as the planner sees it: static properties plus the
+// capacity still free, which shrinks as the plan places attempts.
+type nodeState struct {
+	node      *fsm.Node
+	freeCPU   int64
+	freeMem   int64
+	freeNamed map[string]int64 // capacity minus allocated, per named resource
+}
+
+// newNodeStates indexes nodes by name and subtracts what live attempts hold.
+// Free capacity may start negative (a node that shrank); it then fits
+// nothing, which is what "never over-commit" requires.
+func newNodeStates(nodes []fsm.Node, live []fsm.Attempt) ([]nodeState, map[string]int) {
+	order := make([]int, len(nodes))
+	for i := range order {
+		order[i] = i
+	}
+	// Sort by name so the plan does not depend on the reader's order.
+	slices.SortFunc(order, func(a, b int) int { return strings.Compare(nodes[a].Name, nodes[b].Name) })
+	out := make([]nodeState, len(nodes))
+	byName := make(map[string]int, len(nodes))
+	for i, oi := range order {
+		n := &nodes[oi]
+		ns := nodeState{node: n, freeCPU: n.Capacity.CPU, freeMem: n.Capacity.MemoryMB}
+		if len(n.Capacity.Named) > 0 {
+			ns.freeNamed = make(map[string]int64, len(n.Capacity.Named))
+			for k, v := range n.Capacity.Named {
+				ns.freeNamed[k] = v
+			}
+		}
+		out[i] = ns
+		byName[n.Name] = i
+	}
+	for i := range live {
+		a := &live[i]
+		ni, ok := byName[a.Node]
+		if !ok {
+			continue
+		}
+		out[ni].take(&a.Resources)
+	}
+	return out, byName
+}
+
+// take subtracts a request from the node's free capacity.
+func (ns *nodeState) take(r *fsm.Resources) {
+	ns.freeCPU -= r.CPU
+	ns.freeMem -= r.MemoryMB
+	for k, v := range r.Named {
+		if ns.freeNamed == nil {
+			ns.freeNamed = map[string]int64{}
+		}
+		ns.freeNamed[k] -= v
+	}
+}
+
+// fits is the hot path: does the request fit the free capacity?
+func (ns *nodeState) fits(r *fsm.Resources) bool {
+	if r.CPU > ns.freeCPU || r.MemoryMB > ns.freeMem {
+		return false
+	}
+	for k, v := range r.Named {
+		if v > 0 && v > ns.freeNamed[k] {
+			return false
+		}
+	}
+	return true
+}
+
+// misfit explains why a request does not fit ("" if it does). It separates
+// "insufficient" (busy now) from "exceeds node capacity" (never fits).
+func (ns *nodeState) misfit(r *fsm.Resources) string {
+	c := &ns.node.Capacity
+	switch {
+	case r.CPU > ns.freeCPU:
+		return dimReason("cpu", r.CPU > c.CPU)
+	case r.MemoryMB > ns.freeMem:
+		return dimReason("memory", r.MemoryMB > c.MemoryMB)
+	}
+	for _, k := range sortedKeys(r.Named) {
+		if v := r.Named[k]; v > 0 && v > ns.freeNamed[k] {
+			return dimReason(k, v > c.Named[k])
+		}
+	}
+	return ""
+}
+
+func dimReason(dim string, tooBig bool) string {
+	if tooBig {
+		return dim + " exceeds node capacity"
+	}
+	return "insufficient " + dim
+}
+
+func sortedKeys(m map[string]int64) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// staticMisfit checks what does not change during a plan: liveness,
+// eligibility, driver and constraints. It returns "" for a usable node.
+func staticMisfit(n *fsm.Node, driver string, cons []fsm.Constraint) string {
+	if n.Gossip != fsm.NodeAlive {
+		return "node " + string(n.Gossip)
+	}
+	if n.Eligibility != fsm.Eligible {
+		return "node " + string(n.Eligibility)
+	}
+	if driver == "" {
+		if len(n.Drivers) == 0 {
+			return "no drivers"
+		}
+	} else if !slices.Contains(n.Drivers, driver) {
+		return "driver " + driver + " unavailable"
+	}
+	for _, c := range cons {
+		if c.Match(n.Labels) {
+			continue
+		}
+		if _, ok := n.Labels[c.Key]; !ok && c.NeedsLabel() {
+			return "missing label " + c.Key
+		}
+		return "unmet " + c.String()
+	}
+	return ""
+}
+
+// class groups jobs that have the same static requirements (driver and
+// constraints): they share the list of usable nodes and a scan cursor.
+type class struct {
+	nodes  []int          // statically feasible node indices
+	static map[string]int // why the other nodes were rejected
+	err    string         // set when the constraints do not parse
+	cursor int            // index into nodes where the next scan starts
+}
+
+func classKey(s *fsm.JobSpec) string {
+	if len(s.Constraints) == 0 {
+		return s.Driver
+	}
+	return s.Driver + "\x00" + strings.Join(s.Constraints, "\x00")
+}
+
+func newClass(nodes []nodeState, s *fsm.JobSpec) *class {
+	cl := &class{static: map[string]int{}}
+	cons, err := fsm.ParseConstraints(s.Constraints)
+	if err != nil {
+		// The API validates constraints; this guards old or hand-made entries.
+		cl.err = err.Error()
+		return cl
+	}
+	for i := range nodes {
+		if r := staticMisfit(nodes[i].node, s.Driver, cons); r != "" {
+			cl.static[r]++
+			continue
+		}
+		cl.nodes = append(cl.nodes, i)
+	}
+	return cl
+}
+
+// maxReasons bounds how many categories a reason lists.
+const maxReasons = 4
+
+// formatReason renders per-node rejection counts, most common first:
+// "3 nodes: 2 insufficient memory, 1 missing label gpu_model".
+func formatReason(total int, counts map[string]int) string {
+	if total == 0 {
+		return "no nodes"
+	}
+	type rc struct {
+		r string
+		n int
+	}
+	list := make([]rc, 0, len(counts))
+	for r, n := range counts {
+		list = append(list, rc{r, n})
+	}
+	slices.SortFunc(list, func(a, b rc) int {
+		if a.n != b.n {
+			return b.n - a.n
+		}
+		return strings.Compare(a.r, b.r)
+	})
+	var b strings.Builder
+	noun := "nodes"
+	if total == 1 {
+		noun = "node"
+	}
+	fmt.Fprintf(&b, "%d %s: ", total, noun)
+	for i, x := range list {
+		if i == maxReasons {
+			fmt.Fprintf(&b, ", %d more reasons", len(list)-maxReasons)
+			break
+		}
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%d %s", x.n, x.r)
+	}
+	return b.String()
+}

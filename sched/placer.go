@@ -1,0 +1,133 @@
+package sched
+
+import (
+	"math/bits"
+	"strconv"
+
+	"github.com/foreman-sched/foreman/fsm"
+)
+
+// Placement scoring. A full scan of every node per placement costs
+// O(nodes) and would cap a 5,000-node cluster at a few thousand
+// placements per second. Like Nomad's limit iterator, the placer instead
+// compares only the first `limit` feasible nodes from a per-class cursor
+// and takes the best of those: bin-pack takes the fullest, spread the
+// emptiest. The trade-off is that the choice is the best of a window, not
+// of the cluster. Declaring a job unplaceable still needs a full scan, but
+// that happens once per job shape per plan (free capacity only shrinks
+// during a plan, so a shape that fits nowhere stays unplaceable).
+type placer struct {
+	nodes   []nodeState
+	classes map[string]*class
+	failed  map[shapeKey]string
+	limit   int
+}
+
+// shapeKey identifies jobs that are interchangeable for placement.
+type shapeKey struct {
+	class    string
+	cpu, mem int64
+	named    string
+}
+
+func newPlacer(nodes []nodeState, minCandidates int) *placer {
+	limit := bits.Len(uint(len(nodes)))
+	if limit < minCandidates {
+		limit = minCandidates
+	}
+	return &placer{nodes: nodes, classes: map[string]*class{}, failed: map[shapeKey]string{}, limit: limit}
+}
+
+func shapeOf(ck string, r *fsm.Resources) shapeKey {
+	k := shapeKey{class: ck, cpu: r.CPU, mem: r.MemoryMB}
+	if len(r.Named) > 0 {
+		for _, n := range sortedKeys(r.Named) {
+			k.named += n + "=" + strconv.FormatInt(r.Named[n], 10) + ","
+		}
+	}
+	return k
+}
+
+// place picks a node for the job and reserves its resources there, or
+// returns why no node can take it.
+func (p *placer) place(spec *fsm.JobSpec) (node int, reason string) {
+	ck := classKey(spec)
+	cl := p.classes[ck]
+	if cl == nil {
+		cl = newClass(p.nodes, spec)
+		p.classes[ck] = cl
+	}
+	if cl.err != "" {
+		return -1, cl.err
+	}
+	req := &spec.Resources
+	sk := shapeOf(ck, req)
+	if r, ok := p.failed[sk]; ok {
+		return -1, r
+	}
+	spread := spec.Placement == "spread"
+	n := len(cl.nodes)
+	best, bestK, first, found := -1, -1, -1, 0
+	var bestScore float64
+	for i := 0; i < n && found < p.limit; i++ {
+		k := (cl.cursor + i) % n
+		ns := &p.nodes[cl.nodes[k]]
+		if !ns.fits(req) {
+			continue
+		}
+		if found == 0 {
+			first = k
+		}
+		found++
+		s := score(ns, req)
+		if spread {
+			s = -s
+		}
+		if best < 0 || s > bestScore {
+			best, bestK, bestScore = cl.nodes[k], k, s
+		}
+	}
+	if best < 0 {
+		r := p.explain(cl, req)
+		p.failed[sk] = r
+		return -1, r
+	}
+	// Bin-pack keeps returning to the first node with room until it is
+	// full; spread moves on so the next job looks at other nodes.
+	if spread {
+		cl.cursor = (bestK + 1) % n
+	} else {
+		cl.cursor = first
+	}
+	p.nodes[best].take(req)
+	return best, ""
+}
+
+// score is how full the node would be after placing req: the sum of the
+// cpu and memory fractions, each in [0,1] (Nomad's bin-pack score).
+func score(ns *nodeState, req *fsm.Resources) float64 {
+	c := &ns.node.Capacity
+	var s float64
+	if c.CPU > 0 {
+		s += float64(c.CPU-ns.freeCPU+req.CPU) / float64(c.CPU)
+	}
+	if c.MemoryMB > 0 {
+		s += float64(c.MemoryMB-ns.freeMem+req.MemoryMB) / float64(c.MemoryMB)
+	}
+	return s
+}
+
+// explain scans every node of the class for the reason a request fits
+// none of them.
+func (p *placer) explain(cl *class, req *fsm.Resources) string {
+	counts := make(map[string]int, len(cl.static)+2)
+	for r, n := range cl.static {
+		counts[r] += n
+	}
+	for _, i := range cl.nodes {
+		if r := p.nodes[i].misfit(req); r != "" {
+			counts[r]++
+		}
+	}
+	return formatReason(len(p.nodes), counts)
+}

@@ -1,0 +1,141 @@
+package sched
+
+import (
+	"time"
+
+	"github.com/foreman-sched/foreman/fsm"
+)
+
+// Decision is what one Plan call produced.
+type Decision struct {
+	// Commands to apply in order. Each is safe to apply late or twice:
+	// Apply re-checks the state it depends on.
+	Commands []*fsm.Command
+	// NextWake is the earliest time something timed becomes due (a retry,
+	// a run_at, a deadline, a lease running out, a drain deadline); zero
+	// when nothing is. The loop also wakes on every state change.
+	NextWake time.Time
+	Stats    Stats
+}
+
+// Stats counts what a plan decided, for logs, metrics and tests.
+type Stats struct {
+	Placed     int // placements emitted
+	Unplaced   int // runnable jobs left queued (with a reason)
+	Released   int // waiting/retrying jobs released to queued
+	Failed     int // jobs failed for missing their deadline
+	Lost       int // attempts marked lost
+	Stopped    int // attempts told to stop (drain deadline)
+	NewReasons int // reasons that changed
+}
+
+// planning is the scratch state of one Plan call.
+type planning struct {
+	snap    *Snapshot
+	now     time.Time
+	cfg     Config
+	nodes   []nodeState
+	nodeIdx map[string]int
+
+	wake     time.Time
+	lost     []*fsm.MarkLost
+	stop     []fsm.AttemptRef
+	failed   []string
+	released []string
+	placed   []fsm.Placement
+	reasons  map[string]string
+	stats    Stats
+}
+
+func (pl *planning) wakeAt(t time.Time) {
+	if pl.wake.IsZero() || t.Before(pl.wake) {
+		pl.wake = t
+	}
+}
+
+// Plan decides what the leader should commit next, given the state and
+// the time. It is pure: the same arguments give the same commands.
+// The commands come in this order: deadline failures, lost attempts, drain
+// stops, releases, placements, reasons.
+func Plan(snap *Snapshot, now time.Time, cfg Config) *Decision {
+	pl := &planning{snap: snap, now: now, cfg: cfg, reasons: map[string]string{}}
+	pl.nodes, pl.nodeIdx = newNodeStates(snap.Nodes, snap.Live)
+	pl.planNodeFailures()
+	cands := pl.runnable()
+	sortCandidates(cands)
+	pl.placeAll(cands)
+	return &Decision{Commands: pl.commands(), NextWake: pl.wake, Stats: pl.stats}
+}
+
+// runnable sorts pending jobs into: failed (deadline passed), released
+// (due now), waiting (wake later) and the candidates for placement.
+func (pl *planning) runnable() []candidate {
+	cands := make([]candidate, 0, len(pl.snap.Pending))
+	for _, j := range pl.snap.Pending {
+		if d := j.Spec.Deadline; d != nil {
+			if !pl.now.Before(*d) {
+				pl.failed = append(pl.failed, j.ID)
+				continue
+			}
+			pl.wakeAt(*d)
+		}
+		switch j.State {
+		case fsm.JobQueued:
+		case fsm.JobWaiting, fsm.JobRetrying:
+			// A waiting job without NextRunAt waits on dependencies, which
+			// are released elsewhere.
+			if j.NextRunAt.IsZero() {
+				continue
+			}
+			if pl.now.Before(j.NextRunAt) {
+				pl.wakeAt(j.NextRunAt)
+				continue
+			}
+			pl.released = append(pl.released, j.ID)
+		default:
+			continue
+		}
+		cands = append(cands, candidate{job: j, eff: EffectivePriority(j, pl.now, pl.cfg)})
+	}
+	pl.stats.Failed = len(pl.failed)
+	pl.stats.Released = len(pl.released)
+	return cands
+}
+
+// placeAll places candidates in priority order. A job that does not fit is
+// passed over (smaller, lower-priority jobs may still use the room), so
+// capacity is never left idle while something fits.
+func (pl *planning) placeAll(cands []candidate) {
+	p := newPlacer(pl.nodes, pl.cfg.MinCandidates)
+	running := make(map[string]int, len(pl.snap.Running))
+	for q, n := range pl.snap.Running {
+		running[q] = n
+	}
+	for _, c := range cands {
+		j := c.job
+		q := j.Spec.Queue
+		var reason string
+		if lim := pl.snap.QueueLimits[q]; lim > 0 && running[q] >= lim {
+			reason = "queue " + queueName(q) + " at max_running " + itoa(lim)
+		} else if ni, r := p.place(&j.Spec); ni >= 0 {
+			running[q]++
+			pl.placed = append(pl.placed, fsm.Placement{JobID: j.ID, Node: pl.nodes[ni].node.Name, Resources: j.Spec.Resources})
+			continue
+		} else {
+			reason = r
+		}
+		pl.stats.Unplaced++
+		if reason != j.Reason {
+			pl.reasons[j.ID] = reason
+		}
+	}
+	pl.stats.Placed = len(pl.placed)
+	pl.stats.NewReasons = len(pl.reasons)
+}
+
+func queueName(q string) string {
+	if q == "" {
+		return "default"
+	}
+	return q
+}
