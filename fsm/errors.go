@@ -14,3 +14,12 @@ var (
 	// ErrConflict means the object is in a state that does not allow the change.
 	ErrConflict = errors.New("conflict")
 )
+
+var (
+	// ErrCorrupt means the state file cannot be used (not a bolt file,
+	// truncated, or failed the consistency check after an unclean
+	// shutdown). The caller rebuilds it from the raft snapshot and log.
+	ErrCorrupt = errors.New("state file corrupt")
+	// ErrClosed means the FSM was used after Close.
+	ErrClosed = errors.New("fsm closed")
+)

@@ -1,0 +1,232 @@
+package fsm
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/raft"
+	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
+)
+
+// Apply applies one committed entry. See ApplyBatch.
+func (f *FSM) Apply(l *raft.Log) any { return f.ApplyBatch([]*raft.Log{l})[0] }
+
+// ApplyBatch applies committed entries in one bbolt transaction together
+// with the new applied index, and returns a *Result per entry. Entries at
+// or below the stored applied index are skipped (raft replays its log
+// after a restart). A refused entry changes nothing but its index is still
+// recorded. A storage failure panics: continuing would let this node's
+// state silently diverge from the log (etcd does the same).
+func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
+	out := make([]any, len(logs))
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if f.closed {
+		for i, l := range logs {
+			out[i] = &Result{Index: l.Index, Err: ErrClosed}
+		}
+		return out
+	}
+	// refused holds entries that failed after writing part of their
+	// change: the batch is rolled back and re-run with them refused up
+	// front, so "a refused entry changes nothing" holds for every handler.
+	refused := map[int]error{}
+	for {
+		events, redo, err := f.applyOnce(logs, out, refused)
+		if err != nil {
+			panic(fmt.Sprintf("fsm: storage failure applying entries %d..%d: %v",
+				logs[0].Index, logs[len(logs)-1].Index, err))
+		}
+		if redo >= 0 {
+			continue
+		}
+		if last := logs[len(logs)-1].Index; last > f.applied.Load() {
+			f.applied.Store(last)
+		}
+		f.notify.publish(events)
+		return out
+	}
+}
+
+// applyOnce runs the batch in one write transaction. It returns the
+// position of an entry that must be re-run as refused (or -1), and a
+// non-nil error only for storage failures.
+func (f *FSM) applyOnce(logs []*raft.Log, out []any, refused map[int]error) ([]Event, int, error) {
+	tx, err := f.db.Begin(true)
+	if err != nil {
+		return nil, -1, err
+	}
+	defer func() { _ = tx.Rollback() }()
+	meta := tx.Bucket(bucketMeta)
+	applied := readU64(meta.Get(metaAppliedIndex))
+	a := newApplier(tx)
+	last := applied
+	for i, l := range logs {
+		if l.Index <= applied {
+			out[i] = &Result{Index: l.Index}
+			continue
+		}
+		last = l.Index
+		res := &Result{Index: l.Index}
+		out[i] = res
+		if l.Type != raft.LogCommand {
+			continue // configuration entries only advance the index
+		}
+		if err, ok := refused[i]; ok {
+			res.Err = err
+			continue
+		}
+		a.begin(l.Index)
+		err := a.applyEntry(l.Data, res)
+		if err == nil && f.faultHook != nil {
+			err = f.faultHook(l.Index)
+		}
+		if err == nil {
+			a.commitEntry()
+			continue
+		}
+		if !isRefusal(err) {
+			return nil, -1, err
+		}
+		res.Err = err
+		res.Jobs, res.Skipped = nil, nil
+		if a.wrote {
+			refused[i] = err
+			return nil, i, nil
+		}
+	}
+	if last > applied {
+		if err := meta.Put(metaAppliedIndex, u64(last)); err != nil {
+			return nil, -1, err
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, -1, err
+	}
+	return a.events, -1, nil
+}
+
+// isRefusal tells a refused command (bad input, stale token, conflict)
+// from a storage failure.
+func isRefusal(err error) bool {
+	for _, s := range []error{ErrBadCommand, ErrUnsupportedVersion, ErrNotFound, ErrStaleToken, ErrConflict,
+		bolterrors.ErrKeyTooLarge, bolterrors.ErrValueTooLarge, bolterrors.ErrKeyRequired} {
+		if errors.Is(err, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// applier carries one write transaction through a batch.
+type applier struct {
+	tx                                   *bolt.Tx
+	jobs, byState, attempts, live, nodes *bolt.Bucket
+	idem, queues, meta                   *bolt.Bucket
+	index                                uint64
+	at                                   time.Time
+	wrote                                bool    // the current entry changed something
+	events                               []Event // committed entries' events
+	pending                              []Event // the current entry's events
+}
+
+func newApplier(tx *bolt.Tx) *applier {
+	return &applier{
+		tx:       tx,
+		jobs:     tx.Bucket(bucketJobs),
+		byState:  tx.Bucket(bucketJobsByState),
+		attempts: tx.Bucket(bucketAttempts),
+		live:     tx.Bucket(bucketLiveByNode),
+		nodes:    tx.Bucket(bucketNodes),
+		idem:     tx.Bucket(bucketIdempotency),
+		queues:   tx.Bucket(bucketQueues),
+		meta:     tx.Bucket(bucketMeta),
+	}
+}
+
+func (a *applier) begin(index uint64) {
+	a.index, a.at, a.wrote, a.pending = index, time.Time{}, false, a.pending[:0]
+}
+
+func (a *applier) commitEntry() { a.events = append(a.events, a.pending...) }
+
+func (a *applier) emit(e Event) {
+	e.Index, e.At = a.index, a.at
+	a.pending = append(a.pending, e)
+}
+
+func (a *applier) put(b *bolt.Bucket, k, v []byte) error {
+	a.wrote = true
+	return b.Put(k, v)
+}
+
+func (a *applier) del(b *bolt.Bucket, k []byte) error {
+	a.wrote = true
+	return b.Delete(k)
+}
+
+// applyEntry decodes the envelope and runs the command's handler.
+func (a *applier) applyEntry(data []byte, res *Result) error {
+	cmd, err := DecodeCommand(data)
+	if err != nil {
+		return err
+	}
+	if cmd.At.IsZero() {
+		return fmt.Errorf("%w: %s: at: missing (the leader stamps the time)", ErrBadCommand, cmd.Type)
+	}
+	a.at = cmd.At
+	switch cmd.Type {
+	case CmdInit:
+		return run(a, cmd, res, (*applier).initCluster)
+	case CmdSubmitJobs:
+		return run(a, cmd, res, (*applier).submitJobs)
+	case CmdUpsertNode:
+		return run(a, cmd, res, (*applier).upsertNode)
+	case CmdNodeState:
+		return run(a, cmd, res, (*applier).setNodeState)
+	case CmdPlace:
+		return run(a, cmd, res, (*applier).place)
+	case CmdReport:
+		return run(a, cmd, res, (*applier).report)
+	case CmdRelease:
+		return run(a, cmd, res, (*applier).release)
+	case CmdCancelJob:
+		return run(a, cmd, res, (*applier).cancelJob)
+	case CmdRetryJob:
+		return run(a, cmd, res, (*applier).retryJob)
+	case CmdMarkLost:
+		return run(a, cmd, res, (*applier).markLost)
+	case CmdFailJobs:
+		return run(a, cmd, res, (*applier).failJobs)
+	case CmdSetReasons:
+		return run(a, cmd, res, (*applier).setReasons)
+	case CmdSetQueue:
+		return run(a, cmd, res, (*applier).setQueue)
+	case CmdGC:
+		return run(a, cmd, res, (*applier).gc)
+	}
+	return fmt.Errorf("%w: unknown command type %q", ErrBadCommand, cmd.Type)
+}
+
+// run decodes the payload into P and calls the handler.
+func run[P any](a *applier, cmd *Command, res *Result, h func(*applier, *P, *Result) error) error {
+	var p P
+	if err := json.Unmarshal(cmd.Payload, &p); err != nil {
+		return fmt.Errorf("%w: %s payload: %v", ErrBadCommand, cmd.Type, err)
+	}
+	if err := h(a, &p, res); err != nil {
+		return fmt.Errorf("%s: %w", cmd.Type, err)
+	}
+	return nil
+}
+
+// skip records a per-item refusal in the result.
+func skip(res *Result, id, reason string) {
+	if res.Skipped == nil {
+		res.Skipped = map[string]string{}
+	}
+	res.Skipped[id] = reason
+}

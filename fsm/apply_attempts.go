@@ -1,0 +1,199 @@
+package fsm
+
+import (
+	"fmt"
+	"slices"
+)
+
+func (a *applier) place(p *Place, res *Result) error {
+	for _, pl := range p.Placements {
+		j, err := a.getJob(pl.JobID)
+		if err != nil {
+			skip(res, pl.JobID, "job not found")
+			continue
+		}
+		if j.State != JobQueued && !a.due(j) {
+			skip(res, pl.JobID, fmt.Sprintf("job is %s", j.State))
+			continue
+		}
+		n, err := a.getNode(pl.Node)
+		if err != nil {
+			skip(res, pl.JobID, fmt.Sprintf("node %q not found", pl.Node))
+			continue
+		}
+		if n.Gossip != NodeAlive || n.Eligibility != Eligible {
+			skip(res, pl.JobID, fmt.Sprintf("node %s is %s/%s", n.Name, n.Gossip, n.Eligibility))
+			continue
+		}
+		from := j.State
+		j.Attempts++
+		j.CountedAttempts++
+		j.Current = j.Attempts
+		j.State, j.Reason, j.NextRunAt = JobRunning, "", zeroTime
+		at := &Attempt{
+			JobID:        j.ID,
+			Num:          j.Attempts,
+			Node:         n.Name,
+			State:        AttemptAssigned,
+			FencingToken: a.index,
+			Counted:      true,
+			Resources:    pl.Resources,
+			AssignedAt:   a.at,
+		}
+		if err := a.saveAttempt(at, ""); err != nil {
+			return err
+		}
+		if err := a.saveJob(j, from); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// currentAttempt returns the job's live attempt named by ref, or
+// ErrStaleToken when ref is not it.
+func (a *applier) currentAttempt(j *Job, num int, token uint64, node string) (*Attempt, error) {
+	if j.Current == 0 || j.Current != num {
+		return nil, fmt.Errorf("%w: job %s attempt %d is not current (current %d)", ErrStaleToken, j.ID, num, j.Current)
+	}
+	at, err := a.getAttempt(j.ID, num)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case !at.State.Live():
+		return nil, fmt.Errorf("%w: job %s attempt %d is already %s", ErrStaleToken, j.ID, num, at.State)
+	case at.FencingToken != token:
+		return nil, fmt.Errorf("%w: job %s attempt %d has token %d, report carried %d", ErrStaleToken, j.ID, num, at.FencingToken, token)
+	case node != "" && at.Node != node:
+		return nil, fmt.Errorf("%w: job %s attempt %d runs on %s, report came from %s", ErrStaleToken, j.ID, num, at.Node, node)
+	}
+	return at, nil
+}
+
+func (a *applier) report(p *ReportAttempt, res *Result) error {
+	switch p.State {
+	case AttemptRunning, AttemptSucceeded, AttemptFailed, AttemptKilled:
+	default:
+		return fmt.Errorf("%w: state: %q (a report is running, succeeded, failed or killed)", ErrBadCommand, p.State)
+	}
+	j, err := a.getJob(p.JobID)
+	if err != nil {
+		return err
+	}
+	at, err := a.currentAttempt(j, p.Attempt, p.FencingToken, p.Node)
+	if err != nil {
+		return err
+	}
+	from := at.State
+	if !p.StartedAt.IsZero() && at.StartedAt.IsZero() {
+		at.StartedAt = p.StartedAt
+	}
+	if p.State == AttemptRunning {
+		if from == AttemptRunning {
+			return nil // a repeated report
+		}
+		if at.StartedAt.IsZero() {
+			at.StartedAt = a.at
+		}
+		at.State = AttemptRunning
+		return a.saveAttempt(at, from)
+	}
+	at.State, at.Reason = p.State, p.Reason
+	at.FinishedAt = p.FinishedAt
+	if at.FinishedAt.IsZero() {
+		at.FinishedAt = a.at
+	}
+	at.ExitCode, at.Signal, at.OOM = p.ExitCode, p.Signal, p.OOM
+	at.PeakMemoryB, at.CPUTimeNs = p.PeakMemoryB, p.CPUTimeNs
+	at.StderrTail = p.StderrTail
+	if len(at.StderrTail) > StderrTailMax {
+		at.StderrTail = at.StderrTail[len(at.StderrTail)-StderrTailMax:]
+	}
+	if p.OOM && at.Reason == "" {
+		at.Reason = ReasonOOM
+	}
+	// Kills that are not the job's fault do not use up an attempt.
+	if p.State == AttemptKilled && (p.Reason == ReasonFenced || p.Reason == ReasonPreempted || p.Reason == ReasonDrained) {
+		at.Counted = false
+		j.CountedAttempts--
+	}
+	if err := a.saveAttempt(at, from); err != nil {
+		return err
+	}
+	jfrom := j.State
+	j.Current, j.ExitCode = 0, p.ExitCode
+	a.finishJob(j, at)
+	return a.saveJob(j, jfrom)
+}
+
+// finishJob moves a job whose attempt at just ended (at is terminal).
+func (a *applier) finishJob(j *Job, at *Attempt) {
+	switch {
+	case at.State == AttemptSucceeded:
+		j.State, j.Reason = JobSucceeded, ""
+	case at.CancelRequested != "" || (at.State == AttemptKilled && at.Reason == ReasonCancelled):
+		j.State = JobCancelled
+		if j.Reason == "" {
+			j.Reason = ReasonCancelled
+		}
+	case !at.Counted:
+		j.State, j.Reason = JobQueued, fmt.Sprintf("attempt %d %s", at.Num, describe(at))
+	case at.State == AttemptKilled && at.Reason == ReasonDeadline:
+		j.State, j.Reason = JobFailed, ReasonDeadline
+	case at.ExitCode != nil && slices.Contains(j.Spec.NoRetryExitCodes, *at.ExitCode):
+		j.State, j.Reason = JobFailed, fmt.Sprintf("attempt %d %s (no retry for this exit code)", at.Num, describe(at))
+	case j.CountedAttempts < MaxAttemptsOf(&j.Spec):
+		j.State = JobRetrying
+		j.NextRunAt = a.at.Add(RetryDelay(j.ID, j.CountedAttempts, j.Spec.Backoff))
+		j.Reason = fmt.Sprintf("attempt %d %s", at.Num, describe(at))
+	default:
+		j.State = JobFailed
+		j.Reason = fmt.Sprintf("attempt %d %s; %d of %d attempts used", at.Num, describe(at), j.CountedAttempts, MaxAttemptsOf(&j.Spec))
+	}
+}
+
+// describe says how an attempt ended, for Job.Reason.
+func describe(at *Attempt) string {
+	s := string(at.State)
+	if at.Reason != "" {
+		s += ": " + at.Reason
+	}
+	if at.ExitCode != nil && at.State != AttemptKilled {
+		s += fmt.Sprintf(" (exit %d)", *at.ExitCode)
+	}
+	return s
+}
+
+func (a *applier) markLost(p *MarkLost, res *Result) error {
+	reason := p.Reason
+	if reason == "" {
+		reason = "node lost"
+	}
+	for _, ref := range p.Attempts {
+		id := fmt.Sprintf("%s/%d", ref.JobID, ref.Attempt)
+		j, err := a.getJob(ref.JobID)
+		if err != nil {
+			skip(res, id, "job not found")
+			continue
+		}
+		at, err := a.currentAttempt(j, ref.Attempt, ref.FencingToken, p.Node)
+		if err != nil {
+			skip(res, id, err.Error())
+			continue
+		}
+		from := at.State
+		at.State, at.Reason, at.Counted, at.FinishedAt = AttemptLost, reason, false, a.at
+		if err := a.saveAttempt(at, from); err != nil {
+			return err
+		}
+		jfrom := j.State
+		j.Current = 0
+		j.CountedAttempts--
+		a.finishJob(j, at)
+		if err := a.saveJob(j, jfrom); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,261 @@
+package fsm
+
+import (
+	"fmt"
+	"strings"
+)
+
+// validKey refuses keys bbolt cannot store or that would break our
+// composite index keys.
+func validKey(field, v string, max int) error {
+	switch {
+	case v == "":
+		return fmt.Errorf("%w: %s: empty", ErrBadCommand, field)
+	case len(v) > max:
+		return fmt.Errorf("%w: %s: %d bytes (max %d)", ErrBadCommand, field, len(v), max)
+	case strings.ContainsAny(v, "/\x00"):
+		return fmt.Errorf("%w: %s %q: must not contain '/' or NUL", ErrBadCommand, field, v)
+	}
+	return nil
+}
+
+func (a *applier) submitJobs(p *SubmitJobs, res *Result) error {
+	// Validate everything first so a refusal writes nothing.
+	for i, nj := range p.Jobs {
+		if err := validKey(fmt.Sprintf("jobs[%d].id", i), nj.ID, maxIDLen); err != nil {
+			return err
+		}
+		if len(nj.IdempotencyKey) > maxKeyLen {
+			return fmt.Errorf("%w: jobs[%d].idempotency_key: %d bytes (max %d)", ErrBadCommand, i, len(nj.IdempotencyKey), maxKeyLen)
+		}
+	}
+	res.Jobs = make([]SubmitResult, 0, len(p.Jobs))
+	seen := map[string]bool{} // IDs created by this entry
+	for _, nj := range p.Jobs {
+		if nj.IdempotencyKey != "" {
+			if v := a.idem.Get([]byte(nj.IdempotencyKey)); v != nil {
+				var r idemRecord
+				if err := decode(v, &r); err != nil {
+					return err
+				}
+				res.Jobs = append(res.Jobs, SubmitResult{ID: r.JobID, Duplicate: true})
+				continue
+			}
+		}
+		// A job ID that exists is a retried command (the leader stamped the
+		// ID once); answer as a duplicate rather than overwrite.
+		if seen[nj.ID] || a.jobs.Get([]byte(nj.ID)) != nil {
+			res.Jobs = append(res.Jobs, SubmitResult{ID: nj.ID, Duplicate: true})
+			continue
+		}
+		seen[nj.ID] = true
+		j := &Job{
+			ID:             nj.ID,
+			Spec:           nj.Spec,
+			State:          JobQueued,
+			IdempotencyKey: nj.IdempotencyKey,
+			SubmittedAt:    a.at,
+			CreateIndex:    a.index,
+		}
+		if rt := nj.Spec.RunAt; rt != nil && rt.After(a.at) {
+			j.State, j.NextRunAt = JobWaiting, *rt
+		}
+		if err := a.saveJob(j, ""); err != nil {
+			return err
+		}
+		if nj.IdempotencyKey != "" {
+			v, err := encode(idemRecord{JobID: nj.ID, RecordedAt: a.at})
+			if err != nil {
+				return err
+			}
+			if err := a.put(a.idem, []byte(nj.IdempotencyKey), v); err != nil {
+				return err
+			}
+		}
+		res.Jobs = append(res.Jobs, SubmitResult{ID: nj.ID})
+	}
+	return nil
+}
+
+// due reports whether a waiting/retrying job may start at the entry's time.
+func (a *applier) due(j *Job) bool {
+	return (j.State == JobWaiting || j.State == JobRetrying) && !j.NextRunAt.After(a.at)
+}
+
+func (a *applier) release(p *ReleaseJobs, res *Result) error {
+	for _, id := range p.JobIDs {
+		j, err := a.getJob(id)
+		if err != nil {
+			skip(res, id, "not found")
+			continue
+		}
+		if !a.due(j) {
+			skip(res, id, fmt.Sprintf("job is %s, not due", j.State))
+			continue
+		}
+		from := j.State
+		j.State, j.NextRunAt = JobQueued, zeroTime
+		if err := a.saveJob(j, from); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (a *applier) cancelJob(p *CancelJob, res *Result) error {
+	j, err := a.getJob(p.JobID)
+	if err != nil {
+		return err
+	}
+	if j.State.Terminal() {
+		return fmt.Errorf("%w: job %s is already %s", ErrConflict, j.ID, j.State)
+	}
+	reason := p.Reason
+	if reason == "" {
+		reason = ReasonCancelled
+	}
+	if j.Current > 0 {
+		at, err := a.getAttempt(j.ID, j.Current)
+		if err != nil {
+			return err
+		}
+		if at.State.Live() {
+			if at.CancelRequested != "" {
+				return nil // already asked the node to stop it
+			}
+			at.CancelRequested = ReasonCancelled
+			if err := a.saveAttempt(at, at.State); err != nil {
+				return err
+			}
+			a.emit(Event{Type: EventAttempt, JobID: at.JobID, Attempt: at.Num, Node: at.Node, State: string(at.State), Reason: "cancel requested"})
+			j.Reason = reason
+			return a.saveJob(j, j.State)
+		}
+	}
+	from := j.State
+	j.State, j.Reason, j.Current, j.NextRunAt = JobCancelled, reason, 0, zeroTime
+	return a.saveJob(j, from)
+}
+
+func (a *applier) retryJob(p *RetryJob, res *Result) error {
+	j, err := a.getJob(p.JobID)
+	if err != nil {
+		return err
+	}
+	if j.State != JobFailed && j.State != JobCancelled {
+		return fmt.Errorf("%w: job %s is %s; only failed or cancelled jobs can be retried", ErrConflict, j.ID, j.State)
+	}
+	from := j.State
+	j.State, j.Reason, j.CountedAttempts = JobQueued, "", 0
+	j.FinishedAt, j.NextRunAt = zeroTime, zeroTime
+	return a.saveJob(j, from)
+}
+
+func (a *applier) failJobs(p *FailJobs, res *Result) error {
+	reason := p.Reason
+	if reason == "" {
+		reason = "failed by the scheduler"
+	}
+	for _, id := range p.JobIDs {
+		j, err := a.getJob(id)
+		if err != nil {
+			skip(res, id, "not found")
+			continue
+		}
+		if j.State.Terminal() || j.Current > 0 {
+			skip(res, id, fmt.Sprintf("job is %s", j.State))
+			continue
+		}
+		from := j.State
+		j.State, j.Reason, j.NextRunAt = JobFailed, reason, zeroTime
+		if err := a.saveJob(j, from); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (a *applier) setReasons(p *SetReasons, res *Result) error {
+	for _, id := range sortedKeys(p.Reasons) {
+		j, err := a.getJob(id)
+		if err != nil {
+			skip(res, id, "not found")
+			continue
+		}
+		if j.State != JobQueued {
+			skip(res, id, fmt.Sprintf("job is %s", j.State))
+			continue
+		}
+		if j.Reason == p.Reasons[id] {
+			continue
+		}
+		j.Reason = p.Reasons[id]
+		if err := a.saveJob(j, j.State); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (a *applier) setQueue(p *SetQueue, res *Result) error {
+	if err := validKey("name", p.Name, maxKeyLen); err != nil {
+		return err
+	}
+	if p.MaxRunning < 0 {
+		return fmt.Errorf("%w: max_running: %d (want >= 0; 0 = unlimited)", ErrBadCommand, p.MaxRunning)
+	}
+	if p.MaxRunning == 0 {
+		return a.del(a.queues, []byte(p.Name))
+	}
+	v, err := encode(Queue{Name: p.Name, MaxRunning: p.MaxRunning})
+	if err != nil {
+		return err
+	}
+	return a.put(a.queues, []byte(p.Name), v)
+}
+
+// gc drops terminal jobs finished before p.Before and idempotency keys
+// recorded before p.KeysBefore. A key outlives its job on purpose: a late
+// retry of the submit must not create a second job while the key is valid.
+func (a *applier) gc(p *GC, res *Result) error {
+	if !p.Before.IsZero() {
+		for _, st := range []JobState{JobSucceeded, JobFailed, JobCancelled, JobSkipped} {
+			var doomed []*Job
+			prefix := jobStatePrefix(st)
+			c := a.byState.Cursor()
+			for k, _ := c.Seek(prefix); k != nil && hasPrefix(k, prefix); k, _ = c.Next() {
+				j, err := a.getJob(string(k[len(prefix):]))
+				if err != nil {
+					return err
+				}
+				if j.FinishedAt.Before(p.Before) {
+					doomed = append(doomed, j)
+				}
+			}
+			for _, j := range doomed {
+				if err := a.deleteJob(j); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	if !p.KeysBefore.IsZero() {
+		var doomed [][]byte
+		c := a.idem.Cursor()
+		for k, v := c.First(); k != nil; k, v = c.Next() {
+			var r idemRecord
+			if err := decode(v, &r); err != nil {
+				return err
+			}
+			if r.RecordedAt.Before(p.KeysBefore) {
+				doomed = append(doomed, append([]byte(nil), k...))
+			}
+		}
+		for _, k := range doomed {
+			if err := a.del(a.idem, k); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,103 @@
+package fsm
+
+import (
+	"errors"
+	"fmt"
+)
+
+func (a *applier) initCluster(p *InitCluster, res *Result) error {
+	if p.ClusterID == "" {
+		return fmt.Errorf("%w: cluster_id: empty", ErrBadCommand)
+	}
+	if a.meta.Get(metaClusterID) != nil {
+		return nil // the first InitCluster wins; later ones are no-ops
+	}
+	return a.put(a.meta, metaClusterID, []byte(p.ClusterID))
+}
+
+func (a *applier) getNode(name string) (*Node, error) {
+	v := a.nodes.Get([]byte(name))
+	if v == nil {
+		return nil, fmt.Errorf("%w: node %q", ErrNotFound, name)
+	}
+	var n Node
+	if err := decode(v, &n); err != nil {
+		return nil, err
+	}
+	return &n, nil
+}
+
+func (a *applier) saveNode(n *Node) error {
+	n.ModifyIndex = a.index
+	v, err := encode(n)
+	if err != nil {
+		return err
+	}
+	if err := a.put(a.nodes, []byte(n.Name), v); err != nil {
+		return err
+	}
+	a.emit(Event{Type: EventNode, Node: n.Name, State: string(n.Gossip), Reason: string(n.Eligibility)})
+	return nil
+}
+
+func (a *applier) upsertNode(p *UpsertNode, res *Result) error {
+	n := p.Node
+	if err := validKey("node.name", n.Name, maxIDLen); err != nil {
+		return err
+	}
+	old, err := a.getNode(n.Name)
+	switch {
+	case err == nil:
+		n.Eligibility, n.DrainDeadline = old.Eligibility, old.DrainDeadline
+		n.StateChangedAt = old.StateChangedAt
+		if old.Gossip != NodeAlive {
+			n.StateChangedAt = a.at
+		}
+	case errors.Is(err, ErrNotFound):
+		n.Eligibility, n.DrainDeadline, n.StateChangedAt = Eligible, zeroTime, a.at
+	default:
+		return err
+	}
+	n.Gossip = NodeAlive
+	return a.saveNode(&n)
+}
+
+func validGossip(g GossipState) bool {
+	switch g {
+	case NodeAlive, NodeSuspect, NodeDead, NodeLeft:
+		return true
+	}
+	return false
+}
+
+func validEligibility(e Eligibility) bool {
+	switch e {
+	case Eligible, Draining, Ineligible:
+		return true
+	}
+	return false
+}
+
+func (a *applier) setNodeState(p *SetNodeState, res *Result) error {
+	if p.Gossip != "" && !validGossip(p.Gossip) {
+		return fmt.Errorf("%w: gossip: %q (want alive, suspect, dead or left)", ErrBadCommand, p.Gossip)
+	}
+	if p.Eligibility != "" && !validEligibility(p.Eligibility) {
+		return fmt.Errorf("%w: eligibility: %q (want eligible, draining or ineligible)", ErrBadCommand, p.Eligibility)
+	}
+	n, err := a.getNode(p.Name)
+	if err != nil {
+		return err
+	}
+	if p.Gossip != "" && p.Gossip != n.Gossip {
+		n.Gossip, n.StateChangedAt = p.Gossip, a.at
+	}
+	if p.Eligibility != "" {
+		n.Eligibility = p.Eligibility
+		n.DrainDeadline = zeroTime
+		if p.Eligibility == Draining {
+			n.DrainDeadline = p.DrainDeadline
+		}
+	}
+	return a.saveNode(n)
+}

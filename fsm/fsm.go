@@ -1,0 +1,226 @@
+package fsm
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/raft"
+	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
+)
+
+// Options configures Open.
+type Options struct {
+	// NoSync skips fsync on every commit. Raft's log is the durable source
+	// of truth: after a crash the file is checked and, if unusable, rebuilt
+	// from the snapshot and log (see DESIGN.md).
+	NoSync bool
+	// Logger receives diagnostics; nil discards them.
+	Logger *slog.Logger
+	// InitialMmapSize is the address space bbolt maps up front. A large
+	// value keeps writers from waiting on a remap while a long snapshot
+	// read transaction is open. Zero means DefaultInitialMmapSize.
+	InitialMmapSize int
+}
+
+// DefaultInitialMmapSize is 1 GiB of address space (not memory).
+const DefaultInitialMmapSize = 1 << 30
+
+// openTimeout bounds the wait for the file lock held by another process.
+const openTimeout = 5 * time.Second
+
+// FSM is the replicated state machine. Apply/ApplyBatch/Snapshot/Restore
+// are called by raft from one goroutine; View, Watch, Subscribe and
+// StateHash are safe from any goroutine.
+type FSM struct {
+	path   string
+	opts   Options
+	log    *slog.Logger
+	mu     sync.RWMutex // guards db (swapped by Restore) and closed
+	db     *bolt.DB
+	closed bool
+
+	applied atomic.Uint64
+	notify  notifier
+
+	// faultHook, set only by tests, may refuse an entry after its handler
+	// wrote, to exercise the rollback-and-redo path.
+	faultHook func(index uint64) error
+}
+
+var (
+	_ raft.FSM         = (*FSM)(nil)
+	_ raft.BatchingFSM = (*FSM)(nil)
+)
+
+// Open opens (or creates) the state file at path. An unusable file gives an
+// error wrapping ErrCorrupt; the caller then removes it and rebuilds.
+func Open(path string, opts Options) (*FSM, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.InitialMmapSize == 0 {
+		opts.InitialMmapSize = DefaultInitialMmapSize
+	}
+	f := &FSM{path: path, opts: opts, log: opts.Logger.With("component", "fsm")}
+	db, err := openDB(path, opts, f.log)
+	if err != nil {
+		return nil, err
+	}
+	f.db = db
+	f.loadApplied()
+	f.notify.init()
+	return f, nil
+}
+
+func boltOptions(opts Options) *bolt.Options {
+	return &bolt.Options{
+		Timeout:         openTimeout,
+		NoSync:          opts.NoSync,
+		NoFreelistSync:  true, // the freelist is rebuilt at open; fewer writes per commit
+		FreelistType:    bolt.FreelistMapType,
+		InitialMmapSize: opts.InitialMmapSize,
+	}
+}
+
+// openDB opens the file, checks it when the last shutdown was not clean,
+// clears the clean flag (durably) and makes sure every bucket exists.
+func openDB(path string, opts Options, log *slog.Logger) (db *bolt.DB, err error) {
+	existed := false
+	var size int64
+	if st, statErr := os.Stat(path); statErr == nil {
+		existed = st.Size() > 0
+		size = st.Size()
+	}
+	defer func() {
+		// bbolt panics on some kinds of garbage; that is a corrupt file,
+		// not a reason to crash the agent.
+		if r := recover(); r != nil {
+			if db != nil {
+				_ = db.Close()
+			}
+			db, err = nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, path, r)
+		}
+	}()
+	db, err = bolt.Open(path, 0o600, boltOptions(opts))
+	if err != nil {
+		if errors.Is(err, bolterrors.ErrTimeout) || errors.Is(err, fs.ErrPermission) || errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("open state file %s: %w", path, err)
+		}
+		return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, path, err)
+	}
+	if existed {
+		if err := checkFile(db, size, log); err != nil {
+			_ = db.Close()
+			return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, path, err)
+		}
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		for _, name := range allBuckets {
+			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+				return err
+			}
+		}
+		meta := tx.Bucket(bucketMeta)
+		if v := meta.Get(metaSchemaVersion); v != nil {
+			n, err := strconv.Atoi(string(v))
+			if err != nil || n > SchemaVersion {
+				return fmt.Errorf("%w: schema version %q (this binary understands up to %d)", ErrCorrupt, v, SchemaVersion)
+			}
+		} else if err := meta.Put(metaSchemaVersion, []byte(strconv.Itoa(SchemaVersion))); err != nil {
+			return err
+		}
+		return meta.Delete(metaCleanShutdown)
+	})
+	if err == nil {
+		// The missing flag must be on disk before any NoSync commit, so
+		// a crash from here on is always detected at the next Open.
+		err = db.Sync()
+	}
+	if err != nil {
+		_ = db.Close()
+		if errors.Is(err, ErrCorrupt) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("prepare state file %s: %w", path, err)
+	}
+	return db, nil
+}
+
+// checkFile runs bbolt's consistency check unless the file was closed
+// cleanly. It first makes sure the file is as long as the tree claims:
+// reading a page past the end of a mapped file is a SIGBUS, not an error.
+func checkFile(db *bolt.DB, fileSize int64, log *slog.Logger) error {
+	return db.View(func(tx *bolt.Tx) error {
+		if tx.Size() > fileSize {
+			return fmt.Errorf("file is %d bytes but its tree needs %d (truncated)", fileSize, tx.Size())
+		}
+		if meta := tx.Bucket(bucketMeta); meta != nil && meta.Get(metaCleanShutdown) != nil {
+			return nil
+		}
+		log.Warn("state file was not closed cleanly; checking it", "path", db.Path(), "bytes", fileSize)
+		var errs []error
+		for err := range tx.Check() {
+			errs = append(errs, err)
+		}
+		return errors.Join(errs...)
+	})
+}
+
+func (f *FSM) loadApplied() {
+	_ = f.db.View(func(tx *bolt.Tx) error {
+		f.applied.Store(readU64(tx.Bucket(bucketMeta).Get(metaAppliedIndex)))
+		return nil
+	})
+}
+
+// AppliedIndex is the raft index of the last entry applied (or restored).
+func (f *FSM) AppliedIndex() uint64 { return f.applied.Load() }
+
+// Path is the state file's location.
+func (f *FSM) Path() string { return f.path }
+
+// Close records a clean shutdown (so the next Open skips the check), syncs
+// and closes the file. Subscriptions are closed.
+func (f *FSM) Close() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return nil
+	}
+	f.closed = true
+	f.notify.closeAll()
+	return closeClean(f.db)
+}
+
+// closeClean sets the clean-shutdown flag durably and closes db.
+func closeClean(db *bolt.DB) error {
+	err := db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketMeta).Put(metaCleanShutdown, []byte("1"))
+	})
+	if err == nil {
+		err = db.Sync()
+	}
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// syncDir makes a rename durable.
+func syncDir(dir string) error {
+	d, err := os.Open(filepath.Clean(dir))
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}

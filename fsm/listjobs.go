@@ -1,0 +1,142 @@
+package fsm
+
+import (
+	"encoding/base64"
+	"fmt"
+	"sort"
+	"strings"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// DefaultListLimit is the page size when JobQuery.Limit is 0.
+const DefaultListLimit = 100
+
+// JobQuery filters and pages ListJobs. Zero fields do not filter.
+type JobQuery struct {
+	State      JobState
+	Labels     map[string]string // every pair must match the job's labels
+	NamePrefix string
+	Cursor     string // from the previous page's next; "" = newest
+	Limit      int    // 0 = DefaultListLimit
+}
+
+// ParseLabelSelector turns "k=v,k2=v2" into a map for JobQuery.Labels.
+func ParseLabelSelector(s string) (map[string]string, error) {
+	out := map[string]string{}
+	if strings.TrimSpace(s) == "" {
+		return out, nil
+	}
+	for _, part := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(strings.TrimSpace(part), "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("label selector %q: want key=value[,key=value]", part)
+		}
+		out[k] = v
+	}
+	return out, nil
+}
+
+func (q *JobQuery) match(j *Job) bool {
+	if q.NamePrefix != "" && !strings.HasPrefix(j.Spec.Name, q.NamePrefix) {
+		return false
+	}
+	for k, v := range q.Labels {
+		if got, ok := j.Spec.Labels[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
+}
+
+// ListJobs returns one page of jobs, newest first (job IDs are ULIDs), and
+// the cursor of the next page ("" at the end).
+func (f *FSM) ListJobs(q JobQuery) (jobs []Job, next string, err error) {
+	err = f.View(func(tx *Tx) error {
+		jobs, next, err = tx.ListJobs(q)
+		return err
+	})
+	return jobs, next, err
+}
+
+// ListJobs is FSM.ListJobs inside an existing view.
+func (t *Tx) ListJobs(q JobQuery) ([]Job, string, error) {
+	limit := q.Limit
+	if limit <= 0 {
+		limit = DefaultListLimit
+	}
+	var after []byte // exclusive upper bound: the last ID of the previous page
+	if q.Cursor != "" {
+		b, err := base64.RawURLEncoding.DecodeString(q.Cursor)
+		if err != nil || len(b) == 0 {
+			return nil, "", fmt.Errorf("%w: cursor %q is not one ListJobs returned", ErrBadCommand, q.Cursor)
+		}
+		after = b
+	}
+	jobsB := t.tx.Bucket(bucketJobs)
+	var prefix []byte
+	var c *bolt.Cursor
+	if q.State != "" {
+		prefix = jobStatePrefix(q.State)
+		c = t.tx.Bucket(bucketJobsByState).Cursor()
+	} else {
+		c = jobsB.Cursor()
+	}
+	k := seekBefore(c, prefix, after)
+	var out []Job
+	for ; k != nil && hasPrefix(k, prefix); k, _ = c.Prev() {
+		id := k[len(prefix):]
+		v := jobsB.Get(id)
+		if v == nil {
+			continue
+		}
+		var j Job
+		if err := decode(v, &j); err != nil {
+			return nil, "", err
+		}
+		if !q.match(&j) {
+			continue
+		}
+		if len(out) == limit {
+			return out, base64.RawURLEncoding.EncodeToString([]byte(out[len(out)-1].ID)), nil
+		}
+		out = append(out, j)
+	}
+	return out, "", nil
+}
+
+// seekBefore positions c on the last key with prefix that sorts before
+// prefix+after (or the last key with prefix when after is nil).
+func seekBefore(c *bolt.Cursor, prefix, after []byte) []byte {
+	var target []byte
+	if after != nil {
+		target = append(append([]byte(nil), prefix...), after...)
+	} else if prefix != nil {
+		// The first key after every key with this prefix.
+		target = append(append([]byte(nil), prefix[:len(prefix)-1]...), prefix[len(prefix)-1]+1)
+	}
+	if target == nil {
+		k, _ := c.Last()
+		return k
+	}
+	k, _ := c.Seek(target)
+	if k == nil {
+		k, _ = c.Last()
+	} else {
+		k, _ = c.Prev()
+	}
+	for k != nil && string(k) >= string(target) {
+		k, _ = c.Prev()
+	}
+	return k
+}
+
+// sortedKeys returns m's keys in order; map order must never reach state.
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

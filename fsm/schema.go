@@ -1,0 +1,112 @@
+package fsm
+
+import (
+	"encoding/binary"
+	"fmt"
+	"strconv"
+)
+
+// SchemaVersion is the layout of the bbolt file this binary writes. Open
+// refuses files with a newer version.
+const SchemaVersion = 1
+
+// Every bucket in the state file. Keys are described next to each name;
+// values are records encoded by codec.go unless said otherwise.
+var (
+	// bucketMeta holds single values under the meta* keys below.
+	bucketMeta = []byte("meta")
+	// bucketJobs: job ID (a ULID, so keys sort by submit time) → Job.
+	bucketJobs = []byte("jobs")
+	// bucketJobsByState: state + "/" + job ID → empty. Lets the scheduler
+	// scan queued/waiting/retrying jobs without reading every job.
+	bucketJobsByState = []byte("jobs_by_state")
+	// bucketAttempts: job ID + "/" + zero-padded attempt number → Attempt.
+	bucketAttempts = []byte("attempts")
+	// bucketLiveByNode: node + "\x00" + attempt key → empty, for attempts
+	// in a live state (assigned, running) only.
+	bucketLiveByNode = []byte("live_attempts_by_node")
+	// bucketNodes: node name → Node.
+	bucketNodes = []byte("nodes")
+	// bucketIdempotency: idempotency key → idemRecord.
+	bucketIdempotency = []byte("idempotency")
+	// bucketQueues: queue name → Queue (only queues with a limit).
+	bucketQueues = []byte("queues")
+)
+
+// allBuckets is created at Open; order is irrelevant (bbolt sorts them).
+var allBuckets = [][]byte{
+	bucketMeta, bucketJobs, bucketJobsByState, bucketAttempts,
+	bucketLiveByNode, bucketNodes, bucketIdempotency, bucketQueues,
+}
+
+// Keys in bucketMeta.
+var (
+	// metaAppliedIndex: 8-byte big-endian raft index of the last applied
+	// entry, written in the same transaction as that entry's change.
+	metaAppliedIndex = []byte("applied_index")
+	// metaClusterID: the cluster ID from InitCluster.
+	metaClusterID = []byte("cluster_id")
+	// metaSchemaVersion: decimal SchemaVersion.
+	metaSchemaVersion = []byte("schema_version")
+	// metaCleanShutdown: present only while the file is closed cleanly.
+	// Node-local: excluded from StateHash, never in a snapshot.
+	metaCleanShutdown = []byte("clean_shutdown")
+)
+
+// nodeLocalMeta lists meta keys that differ between nodes at the same
+// index (or are reported separately) and so stay out of StateHash.
+var nodeLocalMeta = map[string]bool{
+	string(metaCleanShutdown): true,
+	string(metaAppliedIndex):  true,
+}
+
+// Limits on key sizes; bbolt refuses keys over 32 KiB and long keys make
+// every index scan slower.
+const (
+	maxIDLen  = 128
+	maxKeyLen = 1024
+)
+
+func jobStateKey(state JobState, id string) []byte {
+	k := make([]byte, 0, len(state)+1+len(id))
+	k = append(k, state...)
+	k = append(k, '/')
+	return append(k, id...)
+}
+
+func jobStatePrefix(state JobState) []byte { return append([]byte(state), '/') }
+
+// attemptKey pads the number so attempts sort numerically.
+func attemptKey(jobID string, num int) []byte {
+	return fmt.Appendf(make([]byte, 0, len(jobID)+10), "%s/%08d", jobID, num)
+}
+
+func attemptPrefix(jobID string) []byte { return append([]byte(jobID), '/') }
+
+func liveKey(node, jobID string, num int) []byte {
+	k := append([]byte(node), 0)
+	return append(k, attemptKey(jobID, num)...)
+}
+
+func livePrefix(node string) []byte { return append([]byte(node), 0) }
+
+// splitAttemptKey is the inverse of attemptKey.
+func splitAttemptKey(k []byte) (string, int, bool) {
+	if len(k) < 10 || k[len(k)-9] != '/' {
+		return "", 0, false
+	}
+	n, err := strconv.Atoi(string(k[len(k)-8:]))
+	if err != nil {
+		return "", 0, false
+	}
+	return string(k[:len(k)-9]), n, true
+}
+
+func u64(v uint64) []byte { return binary.BigEndian.AppendUint64(nil, v) }
+
+func readU64(b []byte) uint64 {
+	if len(b) != 8 {
+		return 0
+	}
+	return binary.BigEndian.Uint64(b)
+}

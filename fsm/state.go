@@ -1,0 +1,130 @@
+package fsm
+
+import (
+	"fmt"
+	"time"
+)
+
+// The two helpers every transition goes through, so the secondary indexes
+// (jobs_by_state, live_attempts_by_node) can never drift from the records.
+
+// getJob reads a job for modification.
+func (a *applier) getJob(id string) (*Job, error) {
+	v := a.jobs.Get([]byte(id))
+	if v == nil {
+		return nil, fmt.Errorf("%w: job %q", ErrNotFound, id)
+	}
+	var j Job
+	if err := decode(v, &j); err != nil {
+		return nil, err
+	}
+	return &j, nil
+}
+
+// saveJob writes j, whose state before this entry was from ("" for a new
+// job), stamps ModifyIndex/UpdatedAt, moves its index entry and emits an
+// event when the state changed.
+func (a *applier) saveJob(j *Job, from JobState) error {
+	j.ModifyIndex = a.index
+	j.UpdatedAt = a.at
+	if j.State.Terminal() && !from.Terminal() {
+		j.FinishedAt = a.at
+	}
+	v, err := encode(j)
+	if err != nil {
+		return err
+	}
+	if err := a.put(a.jobs, []byte(j.ID), v); err != nil {
+		return err
+	}
+	if from == j.State {
+		return nil
+	}
+	if from != "" {
+		if err := a.del(a.byState, jobStateKey(from, j.ID)); err != nil {
+			return err
+		}
+	}
+	if err := a.put(a.byState, jobStateKey(j.State, j.ID), nil); err != nil {
+		return err
+	}
+	a.emit(Event{Type: EventJob, JobID: j.ID, State: string(j.State), Reason: j.Reason})
+	return nil
+}
+
+// deleteJob removes a job, its attempts and all its index entries.
+func (a *applier) deleteJob(j *Job) error {
+	if err := a.del(a.jobs, []byte(j.ID)); err != nil {
+		return err
+	}
+	if err := a.del(a.byState, jobStateKey(j.State, j.ID)); err != nil {
+		return err
+	}
+	prefix := attemptPrefix(j.ID)
+	c := a.attempts.Cursor()
+	var keys [][]byte
+	for k, v := c.Seek(prefix); k != nil && hasPrefix(k, prefix); k, v = c.Next() {
+		var at Attempt
+		if err := decode(v, &at); err != nil {
+			return err
+		}
+		if at.State.Live() {
+			if err := a.del(a.live, liveKey(at.Node, at.JobID, at.Num)); err != nil {
+				return err
+			}
+		}
+		keys = append(keys, append([]byte(nil), k...))
+	}
+	for _, k := range keys {
+		if err := a.del(a.attempts, k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (a *applier) getAttempt(jobID string, num int) (*Attempt, error) {
+	v := a.attempts.Get(attemptKey(jobID, num))
+	if v == nil {
+		return nil, fmt.Errorf("%w: attempt %s/%d", ErrNotFound, jobID, num)
+	}
+	var at Attempt
+	if err := decode(v, &at); err != nil {
+		return nil, err
+	}
+	return &at, nil
+}
+
+// saveAttempt writes an attempt whose previous state was from ("" for a
+// new attempt) and keeps live_attempts_by_node in step.
+func (a *applier) saveAttempt(at *Attempt, from AttemptState) error {
+	at.ModifyIndex = a.index
+	v, err := encode(at)
+	if err != nil {
+		return err
+	}
+	if err := a.put(a.attempts, attemptKey(at.JobID, at.Num), v); err != nil {
+		return err
+	}
+	lk := liveKey(at.Node, at.JobID, at.Num)
+	switch {
+	case at.State.Live() && !from.Live():
+		err = a.put(a.live, lk, nil)
+	case !at.State.Live() && from.Live():
+		err = a.del(a.live, lk)
+	}
+	if err != nil {
+		return err
+	}
+	if from != at.State {
+		a.emit(Event{Type: EventAttempt, JobID: at.JobID, Attempt: at.Num, Node: at.Node, State: string(at.State), Reason: at.Reason})
+	}
+	return nil
+}
+
+func hasPrefix(k, prefix []byte) bool {
+	return len(k) >= len(prefix) && string(k[:len(prefix)]) == string(prefix)
+}
+
+// zeroTime clears time fields (encoded as absent thanks to omitzero).
+var zeroTime time.Time

@@ -1,0 +1,205 @@
+package fsm
+
+import (
+	"fmt"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// Tx is a consistent read-only view of the state. It is valid only inside
+// the View callback; the records it returns are copies the caller owns.
+type Tx struct {
+	tx *bolt.Tx
+}
+
+// View runs fn in a read transaction. Readers never block Apply.
+func (f *FSM) View(fn func(tx *Tx) error) error {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if f.closed {
+		return ErrClosed
+	}
+	return f.db.View(func(tx *bolt.Tx) error { return fn(&Tx{tx: tx}) })
+}
+
+// Job returns one job, or ErrNotFound.
+func (t *Tx) Job(id string) (*Job, error) {
+	v := t.tx.Bucket(bucketJobs).Get([]byte(id))
+	if v == nil {
+		return nil, fmt.Errorf("%w: job %q", ErrNotFound, id)
+	}
+	var j Job
+	if err := decode(v, &j); err != nil {
+		return nil, err
+	}
+	return &j, nil
+}
+
+// Attempts returns a job's attempts in order (empty if it has none).
+func (t *Tx) Attempts(jobID string) ([]Attempt, error) {
+	var out []Attempt
+	prefix := attemptPrefix(jobID)
+	c := t.tx.Bucket(bucketAttempts).Cursor()
+	for k, v := c.Seek(prefix); k != nil && hasPrefix(k, prefix); k, v = c.Next() {
+		var at Attempt
+		if err := decode(v, &at); err != nil {
+			return nil, err
+		}
+		out = append(out, at)
+	}
+	return out, nil
+}
+
+// Attempt returns one attempt, or ErrNotFound.
+func (t *Tx) Attempt(jobID string, num int) (*Attempt, error) {
+	v := t.tx.Bucket(bucketAttempts).Get(attemptKey(jobID, num))
+	if v == nil {
+		return nil, fmt.Errorf("%w: attempt %s/%d", ErrNotFound, jobID, num)
+	}
+	var at Attempt
+	if err := decode(v, &at); err != nil {
+		return nil, err
+	}
+	return &at, nil
+}
+
+// Node returns one node, or ErrNotFound.
+func (t *Tx) Node(name string) (*Node, error) {
+	v := t.tx.Bucket(bucketNodes).Get([]byte(name))
+	if v == nil {
+		return nil, fmt.Errorf("%w: node %q", ErrNotFound, name)
+	}
+	var n Node
+	if err := decode(v, &n); err != nil {
+		return nil, err
+	}
+	return &n, nil
+}
+
+// Nodes returns every node, sorted by name.
+func (t *Tx) Nodes() ([]Node, error) {
+	var out []Node
+	err := t.tx.Bucket(bucketNodes).ForEach(func(_, v []byte) error {
+		var n Node
+		if err := decode(v, &n); err != nil {
+			return err
+		}
+		out = append(out, n)
+		return nil
+	})
+	return out, err
+}
+
+// ForEachJobInState calls fn for each job in state, oldest first, until fn
+// returns false.
+func (t *Tx) ForEachJobInState(state JobState, fn func(*Job) bool) error {
+	jobs := t.tx.Bucket(bucketJobs)
+	prefix := jobStatePrefix(state)
+	c := t.tx.Bucket(bucketJobsByState).Cursor()
+	for k, _ := c.Seek(prefix); k != nil && hasPrefix(k, prefix); k, _ = c.Next() {
+		v := jobs.Get(k[len(prefix):])
+		if v == nil {
+			return fmt.Errorf("%w: index names missing job %q", ErrCorrupt, k[len(prefix):])
+		}
+		var j Job
+		if err := decode(v, &j); err != nil {
+			return err
+		}
+		if !fn(&j) {
+			return nil
+		}
+	}
+	return nil
+}
+
+// CountJobsInState counts jobs in state without decoding them.
+func (t *Tx) CountJobsInState(state JobState) int {
+	n := 0
+	prefix := jobStatePrefix(state)
+	c := t.tx.Bucket(bucketJobsByState).Cursor()
+	for k, _ := c.Seek(prefix); k != nil && hasPrefix(k, prefix); k, _ = c.Next() {
+		n++
+	}
+	return n
+}
+
+// LiveAttempts calls fn for every assigned or running attempt (by node,
+// then job ID) until fn returns false.
+func (t *Tx) LiveAttempts(fn func(*Attempt) bool) error {
+	return t.liveAttempts(nil, fn)
+}
+
+// LiveAttemptsOnNode calls fn for the live attempts on one node.
+func (t *Tx) LiveAttemptsOnNode(node string, fn func(*Attempt) bool) error {
+	return t.liveAttempts(livePrefix(node), fn)
+}
+
+func (t *Tx) liveAttempts(prefix []byte, fn func(*Attempt) bool) error {
+	attempts := t.tx.Bucket(bucketAttempts)
+	c := t.tx.Bucket(bucketLiveByNode).Cursor()
+	k, _ := c.First()
+	if prefix != nil {
+		k, _ = c.Seek(prefix)
+	}
+	for ; k != nil && hasPrefix(k, prefix); k, _ = c.Next() {
+		i := indexByte(k, 0)
+		v := attempts.Get(k[i+1:])
+		if i < 0 || v == nil {
+			return fmt.Errorf("%w: live index entry %q names no attempt", ErrCorrupt, k)
+		}
+		var at Attempt
+		if err := decode(v, &at); err != nil {
+			return err
+		}
+		if !fn(&at) {
+			return nil
+		}
+	}
+	return nil
+}
+
+func indexByte(b []byte, c byte) int {
+	for i, x := range b {
+		if x == c {
+			return i
+		}
+	}
+	return -1
+}
+
+// Queues returns the concurrency limit of every limited queue.
+func (t *Tx) Queues() (map[string]int, error) {
+	out := map[string]int{}
+	err := t.tx.Bucket(bucketQueues).ForEach(func(k, v []byte) error {
+		var q Queue
+		if err := decode(v, &q); err != nil {
+			return err
+		}
+		out[string(k)] = q.MaxRunning
+		return nil
+	})
+	return out, err
+}
+
+// ClusterID is the ID recorded by InitCluster ("" before).
+func (t *Tx) ClusterID() string {
+	return string(t.tx.Bucket(bucketMeta).Get(metaClusterID))
+}
+
+// AppliedIndex is the index this view reflects.
+func (t *Tx) AppliedIndex() uint64 {
+	return readU64(t.tx.Bucket(bucketMeta).Get(metaAppliedIndex))
+}
+
+// JobIDByIdempotencyKey returns the job a still-valid key points at.
+func (t *Tx) JobIDByIdempotencyKey(key string) (string, bool) {
+	v := t.tx.Bucket(bucketIdempotency).Get([]byte(key))
+	if v == nil {
+		return "", false
+	}
+	var r idemRecord
+	if decode(v, &r) != nil {
+		return "", false
+	}
+	return r.JobID, true
+}
