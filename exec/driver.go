@@ -39,7 +39,10 @@ type Task struct {
 	// /foreman/artifacts and /foreman/checkpoint (may be empty = not mounted).
 	ArtifactsDir  string
 	CheckpointDir string
-	// Stdout and Stderr receive the job's output.
+	// Stdout and Stderr receive the job's output. They are the write ends of
+	// pipes the supervisor drains into size-capped, rotated log files. The
+	// supervisor closes its copies as soon as Start returns, so a driver must
+	// hand them to the workload during Start and not keep them.
 	Stdout, Stderr *os.File
 	// ImageCache is the host directory where pulled images are kept by digest.
 	ImageCache string
@@ -66,4 +69,12 @@ type ExitStatus struct {
 	StartedAt   time.Time
 	FinishedAt  time.Time
 	Err         error // set when the driver lost track of the task
+}
+
+// OrphanCleaner is implemented by drivers that leave host state behind when
+// a supervisor dies without Destroy (containers, cgroups, mounts). The worker
+// calls it once at start, after re-adopting live supervisors; live holds the
+// Task.IDs whose supervisors are still running. It must not touch those.
+type OrphanCleaner interface {
+	CleanupOrphans(live map[string]bool) error
 }

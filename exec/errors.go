@@ -1,0 +1,22 @@
+package exec
+
+import "errors"
+
+var (
+	// ErrUnknownDriver means a task names a driver that is not registered.
+	ErrUnknownDriver = errors.New("unknown driver")
+	// ErrCommandNotFound means the job's command does not resolve to an executable.
+	ErrCommandNotFound = errors.New("command not found")
+	// ErrNoCommand means the job spec has an empty command.
+	ErrNoCommand = errors.New("job has no command")
+	// ErrNoSuchAttempt means the attempt's files are not on this node.
+	ErrNoSuchAttempt = errors.New("no such attempt on this node")
+	// ErrBadStream means a log stream other than stdout or stderr was asked for.
+	ErrBadStream = errors.New("unknown log stream (want stdout or stderr)")
+	// ErrBadTaskFile means task.json is missing or unreadable.
+	ErrBadTaskFile = errors.New("bad task file")
+	// ErrBadSignal means a kill_signal names no known signal.
+	ErrBadSignal = errors.New("bad signal")
+	// ErrInvalidConfig means a WorkerConfig failed Validate.
+	ErrInvalidConfig = errors.New("invalid exec config")
+)

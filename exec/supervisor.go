@@ -1,0 +1,350 @@
+package exec
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/foreman-sched/foreman/fsm"
+	"golang.org/x/sys/unix"
+)
+
+// Defaults for the kill sequence when the spec leaves them empty.
+const (
+	DefaultKillSignal  = "SIGTERM"
+	DefaultKillTimeout = 10 * time.Second
+)
+
+// drainTimeout bounds how long the supervisor keeps reading output after the
+// job exited: a daemonised grandchild that escaped the process group may hold
+// the pipe open forever.
+const drainTimeout = 2 * time.Second
+
+// listenerFD is where the agent passes the already-listening lease socket
+// (ExtraFiles[0]), so it can connect before the supervisor even runs.
+const listenerFD = 3
+
+// supervisor runs one attempt: it starts the task, enforces timeout and
+// lease, serves lease.sock, and writes result.json.
+type supervisor struct {
+	dir   string
+	tf    *TaskFile
+	log   *slog.Logger
+	clock Clock
+	lease *Lease
+
+	cancelCh chan string
+}
+
+// SuperviseMain is `foreman supervise --dir <attemptDir>` (args exclude the
+// subcommand). It returns the process exit code: 0 whenever result.json was
+// written, whatever the job did.
+func SuperviseMain(args []string) int {
+	fs := flag.NewFlagSet("supervise", flag.ContinueOnError)
+	dir := fs.String("dir", "", "the attempt directory holding task.json")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("component", "supervisor")
+	if *dir == "" {
+		log.Error("usage: foreman supervise --dir <attempt-dir>")
+		return 2
+	}
+	tf, err := ReadTaskFile(*dir)
+	if err != nil {
+		log.Error("cannot supervise", "dir", *dir, "err", err)
+		return 1
+	}
+	log = log.With("task", TaskID(tf.Attempt.JobID, tf.Attempt.Num))
+	s := &supervisor{dir: *dir, tf: tf, log: log, clock: SystemClock{}, cancelCh: make(chan string, 4)}
+	if err := s.run(); err != nil {
+		log.Error("supervisor failed", "err", err)
+		return 1
+	}
+	return 0
+}
+
+// listen returns the socket the agent passed in, or makes one (a supervisor
+// started by hand, or by an agent that could not pre-listen).
+func (s *supervisor) listen() (net.Listener, error) {
+	f := os.NewFile(listenerFD, "lease.sock")
+	if f != nil {
+		ln, err := net.FileListener(f)
+		f.Close()
+		if err == nil {
+			return ln, nil
+		}
+	}
+	path := filepath.Join(s.dir, LeaseSockName)
+	os.Remove(path)
+	return net.Listen("unix", path)
+}
+
+func (s *supervisor) run() error {
+	if err := os.WriteFile(filepath.Join(s.dir, PIDFileName), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
+		return fmt.Errorf("write pid: %w", err)
+	}
+	ln, err := s.listen()
+	if err != nil {
+		return fmt.Errorf("lease socket: %w", err)
+	}
+	s.lease = NewLease(s.clock, s.tf.Lease.D())
+	srv := newControlServer(ln, s.lease.Renew, func(r string) {
+		select {
+		case s.cancelCh <- r:
+		default: // a kill is already under way
+		}
+	})
+	go srv.serve()
+	defer func() {
+		srv.close()
+		os.Remove(filepath.Join(s.dir, LeaseSockName))
+	}()
+
+	res := s.execute(srv)
+	if err := writeJSONAtomic(filepath.Join(s.dir, ResultFileName), res, true); err != nil {
+		return fmt.Errorf("write result: %w", err)
+	}
+	srv.broadcast(msgFinished)
+	s.log.Info("attempt finished", "state", res.State, "reason", res.Reason)
+	return nil
+}
+
+// output holds the pipes and log writers of one stream.
+type output struct {
+	r, w *os.File
+	lw   *logWriter
+	done chan struct{}
+}
+
+func (s *supervisor) openOutput(name string, tailMax int) (*output, error) {
+	lw, err := newLogWriter(filepath.Join(s.dir, name), s.tf.LogMaxBytes, tailMax)
+	if err != nil {
+		return nil, err
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		lw.Close()
+		return nil, err
+	}
+	o := &output{r: r, w: w, lw: lw, done: make(chan struct{})}
+	go func() {
+		defer close(o.done)
+		io.Copy(lw, r)
+	}()
+	return o, nil
+}
+
+// finish waits for the job's output to reach the files.
+func (o *output) finish() {
+	o.w.Close() // no-op if already closed
+	select {
+	case <-o.done:
+	case <-time.After(drainTimeout):
+		o.r.SetReadDeadline(time.Now())
+		<-o.done
+	}
+	o.r.Close()
+	o.lw.Close()
+}
+
+type started struct {
+	h   Handle
+	err error
+}
+
+// execute runs the task to the end and says how it ended. It never fails:
+// every problem becomes a failed result with a reason.
+func (s *supervisor) execute(srv *controlServer) *Result {
+	fail := func(reason string) *Result {
+		return &Result{State: fsm.AttemptFailed, Reason: reason, FinishedAt: time.Now()}
+	}
+	drv, err := LookupDriver(s.tf.Driver)
+	if err != nil {
+		return fail(err.Error())
+	}
+	stdout, err := s.openOutput(StdoutName, 0)
+	if err != nil {
+		return fail("open stdout log: " + err.Error())
+	}
+	stderr, err := s.openOutput(StderrName, fsm.StderrTailMax)
+	if err != nil {
+		stdout.finish()
+		return fail("open stderr log: " + err.Error())
+	}
+	id := TaskID(s.tf.Attempt.JobID, s.tf.Attempt.Num)
+	task := &Task{
+		ID: id, Spec: s.tf.Spec, Env: s.tf.Env, Dir: s.dir,
+		WorkDir:      filepath.Join(s.dir, WorkDirName),
+		ArtifactsDir: s.tf.ArtifactsDir, CheckpointDir: s.tf.CheckpointDir,
+		Stdout: stdout.w, Stderr: stderr.w, ImageCache: s.tf.ImageCache,
+	}
+	killSig, err := parseSignal(s.tf.Spec.KillSignal)
+	if err != nil {
+		stdout.finish()
+		stderr.finish()
+		return fail(err.Error())
+	}
+	killTimeout := s.tf.Spec.KillTimeout.D()
+	if killTimeout <= 0 {
+		killTimeout = DefaultKillTimeout
+	}
+
+	ctx, cancelStart := context.WithCancel(context.Background())
+	defer cancelStart()
+	startCh := make(chan started, 1)
+	go func() {
+		h, err := drv.Start(ctx, task)
+		startCh <- started{h, err}
+	}()
+
+	var (
+		h           Handle
+		waitCh      chan ExitStatus
+		startedAt   time.Time
+		reason      string // first kill reason wins
+		forceKilled bool
+		killTimer   <-chan time.Time
+		timeoutC    <-chan time.Time
+	)
+	leaseTimer := time.NewTimer(s.lease.Remaining())
+	defer leaseTimer.Stop()
+
+	// kill starts the kill sequence; force skips the grace period.
+	kill := func(r string, force bool) {
+		if reason == "" {
+			reason = r
+			s.log.Info("killing job", "reason", r, "force", force)
+		}
+		if h == nil {
+			cancelStart()
+			return
+		}
+		if force {
+			if !forceKilled {
+				forceKilled = true
+				h.Signal(syscall.SIGKILL)
+			}
+			return
+		}
+		if killTimer == nil {
+			h.Signal(killSig)
+			killTimer = time.After(killTimeout)
+		}
+	}
+
+	for {
+		select {
+		case st := <-startCh:
+			stdout.w.Close()
+			stderr.w.Close()
+			if st.err != nil {
+				stdout.finish()
+				stderr.finish()
+				r := fail(st.err.Error())
+				if reason != "" {
+					r.State, r.Reason = fsm.AttemptKilled, reason
+				}
+				r.StderrTail = stderr.lw.Tail()
+				return r
+			}
+			h, startedAt = st.h, time.Now()
+			if ph, ok := h.(*processHandle); ok {
+				os.WriteFile(filepath.Join(s.dir, JobPIDFileName), []byte(strconv.Itoa(ph.pgid)), 0o644)
+			}
+			srv.broadcast(msgStarted + " " + startedAt.UTC().Format(time.RFC3339Nano))
+			waitCh = make(chan ExitStatus, 1)
+			go func() { waitCh <- h.Wait() }()
+			if reason != "" { // fenced or cancelled while starting
+				r := reason
+				reason = ""
+				kill(r, r == fsm.ReasonFenced)
+			}
+			if t := s.tf.Spec.Timeout.D(); t > 0 {
+				timeoutC = time.After(t)
+			}
+		case st := <-waitCh:
+			if err := h.Destroy(); err != nil {
+				s.log.Warn("destroy", "err", err)
+			}
+			stdout.finish()
+			stderr.finish()
+			return s.result(st, reason, startedAt, stderr.lw.Tail())
+		case <-leaseTimer.C:
+			if s.lease.Expired() {
+				// Fencing must finish within the leader's margin, so no grace.
+				kill(fsm.ReasonFenced, true)
+				continue
+			}
+			leaseTimer.Reset(s.lease.Remaining())
+		case r := <-s.cancelCh:
+			if r == "" {
+				r = fsm.ReasonCancelled
+			}
+			kill(r, false)
+		case <-timeoutC:
+			kill(fsm.ReasonTimeout, false)
+		case <-killTimer:
+			kill(reason, true)
+		}
+	}
+}
+
+func (s *supervisor) result(st ExitStatus, reason string, startedAt time.Time, tail string) *Result {
+	r := &Result{
+		Signal: st.Signal, OOM: st.OOM, StartedAt: startedAt, FinishedAt: st.FinishedAt,
+		PeakMemoryB: st.PeakMemoryB, CPUTimeNs: st.CPUTimeNs, StderrTail: tail,
+	}
+	if !st.StartedAt.IsZero() {
+		r.StartedAt = st.StartedAt
+	}
+	if r.FinishedAt.IsZero() {
+		r.FinishedAt = time.Now()
+	}
+	if st.Signal == "" && st.Err == nil {
+		code := st.ExitCode
+		r.ExitCode = &code
+	}
+	switch {
+	case reason != "":
+		r.State, r.Reason = fsm.AttemptKilled, reason
+	case st.OOM:
+		r.State, r.Reason = fsm.AttemptKilled, fsm.ReasonOOM
+	case st.Err != nil:
+		r.State, r.Reason = fsm.AttemptFailed, st.Err.Error()
+	case st.Signal != "":
+		r.State, r.Reason = fsm.AttemptFailed, "killed by "+st.Signal
+	case st.ExitCode == 0:
+		r.State = fsm.AttemptSucceeded
+	default:
+		r.State, r.Reason = fsm.AttemptFailed, fmt.Sprintf("exit code %d", st.ExitCode)
+	}
+	return r
+}
+
+// parseSignal accepts "SIGTERM", "TERM", "term" or a number; "" is SIGTERM.
+func parseSignal(s string) (syscall.Signal, error) {
+	if s == "" {
+		s = DefaultKillSignal
+	}
+	if n, err := strconv.Atoi(s); err == nil && n > 0 && n < 65 {
+		return syscall.Signal(n), nil
+	}
+	name := s
+	if len(name) < 3 || (name[:3] != "SIG" && name[:3] != "sig") {
+		name = "SIG" + name
+	}
+	if sig := unix.SignalNum(strings.ToUpper(name)); sig != 0 {
+		return sig, nil
+	}
+	return 0, fmt.Errorf("%w: kill_signal %q is not a signal", ErrBadSignal, s)
+}

@@ -1,0 +1,219 @@
+package exec
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/foreman-sched/foreman/fsm"
+)
+
+// Worker runs the attempts the leader assigns to this node: it starts one
+// detached supervisor per attempt, renews their leases while this node is in
+// contact with the leader, forwards cancels, and reports results.
+type Worker struct {
+	cfg         WorkerConfig
+	deps        WorkerDeps
+	log         *slog.Logger
+	attemptsDir string
+
+	mu   sync.Mutex
+	runs map[string]*attemptRun // by TaskID
+	// orphans are live attempts in state running that have no directory
+	// here (data dir lost); reported failed once per Worker.
+	orphans map[string]bool
+	ctx     context.Context
+	wg      sync.WaitGroup
+}
+
+// NewWorker checks cfg and returns a worker; call Run to start it.
+func NewWorker(cfg WorkerConfig, deps WorkerDeps) (*Worker, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if deps.Assignments == nil || deps.Reporter == nil || deps.LeaderContact == nil {
+		return nil, fmt.Errorf("%w: WorkerDeps needs Assignments, Reporter and LeaderContact", ErrInvalidConfig)
+	}
+	if cfg.SupervisorPath == "" {
+		p, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("%w: SupervisorPath empty and os.Executable failed: %v", ErrInvalidConfig, err)
+		}
+		cfg.SupervisorPath = p
+	}
+	log := deps.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Worker{
+		cfg: cfg, deps: deps,
+		log:         log.With("component", "exec"),
+		attemptsDir: filepath.Join(cfg.DataDir, "attempts"),
+		runs:        map[string]*attemptRun{},
+		orphans:     map[string]bool{},
+	}, nil
+}
+
+// AttemptDir is where attempt (job, n) lives on this node.
+func (w *Worker) AttemptDir(jobID string, attempt int) string {
+	return filepath.Join(w.attemptsDir, TaskID(jobID, attempt))
+}
+
+// Run re-adopts supervisors left by a previous agent, then follows the
+// assignments until ctx ends. Supervisors keep running after Run returns:
+// their leases expire unless a new worker re-adopts them in time.
+func (w *Worker) Run(ctx context.Context) error {
+	if err := os.MkdirAll(w.attemptsDir, 0o700); err != nil {
+		return fmt.Errorf("attempts dir: %w", err)
+	}
+	w.mu.Lock()
+	w.ctx = ctx
+	w.mu.Unlock()
+	w.adopt(ctx)
+
+	changed, stop := w.deps.Assignments.Watch()
+	defer stop()
+	gcEvery := max(w.cfg.KeepFinished/4, time.Minute)
+	gc := time.NewTicker(gcEvery)
+	defer gc.Stop()
+	for {
+		w.reconcile(ctx)
+		select {
+		case <-ctx.Done():
+			w.wg.Wait()
+			return nil
+		case <-changed:
+		case <-gc.C:
+			w.collectGarbage()
+		}
+	}
+}
+
+// reconcile compares the live attempts of this node with the supervisors.
+func (w *Worker) reconcile(ctx context.Context) {
+	live, err := w.deps.Assignments.LiveAttempts(w.cfg.Node)
+	if err != nil {
+		w.log.Warn("read assignments", "err", err)
+		return
+	}
+	contact := w.deps.LeaderContact.InContactWithLeader()
+	seen := make(map[string]bool, len(live))
+	for _, a := range live {
+		id := TaskID(a.Attempt.JobID, a.Attempt.Num)
+		seen[id] = true
+		w.mu.Lock()
+		r := w.runs[id]
+		w.mu.Unlock()
+		if r != nil {
+			r.update(a)
+			continue
+		}
+		w.ensure(ctx, id, a)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for id, r := range w.runs {
+		if !seen[id] {
+			// An adopted attempt that was never seen live may just be ahead
+			// of a lagging local FSM; trust its absence only in contact.
+			r.vanished(contact)
+		}
+	}
+}
+
+// ensure handles a live attempt that has no run in this worker.
+func (w *Worker) ensure(ctx context.Context, id string, a Assignment) {
+	dir := filepath.Join(w.attemptsDir, id)
+	switch {
+	case exists(filepath.Join(dir, ReportedName)):
+		return // reported; the local FSM has not caught up yet
+	case exists(filepath.Join(dir, TaskFileName)):
+		// A directory without a run: finished-but-unreported, or a
+		// supervisor we lost track of. Either way adoption sorts it out.
+		w.adoptDir(ctx, id, dir)
+		return
+	case a.Attempt.State == fsm.AttemptAssigned:
+		w.launch(ctx, id, dir, a)
+	default:
+		w.mu.Lock()
+		done := w.orphans[id]
+		w.orphans[id] = true
+		w.mu.Unlock()
+		if !done {
+			w.wg.Add(1)
+			go func() {
+				defer w.wg.Done()
+				w.reportOrphan(ctx, a)
+			}()
+		}
+	}
+}
+
+// reportOrphan fails an attempt that is running on this node according to
+// the leader but left no trace here (the data dir was wiped or replaced).
+func (w *Worker) reportOrphan(ctx context.Context, a Assignment) {
+	w.log.Warn("running attempt has no directory on this node; reporting it failed",
+		"job", a.Attempt.JobID, "attempt", a.Attempt.Num)
+	w.report(ctx, fsm.ReportAttempt{
+		JobID: a.Attempt.JobID, Attempt: a.Attempt.Num, FencingToken: a.Attempt.FencingToken,
+		Node: w.cfg.Node, State: fsm.AttemptFailed, Reason: "attempt state lost on node",
+		FinishedAt: time.Now().UTC(),
+	})
+}
+
+func (w *Worker) register(r *attemptRun) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if _, ok := w.runs[r.id]; ok {
+		return false
+	}
+	w.runs[r.id] = r
+	return true
+}
+
+func (w *Worker) unregister(r *attemptRun) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.runs[r.id] == r {
+		delete(w.runs, r.id)
+	}
+}
+
+// report sends rep until it is acknowledged, superseded, or ctx ends.
+func (w *Worker) report(ctx context.Context, rep fsm.ReportAttempt) error {
+	delay := w.cfg.ReportBackoffMin
+	for {
+		err := w.deps.Reporter.Report(ctx, rep)
+		if err == nil {
+			return nil
+		}
+		if errors.Is(err, fsm.ErrStaleToken) || errors.Is(err, fsm.ErrNotFound) {
+			w.log.Info("report superseded", "job", rep.JobID, "attempt", rep.Attempt, "state", rep.State, "err", err)
+			return err
+		}
+		w.log.Warn("report failed; retrying", "job", rep.JobID, "attempt", rep.Attempt,
+			"state", rep.State, "err", err, "in", delay)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, w.cfg.ReportBackoffMax)
+	}
+}
+
+// Running returns the TaskIDs of the attempts this worker is handling.
+func (w *Worker) Running() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make([]string, 0, len(w.runs))
+	for id := range w.runs {
+		out = append(out, id)
+	}
+	return out
+}

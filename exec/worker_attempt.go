@@ -1,0 +1,339 @@
+package exec
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	osexec "os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/foreman-sched/foreman/fsm"
+)
+
+// reasonSuperseded is recorded (never reported) when the attempt was
+// replaced while its supervisor still ran.
+const reasonSuperseded = "superseded"
+
+// attemptRun is the worker's side of one supervisor.
+type attemptRun struct {
+	w   *Worker
+	id  string
+	dir string
+	tf  *TaskFile
+
+	mu        sync.Mutex
+	seenLive  bool
+	cancelReq string // CancelRequested from the live set
+	gone      bool   // no longer live: kill, do not report
+	notify    chan struct{}
+}
+
+func newRun(w *Worker, id, dir string) *attemptRun {
+	return &attemptRun{w: w, id: id, dir: dir, notify: make(chan struct{}, 1)}
+}
+
+func (r *attemptRun) poke() {
+	select {
+	case r.notify <- struct{}{}:
+	default:
+	}
+}
+
+// update records the attempt's replicated state.
+func (r *attemptRun) update(a Assignment) {
+	r.mu.Lock()
+	r.seenLive = true
+	changed := a.Attempt.CancelRequested != r.cancelReq
+	r.cancelReq = a.Attempt.CancelRequested
+	r.mu.Unlock()
+	if changed {
+		r.poke()
+	}
+}
+
+// vanished is called when the attempt is not in the live set.
+func (r *attemptRun) vanished(inContact bool) {
+	r.mu.Lock()
+	if r.gone || (!r.seenLive && !inContact) {
+		r.mu.Unlock()
+		return
+	}
+	r.gone = true
+	r.mu.Unlock()
+	r.poke()
+}
+
+func (r *attemptRun) isGone() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.gone
+}
+
+// launch creates the attempt dir and starts a supervisor for it.
+func (w *Worker) launch(ctx context.Context, id, dir string, a Assignment) {
+	r := newRun(w, id, dir)
+	r.seenLive = true
+	r.cancelReq = a.Attempt.CancelRequested
+	if !w.register(r) {
+		return
+	}
+	w.wg.Add(1)
+	go func() {
+		defer w.wg.Done()
+		defer w.unregister(r)
+		lc, err := r.start(a)
+		if err != nil {
+			w.log.Error("cannot start supervisor", "task", id, "err", err)
+			res := &Result{State: fsm.AttemptFailed, Reason: "start supervisor: " + err.Error(), FinishedAt: time.Now().UTC()}
+			writeJSONAtomic(filepath.Join(dir, ResultFileName), res, false)
+			r.finish(ctx, res)
+			return
+		}
+		r.follow(ctx, lc)
+	}()
+}
+
+// adoptDir takes over an attempt dir left by an earlier worker.
+func (w *Worker) adoptDir(ctx context.Context, id, dir string) (live bool) {
+	tf, err := ReadTaskFile(dir)
+	if err != nil {
+		// No supervisor is ever started before task.json exists.
+		w.log.Warn("removing attempt dir without task file", "dir", dir, "err", err)
+		os.RemoveAll(dir)
+		return false
+	}
+	r := newRun(w, id, dir)
+	r.tf = tf
+	if !w.register(r) {
+		return true
+	}
+	var lc *leaseClient
+	if !exists(filepath.Join(dir, ResultFileName)) {
+		lc, _ = dialLease(sockPath(dir))
+	}
+	w.log.Info("adopting attempt", "task", id, "supervisor", lc != nil)
+	w.wg.Add(1)
+	go func() {
+		defer w.wg.Done()
+		defer w.unregister(r)
+		if lc == nil {
+			r.finish(ctx, r.collect())
+			return
+		}
+		r.follow(ctx, lc)
+	}()
+	return lc != nil
+}
+
+// start writes task.json, pre-listens on lease.sock, and starts the
+// detached supervisor. Because the socket exists before the supervisor
+// runs, the worker can connect at once.
+func (r *attemptRun) start(a Assignment) (*leaseClient, error) {
+	w := r.w
+	if err := os.MkdirAll(filepath.Join(r.dir, WorkDirName), 0o755); err != nil {
+		return nil, err
+	}
+	os.Chmod(r.dir, 0o700)
+	driver := a.Spec.Driver
+	if driver == "" {
+		driver = w.cfg.DefaultDriver
+	}
+	r.tf = &TaskFile{
+		Version: TaskFileVersion, Node: w.cfg.Node, Attempt: a.Attempt, Spec: a.Spec,
+		Driver: driver, Env: jobEnv(a, w.cfg.Node),
+		Lease: fsm.Duration(w.cfg.LeaseDuration), LogMaxBytes: w.cfg.LogMaxBytes,
+		ImageCache: w.cfg.ImageCache, CreatedAt: time.Now().UTC(),
+	}
+	if err := writeJSONAtomic(filepath.Join(r.dir, TaskFileName), r.tf, false); err != nil {
+		return nil, fmt.Errorf("write task file: %w", err)
+	}
+	lnFile, err := listenUnixFile(sockPath(r.dir))
+	if err != nil {
+		return nil, fmt.Errorf("lease socket: %w", err)
+	}
+	defer lnFile.Close()
+	logf, err := os.OpenFile(filepath.Join(r.dir, SupervisorLog), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	defer logf.Close()
+	args := append(append([]string{}, w.cfg.SupervisorArgs...), "--dir", r.dir)
+	cmd := osexec.Command(w.cfg.SupervisorPath, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf // stdin stays /dev/null
+	cmd.ExtraFiles = []*os.File{lnFile}
+	// Its own session: no signal aimed at the agent's group or terminal
+	// reaches it, so it outlives the agent.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	go cmd.Wait() // reap it while we live; init does after we die
+	return dialLease(sockPath(r.dir))
+}
+
+// jobEnv is the spec's env (sorted for stable output) plus the FOREMAN_*
+// variables, which the job cannot override.
+func jobEnv(a Assignment, node string) []string {
+	keys := make([]string, 0, len(a.Spec.Env))
+	for k := range a.Spec.Env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	env := make([]string, 0, len(keys)+5)
+	hasPath := false
+	for _, k := range keys {
+		env = append(env, k+"="+a.Spec.Env[k])
+		hasPath = hasPath || k == "PATH"
+	}
+	if !hasPath {
+		env = append(env, "PATH="+defaultPath)
+	}
+	return append(env,
+		"FOREMAN_JOB_ID="+a.Attempt.JobID,
+		"FOREMAN_ATTEMPT="+strconv.Itoa(a.Attempt.Num),
+		"FOREMAN_FENCING_TOKEN="+strconv.FormatUint(a.Attempt.FencingToken, 10),
+		"FOREMAN_NODE="+node,
+	)
+}
+
+// follow renews the lease and relays state until the supervisor goes away.
+func (r *attemptRun) follow(ctx context.Context, lc *leaseClient) {
+	w := r.w
+	renew := time.NewTicker(w.cfg.RenewInterval)
+	defer renew.Stop()
+	runCtx, stopRunning := context.WithCancel(ctx)
+	var reporting sync.WaitGroup
+	defer func() { stopRunning(); reporting.Wait() }()
+	sentCancel := ""
+	r.renew(lc)
+	r.poke() // deliver a cancel that was requested before we connected
+	for {
+		select {
+		case ev, ok := <-lc.events:
+			if !ok {
+				lc.close()
+				stopRunning()
+				reporting.Wait()
+				r.finish(ctx, r.collect())
+				return
+			}
+			if t, found := strings.CutPrefix(ev, msgStarted+" "); found && !r.isGone() && r.tf.Attempt.State == fsm.AttemptAssigned {
+				startedAt, _ := time.Parse(time.RFC3339Nano, t)
+				reporting.Add(1)
+				go func() {
+					defer reporting.Done()
+					r.reportRunning(runCtx, lc, startedAt)
+				}()
+			}
+		case <-renew.C:
+			r.renew(lc)
+		case <-r.notify:
+			r.mu.Lock()
+			want := r.cancelReq
+			if r.gone {
+				want = reasonSuperseded
+			}
+			r.mu.Unlock()
+			if want != "" && want != sentCancel && sentCancel != reasonSuperseded {
+				if err := lc.cancel(want); err == nil {
+					sentCancel = want
+					w.log.Info("cancel sent", "task", r.id, "reason", want)
+				}
+			}
+		case <-ctx.Done():
+			lc.close()
+			return
+		}
+	}
+}
+
+func (r *attemptRun) renew(lc *leaseClient) {
+	if r.w.deps.LeaderContact.InContactWithLeader() {
+		lc.renew()
+	}
+}
+
+func (r *attemptRun) reportRunning(ctx context.Context, lc *leaseClient, startedAt time.Time) {
+	rep := fsm.ReportAttempt{
+		JobID: r.tf.Attempt.JobID, Attempt: r.tf.Attempt.Num, FencingToken: r.tf.Attempt.FencingToken,
+		Node: r.tf.Node, State: fsm.AttemptRunning, StartedAt: startedAt.UTC(),
+	}
+	if err := r.w.report(ctx, rep); errors.Is(err, fsm.ErrStaleToken) || errors.Is(err, fsm.ErrNotFound) {
+		// Superseded while starting: make sure it dies and is not reported.
+		r.mu.Lock()
+		r.gone = true
+		r.mu.Unlock()
+		r.poke()
+	}
+}
+
+// collect returns the attempt's result, or makes one when the supervisor
+// vanished without writing it (it crashed or was killed).
+func (r *attemptRun) collect() *Result {
+	if res, err := ReadResult(r.dir); err == nil {
+		return res
+	}
+	killJobGroup(r.dir, r.tf)
+	res := &Result{State: fsm.AttemptFailed, Reason: "supervisor exited without a result", FinishedAt: time.Now().UTC()}
+	writeJSONAtomic(filepath.Join(r.dir, ResultFileName), res, false)
+	return res
+}
+
+// finish reports the final result (unless superseded) and marks it done.
+func (r *attemptRun) finish(ctx context.Context, res *Result) {
+	w := r.w
+	if !r.isGone() {
+		if err := w.report(ctx, res.Report(r.tf)); err != nil && ctx.Err() != nil {
+			return // shutting down: the next worker reports it
+		}
+	}
+	os.WriteFile(filepath.Join(r.dir, ReportedName), nil, 0o644)
+	os.RemoveAll(filepath.Join(r.dir, WorkDirName))
+	w.log.Info("attempt done", "task", r.id, "state", res.State, "reason", res.Reason, "superseded", r.isGone())
+}
+
+// killJobGroup kills a process-driver job whose supervisor died, but only
+// if the group leader is still that job (pids are reused, e.g. after a
+// reboot): its environment must carry this attempt's fencing token.
+func killJobGroup(dir string, tf *TaskFile) {
+	b, err := os.ReadFile(filepath.Join(dir, JobPIDFileName))
+	if err != nil {
+		return
+	}
+	pgid, err := strconv.Atoi(string(b))
+	if err != nil || pgid <= 1 {
+		return
+	}
+	env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pgid))
+	if err != nil {
+		return
+	}
+	want := "FOREMAN_FENCING_TOKEN=" + strconv.FormatUint(tf.Attempt.FencingToken, 10) + "\x00"
+	if bytes.Contains(env, []byte(want)) {
+		syscall.Kill(-pgid, syscall.SIGKILL)
+	}
+}
+
+// listenUnixFile creates a listening unix socket and returns it as a file
+// to hand to the supervisor. The socket file stays after we close ours.
+func listenUnixFile(path string) (*os.File, error) {
+	os.Remove(path)
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		return nil, err
+	}
+	ln.SetUnlinkOnClose(false)
+	defer ln.Close()
+	return ln.File()
+}
+
+func sockPath(dir string) string { return filepath.Join(dir, LeaseSockName) }

@@ -1,0 +1,128 @@
+package exec
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/foreman-sched/foreman/fsm"
+)
+
+// Assignment is one live attempt placed on a node, with its job's spec.
+type Assignment struct {
+	Attempt fsm.Attempt
+	Spec    fsm.JobSpec
+}
+
+// Assignments is the worker's view of the replicated state (main adapts the
+// local FSM). Watch returns a coalescing signal that fires after anything is
+// applied, and a function to stop watching. LiveAttempts returns the live
+// (assigned or running) attempts on node, read from the local FSM. Both are
+// called from the worker's goroutine and must not block for long.
+type Assignments interface {
+	Watch() (<-chan struct{}, func())
+	LiveAttempts(node string) ([]Assignment, error)
+}
+
+// Reporter sends an executor report to the leader (through raft). An error
+// that wraps fsm.ErrStaleToken means the attempt was superseded: the worker
+// stops retrying. Any other error is retried with backoff. Called from many
+// goroutines at once.
+type Reporter interface {
+	Report(ctx context.Context, r fsm.ReportAttempt) error
+}
+
+// LeaderContact gates lease renewals: true on the leader, or on a follower
+// that heard from the leader recently. Called every renew interval per
+// attempt, so it must be cheap.
+type LeaderContact interface {
+	InContactWithLeader() bool
+}
+
+// WorkerDeps are the worker's collaborators.
+type WorkerDeps struct {
+	Assignments   Assignments
+	Reporter      Reporter
+	LeaderContact LeaderContact
+	Logger        *slog.Logger // nil = slog.Default()
+}
+
+// Defaults. The lease must stay below what the leader waits before it
+// declares a silent node's attempts lost; see exec/DESIGN.md.
+const (
+	DefaultLeaseDuration = 6 * time.Second
+	DefaultLogMaxBytes   = 10 << 20
+	DefaultKeepFinished  = 24 * time.Hour
+)
+
+const maxDataDirLen = 56
+
+// WorkerConfig configures the worker.
+type WorkerConfig struct {
+	// Node is this agent's name (fsm.Node.Name); FOREMAN_NODE in jobs.
+	Node string
+	// DataDir is the agent's data dir; attempts live in DataDir/attempts.
+	DataDir string
+	// SupervisorPath and SupervisorArgs start a supervisor:
+	// SupervisorPath SupervisorArgs... --dir <attemptDir>. Empty path =
+	// os.Executable(); main leaves the default ["supervise"].
+	SupervisorPath string
+	SupervisorArgs []string
+	// DefaultDriver runs jobs whose spec names no driver.
+	DefaultDriver string
+	// LeaseDuration is how long a supervisor lets its job run without a
+	// renewal; RenewInterval is how often the worker renews (default L/3).
+	LeaseDuration time.Duration
+	RenewInterval time.Duration
+	// LogMaxBytes caps each of stdout.log and stderr.log; one rotated copy
+	// of each is kept.
+	LogMaxBytes int64
+	// KeepFinished is how long the logs and result of a reported attempt
+	// stay on disk (the job's workdir is removed as soon as it is reported).
+	KeepFinished time.Duration
+	// ReportBackoffMin/Max bound the retry delay of reports to the leader.
+	ReportBackoffMin, ReportBackoffMax time.Duration
+	// ImageCache is passed to drivers (container images by digest).
+	ImageCache string
+}
+
+// DefaultWorkerConfig returns the defaults; Node and DataDir must be set.
+func DefaultWorkerConfig() WorkerConfig {
+	return WorkerConfig{
+		SupervisorArgs:   []string{"supervise"},
+		DefaultDriver:    ProcessDriverName,
+		LeaseDuration:    DefaultLeaseDuration,
+		RenewInterval:    DefaultLeaseDuration / 3,
+		LogMaxBytes:      DefaultLogMaxBytes,
+		KeepFinished:     DefaultKeepFinished,
+		ReportBackoffMin: 50 * time.Millisecond,
+		ReportBackoffMax: 2 * time.Second,
+	}
+}
+
+// Validate checks the config and says which field is wrong.
+func (c *WorkerConfig) Validate() error {
+	switch {
+	case c.Node == "":
+		return fmt.Errorf("%w: Node is empty", ErrInvalidConfig)
+	case c.DataDir == "":
+		return fmt.Errorf("%w: DataDir is empty", ErrInvalidConfig)
+	case len(c.DataDir) > maxDataDirLen:
+		// <data>/attempts/<26-char job ID>-<n>/lease.sock must fit a unix socket address (108 bytes).
+		return fmt.Errorf("%w: DataDir %q is longer than %d bytes (unix socket paths are limited)", ErrInvalidConfig, c.DataDir, maxDataDirLen)
+	case c.DefaultDriver == "":
+		return fmt.Errorf("%w: DefaultDriver is empty", ErrInvalidConfig)
+	case c.LeaseDuration <= 0:
+		return fmt.Errorf("%w: LeaseDuration must be > 0", ErrInvalidConfig)
+	case c.RenewInterval <= 0 || c.RenewInterval > c.LeaseDuration/2:
+		return fmt.Errorf("%w: RenewInterval %v must be in (0, LeaseDuration/2 = %v]", ErrInvalidConfig, c.RenewInterval, c.LeaseDuration/2)
+	case c.LogMaxBytes < 4096:
+		return fmt.Errorf("%w: LogMaxBytes %d must be >= 4096", ErrInvalidConfig, c.LogMaxBytes)
+	case c.KeepFinished < 0:
+		return fmt.Errorf("%w: KeepFinished must be >= 0", ErrInvalidConfig)
+	case c.ReportBackoffMin <= 0 || c.ReportBackoffMax < c.ReportBackoffMin:
+		return fmt.Errorf("%w: need 0 < ReportBackoffMin <= ReportBackoffMax", ErrInvalidConfig)
+	}
+	return nil
+}
