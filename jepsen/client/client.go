@@ -1,0 +1,229 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/foreman-sched/foreman/jepsen/checker"
+	"github.com/foreman-sched/foreman/jepsen/history"
+)
+
+// Client talks to one node.
+type Client struct {
+	Node string // node name, for the history
+	Base string // http://ip:port
+	HTTP *http.Client
+}
+
+// New returns a client for one node with a per-request timeout.
+func New(node, base string, timeout time.Duration) *Client {
+	tr := &http.Transport{MaxIdleConnsPerHost: 4, DisableCompression: true}
+	return &Client{Node: node, Base: base, HTTP: &http.Client{Timeout: timeout, Transport: tr}}
+}
+
+// Close drops idle connections.
+func (c *Client) Close() { c.HTTP.CloseIdleConnections() }
+
+// Error is a non-2xx answer.
+type Error struct {
+	Status int
+	Code   string
+	Msg    string
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("http %d %s: %s", e.Status, e.Code, e.Msg) }
+
+// Classify maps an error to an outcome: a definite 4xx rejection is a fail,
+// everything else (transport errors, timeouts, 5xx incl. 503 no_leader,
+// lost leadership) is indeterminate.
+func Classify(err error) history.Outcome {
+	if err == nil {
+		return history.OK
+	}
+	var he *Error
+	if errors.As(err, &he) && he.Status >= 400 && he.Status < 500 && he.Status != http.StatusRequestTimeout && he.Status != http.StatusTooManyRequests {
+		return history.Fail
+	}
+	return history.Info
+}
+
+func (c *Client) do(ctx context.Context, method, path string, hdr map[string]string, body, out any) (int, error) {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return 0, err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.Base+path, rd)
+	if err != nil {
+		return 0, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := c.HTTP.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	if err != nil {
+		return resp.StatusCode, err
+	}
+	if resp.StatusCode/100 != 2 {
+		var e struct{ Error, Code string }
+		_ = json.Unmarshal(b, &e)
+		if e.Error == "" {
+			e.Error = string(bytes.TrimSpace(b[:min(len(b), 200)]))
+		}
+		return resp.StatusCode, &Error{Status: resp.StatusCode, Code: e.Code, Msg: e.Error}
+	}
+	if out != nil {
+		if err := json.Unmarshal(b, out); err != nil {
+			return resp.StatusCode, fmt.Errorf("decode %s: %w", path, err)
+		}
+	}
+	return resp.StatusCode, nil
+}
+
+// Submit posts a job spec with an idempotency key.
+func (c *Client) Submit(ctx context.Context, spec any, key string) (id string, duplicate bool, err error) {
+	var out struct {
+		ID        string `json:"id"`
+		Duplicate bool   `json:"duplicate"`
+	}
+	_, err = c.do(ctx, http.MethodPost, "/v1/jobs", map[string]string{"Idempotency-Key": key}, spec, &out)
+	if err == nil && out.ID == "" {
+		err = fmt.Errorf("submit: empty id in answer")
+	}
+	return out.ID, out.Duplicate, err
+}
+
+// JobView is GET /v1/jobs/{id}.
+type JobView struct {
+	Job struct {
+		ID             string `json:"id"`
+		State          string `json:"state"`
+		IdempotencyKey string `json:"idempotency_key"`
+		ModifyIndex    uint64 `json:"modify_index"`
+	} `json:"job"`
+	Attempts []checker.FinalAttempt `json:"attempts"`
+}
+
+// ErrNotFound is a 404 for a job.
+var ErrNotFound = errors.New("job not found")
+
+// Job reads a job, consistently (through the leader) when consistent is set.
+func (c *Client) Job(ctx context.Context, id string, consistent bool) (*JobView, error) {
+	p := "/v1/jobs/" + url.PathEscape(id)
+	if consistent {
+		p += "?consistent=true"
+	}
+	var v JobView
+	st, err := c.do(ctx, http.MethodGet, p, nil, nil, &v)
+	if st == http.StatusNotFound {
+		return nil, ErrNotFound
+	}
+	return &v, err
+}
+
+// ListJobs pages through every job (newest first).
+func (c *Client) ListJobs(ctx context.Context) ([]checker.FinalJob, error) {
+	var all []checker.FinalJob
+	cursor := ""
+	for page := 0; page < 10000; page++ {
+		q := url.Values{"limit": {"500"}}
+		if cursor != "" {
+			q.Set("cursor", cursor)
+		}
+		var out struct {
+			Jobs []checker.FinalJob `json:"jobs"`
+			Next string             `json:"next"`
+			// Some APIs name the cursor next_cursor.
+			NextCursor string `json:"next_cursor"`
+		}
+		if _, err := c.do(ctx, http.MethodGet, "/v1/jobs?"+q.Encode(), nil, nil, &out); err != nil {
+			return nil, err
+		}
+		all = append(all, out.Jobs...)
+		cursor = out.Next
+		if cursor == "" {
+			cursor = out.NextCursor
+		}
+		if cursor == "" || len(out.Jobs) == 0 {
+			return all, nil
+		}
+	}
+	return all, fmt.Errorf("list jobs: too many pages")
+}
+
+// RaftInfo is the part of GET /v1/cluster/raft the suite uses.
+type RaftInfo struct {
+	Leader string `json:"leader"`
+	Term   uint64 `json:"term"`
+	State  string `json:"state"`
+}
+
+// Raft reads this node's raft view. The leader field may be a name or an
+// address depending on the API; the suite only compares it for changes.
+func (c *Client) Raft(ctx context.Context) (RaftInfo, error) {
+	var raw map[string]any
+	_, err := c.do(ctx, http.MethodGet, "/v1/cluster/raft", nil, nil, &raw)
+	if err != nil {
+		return RaftInfo{}, err
+	}
+	var ri RaftInfo
+	ri.Leader = leaderName(raw["leader"])
+	if ri.Leader == "" {
+		ri.Leader = leaderName(raw["leader_name"])
+	}
+	if t, ok := raw["term"].(float64); ok {
+		ri.Term = uint64(t)
+	}
+	ri.State, _ = raw["state"].(string)
+	return ri, nil
+}
+
+func leaderName(v any) string {
+	switch l := v.(type) {
+	case string:
+		return l
+	case map[string]any:
+		for _, k := range []string{"name", "id", "ID", "address"} {
+			if s, ok := l[k].(string); ok && s != "" {
+				return s
+			}
+		}
+	}
+	return ""
+}
+
+// Hash reads /v1/cluster/hash.
+func (c *Client) Hash(ctx context.Context) checker.NodeHash {
+	var h checker.NodeHash
+	if _, err := c.do(ctx, http.MethodGet, "/v1/cluster/hash", nil, nil, &h); err != nil {
+		return checker.NodeHash{Node: c.Node, Err: err.Error()}
+	}
+	if h.Node == "" {
+		h.Node = c.Node
+	}
+	return h
+}
+
+// Ready reports whether GET /v1/ready answers 2xx.
+func (c *Client) Ready(ctx context.Context) error {
+	_, err := c.do(ctx, http.MethodGet, "/v1/ready", nil, nil, nil)
+	return err
+}

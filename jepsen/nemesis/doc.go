@@ -1,0 +1,6 @@
+// Package nemesis injects the faults of a scenario into a rig.Cluster:
+// iptables grudges (halves, isolate the leader, majorities ring, bridge),
+// kill -9 and restart from the same data dir, SIGSTOP/SIGCONT by PID, and a
+// membership change (a node leaves, a new one joins). The grudge shapes are
+// pure functions, computed as Jepsen's jepsen.nemesis does.
+package nemesis

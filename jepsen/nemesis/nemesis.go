@@ -1,0 +1,77 @@
+package nemesis
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/foreman-sched/foreman/jepsen/rig"
+)
+
+// Nemesis is one fault: Start injects it, Stop heals it. Stop must be safe
+// to call after a failed or skipped Start, since cleanup always calls it.
+type Nemesis interface {
+	Name() string
+	// Start injects the fault and describes what it did (for the report).
+	Start(ctx context.Context, c *rig.Cluster, rng *rand.Rand) (string, error)
+	Stop(ctx context.Context, c *rig.Cluster) error
+}
+
+// ByName returns a nemesis of the given name: none, halves,
+// isolate-leader, ring, bridge, kill-leader, kill-random, pause-leader,
+// pause-random, member.
+func ByName(name string) (Nemesis, error) {
+	switch name {
+	case "none":
+		return None{}, nil
+	case "halves", "isolate-leader", "ring", "bridge":
+		return &Partition{Kind: name}, nil
+	case "kill-leader":
+		return &Kill{Leader: true}, nil
+	case "kill-random":
+		return &Kill{}, nil
+	case "pause-leader":
+		return &Pause{Leader: true}, nil
+	case "pause-random":
+		return &Pause{}, nil
+	case "member":
+		return &Member{}, nil
+	}
+	return nil, fmt.Errorf("unknown nemesis %q", name)
+}
+
+// None is the fault-free baseline.
+type None struct{}
+
+func (None) Name() string { return "none" }
+func (None) Start(context.Context, *rig.Cluster, *rand.Rand) (string, error) {
+	return "no fault", nil
+}
+func (None) Stop(context.Context, *rig.Cluster) error { return nil }
+
+// running lists the indices of running nodes.
+func running(c *rig.Cluster) []int {
+	var out []int
+	for i, n := range c.Nodes {
+		if n.Running() {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// target picks the leader (falling back to a random node when none is
+// known) or a random running node.
+func target(ctx context.Context, c *rig.Cluster, rng *rand.Rand, leader bool) (int, error) {
+	if leader {
+		if l, err := c.WaitLeader(ctx, 10*time.Second); err == nil {
+			return l, nil
+		}
+	}
+	r := running(c)
+	if len(r) == 0 {
+		return -1, fmt.Errorf("no running node")
+	}
+	return r[rng.IntN(len(r))], nil
+}

@@ -1,0 +1,181 @@
+package rig
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/foreman-sched/foreman/jepsen/client"
+	"github.com/foreman-sched/foreman/jepsen/netns"
+)
+
+// Cluster is N agents on a Topology.
+type Cluster struct {
+	Bin    string
+	Dir    string // run directory: data dirs, logs, probe records
+	Topo   *netns.Topology
+	Nodes  []*Node
+	Voters int
+	// ExtraFlags are appended to every agent's command line.
+	ExtraFlags []string
+	// Timeout is the per-request timeout of the harness's clients.
+	Timeout time.Duration
+}
+
+// NewCluster prepares (does not start) one node per namespace of topo.
+func NewCluster(bin, dir string, topo *netns.Topology, voters int) *Cluster {
+	c := &Cluster{Bin: bin, Dir: dir, Topo: topo, Voters: voters, Timeout: 3 * time.Second}
+	for i := range topo.NS {
+		c.addNode(i)
+	}
+	return c
+}
+
+func (c *Cluster) addNode(i int) *Node {
+	name := fmt.Sprintf("n%d", i+1)
+	n := &Node{Index: i, Name: name, NS: c.Topo.NS[i], IP: c.Topo.IPs[i],
+		DataDir: filepath.Join(c.Dir, "data", name), LogPath: filepath.Join(c.Dir, "logs", name+".log")}
+	c.Nodes = append(c.Nodes, n)
+	return n
+}
+
+// joinFlags points a node at every other initial node.
+func (c *Cluster) joinFlags(self int, bootstrap bool) []string {
+	var f []string
+	for i, n := range c.Nodes {
+		if i != self && (bootstrap || n.Running()) {
+			f = append(f, "--join", fmt.Sprintf("%s:%d", n.IP, Port))
+		}
+	}
+	if bootstrap {
+		f = append(f, "--bootstrap-expect", fmt.Sprint(len(c.Nodes)), "--voters", fmt.Sprint(c.Voters))
+	}
+	return append(f, c.ExtraFlags...)
+}
+
+// Start launches every node for the first time.
+func (c *Cluster) Start() error {
+	for i, n := range c.Nodes {
+		if err := n.Start(c.Bin, c.joinFlags(i, true)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Restart starts node i again from its data directory.
+func (c *Cluster) Restart(i int) error {
+	n := c.Nodes[i]
+	f := n.Flags()
+	if f == nil {
+		f = c.joinFlags(i, true)
+	}
+	return n.Start(c.Bin, f)
+}
+
+// AddNode creates a namespace and starts a new agent that joins the others.
+func (c *Cluster) AddNode() (*Node, error) {
+	if err := c.Topo.AddNode(); err != nil {
+		return nil, err
+	}
+	i := len(c.Nodes)
+	n := c.addNode(i)
+	return n, n.Start(c.Bin, append(c.joinFlags(i, false), "--voters", fmt.Sprint(c.Voters)))
+}
+
+// Client returns a fresh client for node i.
+func (c *Cluster) Client(i int) *client.Client {
+	n := c.Nodes[i]
+	return client.New(n.Name, n.URL(), c.Timeout)
+}
+
+// Leader asks every running node and returns the index of the leader a
+// majority of answers name, or -1.
+func (c *Cluster) Leader(ctx context.Context) int {
+	votes := map[int]int{}
+	for i, n := range c.Nodes {
+		if !n.Running() {
+			continue
+		}
+		cl := c.Client(i)
+		ri, err := cl.Raft(ctx)
+		cl.Close()
+		if err != nil {
+			continue
+		}
+		if j := c.Match(ri.Leader); j >= 0 {
+			votes[j]++
+		}
+	}
+	best, bestN := -1, 0
+	for j, v := range votes {
+		if v > bestN {
+			best, bestN = j, v
+		}
+	}
+	return best
+}
+
+// Match maps a leader reference (name, IP or IP:port) to a node index.
+func (c *Cluster) Match(ref string) int {
+	if ref == "" {
+		return -1
+	}
+	for i, n := range c.Nodes {
+		if ref == n.Name || ref == n.IP || strings.HasPrefix(ref, n.IP+":") || strings.Contains(ref, "//"+n.IP+":") {
+			return i
+		}
+	}
+	return -1
+}
+
+// WaitLeader polls until a leader is known or the deadline passes.
+func (c *Cluster) WaitLeader(ctx context.Context, d time.Duration) (int, error) {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if l := c.Leader(ctx); l >= 0 {
+			return l, nil
+		}
+		select {
+		case <-ctx.Done():
+			return -1, ctx.Err()
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+	return -1, fmt.Errorf("no leader within %v", d)
+}
+
+// WaitReady polls GET /v1/ready on every running node.
+func (c *Cluster) WaitReady(ctx context.Context, d time.Duration) error {
+	deadline := time.Now().Add(d)
+	for i, n := range c.Nodes {
+		if !n.Running() {
+			continue
+		}
+		cl := c.Client(i)
+		for {
+			err := cl.Ready(ctx)
+			if err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				cl.Close()
+				return fmt.Errorf("%s not ready after %v: %v", n.Name, d, err)
+			}
+			time.Sleep(300 * time.Millisecond)
+		}
+		cl.Close()
+	}
+	return nil
+}
+
+// Shutdown resumes and stops every agent, then kills whatever is left in
+// the namespaces (orphaned supervisors and jobs).
+func (c *Cluster) Shutdown() {
+	for _, n := range c.Nodes {
+		_ = n.Stop(5 * time.Second)
+	}
+	c.Topo.KillAll()
+}

@@ -1,0 +1,170 @@
+package rig
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Port is the agents' HTTP port; raft and gossip use the next two.
+const Port = 7070
+
+// Node is one agent process in its namespace. Signals go to its PID only:
+// every node runs the same binary, so a name-based kill would hit them all.
+type Node struct {
+	Index   int
+	Name    string
+	NS      string
+	IP      string
+	DataDir string
+	LogPath string
+
+	mu     sync.Mutex
+	flags  []string // of the first start, reused on restart
+	cmd    *exec.Cmd
+	done   chan struct{}
+	paused bool
+}
+
+// URL is the node's HTTP base address.
+func (n *Node) URL() string { return fmt.Sprintf("http://%s:%d", n.IP, Port) }
+
+// Start launches the agent with extra flags (join, bootstrap-expect...).
+func (n *Node) Start(bin string, flags []string) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd != nil && !exited(n.done) {
+		return fmt.Errorf("%s already running", n.Name)
+	}
+	if err := os.MkdirAll(n.DataDir, 0o755); err != nil {
+		return err
+	}
+	logf, err := os.OpenFile(n.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(logf, "\n=== jepsen: start %s at %s ===\n", n.Name, time.Now().Format(time.RFC3339Nano))
+	args := append([]string{"netns", "exec", n.NS, bin, "agent",
+		"--data-dir", n.DataDir, "--name", n.Name, "--bind", n.IP, "--port", fmt.Sprint(Port)}, flags...)
+	cmd := exec.Command("ip", args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	// Own process group so cleanup can reach children that stayed in it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return err
+	}
+	done := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		logf.Close()
+		close(done)
+	}()
+	n.cmd, n.done, n.paused, n.flags = cmd, done, false, flags
+	return nil
+}
+
+func exited(done chan struct{}) bool {
+	select {
+	case <-done:
+		return true
+	default:
+		return false
+	}
+}
+
+// Flags returns the flags of the last start.
+func (n *Node) Flags() []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.flags
+}
+
+// Running reports whether the agent process is alive (paused counts).
+func (n *Node) Running() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.cmd != nil && !exited(n.done)
+}
+
+// PID of the agent (ip netns exec execs into it), 0 when not running.
+func (n *Node) PID() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd == nil || exited(n.done) {
+		return 0
+	}
+	return n.cmd.Process.Pid
+}
+
+func (n *Node) signal(sig syscall.Signal) error {
+	pid := n.PID()
+	if pid == 0 {
+		return fmt.Errorf("%s not running", n.Name)
+	}
+	return syscall.Kill(pid, sig)
+}
+
+// Kill9 crashes the agent and waits for it to exit. Its job processes are
+// left alone: surviving a dead agent is what the supervisor must handle.
+func (n *Node) Kill9() error {
+	if err := n.signal(syscall.SIGKILL); err != nil {
+		return err
+	}
+	return n.wait(10 * time.Second)
+}
+
+// Stop asks the agent to shut down gracefully (SIGTERM), then kills it.
+func (n *Node) Stop(grace time.Duration) error {
+	if n.PID() == 0 {
+		return nil
+	}
+	_ = n.Resume()
+	_ = n.signal(syscall.SIGTERM)
+	if err := n.wait(grace); err == nil {
+		return nil
+	}
+	_ = n.signal(syscall.SIGKILL)
+	return n.wait(10 * time.Second)
+}
+
+// Pause freezes the agent (SIGSTOP); its jobs keep running.
+func (n *Node) Pause() error {
+	if err := n.signal(syscall.SIGSTOP); err != nil {
+		return err
+	}
+	n.mu.Lock()
+	n.paused = true
+	n.mu.Unlock()
+	return nil
+}
+
+// Resume continues a paused agent.
+func (n *Node) Resume() error {
+	n.mu.Lock()
+	p := n.paused
+	n.paused = false
+	n.mu.Unlock()
+	if !p {
+		return nil
+	}
+	return n.signal(syscall.SIGCONT)
+}
+
+func (n *Node) wait(d time.Duration) error {
+	n.mu.Lock()
+	done := n.done
+	n.mu.Unlock()
+	if done == nil {
+		return nil
+	}
+	select {
+	case <-done:
+		return nil
+	case <-time.After(d):
+		return fmt.Errorf("%s did not exit within %v", n.Name, d)
+	}
+}
