@@ -1,0 +1,57 @@
+package httpapi
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Config tunes the API handler. Start from DefaultConfig.
+type Config struct {
+	// MaxBodyBytes bounds every request body; larger bodies get 413. It must
+	// hold a batch of MaxBatchJobs ordinary jobs.
+	MaxBodyBytes int64
+	// MaxBatchJobs bounds the jobs in one POST /v1/jobs batch.
+	MaxBatchJobs int
+	// ApplyTimeout bounds one raft apply made by a handler.
+	ApplyTimeout time.Duration
+	// DefaultListLimit is the page size of GET /v1/jobs without ?limit.
+	DefaultListLimit int
+	// MaxListLimit caps ?limit.
+	MaxListLimit int
+	// ProxyDialTimeout bounds connecting to the leader or a log holder.
+	ProxyDialTimeout time.Duration
+}
+
+// DefaultConfig returns the settings an agent uses unless told otherwise.
+func DefaultConfig() Config {
+	return Config{
+		MaxBodyBytes:     8 << 20, // 1000 jobs of ~2 KiB fit with room to spare
+		MaxBatchJobs:     5000,
+		ApplyTimeout:     10 * time.Second,
+		DefaultListLimit: 100,
+		MaxListLimit:     1000,
+		ProxyDialTimeout: 3 * time.Second,
+	}
+}
+
+// Validate reports the first setting that cannot work.
+func (c Config) Validate() error {
+	var errs []error
+	if c.MaxBodyBytes < 1024 {
+		errs = append(errs, fmt.Errorf("MaxBodyBytes (%d) must be at least 1024", c.MaxBodyBytes))
+	}
+	if c.MaxBatchJobs < 1 {
+		errs = append(errs, fmt.Errorf("MaxBatchJobs (%d) must be at least 1", c.MaxBatchJobs))
+	}
+	if c.ApplyTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("ApplyTimeout (%s) must be positive", c.ApplyTimeout))
+	}
+	if c.DefaultListLimit < 1 || c.DefaultListLimit > c.MaxListLimit {
+		errs = append(errs, fmt.Errorf("DefaultListLimit (%d) must be between 1 and MaxListLimit (%d)", c.DefaultListLimit, c.MaxListLimit))
+	}
+	if c.ProxyDialTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("ProxyDialTimeout (%s) must be positive", c.ProxyDialTimeout))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,114 @@
+package httpapi
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/foreman-sched/foreman/fsm"
+)
+
+// Cluster is this node's view of the raft group. main adapts cluster.Node
+// to it. Methods are called from request goroutines, concurrently.
+type Cluster interface {
+	// Apply commits cmd through raft and returns the FSM's result once it
+	// is applied on this node. On a node without a known leader it returns
+	// an error wrapping ErrNoLeader. A refused command comes back as a
+	// Result with Err set (wrapping an fsm sentinel), not as the error.
+	Apply(ctx context.Context, cmd *fsm.Command) (*fsm.Result, error)
+	// IsLeader reports whether this node is the raft leader right now.
+	IsLeader() bool
+	// Leader returns the leader's node name and HTTP address (host:port),
+	// or empty strings when none is known.
+	Leader() (name, httpAddr string)
+	// ConsistentRead returns once this node is verified leader and has
+	// applied everything committed before the call (leader only).
+	ConsistentRead(ctx context.Context) error
+	// NodeName is this node's name (the fsm.Node.Name of the local agent).
+	NodeName() string
+	// Members lists the gossip members with their raft roles.
+	Members() []Member
+	// RaftInfo describes this node's raft state.
+	RaftInfo() RaftInfo
+	// Ready returns nil once a leader is known and this node has caught up,
+	// else an error saying why not.
+	Ready() error
+	// Join asks this node to join the cluster that the addresses belong to.
+	Join(addrs []string) error
+	// Leave makes this node leave the cluster (raft and gossip) gracefully.
+	Leave(ctx context.Context) error
+}
+
+// State is the local replicated state machine; *fsm.FSM satisfies it.
+type State interface {
+	// View runs fn in a consistent read transaction.
+	View(fn func(tx *fsm.Tx) error) error
+	// AppliedIndex is the raft index of the last applied entry.
+	AppliedIndex() uint64
+	// StateHash hashes the whole state at the index it returns.
+	StateHash() (index uint64, hash string, err error)
+}
+
+// Logs streams an attempt's log from this node's executor (exec.Worker
+// satisfies it). stream is "stdout" or "stderr". With follow it returns
+// when the attempt has finished and the log is drained, or ctx ends. An
+// attempt unknown here gives an error wrapping fs.ErrNotExist.
+type Logs interface {
+	StreamLog(ctx context.Context, jobID string, attempt int, stream string, follow bool, out io.Writer) error
+}
+
+// Clock supplies "now" for the commands the leader stamps.
+type Clock interface{ Now() time.Time }
+
+// IDs mints job IDs. Implementations must be safe for concurrent use and
+// return IDs that sort by creation time (ULIDs); see NewULIDs.
+type IDs interface{ NewID() string }
+
+// Deps are what the handler needs from the rest of the agent. Cluster and
+// State are required; the rest default (Logs: log requests for attempts on
+// this node fail with 503; Clock: the system clock; IDs: NewULIDs; Logger:
+// slog.Default()).
+type Deps struct {
+	Cluster Cluster
+	State   State
+	Logs    Logs
+	Clock   Clock
+	IDs     IDs
+	Logger  *slog.Logger
+}
+
+// Member is one gossip member as the API reports it.
+type Member struct {
+	Name     string `json:"name"`
+	Addr     string `json:"addr"`      // gossip host:port
+	HTTPAddr string `json:"http_addr"` // API host:port
+	RaftAddr string `json:"raft_addr"`
+	Status   string `json:"status"`    // alive | suspect | dead | left
+	RaftRole string `json:"raft_role"` // leader | follower | candidate | nonvoter | none
+	Voter    bool   `json:"voter"`
+	Leader   bool   `json:"leader"`
+}
+
+// RaftInfo is one node's raft state as the API reports it.
+type RaftInfo struct {
+	Node         string            `json:"node"`
+	State        string            `json:"state"` // Leader | Follower | Candidate | Shutdown
+	Leader       string            `json:"leader"`
+	LeaderAddr   string            `json:"leader_addr,omitempty"`
+	Term         uint64            `json:"term"`
+	CommitIndex  uint64            `json:"commit_index"`
+	AppliedIndex uint64            `json:"applied_index"`
+	LastIndex    uint64            `json:"last_index"`
+	LastContact  string            `json:"last_contact,omitempty"` // e.g. "12ms", "never"
+	Voters       int               `json:"voters"`
+	Servers      []RaftServer      `json:"servers,omitempty"`
+	Stats        map[string]string `json:"stats,omitempty"` // raft.Stats() verbatim
+}
+
+// RaftServer is one entry of the raft configuration.
+type RaftServer struct {
+	ID       string `json:"id"`
+	Address  string `json:"address"`
+	Suffrage string `json:"suffrage"` // Voter | Nonvoter
+}

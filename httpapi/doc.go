@@ -1,0 +1,15 @@
+// Package httpapi is foreman's REST API under /v1/ and the Go client that
+// the CLI and the fault-injection suite use.
+//
+// The handler reads from the local state machine and sends every change
+// through the Cluster interface, so the package imports only fsm types and
+// the small interfaces it declares (deps.go); main adapts cluster, exec and
+// fsm to them. Writes that reach a follower are proxied to the leader's
+// HTTP address, so the handlers that stamp IDs and times (submit, drain) run
+// only on the leader. Logs stay on the node that ran the attempt; any node
+// proxies them from there.
+//
+// Every error leaves through one function (statusFor in errors.go) that maps
+// sentinel errors to HTTP status codes and the JSON body
+// {"error": "...", "code": "..."}. See docs/api.md for the wire contract.
+package httpapi

@@ -1,0 +1,50 @@
+package httpapi
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+)
+
+// proxyToLeader sends the request to the leader's HTTP address.
+func (s *server) proxyToLeader(w http.ResponseWriter, r *http.Request) {
+	name, addr := s.cluster.Leader()
+	if addr == "" {
+		s.writeError(w, r, fmt.Errorf("%w: this node (%s) is not the leader and no leader is known; retry shortly", ErrNoLeader, s.cluster.NodeName()))
+		return
+	}
+	if r.Header.Get(HeaderForwarded) != "" {
+		s.writeError(w, r, fmt.Errorf("%w: request was forwarded here but this node (%s) is not the leader (it thinks %s is); retry", ErrLoop, s.cluster.NodeName(), name))
+		return
+	}
+	s.proxy(w, r, name, addr)
+}
+
+// proxy forwards r to another node's API at addr (host:port) and streams
+// the answer back, flushing as bytes arrive (log follow).
+func (s *server) proxy(w http.ResponseWriter, r *http.Request, name, addr string) {
+	if r.Header.Get(HeaderForwarded) != "" {
+		s.writeError(w, r, fmt.Errorf("%w: request was already forwarded once; not forwarding it to %s", ErrLoop, name))
+		return
+	}
+	rp := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(&url.URL{Scheme: "http", Host: addr})
+			pr.SetXForwarded()
+			pr.Out.Header.Set(HeaderForwarded, "1")
+		},
+		Transport:     s.transport,
+		FlushInterval: -1,
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			if r.Context().Err() != nil {
+				err = errors.Join(err, r.Context().Err())
+			} else {
+				err = fmt.Errorf("%w: %s at %s: %v", ErrUnreachable, name, addr, err)
+			}
+			s.writeError(w, r, err)
+		},
+	}
+	rp.ServeHTTP(w, r)
+}

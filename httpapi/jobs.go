@@ -1,0 +1,158 @@
+package httpapi
+
+import (
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/foreman-sched/foreman/fsm"
+)
+
+// JobList is the reply to GET /v1/jobs.
+type JobList struct {
+	Jobs       []fsm.Job `json:"jobs"`
+	NextCursor string    `json:"next_cursor,omitempty"`
+}
+
+// JobDetail is the reply to GET /v1/jobs/{id} (and to cancel and retry).
+type JobDetail struct {
+	Job      fsm.Job       `json:"job"`
+	Attempts []fsm.Attempt `json:"attempts"`
+}
+
+// CancelRequest is the optional body of POST /v1/jobs/{id}/cancel.
+type CancelRequest struct {
+	Reason string `json:"reason,omitempty"`
+}
+
+// listJobs handles GET /v1/jobs?state=&label=k=v&name=&limit=&cursor=.
+func (s *server) listJobs(w http.ResponseWriter, r *http.Request) {
+	q, err := s.jobQuery(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	var out JobList
+	err = s.state.View(func(tx *fsm.Tx) error {
+		var err error
+		out.Jobs, out.NextCursor, err = tx.ListJobs(q)
+		return err
+	})
+	if errors.Is(err, fsm.ErrBadCommand) {
+		err = invalid("cursor", "is not a cursor this API returned")
+	}
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if out.Jobs == nil {
+		out.Jobs = []fsm.Job{}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// jobQuery reads the list filters from the URL.
+func (s *server) jobQuery(r *http.Request) (fsm.JobQuery, error) {
+	v := r.URL.Query()
+	q := fsm.JobQuery{
+		State:      fsm.JobState(v.Get("state")),
+		NamePrefix: v.Get("name"),
+		Cursor:     v.Get("cursor"),
+		Limit:      s.cfg.DefaultListLimit,
+	}
+	if q.State != "" && !q.State.Valid() {
+		return q, invalid("state", "unknown job state %q (want waiting, queued, running, retrying, succeeded, failed, cancelled or skipped)", q.State)
+	}
+	if l := v.Get("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 || n > s.cfg.MaxListLimit {
+			return q, invalid("limit", "must be a whole number between 1 and %d (got %q)", s.cfg.MaxListLimit, l)
+		}
+		q.Limit = n
+	}
+	for _, sel := range v["label"] {
+		for _, part := range strings.Split(sel, ",") {
+			k, val, ok := strings.Cut(part, "=")
+			if !ok || k == "" {
+				return q, invalid("label", "want key=value (got %q)", part)
+			}
+			if q.Labels == nil {
+				q.Labels = map[string]string{}
+			}
+			q.Labels[k] = val
+		}
+	}
+	return q, nil
+}
+
+// getJob handles GET /v1/jobs/{id}.
+func (s *server) getJob(w http.ResponseWriter, r *http.Request) {
+	d, err := s.jobDetail(r.PathValue("id"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, d)
+}
+
+func (s *server) jobDetail(id string) (*JobDetail, error) {
+	var d JobDetail
+	err := s.state.View(func(tx *fsm.Tx) error {
+		j, err := tx.Job(id)
+		if err != nil {
+			return err
+		}
+		d.Job = *j
+		d.Attempts, err = tx.Attempts(id)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if d.Attempts == nil {
+		d.Attempts = []fsm.Attempt{}
+	}
+	return &d, nil
+}
+
+// cancelJob handles POST /v1/jobs/{id}/cancel (leader only). A job with a
+// live attempt is cancelled once its node has killed it; the reply shows
+// the state right after the command applied.
+func (s *server) cancelJob(w http.ResponseWriter, r *http.Request) {
+	var req CancelRequest
+	if err := s.decodeOptional(w, r, &req); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if len(req.Reason) > MaxNameLen || hasControl(req.Reason) {
+		s.writeError(w, r, invalid("reason", "must be at most %d printable characters", MaxNameLen))
+		return
+	}
+	s.jobChange(w, r, fsm.CmdCancelJob, fsm.CancelJob{JobID: r.PathValue("id"), Reason: req.Reason})
+}
+
+// retryJob handles POST /v1/jobs/{id}/retry (leader only).
+func (s *server) retryJob(w http.ResponseWriter, r *http.Request) {
+	s.jobChange(w, r, fsm.CmdRetryJob, fsm.RetryJob{JobID: r.PathValue("id")})
+}
+
+// jobChange applies a command about one job and replies with the job. An
+// unknown job is 404 before anything is proposed.
+func (s *server) jobChange(w http.ResponseWriter, r *http.Request, t fsm.CommandType, payload any) {
+	id := r.PathValue("id")
+	if _, err := s.jobDetail(id); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if _, err := s.apply(r.Context(), t, payload); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	d, err := s.jobDetail(id)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, d)
+}

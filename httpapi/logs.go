@@ -1,0 +1,151 @@
+package httpapi
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/foreman-sched/foreman/fsm"
+)
+
+// HeaderLogSource says where log bytes came from: "node" (the executing
+// node's log file) or "stderr_tail" (the tail kept in the state machine,
+// served when the node cannot be reached).
+const HeaderLogSource = "X-Foreman-Log-Source"
+
+// jobLogs handles GET /v1/jobs/{id}/logs?stream=stdout|stderr&follow=true&attempt=N.
+// Logs live on the node that ran the attempt: this node streams its own,
+// and proxies the request to the attempt's node otherwise.
+func (s *server) jobLogs(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	v := r.URL.Query()
+	stream := v.Get("stream")
+	switch stream {
+	case "":
+		stream = "stdout"
+	case "stdout", "stderr":
+	default:
+		s.writeError(w, r, invalid("stream", "must be stdout or stderr (got %q)", stream))
+		return
+	}
+	follow, err := parseBool(v.Get("follow"))
+	if err != nil {
+		s.writeError(w, r, invalid("follow", "%v", err))
+		return
+	}
+	num := 0
+	if a := v.Get("attempt"); a != "" {
+		if num, err = strconv.Atoi(a); err != nil || num < 1 {
+			s.writeError(w, r, invalid("attempt", "must be an attempt number, 1 or more (got %q)", a))
+			return
+		}
+	}
+
+	var at *fsm.Attempt
+	var node *fsm.Node
+	err = s.state.View(func(tx *fsm.Tx) error {
+		j, err := tx.Job(id)
+		if err != nil {
+			return err
+		}
+		if num == 0 {
+			num = j.Attempts
+		}
+		if num == 0 {
+			return fmt.Errorf("%w: job %s has not been placed on a node yet", ErrNoAttempt, id)
+		}
+		if at, err = tx.Attempt(id, num); err != nil {
+			return err
+		}
+		node, err = tx.Node(at.Node)
+		if errors.Is(err, fsm.ErrNotFound) {
+			err = nil // a node that was garbage-collected: serve the tail
+		}
+		return err
+	})
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+
+	if at.Node != s.cluster.NodeName() {
+		if node == nil || node.HTTPAddr == "" || node.Gossip == fsm.NodeDead || node.Gossip == fsm.NodeLeft || r.Header.Get(HeaderForwarded) != "" {
+			s.serveTail(w, r, at, stream)
+			return
+		}
+		s.proxy(w, r, at.Node, node.HTTPAddr)
+		return
+	}
+	if s.logs == nil {
+		s.writeError(w, r, fmt.Errorf("%w: this node has no executor to read logs from", ErrUnavailable))
+		return
+	}
+	if follow {
+		// Follow can outlive http.Server.WriteTimeout; only the client ends it.
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
+	}
+	fw := &flushWriter{w: w, rc: http.NewResponseController(w)}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set(HeaderLogSource, "node")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	err = s.logs.StreamLog(r.Context(), id, num, stream, follow, fw)
+	if err != nil && !fw.wrote {
+		if errors.Is(err, fs.ErrNotExist) && at.StderrTail != "" {
+			s.serveTail(w, r, at, stream)
+			return
+		}
+		s.writeError(w, r, err)
+		return
+	}
+	if err != nil && r.Context().Err() == nil {
+		s.log.Warn("log stream ended early", "job", id, "attempt", num, "err", err)
+	}
+	if !fw.wrote {
+		w.WriteHeader(http.StatusOK)
+	}
+}
+
+// serveTail answers with the stderr tail kept in the attempt record, for an
+// attempt whose node is gone. stdout has nothing to offer then.
+func (s *server) serveTail(w http.ResponseWriter, r *http.Request, at *fsm.Attempt, stream string) {
+	if stream != "stderr" {
+		s.writeError(w, r, fmt.Errorf("%w: node %s of attempt %d is unreachable; only the stderr tail is kept (use stream=stderr)", ErrUnreachable, at.Node, at.Num))
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set(HeaderLogSource, "stderr_tail")
+	w.WriteHeader(http.StatusOK)
+	_, _ = io.WriteString(w, at.StderrTail)
+}
+
+// flushWriter flushes after every write, so followers see bytes as the
+// executor produces them.
+type flushWriter struct {
+	w     http.ResponseWriter
+	rc    *http.ResponseController
+	wrote bool
+}
+
+func (f *flushWriter) Write(p []byte) (int, error) {
+	f.wrote = true
+	n, err := f.w.Write(p)
+	if err == nil {
+		_ = f.rc.Flush()
+	}
+	return n, err
+}
+
+func parseBool(s string) (bool, error) {
+	if s == "" {
+		return false, nil
+	}
+	b, err := strconv.ParseBool(s)
+	if err != nil {
+		return false, fmt.Errorf("must be true or false (got %q)", s)
+	}
+	return b, nil
+}

@@ -1,0 +1,172 @@
+package httpapi
+
+import (
+	"fmt"
+	"net/http"
+	"sort"
+
+	"github.com/foreman-sched/foreman/fsm"
+)
+
+// NodeView is a node with what is placed on it.
+type NodeView struct {
+	fsm.Node
+	// Allocated sums the resources of the node's live attempts.
+	Allocated fsm.Resources `json:"allocated"`
+	// Running counts the node's live (assigned or running) attempts.
+	Running int `json:"running"`
+}
+
+// NodeList is the reply to GET /v1/nodes.
+type NodeList struct {
+	Nodes []NodeView `json:"nodes"`
+}
+
+// NodeDetail is the reply to GET /v1/nodes/{name} (and to drain and
+// eligibility changes).
+type NodeDetail struct {
+	NodeView
+	Attempts []fsm.Attempt `json:"attempts"` // the live ones
+}
+
+// DrainRequest is the body of POST /v1/nodes/{name}/drain. Deadline (a
+// duration from now) is how long running attempts may keep running; after
+// it they are stopped. Absent: they run to completion.
+type DrainRequest struct {
+	Deadline fsm.Duration `json:"deadline,omitempty"`
+}
+
+// EligibilityRequest is the body of POST /v1/nodes/{name}/eligibility.
+type EligibilityRequest struct {
+	Eligibility fsm.Eligibility `json:"eligibility"`
+}
+
+func (s *server) listNodes(w http.ResponseWriter, r *http.Request) {
+	out := NodeList{Nodes: []NodeView{}}
+	err := s.state.View(func(tx *fsm.Tx) error {
+		nodes, err := tx.Nodes()
+		if err != nil {
+			return err
+		}
+		for _, n := range nodes {
+			v, _, err := nodeView(tx, n)
+			if err != nil {
+				return err
+			}
+			out.Nodes = append(out.Nodes, v)
+		}
+		return nil
+	})
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	sort.Slice(out.Nodes, func(i, j int) bool { return out.Nodes[i].Name < out.Nodes[j].Name })
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *server) getNode(w http.ResponseWriter, r *http.Request) {
+	d, err := s.nodeDetail(r.PathValue("name"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, d)
+}
+
+func (s *server) nodeDetail(name string) (*NodeDetail, error) {
+	var d NodeDetail
+	err := s.state.View(func(tx *fsm.Tx) error {
+		n, err := tx.Node(name)
+		if err != nil {
+			return err
+		}
+		d.NodeView, d.Attempts, err = nodeView(tx, *n)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &d, nil
+}
+
+// nodeView adds the node's live attempts and their allocation.
+func nodeView(tx *fsm.Tx, n fsm.Node) (NodeView, []fsm.Attempt, error) {
+	v := NodeView{Node: n}
+	live := []fsm.Attempt{}
+	err := tx.LiveAttemptsOnNode(n.Name, func(a *fsm.Attempt) bool {
+		live = append(live, *a)
+		v.Allocated.CPU += a.Resources.CPU
+		v.Allocated.MemoryMB += a.Resources.MemoryMB
+		for k, q := range a.Resources.Named {
+			if v.Allocated.Named == nil {
+				v.Allocated.Named = map[string]int64{}
+			}
+			v.Allocated.Named[k] += q
+		}
+		return true
+	})
+	v.Running = len(live)
+	return v, live, err
+}
+
+// drainNode handles POST /v1/nodes/{name}/drain (leader only).
+func (s *server) drainNode(w http.ResponseWriter, r *http.Request) {
+	var req DrainRequest
+	if err := s.decodeOptional(w, r, &req); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if req.Deadline < 0 {
+		s.writeError(w, r, invalid("deadline", "must not be negative (got %s)", req.Deadline.D()))
+		return
+	}
+	cmd := fsm.SetNodeState{Name: r.PathValue("name"), Eligibility: fsm.Draining}
+	if req.Deadline > 0 {
+		cmd.DrainDeadline = s.clock.Now().Add(req.Deadline.D()).UTC()
+	}
+	s.nodeChange(w, r, cmd)
+}
+
+// setEligibility handles POST /v1/nodes/{name}/eligibility (leader only).
+// Draining has its own endpoint because it carries a deadline.
+func (s *server) setEligibility(w http.ResponseWriter, r *http.Request) {
+	var req EligibilityRequest
+	body, err := s.readBody(w, r)
+	if err == nil {
+		err = decodeStrict(body, &req)
+	}
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	switch req.Eligibility {
+	case fsm.Eligible, fsm.Ineligible:
+	case fsm.Draining:
+		s.writeError(w, r, invalid("eligibility", "use POST /v1/nodes/{name}/drain to drain a node"))
+		return
+	default:
+		s.writeError(w, r, invalid("eligibility", "must be eligible or ineligible (got %q)", req.Eligibility))
+		return
+	}
+	s.nodeChange(w, r, fsm.SetNodeState{Name: r.PathValue("name"), Eligibility: req.Eligibility})
+}
+
+// nodeChange applies a SetNodeState for a node that must exist and replies
+// with the node.
+func (s *server) nodeChange(w http.ResponseWriter, r *http.Request, cmd fsm.SetNodeState) {
+	if _, err := s.nodeDetail(cmd.Name); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if _, err := s.apply(r.Context(), fsm.CmdNodeState, cmd); err != nil {
+		s.writeError(w, r, fmt.Errorf("node %s: %w", cmd.Name, err))
+		return
+	}
+	d, err := s.nodeDetail(cmd.Name)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, d)
+}

@@ -1,0 +1,218 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/foreman-sched/foreman/fsm"
+)
+
+// Headers the API reads or sets.
+const (
+	// HeaderForwarded marks a request one node proxied to another; a node
+	// never proxies such a request again, so a leadership change cannot
+	// bounce a request around the cluster.
+	HeaderForwarded = "X-Foreman-Forwarded"
+	// HeaderNode names the node that served the response.
+	HeaderNode = "X-Foreman-Node"
+	// HeaderIndex is the applied raft index the read was served at.
+	HeaderIndex = "X-Foreman-Index"
+	// HeaderIdempotencyKey deduplicates a single-job submit.
+	HeaderIdempotencyKey = "Idempotency-Key"
+)
+
+// server holds the handler's dependencies; one per agent.
+type server struct {
+	cfg       Config
+	cluster   Cluster
+	state     State
+	logs      Logs
+	clock     Clock
+	ids       IDs
+	log       *slog.Logger
+	transport *http.Transport
+	mux       *http.ServeMux
+}
+
+// New returns the /v1/ API handler. It panics when cfg does not validate or
+// deps lacks Cluster or State: both are wiring mistakes in main, which
+// calls cfg.Validate() itself to report a bad configuration nicely.
+func New(cfg Config, deps Deps) http.Handler {
+	if err := cfg.Validate(); err != nil {
+		panic(fmt.Sprintf("httpapi.New: %v", err))
+	}
+	if deps.Cluster == nil || deps.State == nil {
+		panic("httpapi.New: Deps.Cluster and Deps.State are required")
+	}
+	s := &server{
+		cfg:     cfg,
+		cluster: deps.Cluster,
+		state:   deps.State,
+		logs:    deps.Logs,
+		clock:   deps.Clock,
+		ids:     deps.IDs,
+		log:     deps.Logger,
+	}
+	if s.clock == nil {
+		s.clock = systemClock{}
+	}
+	if s.ids == nil {
+		s.ids = NewULIDs(s.clock)
+	}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	s.log = s.log.With("component", "httpapi")
+	s.transport = &http.Transport{
+		Proxy:               nil, // node-to-node traffic never goes through an HTTP proxy
+		DialContext:         (&net.Dialer{Timeout: cfg.ProxyDialTimeout, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConnsPerHost: 16,
+		IdleConnTimeout:     90 * time.Second,
+	}
+	s.routes()
+	return s
+}
+
+// routes registers every endpoint. read, write and local say how a route
+// behaves on a follower: read serves locally (or via the leader with
+// ?consistent=true), write is proxied to the leader, local always runs
+// here.
+func (s *server) routes() {
+	m := http.NewServeMux()
+	m.HandleFunc("POST /v1/jobs", s.write(s.submitJobs))
+	m.HandleFunc("GET /v1/jobs", s.read(s.listJobs))
+	m.HandleFunc("GET /v1/jobs/{id}", s.read(s.getJob))
+	m.HandleFunc("POST /v1/jobs/{id}/cancel", s.write(s.cancelJob))
+	m.HandleFunc("POST /v1/jobs/{id}/retry", s.write(s.retryJob))
+	m.HandleFunc("GET /v1/jobs/{id}/logs", s.read(s.jobLogs))
+
+	m.HandleFunc("GET /v1/nodes", s.read(s.listNodes))
+	m.HandleFunc("GET /v1/nodes/{name}", s.read(s.getNode))
+	m.HandleFunc("POST /v1/nodes/{name}/drain", s.write(s.drainNode))
+	m.HandleFunc("POST /v1/nodes/{name}/eligibility", s.write(s.setEligibility))
+
+	m.HandleFunc("GET /v1/queues", s.read(s.listQueues))
+	m.HandleFunc("PUT /v1/queues/{name}", s.write(s.setQueue))
+
+	m.HandleFunc("GET /v1/cluster/members", s.local(s.members))
+	m.HandleFunc("GET /v1/cluster/raft", s.local(s.raftInfo))
+	m.HandleFunc("POST /v1/cluster/join", s.local(s.join))
+	m.HandleFunc("POST /v1/cluster/leave", s.local(s.leave))
+	m.HandleFunc("GET /v1/cluster/hash", s.local(s.hash))
+	m.HandleFunc("GET /v1/health", s.local(s.health))
+	m.HandleFunc("GET /v1/ready", s.local(s.ready))
+
+	m.HandleFunc("/", s.notFound(m))
+	s.mux = m
+}
+
+func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set(HeaderNode, s.cluster.NodeName())
+	s.mux.ServeHTTP(w, r)
+}
+
+// local runs h on this node whatever its role.
+func (s *server) local(h http.HandlerFunc) http.HandlerFunc { return h }
+
+// write runs h on the leader and proxies the request there from a follower.
+func (s *server) write(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if s.cluster.IsLeader() {
+			h(w, r)
+			return
+		}
+		s.proxyToLeader(w, r)
+	}
+}
+
+// read serves h from the local state, or with ?consistent=true from the
+// leader after a barrier: on the leader that is ConsistentRead then h, on
+// a follower a proxy to the leader.
+func (s *server) read(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("consistent") == "true" {
+			if !s.cluster.IsLeader() {
+				s.proxyToLeader(w, r)
+				return
+			}
+			ctx, cancel := context.WithTimeout(r.Context(), s.cfg.ApplyTimeout)
+			err := s.cluster.ConsistentRead(ctx)
+			cancel()
+			if err != nil {
+				s.writeError(w, r, fmt.Errorf("consistent read: %w", err))
+				return
+			}
+		}
+		w.Header().Set(HeaderIndex, fmt.Sprint(s.state.AppliedIndex()))
+		h(w, r)
+	}
+}
+
+// notFound answers requests no route matched: 405 (with Allow) when the
+// path exists under another method, else 404, both as JSON.
+func (s *server) notFound(m *http.ServeMux) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var allow []string
+		for _, method := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodDelete} {
+			if method == r.Method {
+				continue
+			}
+			probe := r.Clone(r.Context())
+			probe.Method = method
+			if _, pattern := m.Handler(probe); pattern != "/" && pattern != "" {
+				allow = append(allow, method)
+			}
+		}
+		if len(allow) > 0 {
+			for _, a := range allow {
+				w.Header().Add("Allow", a)
+			}
+			writeJSON(w, http.StatusMethodNotAllowed, ErrorBody{
+				Error: fmt.Sprintf("%s is not allowed on %s (allowed: %v)", r.Method, r.URL.Path, allow),
+				Code:  CodeMethod,
+			})
+			return
+		}
+		writeJSON(w, http.StatusNotFound, ErrorBody{Error: fmt.Sprintf("no endpoint %s %s", r.Method, r.URL.Path), Code: CodeNotFound})
+	}
+}
+
+// apply commits one command stamped with the leader's clock and returns
+// its result; a refused command comes back as the error.
+func (s *server) apply(ctx context.Context, t fsm.CommandType, payload any) (*fsm.Result, error) {
+	cmd, err := fsm.NewCommand(t, s.clock.Now(), payload)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.ApplyTimeout)
+	defer cancel()
+	res, err := s.cluster.Apply(ctx, cmd)
+	if err != nil {
+		return nil, err
+	}
+	if res == nil {
+		return nil, fmt.Errorf("apply %s: no result", t)
+	}
+	if res.Err != nil {
+		return res, res.Err
+	}
+	return res, nil
+}
+
+// decodeOptional decodes a small JSON body into v; an empty body leaves v
+// as it is.
+func (s *server) decodeOptional(w http.ResponseWriter, r *http.Request, v any) error {
+	body, err := s.readBody(w, r)
+	if err != nil {
+		return err
+	}
+	if len(json.RawMessage(body)) == 0 || isNull(body) {
+		return nil
+	}
+	return decodeStrict(body, v)
+}

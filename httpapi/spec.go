@@ -1,0 +1,98 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/foreman-sched/foreman/fsm"
+)
+
+// JobSpecInput is the job spec as a client writes it. It differs from
+// fsm.JobSpec where the wire is friendlier than the record: command may be
+// a string, cpu and memory may carry units, priority and max_attempts can
+// be told apart from "missing", and times and durations are parsed here so
+// errors name the field. Normalize turns it into an fsm.JobSpec with every
+// default filled in, so Apply never guesses.
+type JobSpecInput struct {
+	Name        string            `json:"name,omitempty"`
+	Command     json.RawMessage   `json:"command"` // ["argv", ...] or "shell string"
+	Env         map[string]string `json:"env,omitempty"`
+	Resources   *ResourcesInput   `json:"resources,omitempty"`
+	Priority    *int              `json:"priority,omitempty"`
+	MaxAttempts *int              `json:"max_attempts,omitempty"`
+	Timeout     json.RawMessage   `json:"timeout,omitempty"`
+	Labels      map[string]string `json:"labels,omitempty"`
+
+	Driver      string          `json:"driver,omitempty"`
+	Image       string          `json:"image,omitempty"`
+	Network     string          `json:"network,omitempty"`
+	User        string          `json:"user,omitempty"`
+	KillSignal  string          `json:"kill_signal,omitempty"`
+	KillTimeout json.RawMessage `json:"kill_timeout,omitempty"`
+
+	Queue            string          `json:"queue,omitempty"`
+	Constraints      []string        `json:"constraints,omitempty"`
+	Placement        string          `json:"placement,omitempty"`
+	Backoff          *BackoffInput   `json:"backoff,omitempty"`
+	NoRetryExitCodes []int           `json:"no_retry_exit_codes,omitempty"`
+	RunAt            json.RawMessage `json:"run_at,omitempty"`
+	Deadline         json.RawMessage `json:"deadline,omitempty"`
+	AllowUnplaceable bool            `json:"allow_unplaceable,omitempty"`
+
+	// IdempotencyKey deduplicates submissions (inside the raft apply): a
+	// second submit with the same key returns the first job's ID.
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
+}
+
+// ResourcesInput is a resource request. cpu is millicores as a number, or
+// a string with units ("500m", "0.5"); memory is MiB as a number, or a
+// string with units ("256MiB", "1GiB").
+type ResourcesInput struct {
+	CPU    json.RawMessage  `json:"cpu,omitempty"`
+	Memory json.RawMessage  `json:"memory,omitempty"`
+	Named  map[string]int64 `json:"named,omitempty"`
+}
+
+// BackoffInput is the retry delay policy; durations are strings ("5s") or
+// numbers of seconds.
+type BackoffInput struct {
+	Initial    json.RawMessage `json:"initial,omitempty"`
+	Multiplier *float64        `json:"multiplier,omitempty"`
+	Max        json.RawMessage `json:"max,omitempty"`
+	Jitter     *float64        `json:"jitter,omitempty"`
+}
+
+// Defaults filled in by Normalize.
+const (
+	DefaultPriority    = 50
+	DefaultMaxAttempts = 3
+	DefaultKillSignal  = "SIGTERM"
+	DefaultKillTimeout = 10 * time.Second
+	DefaultNetwork     = "none"
+	DefaultPlacement   = "binpack"
+)
+
+// DefaultBackoff is used when a spec gives no backoff (or leaves parts of
+// it zero): 1s, 2s, 4s ... capped at 5m, ±20%.
+var DefaultBackoff = fsm.Backoff{
+	Initial:    fsm.Duration(time.Second),
+	Multiplier: 2,
+	Max:        fsm.Duration(5 * time.Minute),
+	Jitter:     0.2,
+}
+
+// SubmitResponse is the reply to a single-job POST /v1/jobs.
+type SubmitResponse struct {
+	ID        string `json:"id"`
+	Duplicate bool   `json:"duplicate"`
+}
+
+// BatchSubmitResponse is the reply to a batch POST /v1/jobs.
+type BatchSubmitResponse struct {
+	Jobs []SubmitResponse `json:"jobs"`
+}
+
+// BatchSubmitRequest is the body of a batch POST /v1/jobs.
+type BatchSubmitRequest struct {
+	Jobs []JobSpecInput `json:"jobs"`
+}

@@ -1,0 +1,192 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+
+	"github.com/foreman-sched/foreman/fsm"
+)
+
+// submitJobs handles POST /v1/jobs on the leader: one spec, or
+// {"jobs":[...]}. Every job is validated before anything is applied, and a
+// batch is one raft entry, so a batch lands whole or not at all.
+func (s *server) submitJobs(w http.ResponseWriter, r *http.Request) {
+	body, err := s.readBody(w, r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	jobs, batch, err := s.parseSubmit(body, r.Header.Get(HeaderIdempotencyKey))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if err := s.checkPlaceable(jobs, batch); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	for i := range jobs {
+		jobs[i].ID = s.ids.NewID()
+	}
+	res, err := s.apply(r.Context(), fsm.CmdSubmitJobs, fsm.SubmitJobs{Jobs: jobs})
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if len(res.Jobs) != len(jobs) {
+		s.writeError(w, r, fmt.Errorf("submit: %d jobs applied as %d results", len(jobs), len(res.Jobs)))
+		return
+	}
+	out := make([]SubmitResponse, len(res.Jobs))
+	created := false
+	for i, j := range res.Jobs {
+		out[i] = SubmitResponse{ID: j.ID, Duplicate: j.Duplicate}
+		created = created || !j.Duplicate
+	}
+	status := http.StatusOK // every job was already known
+	if created {
+		status = http.StatusCreated
+	}
+	if !batch {
+		w.Header().Set("Location", "/v1/jobs/"+out[0].ID)
+		writeJSON(w, status, out[0])
+		return
+	}
+	writeJSON(w, status, BatchSubmitResponse{Jobs: out})
+}
+
+// parseSubmit decodes and normalises a submit body. batch reports whether
+// the body was {"jobs":[...]}.
+func (s *server) parseSubmit(body []byte, headerKey string) (jobs []fsm.NewJob, batch bool, err error) {
+	var probe struct {
+		Jobs json.RawMessage `json:"jobs"`
+	}
+	if json.Unmarshal(body, &probe) == nil && probe.Jobs != nil {
+		return s.parseBatch(body, headerKey)
+	}
+	var in JobSpecInput
+	if err := decodeStrict(body, &in); err != nil {
+		return nil, false, err
+	}
+	spec, err := in.Normalize()
+	if err != nil {
+		return nil, false, err
+	}
+	key := in.IdempotencyKey
+	if headerKey != "" {
+		if key != "" && key != headerKey {
+			return nil, false, invalid("idempotency_key", "differs from the %s header; send one or the other", HeaderIdempotencyKey)
+		}
+		if len(headerKey) > MaxIdemKeyLen || hasControl(headerKey) {
+			return nil, false, invalid(HeaderIdempotencyKey, "must be at most %d printable characters", MaxIdemKeyLen)
+		}
+		key = headerKey
+	}
+	return []fsm.NewJob{{Spec: spec, IdempotencyKey: key}}, false, nil
+}
+
+func (s *server) parseBatch(body []byte, headerKey string) ([]fsm.NewJob, bool, error) {
+	if headerKey != "" {
+		return nil, true, invalid(HeaderIdempotencyKey, "applies to single-job submits; give each job of a batch its own idempotency_key")
+	}
+	var req struct {
+		Jobs []json.RawMessage `json:"jobs"`
+	}
+	if err := decodeStrict(body, &req); err != nil {
+		return nil, true, err
+	}
+	if len(req.Jobs) == 0 {
+		return nil, true, invalid("jobs", "must contain at least one job")
+	}
+	if len(req.Jobs) > s.cfg.MaxBatchJobs {
+		return nil, true, invalid("jobs", "at most %d jobs per batch (got %d); split the batch", s.cfg.MaxBatchJobs, len(req.Jobs))
+	}
+	out := make([]fsm.NewJob, len(req.Jobs))
+	for i, raw := range req.Jobs {
+		prefix := fmt.Sprintf("jobs[%d]", i)
+		if isNull(raw) {
+			return nil, true, invalid(prefix, "must be a job spec, not null")
+		}
+		var in JobSpecInput
+		if err := decodeStrict(raw, &in); err != nil {
+			return nil, true, prefixField(prefix, err)
+		}
+		spec, err := in.Normalize()
+		if err != nil {
+			return nil, true, prefixField(prefix, err)
+		}
+		out[i] = fsm.NewJob{Spec: spec, IdempotencyKey: in.IdempotencyKey}
+	}
+	return out, true, nil
+}
+
+// checkPlaceable refuses jobs that ask for more than the largest node has
+// (unless allow_unplaceable): such a job would sit queued forever. With no
+// nodes registered yet there is nothing to compare with, so all pass.
+func (s *server) checkPlaceable(jobs []fsm.NewJob, batch bool) error {
+	var nodes []fsm.Node
+	if err := s.state.View(func(tx *fsm.Tx) error {
+		var err error
+		nodes, err = tx.Nodes()
+		return err
+	}); err != nil {
+		return err
+	}
+	var biggestCPU, biggestMem *fsm.Node
+	named := map[string]*fsm.Node{}
+	for i := range nodes {
+		n := &nodes[i]
+		if n.Gossip == fsm.NodeLeft {
+			continue
+		}
+		if biggestCPU == nil || n.Capacity.CPU > biggestCPU.Capacity.CPU {
+			biggestCPU = n
+		}
+		if biggestMem == nil || n.Capacity.MemoryMB > biggestMem.Capacity.MemoryMB {
+			biggestMem = n
+		}
+		for k, v := range n.Capacity.Named {
+			if b := named[k]; b == nil || v > b.Capacity.Named[k] {
+				named[k] = n
+			}
+		}
+	}
+	if biggestCPU == nil {
+		return nil
+	}
+	const hint = "; set allow_unplaceable to queue it anyway"
+	for i, j := range jobs {
+		if j.Spec.AllowUnplaceable {
+			continue
+		}
+		field := func(f string) string {
+			if batch {
+				return fmt.Sprintf("jobs[%d].%s", i, f)
+			}
+			return f
+		}
+		res := j.Spec.Resources
+		if res.CPU > biggestCPU.Capacity.CPU {
+			return invalid(field("resources.cpu"), "%sm is more than any node has (largest: %s with %sm)%s",
+				fmt.Sprint(res.CPU), biggestCPU.Name, fmt.Sprint(biggestCPU.Capacity.CPU), hint)
+		}
+		if res.MemoryMB > biggestMem.Capacity.MemoryMB {
+			return invalid(field("resources.memory"), "%s is more than any node has (largest: %s with %s)%s",
+				FormatMemory(res.MemoryMB), biggestMem.Name, FormatMemory(biggestMem.Capacity.MemoryMB), hint)
+		}
+		for k, v := range res.Named {
+			if v == 0 {
+				continue
+			}
+			b := named[k]
+			if b == nil {
+				return invalid(field("resources.named."+k), "no node has %q%s", k, hint)
+			}
+			if v > b.Capacity.Named[k] {
+				return invalid(field("resources.named."+k), "%d is more than any node has (largest: %s with %d)%s", v, b.Name, b.Capacity.Named[k], hint)
+			}
+		}
+	}
+	return nil
+}

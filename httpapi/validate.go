@@ -1,0 +1,403 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"regexp"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/foreman-sched/foreman/fsm"
+)
+
+// Bounds on a job spec. They keep one job's record (and one raft entry)
+// small; docs/api.md lists them.
+const (
+	MaxNameLen        = 200
+	MaxLabels         = 64
+	MaxLabelKeyLen    = 63
+	MaxLabelValueLen  = 255
+	MaxEnv            = 256
+	MaxArgs           = 4096
+	MaxConstraints    = 32
+	MaxPriority       = 100
+	MaxMaxAttempts    = 100
+	MaxIdemKeyLen     = 256
+	MaxQueueNameLen   = 64
+	MaxUserLen        = 64
+	MaxImageLen       = 1024
+	MaxBackoffFactor  = 100
+	MaxKillTimeout    = time.Hour
+	reservedEnvPrefix = "FOREMAN_"
+)
+
+var (
+	labelKeyRe  = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9_.\-/]*[A-Za-z0-9])?$`)
+	queueNameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.\-]*$`)
+	envKeyRe    = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+)
+
+// knownSignals are the kill signals a job may ask for.
+var knownSignals = map[string]bool{
+	"SIGTERM": true, "SIGINT": true, "SIGKILL": true, "SIGHUP": true, "SIGQUIT": true,
+	"SIGUSR1": true, "SIGUSR2": true, "SIGALRM": true, "SIGWINCH": true, "SIGPWR": true,
+}
+
+// Normalize validates the spec and returns the fsm.JobSpec to commit with
+// every default filled in. Errors wrap ErrInvalid and name the field.
+func (in *JobSpecInput) Normalize() (fsm.JobSpec, error) {
+	var out fsm.JobSpec
+	var err error
+
+	if out.Command, err = parseCommand(in.Command); err != nil {
+		return out, err
+	}
+	if n := utf8.RuneCountInString(in.Name); n > MaxNameLen {
+		return out, invalid("name", "must be at most %d characters (got %d)", MaxNameLen, n)
+	}
+	if hasControl(in.Name) {
+		return out, invalid("name", "must not contain control characters")
+	}
+	out.Name = in.Name
+
+	if err := checkEnv(in.Env); err != nil {
+		return out, err
+	}
+	out.Env = in.Env
+	if err := checkLabels("labels", in.Labels); err != nil {
+		return out, err
+	}
+	out.Labels = in.Labels
+	if out.Resources, err = in.Resources.normalize(); err != nil {
+		return out, err
+	}
+
+	out.Priority = DefaultPriority
+	if in.Priority != nil {
+		if *in.Priority < 0 || *in.Priority > MaxPriority {
+			return out, invalid("priority", "must be between 0 and %d (got %d)", MaxPriority, *in.Priority)
+		}
+		out.Priority = *in.Priority
+	}
+	out.MaxAttempts = DefaultMaxAttempts
+	if in.MaxAttempts != nil {
+		if *in.MaxAttempts < 1 || *in.MaxAttempts > MaxMaxAttempts {
+			return out, invalid("max_attempts", "must be between 1 and %d (got %d)", MaxMaxAttempts, *in.MaxAttempts)
+		}
+		out.MaxAttempts = *in.MaxAttempts
+	}
+	if out.Timeout, err = parseDuration("timeout", in.Timeout, 0); err != nil {
+		return out, err
+	}
+
+	switch in.Driver {
+	case "", "container", "process":
+		out.Driver = in.Driver
+	default:
+		return out, invalid("driver", "must be \"container\" or \"process\" (got %q)", in.Driver)
+	}
+	if in.Image != "" && in.Driver == "process" {
+		return out, invalid("image", "the process driver cannot run an image; use driver \"container\"")
+	}
+	if len(in.Image) > MaxImageLen || hasControl(in.Image) || strings.ContainsAny(in.Image, " \t") {
+		return out, invalid("image", "must be an image reference of at most %d characters without spaces", MaxImageLen)
+	}
+	out.Image = in.Image
+	switch in.Network {
+	case "":
+		out.Network = DefaultNetwork
+	case "none", "host":
+		out.Network = in.Network
+	default:
+		return out, invalid("network", "must be \"none\" or \"host\" (got %q)", in.Network)
+	}
+	if len(in.User) > MaxUserLen || hasControl(in.User) || strings.ContainsAny(in.User, " \t") {
+		return out, invalid("user", "must be a user name or uid[:gid] of at most %d characters", MaxUserLen)
+	}
+	out.User = in.User
+	if out.KillSignal, err = normalizeSignal(in.KillSignal); err != nil {
+		return out, err
+	}
+	if out.KillTimeout, err = parseDuration("kill_timeout", in.KillTimeout, DefaultKillTimeout); err != nil {
+		return out, err
+	}
+	if out.KillTimeout.D() > MaxKillTimeout {
+		return out, invalid("kill_timeout", "must be at most %s (got %s)", MaxKillTimeout, out.KillTimeout.D())
+	}
+
+	if in.Queue != "" {
+		if err := CheckQueueName("queue", in.Queue); err != nil {
+			return out, err
+		}
+	}
+	out.Queue = in.Queue
+	if len(in.Constraints) > MaxConstraints {
+		return out, invalid("constraints", "at most %d constraints (got %d)", MaxConstraints, len(in.Constraints))
+	}
+	for i, c := range in.Constraints {
+		if _, err := fsm.ParseConstraint(c); err != nil {
+			return out, invalid(fmt.Sprintf("constraints[%d]", i), "%v", err)
+		}
+	}
+	out.Constraints = in.Constraints
+	switch in.Placement {
+	case "":
+		out.Placement = DefaultPlacement
+	case "binpack", "spread":
+		out.Placement = in.Placement
+	default:
+		return out, invalid("placement", "must be \"binpack\" or \"spread\" (got %q)", in.Placement)
+	}
+	if out.Backoff, err = in.Backoff.normalize(); err != nil {
+		return out, err
+	}
+	for i, c := range in.NoRetryExitCodes {
+		if c < 0 || c > 255 {
+			return out, invalid(fmt.Sprintf("no_retry_exit_codes[%d]", i), "must be an exit code between 0 and 255 (got %d)", c)
+		}
+	}
+	out.NoRetryExitCodes = in.NoRetryExitCodes
+	if out.RunAt, err = parseTime("run_at", in.RunAt); err != nil {
+		return out, err
+	}
+	if out.Deadline, err = parseTime("deadline", in.Deadline); err != nil {
+		return out, err
+	}
+	if out.RunAt != nil && out.Deadline != nil && !out.Deadline.After(*out.RunAt) {
+		return out, invalid("deadline", "must be after run_at (%s)", out.RunAt.Format(time.RFC3339))
+	}
+	out.AllowUnplaceable = in.AllowUnplaceable
+
+	if len(in.IdempotencyKey) > MaxIdemKeyLen || hasControl(in.IdempotencyKey) {
+		return out, invalid("idempotency_key", "must be at most %d printable characters", MaxIdemKeyLen)
+	}
+	return out, nil
+}
+
+// parseCommand accepts an argv array or a shell string.
+func parseCommand(raw json.RawMessage) ([]string, error) {
+	if isNull(raw) {
+		return nil, invalid("command", "must not be empty")
+	}
+	raw = bytes.TrimSpace(raw)
+	switch raw[0] {
+	case '"':
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return nil, invalid("command", "malformed string: %v", err)
+		}
+		if strings.TrimSpace(s) == "" {
+			return nil, invalid("command", "must not be empty")
+		}
+		if strings.ContainsRune(s, 0) {
+			return nil, invalid("command", "must not contain NUL bytes")
+		}
+		return []string{"/bin/sh", "-c", s}, nil
+	case '[':
+		var argv []string
+		if err := json.Unmarshal(raw, &argv); err != nil {
+			return nil, invalid("command", "must be an array of strings or a string")
+		}
+		if len(argv) == 0 {
+			return nil, invalid("command", "must not be empty")
+		}
+		if len(argv) > MaxArgs {
+			return nil, invalid("command", "at most %d arguments (got %d)", MaxArgs, len(argv))
+		}
+		if strings.TrimSpace(argv[0]) == "" {
+			return nil, invalid("command[0]", "must name a program")
+		}
+		for i, a := range argv {
+			if strings.ContainsRune(a, 0) {
+				return nil, invalid(fmt.Sprintf("command[%d]", i), "must not contain NUL bytes")
+			}
+		}
+		return argv, nil
+	}
+	return nil, invalid("command", "must be an array of strings or a string")
+}
+
+func (r *ResourcesInput) normalize() (fsm.Resources, error) {
+	var out fsm.Resources
+	if r == nil {
+		return out, nil
+	}
+	var err error
+	if out.CPU, err = parseQuantity("resources.cpu", r.CPU, ParseCPU, MaxCPUMillis, "millicores"); err != nil {
+		return out, err
+	}
+	if out.MemoryMB, err = parseQuantity("resources.memory", r.Memory, ParseMemory, MaxMemoryMiB, "MiB"); err != nil {
+		return out, err
+	}
+	for k, v := range r.Named {
+		f := "resources.named." + k
+		if !labelKeyRe.MatchString(k) || len(k) > MaxLabelKeyLen {
+			return out, invalid(f, "resource names use letters, digits, '_', '-', '.', '/' (at most %d characters)", MaxLabelKeyLen)
+		}
+		if v < 0 || v > MaxNamed {
+			return out, invalid(f, "must be between 0 and %d (got %d)", MaxNamed, v)
+		}
+	}
+	if len(r.Named) > 0 {
+		out.Named = r.Named
+	}
+	return out, nil
+}
+
+// parseQuantity reads a number (already in unit) or a string with units.
+func parseQuantity(field string, raw json.RawMessage, parse func(string) (int64, error), limit int64, unit string) (int64, error) {
+	if isNull(raw) {
+		return 0, nil
+	}
+	var v int64
+	var s string
+	if err := json.Unmarshal(raw, &s); err == nil {
+		if v, err = parse(s); err != nil {
+			return 0, invalid(field, "%v", err)
+		}
+	} else {
+		var f float64
+		if err := json.Unmarshal(raw, &f); err != nil {
+			return 0, invalid(field, "must be a number of %s or a string with units", unit)
+		}
+		if f != math.Trunc(f) {
+			return 0, invalid(field, "a bare number is whole %s (got %v); use a string such as \"0.5\" for units", unit, f)
+		}
+		if f < 0 || f > float64(limit) {
+			return 0, invalid(field, "must be between 0 and %d %s (got %v)", limit, unit, f)
+		}
+		v = int64(f)
+	}
+	if v < 0 || v > limit {
+		return 0, invalid(field, "must be between 0 and %d %s (got %d)", limit, unit, v)
+	}
+	return v, nil
+}
+
+func (b *BackoffInput) normalize() (fsm.Backoff, error) {
+	out := DefaultBackoff
+	if b == nil {
+		return out, nil
+	}
+	var err error
+	if out.Initial, err = parseDuration("backoff.initial", b.Initial, DefaultBackoff.Initial.D()); err != nil {
+		return out, err
+	}
+	if out.Max, err = parseDuration("backoff.max", b.Max, max(DefaultBackoff.Max.D(), out.Initial.D())); err != nil {
+		return out, err
+	}
+	if out.Max < out.Initial {
+		return out, invalid("backoff.max", "must be at least backoff.initial (%s)", out.Initial.D())
+	}
+	if b.Multiplier != nil {
+		if *b.Multiplier < 1 || *b.Multiplier > MaxBackoffFactor {
+			return out, invalid("backoff.multiplier", "must be between 1 and %d (got %v)", MaxBackoffFactor, *b.Multiplier)
+		}
+		out.Multiplier = *b.Multiplier
+	}
+	if b.Jitter != nil {
+		if *b.Jitter < 0 || *b.Jitter > 1 {
+			return out, invalid("backoff.jitter", "must be a fraction between 0 and 1 (got %v)", *b.Jitter)
+		}
+		out.Jitter = *b.Jitter
+	}
+	return out, nil
+}
+
+// parseDuration reads a Go duration string or a number of seconds; absent
+// gives def. Negative durations are refused.
+func parseDuration(field string, raw json.RawMessage, def time.Duration) (fsm.Duration, error) {
+	if isNull(raw) {
+		return fsm.Duration(def), nil
+	}
+	var d fsm.Duration
+	if err := json.Unmarshal(raw, &d); err != nil {
+		return 0, invalid(field, "%v", err)
+	}
+	if d < 0 {
+		return 0, invalid(field, "must not be negative (got %s)", d.D())
+	}
+	return d, nil
+}
+
+// parseTime reads an RFC 3339 timestamp; absent gives nil.
+func parseTime(field string, raw json.RawMessage) (*time.Time, error) {
+	if isNull(raw) {
+		return nil, nil
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return nil, invalid(field, "must be an RFC 3339 time string such as \"2030-01-02T15:04:05Z\"")
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return nil, invalid(field, "must be an RFC 3339 time such as \"2030-01-02T15:04:05Z\" (got %q)", s)
+	}
+	t = t.UTC()
+	return &t, nil
+}
+
+// normalizeSignal accepts "TERM", "sigterm" or "SIGTERM"; empty is the default.
+func normalizeSignal(s string) (string, error) {
+	if s == "" {
+		return DefaultKillSignal, nil
+	}
+	up := strings.ToUpper(s)
+	if !strings.HasPrefix(up, "SIG") {
+		up = "SIG" + up
+	}
+	if !knownSignals[up] {
+		return "", invalid("kill_signal", "unknown signal %q (use e.g. SIGTERM, SIGINT, SIGQUIT, SIGHUP, SIGUSR1, SIGKILL)", s)
+	}
+	return up, nil
+}
+
+func checkEnv(env map[string]string) error {
+	if len(env) > MaxEnv {
+		return invalid("env", "at most %d variables (got %d)", MaxEnv, len(env))
+	}
+	for k, v := range env {
+		if !envKeyRe.MatchString(k) {
+			return invalid("env."+k, "variable names use letters, digits and '_' and do not start with a digit")
+		}
+		if strings.HasPrefix(strings.ToUpper(k), reservedEnvPrefix) {
+			return invalid("env."+k, "names starting with %s are set by foreman", reservedEnvPrefix)
+		}
+		if strings.ContainsRune(v, 0) {
+			return invalid("env."+k, "must not contain NUL bytes")
+		}
+	}
+	return nil
+}
+
+// checkLabels bounds a label map (job labels, list filters).
+func checkLabels(field string, labels map[string]string) error {
+	if len(labels) > MaxLabels {
+		return invalid(field, "at most %d labels (got %d)", MaxLabels, len(labels))
+	}
+	for k, v := range labels {
+		if len(k) > MaxLabelKeyLen || !labelKeyRe.MatchString(k) {
+			return invalid(field+"."+k, "label keys are 1 to %d letters, digits, '_', '-', '.', '/' and start and end with a letter or digit", MaxLabelKeyLen)
+		}
+		if len(v) > MaxLabelValueLen || hasControl(v) {
+			return invalid(field+"."+k, "label values are at most %d printable characters", MaxLabelValueLen)
+		}
+	}
+	return nil
+}
+
+// CheckQueueName validates a queue name (shared by the spec and PUT /v1/queues).
+func CheckQueueName(field, name string) error {
+	if len(name) > MaxQueueNameLen || !queueNameRe.MatchString(name) {
+		return invalid(field, "queue names are 1 to %d letters, digits, '_', '-', '.' and start with a letter or digit (got %q)", MaxQueueNameLen, name)
+	}
+	return nil
+}
+
+func hasControl(s string) bool {
+	return strings.ContainsFunc(s, unicode.IsControl)
+}
