@@ -205,6 +205,8 @@ func (a *applier) applyEntry(data []byte, res *Result) error {
 		return run(a, cmd, res, (*applier).setReasons)
 	case CmdSetQueue:
 		return run(a, cmd, res, (*applier).setQueue)
+	case CmdStopAttempts:
+		return run(a, cmd, res, (*applier).stopAttempts)
 	case CmdGC:
 		return run(a, cmd, res, (*applier).gc)
 	}

@@ -113,6 +113,9 @@ func (a *applier) report(p *ReportAttempt, res *Result) error {
 	if p.OOM && at.Reason == "" {
 		at.Reason = ReasonOOM
 	}
+	if p.State == AttemptKilled && at.Reason == "" {
+		at.Reason = at.CancelRequested // the stop we asked for
+	}
 	// Kills that are not the job's fault do not use up an attempt.
 	if p.State == AttemptKilled && (p.Reason == ReasonFenced || p.Reason == ReasonPreempted || p.Reason == ReasonDrained) {
 		at.Counted = false
@@ -132,7 +135,7 @@ func (a *applier) finishJob(j *Job, at *Attempt) {
 	switch {
 	case at.State == AttemptSucceeded:
 		j.State, j.Reason = JobSucceeded, ""
-	case at.CancelRequested != "" || (at.State == AttemptKilled && at.Reason == ReasonCancelled):
+	case at.CancelRequested == ReasonCancelled || (at.State == AttemptKilled && at.Reason == ReasonCancelled):
 		j.State = JobCancelled
 		if j.Reason == "" {
 			j.Reason = ReasonCancelled
@@ -195,5 +198,46 @@ func (a *applier) markLost(p *MarkLost, res *Result) error {
 			return err
 		}
 	}
+	return nil
+}
+
+// stopAttempts asks nodes to stop live attempts without cancelling their
+// jobs (drain deadline, preemption). A user cancel already requested wins.
+func (a *applier) stopAttempts(p *StopAttempts, res *Result) error {
+	switch p.Reason {
+	case ReasonDrained, ReasonPreempted:
+	default:
+		return fmt.Errorf("%w: reason: %q (want drained or preempted)", ErrBadCommand, p.Reason)
+	}
+	for _, ref := range p.Attempts {
+		id := fmt.Sprintf("%s/%d", ref.JobID, ref.Attempt)
+		j, err := a.getJob(ref.JobID)
+		if err != nil {
+			skip(res, id, "job not found")
+			continue
+		}
+		at, err := a.currentAttempt(j, ref.Attempt, ref.FencingToken, "")
+		if err != nil {
+			skip(res, id, err.Error())
+			continue
+		}
+		if at.CancelRequested != "" {
+			skip(res, id, "stop already requested: "+at.CancelRequested)
+			continue
+		}
+		if err := a.requestStop(at, p.Reason); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// requestStop marks a live attempt for the node to kill.
+func (a *applier) requestStop(at *Attempt, reason string) error {
+	at.CancelRequested = reason
+	if err := a.saveAttempt(at, at.State); err != nil {
+		return err
+	}
+	a.emit(Event{Type: EventAttempt, JobID: at.JobID, Attempt: at.Num, Node: at.Node, State: string(at.State), Reason: "stop requested: " + reason})
 	return nil
 }

@@ -120,14 +120,13 @@ func (a *applier) cancelJob(p *CancelJob, res *Result) error {
 			return err
 		}
 		if at.State.Live() {
-			if at.CancelRequested != "" {
+			if at.CancelRequested == ReasonCancelled {
 				return nil // already asked the node to stop it
 			}
-			at.CancelRequested = ReasonCancelled
-			if err := a.saveAttempt(at, at.State); err != nil {
+			// A pending drain/preempt stop is upgraded: the job must end.
+			if err := a.requestStop(at, ReasonCancelled); err != nil {
 				return err
 			}
-			a.emit(Event{Type: EventAttempt, JobID: at.JobID, Attempt: at.Num, Node: at.Node, State: string(at.State), Reason: "cancel requested"})
 			j.Reason = reason
 			return a.saveJob(j, j.State)
 		}
