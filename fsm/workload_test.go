@@ -55,7 +55,7 @@ func genLog(t testing.TB, seed uint64, n int) ([]*raft.Log, *harness) {
 				nextJob++
 				nj := NewJob{ID: fmt.Sprintf("01W%023d", nextJob), Spec: JobSpec{
 					Name: fmt.Sprintf("job-%d", nextJob), Command: []string{"sh", "-c", "x"},
-					Labels: map[string]string{"team": []string{"a", "b", "c"}[rng.IntN(3)], "k": "v"},
+					Labels:      map[string]string{"team": []string{"a", "b", "c"}[rng.IntN(3)], "k": "v"},
 					MaxAttempts: rng.IntN(4), Backoff: Backoff{Initial: Duration(time.Second), Multiplier: 1.7},
 				}}
 				if rng.IntN(3) == 0 {
