@@ -1,0 +1,204 @@
+package cluster
+
+import (
+	"fmt"
+	"log"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+
+	"github.com/foreman-sched/foreman/fsm"
+)
+
+// Member is one agent as this node's gossip sees it.
+type Member struct {
+	Name      string            `json:"name"`
+	Addr      string            `json:"addr"` // gossip host:port
+	HTTPAddr  string            `json:"http_addr"`
+	RaftAddr  string            `json:"raft_addr"`
+	Status    fsm.GossipState   `json:"status"`
+	ClusterID string            `json:"cluster_id,omitempty"`
+	Version   string            `json:"version,omitempty"`
+	Capacity  fsm.Resources     `json:"capacity"`
+	Labels    map[string]string `json:"labels,omitempty"`
+	Drivers   []string          `json:"drivers,omitempty"`
+	HasState  bool              `json:"has_raft_state"`
+	// Since is when this node saw the status change (monotonic, local).
+	Since time.Time `json:"-"`
+}
+
+// memberTable is this node's view of gossip, fed by memberlist's event
+// delegate. memberlist forgets dead nodes after GossipToTheDeadTime; the
+// table keeps them so the leader can still commit their state.
+type memberTable struct {
+	mu      sync.Mutex
+	members map[string]*Member
+	changed chan struct{} // coalescing signal for the reconcile and bootstrap loops
+}
+
+func newMemberTable() *memberTable {
+	return &memberTable{members: map[string]*Member{}, changed: make(chan struct{}, 1)}
+}
+
+func (t *memberTable) signal() {
+	select {
+	case t.changed <- struct{}{}:
+	default:
+	}
+}
+
+func (t *memberTable) set(n *memberlist.Node, status fsm.GossipState) {
+	m := Member{Name: n.Name, Addr: n.Address(), Status: status}
+	if meta, err := decodeMeta(n.Meta); err == nil {
+		m.HTTPAddr, m.RaftAddr, m.ClusterID, m.Version = meta.HTTPAddr, meta.RaftAddr, meta.ClusterID, meta.Version
+		m.Capacity = fsm.Resources{CPU: meta.CPU, MemoryMB: meta.MemoryMB, Named: meta.Named}
+		m.Labels, m.Drivers, m.HasState = meta.Labels, meta.Drivers, meta.HasState
+	}
+	t.mu.Lock()
+	old, ok := t.members[n.Name]
+	m.Since = time.Now()
+	if ok && old.Status == status {
+		m.Since = old.Since
+	}
+	t.members[n.Name] = &m
+	t.mu.Unlock()
+	t.signal()
+}
+
+// setStatus changes only the status (used for suspect, which memberlist
+// reports through Members() rather than an event).
+func (t *memberTable) setStatus(name string, status fsm.GossipState) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if m, ok := t.members[name]; ok && m.Status != status {
+		m.Status, m.Since = status, time.Now()
+		t.signal()
+	}
+}
+
+func (t *memberTable) get(name string) (Member, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	m, ok := t.members[name]
+	if !ok {
+		return Member{}, false
+	}
+	return *m, true
+}
+
+// list returns the members sorted by name.
+func (t *memberTable) list() []Member {
+	t.mu.Lock()
+	out := make([]Member, 0, len(t.members))
+	for _, m := range t.members {
+		out = append(out, *m)
+	}
+	t.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// gossipDelegate implements memberlist's Delegate, EventDelegate,
+// MergeDelegate and AliveDelegate. memberlist calls these from its own
+// goroutines; none of them may block.
+type gossipDelegate struct {
+	n *Node
+}
+
+func (d gossipDelegate) NodeMeta(limit int) []byte {
+	b := d.n.meta.Load()
+	if b == nil || len(*b) > limit {
+		return nil
+	}
+	return *b
+}
+func (d gossipDelegate) NotifyMsg([]byte)                           {}
+func (d gossipDelegate) GetBroadcasts(overhead, limit int) [][]byte { return nil }
+func (d gossipDelegate) LocalState(join bool) []byte                { return nil }
+func (d gossipDelegate) MergeRemoteState(buf []byte, join bool)     {}
+
+func (d gossipDelegate) NotifyJoin(n *memberlist.Node)   { d.n.members.set(n, fsm.NodeAlive) }
+func (d gossipDelegate) NotifyUpdate(n *memberlist.Node) { d.n.members.set(n, fsm.NodeAlive) }
+func (d gossipDelegate) NotifyLeave(n *memberlist.Node) {
+	status := fsm.NodeDead
+	if n.State == memberlist.StateLeft {
+		status = fsm.NodeLeft
+	}
+	d.n.members.set(n, status)
+}
+
+// NotifyMerge refuses a push-pull merge (a join) with a node of another
+// cluster. memberlist calls it on both sides of a join; the joining side's
+// Join returns this message.
+func (d gossipDelegate) NotifyMerge(peers []*memberlist.Node) error {
+	for _, p := range peers {
+		if err := d.checkCluster(p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// NotifyAlive keeps nodes of another cluster out of this one's gossip.
+func (d gossipDelegate) NotifyAlive(p *memberlist.Node) error { return d.checkCluster(p) }
+
+func (d gossipDelegate) checkCluster(p *memberlist.Node) error {
+	if p.Name == d.n.cfg.Name {
+		return nil
+	}
+	meta, err := decodeMeta(p.Meta)
+	if err != nil {
+		return nil // an old or foreign node without meta; raft membership checks again
+	}
+	ours := d.n.ClusterID()
+	if ours != "" && meta.ClusterID != "" && meta.ClusterID != ours {
+		return fmt.Errorf("refusing to join: this node belongs to cluster %s but the remote belongs to %s", ours, meta.ClusterID)
+	}
+	return nil
+}
+
+// newMemberlist creates the gossip layer bound to BindAddr:Port+2.
+func (n *Node) newMemberlist(bindIP, advertiseIP string) (*memberlist.Memberlist, error) {
+	g := n.cfg.Gossip
+	mc := memberlist.DefaultLANConfig()
+	mc.Name = n.cfg.Name
+	mc.BindAddr, mc.BindPort = bindIP, n.cfg.Port+2
+	mc.AdvertiseAddr, mc.AdvertisePort = advertiseIP, n.cfg.Port+2
+	mc.ProbeInterval, mc.ProbeTimeout = g.ProbeInterval, g.ProbeTimeout
+	mc.SuspicionMult, mc.SuspicionMaxTimeoutMult = g.SuspicionMult, g.SuspicionMaxTimeoutMult
+	mc.GossipInterval, mc.PushPullInterval, mc.TCPTimeout = g.GossipInterval, g.PushPullInterval, g.TCPTimeout
+	mc.GossipToTheDeadTime = g.GossipToTheDeadTime
+	mc.DeadNodeReclaimTime = g.GossipToTheDeadTime // a restarted node may come back on a new address
+	mc.Logger = log.New(slogWriter(n.logger, "memberlist"), "", 0)
+	d := gossipDelegate{n: n}
+	mc.Delegate, mc.Events, mc.Merge, mc.Alive = d, d, d, d
+
+	inner, err := memberlist.NewNetTransport(&memberlist.NetTransportConfig{
+		BindAddrs: []string{bindIP}, BindPort: n.cfg.Port + 2, Logger: mc.Logger,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("gossip listener on %s: %w", hostPort(bindIP, n.cfg.Port+2), err)
+	}
+	mc.Transport = newGossipTransport(inner, n.cfg.Network)
+	ml, err := memberlist.Create(mc)
+	if err != nil {
+		mc.Transport.Shutdown()
+		return nil, fmt.Errorf("start gossip: %w", err)
+	}
+	return ml, nil
+}
+
+// pollSuspects copies memberlist's suspect state into the table; memberlist
+// has no event for it.
+func (n *Node) pollSuspects() {
+	for _, mn := range n.ml.Members() {
+		switch mn.State {
+		case memberlist.StateSuspect:
+			n.members.setStatus(mn.Name, fsm.NodeSuspect)
+		case memberlist.StateAlive:
+			n.members.setStatus(mn.Name, fsm.NodeAlive)
+		}
+	}
+}

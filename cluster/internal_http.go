@@ -1,0 +1,165 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/foreman-sched/foreman/fsm"
+)
+
+// InternalPrefix is where main mounts InternalHandler.
+const InternalPrefix = "/v1/internal/"
+
+// ForwardedHeader marks a request one node sent to another; the receiver
+// never forwards it again.
+const ForwardedHeader = "X-Foreman-Forwarded"
+
+// InternalHandler serves the node-to-node endpoints under /v1/internal/:
+// POST apply (a follower's forwarded write; applied only if this node leads)
+// and POST leave (a follower asking the leader to remove it from raft).
+func (n *Node) InternalHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST "+InternalPrefix+"apply", n.handleApply)
+	mux.HandleFunc("POST "+InternalPrefix+"leave", n.handleLeave)
+	return mux
+}
+
+func (n *Node) handleApply(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, 64<<20))
+	if err != nil {
+		writeApply(w, http.StatusBadRequest, applyResponse{Error: err.Error(), Code: "bad_request"})
+		return
+	}
+	if !n.IsLeader() {
+		writeApply(w, http.StatusMisdirectedRequest, applyResponse{Error: ErrNotLeader.Error(), Code: "not_leader"})
+		return
+	}
+	if _, err := fsm.DecodeCommand(body); err != nil {
+		writeApply(w, http.StatusBadRequest, applyResponse{Error: err.Error(), Code: errorCode(err)})
+		return
+	}
+	res, err := n.applyBytes(r.Context(), body)
+	switch {
+	case err == nil:
+		writeApply(w, http.StatusOK, applyResponse{Result: res})
+	case errors.Is(err, errRetry):
+		writeApply(w, http.StatusMisdirectedRequest, applyResponse{Error: ErrNotLeader.Error(), Code: "not_leader"})
+	case res != nil:
+		// The command was committed and refused by the FSM.
+		writeApply(w, http.StatusOK, applyResponse{Result: res, Error: err.Error(), Code: errorCode(err)})
+	default:
+		writeApply(w, http.StatusServiceUnavailable, applyResponse{Error: err.Error(), Code: errorCode(err)})
+	}
+}
+
+func writeApply(w http.ResponseWriter, status int, ar applyResponse) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(ar)
+}
+
+type leaveRequest struct {
+	Name string `json:"name"`
+}
+
+func (n *Node) handleLeave(w http.ResponseWriter, r *http.Request) {
+	var lr leaveRequest
+	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<16)).Decode(&lr); err != nil || lr.Name == "" {
+		writeApply(w, http.StatusBadRequest, applyResponse{Error: "name: must be set", Code: "bad_request"})
+		return
+	}
+	if !n.IsLeader() {
+		writeApply(w, http.StatusMisdirectedRequest, applyResponse{Error: ErrNotLeader.Error(), Code: "not_leader"})
+		return
+	}
+	if err := n.removeServer(lr.Name); err != nil {
+		writeApply(w, http.StatusServiceUnavailable, applyResponse{Error: err.Error(), Code: errorCode(err)})
+		return
+	}
+	writeApply(w, http.StatusOK, applyResponse{Result: &fsm.Result{}})
+}
+
+// removeServer drops name from the raft configuration (leader only) and
+// keeps reconcile from adding it back while its gossip says alive.
+func (n *Node) removeServer(name string) error {
+	n.markLeaving(name)
+	err := n.raft.RemoveServer(raft.ServerID(name), 0, n.cfg.ForwardTimeout).Error()
+	if errors.Is(err, raft.ErrNotLeader) {
+		return ErrNotLeader
+	}
+	return err
+}
+
+// removeSelf asks the leader to drop this node from raft. A leader hands
+// leadership over first so the cluster keeps a leader throughout.
+func (n *Node) removeSelf(ctx context.Context) error {
+	if !n.hasOtherVoters() && n.IsLeader() {
+		return nil // the last voter: nothing to leave
+	}
+	if n.IsLeader() {
+		if err := waitFuture(ctx, n.raft.LeadershipTransfer()); err != nil {
+			n.logger.Warn("leadership transfer before leave failed", "err", err)
+		}
+	}
+	deadline := time.Now().Add(n.cfg.ForwardTimeout)
+	for {
+		err := n.askLeave(ctx)
+		if err == nil || !n.inRaftConfig() {
+			return nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return errors.Join(errors.New("cluster: leave: the leader did not remove this node"), err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func (n *Node) askLeave(ctx context.Context) error {
+	if n.IsLeader() {
+		return n.removeServer(n.cfg.Name)
+	}
+	addr := n.leaderHTTP()
+	if addr == "" {
+		return ErrNoLeader
+	}
+	b, _ := json.Marshal(leaveRequest{Name: n.cfg.Name})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+InternalPrefix+"leave", bytes.NewReader(b))
+	if err != nil {
+		return err
+	}
+	req.Header.Set(ForwardedHeader, "1")
+	resp, err := n.client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	var ar applyResponse
+	_ = json.NewDecoder(resp.Body).Decode(&ar)
+	if ar.Code != "" || ar.Error != "" {
+		return decodeError(ar.Code, ar.Error)
+	}
+	return nil
+}
+
+func (n *Node) inRaftConfig() bool {
+	f := n.raft.GetConfiguration()
+	if f.Error() != nil {
+		return false
+	}
+	for _, s := range f.Configuration().Servers {
+		if string(s.ID) == n.cfg.Name {
+			return true
+		}
+	}
+	return false
+}

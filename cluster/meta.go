@@ -1,0 +1,73 @@
+package cluster
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"strconv"
+
+	"github.com/hashicorp/memberlist"
+
+	"github.com/foreman-sched/foreman/fsm"
+)
+
+// metaLimit is memberlist's hard limit on node meta.
+const metaLimit = memberlist.MetaMaxSize
+
+// nodeMeta is what a node gossips about itself. Keys are short because the
+// whole record must fit in 512 bytes; the gossip address is memberlist's own
+// Addr:Port and the name is the memberlist node name.
+type nodeMeta struct {
+	ClusterID string            `json:"c,omitempty"`
+	HTTPAddr  string            `json:"h"`
+	RaftAddr  string            `json:"r"`
+	Version   string            `json:"v,omitempty"`
+	CPU       int64             `json:"cpu,omitempty"`
+	MemoryMB  int64             `json:"mem,omitempty"`
+	Named     map[string]int64  `json:"n,omitempty"`
+	Labels    map[string]string `json:"l,omitempty"`
+	Drivers   []string          `json:"d,omitempty"`
+	// HasState is true once this node has raft state (bootstrapped or added
+	// by a leader); bootstrap-expect counts only nodes without it.
+	HasState bool `json:"s,omitempty"`
+}
+
+func metaFromNode(n fsm.Node, clusterID string, hasState bool) nodeMeta {
+	return nodeMeta{
+		ClusterID: clusterID, HTTPAddr: n.HTTPAddr, RaftAddr: n.RaftAddr, Version: n.Version,
+		CPU: n.Capacity.CPU, MemoryMB: n.Capacity.MemoryMB, Named: n.Capacity.Named,
+		Labels: n.Labels, Drivers: n.Drivers, HasState: hasState,
+	}
+}
+
+func (m nodeMeta) encode() ([]byte, error) {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > metaLimit {
+		return nil, fmt.Errorf("%w: %d bytes encoded, the limit is %d (labels %d, drivers %d)", ErrMetaTooLarge, len(b), metaLimit, len(m.Labels), len(m.Drivers))
+	}
+	return b, nil
+}
+
+func decodeMeta(b []byte) (nodeMeta, error) {
+	var m nodeMeta
+	if len(b) == 0 {
+		return m, fmt.Errorf("empty node meta")
+	}
+	err := json.Unmarshal(b, &m)
+	return m, err
+}
+
+// node turns a member's gossip into the self-description the leader commits
+// with fsm.UpsertNode. Leader-owned fields stay zero.
+func (m nodeMeta) node(name, gossipAddr string) fsm.Node {
+	return fsm.Node{
+		Name: name, HTTPAddr: m.HTTPAddr, RaftAddr: m.RaftAddr, GossipAddr: gossipAddr,
+		Capacity: fsm.Resources{CPU: m.CPU, MemoryMB: m.MemoryMB, Named: m.Named},
+		Labels:   m.Labels, Drivers: m.Drivers, Version: m.Version,
+	}
+}
+
+func hostPort(ip string, port int) string { return net.JoinHostPort(ip, strconv.Itoa(port)) }

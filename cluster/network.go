@@ -1,0 +1,194 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+	"github.com/hashicorp/raft"
+)
+
+// Network decides which peers this node may reach right now. Production
+// leaves Config.Network nil (everything is reachable); the test cluster
+// injects one to partition nodes in-process. Reachable is called from raft's
+// and memberlist's goroutines on every dial, read, write and packet, so it
+// must be fast and safe for concurrent use. addr is a peer's host:port (its
+// raft, gossip or HTTP address).
+type Network interface {
+	Reachable(addr string) bool
+}
+
+// errUnreachable is what a partitioned dial, read or write returns.
+var errUnreachable = errors.New("peer unreachable (partitioned)")
+
+func reachable(n Network, addr string) bool { return n == nil || n.Reachable(addr) }
+
+// heardTracker records when bytes last arrived from each peer over a
+// connection this node dialled (for the leader, these are the followers'
+// answers to AppendEntries and heartbeats). Times carry Go's monotonic
+// reading, so they measure durations on this machine only.
+type heardTracker struct {
+	mu    sync.Mutex
+	heard map[string]time.Time // raft address → last read
+}
+
+func newHeardTracker() *heardTracker { return &heardTracker{heard: map[string]time.Time{}} }
+
+func (h *heardTracker) touch(addr string) {
+	now := time.Now()
+	h.mu.Lock()
+	h.heard[addr] = now
+	h.mu.Unlock()
+}
+
+func (h *heardTracker) get(addr string) (time.Time, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	t, ok := h.heard[addr]
+	return t, ok
+}
+
+// filteredConn is a dialled connection that stops working when its peer
+// becomes unreachable, and optionally records successful reads.
+type filteredConn struct {
+	net.Conn
+	peer    string
+	network Network
+	heard   *heardTracker
+}
+
+func (c *filteredConn) Read(b []byte) (int, error) {
+	if !reachable(c.network, c.peer) {
+		c.Conn.Close()
+		return 0, errUnreachable
+	}
+	n, err := c.Conn.Read(b)
+	if n > 0 && c.heard != nil {
+		c.heard.touch(c.peer)
+	}
+	if n > 0 && !reachable(c.network, c.peer) {
+		c.Conn.Close()
+		return 0, errUnreachable
+	}
+	return n, err
+}
+
+func (c *filteredConn) Write(b []byte) (int, error) {
+	if !reachable(c.network, c.peer) {
+		c.Conn.Close()
+		return 0, errUnreachable
+	}
+	return c.Conn.Write(b)
+}
+
+// streamLayer is raft's transport: plain TCP through the Network filter.
+type streamLayer struct {
+	net.Listener
+	advertise net.Addr
+	network   Network
+	heard     *heardTracker
+}
+
+func newStreamLayer(bind string, advertise *net.TCPAddr, network Network, heard *heardTracker) (*streamLayer, error) {
+	l, err := net.Listen("tcp", bind)
+	if err != nil {
+		return nil, fmt.Errorf("raft listener on %s: %w", bind, err)
+	}
+	return &streamLayer{Listener: l, advertise: advertise, network: network, heard: heard}, nil
+}
+
+// Dial implements raft.StreamLayer.
+func (s *streamLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	peer := string(addr)
+	if !reachable(s.network, peer) {
+		return nil, fmt.Errorf("dial %s: %w", peer, errUnreachable)
+	}
+	c, err := net.DialTimeout("tcp", peer, timeout)
+	if err != nil {
+		return nil, err
+	}
+	return &filteredConn{Conn: c, peer: peer, network: s.network, heard: s.heard}, nil
+}
+
+// Addr implements net.Listener with the advertised address, which raft
+// stores in its configuration.
+func (s *streamLayer) Addr() net.Addr { return s.advertise }
+
+// gossipTransport wraps memberlist's UDP+TCP transport with the Network
+// filter: packets to or from an unreachable peer are dropped silently (a
+// blackhole, as in a real partition), streams to it fail to dial.
+type gossipTransport struct {
+	*memberlist.NetTransport
+	network  Network
+	packetCh chan *memberlist.Packet
+	done     chan struct{}
+	once     sync.Once
+}
+
+func newGossipTransport(inner *memberlist.NetTransport, network Network) *gossipTransport {
+	t := &gossipTransport{NetTransport: inner, network: network, packetCh: make(chan *memberlist.Packet, 64), done: make(chan struct{})}
+	go t.filterPackets()
+	return t
+}
+
+func (t *gossipTransport) filterPackets() {
+	in := t.NetTransport.PacketCh()
+	for {
+		select {
+		case p := <-in:
+			if !reachable(t.network, p.From.String()) {
+				continue
+			}
+			select {
+			case t.packetCh <- p:
+			case <-t.done:
+				return
+			}
+		case <-t.done:
+			return
+		}
+	}
+}
+
+// PacketCh implements memberlist.Transport.
+func (t *gossipTransport) PacketCh() <-chan *memberlist.Packet { return t.packetCh }
+
+// WriteTo implements memberlist.Transport.
+func (t *gossipTransport) WriteTo(b []byte, addr string) (time.Time, error) {
+	if !reachable(t.network, addr) {
+		return time.Now(), nil
+	}
+	return t.NetTransport.WriteTo(b, addr)
+}
+
+// DialTimeout implements memberlist.Transport.
+func (t *gossipTransport) DialTimeout(addr string, timeout time.Duration) (net.Conn, error) {
+	if !reachable(t.network, addr) {
+		return nil, fmt.Errorf("dial %s: %w", addr, errUnreachable)
+	}
+	c, err := t.NetTransport.DialTimeout(addr, timeout)
+	if err != nil {
+		return nil, err
+	}
+	return &filteredConn{Conn: c, peer: addr, network: t.network}, nil
+}
+
+// Shutdown implements memberlist.Transport.
+func (t *gossipTransport) Shutdown() error {
+	t.once.Do(func() { close(t.done) })
+	return t.NetTransport.Shutdown()
+}
+
+// WriteToAddress implements memberlist.NodeAwareTransport (the embedded
+// transport's version would bypass the filter).
+func (t *gossipTransport) WriteToAddress(b []byte, a memberlist.Address) (time.Time, error) {
+	return t.WriteTo(b, a.Addr)
+}
+
+// DialAddressTimeout implements memberlist.NodeAwareTransport.
+func (t *gossipTransport) DialAddressTimeout(a memberlist.Address, timeout time.Duration) (net.Conn, error) {
+	return t.DialTimeout(a.Addr, timeout)
+}

@@ -1,0 +1,120 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+
+	"github.com/foreman-sched/foreman/fsm"
+)
+
+// File names inside Config.DataDir.
+const (
+	fsmFile       = "fsm.db"
+	raftFile      = "raft.db"
+	snapshotDir   = "snapshots"
+	stateFile     = "cluster.json"
+	snapshotsKept = 2
+)
+
+// OpenFSM opens the state file <dataDir>/fsm.db. A file that fsm reports as
+// corrupt is moved aside (fsm.db.corrupt-<unix>) and a fresh one is opened:
+// New then rebuilds it from the latest raft snapshot and raft replays the log
+// after it. Call it before New and pass the result in.
+func OpenFSM(dataDir string, opts fsm.Options, logger *slog.Logger) (*fsm.FSM, error) {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	logger = logger.With("component", "cluster")
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("create data dir: %w", err)
+	}
+	path := filepath.Join(dataDir, fsmFile)
+	f, err := fsm.Open(path, opts)
+	if err == nil {
+		return f, nil
+	}
+	if !errors.Is(err, fsm.ErrCorrupt) {
+		return nil, err
+	}
+	aside := fmt.Sprintf("%s.corrupt-%d", path, time.Now().Unix())
+	logger.Error("state file is corrupt; moving it aside and rebuilding from the raft snapshot and log",
+		"path", path, "moved_to", aside, "err", err)
+	if rerr := os.Rename(path, aside); rerr != nil {
+		return nil, fmt.Errorf("move corrupt state file aside: %w (open failed: %v)", rerr, err)
+	}
+	return fsm.Open(path, opts)
+}
+
+// raftStorage is everything raft keeps on disk.
+type raftStorage struct {
+	bolt  *raftboltdb.BoltStore
+	logs  raft.LogStore
+	snaps *raft.FileSnapshotStore
+}
+
+func openRaftStorage(dataDir string, noSync bool, logger *slog.Logger) (*raftStorage, error) {
+	bolt, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(dataDir, raftFile), NoSync: noSync})
+	if err != nil {
+		return nil, fmt.Errorf("open raft log %s: %w", raftFile, err)
+	}
+	logs, err := raft.NewLogCache(1024, bolt)
+	if err != nil {
+		bolt.Close()
+		return nil, fmt.Errorf("raft log cache: %w", err)
+	}
+	snaps, err := raft.NewFileSnapshotStore(filepath.Join(dataDir, snapshotDir), snapshotsKept, slogWriter(logger, "raft-snapshots"))
+	if err != nil {
+		bolt.Close()
+		return nil, fmt.Errorf("raft snapshot store: %w", err)
+	}
+	return &raftStorage{bolt: bolt, logs: logs, snaps: snaps}, nil
+}
+
+// hasState reports whether raft has ever been bootstrapped or joined here.
+func (s *raftStorage) hasState() (bool, error) {
+	return raft.HasExistingState(s.logs, s.bolt, s.snaps)
+}
+
+// restoreIfBehind restores the newest snapshot into f when f is older than
+// it (a fresh or rebuilt state file). raft runs with
+// NoSnapshotRestoreOnStart, so this is the only start-up restore; raft then
+// replays the log after the snapshot and the FSM skips indexes it has.
+func (s *raftStorage) restoreIfBehind(f *fsm.FSM, logger *slog.Logger) error {
+	metas, err := s.snaps.List()
+	if err != nil {
+		return fmt.Errorf("list snapshots: %w", err)
+	}
+	var lastErr error
+	for _, meta := range metas { // newest first
+		if meta.Index <= f.AppliedIndex() {
+			return nil
+		}
+		_, rc, err := s.snaps.Open(meta.ID)
+		if err != nil {
+			lastErr = err
+			logger.Warn("cannot open snapshot; trying an older one", "snapshot", meta.ID, "err", err)
+			continue
+		}
+		err = f.Restore(rc)
+		if err != nil {
+			lastErr = err
+			logger.Warn("cannot restore snapshot; trying an older one", "snapshot", meta.ID, "err", err)
+			continue
+		}
+		logger.Info("restored state file from raft snapshot", "snapshot", meta.ID, "index", meta.Index)
+		return nil
+	}
+	if lastErr != nil {
+		return fmt.Errorf("restore state from snapshot: %w", lastErr)
+	}
+	return nil
+}
+
+func (s *raftStorage) close() error { return s.bolt.Close() }
