@@ -1,0 +1,213 @@
+package sched
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/foreman-sched/foreman/fsm"
+)
+
+// Raft is what the leader loop needs from the cluster (cluster.Node
+// satisfies it). All methods are called from the loop's goroutine.
+type Raft interface {
+	// Apply commits a command and returns Apply's result (it blocks until
+	// the local FSM has applied it, so the next View sees it).
+	Apply(ctx context.Context, cmd *fsm.Command) (*fsm.Result, error)
+	// Barrier waits until every entry of earlier terms is applied locally.
+	Barrier(ctx context.Context) error
+	// LastHeardFrom is when the leader last heard from a node (monotonic).
+	LastHeardFrom(node string) (time.Time, bool)
+	// LeaderSince is when this node became leader (monotonic).
+	LeaderSince() time.Time
+}
+
+// State is the local replicated state (*fsm.FSM satisfies it).
+type State interface {
+	View(fn func(tx *fsm.Tx) error) error
+	// Watch signals (coalesced) after every applied batch; the channel is
+	// closed when the state is closed.
+	Watch() (<-chan struct{}, func())
+}
+
+// Deps are the scheduler's collaborators.
+type Deps struct {
+	Raft  Raft
+	State State
+	Clock Clock // nil = SystemClock()
+}
+
+// ErrMissingDep means New was called without a required dependency.
+var ErrMissingDep = errors.New("sched: missing dependency")
+
+// Scheduler is the leader loop. Run it while this node is leader; it keeps
+// nothing across runs, so a new leader (or a new Run) starts from state.
+type Scheduler struct {
+	cfg   Config
+	raft  Raft
+	state State
+	clk   Clock
+	log   *slog.Logger
+
+	plans atomic.Int64
+}
+
+// Plans is how many plans this scheduler has made (a metric; tests use it
+// to check that bursts are coalesced).
+func (s *Scheduler) Plans() int64 { return s.plans.Load() }
+
+// New checks the config and dependencies.
+func New(cfg Config, deps Deps, logger *slog.Logger) (*Scheduler, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if deps.Raft == nil || deps.State == nil {
+		return nil, fmt.Errorf("%w: Raft and State are required", ErrMissingDep)
+	}
+	if deps.Clock == nil {
+		deps.Clock = SystemClock()
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Scheduler{cfg: cfg, raft: deps.Raft, state: deps.State, clk: deps.Clock,
+		log: logger.With("component", "sched")}, nil
+}
+
+// Run schedules until ctx ends (leadership lost) or the state is closed.
+// It first issues a barrier so it plans on everything earlier leaders
+// committed, then plans on every state change and at the plan's next
+// wake-up, never on a fixed tick.
+func (s *Scheduler) Run(ctx context.Context) error {
+	watch, stop := s.state.Watch()
+	defer stop()
+	for {
+		err := s.raft.Barrier(ctx)
+		if err == nil {
+			break
+		}
+		s.log.Warn("barrier failed; retrying", "err", err)
+		if !s.sleep(ctx, s.cfg.RetryDelay) {
+			return ctx.Err()
+		}
+	}
+	s.log.Info("scheduler started")
+	nextGC := s.clk.Now().Add(s.cfg.GCInterval)
+	for {
+		now := s.clk.Now()
+		if !now.Before(nextGC) {
+			s.gc(ctx, now)
+			nextGC = now.Add(s.cfg.GCInterval)
+		}
+		wake := nextGC
+		dec, err := s.planOnce(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case err != nil:
+			s.log.Warn("plan failed; retrying", "err", err)
+			wake = earliest(wake, s.clk.Now().Add(s.cfg.RetryDelay))
+		default:
+			wake = earliest(wake, dec.NextWake)
+		}
+		if !s.wait(ctx, watch, wake) {
+			return ctx.Err()
+		}
+	}
+}
+
+// wait blocks until the state changes (then lets a burst settle for
+// Coalesce) or wake is reached. It returns false when the loop must stop.
+func (s *Scheduler) wait(ctx context.Context, watch <-chan struct{}, wake time.Time) bool {
+	t := s.clk.NewTimer(wake.Sub(s.clk.Now()))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C():
+		return true
+	case _, ok := <-watch:
+		if !ok {
+			return false
+		}
+	}
+	if s.cfg.Coalesce > 0 {
+		return s.sleep(ctx, s.cfg.Coalesce)
+	}
+	return true
+}
+
+func (s *Scheduler) sleep(ctx context.Context, d time.Duration) bool {
+	t := s.clk.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C():
+		return true
+	}
+}
+
+func earliest(a, b time.Time) time.Time {
+	if b.IsZero() || (!a.IsZero() && a.Before(b)) {
+		return a
+	}
+	return b
+}
+
+// planOnce loads a snapshot, plans and applies the commands in order. It
+// stops at the first failed apply: the next plan starts from fresh state.
+func (s *Scheduler) planOnce(ctx context.Context) (*Decision, error) {
+	var snap *Snapshot
+	err := s.state.View(func(tx *fsm.Tx) error {
+		var err error
+		snap, err = LoadSnapshot(tx)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("load snapshot: %w", err)
+	}
+	snap.LeaderSince = s.raft.LeaderSince()
+	for i := range snap.Nodes {
+		if t, ok := s.raft.LastHeardFrom(snap.Nodes[i].Name); ok {
+			snap.LastHeard[snap.Nodes[i].Name] = t
+		}
+	}
+	now := s.clk.Now()
+	dec := Plan(snap, now, s.cfg)
+	s.plans.Add(1)
+	for _, cmd := range dec.Commands {
+		res, err := s.raft.Apply(ctx, cmd)
+		if err != nil {
+			return nil, fmt.Errorf("apply %s: %w", cmd.Type, err)
+		}
+		if res != nil && res.Err != nil {
+			s.log.Warn("command refused", "type", cmd.Type, "err", res.Err)
+		} else if res != nil && len(res.Skipped) > 0 {
+			s.log.Debug("items skipped", "type", cmd.Type, "count", len(res.Skipped))
+		}
+	}
+	if len(dec.Commands) > 0 {
+		st := dec.Stats
+		s.log.Debug("plan applied", "commands", len(dec.Commands), "placed", st.Placed,
+			"unplaced", st.Unplaced, "released", st.Released, "failed", st.Failed,
+			"lost", st.Lost, "stopped", st.Stopped)
+	}
+	return dec, nil
+}
+
+// gc drops terminal jobs past retention and expired idempotency keys.
+func (s *Scheduler) gc(ctx context.Context, now time.Time) {
+	cmd := mustCommand(fsm.CmdGC, now, &fsm.GC{
+		Before:     now.Add(-s.cfg.Retention),
+		KeysBefore: now.Add(-s.cfg.IdempotencyWindow),
+	})
+	if res, err := s.raft.Apply(ctx, cmd); err != nil {
+		s.log.Warn("gc failed", "err", err)
+	} else if res != nil && res.Err != nil {
+		s.log.Warn("gc refused", "err", res.Err)
+	}
+}
