@@ -35,6 +35,10 @@ func untar(r io.Reader, dir string) (extractStats, error) {
 			return st, nil
 		}
 		if err != nil {
+			// mutate.Extract refuses `..` names itself; keep that a refusal.
+			if strings.Contains(err.Error(), "unsafe tar path") {
+				return st, fmt.Errorf("%w: %v", ErrUnsafe, err)
+			}
 			return st, fmt.Errorf("%w: reading layer tar: %v", ErrPull, err)
 		}
 		name, err := entryName(hdr.Name)
