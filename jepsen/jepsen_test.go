@@ -1,0 +1,121 @@
+package jepsen
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/foreman-sched/foreman/jepsen/netns"
+	"github.com/foreman-sched/foreman/jepsen/report"
+)
+
+// requireRealTier fails under CI=true and skips loudly elsewhere when the
+// machine cannot run agents in namespaces.
+func requireRealTier(t *testing.T) {
+	t.Helper()
+	if err := netns.Check(); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("jepsen real tier cannot run: %v", err)
+		}
+		t.Skipf("SKIPPING jepsen real tier: %v (set up root + iproute2 + iptables to run it)", err)
+	}
+}
+
+// binary returns $FOREMAN_BIN or builds the module's binary into a temp dir.
+func binary(t *testing.T) string {
+	t.Helper()
+	if b := os.Getenv("FOREMAN_BIN"); b != "" {
+		abs, err := filepath.Abs(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return abs
+	}
+	out := filepath.Join(t.TempDir(), "foreman")
+	cmd := exec.Command("go", "build", "-tags", "netgo osusergo", "-o", out, ".")
+	cmd.Dir = ".."
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building foreman: %v\n%s", err, b)
+	}
+	return out
+}
+
+func resultsDir(t *testing.T) string {
+	t.Helper()
+	base := os.Getenv("FOREMAN_JEPSEN_RESULTS")
+	if base == "" {
+		base = "results"
+	}
+	dir, err := filepath.Abs(filepath.Join(base, time.Now().Format("20060102-150405")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func runMatrix(t *testing.T, matrix []Scenario) {
+	requireRealTier(t)
+	bin := binary(t)
+	dir := resultsDir(t)
+	var sums []report.Summary
+	for _, sc := range matrix {
+		ok := t.Run(sc.Name, func(t *testing.T) {
+			s := Run(bin, filepath.Join(dir, sc.Name), sc, t.Cleanup)
+			sums = append(sums, s)
+			t.Logf("%s: %s fault=%q", sc.Name, s.Verdict, s.Fault)
+			for _, r := range s.Results {
+				t.Log(r.String())
+				for _, n := range r.Notes {
+					t.Log("  note: " + n)
+				}
+			}
+			if s.Verdict != "PASS" {
+				t.Errorf("%s: verdict %s; harness: %s; artifacts in %s", sc.Name, s.Verdict,
+					strings.Join(s.Harness, "; "), filepath.Join(dir, sc.Name))
+			}
+		})
+		_ = ok
+	}
+	md := report.Markdown(sums)
+	_ = os.MkdirAll(dir, 0o755)
+	_ = os.WriteFile(filepath.Join(dir, "summary.md"), []byte(md), 0o644)
+	t.Logf("summary (%s):\n%s", filepath.Join(dir, "summary.md"), md)
+}
+
+// TestJepsenSmoke is the short matrix: baseline, halves, kill the leader,
+// pause the leader; 3 nodes, one seed.
+func TestJepsenSmoke(t *testing.T) {
+	if os.Getenv("FOREMAN_JEPSEN") == "full" {
+		t.Skip("FOREMAN_JEPSEN=full runs TestJepsenFull instead")
+	}
+	var m []Scenario
+	for _, n := range []string{"none", "halves", "kill-leader", "pause-leader"} {
+		m = append(m, Scenario{Name: n, Nemesis: n, Nodes: 3, Seed: 1,
+			Warmup: 5 * time.Second, Fault: 12 * time.Second, Recover: 8 * time.Second, Drain: 60 * time.Second})
+	}
+	runMatrix(t, m)
+}
+
+// TestJepsenFull runs every nemesis with three seeds; ring and bridge on
+// five nodes. Gated by FOREMAN_JEPSEN=full (it takes about an hour).
+func TestJepsenFull(t *testing.T) {
+	if os.Getenv("FOREMAN_JEPSEN") != "full" {
+		t.Skip("set FOREMAN_JEPSEN=full to run the full matrix")
+	}
+	var m []Scenario
+	for seed := uint64(1); seed <= 3; seed++ {
+		for _, n := range []string{"none", "halves", "isolate-leader", "ring", "bridge", "kill-leader", "kill-random", "pause-leader", "pause-random", "member"} {
+			nodes := 3
+			if n == "ring" || n == "bridge" {
+				nodes = 5
+			}
+			m = append(m, Scenario{Name: fmt.Sprintf("%s-s%d", n, seed), Nemesis: n, Nodes: nodes, Seed: seed})
+		}
+	}
+	runMatrix(t, m)
+}

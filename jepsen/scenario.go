@@ -1,0 +1,291 @@
+package jepsen
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/foreman-sched/foreman/jepsen/checker"
+	"github.com/foreman-sched/foreman/jepsen/client"
+	"github.com/foreman-sched/foreman/jepsen/history"
+	"github.com/foreman-sched/foreman/jepsen/nemesis"
+	"github.com/foreman-sched/foreman/jepsen/netns"
+	"github.com/foreman-sched/foreman/jepsen/report"
+	"github.com/foreman-sched/foreman/jepsen/rig"
+	"github.com/foreman-sched/foreman/jepsen/workload"
+)
+
+// Subnet is the private /24 used only on this suite's bridge.
+const Subnet = "10.213.7"
+
+// Scenario is one run: a cluster, a workload, one nemesis window.
+type Scenario struct {
+	Name    string
+	Nemesis string
+	Nodes   int
+	Seed    uint64
+	// Warmup, Fault and Recover are the before / during / after phases of
+	// traffic; Drain bounds the final phase (liveness).
+	Warmup, Fault, Recover, Drain time.Duration
+	// Converge bounds the wait for equal state hashes after the drain.
+	Converge time.Duration
+}
+
+// Defaults fills zero durations.
+func (s Scenario) Defaults() Scenario {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&s.Warmup, 8*time.Second)
+	def(&s.Fault, 15*time.Second)
+	def(&s.Recover, 10*time.Second)
+	def(&s.Drain, 90*time.Second)
+	def(&s.Converge, 30*time.Second)
+	if s.Nodes == 0 {
+		s.Nodes = 3
+	}
+	return s
+}
+
+// Run executes one scenario and writes its artifacts to outDir. Cleanup
+// (processes, namespaces, temp dir) happens before it returns, and again
+// through cleanup if the caller's test panics midway.
+func Run(bin, outDir string, sc Scenario, cleanup func(func())) report.Summary {
+	sc = sc.Defaults()
+	sum := report.Summary{Scenario: sc.Name, Nemesis: sc.Nemesis, Seed: sc.Seed, Nodes: sc.Nodes,
+		FirstWriteAfterFault: -1, FirstWriteAfterHeal: -1}
+	harness := func(format string, args ...any) { sum.Harness = append(sum.Harness, fmt.Sprintf(format, args...)) }
+	if err := os.MkdirAll(outDir, 0o755); err != nil {
+		harness("results dir: %v", err)
+		sum.Decide()
+		return sum
+	}
+	nem, err := nemesis.ByName(sc.Nemesis)
+	if err != nil {
+		harness("%v", err)
+		sum.Decide()
+		return sum
+	}
+	netns.Sweep()
+	tmp, err := os.MkdirTemp("", "foreman-jepsen-")
+	if err != nil {
+		harness("temp dir: %v", err)
+		sum.Decide()
+		return sum
+	}
+	topo, err := netns.Setup(Subnet, sc.Nodes)
+	if err != nil {
+		os.RemoveAll(tmp)
+		harness("topology: %v", err)
+		sum.Decide()
+		return sum
+	}
+	c := rig.NewCluster(bin, tmp, topo, min(sc.Nodes, 3))
+	var once sync.Once
+	teardown := func() {
+		once.Do(func() {
+			c.Shutdown()
+			topo.Teardown()
+			saveArtifacts(tmp, outDir)
+			os.RemoveAll(tmp)
+		})
+	}
+	cleanup(teardown)
+	defer teardown()
+
+	if err := topo.Ping(); err != nil {
+		harness("connectivity: %v", err)
+		sum.Decide()
+		return sum
+	}
+	ctx := context.Background()
+	recDir := filepath.Join(tmp, "records")
+	_ = os.MkdirAll(recDir, 0o777)
+	if err := c.Start(); err != nil {
+		harness("start: %v", err)
+		sum.Decide()
+		return sum
+	}
+	if _, err := c.WaitLeader(ctx, 60*time.Second); err != nil {
+		harness("bootstrap: %v", err)
+		sum.Decide()
+		return sum
+	}
+	if err := c.WaitReady(ctx, 30*time.Second); err != nil {
+		harness("ready: %v", err)
+	}
+
+	rec := history.NewRecorder()
+	env := &workload.Env{Rec: rec, Dir: recDir, Seed: sc.Seed}
+	for i := range c.Nodes {
+		env.Clients = append(env.Clients, c.Client(i))
+	}
+	env.SetAlive(func(i int) bool { return i < len(c.Nodes) && c.Nodes[i].Running() })
+	wl := workload.NewSubmit()
+
+	pollCtx, stopPoll := context.WithCancel(ctx)
+	samples := pollLeaders(pollCtx, c, rec)
+
+	wctx, stopTraffic := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); wl.Run(wctx, env) }()
+
+	rng := rand.New(rand.NewPCG(sc.Seed, 7))
+	time.Sleep(sc.Warmup)
+	faultStart := rec.Now()
+	info, err := nem.Start(ctx, c, rng)
+	if err != nil {
+		harness("nemesis start: %v", err)
+	}
+	sum.Fault = info
+	time.Sleep(sc.Fault)
+	if err := nem.Stop(ctx, c); err != nil {
+		harness("nemesis stop: %v", err)
+	}
+	healAt := rec.Now()
+	rec.AddEvent(history.Event{Name: nem.Name(), Start: faultStart, End: healAt, Info: info})
+	time.Sleep(sc.Recover)
+	stopTraffic()
+	wg.Wait()
+	trafficEnd := rec.Now()
+
+	// Belt and braces: whatever the nemesis did, the final phase runs
+	// fully healed (no grudges, nobody paused).
+	_ = topo.Heal()
+	for _, n := range c.Nodes {
+		_ = n.Resume()
+	}
+	drainStart := time.Now()
+	if err := wl.Drain(ctx, env, sc.Drain); err != nil {
+		harness("%v", err)
+	}
+	sum.DrainTime = time.Since(drainStart)
+	conv := converge(ctx, c, sc.Converge)
+	stopPoll()
+	leaderSamples := <-samples
+
+	opts := workload.CheckOptions{ClockBound: time.Millisecond, HTMLPath: filepath.Join(outDir, "history.html"),
+		Events: rec.Events(), Timeout: time.Minute}
+	sum.Results = append(wl.Check(env, opts), conv)
+	ops := rec.Ops()
+	sum.Windows = report.Windows(ops, faultStart, healAt, trafficEnd)
+	sum.FirstWriteAfterFault = report.FirstWrite(ops, faultStart)
+	sum.FirstWriteAfterHeal = report.FirstWrite(ops, healAt)
+	sum.Elections, sum.LeaderChanges = report.Elections(leaderSamples)
+	q := sum.Results[0].Stats
+	sum.Attempted, sum.Acknowledged, sum.Lost, sum.Duplicated, sum.Recovered, sum.Stuck =
+		q["attempted"], q["acknowledged"], q["lost"], q["duplicated"], q["recovered"], q["stuck"]
+	sum.Indeterminate = indeterminate(ops)
+	for _, cl := range env.Clients {
+		cl.Close()
+	}
+	sum.Decide()
+	_ = rec.WriteJSONL(filepath.Join(outDir, "history.jsonl"))
+	_ = sum.WriteJSON(filepath.Join(outDir, "summary.json"))
+	return sum
+}
+
+// indeterminate counts keys whose every submit was info.
+func indeterminate(ops []history.Op) int {
+	resolved, seen := map[string]bool{}, map[string]bool{}
+	for _, op := range ops {
+		if op.Kind == history.Submit {
+			seen[op.Key] = true
+			if op.Outcome != history.Info {
+				resolved[op.Key] = true
+			}
+		}
+	}
+	return len(seen) - len(resolved)
+}
+
+// pollLeaders samples every node's raft view twice a second until ctx ends.
+func pollLeaders(ctx context.Context, c *rig.Cluster, rec *history.Recorder) <-chan []report.LeaderSample {
+	out := make(chan []report.LeaderSample, 1)
+	go func() {
+		var samples []report.LeaderSample
+		clients := map[int]*client.Client{}
+		defer func() {
+			for _, cl := range clients {
+				cl.Close()
+			}
+			out <- samples
+		}()
+		for tick := 0; tick < 100000; tick++ {
+			for i, n := range c.Nodes {
+				if !n.Running() {
+					continue
+				}
+				if clients[i] == nil {
+					clients[i] = client.New(n.Name, n.URL(), time.Second)
+				}
+				ri, err := clients[i].Raft(ctx)
+				if err == nil {
+					samples = append(samples, report.LeaderSample{At: rec.Now(), Node: n.Name, Leader: ri.Leader, Term: ri.Term})
+				}
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(500 * time.Millisecond):
+			}
+		}
+	}()
+	return out
+}
+
+// converge polls every running node's state hash until all agree.
+func converge(ctx context.Context, c *rig.Cluster, d time.Duration) checker.Result {
+	deadline := time.Now().Add(d)
+	var last []checker.NodeHash
+	polls := 0
+	for {
+		polls++
+		last = last[:0]
+		for i, n := range c.Nodes {
+			if !n.Running() {
+				continue
+			}
+			cl := c.Client(i)
+			last = append(last, cl.Hash(ctx))
+			cl.Close()
+		}
+		if checker.Converged(last) || time.Now().After(deadline) {
+			return checker.Convergence(last, polls)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// saveArtifacts copies node logs and probe records into the results.
+func saveArtifacts(tmp, out string) {
+	for _, glob := range []string{"logs/*.log", "records/*.log"} {
+		paths, _ := filepath.Glob(filepath.Join(tmp, glob))
+		for _, p := range paths {
+			dst := filepath.Join(out, filepath.Base(filepath.Dir(p))+"-"+filepath.Base(p))
+			copyFile(p, dst)
+		}
+	}
+}
+
+func copyFile(src, dst string) {
+	in, err := os.Open(src)
+	if err != nil {
+		return
+	}
+	defer in.Close()
+	out, err := os.Create(dst)
+	if err != nil {
+		return
+	}
+	defer out.Close()
+	_, _ = io.Copy(out, in)
+}

@@ -1,0 +1,261 @@
+package workload
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/foreman-sched/foreman/jepsen/checker"
+	"github.com/foreman-sched/foreman/jepsen/client"
+	"github.com/foreman-sched/foreman/jepsen/history"
+)
+
+// Submit submits probe jobs and reads their status consistently. It checks
+// invariants 1 and 5 (total-queue over idempotency keys), 2 (execution
+// records and the fencing sink) and 9 (porcupine over consistent reads).
+type Submit struct {
+	Workers  int
+	Interval time.Duration // pause between one worker's ops
+	Sleep    string        // probe duration, seconds
+	// SubmitRatio is the share of ops that are submits (the rest reads).
+	SubmitRatio float64
+
+	mu      sync.Mutex
+	pending map[string]int // indeterminate key -> worker
+	acked   map[string]string
+	final   []checker.FinalJob
+	endNs   int64
+}
+
+// NewSubmit returns the default submit workload.
+func NewSubmit() *Submit {
+	return &Submit{Workers: 3, Interval: 150 * time.Millisecond, Sleep: "0.3", SubmitRatio: 0.4}
+}
+
+func (s *Submit) Name() string { return "submit" }
+
+func (s *Submit) init() {
+	s.mu.Lock()
+	if s.pending == nil {
+		s.pending, s.acked = map[string]int{}, map[string]string{}
+	}
+	s.mu.Unlock()
+}
+
+// Run starts Workers goroutines; worker w talks to node w mod N.
+func (s *Submit) Run(ctx context.Context, env *Env) {
+	s.init()
+	var wg sync.WaitGroup
+	for w := 0; w < s.Workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.worker(ctx, env, w)
+		}()
+	}
+	wg.Wait()
+}
+
+func (s *Submit) worker(ctx context.Context, env *Env, w int) {
+	rng := env.Rand(w)
+	cl := env.Clients[w%len(env.Clients)]
+	var mine []string // this worker's acknowledged jobs
+	var retry []string
+	for seq := 0; seq < 100000; seq++ {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(s.Interval/2 + time.Duration(rng.Int64N(int64(s.Interval)))):
+		}
+		switch {
+		case len(retry) > 0 && rng.Float64() < 0.5:
+			// Indeterminate submits are retried with the same key.
+			key := retry[0]
+			if id, out := s.submit(ctx, env, cl, w, key); out != history.Info {
+				retry = retry[1:]
+				if out == history.OK {
+					mine = append(mine, id)
+				}
+			}
+		case len(mine) == 0 || rng.Float64() < s.SubmitRatio:
+			key := fmt.Sprintf("s%d-w%d-%d", env.Seed, w, seq)
+			id, out := s.submit(ctx, env, cl, w, key)
+			switch out {
+			case history.OK:
+				mine = append(mine, id)
+			case history.Info:
+				retry = append(retry, key)
+			}
+		default:
+			// Favour recent jobs: they are the ones still moving.
+			n := min(len(mine), 10)
+			id := mine[len(mine)-1-rng.IntN(n)]
+			s.read(ctx, env, cl, w, id)
+		}
+	}
+}
+
+func (s *Submit) submit(ctx context.Context, env *Env, cl *client.Client, w int, key string) (string, history.Outcome) {
+	op := history.Op{Process: w, Kind: history.Submit, Node: cl.Node, Key: key, Call: env.Rec.Now()}
+	id, dup, err := cl.Submit(ctx, ProbeSpec("jepsen-"+key, env.Dir, s.Sleep), key)
+	op.Return, op.Outcome, op.JobID, op.Duplicate = env.Rec.Now(), client.Classify(err), id, dup
+	if err != nil {
+		op.Err = err.Error()
+		op.JobID = ""
+	}
+	if ctx.Err() != nil && op.Outcome == history.Fail {
+		op.Outcome = history.Info // cancelled by the harness, not refused
+	}
+	env.Rec.Add(op)
+	s.mu.Lock()
+	switch op.Outcome {
+	case history.OK:
+		delete(s.pending, key)
+		s.acked[key] = id
+	case history.Info:
+		s.pending[key] = w
+	default:
+		delete(s.pending, key)
+	}
+	s.mu.Unlock()
+	return id, op.Outcome
+}
+
+func (s *Submit) read(ctx context.Context, env *Env, cl *client.Client, w int, id string) *client.JobView {
+	op := history.Op{Process: w, Kind: history.Read, Node: cl.Node, JobID: id, Call: env.Rec.Now()}
+	v, err := cl.Job(ctx, id, true)
+	op.Return = env.Rec.Now()
+	switch {
+	case errors.Is(err, client.ErrNotFound):
+		op.Outcome, op.NotFound = history.OK, true
+	case err != nil:
+		op.Outcome, op.Err = history.Info, err.Error()
+	default:
+		op.Outcome, op.State, op.ModifyIndex = history.OK, v.Job.State, v.Job.ModifyIndex
+	}
+	env.Rec.Add(op)
+	if err != nil {
+		return nil
+	}
+	return v
+}
+
+// Drain retries every indeterminate key, then polls until every
+// acknowledged job is terminal, then lists the cluster's jobs.
+func (s *Submit) Drain(ctx context.Context, env *Env, d time.Duration) error {
+	s.init()
+	deadline := time.Now().Add(d)
+	ctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	pick := func(i int) *client.Client {
+		for k := 0; k < len(env.Clients); k++ {
+			if j := (i + k) % len(env.Clients); env.Alive(j) {
+				return env.Clients[j]
+			}
+		}
+		return env.Clients[0]
+	}
+	drainer := s.Workers // process id of the final phase
+	for round := 0; ; round++ {
+		s.mu.Lock()
+		keys := sortedKeys(s.pending)
+		s.mu.Unlock()
+		if len(keys) == 0 || ctx.Err() != nil {
+			break
+		}
+		for i, k := range keys {
+			s.submit(ctx, env, pick(round+i), drainer, k)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	for round := 0; ctx.Err() == nil; round++ {
+		s.mu.Lock()
+		ids := make([]string, 0, len(s.acked))
+		for _, id := range s.acked {
+			ids = append(ids, id)
+		}
+		s.mu.Unlock()
+		sort.Strings(ids)
+		open := 0
+		for i, id := range ids {
+			v := s.read(ctx, env, pick(round+i), drainer, id)
+			if v == nil || !checker.Terminal(v.Job.State) {
+				open++
+			}
+		}
+		if open == 0 {
+			break
+		}
+		time.Sleep(time.Second)
+	}
+	s.endNs = env.Rec.Now()
+	// The final view: a listing plus each job's attempts, bounded by a
+	// fresh deadline so a stuck cluster still yields a report.
+	lctx, lcancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer lcancel()
+	var jobs []checker.FinalJob
+	var err error
+	for i := range env.Clients {
+		if !env.Alive(i) {
+			continue
+		}
+		if jobs, err = env.Clients[i].ListJobs(lctx); err == nil {
+			break
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("final listing: %w", err)
+	}
+	for i := range jobs {
+		for k := range env.Clients {
+			cl := pick(i + k)
+			v, err := cl.Job(lctx, jobs[i].ID, true)
+			if err == nil {
+				jobs[i].State, jobs[i].Attempts = v.Job.State, v.Attempts
+				if jobs[i].IdempotencyKey == "" {
+					jobs[i].IdempotencyKey = v.Job.IdempotencyKey
+				}
+				break
+			}
+		}
+	}
+	s.final = jobs
+	if ctx.Err() != nil {
+		return fmt.Errorf("drain: not every acknowledged job terminal within %v", d)
+	}
+	return nil
+}
+
+// Final returns the collected final view.
+func (s *Submit) Final() []checker.FinalJob { return s.final }
+
+// Check runs the submit, execution and read checkers.
+func (s *Submit) Check(env *Env, opt CheckOptions) []checker.Result {
+	ops := env.Rec.Ops()
+	res := []checker.Result{checker.Queue(ops, s.final)}
+	exec, torn1, err1 := checker.ReadRecordFiles(filepath.Join(env.Dir, "exec-*.log"))
+	sink, torn2, err2 := checker.ReadRecordFiles(filepath.Join(env.Dir, "sink.log"))
+	end := env.Rec.Base().Add(time.Duration(s.endNs)).UnixNano()
+	ex := checker.Execution(exec, sink, s.final, checker.ExecOptions{ClockBound: opt.ClockBound, EndOfTest: end})
+	if err := errors.Join(err1, err2); err != nil {
+		ex.Valid = false
+		ex.Errors = append(ex.Errors, "reading records: "+err.Error())
+	}
+	ex.Stats["torn_records"] = torn1 + torn2
+	res = append(res, ex)
+	res = append(res, checker.Reads(ops, checker.LinearOptions{Timeout: opt.Timeout, HTMLPath: opt.HTMLPath, Events: opt.Events}))
+	return res
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
