@@ -291,14 +291,15 @@ func (r *attemptRun) collect() *Result {
 // finish reports the final result (unless superseded) and marks it done.
 func (r *attemptRun) finish(ctx context.Context, res *Result) {
 	w := r.w
-	if !r.isGone() {
+	superseded := r.isGone()
+	if !superseded {
 		if err := w.report(ctx, res.Report(r.tf)); err != nil && ctx.Err() != nil {
 			return // shutting down: the next worker reports it
 		}
 	}
 	os.WriteFile(filepath.Join(r.dir, ReportedName), nil, 0o644)
 	os.RemoveAll(filepath.Join(r.dir, WorkDirName))
-	w.log.Info("attempt done", "task", r.id, "state", res.State, "reason", res.Reason, "superseded", r.isGone())
+	w.log.Info("attempt done", "task", r.id, "state", res.State, "reason", res.Reason, "superseded", superseded)
 }
 
 // killJobGroup kills a process-driver job whose supervisor died, but only

@@ -1,0 +1,396 @@
+package exec
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/foreman-sched/foreman/fsm"
+)
+
+func sh(script string) []string { return []string{"/bin/sh", "-c", script} }
+
+// alive reports whether pid exists and is not a zombie.
+func alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
+}
+
+func TestWorkerRunsJobs(t *testing.T) {
+	state := newFakeState()
+	h := startWorker(t, state, testConfig(t, dataDir(t)))
+	big := strings.Repeat("x", 10000)
+	tests := []struct {
+		name       string
+		spec       fsm.JobSpec
+		state      fsm.AttemptState
+		exit       int // -1 = no exit code
+		reason     string
+		stdout     string
+		stderrTail string // suffix of the stderr tail
+	}{
+		{name: "echo", spec: fsm.JobSpec{Command: []string{"echo", "hello"}}, state: fsm.AttemptSucceeded, stdout: "hello\n"},
+		{name: "exit-code", spec: fsm.JobSpec{Command: sh("echo oops >&2; exit 3")}, state: fsm.AttemptFailed, exit: 3, reason: "exit code 3", stderrTail: "oops\n"},
+		{name: "missing-command", spec: fsm.JobSpec{Command: []string{"no-such-cmd-xyz"}}, state: fsm.AttemptFailed, exit: -1, reason: `command "no-such-cmd-xyz" not found`},
+		{name: "env", spec: fsm.JobSpec{Command: sh(`echo "$FOREMAN_JOB_ID $FOREMAN_ATTEMPT $FOREMAN_NODE $GREETING"`), Env: map[string]string{"GREETING": "hi"}},
+			state: fsm.AttemptSucceeded, stdout: "job-env 1 n1 hi\n"},
+		{name: "workdir", spec: fsm.JobSpec{Command: sh("pwd")}, state: fsm.AttemptSucceeded, stdout: "<dir>/task\n"},
+		{name: "stderr-tail", spec: fsm.JobSpec{Command: sh("printf '" + big + "' >&2; echo END >&2; exit 1")}, state: fsm.AttemptFailed, exit: 1, stderrTail: "xxxEND\n"},
+		{name: "signalled", spec: fsm.JobSpec{Command: sh("kill -9 $$")}, state: fsm.AttemptFailed, exit: -1, reason: "killed by SIGKILL"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			job := "job-" + tc.name
+			state.assign(job, tc.spec)
+			r := h.waitFinal(job, waitShort)
+			if r.State != tc.state {
+				t.Fatalf("state = %s (%s), want %s", r.State, r.Reason, tc.state)
+			}
+			if tc.exit >= 0 && (r.ExitCode == nil || *r.ExitCode != tc.exit) {
+				t.Errorf("exit code = %v, want %d", r.ExitCode, tc.exit)
+			}
+			if tc.exit < 0 && r.ExitCode != nil {
+				t.Errorf("exit code = %d, want none", *r.ExitCode)
+			}
+			if !strings.Contains(r.Reason, tc.reason) {
+				t.Errorf("reason = %q, want it to contain %q", r.Reason, tc.reason)
+			}
+			if r.FencingToken == 0 || r.Node != "n1" {
+				t.Errorf("report token/node = %d/%q", r.FencingToken, r.Node)
+			}
+			if len(r.StderrTail) > fsm.StderrTailMax || !strings.HasSuffix(r.StderrTail, tc.stderrTail) {
+				t.Errorf("stderr tail (%d bytes) = ...%q, want suffix %q", len(r.StderrTail), last(r.StderrTail, 40), tc.stderrTail)
+			}
+			if tc.stdout != "" {
+				want := strings.ReplaceAll(tc.stdout, "<dir>", h.dir(job))
+				var out bytes.Buffer
+				if err := h.w.StreamLog(context.Background(), job, 1, "stdout", false, &out); err != nil {
+					t.Fatal(err)
+				}
+				if out.String() != want {
+					t.Errorf("stdout = %q, want %q", out.String(), want)
+				}
+			}
+			if r.State == fsm.AttemptSucceeded && (r.StartedAt.IsZero() || r.FinishedAt.Before(r.StartedAt)) {
+				t.Errorf("times: started %v finished %v", r.StartedAt, r.FinishedAt)
+			}
+			waitFor(t, waitShort, "reported marker and workdir removal", func() bool {
+				return exists(filepath.Join(h.dir(job), ReportedName)) && !exists(filepath.Join(h.dir(job), WorkDirName))
+			})
+		})
+	}
+}
+
+func last(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}
+
+func TestWorkerKills(t *testing.T) {
+	state := newFakeState()
+	h := startWorker(t, state, testConfig(t, dataDir(t)))
+	tests := []struct {
+		name    string
+		spec    fsm.JobSpec
+		cancel  string // set CancelRequested once running
+		reason  string
+		signal  string
+		minTime time.Duration // from start to finish
+	}{
+		{name: "timeout-sigterm", spec: fsm.JobSpec{Command: []string{"sleep", "60"}, Timeout: fsm.Duration(300 * time.Millisecond)},
+			reason: fsm.ReasonTimeout, signal: "SIGTERM", minTime: 300 * time.Millisecond},
+		// TERM is ignored (inherited by sleep), so only the SIGKILL after kill_timeout ends it.
+		{name: "timeout-sigkill", spec: fsm.JobSpec{Command: sh("trap '' TERM; sleep 60"), Timeout: fsm.Duration(300 * time.Millisecond), KillTimeout: fsm.Duration(700 * time.Millisecond)},
+			reason: fsm.ReasonTimeout, signal: "SIGKILL", minTime: time.Second},
+		{name: "custom-kill-signal", spec: fsm.JobSpec{Command: []string{"sleep", "60"}, Timeout: fsm.Duration(200 * time.Millisecond), KillSignal: "INT"},
+			reason: fsm.ReasonTimeout, signal: "SIGINT"},
+		{name: "cancel", spec: fsm.JobSpec{Command: []string{"sleep", "60"}}, cancel: fsm.ReasonCancelled, reason: fsm.ReasonCancelled, signal: "SIGTERM"},
+		{name: "drain", spec: fsm.JobSpec{Command: []string{"sleep", "60"}}, cancel: fsm.ReasonDrained, reason: fsm.ReasonDrained, signal: "SIGTERM"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			job := "kill-" + tc.name
+			id := state.assign(job, tc.spec)
+			waitFor(t, waitShort, "running report", func() bool { return state.running(job) })
+			pid := jobPID(t, h.dir(job))
+			if tc.cancel != "" {
+				state.edit(id, func(a *Assignment) { a.Attempt.CancelRequested = tc.cancel })
+			}
+			r := h.waitFinal(job, waitShort)
+			if r.State != fsm.AttemptKilled || r.Reason != tc.reason || r.Signal != tc.signal {
+				t.Fatalf("got %s/%s signal %q, want killed/%s signal %q", r.State, r.Reason, r.Signal, tc.reason, tc.signal)
+			}
+			if d := r.FinishedAt.Sub(r.StartedAt); d < tc.minTime {
+				t.Errorf("ran %v, want at least %v", d, tc.minTime)
+			}
+			if alive(pid) {
+				t.Errorf("job process %d still alive", pid)
+			}
+		})
+	}
+}
+
+// The supervisor fences the job by itself when the agent stops renewing.
+func TestLeaseExpiryFencesJob(t *testing.T) {
+	state := newFakeState()
+	cfg := testConfig(t, dataDir(t))
+	cfg.LeaseDuration, cfg.RenewInterval = time.Second, 300*time.Millisecond
+	h := startWorker(t, state, cfg)
+	job := "fence"
+	state.assign(job, fsm.JobSpec{Command: sh("trap '' TERM; sleep 60")})
+	waitFor(t, waitShort, "running", func() bool { return state.running(job) })
+	pid := jobPID(t, h.dir(job))
+	// Renewals are working: the job outlives several lease durations.
+	held := time.Now()
+	for time.Since(held) < 3*cfg.LeaseDuration {
+		if _, ok := state.final(job); ok || !alive(pid) {
+			t.Fatalf("job ended while the lease was being renewed")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	lost := time.Now()
+	state.contact.Store(false)
+	waitFor(t, waitShort, "job process to die", func() bool { return !alive(pid) })
+	elapsed := time.Since(lost)
+	if elapsed > cfg.LeaseDuration+cfg.RenewInterval+time.Second {
+		t.Errorf("fenced after %v, want about the lease (%v)", elapsed, cfg.LeaseDuration)
+	}
+	var res *Result
+	waitFor(t, waitShort, "result.json", func() bool {
+		var err error
+		res, err = ReadResult(h.dir(job))
+		return err == nil
+	})
+	if res.State != fsm.AttemptKilled || res.Reason != fsm.ReasonFenced || res.Signal != "SIGKILL" {
+		t.Fatalf("result %s/%s %s, want killed/fenced SIGKILL", res.State, res.Reason, res.Signal)
+	}
+	t.Logf("contact lost → job dead in %v (lease %v)", elapsed, cfg.LeaseDuration)
+	// Once contact is back, the (current) attempt's fenced result is reported.
+	state.contact.Store(true)
+	r := h.waitFinal(job, waitShort)
+	if r.Reason != fsm.ReasonFenced {
+		t.Errorf("reported reason %q", r.Reason)
+	}
+}
+
+// An attempt that leaves the live set while running (the leader replaced
+// it) is killed and not reported.
+func TestVanishedAttemptKilledNotReported(t *testing.T) {
+	state := newFakeState()
+	h := startWorker(t, state, testConfig(t, dataDir(t)))
+	job := "vanish"
+	id := state.assign(job, fsm.JobSpec{Command: []string{"sleep", "60"}})
+	waitFor(t, waitShort, "running", func() bool { return state.running(job) })
+	pid := jobPID(t, h.dir(job))
+	state.drop(id)
+	waitFor(t, waitShort, "job to die", func() bool { return !alive(pid) })
+	waitFor(t, waitShort, "reported marker", func() bool { return exists(filepath.Join(h.dir(job), ReportedName)) })
+	res, err := ReadResult(h.dir(job))
+	if err != nil || res.Reason != reasonSuperseded {
+		t.Fatalf("result %+v, %v; want reason %s", res, err, reasonSuperseded)
+	}
+	if r, ok := state.final(job); ok {
+		t.Fatalf("superseded attempt was reported: %+v", r)
+	}
+}
+
+// Reports are retried until the leader acknowledges them.
+func TestReportRetried(t *testing.T) {
+	state := newFakeState()
+	h := startWorker(t, state, testConfig(t, dataDir(t)))
+	state.failNext.Store(4)
+	state.assign("retry", fsm.JobSpec{Command: []string{"true"}})
+	if r := h.waitFinal("retry", waitShort); r.State != fsm.AttemptSucceeded {
+		t.Fatalf("state %s", r.State)
+	}
+}
+
+// A new worker re-adopts a running supervisor (renewing its lease in time)
+// and reports the result; and reports a result that was written while no
+// worker ran.
+func TestAgentRestartReadopts(t *testing.T) {
+	state := newFakeState()
+	cfg := testConfig(t, dataDir(t))
+	cfg.LeaseDuration, cfg.RenewInterval = 2*time.Second, 500*time.Millisecond
+	h1 := startWorker(t, state, cfg)
+	wait := sh("while [ ! -f go ]; do sleep 0.05; done; echo finished")
+	state.assign("adopt-running", fsm.JobSpec{Command: wait})
+	state.assign("adopt-finished", fsm.JobSpec{Command: wait})
+	for _, j := range []string{"adopt-running", "adopt-finished"} {
+		waitFor(t, waitShort, "running "+j, func() bool { return state.running(j) })
+	}
+	pid := jobPID(t, h1.dir("adopt-running"))
+	h1.stop()
+
+	// While no agent runs: one job finishes.
+	os.WriteFile(filepath.Join(h1.dir("adopt-finished"), WorkDirName, "go"), nil, 0o644)
+	waitFor(t, waitShort, "result.json while agent down", func() bool {
+		return exists(filepath.Join(h1.dir("adopt-finished"), ResultFileName))
+	})
+
+	h2 := startWorker(t, state, cfg)
+	if r := h2.waitFinal("adopt-finished", waitShort); r.State != fsm.AttemptSucceeded {
+		t.Fatalf("adopt-finished: %s %s", r.State, r.Reason)
+	}
+	// Survives well past the lease: the new worker renews it.
+	time.Sleep(2 * cfg.LeaseDuration) // deliberately idle: proving a negative over time
+	if !alive(pid) {
+		t.Fatalf("adopted job died: lease not renewed by the new worker")
+	}
+	os.WriteFile(filepath.Join(h2.dir("adopt-running"), WorkDirName, "go"), nil, 0o644)
+	r := h2.waitFinal("adopt-running", waitShort)
+	if r.State != fsm.AttemptSucceeded {
+		t.Fatalf("adopt-running: %s %s", r.State, r.Reason)
+	}
+	var out bytes.Buffer
+	h2.w.StreamLog(context.Background(), "adopt-running", 1, "stdout", false, &out)
+	if out.String() != "finished\n" {
+		t.Errorf("stdout %q", out.String())
+	}
+}
+
+// A supervisor killed with SIGKILL takes its job with it and the worker
+// reports the attempt failed.
+func TestSupervisorCrash(t *testing.T) {
+	state := newFakeState()
+	h := startWorker(t, state, testConfig(t, dataDir(t)))
+	job := "crash"
+	state.assign(job, fsm.JobSpec{Command: []string{"sleep", "60"}})
+	waitFor(t, waitShort, "running", func() bool { return state.running(job) })
+	pid := jobPID(t, h.dir(job))
+	var spid int
+	fmt.Sscan(readFile(t, filepath.Join(h.dir(job), PIDFileName)), &spid)
+	if err := syscall.Kill(spid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	r := h.waitFinal(job, waitShort)
+	if r.State != fsm.AttemptFailed || !strings.Contains(r.Reason, "supervisor") {
+		t.Fatalf("got %s %q", r.State, r.Reason)
+	}
+	waitFor(t, waitShort, "job to die with its supervisor", func() bool { return !alive(pid) })
+}
+
+type cleanerDriver struct {
+	ProcessDriver
+	got chan map[string]bool
+}
+
+func (*cleanerDriver) Name() string { return "test-cleaner" }
+func (d *cleanerDriver) CleanupOrphans(live map[string]bool) error {
+	d.got <- live
+	return nil
+}
+
+// Start-up cleanup: reported dirs past retention and dirs without a task
+// file go; the driver's cleanup hook learns the live supervisors.
+func TestStartupCleanup(t *testing.T) {
+	state := newFakeState()
+	cfg := testConfig(t, dataDir(t))
+	cfg.KeepFinished = time.Hour
+	cleaner := &cleanerDriver{got: make(chan map[string]bool, 4)}
+	RegisterDriver(cleaner)
+	attempts := filepath.Join(cfg.DataDir, "attempts")
+	mk := func(name string, files ...string) string {
+		d := filepath.Join(attempts, name)
+		os.MkdirAll(d, 0o700)
+		for _, f := range files {
+			os.WriteFile(filepath.Join(d, f), nil, 0o644)
+		}
+		return d
+	}
+	old := mk("old-1", ReportedName)
+	past := time.Now().Add(-2 * time.Hour)
+	os.Chtimes(filepath.Join(old, ReportedName), past, past)
+	recent := mk("recent-1", ReportedName)
+	junk := mk("junk-1")
+
+	h := startWorker(t, state, cfg)
+	var live map[string]bool
+	select {
+	case live = <-cleaner.got:
+	case <-time.After(waitShort):
+		t.Fatal("CleanupOrphans not called")
+	}
+	if len(live) != 0 {
+		t.Errorf("live = %v, want none", live)
+	}
+	waitFor(t, waitShort, "cleanup", func() bool { return !exists(old) && !exists(junk) })
+	if !exists(recent) {
+		t.Errorf("recently reported attempt removed before retention")
+	}
+	_ = h
+}
+
+func TestStreamLogErrors(t *testing.T) {
+	state := newFakeState()
+	h := startWorker(t, state, testConfig(t, dataDir(t)))
+	var out bytes.Buffer
+	if err := h.w.StreamLog(context.Background(), "nope", 1, "stdout", false, &out); !errors.Is(err, ErrNoSuchAttempt) {
+		t.Errorf("missing attempt: err = %v, want ErrNoSuchAttempt", err)
+	}
+	if err := h.w.StreamLog(context.Background(), "nope", 1, "stdin", false, &out); !errors.Is(err, ErrBadStream) {
+		t.Errorf("bad stream: err = %v, want ErrBadStream", err)
+	}
+}
+
+// Following a log streams output as it is written and ends after the last
+// bytes once the attempt finished; rotation is followed across files.
+func TestStreamLogFollowAndRotation(t *testing.T) {
+	state := newFakeState()
+	cfg := testConfig(t, dataDir(t))
+	cfg.LogMaxBytes = 4096
+	h := startWorker(t, state, cfg)
+	// 60 lines of 100 bytes (6000 bytes) over ~1.2 s: one rotation at 4096.
+	script := `i=0; while [ $i -lt 60 ]; do printf '%099d\n' $i; i=$((i+1)); [ $((i % 5)) -eq 0 ] && sleep 0.1; done`
+	state.assign("follow", fsm.JobSpec{Command: sh(script)})
+	waitFor(t, waitShort, "attempt dir", func() bool { return exists(filepath.Join(h.dir("follow"), TaskFileName)) })
+	var out bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
+	defer cancel()
+	if err := h.w.StreamLog(ctx, "follow", 1, "stdout", true, &out); err != nil {
+		t.Fatal(err)
+	}
+	var want strings.Builder
+	for i := 0; i < 60; i++ {
+		fmt.Fprintf(&want, "%099d\n", i)
+	}
+	if out.String() != want.String() {
+		t.Errorf("followed %d bytes, want %d (first diff near %d)", out.Len(), want.Len(), firstDiff(out.String(), want.String()))
+	}
+	// On disk: the cap holds, one rotated copy.
+	cur, _ := os.Stat(filepath.Join(h.dir("follow"), StdoutName))
+	rot, _ := os.Stat(filepath.Join(h.dir("follow"), StdoutName+".1"))
+	if cur == nil || rot == nil || cur.Size() > 4096 || rot.Size() != 4096 {
+		t.Fatalf("files: current %v rotated %v", cur, rot)
+	}
+	// Without follow, the two files together give the end of the output.
+	out.Reset()
+	h.w.StreamLog(context.Background(), "follow", 1, "stdout", false, &out)
+	if !strings.HasSuffix(want.String(), out.String()) || out.Len() != 6000 {
+		t.Errorf("non-follow read %d bytes, not the suffix of the output", out.Len())
+	}
+}
+
+func firstDiff(a, b string) int {
+	for i := 0; i < len(a) && i < len(b); i++ {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return min(len(a), len(b))
+}
