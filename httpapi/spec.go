@@ -96,3 +96,16 @@ type BatchSubmitResponse struct {
 type BatchSubmitRequest struct {
 	Jobs []JobSpecInput `json:"jobs"`
 }
+
+// Argv builds the command field from an argv array.
+func Argv(argv ...string) json.RawMessage {
+	b, _ := json.Marshal(argv) // []string always marshals
+	return b
+}
+
+// JSONString builds a raw field from a string: a shell command, a quantity
+// such as "500m", a duration such as "10m" or an RFC 3339 time.
+func JSONString(s string) json.RawMessage {
+	b, _ := json.Marshal(s) // a string always marshals
+	return b
+}

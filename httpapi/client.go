@@ -1,0 +1,182 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+)
+
+// DefaultAddr is where the client looks for an agent without FOREMAN_ADDR.
+const DefaultAddr = "http://127.0.0.1:7070"
+
+// Environment variables the client reads.
+const (
+	EnvAddr  = "FOREMAN_ADDR"
+	EnvToken = "FOREMAN_TOKEN"
+)
+
+// APIError is a non-2xx reply, decoded from the JSON error body.
+type APIError struct {
+	Status  int    // HTTP status
+	Code    string // ErrorBody.Code, e.g. "invalid", "not_found", "no_leader"
+	Message string // ErrorBody.Error
+}
+
+func (e *APIError) Error() string {
+	if e.Message == "" {
+		return fmt.Sprintf("HTTP %d %s", e.Status, http.StatusText(e.Status))
+	}
+	return e.Message
+}
+
+// ClientOptions tune a Client. The zero value works.
+type ClientOptions struct {
+	// Token is sent as "Authorization: Bearer <token>"; empty reads
+	// FOREMAN_TOKEN.
+	Token string
+	// HTTPClient replaces the default client (which has no overall timeout,
+	// so log follows can last; bound calls with their context instead).
+	HTTPClient *http.Client
+}
+
+// Client talks to one agent's API. It is safe for concurrent use.
+type Client struct {
+	base  *url.URL
+	token string
+	hc    *http.Client
+}
+
+// NewClient returns a client for the agent at addr ("http://host:port",
+// or "host:port"); an empty addr reads FOREMAN_ADDR, then DefaultAddr.
+func NewClient(addr string, opts ClientOptions) (*Client, error) {
+	if addr == "" {
+		addr = os.Getenv(EnvAddr)
+	}
+	if addr == "" {
+		addr = DefaultAddr
+	}
+	if !strings.Contains(addr, "://") {
+		addr = "http://" + addr
+	}
+	u, err := url.Parse(addr)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		return nil, fmt.Errorf("address %q: want http://host:port", addr)
+	}
+	u.Path = strings.TrimSuffix(u.Path, "/")
+	c := &Client{base: u, token: opts.Token, hc: opts.HTTPClient}
+	if c.token == "" {
+		c.token = os.Getenv(EnvToken)
+	}
+	if c.hc == nil {
+		c.hc = &http.Client{Transport: &http.Transport{
+			Proxy:                 http.ProxyFromEnvironment,
+			DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+			MaxIdleConnsPerHost:   32,
+			IdleConnTimeout:       90 * time.Second,
+			ResponseHeaderTimeout: 60 * time.Second,
+		}}
+	}
+	return c, nil
+}
+
+// Addr is the base URL the client talks to.
+func (c *Client) Addr() string { return c.base.String() }
+
+// do sends a request with an optional JSON body and decodes a JSON reply
+// into out (when non-nil). Non-2xx replies become *APIError.
+func (c *Client) do(ctx context.Context, method, path string, query url.Values, in, out any, hdr http.Header) (int, error) {
+	resp, err := c.send(ctx, method, path, query, in, hdr)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if out == nil {
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return resp.StatusCode, nil
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return resp.StatusCode, fmt.Errorf("%s %s: decoding the reply: %w", method, path, err)
+	}
+	return resp.StatusCode, nil
+}
+
+// send returns a 2xx response (whose body the caller closes) or an error.
+func (c *Client) send(ctx context.Context, method, path string, query url.Values, in any, hdr http.Header) (*http.Response, error) {
+	u := *c.base
+	u.Path += path
+	u.RawQuery = query.Encode()
+	var body io.Reader
+	if in != nil {
+		b, ok := in.([]byte)
+		if !ok {
+			var err error
+			if b, err = json.Marshal(in); err != nil {
+				return nil, fmt.Errorf("encoding the request: %w", err)
+			}
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), body)
+	if err != nil {
+		return nil, err
+	}
+	for k, vs := range hdr {
+		req.Header[k] = vs
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Accept", "application/json")
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return nil, fmt.Errorf("%s %s: %w", method, c.base.Host, err)
+	}
+	if resp.StatusCode/100 != 2 {
+		defer resp.Body.Close()
+		return nil, decodeAPIError(resp)
+	}
+	return resp, nil
+}
+
+func decodeAPIError(resp *http.Response) error {
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	e := &APIError{Status: resp.StatusCode}
+	var body ErrorBody
+	if json.Unmarshal(b, &body) == nil && body.Error != "" {
+		e.Code, e.Message = body.Code, body.Error
+	} else {
+		e.Message = strings.TrimSpace(string(b))
+		if e.Message == "" {
+			e.Message = fmt.Sprintf("HTTP %d %s", resp.StatusCode, http.StatusText(resp.StatusCode))
+		}
+	}
+	return e
+}
+
+// Health returns nil when the agent process answers.
+func (c *Client) Health(ctx context.Context) error {
+	_, err := c.do(ctx, http.MethodGet, "/v1/health", nil, nil, nil, nil)
+	return err
+}
+
+// Ready returns nil when the agent knows a leader and has caught up.
+func (c *Client) Ready(ctx context.Context) error {
+	_, err := c.do(ctx, http.MethodGet, "/v1/ready", nil, nil, nil, nil)
+	return err
+}

@@ -1,0 +1,252 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/foreman-sched/foreman/fsm"
+)
+
+// t0 is the fixed "now" of every test.
+var t0 = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+
+type fixedClock struct{ t time.Time }
+
+func (c fixedClock) Now() time.Time { return c.t }
+
+// fakeCluster applies commands straight to a real FSM, as raft would on a
+// single node. leader and the leader's address are set by the test.
+type fakeCluster struct {
+	t          testing.TB
+	name       string
+	f          *fsm.FSM
+	mu         sync.Mutex
+	idx        uint64
+	leader     bool
+	leaderName string
+	leaderAddr string
+	readyErr   error
+	consistent int // ConsistentRead calls
+	readErr    error
+	joined     []string
+	left       bool
+}
+
+func (c *fakeCluster) Apply(ctx context.Context, cmd *fsm.Command) (*fsm.Result, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.leader {
+		return nil, fmt.Errorf("%w: fake follower", ErrNoLeader)
+	}
+	return c.applyLocked(cmd), nil
+}
+
+func (c *fakeCluster) applyLocked(cmd *fsm.Command) *fsm.Result {
+	b, err := cmd.Encode()
+	if err != nil {
+		c.t.Fatalf("encode: %v", err)
+	}
+	if c.idx < c.f.AppliedIndex() {
+		c.idx = c.f.AppliedIndex()
+	}
+	c.idx++
+	res := c.f.ApplyBatch([]*raft.Log{{Index: c.idx, Term: 1, Type: raft.LogCommand, Data: b}})
+	r, ok := res[0].(*fsm.Result)
+	if !ok {
+		c.t.Fatalf("ApplyBatch returned %T", res[0])
+	}
+	return r
+}
+
+// must applies a setup command and fails the test if it is refused.
+func (c *fakeCluster) must(typ fsm.CommandType, payload any) *fsm.Result {
+	c.t.Helper()
+	cmd, err := fsm.NewCommand(typ, t0, payload)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r := c.applyLocked(cmd)
+	if r.Err != nil {
+		c.t.Fatalf("%s: %v", typ, r.Err)
+	}
+	return r
+}
+
+func (c *fakeCluster) IsLeader() bool { c.mu.Lock(); defer c.mu.Unlock(); return c.leader }
+func (c *fakeCluster) Leader() (string, string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.leaderName, c.leaderAddr
+}
+func (c *fakeCluster) ConsistentRead(context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.consistent++
+	return c.readErr
+}
+func (c *fakeCluster) NodeName() string { return c.name }
+func (c *fakeCluster) Members() []Member {
+	return []Member{{Name: c.name, Status: "alive", RaftRole: "leader", Voter: true, Leader: c.leader}}
+}
+func (c *fakeCluster) RaftInfo() RaftInfo { return RaftInfo{Node: c.name, State: "Leader", Term: 1} }
+func (c *fakeCluster) Ready() error       { return c.readyErr }
+func (c *fakeCluster) Join(addrs []string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.joined = append(c.joined, addrs...)
+	return nil
+}
+func (c *fakeCluster) Leave(context.Context) error { c.left = true; return nil }
+
+// fakeLogs serves fixed log text for attempts this node ran.
+type fakeLogs struct {
+	logs map[string]string // "job/attempt/stream" → text
+}
+
+func (l *fakeLogs) StreamLog(ctx context.Context, jobID string, attempt int, stream string, follow bool, out io.Writer) error {
+	s, ok := l.logs[fmt.Sprintf("%s/%d/%s", jobID, attempt, stream)]
+	if !ok {
+		return fmt.Errorf("attempt %s/%d: %w", jobID, attempt, fs.ErrNotExist)
+	}
+	_, err := io.WriteString(out, s)
+	return err
+}
+
+// testAPI is one API node over a real FSM.
+type testAPI struct {
+	t       *testing.T
+	f       *fsm.FSM
+	cluster *fakeCluster
+	logs    *fakeLogs
+	srv     *httptest.Server
+	client  *Client
+}
+
+func openFSM(t *testing.T) *fsm.FSM {
+	t.Helper()
+	f, err := fsm.Open(filepath.Join(t.TempDir(), "state.db"), fsm.Options{NoSync: true})
+	if err != nil {
+		t.Fatalf("fsm.Open: %v", err)
+	}
+	t.Cleanup(func() { _ = f.Close() })
+	return f
+}
+
+// newTestAPI starts a leader API node named "n1" on its own FSM.
+func newTestAPI(t *testing.T, mod ...func(*Config)) *testAPI {
+	t.Helper()
+	return newTestAPIOn(t, openFSM(t), "n1", true, mod...)
+}
+
+func newTestAPIOn(t *testing.T, f *fsm.FSM, name string, leader bool, mod ...func(*Config)) *testAPI {
+	t.Helper()
+	cfg := DefaultConfig()
+	for _, m := range mod {
+		m(&cfg)
+	}
+	a := &testAPI{t: t, f: f, logs: &fakeLogs{logs: map[string]string{}}}
+	a.cluster = &fakeCluster{t: t, name: name, f: f, leader: leader}
+	h := New(cfg, Deps{Cluster: a.cluster, State: f, Logs: a.logs, Clock: fixedClock{t0}})
+	a.srv = httptest.NewServer(h)
+	t.Cleanup(a.srv.Close)
+	if leader {
+		a.cluster.leaderName, a.cluster.leaderAddr = name, strings.TrimPrefix(a.srv.URL, "http://")
+	}
+	var err error
+	if a.client, err = NewClient(a.srv.URL, ClientOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// do sends a raw request and returns the status and body.
+func (a *testAPI) do(method, path, body string, hdr ...string) (int, string) {
+	a.t.Helper()
+	req, err := http.NewRequest(method, a.srv.URL+path, strings.NewReader(body))
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		a.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// addNode registers an alive, eligible node with capacity.
+func (a *testAPI) addNode(name, httpAddr string, cpu, mem int64) {
+	a.t.Helper()
+	a.cluster.must(fsm.CmdUpsertNode, fsm.UpsertNode{Node: fsm.Node{
+		Name: name, HTTPAddr: httpAddr, Capacity: fsm.Resources{CPU: cpu, MemoryMB: mem}, Drivers: []string{"process"},
+	}})
+}
+
+// submit submits a JSON spec and returns the job ID.
+func (a *testAPI) submit(spec string) string {
+	a.t.Helper()
+	code, body := a.do("POST", "/v1/jobs", spec)
+	if code != http.StatusCreated {
+		a.t.Fatalf("submit %s: %d %s", spec, code, body)
+	}
+	var r SubmitResponse
+	mustJSON(a.t, body, &r)
+	return r.ID
+}
+
+// place puts a queued job on node and returns the attempt's fencing token.
+func (a *testAPI) place(jobID, node string) uint64 {
+	a.t.Helper()
+	r := a.cluster.must(fsm.CmdPlace, fsm.Place{Placements: []fsm.Placement{{JobID: jobID, Node: node}}})
+	if len(r.Skipped) > 0 {
+		a.t.Fatalf("place skipped: %v", r.Skipped)
+	}
+	return r.Index
+}
+
+func (a *testAPI) job(id string) fsm.Job {
+	a.t.Helper()
+	var j *fsm.Job
+	if err := a.f.View(func(tx *fsm.Tx) error {
+		var err error
+		j, err = tx.Job(id)
+		return err
+	}); err != nil {
+		a.t.Fatalf("job %s: %v", id, err)
+	}
+	return *j
+}
+
+func mustJSON(t testing.TB, body string, v any) {
+	t.Helper()
+	if err := json.NewDecoder(bytes.NewReader([]byte(body))).Decode(v); err != nil {
+		t.Fatalf("decode %q: %v", body, err)
+	}
+}
+
+// errorOf decodes an error body.
+func errorOf(t testing.TB, body string) ErrorBody {
+	t.Helper()
+	var e ErrorBody
+	mustJSON(t, body, &e)
+	return e
+}
