@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -83,9 +84,11 @@ func Open(path string, opts Options) (*FSM, error) {
 
 func boltOptions(opts Options) *bolt.Options {
 	return &bolt.Options{
-		Timeout:         openTimeout,
-		NoSync:          opts.NoSync,
-		NoFreelistSync:  true, // the freelist is rebuilt at open; fewer writes per commit
+		Timeout: openTimeout,
+		NoSync:  opts.NoSync,
+		// The freelist is synced: rebuilding it at open walks the tree in a
+		// bbolt goroutine that panics (unrecoverably) on a corrupt page.
+		NoFreelistSync:  false,
 		FreelistType:    bolt.FreelistMapType,
 		InitialMmapSize: opts.InitialMmapSize,
 	}
@@ -100,6 +103,11 @@ func openDB(path string, opts Options, log *slog.Logger) (db *bolt.DB, err error
 		existed = st.Size() > 0
 		size = st.Size()
 	}
+	// Reading a page past the end of a truncated mapped file is a SIGBUS;
+	// make it a panic we can recover in this goroutine (bbolt's Open reads
+	// the meta and freelist pages here). A panic mid-Open may leak the
+	// file handle; the caller moves the file aside anyway.
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		// bbolt panics on some kinds of garbage; that is a corrupt file,
 		// not a reason to crash the agent.
