@@ -114,7 +114,7 @@ func (n *Node) startRaft(bindIP, advertiseIP string) error {
 		return err
 	}
 	hl := hclog.New(&hclog.LoggerOptions{
-		Name: "raft", Level: hclog.LevelFromString(n.cfg.RaftLogLevel), Output: slogWriter(n.logger, "raft"),
+		Name: "raft", Level: hclog.LevelFromString(n.cfg.RaftLogLevel), Output: slogWriter(n.logger, "raft"), DisableTime: true,
 	})
 	n.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream: stream, MaxPool: 3, Timeout: 10 * time.Second, Logger: hl,
