@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -161,7 +162,7 @@ func newTestAPIOn(t *testing.T, f *fsm.FSM, name string, leader bool, mod ...fun
 	}
 	a := &testAPI{t: t, f: f, logs: &fakeLogs{logs: map[string]string{}}}
 	a.cluster = &fakeCluster{t: t, name: name, f: f, leader: leader}
-	h := New(cfg, Deps{Cluster: a.cluster, State: f, Logs: a.logs, Clock: fixedClock{t0}})
+	h := New(cfg, Deps{Cluster: a.cluster, State: f, Logs: a.logs, Clock: fixedClock{t0}, Logger: slog.New(slog.DiscardHandler)})
 	a.srv = httptest.NewServer(h)
 	t.Cleanup(a.srv.Close)
 	if leader {
@@ -216,7 +217,8 @@ func (a *testAPI) submit(spec string) string {
 // place puts a queued job on node and returns the attempt's fencing token.
 func (a *testAPI) place(jobID, node string) uint64 {
 	a.t.Helper()
-	r := a.cluster.must(fsm.CmdPlace, fsm.Place{Placements: []fsm.Placement{{JobID: jobID, Node: node}}})
+	res := a.job(jobID).Spec.Resources
+	r := a.cluster.must(fsm.CmdPlace, fsm.Place{Placements: []fsm.Placement{{JobID: jobID, Node: node, Resources: res}}})
 	if len(r.Skipped) > 0 {
 		a.t.Fatalf("place skipped: %v", r.Skipped)
 	}

@@ -1,0 +1,131 @@
+package httpapi
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/foreman-sched/foreman/fsm"
+)
+
+func TestNodes(t *testing.T) {
+	a := newTestAPI(t)
+	ctx := context.Background()
+	a.addNode("n1", "", 4000, 8192)
+	a.addNode("n2", "", 2000, 4096)
+	id := a.submit(`{"command":"true","resources":{"cpu":"1.5","memory":"1GiB"}}`)
+	a.place(id, "n1")
+
+	nodes, err := a.client.Nodes(ctx)
+	if err != nil || len(nodes) != 2 {
+		t.Fatalf("nodes %+v %v", nodes, err)
+	}
+	if nodes[0].Name != "n1" || nodes[0].Running != 1 || nodes[0].Allocated.CPU != 1500 || nodes[0].Allocated.MemoryMB != 1024 {
+		t.Fatalf("n1 view %+v", nodes[0])
+	}
+	if nodes[1].Running != 0 || nodes[1].Allocated.CPU != 0 {
+		t.Fatalf("n2 view %+v", nodes[1])
+	}
+
+	d, err := a.client.DrainNode(ctx, "n2", 10*time.Minute)
+	if err != nil || d.Eligibility != fsm.Draining || !d.DrainDeadline.Equal(t0.Add(10*time.Minute)) {
+		t.Fatalf("drain: %+v %v", d, err)
+	}
+	d, err = a.client.SetEligibility(ctx, "n2", fsm.Eligible)
+	if err != nil || d.Eligibility != fsm.Eligible {
+		t.Fatalf("eligible: %+v %v", d, err)
+	}
+	d, err = a.client.Node(ctx, "n1")
+	if err != nil || len(d.Attempts) != 1 || d.Attempts[0].JobID != id {
+		t.Fatalf("node detail %+v %v", d, err)
+	}
+
+	bad := []struct{ path, body, want string }{
+		{"/v1/nodes/n1/eligibility", `{"eligibility":"draining"}`, "drain"},
+		{"/v1/nodes/n1/eligibility", `{"eligibility":"maybe"}`, "eligibility: must be eligible or ineligible"},
+		{"/v1/nodes/n1/eligibility", ``, "body: empty"},
+		{"/v1/nodes/n1/drain", `{"deadline":"-5m"}`, "deadline: must not be negative"},
+		{"/v1/nodes/n1/drain", `{"deadline":"soon"}`, "invalid duration"},
+	}
+	for _, tc := range bad {
+		before := a.f.AppliedIndex()
+		code, body := a.do("POST", tc.path, tc.body)
+		if code != http.StatusBadRequest || !strings.Contains(body, tc.want) {
+			t.Errorf("POST %s %s: %d %s, want 400 with %q", tc.path, tc.body, code, body, tc.want)
+		}
+		if a.f.AppliedIndex() != before {
+			t.Errorf("POST %s %s changed state", tc.path, tc.body)
+		}
+	}
+}
+
+func TestQueues(t *testing.T) {
+	a := newTestAPI(t)
+	ctx := context.Background()
+	a.addNode("n1", "", 4000, 8192)
+	id := a.submit(`{"command":"true","queue":"etl"}`)
+	a.place(id, "n1")
+	if _, err := a.client.SetQueue(ctx, "etl", 2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.client.SetQueue(ctx, "ml", 5); err != nil {
+		t.Fatal(err)
+	}
+	qs, err := a.client.Queues(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Queue{{Name: "etl", MaxRunning: 2, Running: 1}, {Name: "ml", MaxRunning: 5}}
+	if len(qs) != len(want) || qs[0] != want[0] || qs[1] != want[1] {
+		t.Fatalf("queues %+v, want %+v", qs, want)
+	}
+	for _, tc := range []struct{ path, body, want string }{
+		{"/v1/queues/etl", `{"max_running":-1}`, "max_running: must be between 0"},
+		{"/v1/queues/etl", `{}`, "max_running: is required"},
+		{"/v1/queues/bad%20name", `{"max_running":1}`, "name: queue names"},
+	} {
+		code, body := a.do("PUT", tc.path, tc.body)
+		if code != http.StatusBadRequest || !strings.Contains(body, tc.want) {
+			t.Errorf("PUT %s %s: %d %s", tc.path, tc.body, code, body)
+		}
+	}
+}
+
+func TestClusterEndpoints(t *testing.T) {
+	a := newTestAPI(t)
+	ctx := context.Background()
+	a.submit(`{"command":"true"}`)
+	if err := a.client.Health(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.client.Ready(ctx); err != nil {
+		t.Fatal(err)
+	}
+	a.cluster.readyErr = ErrNotReady
+	if code, body := a.do("GET", "/v1/ready", ""); code != http.StatusServiceUnavailable || errorOf(t, body).Code != CodeNotReady {
+		t.Fatalf("not ready: %d %s", code, body)
+	}
+	h, err := a.client.Hash(ctx)
+	if err != nil || h.Node != "n1" || h.Index != a.f.AppliedIndex() || h.Hash == "" {
+		t.Fatalf("hash %+v %v", h, err)
+	}
+	ms, err := a.client.Members(ctx)
+	if err != nil || len(ms) != 1 {
+		t.Fatalf("members %+v %v", ms, err)
+	}
+	ri, err := a.client.Raft(ctx)
+	if err != nil || ri.AppliedIndex != a.f.AppliedIndex() {
+		t.Fatalf("raft %+v %v", ri, err)
+	}
+	if err := a.client.Join(ctx, []string{"10.0.0.2:7072"}); err != nil || len(a.cluster.joined) != 1 {
+		t.Fatalf("join %v %v", a.cluster.joined, err)
+	}
+	if code, body := a.do("POST", "/v1/cluster/join", `{"addrs":[]}`); code != http.StatusBadRequest || !strings.Contains(body, "addrs") {
+		t.Fatalf("empty join: %d %s", code, body)
+	}
+	if err := a.client.Leave(ctx); err != nil || !a.cluster.left {
+		t.Fatalf("leave %v", err)
+	}
+}
