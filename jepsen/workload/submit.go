@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"path/filepath"
 	"sort"
 	"sync"
@@ -20,7 +21,9 @@ import (
 type Submit struct {
 	Workers  int
 	Interval time.Duration // pause between one worker's ops
-	Sleep    string        // probe duration, seconds
+	// Sleeps are probe durations (seconds) picked at random per job: short
+	// ones for throughput, long ones so jobs straddle faults and leases.
+	Sleeps []string
 	// SubmitRatio is the share of ops that are submits (the rest reads).
 	SubmitRatio float64
 
@@ -33,7 +36,7 @@ type Submit struct {
 
 // NewSubmit returns the default submit workload.
 func NewSubmit() *Submit {
-	return &Submit{Workers: 3, Interval: 150 * time.Millisecond, Sleep: "0.3", SubmitRatio: 0.4}
+	return &Submit{Workers: 3, Interval: 150 * time.Millisecond, Sleeps: []string{"0.3", "0.3", "0.3", "3"}, SubmitRatio: 0.4}
 }
 
 func (s *Submit) Name() string { return "submit" }
@@ -99,9 +102,17 @@ func (s *Submit) worker(ctx context.Context, env *Env, w int) {
 	}
 }
 
+// sleepFor derives the probe duration from the key, so a retry sends the
+// very same spec (an API may refuse a reused key with a different body).
+func (s *Submit) sleepFor(key string) string {
+	h := fnv.New32a()
+	h.Write([]byte(key))
+	return s.Sleeps[int(h.Sum32()%uint32(len(s.Sleeps)))]
+}
+
 func (s *Submit) submit(ctx context.Context, env *Env, cl *client.Client, w int, key string) (string, history.Outcome) {
 	op := history.Op{Process: w, Kind: history.Submit, Node: cl.Node, Key: key, Call: env.Rec.Now()}
-	id, dup, err := cl.Submit(ctx, ProbeSpec("jepsen-"+key, env.Dir, s.Sleep), key)
+	id, dup, err := cl.Submit(ctx, ProbeSpec("jepsen-"+key, env.Dir, s.sleepFor(key)), key)
 	op.Return, op.Outcome, op.JobID, op.Duplicate = env.Rec.Now(), client.Classify(err), id, dup
 	if err != nil {
 		op.Err = err.Error()
