@@ -1,0 +1,250 @@
+package sched
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/foreman-sched/foreman/fsm"
+)
+
+// pollTimeout is generous for a slow, shared 2-core CI machine.
+const pollTimeout = 20 * time.Second
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(pollTimeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+type loopEnv struct {
+	t   *testing.T
+	f   *fsm.FSM
+	clk *fakeClock
+	r   *fakeRaft
+}
+
+func newLoopEnv(t *testing.T) *loopEnv {
+	f, err := fsm.Open(filepath.Join(t.TempDir(), "state.db"), fsm.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	clk := newFakeClock(t0)
+	return &loopEnv{t: t, f: f, clk: clk,
+		r: &fakeRaft{t: t, f: f, leaderSince: t0.Add(-time.Hour), heard: map[string]time.Time{}}}
+}
+
+// apply commits a command stamped with the fake clock's time.
+func (e *loopEnv) apply(typ fsm.CommandType, payload any) *fsm.Result {
+	e.t.Helper()
+	cmd, err := fsm.NewCommand(typ, e.clk.Now(), payload)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	res, err := e.r.Apply(context.Background(), cmd)
+	if err != nil || res.Err != nil {
+		e.t.Fatalf("apply %s: %v %v", typ, err, res.Err)
+	}
+	return res
+}
+
+// start runs a scheduler until the returned stop function is called.
+func (e *loopEnv) start(cfg Config) (*Scheduler, func()) {
+	e.t.Helper()
+	s, err := New(cfg, Deps{Raft: e.r, State: e.f, Clock: e.clk}, nil)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	return s, func() {
+		cancel()
+		<-done
+	}
+}
+
+func (e *loopEnv) job(id string) *fsm.Job {
+	e.t.Helper()
+	var j *fsm.Job
+	if err := e.f.View(func(tx *fsm.Tx) error {
+		var err error
+		j, err = tx.Job(id)
+		return err
+	}); err != nil {
+		e.t.Fatal(err)
+	}
+	return j
+}
+
+func (e *loopEnv) attempt(id string, n int) *fsm.Attempt {
+	e.t.Helper()
+	var a *fsm.Attempt
+	if err := e.f.View(func(tx *fsm.Tx) error {
+		var err error
+		a, err = tx.Attempt(id, n)
+		return err
+	}); err != nil {
+		e.t.Fatal(err)
+	}
+	return a
+}
+
+// waitPlaced waits until the job's attempt n exists and returns it.
+func (e *loopEnv) waitPlaced(id string, n int) *fsm.Attempt {
+	e.t.Helper()
+	eventually(e.t, fmt.Sprintf("%s attempt %d placed", id, n), func() bool {
+		j := e.job(id)
+		return j.Current == n && j.State == fsm.JobRunning
+	})
+	return e.attempt(id, n)
+}
+
+func (e *loopEnv) fail(a *fsm.Attempt) {
+	e.t.Helper()
+	code := 1
+	e.apply(fsm.CmdReport, &fsm.ReportAttempt{JobID: a.JobID, Attempt: a.Num, FencingToken: a.FencingToken,
+		Node: a.Node, State: fsm.AttemptFailed, ExitCode: &code})
+}
+
+func loopConfig() Config {
+	c := DefaultConfig()
+	c.Coalesce = 0 // the fake clock would have to be advanced for it
+	return c
+}
+
+// A failed attempt is retried once, exactly at NextRunAt, and a failover in
+// the middle of a backoff neither loses nor doubles the retry.
+func TestLoopRetryAndFailover(t *testing.T) {
+	e := newLoopEnv(t)
+	e.apply(fsm.CmdUpsertNode, &fsm.UpsertNode{Node: node("n1", 4000, 4096)})
+	spec := fsm.JobSpec{Command: []string{"false"}, Priority: 50, MaxAttempts: 3,
+		Resources: fsm.Resources{CPU: 100, MemoryMB: 64},
+		Backoff:   fsm.Backoff{Initial: fsm.Duration(30 * time.Second), Multiplier: 1, Max: fsm.Duration(30 * time.Second)}}
+	e.apply(fsm.CmdSubmitJobs, &fsm.SubmitJobs{Jobs: []fsm.NewJob{{ID: "job1", Spec: spec}}})
+
+	_, stop := e.start(loopConfig())
+	a1 := e.waitPlaced("job1", 1)
+	if a1.Node != "n1" {
+		t.Fatalf("placed on %q", a1.Node)
+	}
+
+	e.fail(a1)
+	j := e.job("job1")
+	if j.State != fsm.JobRetrying || !j.NextRunAt.After(e.clk.Now()) {
+		t.Fatalf("after failure: %s, next run %v", j.State, j.NextRunAt)
+	}
+	due := j.NextRunAt
+	e.clk.Advance(due.Sub(e.clk.Now()) - time.Millisecond)
+	e.clk.Advance(time.Millisecond)
+	a2 := e.waitPlaced("job1", 2)
+	if !a2.AssignedAt.Equal(due) {
+		t.Fatalf("retry assigned at %v, want exactly NextRunAt %v", a2.AssignedAt, due)
+	}
+
+	// Second failure, then the leader goes away mid-backoff.
+	e.fail(a2)
+	due = e.job("job1").NextRunAt
+	e.clk.Advance(due.Sub(e.clk.Now()) / 2)
+	stop()
+	if got := e.job("job1"); got.State != fsm.JobRetrying || got.Attempts != 2 {
+		t.Fatalf("before failover: %s with %d attempts", got.State, got.Attempts)
+	}
+
+	// A new leader: nothing survives in memory; it rebuilds the timer.
+	e.r.mu.Lock()
+	e.r.leaderSince = e.clk.Now()
+	e.r.mu.Unlock()
+	_, stop = e.start(loopConfig())
+	defer stop()
+	e.clk.Advance(due.Sub(e.clk.Now()))
+	a3 := e.waitPlaced("job1", 3)
+	if !a3.AssignedAt.Equal(due) {
+		t.Fatalf("retry after failover assigned at %v, want %v", a3.AssignedAt, due)
+	}
+	e.apply(fsm.CmdReport, &fsm.ReportAttempt{JobID: "job1", Attempt: 3, FencingToken: a3.FencingToken,
+		Node: "n1", State: fsm.AttemptSucceeded, ExitCode: new(int)})
+	e.clk.Advance(time.Hour) // timers fire (GC too); nothing more may happen to job1
+	eventually(t, "GC after an hour", func() bool { return len(e.r.commands(fsm.CmdGC)) > 0 })
+	if j := e.job("job1"); j.State != fsm.JobSucceeded || j.Attempts != 3 {
+		t.Fatalf("end: %s after %d attempts, want succeeded after 3", j.State, j.Attempts)
+	}
+}
+
+// A dead node's attempt is declared lost only after L + margin since the
+// leader last heard from it, then re-placed elsewhere.
+func TestLoopLostAfterLease(t *testing.T) {
+	e := newLoopEnv(t)
+	e.apply(fsm.CmdUpsertNode, &fsm.UpsertNode{Node: node("n1", 4000, 4096)})
+	e.apply(fsm.CmdSubmitJobs, &fsm.SubmitJobs{Jobs: []fsm.NewJob{{ID: "job1",
+		Spec: fsm.JobSpec{Command: []string{"sleep", "1000"}, Priority: 50, MaxAttempts: 1, Resources: fsm.Resources{CPU: 100, MemoryMB: 64}}}}})
+	cfg := loopConfig()
+	_, stop := e.start(cfg)
+	defer stop()
+	a1 := e.waitPlaced("job1", 1)
+
+	// n1 goes silent now and gossip declares it dead 5s later; n2 joins.
+	e.r.mu.Lock()
+	e.r.heard["n1"] = e.clk.Now()
+	e.r.mu.Unlock()
+	silent := e.clk.Now()
+	e.clk.Advance(5 * time.Second)
+	e.apply(fsm.CmdNodeState, &fsm.SetNodeState{Name: "n1", Gossip: fsm.NodeDead})
+	e.apply(fsm.CmdUpsertNode, &fsm.UpsertNode{Node: node("n2", 4000, 4096)})
+	lostAt := silent.Add(cfg.LeaseDuration + cfg.SafetyMargin)
+	e.clk.Advance(lostAt.Sub(e.clk.Now()) - time.Millisecond)
+	if a := e.attempt("job1", 1); a.State != fsm.AttemptRunning && a.State != fsm.AttemptAssigned {
+		t.Fatalf("attempt %s before the lease ran out", a.State)
+	}
+	e.clk.Advance(time.Millisecond)
+	a2 := e.waitPlaced("job1", 2)
+	if a2.Node != "n2" || !a2.AssignedAt.Equal(lostAt) {
+		t.Fatalf("replacement on %s at %v, want n2 at %v", a2.Node, a2.AssignedAt, lostAt)
+	}
+	if a := e.attempt("job1", 1); a.State != fsm.AttemptLost || a.Counted || a.FencingToken != a1.FencingToken {
+		t.Fatalf("first attempt %+v, want lost and not counted", a)
+	}
+}
+
+// A burst of submits is coalesced into few plans, and all of it is placed.
+func TestLoopCoalescesBursts(t *testing.T) {
+	e := newLoopEnv(t)
+	e.apply(fsm.CmdUpsertNode, &fsm.UpsertNode{Node: node("n1", 1_000_000, 1_000_000)})
+	cfg := DefaultConfig()
+	s, err := New(cfg, Deps{Raft: e.r, State: e.f, Clock: SystemClock()}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	const n = 3000
+	start := time.Now()
+	for i := range n {
+		e.apply(fsm.CmdSubmitJobs, &fsm.SubmitJobs{Jobs: []fsm.NewJob{{ID: fmt.Sprintf("j%05d", i),
+			Spec: fsm.JobSpec{Command: []string{"true"}, Priority: 50, Resources: fsm.Resources{CPU: 1, MemoryMB: 1}}}}})
+	}
+	burst := time.Since(start)
+	eventually(t, "all placed", func() bool {
+		var running int
+		_ = e.f.View(func(tx *fsm.Tx) error { running = tx.CountJobsInState(fsm.JobRunning); return nil })
+		return running == n
+	})
+	plans := s.Plans()
+	// At most one plan per Coalesce window of the burst, plus the tail.
+	limit := int64(burst/cfg.Coalesce) + 10
+	t.Logf("%d submits in %v gave %d plans (limit %d)", n, burst, plans, limit)
+	if plans > limit {
+		t.Fatalf("%d plans for %d submits over %v, want <= %d", plans, n, burst, limit)
+	}
+}
