@@ -117,7 +117,7 @@ func (a *applier) report(p *ReportAttempt, res *Result) error {
 		at.Reason = at.CancelRequested // the stop we asked for
 	}
 	// Kills that are not the job's fault do not use up an attempt.
-	if p.State == AttemptKilled && (p.Reason == ReasonFenced || p.Reason == ReasonPreempted || p.Reason == ReasonDrained) {
+	if p.State == AttemptKilled && (at.Reason == ReasonFenced || at.Reason == ReasonPreempted || at.Reason == ReasonDrained) {
 		at.Counted = false
 		j.CountedAttempts--
 	}
