@@ -1,0 +1,108 @@
+package fsm
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// benchSubmitEntries pre-encodes count entries of per jobs each.
+func benchSubmitEntries(b *testing.B, first uint64, count, per int) []*raft.Log {
+	logs := make([]*raft.Log, count)
+	for i := range logs {
+		idx := first + uint64(i)
+		p := SubmitJobs{Jobs: make([]NewJob, per)}
+		for j := range p.Jobs {
+			p.Jobs[j] = NewJob{
+				ID:             fmt.Sprintf("01B%011d%012d", idx, j),
+				IdempotencyKey: fmt.Sprintf("key-%d-%d", idx, j),
+				Spec: JobSpec{Name: "bench", Command: []string{"/bin/sh", "-c", "echo hello"},
+					Resources: Resources{CPU: 500, MemoryMB: 256}, Priority: 50, Labels: map[string]string{"team": "x"}},
+			}
+		}
+		logs[i] = rawEntry(idx, encodeCmd(b, CmdSubmitJobs, t0, p))
+	}
+	return logs
+}
+
+// BenchmarkApplySubmitBatch measures Apply of one SubmitJobs entry of 1 or
+// 1000 jobs (one bbolt transaction each), NoSync as in production.
+func BenchmarkApplySubmitBatch(b *testing.B) {
+	for _, per := range []int{1, 1000} {
+		b.Run(fmt.Sprintf("jobs=%d", per), func(b *testing.B) {
+			f, err := Open(filepath.Join(b.TempDir(), "state.db"), Options{NoSync: true})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer f.Close()
+			const chunk = 64 // entries encoded at a time, outside the timer
+			var idx uint64 = 1
+			n := 0
+			b.ResetTimer()
+			for b.Loop() {
+				if n%chunk == 0 {
+					b.StopTimer()
+					logs := benchSubmitEntries(b, idx, chunk, per)
+					b.StartTimer()
+					benchBuf = logs
+				}
+				if r := f.Apply(benchBuf[n%chunk]).(*Result); r.Err != nil {
+					b.Fatal(r.Err)
+				}
+				idx++
+				n++
+			}
+			b.ReportMetric(float64(n*per)/b.Elapsed().Seconds(), "jobs/s")
+		})
+	}
+}
+
+var benchBuf []*raft.Log
+
+// BenchmarkSnapshotRestore snapshots and restores a state of
+// FOREMAN_BENCH_JOBS jobs (default 100000; 1000000 for the 1M figure).
+func BenchmarkSnapshotRestore(b *testing.B) {
+	jobs := 100000
+	if v := os.Getenv("FOREMAN_BENCH_JOBS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1000 {
+			b.Fatalf("FOREMAN_BENCH_JOBS=%q: want a number >= 1000", v)
+		}
+		jobs = n
+	}
+	dir := b.TempDir()
+	src, err := Open(filepath.Join(dir, "src.db"), Options{NoSync: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer src.Close()
+	for i := 0; i < jobs/1000; i++ {
+		for _, l := range benchSubmitEntries(b, uint64(i+1), 1, 1000) {
+			src.Apply(l)
+		}
+	}
+	dst, err := Open(filepath.Join(dir, "dst.db"), Options{NoSync: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer dst.Close()
+	b.ResetTimer()
+	var bytes int
+	var restore time.Duration
+	for b.Loop() {
+		data := snapshotBytes(b, src)
+		bytes = len(data)
+		start := time.Now()
+		if err := dst.Restore(nopCloser{newReader(data)}); err != nil {
+			b.Fatal(err)
+		}
+		restore += time.Since(start)
+	}
+	b.ReportMetric(float64(bytes), "snapshot-bytes")
+	b.ReportMetric(restore.Seconds()/float64(b.N), "restore-s")
+}
