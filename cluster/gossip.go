@@ -25,6 +25,7 @@ type Member struct {
 	Labels    map[string]string `json:"labels,omitempty"`
 	Drivers   []string          `json:"drivers,omitempty"`
 	HasState  bool              `json:"has_raft_state"`
+	Leaving   bool              `json:"leaving,omitempty"`
 	// Since is when this node saw the status change (monotonic, local).
 	Since time.Time `json:"-"`
 }
@@ -54,7 +55,7 @@ func (t *memberTable) set(n *memberlist.Node, status fsm.GossipState) {
 	if meta, err := decodeMeta(n.Meta); err == nil {
 		m.HTTPAddr, m.RaftAddr, m.ClusterID, m.Version = meta.HTTPAddr, meta.RaftAddr, meta.ClusterID, meta.Version
 		m.Capacity = fsm.Resources{CPU: meta.CPU, MemoryMB: meta.MemoryMB, Named: meta.Named}
-		m.Labels, m.Drivers, m.HasState = meta.Labels, meta.Drivers, meta.HasState
+		m.Labels, m.Drivers, m.HasState, m.Leaving = meta.Labels, meta.Drivers, meta.HasState, meta.Leaving
 	}
 	t.mu.Lock()
 	old, ok := t.members[n.Name]
@@ -122,8 +123,11 @@ func (d gossipDelegate) MergeRemoteState(buf []byte, join bool)     {}
 func (d gossipDelegate) NotifyJoin(n *memberlist.Node)   { d.n.members.set(n, fsm.NodeAlive) }
 func (d gossipDelegate) NotifyUpdate(n *memberlist.Node) { d.n.members.set(n, fsm.NodeAlive) }
 func (d gossipDelegate) NotifyLeave(n *memberlist.Node) {
+	// memberlist does not fill n.State here, so "left" is recognised by the
+	// Leaving flag the node gossiped before leaving, or by its request to
+	// the leader to be removed.
 	status := fsm.NodeDead
-	if n.State == memberlist.StateLeft {
+	if meta, err := decodeMeta(n.Meta); (err == nil && meta.Leaving) || d.n.isLeaving(n.Name) {
 		status = fsm.NodeLeft
 	}
 	d.n.members.set(n, status)

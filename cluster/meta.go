@@ -30,13 +30,16 @@ type nodeMeta struct {
 	// HasState is true once this node has raft state (bootstrapped or added
 	// by a leader); bootstrap-expect counts only nodes without it.
 	HasState bool `json:"s,omitempty"`
+	// Leaving is set by Leave just before the gossip leave: memberlist's
+	// leave event does not say whether a node left or died.
+	Leaving bool `json:"x,omitempty"`
 }
 
-func metaFromNode(n fsm.Node, clusterID string, hasState bool) nodeMeta {
+func metaFromNode(n fsm.Node, clusterID string, hasState, leaving bool) nodeMeta {
 	return nodeMeta{
 		ClusterID: clusterID, HTTPAddr: n.HTTPAddr, RaftAddr: n.RaftAddr, Version: n.Version,
 		CPU: n.Capacity.CPU, MemoryMB: n.Capacity.MemoryMB, Named: n.Capacity.Named,
-		Labels: n.Labels, Drivers: n.Drivers, HasState: hasState,
+		Labels: n.Labels, Drivers: n.Drivers, HasState: hasState, Leaving: leaving,
 	}
 }
 

@@ -41,12 +41,13 @@ type Node struct {
 	leavingMu sync.Mutex
 	leaving   map[string]time.Time // servers that asked the leader to remove them
 
-	started  atomic.Bool
-	closing  chan struct{}
-	closeMu  sync.Mutex
-	closed   bool
-	wg       sync.WaitGroup
-	bootOnce sync.Once
+	started     atomic.Bool
+	leavingSelf atomic.Bool // Leave was called: gossip says so before leaving
+	closing     chan struct{}
+	closeMu     sync.Mutex
+	closed      bool
+	wg          sync.WaitGroup
+	bootOnce    sync.Once
 }
 
 // New prepares a node: it opens the raft log and snapshot store, brings f
@@ -205,6 +206,10 @@ func (n *Node) Shutdown(ctx context.Context) error {
 // Leave removes this node from the cluster for good: the leader drops it
 // from the raft configuration, then it shuts down as Shutdown does.
 func (n *Node) Leave(ctx context.Context) error {
+	n.leavingSelf.Store(true)
+	if err := n.refreshMeta(); err != nil {
+		n.logger.Warn("cannot announce the leave in gossip", "err", err)
+	}
 	if err := n.removeSelf(ctx); err != nil {
 		return err
 	}
@@ -328,7 +333,7 @@ func (n *Node) refreshMeta() error {
 	} else if ok, err := n.storage.hasState(); err == nil {
 		hasState = ok
 	}
-	b, err := metaFromNode(n.self, n.ClusterID(), hasState).encode()
+	b, err := metaFromNode(n.self, n.ClusterID(), hasState, n.leavingSelf.Load()).encode()
 	if err != nil {
 		return err
 	}

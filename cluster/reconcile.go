@@ -188,7 +188,7 @@ func (n *Node) reconcileRaft(members []Member) (wake time.Time) {
 
 	// Add alive members that raft does not know (or knows at an old address).
 	for _, m := range members {
-		if m.Status != fsm.NodeAlive || m.RaftAddr == "" || !n.sameCluster(m) || n.isLeaving(m.Name) {
+		if m.Status != fsm.NodeAlive || m.RaftAddr == "" || !n.sameCluster(m) || m.Leaving || n.isLeaving(m.Name) {
 			continue
 		}
 		s, ok := inConfig[m.Name]
@@ -208,14 +208,14 @@ func (n *Node) reconcileRaft(members []Member) (wake time.Time) {
 			n.logger.Warn("reconcile: cannot add server", "server", m.Name, "err", err)
 			return time.Time{}
 		}
-		n.logger.Info("added server to raft", "server", m.Name, "voter", ok && s.Suffrage == raft.Voter || !ok && voters <= n.cfg.Voters)
+		n.logger.Info("added server to raft", "server", m.Name, "address", m.RaftAddr)
 		inConfig[m.Name] = raft.Server{ID: raft.ServerID(m.Name), Address: raft.ServerAddress(m.RaftAddr)}
 	}
 
 	healthyNonvoter := func() (string, bool) {
 		for _, s := range servers {
 			m, ok := byName[string(s.ID)]
-			if s.Suffrage == raft.Nonvoter && ok && m.Status == fsm.NodeAlive && !n.isLeaving(m.Name) {
+			if s.Suffrage == raft.Nonvoter && ok && m.Status == fsm.NodeAlive && !m.Leaving && !n.isLeaving(m.Name) {
 				return string(s.ID), true
 			}
 		}

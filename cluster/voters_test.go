@@ -1,0 +1,106 @@
+package cluster_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/foreman-sched/foreman/cluster/clustertest"
+	"github.com/foreman-sched/foreman/fsm"
+)
+
+// Five nodes with three voters: the first three join as voters, the other
+// two as non-voters. When a voter dies, the leader waits DeadServerTimeout,
+// promotes a healthy non-voter and removes the dead voter.
+func TestFiveNodesKeepThreeVoters(t *testing.T) {
+	c := clustertest.NewCluster(t, 5, clustertest.Options{Voters: 3, DeadServerTimeout: 2 * time.Second})
+	leader := c.WaitForLeader()
+	for i, want := range []string{"voter", "voter", "voter", "nonvoter", "nonvoter"} {
+		if got := suffrageOf(leader, c.Node(i).Name); got != want {
+			t.Fatalf("%s is %q, want %q (servers %+v)", c.Node(i).Name, got, want, leader.RaftInfo().Servers)
+		}
+	}
+
+	// Kill a voter that is not the leader, so the story is only about
+	// replacement.
+	victim := c.Node(0)
+	if victim.Name == leader.Name {
+		victim = c.Node(1)
+	}
+	c.Kill(victim.Index)
+
+	c.Eventually(clustertest.ConvergeTimeout, "dead voter replaced", func() error {
+		l := c.Leader()
+		if l == nil {
+			return errNotYet
+		}
+		voters := 0
+		for _, s := range l.RaftInfo().Servers {
+			if s.ID == victim.Name {
+				return fmt.Errorf("%s still in the configuration as %s", victim.Name, s.Suffrage)
+			}
+			if s.Suffrage == "voter" {
+				voters++
+			}
+		}
+		if voters != 3 {
+			return fmt.Errorf("%d voters, want 3", voters)
+		}
+		return nil
+	})
+
+	// The dead node's record says dead.
+	c.Eventually(clustertest.ConvergeTimeout, victim.Name+" recorded dead", func() error {
+		rec, err := nodeRecord(c.WaitForLeader(), victim.Name)
+		if err != nil {
+			return err
+		}
+		if rec.Gossip != fsm.NodeDead {
+			return fmt.Errorf("gossip state %q", rec.Gossip)
+		}
+		return nil
+	})
+	submit(t, c.Followers()[0])
+}
+
+// Every member's self-description reaches the FSM through the leader's
+// reconcile loop, and a graceful Leave takes the node out of raft and marks
+// it left.
+func TestMembershipRecordsAndLeave(t *testing.T) {
+	c := clustertest.NewCluster(t, 3, clustertest.Options{})
+	leader := c.WaitForLeader()
+	c.Eventually(clustertest.ConvergeTimeout, "all node records", func() error {
+		for _, nd := range c.Nodes() {
+			rec, err := nodeRecord(leader, nd.Name)
+			if err != nil {
+				return err
+			}
+			if rec.HTTPAddr != nd.Self().HTTPAddr || rec.RaftAddr != nd.Self().RaftAddr || rec.Capacity.CPU != 2000 || rec.Labels["index"] != fmt.Sprint(nd.Index) {
+				return fmt.Errorf("record %+v", rec)
+			}
+		}
+		return nil
+	})
+
+	leaving := c.Followers()[0]
+	if err := leaving.Leave(t.Context()); err != nil {
+		t.Fatalf("leave: %v", err)
+	}
+	c.Eventually(clustertest.ConvergeTimeout, leaving.Name+" out of raft and left", func() error {
+		l := c.Leader()
+		if l == nil {
+			return errNotYet
+		}
+		if s := suffrageOf(l, leaving.Name); s != "" {
+			return fmt.Errorf("still a %s", s)
+		}
+		rec, err := nodeRecord(l, leaving.Name)
+		if err != nil {
+			return err
+		}
+		if rec.Gossip != fsm.NodeLeft {
+			return fmt.Errorf("gossip state %q", rec.Gossip)
+		}
+		return nil
+	})
+}
