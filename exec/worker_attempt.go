@@ -180,6 +180,10 @@ func (r *attemptRun) start(a Assignment) (*leaseClient, error) {
 	return dialLease(sockPath(r.dir))
 }
 
+var reservedEnv = map[string]bool{
+	"FOREMAN_JOB_ID": true, "FOREMAN_ATTEMPT": true, "FOREMAN_FENCING_TOKEN": true, "FOREMAN_NODE": true,
+}
+
 // jobEnv is the spec's env (sorted for stable output) plus the FOREMAN_*
 // variables, which the job cannot override.
 func jobEnv(a Assignment, node string) []string {
@@ -191,6 +195,9 @@ func jobEnv(a Assignment, node string) []string {
 	env := make([]string, 0, len(keys)+5)
 	hasPath := false
 	for _, k := range keys {
+		if reservedEnv[k] {
+			continue // getenv takes the first match, so a job could spoof these
+		}
 		env = append(env, k+"="+a.Spec.Env[k])
 		hasPath = hasPath || k == "PATH"
 	}
