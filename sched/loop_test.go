@@ -2,8 +2,10 @@ package sched
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -246,5 +248,59 @@ func TestLoopCoalescesBursts(t *testing.T) {
 	t.Logf("%d submits in %v gave %d plans (limit %d)", n, burst, plans, limit)
 	if plans > limit {
 		t.Fatalf("%d plans for %d submits over %v, want <= %d", plans, n, burst, limit)
+	}
+}
+
+// flakyRaft refuses the first n applies, like a leader in the middle of
+// stepping down or a full apply queue.
+type flakyRaft struct {
+	*fakeRaft
+	mu    sync.Mutex
+	fails int
+}
+
+var errFlaky = errors.New("apply failed")
+
+func (r *flakyRaft) Apply(ctx context.Context, cmd *fsm.Command) (*fsm.Result, error) {
+	r.mu.Lock()
+	if r.fails > 0 && cmd.Type == fsm.CmdPlace {
+		r.fails--
+		r.mu.Unlock()
+		return nil, errFlaky
+	}
+	r.mu.Unlock()
+	return r.fakeRaft.Apply(ctx, cmd)
+}
+
+func TestLoopRetriesFailedApply(t *testing.T) {
+	e := newLoopEnv(t)
+	e.apply(fsm.CmdUpsertNode, &fsm.UpsertNode{Node: node("n1", 4000, 4096)})
+	e.apply(fsm.CmdSubmitJobs, &fsm.SubmitJobs{Jobs: []fsm.NewJob{{ID: "job1",
+		Spec: fsm.JobSpec{Command: []string{"true"}, Priority: 50, Resources: fsm.Resources{CPU: 100, MemoryMB: 64}}}}})
+	fr := &flakyRaft{fakeRaft: e.r, fails: 1}
+	cfg := loopConfig()
+	s, err := New(cfg, Deps{Raft: fr, State: e.f, Clock: e.clk}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	eventually(t, "the failed apply", func() bool { fr.mu.Lock(); defer fr.mu.Unlock(); return fr.fails == 0 })
+	e.clk.Advance(cfg.RetryDelay)
+	if a := e.waitPlaced("job1", 1); !a.AssignedAt.Equal(t0.Add(cfg.RetryDelay)) {
+		t.Fatalf("placed at %v, want after RetryDelay", a.AssignedAt)
+	}
+}
+
+func TestNewChecksDeps(t *testing.T) {
+	if _, err := New(DefaultConfig(), Deps{}, nil); !errors.Is(err, ErrMissingDep) {
+		t.Fatalf("err = %v, want ErrMissingDep", err)
+	}
+	bad := DefaultConfig()
+	bad.BatchSize = 0
+	if _, err := New(bad, Deps{}, nil); !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("err = %v, want ErrInvalidConfig", err)
 	}
 }
