@@ -149,8 +149,8 @@ func (d gossipDelegate) NotifyMerge(peers []*memberlist.Node) error {
 func (d gossipDelegate) NotifyAlive(p *memberlist.Node) error { return d.checkCluster(p) }
 
 func (d gossipDelegate) checkCluster(p *memberlist.Node) error {
-	if p.Name == d.n.cfg.Name {
-		return nil
+	if p.Name == d.n.cfg.Name && p.Address() == d.n.self.GossipAddr {
+		return nil // this node itself
 	}
 	meta, err := decodeMeta(p.Meta)
 	if err != nil {
