@@ -171,10 +171,18 @@ func (s *Scheduler) planOnce(ctx context.Context) (*Decision, error) {
 		return nil, fmt.Errorf("load snapshot: %w", err)
 	}
 	snap.LeaderSince = s.raft.LeaderSince()
-	for i := range snap.Nodes {
-		if t, ok := s.raft.LastHeardFrom(snap.Nodes[i].Name); ok {
-			snap.LastHeard[snap.Nodes[i].Name] = t
+	heard := func(name string) {
+		if _, done := snap.LastHeard[name]; !done {
+			if t, ok := s.raft.LastHeardFrom(name); ok {
+				snap.LastHeard[name] = t
+			}
 		}
+	}
+	for i := range snap.Nodes {
+		heard(snap.Nodes[i].Name)
+	}
+	for i := range snap.Live { // attempts may sit on a node already removed
+		heard(snap.Live[i].Node)
 	}
 	now := s.clk.Now()
 	dec := Plan(snap, now, s.cfg)

@@ -1,6 +1,7 @@
 package sched
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -423,5 +424,35 @@ func TestConfigValidate(t *testing.T) {
 	c.LeaseDuration = 0
 	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "LeaseDuration") {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// On an empty homogeneous cluster bin-pack fills nodes one after another
+// and spread uses a new node for every job.
+func TestPlanFillPattern(t *testing.T) {
+	var nodes []fsm.Node
+	for i := range 40 {
+		nodes = append(nodes, node(fmt.Sprintf("n%02d", i), 4000, 4096))
+	}
+	for _, tt := range []struct {
+		placement string
+		wantNodes int
+	}{{"binpack", 5}, {"spread", 20}} {
+		t.Run(tt.placement, func(t *testing.T) {
+			var jobs []*fsm.Job
+			for i := range 20 {
+				j := job(fmt.Sprintf("j%02d", i), 50, 1000, 1024)
+				j.Spec.Placement = tt.placement
+				jobs = append(jobs, j)
+			}
+			d := decode(t, Plan(&Snapshot{Nodes: nodes, Pending: jobs}, t0, testConfig()))
+			used := map[string]int{}
+			for _, p := range d.placements {
+				used[p.Node]++
+			}
+			if len(d.placements) != 20 || len(used) != tt.wantNodes {
+				t.Fatalf("%d placements on %d nodes, want 20 on %d", len(d.placements), len(used), tt.wantNodes)
+			}
+		})
 	}
 }
