@@ -1,0 +1,106 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/foreman-sched/foreman/httpapi"
+)
+
+// clientCommands returns every command that talks to an agent over the API.
+// main.go appends them to the App's commands; each carries its own --addr
+// (and the App may carry one too: the innermost explicit one wins).
+func clientCommands() []*cli.Command {
+	return []*cli.Command{
+		submitCommand(),
+		runCommand(),
+		logsCommand(),
+		jobCommand(),
+		nodeCommand(),
+		queueCommand(),
+		clusterCommand(),
+	}
+}
+
+// clientFlags are the connection flags of every client command.
+func clientFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{
+			Name:    "addr",
+			Usage:   "address of any agent's API",
+			EnvVars: []string{httpapi.EnvAddr},
+			Value:   httpapi.DefaultAddr,
+		},
+	}
+}
+
+// withClientFlags adds the connection flags to a leaf command's own.
+func withClientFlags(flags ...cli.Flag) []cli.Flag {
+	return append(flags, clientFlags()...)
+}
+
+// newClient builds the API client from --addr (the innermost command that
+// set it explicitly, then FOREMAN_ADDR, then the default) and FOREMAN_TOKEN.
+func newClient(c *cli.Context) (*httpapi.Client, error) {
+	addr := ""
+	for _, x := range c.Lineage() {
+		for _, n := range x.LocalFlagNames() {
+			if n == "addr" {
+				addr = x.String("addr")
+				break
+			}
+		}
+		if addr != "" {
+			break
+		}
+	}
+	cl, err := httpapi.NewClient(addr, httpapi.ClientOptions{})
+	if err != nil {
+		return nil, exitError(1, "%v", err)
+	}
+	return cl, nil
+}
+
+// cliError turns any error into a one-line cli.ExitCoder, so main prints
+// exactly one line on stderr and exits non-zero.
+func cliError(err error) error {
+	if err == nil {
+		return nil
+	}
+	var ec cli.ExitCoder
+	if errors.As(err, &ec) {
+		return err
+	}
+	msg := err.Error()
+	var ae *httpapi.APIError
+	if errors.As(err, &ae) {
+		msg = ae.Message
+		if ae.Code == httpapi.CodeNoLeader || ae.Code == httpapi.CodeUnreachable {
+			msg += " (the cluster may be electing a leader; retry)"
+		}
+	}
+	return exitError(1, "%s", msg)
+}
+
+// exitError is a one-line error with an exit code.
+func exitError(code int, format string, args ...any) error {
+	msg := fmt.Sprintf(format, args...)
+	msg = strings.Join(strings.Fields(strings.ReplaceAll(msg, "\n", " ")), " ")
+	return cli.Exit(msg, code)
+}
+
+// silentExit ends the process with code and prints nothing (the command
+// already explained itself, as run does when the job fails).
+type silentExit int
+
+func (e silentExit) Error() string { return "" }
+func (e silentExit) ExitCode() int { return int(e) }
+
+// stderrf prints one diagnostic line to stderr.
+func stderrf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "foreman: "+format+"\n", args...)
+}

@@ -1,0 +1,172 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/foreman-sched/foreman/fsm"
+	"github.com/foreman-sched/foreman/httpapi"
+)
+
+func nodeCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "node",
+		Usage: "list nodes, drain them, change their eligibility",
+		Subcommands: []*cli.Command{
+			{
+				Name:   "ls",
+				Usage:  "list nodes with capacity and what is placed on them",
+				Flags:  withClientFlags(jsonFlag),
+				Action: func(c *cli.Context) error { return cliError(nodeList(c)) },
+			},
+			{
+				Name:      "drain",
+				Usage:     "stop placing attempts on a node; running ones get --deadline to finish",
+				ArgsUsage: "NAME",
+				Flags: withClientFlags(
+					&cli.DurationFlag{Name: "deadline", Usage: "stop attempts still running after this long (0 = let them finish)"},
+					jsonFlag,
+				),
+				Action: func(c *cli.Context) error {
+					return cliError(nodeChange(c, func(cl *httpapi.Client, name string) (*httpapi.NodeDetail, error) {
+						return cl.DrainNode(c.Context, name, c.Duration("deadline"))
+					}))
+				},
+			},
+			{
+				Name:      "eligibility",
+				Usage:     "mark a node eligible or ineligible for new attempts",
+				ArgsUsage: "NAME eligible|ineligible",
+				Flags:     withClientFlags(jsonFlag),
+				Action: func(c *cli.Context) error {
+					if c.NArg() != 2 {
+						return exitError(2, "node eligibility takes NAME and eligible|ineligible")
+					}
+					e := fsm.Eligibility(c.Args().Get(1))
+					return cliError(nodeChange(c, func(cl *httpapi.Client, name string) (*httpapi.NodeDetail, error) {
+						return cl.SetEligibility(c.Context, name, e)
+					}))
+				},
+			},
+		},
+	}
+}
+
+func nodeList(c *cli.Context) error {
+	cl, err := newClient(c)
+	if err != nil {
+		return err
+	}
+	nodes, err := cl.Nodes(c.Context)
+	if err != nil {
+		return err
+	}
+	if c.Bool("json") {
+		return printJSON(c, map[string]any{"nodes": nodes})
+	}
+	t := newTable(stdout(c), "NAME", "ADDRESS", "GOSSIP", "ELIGIBILITY", "CPU", "MEMORY", "RUNNING", "DRIVERS", "LABELS")
+	for _, n := range nodes {
+		elig := string(n.Eligibility)
+		if n.Eligibility == fsm.Draining && !n.DrainDeadline.IsZero() {
+			elig += " (deadline " + ago(n.DrainDeadline, time.Now()) + ")"
+		}
+		t.row(n.Name, orDash(n.HTTPAddr), n.Gossip, elig,
+			httpapi.FormatCPU(n.Allocated.CPU)+"/"+httpapi.FormatCPU(n.Capacity.CPU),
+			httpapi.FormatMemory(n.Allocated.MemoryMB)+"/"+httpapi.FormatMemory(n.Capacity.MemoryMB),
+			n.Running, orDash(strings.Join(n.Drivers, ",")), labels(n.Labels))
+	}
+	return t.flush()
+}
+
+func nodeChange(c *cli.Context, fn func(*httpapi.Client, string) (*httpapi.NodeDetail, error)) error {
+	if c.NArg() < 1 {
+		return exitError(2, "%s needs a node NAME", c.Command.FullName())
+	}
+	cl, err := newClient(c)
+	if err != nil {
+		return err
+	}
+	d, err := fn(cl, c.Args().First())
+	if err != nil {
+		return err
+	}
+	if c.Bool("json") {
+		return printJSON(c, d)
+	}
+	msg := fmt.Sprintf("node %s is %s", d.Name, d.Eligibility)
+	if d.Eligibility == fsm.Draining {
+		msg += fmt.Sprintf(" with %d running attempt(s)", d.Running)
+		if !d.DrainDeadline.IsZero() {
+			msg += " until " + d.DrainDeadline.Local().Format(time.RFC3339)
+		}
+	}
+	fmt.Fprintln(stdout(c), msg)
+	return nil
+}
+
+func queueCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "queue",
+		Usage: "set and list queue concurrency limits",
+		Subcommands: []*cli.Command{
+			{
+				Name:      "set",
+				Usage:     "limit how many of a queue's jobs run at once",
+				ArgsUsage: "NAME",
+				Flags: withClientFlags(
+					&cli.IntFlag{Name: "max-running", Required: true, Usage: "the limit (0 = unlimited)"},
+					jsonFlag,
+				),
+				Action: func(c *cli.Context) error {
+					name, err := oneArg(c, "queue NAME")
+					if err != nil {
+						return err
+					}
+					cl, err := newClient(c)
+					if err != nil {
+						return err
+					}
+					q, err := cl.SetQueue(c.Context, name, c.Int("max-running"))
+					if err != nil {
+						return cliError(err)
+					}
+					if c.Bool("json") {
+						return printJSON(c, q)
+					}
+					fmt.Fprintf(stdout(c), "queue %s: max_running %d\n", q.Name, q.MaxRunning)
+					return nil
+				},
+			},
+			{
+				Name:  "ls",
+				Usage: "list queues with limits or running work",
+				Flags: withClientFlags(jsonFlag),
+				Action: func(c *cli.Context) error {
+					cl, err := newClient(c)
+					if err != nil {
+						return err
+					}
+					qs, err := cl.Queues(c.Context)
+					if err != nil {
+						return cliError(err)
+					}
+					if c.Bool("json") {
+						return printJSON(c, map[string]any{"queues": qs})
+					}
+					t := newTable(stdout(c), "QUEUE", "RUNNING", "MAX")
+					for _, q := range qs {
+						max := "unlimited"
+						if q.MaxRunning > 0 {
+							max = fmt.Sprint(q.MaxRunning)
+						}
+						t.row(orDash(q.Name), q.Running, max)
+					}
+					return t.flush()
+				},
+			},
+		},
+	}
+}

@@ -1,0 +1,141 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/foreman-sched/foreman/fsm"
+	"github.com/foreman-sched/foreman/httpapi"
+)
+
+// jsonFlag is on every read command.
+var jsonFlag = &cli.BoolFlag{Name: "json", Usage: "print JSON instead of a table"}
+
+// printJSON writes v as indented JSON to the command's stdout.
+func printJSON(c *cli.Context, v any) error {
+	enc := json.NewEncoder(stdout(c))
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func stdout(c *cli.Context) io.Writer {
+	if c != nil && c.App != nil && c.App.Writer != nil {
+		return c.App.Writer
+	}
+	return os.Stdout
+}
+
+// table is an aligned text table.
+type table struct{ tw *tabwriter.Writer }
+
+func newTable(w io.Writer, header ...string) *table {
+	t := &table{tw: tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)}
+	t.row(toAny(header)...)
+	return t
+}
+
+func (t *table) row(cols ...any) {
+	for i, c := range cols {
+		if i > 0 {
+			fmt.Fprint(t.tw, "\t")
+		}
+		fmt.Fprint(t.tw, c)
+	}
+	fmt.Fprintln(t.tw)
+}
+
+func (t *table) flush() error { return t.tw.Flush() }
+
+func toAny(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
+}
+
+// ago renders a past time relative to now ("3m ago"); zero is "-".
+func ago(t, now time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	d := now.Sub(t)
+	if d < 0 {
+		return "in " + roundDur(-d)
+	}
+	return roundDur(d) + " ago"
+}
+
+func roundDur(d time.Duration) string {
+	switch {
+	case d < time.Second:
+		return d.Round(time.Millisecond).String()
+	case d < time.Minute:
+		return d.Round(time.Second).String()
+	case d < time.Hour:
+		return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds())%60)
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
+	}
+	return fmt.Sprintf("%dd", int(d.Hours()/24))
+}
+
+// resources renders a request or capacity ("500m/256MiB gpu=1").
+func resources(r fsm.Resources) string {
+	s := httpapi.FormatCPU(r.CPU) + " cpu, " + httpapi.FormatMemory(r.MemoryMB)
+	for _, k := range sortedKeys(r.Named) {
+		s += fmt.Sprintf(", %s=%d", k, r.Named[k])
+	}
+	return s
+}
+
+func labels(m map[string]string) string {
+	if len(m) == 0 {
+		return "-"
+	}
+	parts := make([]string, 0, len(m))
+	for _, k := range sortedKeys(m) {
+		parts = append(parts, k+"="+m[k])
+	}
+	return strings.Join(parts, ",")
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func exitCode(p *int) string {
+	if p == nil {
+		return "-"
+	}
+	return fmt.Sprint(*p)
+}
+
+// truncate shortens s to n runes with an ellipsis.
+func truncate(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
+}

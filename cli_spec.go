@@ -1,0 +1,315 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+	"gopkg.in/yaml.v3"
+
+	"github.com/foreman-sched/foreman/httpapi"
+)
+
+// multi is a repeatable string flag that never splits on commas, so
+// "--constraint 'gpu in (a,b)'" and "--env LIST=a,b" stay whole.
+type multi []string
+
+func (m *multi) Set(s string) error { *m = append(*m, s); return nil }
+func (m *multi) String() string     { return strings.Join(*m, " ") }
+
+// specFlags are the job flags shared by submit and run. They are built
+// fresh for each command so repeatable values never leak between runs.
+func specFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "file", Aliases: []string{"f"}, Usage: "job spec file (YAML or JSON); flags override its fields"},
+		&cli.StringFlag{Name: "name", Usage: "job name"},
+		&cli.StringFlag{Name: "cpu", Usage: "CPU: 500m, 0.5 or 2 (cores), 500 (millicores; bare integers from 64 up)"},
+		&cli.StringFlag{Name: "memory", Usage: "memory: 256MiB, 1GiB, or 256 (MiB)"},
+		&cli.IntFlag{Name: "priority", Usage: "0..100 (default 50)"},
+		&cli.IntFlag{Name: "max-attempts", Usage: "attempts before the job fails (default 3)"},
+		&cli.StringFlag{Name: "timeout", Usage: "per-attempt time limit, e.g. 10m"},
+		&cli.GenericFlag{Name: "env", Value: &multi{}, Usage: "K=V environment variable (repeatable)"},
+		&cli.GenericFlag{Name: "label", Value: &multi{}, Usage: "k=v label (repeatable)"},
+		&cli.StringFlag{Name: "driver", Usage: "container or process (default: the node's)"},
+		&cli.StringFlag{Name: "image", Usage: "OCI image for the container driver"},
+		&cli.StringFlag{Name: "network", Usage: "none (default) or host"},
+		&cli.StringFlag{Name: "user", Usage: "user to run as (name or uid[:gid])"},
+		&cli.StringFlag{Name: "kill-signal", Usage: "signal sent on cancel or timeout (default SIGTERM)"},
+		&cli.StringFlag{Name: "kill-timeout", Usage: "grace period before SIGKILL (default 10s)"},
+		&cli.StringFlag{Name: "queue", Usage: "queue name"},
+		&cli.GenericFlag{Name: "constraint", Value: &multi{}, Usage: "node label constraint, e.g. 'zone == a' (repeatable)"},
+		&cli.StringFlag{Name: "placement", Usage: "binpack (default) or spread"},
+		&cli.StringFlag{Name: "run-at", Usage: "start no earlier than this RFC 3339 time"},
+		&cli.StringFlag{Name: "in", Usage: "start no earlier than this long from now, e.g. 10m"},
+		&cli.StringFlag{Name: "deadline", Usage: "fail the job if not done by this RFC 3339 time (or duration from now)"},
+		&cli.StringFlag{Name: "idempotency-key", Usage: "deduplicate retried submits"},
+		&cli.BoolFlag{Name: "allow-unplaceable", Usage: "accept resources larger than any node has now"},
+	}
+}
+
+// specFromFlags builds a job spec from base (the -f file's, or nil) and
+// the flags, and the command from the arguments after "--". The
+// idempotency key is returned apart because it travels in a header.
+func specFromFlags(c *cli.Context, now time.Time, base *httpapi.JobSpecInput) (httpapi.JobSpecInput, string, error) {
+	var spec httpapi.JobSpecInput
+	if base != nil {
+		spec = *base
+	}
+	if err := applyFlags(c, &spec, now); err != nil {
+		return spec, "", err
+	}
+	key := spec.IdempotencyKey
+	spec.IdempotencyKey = ""
+	if len(spec.Command) == 0 {
+		return spec, "", fmt.Errorf("no command: put it after --, e.g. foreman %s -- echo hello", c.Command.Name)
+	}
+	return spec, key, nil
+}
+
+// singleSpec reads -f (if given) as one job spec; a batch file is refused.
+func singleSpec(c *cli.Context) (*httpapi.JobSpecInput, error) {
+	f := c.String("file")
+	if f == "" {
+		return nil, nil
+	}
+	specs, batch, err := readSpecFile(f)
+	if err != nil {
+		return nil, err
+	}
+	if batch {
+		return nil, fmt.Errorf("%s is a batch of %d jobs; use foreman submit -f for batches", f, len(specs))
+	}
+	return &specs[0], nil
+}
+
+// applyFlags overrides spec fields with the flags that were given.
+func applyFlags(c *cli.Context, spec *httpapi.JobSpecInput, now time.Time) error {
+	if args := c.Args().Slice(); len(args) > 0 {
+		if len(args) == 1 && strings.ContainsAny(args[0], " \t|&;<>$") {
+			spec.Command = httpapi.JSONString(args[0]) // one quoted shell line
+		} else {
+			spec.Command = httpapi.Argv(args...)
+		}
+	}
+	set := func(name string, fn func(string) error) error {
+		if !c.IsSet(name) {
+			return nil
+		}
+		if err := fn(c.String(name)); err != nil {
+			return fmt.Errorf("--%s: %w", name, err)
+		}
+		return nil
+	}
+	str := func(dst *string) func(string) error { return func(s string) error { *dst = s; return nil } }
+	dur := func(dst *json.RawMessage) func(string) error {
+		return func(s string) error {
+			d, err := time.ParseDuration(s)
+			if err != nil {
+				return fmt.Errorf("%q is not a duration (e.g. 30s, 10m, 2h)", s)
+			}
+			*dst = httpapi.JSONString(d.String())
+			return nil
+		}
+	}
+	res := func() *httpapi.ResourcesInput {
+		if spec.Resources == nil {
+			spec.Resources = &httpapi.ResourcesInput{}
+		}
+		return spec.Resources
+	}
+	steps := []error{
+		set("name", str(&spec.Name)),
+		set("cpu", func(s string) error {
+			m, err := httpapi.ParseCPU(s)
+			res().CPU = json.RawMessage(strconv.FormatInt(m, 10))
+			return err
+		}),
+		set("memory", func(s string) error {
+			m, err := httpapi.ParseMemory(s)
+			res().Memory = json.RawMessage(strconv.FormatInt(m, 10))
+			return err
+		}),
+		set("timeout", dur(&spec.Timeout)),
+		set("kill-timeout", dur(&spec.KillTimeout)),
+		set("driver", str(&spec.Driver)),
+		set("image", str(&spec.Image)),
+		set("network", str(&spec.Network)),
+		set("user", str(&spec.User)),
+		set("kill-signal", str(&spec.KillSignal)),
+		set("queue", str(&spec.Queue)),
+		set("placement", str(&spec.Placement)),
+		set("idempotency-key", str(&spec.IdempotencyKey)),
+		set("run-at", func(s string) error { return rfc3339(s, &spec.RunAt) }),
+		set("in", func(s string) error {
+			d, err := time.ParseDuration(s)
+			if err != nil || d < 0 {
+				return fmt.Errorf("%q is not a positive duration (e.g. 10m)", s)
+			}
+			if c.IsSet("run-at") {
+				return fmt.Errorf("give --run-at or --in, not both")
+			}
+			spec.RunAt = httpapi.JSONString(now.Add(d).UTC().Format(time.RFC3339Nano))
+			return nil
+		}),
+		set("deadline", func(s string) error {
+			if d, err := time.ParseDuration(s); err == nil {
+				spec.Deadline = httpapi.JSONString(now.Add(d).UTC().Format(time.RFC3339Nano))
+				return nil
+			}
+			return rfc3339(s, &spec.Deadline)
+		}),
+	}
+	for _, err := range steps {
+		if err != nil {
+			return err
+		}
+	}
+	if c.IsSet("priority") {
+		p := c.Int("priority")
+		spec.Priority = &p
+	}
+	if c.IsSet("max-attempts") {
+		n := c.Int("max-attempts")
+		spec.MaxAttempts = &n
+	}
+	if c.IsSet("allow-unplaceable") {
+		spec.AllowUnplaceable = c.Bool("allow-unplaceable")
+	}
+	for _, kv := range multiValues(c, "env") {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return fmt.Errorf("--env %q: want KEY=VALUE", kv)
+		}
+		if spec.Env == nil {
+			spec.Env = map[string]string{}
+		}
+		spec.Env[k] = v
+	}
+	for _, kv := range multiValues(c, "label") {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return fmt.Errorf("--label %q: want key=value", kv)
+		}
+		if spec.Labels == nil {
+			spec.Labels = map[string]string{}
+		}
+		spec.Labels[k] = v
+	}
+	spec.Constraints = append(spec.Constraints, multiValues(c, "constraint")...)
+	return nil
+}
+
+func multiValues(c *cli.Context, name string) []string {
+	if m, ok := c.Generic(name).(*multi); ok && m != nil {
+		return *m
+	}
+	return nil
+}
+
+func rfc3339(s string, dst *json.RawMessage) error {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return fmt.Errorf("%q is not an RFC 3339 time (e.g. 2030-01-02T15:04:05Z)", s)
+	}
+	*dst = httpapi.JSONString(t.UTC().Format(time.RFC3339Nano))
+	return nil
+}
+
+// readSpecFile reads one job spec, or a batch ({"jobs": [...]}), from a
+// YAML or JSON file ("-" is stdin). Unknown fields are refused here, with
+// the field named, before anything is sent.
+func readSpecFile(path string) (specs []httpapi.JobSpecInput, batch bool, err error) {
+	var b []byte
+	if path == "-" {
+		b, err = io.ReadAll(os.Stdin)
+	} else {
+		b, err = os.ReadFile(path)
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	return parseSpecFile(path, b)
+}
+
+func parseSpecFile(path string, b []byte) (specs []httpapi.JobSpecInput, batch bool, err error) {
+	trimmed := bytes.TrimSpace(b)
+	isJSON := len(trimmed) > 0 && (trimmed[0] == '{' || trimmed[0] == '[')
+	if ext := strings.ToLower(filepath.Ext(path)); ext == ".yaml" || ext == ".yml" || !isJSON {
+		var v any
+		if err := yaml.Unmarshal(b, &v); err != nil {
+			return nil, false, fmt.Errorf("%s: %w", path, err)
+		}
+		v, err = yamlToJSON(v)
+		if err != nil {
+			return nil, false, fmt.Errorf("%s: %w", path, err)
+		}
+		if b, err = json.Marshal(v); err != nil {
+			return nil, false, fmt.Errorf("%s: %w", path, err)
+		}
+	}
+	var probe struct {
+		Jobs []json.RawMessage `json:"jobs"`
+	}
+	raws := []json.RawMessage{b}
+	if json.Unmarshal(b, &probe) == nil && probe.Jobs != nil {
+		raws = probe.Jobs
+	}
+	out := make([]httpapi.JobSpecInput, len(raws))
+	for i, raw := range raws {
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&out[i]); err != nil {
+			where := path
+			if len(raws) > 1 || probe.Jobs != nil {
+				where = fmt.Sprintf("%s: jobs[%d]", path, i)
+			}
+			return nil, false, fmt.Errorf("%s: %s", where, strings.TrimPrefix(err.Error(), "json: "))
+		}
+	}
+	return out, probe.Jobs != nil, nil
+}
+
+// yamlToJSON makes a decoded YAML value encodable as JSON (string keys,
+// times as RFC 3339).
+func yamlToJSON(v any) (any, error) {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			c, err := yamlToJSON(e)
+			if err != nil {
+				return nil, err
+			}
+			x[k] = c
+		}
+		return x, nil
+	case map[any]any:
+		m := make(map[string]any, len(x))
+		for k, e := range x {
+			c, err := yamlToJSON(e)
+			if err != nil {
+				return nil, err
+			}
+			m[fmt.Sprint(k)] = c
+		}
+		return m, nil
+	case []any:
+		for i, e := range x {
+			c, err := yamlToJSON(e)
+			if err != nil {
+				return nil, err
+			}
+			x[i] = c
+		}
+		return x, nil
+	case time.Time:
+		return x.UTC().Format(time.RFC3339Nano), nil
+	}
+	return v, nil
+}
