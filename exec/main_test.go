@@ -3,6 +3,8 @@ package exec
 import (
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
@@ -65,6 +67,8 @@ type fakeState struct {
 	contact  atomic.Bool
 	failNext atomic.Int32 // reports to fail with a transient error
 	token    uint64
+	// onReport, when set, sees every accepted report (under the lock; must not block).
+	onReport func(fsm.ReportAttempt)
 }
 
 func newFakeState() *fakeState {
@@ -119,6 +123,9 @@ func (s *fakeState) Report(ctx context.Context, r fsm.ReportAttempt) error {
 		return fmt.Errorf("report %s: %w", id, fsm.ErrStaleToken)
 	}
 	s.reports = append(s.reports, r)
+	if s.onReport != nil {
+		s.onReport(r)
+	}
 	if r.State == fsm.AttemptRunning {
 		a.Attempt.State = fsm.AttemptRunning
 		a.Attempt.StartedAt = r.StartedAt
@@ -188,7 +195,7 @@ func (s *fakeState) running(jobID string) bool {
 // harness is one worker over a fake state, with a data dir short enough
 // for unix socket paths.
 type harness struct {
-	t      *testing.T
+	t      testing.TB
 	state  *fakeState
 	cfg    WorkerConfig
 	w      *Worker
@@ -196,7 +203,7 @@ type harness struct {
 	done   chan struct{}
 }
 
-func dataDir(t *testing.T) string {
+func dataDir(t testing.TB) string {
 	t.Helper()
 	d, err := os.MkdirTemp("", "fx")
 	if err != nil {
@@ -206,7 +213,7 @@ func dataDir(t *testing.T) string {
 	return d
 }
 
-func testConfig(t *testing.T, dir string) WorkerConfig {
+func testConfig(t testing.TB, dir string) WorkerConfig {
 	cfg := DefaultWorkerConfig()
 	cfg.Node = "n1"
 	cfg.DataDir = dir
@@ -218,9 +225,13 @@ func testConfig(t *testing.T, dir string) WorkerConfig {
 	return cfg
 }
 
-func startWorker(t *testing.T, state *fakeState, cfg WorkerConfig) *harness {
+func startWorker(t testing.TB, state *fakeState, cfg WorkerConfig) *harness {
 	t.Helper()
-	w, err := NewWorker(cfg, WorkerDeps{Assignments: state, Reporter: state, LeaderContact: state})
+	deps := WorkerDeps{Assignments: state, Reporter: state, LeaderContact: state}
+	if _, bench := t.(*testing.B); bench {
+		deps.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	w, err := NewWorker(cfg, deps)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,7 +268,7 @@ func (h *harness) waitFinal(jobID string, timeout time.Duration) fsm.ReportAttem
 
 func (h *harness) dir(jobID string) string { return h.w.AttemptDir(jobID, 1) }
 
-func readFile(t *testing.T, p string) string {
+func readFile(t testing.TB, p string) string {
 	t.Helper()
 	b, err := os.ReadFile(p)
 	if err != nil {
@@ -266,7 +277,7 @@ func readFile(t *testing.T, p string) string {
 	return string(b)
 }
 
-func jobPID(t *testing.T, dir string) int {
+func jobPID(t testing.TB, dir string) int {
 	t.Helper()
 	var pid int
 	waitFor(t, waitShort, "job.pid", func() bool {
