@@ -22,6 +22,9 @@ func (f *FSM) Apply(l *raft.Log) any { return f.ApplyBatch([]*raft.Log{l})[0] }
 // state silently diverge from the log (etcd does the same).
 func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 	out := make([]any, len(logs))
+	if len(logs) == 0 {
+		return out
+	}
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	if f.closed {
