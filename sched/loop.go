@@ -40,6 +40,11 @@ type Deps struct {
 	Clock Clock // nil = SystemClock()
 }
 
+// ErrNotLeader means the loop found this node is no longer leader (or
+// changed term) while building a snapshot; it plans again after RetryDelay
+// unless its context ends first.
+var ErrNotLeader = errors.New("sched: not leader")
+
 // ErrMissingDep means New was called without a required dependency.
 var ErrMissingDep = errors.New("sched: missing dependency")
 
@@ -170,7 +175,15 @@ func (s *Scheduler) planOnce(ctx context.Context) (*Decision, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load snapshot: %w", err)
 	}
-	snap.LeaderSince = s.raft.LeaderSince()
+	// LastHeardFrom answers nothing once leadership is lost, which would
+	// read as "never heard" and let a dead-looking node's attempts be
+	// declared lost early. So LeaderSince must be set and unchanged across
+	// the reads: then every answer came from this leader's term.
+	since := s.raft.LeaderSince()
+	if since.IsZero() {
+		return nil, ErrNotLeader
+	}
+	snap.LeaderSince = since
 	heard := func(name string) {
 		if _, done := snap.LastHeard[name]; !done {
 			if t, ok := s.raft.LastHeardFrom(name); ok {
@@ -183,6 +196,9 @@ func (s *Scheduler) planOnce(ctx context.Context) (*Decision, error) {
 	}
 	for i := range snap.Live { // attempts may sit on a node already removed
 		heard(snap.Live[i].Node)
+	}
+	if again := s.raft.LeaderSince(); !again.Equal(since) {
+		return nil, ErrNotLeader
 	}
 	now := s.clk.Now()
 	dec := Plan(snap, now, s.cfg)

@@ -304,3 +304,38 @@ func TestNewChecksDeps(t *testing.T) {
 		t.Fatalf("err = %v, want ErrInvalidConfig", err)
 	}
 }
+
+// steppingDownRaft loses leadership after answering LeaderSince once.
+type steppingDownRaft struct {
+	*fakeRaft
+	calls int
+}
+
+func (r *steppingDownRaft) LeaderSince() time.Time {
+	r.calls++
+	if r.calls > 1 {
+		return time.Time{}
+	}
+	return r.fakeRaft.LeaderSince()
+}
+
+func (r *steppingDownRaft) LastHeardFrom(string) (time.Time, bool) { return time.Time{}, false }
+
+// Losing leadership while the snapshot is built must not let the plan
+// treat "no answer" as "never heard" (and mark attempts lost early).
+func TestLoopRefusesPlanAcrossLeadershipLoss(t *testing.T) {
+	e := newLoopEnv(t)
+	e.apply(fsm.CmdUpsertNode, &fsm.UpsertNode{Node: node("n1", 4000, 4096)})
+	e.apply(fsm.CmdSubmitJobs, &fsm.SubmitJobs{Jobs: []fsm.NewJob{{ID: "job1",
+		Spec: fsm.JobSpec{Command: []string{"true"}, Priority: 50, Resources: fsm.Resources{CPU: 1, MemoryMB: 1}}}}})
+	s, err := New(loopConfig(), Deps{Raft: &steppingDownRaft{fakeRaft: e.r}, State: e.f, Clock: e.clk}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.planOnce(context.Background()); !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("err = %v, want ErrNotLeader", err)
+	}
+	if len(e.r.commands(fsm.CmdPlace)) != 0 {
+		t.Fatal("planned after losing leadership")
+	}
+}

@@ -70,6 +70,9 @@ func (pl *planning) planNodeFailures() {
 		}
 		switch {
 		case n == nil || n.Gossip == fsm.NodeDead || n.Gossip == fsm.NodeLeft:
+			if pl.snap.LeaderSince.IsZero() {
+				continue // not leader (or unknown since when): never declare lost
+			}
 			ready := lostReady(pl.snap, g.node, pl.cfg)
 			if pl.now.Before(ready) {
 				pl.wakeAt(ready)

@@ -456,3 +456,12 @@ func TestPlanFillPattern(t *testing.T) {
 		})
 	}
 }
+
+func TestPlanNoLostWithoutLeaderSince(t *testing.T) {
+	n := node("d", 1000, 1000)
+	n.Gossip = fsm.NodeDead
+	snap := &Snapshot{Nodes: []fsm.Node{n}, Live: []fsm.Attempt{liveAttempt("j", "d", 1, 1, 3)}}
+	if dec := Plan(snap, t0.Add(24*time.Hour), testConfig()); len(dec.Commands) != 0 {
+		t.Fatal("declared attempts lost with an unknown LeaderSince")
+	}
+}
