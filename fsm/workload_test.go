@@ -255,8 +255,6 @@ type nopCloser struct{ *bytes.Reader }
 
 func (nopCloser) Close() error { return nil }
 
-func newReader(b []byte) *bytes.Reader { return bytes.NewReader(b) }
-
 // TestReopen: a clean close and reopen keeps state and applied index.
 func TestReopen(t *testing.T) {
 	logs, ref := genLog(t, 3, 300)
