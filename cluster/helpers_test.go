@@ -27,6 +27,12 @@ func submit(t testing.TB, nd *clustertest.Node) string {
 }
 
 func trySubmit(nd *clustertest.Node) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), applyTimeout)
+	defer cancel()
+	return trySubmitCtx(ctx, nd)
+}
+
+func trySubmitCtx(ctx context.Context, nd *clustertest.Node) (string, error) {
 	id := ulid.Make().String()
 	cmd, err := fsm.NewCommand(fsm.CmdSubmitJobs, time.Now(), fsm.SubmitJobs{Jobs: []fsm.NewJob{{
 		ID: id, Spec: fsm.JobSpec{Command: []string{"true"}},
@@ -34,8 +40,6 @@ func trySubmit(nd *clustertest.Node) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), applyTimeout)
-	defer cancel()
 	res, err := nd.Apply(ctx, cmd)
 	if err != nil {
 		return "", err

@@ -66,12 +66,12 @@ func (c *filteredConn) Read(b []byte) (int, error) {
 		return 0, errUnreachable
 	}
 	n, err := c.Conn.Read(b)
+	if n > 0 && !reachable(c.network, c.peer) {
+		c.Conn.Close() // bytes that arrive after a cut never happened
+		return 0, errUnreachable
+	}
 	if n > 0 && c.heard != nil {
 		c.heard.touch(c.peer)
-	}
-	if n > 0 && !reachable(c.network, c.peer) {
-		c.Conn.Close()
-		return 0, errUnreachable
 	}
 	return n, err
 }
