@@ -12,5 +12,8 @@
 //     must survive a failover: a new leader rebuilds everything from the
 //     fsm, and Apply's state checks make a repeated command harmless.
 //
+// Wiring (main): sched.New(cfg, sched.Deps{Raft: clusterNode, State: fsm}, logger),
+// then clusterNode.OnLeadership(func(ctx context.Context) { s.Run(ctx) }).
+//
 // See DESIGN.md for the reasons behind scoring, aging and lost detection.
 package sched
