@@ -29,11 +29,12 @@ func clientCommands() []*cli.Command {
 // clientFlags are the connection flags of every client command.
 func clientFlags() []cli.Flag {
 	return []cli.Flag{
+		// No EnvVars: an env-set flag would count as "set" on every
+		// command and hide an explicit --addr given to the App.
 		&cli.StringFlag{
-			Name:    "addr",
-			Usage:   "address of any agent's API",
-			EnvVars: []string{httpapi.EnvAddr},
-			Value:   httpapi.DefaultAddr,
+			Name:        "addr",
+			Usage:       "address of any agent's API (default $" + httpapi.EnvAddr + ", else " + httpapi.DefaultAddr + ")",
+			DefaultText: "$" + httpapi.EnvAddr,
 		},
 	}
 }

@@ -250,3 +250,34 @@ func TestJobOutcome(t *testing.T) {
 		})
 	}
 }
+
+// TestAddrResolution: an explicit --addr on the command wins over one on
+// the App, which wins over FOREMAN_ADDR.
+func TestAddrResolution(t *testing.T) {
+	hit := func(name string) (*httptest.Server, *int) {
+		n := new(int)
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			*n++
+			_, _ = io.WriteString(w, `{"jobs":[]}`)
+		}))
+		t.Cleanup(srv.Close)
+		return srv, n
+	}
+	env, envHits := hit("env")
+	app, appHits := hit("app")
+	cmd, cmdHits := hit("cmd")
+	t.Setenv(httpapi.EnvAddr, env.URL)
+	run := func(args ...string) {
+		t.Helper()
+		a := &cli.App{Name: "foreman", Flags: clientFlags(), Commands: clientCommands(), Writer: io.Discard, ExitErrHandler: func(*cli.Context, error) {}}
+		if err := a.Run(append([]string{"foreman"}, args...)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run("job", "ls")
+	run("--addr", app.URL, "job", "ls")
+	run("--addr", app.URL, "job", "ls", "--addr", cmd.URL)
+	if *envHits != 1 || *appHits != 1 || *cmdHits != 1 {
+		t.Fatalf("hits env=%d app=%d cmd=%d, want 1 each", *envHits, *appHits, *cmdHits)
+	}
+}

@@ -110,5 +110,6 @@ type RaftInfo struct {
 type RaftServer struct {
 	ID       string `json:"id"`
 	Address  string `json:"address"`
-	Suffrage string `json:"suffrage"` // Voter | Nonvoter
+	Suffrage string `json:"suffrage"` // voter | nonvoter | staging
+	Role     string `json:"role"`     // leader | follower
 }

@@ -29,6 +29,7 @@ func (s *server) proxy(w http.ResponseWriter, r *http.Request, name, addr string
 		s.writeError(w, r, fmt.Errorf("%w: request was already forwarded once; not forwarding it to %s", ErrLoop, name))
 		return
 	}
+	w.Header().Del(HeaderNode) // the node that really answers sets it
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(&url.URL{Scheme: "http", Host: addr})

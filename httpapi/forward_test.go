@@ -36,6 +36,15 @@ func TestFollowerProxiesWrites(t *testing.T) {
 	if follower.f.AppliedIndex() != 0 {
 		t.Fatal("the follower applied a write itself")
 	}
+	req, _ := http.NewRequest("POST", follower.srv.URL+"/v1/jobs", strings.NewReader(`{"command":"true"}`))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if got := resp.Header.Values(HeaderNode); len(got) != 1 || got[0] != "n1" {
+		t.Fatalf("%s = %v, want the leader that answered", HeaderNode, got)
+	}
 	// Idempotency still holds through the proxy: the leader dedupes.
 	id2, dup, err := follower.client.SubmitJob(ctx, JobSpecInput{Command: Argv("true")}, "k1")
 	if err != nil || !dup || id2 != id {

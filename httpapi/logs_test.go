@@ -1,13 +1,16 @@
 package httpapi
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/foreman-sched/foreman/fsm"
 )
@@ -79,5 +82,54 @@ func TestLogs(t *testing.T) {
 	code, body := n1.do("GET", fmt.Sprintf("/v1/jobs/%s/logs?stream=both", local), "")
 	if code != http.StatusBadRequest || !strings.Contains(body, "stream") {
 		t.Fatalf("bad stream: %d %s", code, body)
+	}
+}
+
+// stepLogs writes "first\n", waits for next, then writes "second\n".
+type stepLogs struct{ next chan struct{} }
+
+func (l *stepLogs) StreamLog(ctx context.Context, jobID string, attempt int, stream string, follow bool, out io.Writer) error {
+	if _, err := io.WriteString(out, "first\n"); err != nil {
+		return err
+	}
+	select {
+	case <-l.next:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	_, err := io.WriteString(out, "second\n")
+	return err
+}
+
+// TestLogsFlushAsTheyArrive: a follower of a log sees bytes before the
+// attempt ends, also through a proxy hop.
+func TestLogsFlushAsTheyArrive(t *testing.T) {
+	n1 := newTestAPI(t)
+	n2 := newTestAPIOn(t, n1.f, "n2", false)
+	n1.addNode("n1", strings.TrimPrefix(n1.srv.URL, "http://"), 4000, 4096)
+	id := n1.submit(`{"command":"true"}`)
+	n1.place(id, "n1")
+	steps := &stepLogs{next: make(chan struct{})}
+	n1.srv.Config.Handler = New(DefaultConfig(), Deps{Cluster: n1.cluster, State: n1.f, Logs: steps, Clock: fixedClock{t0}})
+
+	for _, via := range []*testAPI{n1, n2} {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		req, _ := http.NewRequestWithContext(ctx, "GET", via.srv.URL+"/v1/jobs/"+id+"/logs?follow=true", nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := bufio.NewReader(resp.Body)
+		line, err := r.ReadString('\n')
+		if err != nil || line != "first\n" {
+			t.Fatalf("via %s: first line %q %v", via.cluster.name, line, err)
+		}
+		steps.next <- struct{}{} // only now may the rest be written
+		rest, err := io.ReadAll(r)
+		if err != nil || string(rest) != "second\n" {
+			t.Fatalf("via %s: rest %q %v", via.cluster.name, rest, err)
+		}
+		resp.Body.Close()
+		cancel()
 	}
 }

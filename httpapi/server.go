@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime/debug"
 	"time"
 
 	"github.com/foreman-sched/foreman/fsm"
@@ -112,6 +113,17 @@ func (s *server) routes() {
 }
 
 func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	defer func() {
+		// A handler bug must not take the connection down silently; the
+		// reply may be cut if the handler had started writing.
+		if v := recover(); v != nil {
+			if v == http.ErrAbortHandler {
+				panic(v)
+			}
+			s.log.Error("handler panic", "method", r.Method, "path", r.URL.Path, "panic", v, "stack", string(debug.Stack()))
+			writeJSON(w, http.StatusInternalServerError, ErrorBody{Error: "internal error", Code: CodeInternal})
+		}
+	}()
 	w.Header().Set(HeaderNode, s.cluster.NodeName())
 	s.mux.ServeHTTP(w, r)
 }
