@@ -15,6 +15,7 @@ import (
 	"github.com/opencontainers/cgroups"
 	"github.com/opencontainers/cgroups/manager"
 	"github.com/opencontainers/runc/libcontainer"
+	"golang.org/x/sys/unix"
 
 	"github.com/foreman-sched/foreman/exec"
 	"github.com/foreman-sched/foreman/exec/image"
@@ -28,6 +29,7 @@ type Driver struct {
 	cfg          Config
 	log          *slog.Logger
 	shim         string // resolved ShimPath, "" with NoShim
+	noFile       uint64 // cfg.NoFileLimit clamped to our own hard limit
 	cgroupParent string // may differ from cfg.CgroupParent after v2 delegation
 
 	mu     sync.Mutex
@@ -46,6 +48,13 @@ func New(cfg Config, log *slog.Logger) (*Driver, error) {
 		log = slog.Default()
 	}
 	d := &Driver{cfg: cfg, log: log.With("component", "container"), cgroupParent: cfg.CgroupParent, stores: map[string]*image.Store{}}
+	d.noFile = cfg.NoFileLimit
+	var rl unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &rl); err == nil && rl.Max < d.noFile {
+		// Raising it needs CAP_SYS_RESOURCE, which a sandboxed root may lack.
+		d.log.Debug("RLIMIT_NOFILE clamped to our hard limit", "want", d.noFile, "hard", rl.Max)
+		d.noFile = rl.Max
+	}
 	if !cfg.NoShim {
 		p := cfg.ShimPath
 		if p == "" {

@@ -79,6 +79,11 @@ func (h *handle) Signal(sig syscall.Signal) error {
 		return nil
 	default:
 	}
+	if sig != killSignal && sig != syscall.SIGSTOP && h.d.shim != "" {
+		if st, err := h.c.State(); err == nil {
+			awaitShim(st.InitProcessPid, ShimTarget, sig, shimReadyTimeout)
+		}
+	}
 	if err := h.c.Signal(sig); err != nil && !errors.Is(err, libcontainer.ErrNotRunning) && !errors.Is(err, os.ErrProcessDone) {
 		return fmt.Errorf("container %s: signal %s: %w", h.c.ID(), unix.SignalName(sig), err)
 	}

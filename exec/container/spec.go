@@ -147,7 +147,7 @@ func (d *Driver) buildConfig(s containerSpec) *configs.Config {
 		Mounts:          mounts,
 		MaskPaths:       maskedPaths,
 		ReadonlyPaths:   readonlyPaths,
-		Rlimits:         []configs.Rlimit{{Type: unix.RLIMIT_NOFILE, Hard: d.cfg.NoFileLimit, Soft: d.cfg.NoFileLimit}},
+		Rlimits:         []configs.Rlimit{{Type: unix.RLIMIT_NOFILE, Hard: d.noFile, Soft: d.noFile}},
 	}
 }
 
