@@ -94,7 +94,10 @@ func (s *server) jobLogs(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	err = s.logs.StreamLog(r.Context(), id, num, stream, follow, fw)
 	if err != nil && !fw.wrote {
-		if errors.Is(err, fs.ErrNotExist) && at.StderrTail != "" {
+		if at.State == fsm.AttemptAssigned {
+			// The node has not created the attempt's files yet.
+			err = fmt.Errorf("%w: attempt %d is assigned to %s but has not started: %v", ErrNoAttempt, num, at.Node, err)
+		} else if errors.Is(err, fs.ErrNotExist) && at.StderrTail != "" {
 			s.serveTail(w, r, at, stream)
 			return
 		}

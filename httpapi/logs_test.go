@@ -61,7 +61,7 @@ func TestLogs(t *testing.T) {
 		{"dead node stdout", n1, gone, "stdout", 0, "", CodeUnreachable},
 		{"no attempt yet", n1, unplaced, "stdout", 0, "", CodeNoAttempt},
 		{"unknown attempt", n1, local, "stdout", 7, "", CodeNotFound},
-		{"missing log file", n2, remote, "stderr", 0, "", CodeNotFound},
+		{"assigned, not started yet", n2, remote, "stderr", 0, "", CodeNoAttempt},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
