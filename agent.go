@@ -1,0 +1,346 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/foreman-sched/foreman/cluster"
+	"github.com/foreman-sched/foreman/exec"
+	"github.com/foreman-sched/foreman/fsm"
+	"github.com/foreman-sched/foreman/httpapi"
+	"github.com/foreman-sched/foreman/sched"
+)
+
+// agentConfig is every subsystem's Config, filled from flags in one place
+// (agentConfigFrom).
+type agentConfig struct {
+	cluster   cluster.Config
+	worker    exec.WorkerConfig
+	sched     sched.Config
+	api       httpapi.Config
+	self      fsm.Node
+	logLevel  slog.Level
+	tempData  bool // --dev without --data-dir: removed at exit
+	container containerSettings
+}
+
+func agentCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "agent",
+		Usage: "run an agent: a raft member that schedules (when leader) and runs jobs",
+		Description: `Every host runs one agent. --dev starts a throwaway single-node cluster on 127.0.0.1.
+For a real cluster start the first servers with --bootstrap-expect N and --join one another;
+later agents only --join (they become non-voters and still run jobs).`,
+		Flags: []cli.Flag{
+			&cli.BoolFlag{Name: "dev", Usage: "single node on 127.0.0.1 with a temporary data dir (unless --data-dir)"},
+			&cli.StringFlag{Name: "data-dir", Usage: "where raft, state, logs and attempts live", EnvVars: []string{"FOREMAN_DATA_DIR"}},
+			&cli.StringFlag{Name: "name", Usage: "unique node name (default: hostname)"},
+			&cli.StringFlag{Name: "bind", Usage: "IP to listen on (default 127.0.0.1 with --dev, else 0.0.0.0)"},
+			&cli.StringFlag{Name: "advertise", Usage: "IP peers use to reach this node (default: --bind, or the first private IP)"},
+			&cli.IntFlag{Name: "port", Value: cluster.DefaultPort, Usage: "base port: HTTP = BASE, raft = BASE+1, gossip = BASE+2"},
+			&cli.StringSliceFlag{Name: "join", Usage: "HOST[:BASE] of any member to join (repeatable)"},
+			&cli.IntFlag{Name: "bootstrap-expect", Usage: "bootstrap raft once this many fresh servers see each other"},
+			&cli.IntFlag{Name: "voters", Value: 3, Usage: "number of raft voters (1, 3 or 5); later agents are non-voters"},
+			&cli.StringSliceFlag{Name: "label", Usage: "node label k=v for constraints (repeatable)"},
+			&cli.StringSliceFlag{Name: "resource", Usage: "named countable resource, e.g. gpu=4 (repeatable)"},
+			&cli.StringFlag{Name: "cpu", Usage: "override the advertised CPU capacity (e.g. 4, 3500m)"},
+			&cli.StringFlag{Name: "memory", Usage: "override the advertised memory capacity (e.g. 8GiB, 4096)"},
+			&cli.StringFlag{Name: "reserve-cpu", Value: "0", Usage: "CPU kept back from jobs (e.g. 500m)"},
+			&cli.StringFlag{Name: "reserve-memory", Value: "256MiB", Usage: "memory kept back from jobs"},
+			&cli.StringFlag{Name: "default-driver", Usage: "driver for jobs that name none (default: container when available, else process)"},
+			&cli.DurationFlag{Name: "lease", Value: exec.DefaultLeaseDuration, Usage: "attempt lease: a cut-off node's jobs are killed after this long"},
+			&cli.DurationFlag{Name: "retention", Value: 7 * 24 * time.Hour, Usage: "how long terminal jobs are kept"},
+			&cli.DurationFlag{Name: "idempotency-window", Value: 24 * time.Hour, Usage: "how long idempotency keys are remembered"},
+			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error"},
+		},
+		Action: func(c *cli.Context) error {
+			cfg, err := agentConfigFrom(c)
+			if err != nil {
+				return cli.Exit("foreman agent: "+err.Error(), 2)
+			}
+			return runAgent(c.Context, cfg)
+		},
+	}
+}
+
+// agentConfigFrom maps flags onto the subsystems' configs.
+func agentConfigFrom(c *cli.Context) (*agentConfig, error) {
+	cfg := &agentConfig{
+		cluster: cluster.DefaultConfig(),
+		worker:  exec.DefaultWorkerConfig(),
+		sched:   sched.DefaultConfig(),
+		api:     httpapi.DefaultConfig(),
+	}
+	if err := cfg.logLevel.UnmarshalText([]byte(c.String("log-level"))); err != nil {
+		return nil, fmt.Errorf("--log-level: %q is not one of debug, info, warn, error", c.String("log-level"))
+	}
+	cc := &cfg.cluster
+	cc.Dev = c.Bool("dev")
+	cc.DataDir = c.String("data-dir")
+	if cc.DataDir == "" {
+		if !cc.Dev {
+			return nil, errors.New("--data-dir is required (or use --dev)")
+		}
+		d, err := os.MkdirTemp("", "foreman-dev-")
+		if err != nil {
+			return nil, err
+		}
+		cc.DataDir, cfg.tempData = d, true
+	}
+	abs, err := filepath.Abs(cc.DataDir)
+	if err != nil {
+		return nil, fmt.Errorf("--data-dir: %w", err)
+	}
+	cc.DataDir = abs
+	if n := c.String("name"); n != "" {
+		cc.Name = n
+	}
+	cc.BindAddr = c.String("bind")
+	cc.AdvertiseAddr = c.String("advertise")
+	cc.Port = c.Int("port")
+	cc.Join = c.StringSlice("join")
+	cc.BootstrapExpect = c.Int("bootstrap-expect")
+	cc.Voters = c.Int("voters")
+	if err := cc.Validate(); err != nil {
+		return nil, err
+	}
+
+	lease := c.Duration("lease")
+	w := &cfg.worker
+	w.Node = cc.Name
+	w.DataDir = cc.DataDir
+	w.LeaseDuration, w.RenewInterval = lease, lease/3
+	w.ImageCache = filepath.Join(cc.DataDir, "images")
+
+	cfg.container = containerSettingsFor(cc.DataDir, cc.Name)
+	cfg.container.export()
+	registerContainerDriver() // again, now with this agent's state root and cgroup parent
+	usable, unusable := exec.DetectDrivers()
+	w.DefaultDriver = c.String("default-driver")
+	if w.DefaultDriver == "" {
+		w.DefaultDriver = exec.ProcessDriverName
+		for _, d := range usable {
+			if d == containerDriverName {
+				w.DefaultDriver = containerDriverName
+			}
+		}
+	} else if err, bad := unusable[w.DefaultDriver]; bad {
+		return nil, fmt.Errorf("--default-driver %s: %v", w.DefaultDriver, err)
+	}
+	if err := w.Validate(); err != nil {
+		return nil, err
+	}
+
+	s := &cfg.sched
+	s.LeaseDuration = lease
+	s.Retention = c.Duration("retention")
+	s.IdempotencyWindow = c.Duration("idempotency-window")
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+
+	self, err := selfDescription(c, usable)
+	if err != nil {
+		return nil, err
+	}
+	cfg.self = self
+	return cfg, nil
+}
+
+// selfDescription is what this node advertises: capacity (detected minus
+// the reserve, or overridden), labels, named resources and drivers.
+func selfDescription(c *cli.Context, drivers []string) (fsm.Node, error) {
+	capacity, err := exec.DetectCapacity()
+	if err != nil {
+		return fsm.Node{}, fmt.Errorf("detect capacity: %w", err)
+	}
+	if v := c.String("cpu"); v != "" {
+		if capacity.CPU, err = httpapi.ParseCPU(v); err != nil {
+			return fsm.Node{}, fmt.Errorf("--cpu: %w", err)
+		}
+	}
+	if v := c.String("memory"); v != "" {
+		if capacity.MemoryMB, err = httpapi.ParseMemory(v); err != nil {
+			return fsm.Node{}, fmt.Errorf("--memory: %w", err)
+		}
+	}
+	rc, err := httpapi.ParseCPU(c.String("reserve-cpu"))
+	if err != nil {
+		return fsm.Node{}, fmt.Errorf("--reserve-cpu: %w", err)
+	}
+	rm, err := httpapi.ParseMemory(c.String("reserve-memory"))
+	if err != nil {
+		return fsm.Node{}, fmt.Errorf("--reserve-memory: %w", err)
+	}
+	capacity.CPU = max(capacity.CPU-rc, 0)
+	capacity.MemoryMB = max(capacity.MemoryMB-rm, 0)
+
+	labels, err := keyValues(c.StringSlice("label"), "--label")
+	if err != nil {
+		return fsm.Node{}, err
+	}
+	named, err := keyValues(c.StringSlice("resource"), "--resource")
+	if err != nil {
+		return fsm.Node{}, err
+	}
+	for k, v := range named {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			return fsm.Node{}, fmt.Errorf("--resource %s=%s: the amount must be a non-negative integer", k, v)
+		}
+		if capacity.Named == nil {
+			capacity.Named = map[string]int64{}
+		}
+		capacity.Named[k] = n
+	}
+	return fsm.Node{Capacity: capacity, Labels: labels, Drivers: drivers, Version: version}, nil
+}
+
+func keyValues(list []string, flag string) (map[string]string, error) {
+	if len(list) == 0 {
+		return nil, nil
+	}
+	m := make(map[string]string, len(list))
+	for _, kv := range list {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("%s %q: want key=value", flag, kv)
+		}
+		m[k] = v
+	}
+	return m, nil
+}
+
+// runAgent starts every subsystem and blocks until SIGINT/SIGTERM or a
+// fatal error, then shuts down gracefully.
+func runAgent(parent context.Context, cfg *agentConfig) error {
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.logLevel}))
+	slog.SetDefault(logger)
+	if cfg.tempData {
+		defer os.RemoveAll(cfg.cluster.DataDir)
+	}
+
+	ctx, stop := signal.NotifyContext(parent, syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	f, err := cluster.OpenFSM(cfg.cluster.DataDir, fsm.Options{NoSync: true, Logger: logger}, logger)
+	if err != nil {
+		return fmt.Errorf("open state: %w", err)
+	}
+	node, err := cluster.New(cfg.cluster, f, cfg.self, logger)
+	if err != nil {
+		f.Close()
+		return err
+	}
+
+	// The HTTP listener comes up before the node joins so that peers (and
+	// forwarded writes) can reach it as soon as gossip announces us.
+	self := node.Self()
+	ln, err := net.Listen("tcp", net.JoinHostPort(bindHost(cfg.cluster), strconv.Itoa(cfg.cluster.Port)))
+	if err != nil {
+		_ = node.Shutdown(context.Background())
+		return fmt.Errorf("listen for HTTP: %w", err)
+	}
+
+	worker, err := exec.NewWorker(cfg.worker, exec.WorkerDeps{
+		Assignments:   assignments{f},
+		Reporter:      reporter{node},
+		LeaderContact: node,
+		Logger:        logger,
+	})
+	if err != nil {
+		ln.Close()
+		_ = node.Shutdown(context.Background())
+		return err
+	}
+
+	node.OnLeadership(func(lctx context.Context) {
+		s, err := sched.New(cfg.sched, sched.Deps{Raft: node, State: f}, logger)
+		if err != nil {
+			logger.Error("scheduler not started", "err", err)
+			return
+		}
+		if err := s.Run(lctx); err != nil && lctx.Err() == nil {
+			logger.Error("scheduler stopped", "err", err)
+		}
+	})
+
+	api := httpapi.New(cfg.api, httpapi.Deps{
+		Cluster: clusterAdapter{node},
+		State:   f,
+		Logs:    worker,
+		Logger:  logger,
+	})
+	srv := &http.Server{Handler: routes(api, node.InternalHandler()), ReadHeaderTimeout: 10 * time.Second}
+	srvErr := make(chan error, 1)
+	go func() { srvErr <- srv.Serve(ln) }()
+
+	if err := node.Start(ctx); err != nil {
+		_ = srv.Close()
+		_ = node.Shutdown(context.Background())
+		return err
+	}
+	workerCtx, stopWorker := context.WithCancel(context.Background())
+	workerDone := make(chan error, 1)
+	go func() { workerDone <- worker.Run(workerCtx) }()
+
+	logger.Info("agent started", "component", "agent", "node", self.Name, "http", self.HTTPAddr,
+		"data_dir", cfg.cluster.DataDir, "drivers", strings.Join(cfg.self.Drivers, ","), "default_driver", cfg.worker.DefaultDriver)
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+		logger.Info("shutting down", "component", "agent")
+	case err := <-srvErr:
+		runErr = fmt.Errorf("http server: %w", err)
+	case err := <-workerDone:
+		runErr = fmt.Errorf("worker: %w", err)
+	}
+
+	// Order matters: stop taking requests, stop the worker (running jobs
+	// keep going under their supervisors), then leave the cluster.
+	shutCtx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(shutCtx)
+	stopWorker()
+	if err := node.Shutdown(shutCtx); err != nil && runErr == nil {
+		runErr = err
+	}
+	return runErr
+}
+
+func bindHost(c cluster.Config) string {
+	if c.BindAddr != "" {
+		return c.BindAddr
+	}
+	if c.Dev {
+		return "127.0.0.1"
+	}
+	return "0.0.0.0"
+}
+
+// routes puts the API, the internal raft-forwarding endpoints and the UI on
+// one mux.
+func routes(api, internal http.Handler) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/v1/internal/", internal)
+	mux.Handle("/ui/", http.StripPrefix("/ui/", http.FileServerFS(uiAssets())))
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/ui/", http.StatusFound)
+	})
+	mux.Handle("/", api)
+	return mux
+}
