@@ -29,6 +29,11 @@ import (
 // the command's own refusal (Result.Err, which wraps an fsm sentinel and is
 // returned together with the Result).
 func (n *Node) Apply(ctx context.Context, cmd *fsm.Command) (*fsm.Result, error) {
+	select {
+	case <-n.closing:
+		return nil, ErrShutdown
+	default:
+	}
 	ctx, cancel := context.WithTimeout(ctx, n.cfg.ForwardTimeout)
 	defer cancel()
 	body, err := cmd.Encode()

@@ -258,6 +258,7 @@ func (n *Node) close(ctx context.Context) error {
 	close(n.closing)
 	n.closeMu.Unlock()
 	n.ld.stop()
+	n.waitLeaderFns(ctx)
 	var errs []error
 	if n.ml != nil {
 		errs = append(errs, n.ml.Shutdown())
@@ -272,6 +273,22 @@ func (n *Node) close(ctx context.Context) error {
 	n.client.CloseIdleConnections()
 	errs = append(errs, n.storage.close(), n.fsm.Close())
 	return errors.Join(errs...)
+}
+
+// waitLeaderFns gives the functions registered with OnLeadership (their
+// context is already cancelled) until ctx ends to return, so they do not
+// read a closed FSM.
+func (n *Node) waitLeaderFns(ctx context.Context) {
+	n.ld.mu.Lock()
+	gen := n.ld.gen
+	n.ld.mu.Unlock()
+	done := make(chan struct{})
+	go func() { gen.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		n.logger.Warn("leadership functions still running at shutdown")
+	}
 }
 
 // teardown undoes a partial New.

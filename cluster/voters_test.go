@@ -104,3 +104,25 @@ func TestMembershipRecordsAndLeave(t *testing.T) {
 		return nil
 	})
 }
+
+// Three nodes started together with BootstrapExpect 3 form one cluster with
+// three voters and one cluster ID.
+func TestBootstrapExpectFormsOneCluster(t *testing.T) {
+	c := clustertest.NewCluster(t, 3, clustertest.Options{BootstrapExpect: true})
+	leader := c.WaitForLeader()
+	for _, nd := range c.Nodes() {
+		if got := suffrageOf(leader, nd.Name); got != "voter" {
+			t.Fatalf("%s is %q, want voter", nd.Name, got)
+		}
+	}
+	submit(t, c.Followers()[0])
+	c.Eventually(clustertest.ConvergeTimeout, "one cluster ID everywhere", func() error {
+		for _, nd := range c.Nodes() {
+			if nd.ClusterID() == "" || nd.ClusterID() != leader.ClusterID() {
+				return fmt.Errorf("%s has cluster ID %q, leader %q", nd.Name, nd.ClusterID(), leader.ClusterID())
+			}
+		}
+		return nil
+	})
+	c.WaitConverged()
+}
