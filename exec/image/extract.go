@@ -32,6 +32,12 @@ func untar(r io.Reader, dir string) (extractStats, error) {
 	for {
 		hdr, err := tr.Next()
 		if errors.Is(err, io.EOF) {
+			// mutate.Extract writes the tar trailer before it reports an
+			// error through the pipe: read past the trailer to see it, or
+			// a refused layer would look like a short, valid one.
+			_, err = io.Copy(io.Discard, r)
+		}
+		if err == nil && hdr == nil {
 			return st, nil
 		}
 		if err != nil {
