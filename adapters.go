@@ -2,6 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"io"
 	"io/fs"
 	"time"
 
@@ -60,6 +63,27 @@ func (r reporter) Report(ctx context.Context, rep fsm.ReportAttempt) error {
 type clusterAdapter struct{ *cluster.Node }
 
 func (c clusterAdapter) NodeName() string { return c.Name() }
+
+// Apply maps cluster's "no leader" onto the API's, so it answers 503.
+func (c clusterAdapter) Apply(ctx context.Context, cmd *fsm.Command) (*fsm.Result, error) {
+	res, err := c.Node.Apply(ctx, cmd)
+	if errors.Is(err, cluster.ErrNoLeader) {
+		return nil, fmt.Errorf("%w: %v", httpapi.ErrNoLeader, err)
+	}
+	return res, err
+}
+
+// workerLogs maps exec's "no such attempt here" onto fs.ErrNotExist, which
+// the API answers with 404.
+type workerLogs struct{ w *exec.Worker }
+
+func (l workerLogs) StreamLog(ctx context.Context, jobID string, attempt int, stream string, follow bool, out io.Writer) error {
+	err := l.w.StreamLog(ctx, jobID, attempt, stream, follow, out)
+	if errors.Is(err, exec.ErrNoSuchAttempt) && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("%w: %w", fs.ErrNotExist, err)
+	}
+	return err
+}
 
 func (c clusterAdapter) Members() []httpapi.Member {
 	info := c.Node.RaftInfo()

@@ -281,7 +281,7 @@ func runAgent(parent context.Context, cfg *agentConfig) error {
 	api := httpapi.New(cfg.api, httpapi.Deps{
 		Cluster: clusterAdapter{node},
 		State:   f,
-		Logs:    worker,
+		Logs:    workerLogs{worker},
 		Logger:  logger,
 	})
 	srv := &http.Server{Handler: routes(api, node.InternalHandler()), ReadHeaderTimeout: 10 * time.Second}

@@ -33,7 +33,8 @@ func runCommand() *cli.Command {
 		ArgsUsage: "[flags] -- CMD [ARGS...]",
 		Description: "Streams the job's stdout to stdout and its stderr to stderr, attempt after attempt,\n" +
 			"until the job ends. Exits with the job's exit code; a job killed for a timeout exits 124,\n" +
-			"for memory (oom) 137, when cancelled 130. Ctrl-C cancels the job.",
+			"for memory (oom) 137, when cancelled 130. Ctrl-C cancels the job. Unlike submit, run makes\n" +
+			"one attempt unless --max-attempts says otherwise.",
 		Flags: withClientFlags(append(specFlags(),
 			&cli.BoolFlag{Name: "detach", Aliases: []string{"d"}, Usage: "print the job ID and return at once"},
 		)...),
@@ -53,6 +54,12 @@ func runJob(c *cli.Context) error {
 	spec, key, err := specFromFlags(c, time.Now(), base)
 	if err != nil {
 		return err
+	}
+	if spec.MaxAttempts == nil {
+		// Interactive runs behave like running the command by hand: one
+		// attempt, its exit code, unless retries are asked for.
+		one := 1
+		spec.MaxAttempts = &one
 	}
 	id, _, err := cl.SubmitJob(c.Context, spec, key)
 	if err != nil {

@@ -41,7 +41,11 @@ func main() {
 		ExitErrHandler:       func(*cli.Context, error) {}, // main prints errors itself, once
 	}
 	if err := app.Run(os.Args); err != nil {
-		fmt.Fprintln(os.Stderr, "foreman:", err)
+		// An empty message means the command already said everything (foreman
+		// run passing on a job's exit code); only the code remains.
+		if msg := err.Error(); msg != "" {
+			fmt.Fprintln(os.Stderr, "foreman:", msg)
+		}
 		var ec cli.ExitCoder
 		if errors.As(err, &ec) && ec.ExitCode() != 0 {
 			os.Exit(ec.ExitCode())
