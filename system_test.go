@@ -87,6 +87,9 @@ func startAgent(t *testing.T, bin, name, dir string, base int, extra ...string) 
 	args := append([]string{"agent", "--name", name, "--data-dir", dir, "--bind", "127.0.0.1",
 		"--port", fmt.Sprint(base)}, extra...)
 	cmd := exec.Command(bin, args...)
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	logf, err := os.OpenFile(filepath.Join(filepath.Dir(dir), name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		t.Fatal(err)
