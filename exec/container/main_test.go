@@ -172,13 +172,30 @@ func removeCgroupParent(t testing.TB, parent string) {
 	}
 }
 
+// hostMountNS is the test process's mount namespace at start.
+var hostMountNS, _ = os.Readlink("/proc/self/ns/mnt")
+
+// mountinfo reads the mount table of the namespace the test started in,
+// through a thread still in it. /proc/self is the main thread, which after
+// some container starts sits wedged in another mount namespace (observed
+// with runc v1.5.2: a locked thread that setns'd and exited is not killed
+// when it is the main thread), so /proc/self/mountinfo is not reliable.
 func mountinfo(t testing.TB) []byte {
 	t.Helper()
-	b, err := os.ReadFile("/proc/self/mountinfo")
+	tasks, err := os.ReadDir("/proc/self/task")
 	if err != nil {
 		t.Fatal(err)
 	}
-	return b
+	for _, task := range tasks {
+		dir := "/proc/self/task/" + task.Name()
+		if ns, _ := os.Readlink(dir + "/ns/mnt"); ns == hostMountNS {
+			if b, err := os.ReadFile(dir + "/mountinfo"); err == nil {
+				return b
+			}
+		}
+	}
+	t.Fatalf("no thread left in mount namespace %s", hostMountNS)
+	return nil
 }
 
 func assertErrorIs(t testing.TB, err, target error, contains string) {

@@ -10,6 +10,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"os/signal"
 	"strings"
 	"syscall"
@@ -48,7 +49,12 @@ func shim(args []string) int {
 	}
 	sigs := make(chan os.Signal, 16)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGCHLD)
-	p, err := os.StartProcess(args[0], args, &os.ProcAttr{
+	path, err := exec.LookPath(args[0])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "shim:", err)
+		return 127
+	}
+	p, err := os.StartProcess(path, args, &os.ProcAttr{
 		Files: []*os.File{os.Stdin, os.Stdout, os.Stderr},
 		Env:   os.Environ(),
 		Sys:   &syscall.SysProcAttr{Setpgid: true},
