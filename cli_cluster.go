@@ -113,9 +113,13 @@ func clusterRaft(c *cli.Context) error {
 	}
 	if len(r.Servers) > 0 {
 		fmt.Fprintln(stdout(c))
-		t := newTable(stdout(c), "SERVER", "ADDRESS", "SUFFRAGE")
+		t := newTable(stdout(c), "SERVER", "ADDRESS", "ROLE", "SUFFRAGE")
 		for _, s := range r.Servers {
-			t.row(s.ID, s.Address, s.Suffrage)
+			role := s.Role
+			if s.Suffrage == "nonvoter" {
+				role = "nonvoter"
+			}
+			t.row(s.ID, s.Address, role, s.Suffrage)
 		}
 		return t.flush()
 	}

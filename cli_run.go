@@ -74,8 +74,9 @@ func runJob(c *cli.Context) error {
 	w := &runWatcher{cl: cl, id: id, stdout: stdout(c), stderr: os.Stderr, poll: 100 * time.Millisecond}
 	sigCtx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 	d, err := w.watch(sigCtx)
+	interrupted := sigCtx.Err() != nil && c.Context.Err() == nil // read before stop() cancels sigCtx
 	stop()
-	if sigCtx.Err() != nil && c.Context.Err() == nil {
+	if interrupted {
 		// Ctrl-C: cancel the job, then wait for it to end; a second Ctrl-C
 		// stops waiting.
 		stderrf("cancelling job %s (Ctrl-C again to stop waiting)", id)

@@ -33,7 +33,7 @@ start() {
   done
   # Wait for one leader and two followers.
   for _ in $(seq 1 60); do
-    if FOREMAN_ADDR=http://127.0.0.1:7070 "$BIN" cluster raft 2>/dev/null | grep -q leader; then
+    if FOREMAN_ADDR=http://127.0.0.1:7070 "$BIN" cluster raft 2>/dev/null | grep -qw leader; then
       FOREMAN_ADDR=http://127.0.0.1:7070 "$BIN" cluster raft
       return 0
     fi
