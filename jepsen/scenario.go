@@ -180,7 +180,12 @@ func Run(bin, outDir string, sc Scenario, cleanup func(func())) report.Summary {
 	sum.FirstWriteAfterFault = report.FirstWrite(ops, faultStart)
 	sum.FirstWriteAfterHeal = report.FirstWrite(ops, healAt)
 	sum.Elections, sum.LeaderChanges = report.Elections(leaderSamples)
-	q := sum.Results[0].Stats
+	q := map[string]int{}
+	for _, r := range sum.Results {
+		if r.Name == "submit-queue" {
+			q = r.Stats
+		}
+	}
 	sum.Attempted, sum.Acknowledged, sum.Lost, sum.Duplicated, sum.Recovered, sum.Stuck =
 		q["attempted"], q["acknowledged"], q["lost"], q["duplicated"], q["recovered"], q["stuck"]
 	sum.Indeterminate = indeterminate(ops)

@@ -148,16 +148,23 @@ func (c *Client) ListJobs(ctx context.Context) ([]checker.FinalJob, error) {
 		if cursor != "" {
 			q.Set("cursor", cursor)
 		}
+		// A listed job's "attempts" is a count, not the attempts.
 		var out struct {
-			Jobs []checker.FinalJob `json:"jobs"`
-			Next string             `json:"next"`
+			Jobs []struct {
+				ID             string `json:"id"`
+				State          string `json:"state"`
+				IdempotencyKey string `json:"idempotency_key"`
+			} `json:"jobs"`
+			Next string `json:"next"`
 			// Some APIs name the cursor next_cursor.
 			NextCursor string `json:"next_cursor"`
 		}
 		if _, err := c.do(ctx, http.MethodGet, "/v1/jobs?"+q.Encode(), nil, nil, &out); err != nil {
 			return nil, err
 		}
-		all = append(all, out.Jobs...)
+		for _, j := range out.Jobs {
+			all = append(all, checker.FinalJob{ID: j.ID, State: j.State, IdempotencyKey: j.IdempotencyKey})
+		}
 		cursor = out.Next
 		if cursor == "" {
 			cursor = out.NextCursor

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sync"
 	"syscall"
 	"time"
@@ -38,6 +39,9 @@ func (n *Node) Start(bin string, flags []string) error {
 	defer n.mu.Unlock()
 	if n.cmd != nil && !exited(n.done) {
 		return fmt.Errorf("%s already running", n.Name)
+	}
+	if err := os.MkdirAll(filepath.Dir(n.LogPath), 0o755); err != nil {
+		return err
 	}
 	if err := os.MkdirAll(n.DataDir, 0o755); err != nil {
 		return err

@@ -31,6 +31,7 @@ type Submit struct {
 	pending map[string]int // indeterminate key -> worker
 	acked   map[string]string
 	final   []checker.FinalJob
+	noFinal bool // the final listing failed: no verdict on the product
 	endNs   int64
 }
 
@@ -219,6 +220,7 @@ func (s *Submit) Drain(ctx context.Context, env *Env, d time.Duration) error {
 		}
 	}
 	if err != nil {
+		s.noFinal = true
 		return fmt.Errorf("final listing: %w", err)
 	}
 	for i := range jobs {
@@ -247,6 +249,9 @@ func (s *Submit) Final() []checker.FinalJob { return s.final }
 // Check runs the submit, execution and read checkers.
 func (s *Submit) Check(env *Env, opt CheckOptions) []checker.Result {
 	ops := env.Rec.Ops()
+	if s.noFinal {
+		return []checker.Result{checker.Reads(ops, checker.LinearOptions{Timeout: opt.Timeout, HTMLPath: opt.HTMLPath, Events: opt.Events})}
+	}
 	res := []checker.Result{checker.Queue(ops, s.final)}
 	exec, torn1, err1 := checker.ReadRecordFiles(filepath.Join(env.Dir, "exec-*.log"))
 	sink, torn2, err2 := checker.ReadRecordFiles(filepath.Join(env.Dir, "sink.log"))
