@@ -23,6 +23,7 @@ func clientCommands() []*cli.Command {
 		nodeCommand(),
 		queueCommand(),
 		clusterCommand(),
+		benchCommand(),
 	}
 }
 

@@ -1,0 +1,224 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"math"
+	"net"
+	"net/http"
+	"os"
+	"sort"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/foreman-sched/foreman/fsm"
+	"github.com/foreman-sched/foreman/httpapi"
+)
+
+// benchCommand measures a running cluster through the public API only, so
+// the numbers are what any client sees. Every job it submits carries the
+// label bench=<run id>; progress goes to stderr, results to stdout.
+func benchCommand() *cli.Command {
+	driver := &cli.StringFlag{Name: "driver", Usage: "driver for the jobs (process or container; default: the node's)"}
+	return &cli.Command{
+		Name:  "bench",
+		Usage: "measure a running cluster: submit rate, latency, throughput, waves of sleeps",
+		Description: "Runs against the agent at --addr / $FOREMAN_ADDR. Times are taken on the client's clock only\n" +
+			"(never compared with a node's clock). See docs/benchmarks.md for what each number means.",
+		Subcommands: []*cli.Command{
+			{
+				Name:  "submit",
+				Usage: "accepted (durable, replicated) submits per second",
+				Description: "Jobs carry run_at one hour ahead, so they are accepted and stored but do not run\n" +
+					"during the measurement (use --runnable to let them run).",
+				Flags: withClientFlags(jsonFlag, driver,
+					&cli.IntFlag{Name: "jobs", Value: 20000, Usage: "jobs to submit"},
+					&cli.IntFlag{Name: "concurrency", Aliases: []string{"c"}, Value: 64, Usage: "concurrent clients"},
+					&cli.IntFlag{Name: "batch", Value: 1, Usage: "jobs per request (1 = single-job submits)"},
+					&cli.BoolFlag{Name: "runnable", Usage: "submit runnable no-op jobs instead of delayed ones"},
+				),
+				Action: func(c *cli.Context) error { return cliError(benchSubmit(c)) },
+			},
+			{
+				Name:  "latency",
+				Usage: "submit → start and submit → finish of no-op jobs, one at a time",
+				Flags: withClientFlags(jsonFlag, driver,
+					&cli.IntFlag{Name: "jobs", Value: 200, Usage: "jobs to run (sequentially)"},
+					&cli.DurationFlag{Name: "poll", Value: time.Millisecond, Usage: "interval between GETs of the job"},
+				),
+				Action: func(c *cli.Context) error { return cliError(benchLatency(c)) },
+			},
+			{
+				Name:  "throughput",
+				Usage: "completed no-op jobs per second",
+				Flags: withClientFlags(jsonFlag, driver,
+					&cli.IntFlag{Name: "jobs", Value: 5000, Usage: "jobs to run"},
+					&cli.IntFlag{Name: "batch", Value: 1000, Usage: "jobs per submit request"},
+					&cli.DurationFlag{Name: "timeout", Value: 10 * time.Minute, Usage: "give up after"},
+				),
+				Action: func(c *cli.Context) error { return cliError(benchThroughput(c)) },
+			},
+			{
+				Name:  "sleep",
+				Usage: "jobs × sleep D, one per node slot, run in waves; reports efficiency = ideal/actual",
+				Description: "Each job asks for the smallest node's CPU divided by --per-node, so every node runs\n" +
+					"--per-node jobs at a time and the cluster runs (sum over nodes) slots at once.\n" +
+					"ideal = ceil(jobs/slots) × duration.",
+				Flags: withClientFlags(jsonFlag, driver,
+					&cli.IntFlag{Name: "jobs", Value: 20, Usage: "jobs to run"},
+					&cli.DurationFlag{Name: "duration", Value: 2 * time.Second, Usage: "how long each job sleeps"},
+					&cli.IntFlag{Name: "per-node", Value: 1, Usage: "jobs each node runs at once"},
+					&cli.DurationFlag{Name: "timeout", Value: 10 * time.Minute, Usage: "give up after"},
+				),
+				Action: func(c *cli.Context) error { return cliError(benchSleep(c)) },
+			},
+		},
+	}
+}
+
+// benchClient is an API client whose connection pool fits conc concurrent
+// requests (the default client keeps 32 idle connections).
+func benchClient(c *cli.Context, conc int) (*httpapi.Client, error) {
+	addr := ""
+	for _, x := range c.Lineage() {
+		for _, n := range x.LocalFlagNames() {
+			if n == "addr" && addr == "" {
+				addr = x.String("addr")
+			}
+		}
+	}
+	hc := &http.Client{Transport: &http.Transport{
+		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:        conc + 8,
+		MaxIdleConnsPerHost: conc + 8,
+		IdleConnTimeout:     90 * time.Second,
+	}}
+	cl, err := httpapi.NewClient(addr, httpapi.ClientOptions{HTTPClient: hc})
+	if err != nil {
+		return nil, exitError(1, "%v", err)
+	}
+	return cl, nil
+}
+
+// benchRunID names one run; its jobs carry the label bench=<id>.
+func benchRunID() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return time.Now().UTC().Format("150405") + "-" + hex.EncodeToString(b[:])
+}
+
+// noopSpec is a job running `true` once.
+func noopSpec(run, driver string) httpapi.JobSpecInput {
+	one := 1
+	return httpapi.JobSpecInput{
+		Name:        "bench",
+		Command:     httpapi.Argv("true"),
+		Labels:      map[string]string{"bench": run},
+		Driver:      driver,
+		MaxAttempts: &one,
+	}
+}
+
+// progress prints a line to stderr at most every interval.
+type progress struct {
+	every time.Duration
+	last  time.Time
+}
+
+func (p *progress) printf(format string, args ...any) {
+	if time.Since(p.last) < p.every {
+		return
+	}
+	p.last = time.Now()
+	fmt.Fprintf(os.Stderr, "bench: "+format+"\n", args...)
+}
+
+// percentile of sorted durations in milliseconds (nearest rank).
+func percentileMS(sorted []time.Duration, p float64) float64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(math.Ceil(p/100*float64(len(sorted)))) - 1
+	i = max(0, min(i, len(sorted)-1))
+	return float64(sorted[i].Microseconds()) / 1000
+}
+
+func sortDurations(d []time.Duration) []time.Duration {
+	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+	return d
+}
+
+// round3 keeps JSON numbers readable.
+func round3(f float64) float64 { return math.Round(f*1000) / 1000 }
+
+// outstanding counts the run's jobs that are not terminal yet, reading at
+// most limit of each state (limit 1 answers "any left?" cheaply).
+func outstanding(ctx context.Context, cl *httpapi.Client, run string, limit int) (int, error) {
+	n := 0
+	for _, st := range []fsm.JobState{fsm.JobQueued, fsm.JobRunning, fsm.JobRetrying, fsm.JobWaiting} {
+		cursor := ""
+		for {
+			page, err := cl.ListJobs(ctx, httpapi.JobListQuery{State: st, Labels: map[string]string{"bench": run}, Limit: min(limit, 1000), Cursor: cursor})
+			if err != nil {
+				return 0, err
+			}
+			n += len(page.Jobs)
+			if n >= limit || page.NextCursor == "" {
+				break
+			}
+			cursor = page.NextCursor
+		}
+		if n >= limit {
+			return n, nil
+		}
+	}
+	return n, nil
+}
+
+// countByState counts the run's jobs in each terminal state.
+func countByState(ctx context.Context, cl *httpapi.Client, run string) (map[fsm.JobState]int, error) {
+	out := map[fsm.JobState]int{}
+	for _, st := range []fsm.JobState{fsm.JobSucceeded, fsm.JobFailed, fsm.JobCancelled} {
+		cursor := ""
+		for {
+			page, err := cl.ListJobs(ctx, httpapi.JobListQuery{State: st, Labels: map[string]string{"bench": run}, Limit: 1000, Cursor: cursor})
+			if err != nil {
+				return nil, err
+			}
+			out[st] += len(page.Jobs)
+			if page.NextCursor == "" {
+				break
+			}
+			cursor = page.NextCursor
+		}
+	}
+	return out, nil
+}
+
+// waitAllTerminal polls until none of the run's jobs is outstanding and
+// returns when that was first seen.
+func waitAllTerminal(ctx context.Context, cl *httpapi.Client, run string, total int, poll time.Duration) (time.Time, error) {
+	p := &progress{every: 2 * time.Second, last: time.Now()}
+	for {
+		left, err := outstanding(ctx, cl, run, 1)
+		if err != nil {
+			return time.Time{}, err
+		}
+		if left == 0 {
+			return time.Now(), nil
+		}
+		if time.Since(p.last) >= p.every {
+			if n, err := outstanding(ctx, cl, run, total); err == nil {
+				p.printf("%d/%d jobs finished", total-n, total)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return time.Time{}, fmt.Errorf("waiting for the jobs to finish: %w", ctx.Err())
+		case <-time.After(poll):
+		}
+	}
+}

@@ -1,0 +1,273 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/foreman-sched/foreman/fsm"
+	"github.com/foreman-sched/foreman/httpapi"
+)
+
+// latencyResult is the outcome of foreman bench latency. Start is when the
+// client first saw the attempt's started_at through the API, finish when it
+// first saw the job terminal; both from the client's submit call.
+type latencyResult struct {
+	Jobs        int     `json:"jobs"`
+	Driver      string  `json:"driver,omitempty"`
+	PollMS      float64 `json:"poll_ms"`
+	Errors      int     `json:"errors"` // jobs that did not succeed
+	SubmitP50MS float64 `json:"submit_p50_ms"`
+	StartP50MS  float64 `json:"start_p50_ms"`
+	StartP95MS  float64 `json:"start_p95_ms"`
+	StartP99MS  float64 `json:"start_p99_ms"`
+	FinishP50MS float64 `json:"finish_p50_ms"`
+	FinishP95MS float64 `json:"finish_p95_ms"`
+	FinishP99MS float64 `json:"finish_p99_ms"`
+}
+
+func benchLatency(c *cli.Context) error {
+	n, poll := c.Int("jobs"), c.Duration("poll")
+	if n < 1 {
+		return fmt.Errorf("--jobs must be at least 1")
+	}
+	cl, err := benchClient(c, 4)
+	if err != nil {
+		return err
+	}
+	ctx := c.Context
+	run := benchRunID()
+	spec := noopSpec(run, c.String("driver"))
+	var sub, start, finish []time.Duration
+	errs := 0
+	p := &progress{every: 2 * time.Second, last: time.Now()}
+	for i := range n {
+		t0 := time.Now()
+		id, _, err := cl.SubmitJob(ctx, spec, "")
+		if err != nil {
+			return err
+		}
+		sub = append(sub, time.Since(t0))
+		var started time.Duration
+		for {
+			d, err := cl.GetJob(ctx, id, false)
+			if err != nil && !isNotFound(err) { // a follower may not have the job yet
+				return err
+			}
+			now := time.Since(t0)
+			if err == nil {
+				if started == 0 && attemptStarted(d) {
+					started = now
+				}
+				if d.Job.State.Terminal() {
+					if started == 0 { // finished without a start (failed to start)
+						started = now
+					}
+					if d.Job.State != fsm.JobSucceeded {
+						errs++
+					}
+					start, finish = append(start, started), append(finish, now)
+					break
+				}
+			}
+			if now > time.Minute {
+				return fmt.Errorf("job %s did not finish within a minute", id)
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(poll):
+			}
+		}
+		p.printf("%d/%d jobs", i+1, n)
+	}
+	res := latencyResult{Jobs: n, Driver: c.String("driver"), PollMS: float64(poll.Microseconds()) / 1000, Errors: errs}
+	sortDurations(sub)
+	sortDurations(start)
+	sortDurations(finish)
+	res.SubmitP50MS = percentileMS(sub, 50)
+	res.StartP50MS, res.StartP95MS, res.StartP99MS = percentileMS(start, 50), percentileMS(start, 95), percentileMS(start, 99)
+	res.FinishP50MS, res.FinishP95MS, res.FinishP99MS = percentileMS(finish, 50), percentileMS(finish, 95), percentileMS(finish, 99)
+	if c.Bool("json") {
+		return printJSON(c, res)
+	}
+	t := newTable(stdout(c), "", "P50", "P95", "P99")
+	ms := func(f float64) string { return fmt.Sprintf("%.1fms", f) }
+	t.row("submit (ack)", ms(res.SubmitP50MS), "", "")
+	t.row("submit → start", ms(res.StartP50MS), ms(res.StartP95MS), ms(res.StartP99MS))
+	t.row("submit → finish", ms(res.FinishP50MS), ms(res.FinishP95MS), ms(res.FinishP99MS))
+	if errs > 0 {
+		stderrf("%d of %d jobs did not succeed", errs, n)
+	}
+	return t.flush()
+}
+
+func attemptStarted(d *httpapi.JobDetail) bool {
+	for _, a := range d.Attempts {
+		if !a.StartedAt.IsZero() {
+			return true
+		}
+	}
+	return false
+}
+
+func isNotFound(err error) bool {
+	ae, ok := err.(*httpapi.APIError)
+	return ok && ae.Status == 404
+}
+
+// throughputResult is the outcome of foreman bench throughput.
+type throughputResult struct {
+	Jobs               int     `json:"jobs"`
+	Driver             string  `json:"driver,omitempty"`
+	Succeeded          int     `json:"succeeded"`
+	Failed             int     `json:"failed"`
+	SubmitSeconds      float64 `json:"submit_seconds"`
+	Seconds            float64 `json:"seconds"` // first submit → all terminal
+	CompletedPerSecond float64 `json:"completed_per_second"`
+}
+
+func benchThroughput(c *cli.Context) error {
+	n, batch := c.Int("jobs"), c.Int("batch")
+	if n < 1 || batch < 1 {
+		return fmt.Errorf("--jobs and --batch must be at least 1")
+	}
+	cl, err := benchClient(c, 4)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(c.Context, c.Duration("timeout"))
+	defer cancel()
+	run := benchRunID()
+	spec := noopSpec(run, c.String("driver"))
+	specs := make([]httpapi.JobSpecInput, batch)
+	for i := range specs {
+		specs[i] = spec
+	}
+	t0 := time.Now()
+	for done := 0; done < n; done += batch {
+		if _, err := cl.SubmitJobs(ctx, specs[:min(batch, n-done)]); err != nil {
+			return err
+		}
+	}
+	submitted := time.Since(t0)
+	stderrf("bench throughput: %d jobs submitted in %s", n, roundDur(submitted))
+	end, err := waitAllTerminal(ctx, cl, run, n, 10*time.Millisecond)
+	if err != nil {
+		return err
+	}
+	secs := end.Sub(t0).Seconds()
+	counts, err := countByState(ctx, cl, run)
+	if err != nil {
+		return err
+	}
+	res := throughputResult{
+		Jobs: n, Driver: c.String("driver"), Succeeded: counts[fsm.JobSucceeded],
+		Failed:        counts[fsm.JobFailed] + counts[fsm.JobCancelled],
+		SubmitSeconds: round3(submitted.Seconds()), Seconds: round3(secs),
+		CompletedPerSecond: round3(float64(n) / secs),
+	}
+	if c.Bool("json") {
+		return printJSON(c, res)
+	}
+	t := newTable(stdout(c), "JOBS", "SUCCEEDED", "FAILED", "SUBMIT", "TOTAL", "COMPLETED/S")
+	t.row(n, res.Succeeded, res.Failed, fmt.Sprintf("%.2fs", res.SubmitSeconds), fmt.Sprintf("%.2fs", secs), fmt.Sprintf("%.0f", res.CompletedPerSecond))
+	return t.flush()
+}
+
+// sleepResult is the outcome of foreman bench sleep.
+type sleepResult struct {
+	Jobs          int     `json:"jobs"`
+	Nodes         int     `json:"nodes"`
+	Slots         int     `json:"slots"`
+	CPUPerJob     int64   `json:"cpu_per_job_millicores"`
+	Duration      float64 `json:"duration_seconds"`
+	Succeeded     int     `json:"succeeded"`
+	WallSeconds   float64 `json:"wall_seconds"`
+	IdealSeconds  float64 `json:"ideal_seconds"`
+	SerialSeconds float64 `json:"serial_seconds"`
+	Speedup       float64 `json:"speedup"`
+	Efficiency    float64 `json:"efficiency"`
+}
+
+func benchSleep(c *cli.Context) error {
+	n, dur, perNode := c.Int("jobs"), c.Duration("duration"), c.Int("per-node")
+	if n < 1 || perNode < 1 || dur <= 0 {
+		return fmt.Errorf("--jobs and --per-node must be at least 1, --duration positive")
+	}
+	cl, err := benchClient(c, 4)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(c.Context, c.Duration("timeout"))
+	defer cancel()
+	nodes, err := cl.Nodes(ctx)
+	if err != nil {
+		return err
+	}
+	// One slot = the smallest usable node's CPU / per-node; every node then
+	// fits floor(its CPU / slot) jobs.
+	var usable []fsm.Node
+	minCPU := int64(math.MaxInt64)
+	for _, nv := range nodes {
+		if nv.Gossip != fsm.NodeAlive || nv.Eligibility != fsm.Eligible || nv.Capacity.CPU <= 0 {
+			continue
+		}
+		usable = append(usable, nv.Node)
+		minCPU = min(minCPU, nv.Capacity.CPU)
+	}
+	if len(usable) == 0 {
+		return fmt.Errorf("no alive, eligible node with CPU capacity")
+	}
+	cpu := minCPU / int64(perNode)
+	slots := 0
+	for _, nd := range usable {
+		slots += int(nd.Capacity.CPU / cpu)
+	}
+	waves := (n + slots - 1) / slots
+	ideal := time.Duration(waves) * dur
+
+	run := benchRunID()
+	spec := noopSpec(run, c.String("driver"))
+	spec.Command = httpapi.Argv("sleep", strconv.FormatFloat(dur.Seconds(), 'f', -1, 64))
+	spec.Resources = &httpapi.ResourcesInput{CPU: []byte(strconv.FormatInt(cpu, 10))}
+	specs := make([]httpapi.JobSpecInput, n)
+	for i := range specs {
+		specs[i] = spec
+	}
+	stderrf("bench sleep: %d jobs × %s on %d nodes, %d slots of %dm CPU: ideal %s", n, dur, len(usable), slots, cpu, ideal)
+	t0 := time.Now()
+	if _, err := cl.SubmitJobs(ctx, specs); err != nil {
+		return err
+	}
+	end, err := waitAllTerminal(ctx, cl, run, n, 5*time.Millisecond)
+	if err != nil {
+		return err
+	}
+	wall := end.Sub(t0)
+	counts, err := countByState(ctx, cl, run)
+	if err != nil {
+		return err
+	}
+	res := sleepResult{
+		Jobs: n, Nodes: len(usable), Slots: slots, CPUPerJob: cpu, Duration: dur.Seconds(),
+		Succeeded: counts[fsm.JobSucceeded], WallSeconds: round3(wall.Seconds()),
+		IdealSeconds: ideal.Seconds(), SerialSeconds: float64(n) * dur.Seconds(),
+		Speedup:    round3(float64(n) * dur.Seconds() / wall.Seconds()),
+		Efficiency: round3(ideal.Seconds() / wall.Seconds()),
+	}
+	if c.Bool("json") {
+		return printJSON(c, res)
+	}
+	t := newTable(stdout(c), "JOBS", "NODES", "SLOTS", "WALL", "IDEAL", "SPEED-UP", "EFFICIENCY")
+	t.row(n, res.Nodes, slots, fmt.Sprintf("%.3fs", res.WallSeconds), fmt.Sprintf("%.1fs", res.IdealSeconds),
+		fmt.Sprintf("%.2f×", res.Speedup), fmt.Sprintf("%.1f%%", 100*res.Efficiency))
+	if res.Succeeded != n {
+		stderrf("%d of %d jobs did not succeed", n-res.Succeeded, n)
+	}
+	return t.flush()
+}

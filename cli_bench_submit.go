@@ -1,0 +1,128 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/foreman-sched/foreman/httpapi"
+)
+
+// submitResult is the outcome of foreman bench submit.
+type submitResult struct {
+	Jobs          int     `json:"jobs"`     // accepted
+	Requests      int     `json:"requests"` // successful requests
+	Concurrency   int     `json:"concurrency"`
+	Batch         int     `json:"batch"`
+	Seconds       float64 `json:"seconds"`
+	JobsPerSecond float64 `json:"jobs_per_second"`
+	Errors        int     `json:"errors"` // failed requests
+	FirstError    string  `json:"first_error,omitempty"`
+	P50MS         float64 `json:"submit_p50_ms"` // per request
+	P99MS         float64 `json:"submit_p99_ms"`
+}
+
+func benchSubmit(c *cli.Context) error {
+	n, conc, batch := c.Int("jobs"), c.Int("concurrency"), c.Int("batch")
+	if n < 1 || conc < 1 || batch < 1 {
+		return fmt.Errorf("--jobs, --concurrency and --batch must be at least 1")
+	}
+	cl, err := benchClient(c, conc)
+	if err != nil {
+		return err
+	}
+	run := benchRunID()
+	spec := noopSpec(run, c.String("driver"))
+	if !c.Bool("runnable") {
+		// Accepted and stored, but not run while we measure.
+		spec.RunAt = httpapi.JSONString(time.Now().Add(time.Hour).UTC().Format(time.RFC3339))
+	}
+	// Every request of a size sends the same body: the work measured is the
+	// cluster's, not the client's JSON encoder.
+	specs := make([]httpapi.JobSpecInput, batch)
+	for i := range specs {
+		specs[i] = spec
+	}
+
+	requests := (n + batch - 1) / batch
+	var next atomic.Int64
+	var accepted, failed atomic.Int64
+	var firstErr atomic.Value
+	lat := make([]time.Duration, requests)
+	ctx := c.Context
+	stop := make(chan struct{})
+	go func() { // progress
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				stderrf("bench submit: %d/%d jobs accepted", accepted.Load(), n)
+			}
+		}
+	}()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range conc {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				r := int(next.Add(1)) - 1
+				if r >= requests {
+					return
+				}
+				size := min(batch, n-r*batch)
+				t0 := time.Now()
+				err := submitOnce(ctx, cl, spec, specs[:size], batch > 1)
+				lat[r] = time.Since(t0)
+				if err != nil {
+					failed.Add(1)
+					firstErr.CompareAndSwap(nil, err.Error())
+					continue
+				}
+				accepted.Add(int64(size))
+			}
+		}()
+	}
+	wg.Wait()
+	secs := time.Since(start).Seconds()
+	close(stop)
+
+	res := submitResult{
+		Jobs: int(accepted.Load()), Concurrency: conc, Batch: batch,
+		Seconds: round3(secs), Errors: int(failed.Load()),
+		Requests: requests - int(failed.Load()),
+	}
+	if e, ok := firstErr.Load().(string); ok {
+		res.FirstError = e
+	}
+	res.JobsPerSecond = round3(float64(res.Jobs) / secs)
+	sorted := sortDurations(lat)
+	res.P50MS, res.P99MS = percentileMS(sorted, 50), percentileMS(sorted, 99)
+	if c.Bool("json") {
+		return printJSON(c, res)
+	}
+	t := newTable(stdout(c), "JOBS", "CONCURRENCY", "BATCH", "SECONDS", "JOBS/S", "ERRORS", "P50", "P99")
+	t.row(res.Jobs, conc, batch, fmt.Sprintf("%.2f", secs), fmt.Sprintf("%.0f", res.JobsPerSecond), res.Errors,
+		fmt.Sprintf("%.1fms", res.P50MS), fmt.Sprintf("%.1fms", res.P99MS))
+	if res.FirstError != "" {
+		stderrf("first error: %s", res.FirstError)
+	}
+	return t.flush()
+}
+
+func submitOnce(ctx context.Context, cl *httpapi.Client, one httpapi.JobSpecInput, specs []httpapi.JobSpecInput, asBatch bool) error {
+	if !asBatch {
+		_, _, err := cl.SubmitJob(ctx, one, "")
+		return err
+	}
+	_, err := cl.SubmitJobs(ctx, specs)
+	return err
+}
