@@ -1,0 +1,202 @@
+package main
+
+import (
+	"fmt"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The "done when" tests of the scheduling issue on real agents: a node that
+// dies or is cut off stops its own copy (lease) before the job runs
+// elsewhere, within the 15 s budget, and the replaced attempt never becomes
+// the job's result.
+
+// runningElsewhere waits until the job's latest attempt is running on a node
+// other than old, and returns it and the time it was first seen so.
+func runningElsewhere(t testing.TB, a *agentProc, id, old string, since time.Time) (*jobView, time.Duration) {
+	t.Helper()
+	var j *jobView
+	err := poll(measureTimeout, func() error {
+		var err error
+		if j, err = getJob(a, id); err != nil {
+			return err
+		}
+		l := j.latest()
+		if l == nil || l.Node == old || l.State != "running" {
+			return fmt.Errorf("%s", j)
+		}
+		return nil
+	})
+	took := time.Since(since)
+	if err != nil {
+		t.Fatalf("job never ran on a node other than %s within %s: %v", old, measureTimeout, err)
+	}
+	return j, took
+}
+
+// waitDead waits for pid to disappear and returns how long after since it was seen gone.
+func waitDead(t testing.TB, pid int, since time.Time) time.Duration {
+	t.Helper()
+	if err := poll(measureTimeout, func() error {
+		if processAlive(pid) {
+			return fmt.Errorf("pid %d alive", pid)
+		}
+		return nil
+	}); err != nil {
+		t.Fatalf("the first copy (pid %d) still runs %s after its node was lost", pid, measureTimeout)
+	}
+	return time.Since(since)
+}
+
+func TestSystemNodeKilled(t *testing.T) {
+	c := newSysCluster(t, 3)
+	d := newJobDir(t, c.root)
+	// The job is kept off the leader (label constraint) so the test measures
+	// the dead-node path, not an election; the replacement may go to either
+	// survivor except the leader.
+	leader := c.leader()
+	id := submitJob(t, leader, d.waitingJob("long", "sysnode != "+leader.name))
+	j := waitJobState(t, leader, id, "running")
+	victim := c.byName(j.attempt(1).Node)
+	pid := d.pid(t, 1)
+	t.Logf("attempt 1 runs on %s (leader %s), pid %d", victim.name, leader.name, pid)
+
+	killed := time.Now()
+	victim.kill9()
+
+	deadAfter := waitDead(t, pid, killed)
+	t.Logf("first copy gone %.1fs after kill -9 of its agent (lease %s)", deadAfter.Seconds(), defaultLease)
+	if deadAfter > defaultLease+killSlack {
+		t.Errorf("the supervisor killed the orphaned job %.1fs after its agent died; want ≤ lease %s + %s", deadAfter.Seconds(), defaultLease, killSlack)
+	}
+
+	j, took := runningElsewhere(t, leader, id, victim.name, killed)
+	t.Logf("job running on %s %.1fs after kill -9 of %s", j.latest().Node, took.Seconds(), victim.name)
+	if took > rerunTarget {
+		t.Errorf("rerun elsewhere took %.1fs, want ≤ %s", took.Seconds(), rerunTarget)
+	}
+	a1 := j.attempt(1)
+	if !(a1.State == "lost" || (a1.State == "killed" && a1.Reason == "fenced")) || a1.Counted {
+		t.Errorf("attempt 1 on the dead node: %+v, want lost (or killed: fenced) and not counted", a1)
+	}
+	if got := j.latest().FinishedAt; !got.IsZero() {
+		t.Errorf("the replacement is already finished: %s", j)
+	}
+
+	// The dead node comes back: its supervisor's result (killed: fenced) is stale
+	// and must not become the job's result.
+	victim.restart(t)
+	c.waitConverged(c.agents)
+	if j, err := getJob(leader, id); err != nil {
+		t.Fatal(err)
+	} else if j.Job.State != "running" || j.latest().Num != 2 || j.attempt(1).State != a1.State {
+		t.Fatalf("after the old node rejoined: %s (attempt 1 was %s/%s)", j, a1.State, a1.Reason)
+	}
+	d.release(t)
+	j = waitJobState(t, leader, id, "succeeded")
+	if j.Job.Attempts != 2 || j.Job.CountedAttempts != 1 || j.attempt(1).State != a1.State {
+		t.Fatalf("final: %s", j)
+	}
+	if runs := d.runs(2); len(runs) != 1 {
+		t.Fatalf("attempt 2 executed %d times: %v", len(runs), runs)
+	}
+}
+
+// iptablesCut drops every packet from and to ip (INPUT and OUTPUT) with rules
+// tagged foreman-systest-<pid>; the returned heal removes exactly those rules
+// (it is also registered as a cleanup).
+func iptablesCut(t testing.TB, ip string) (heal func()) {
+	t.Helper()
+	tag := fmt.Sprintf("foreman-systest-%d", mypid)
+	var rules [][]string
+	for _, chain := range []string{"INPUT", "OUTPUT"} {
+		for _, dir := range []string{"-s", "-d"} {
+			rules = append(rules, []string{chain, dir, ip, "-m", "comment", "--comment", tag, "-j", "DROP"})
+		}
+	}
+	healed := false
+	heal = func() {
+		if healed {
+			return
+		}
+		healed = true
+		for _, r := range rules {
+			args := append([]string{"-w", "-D"}, r...)
+			// Delete until gone (an insert may have been retried).
+			for i := 0; i < 5; i++ {
+				if err := exec.Command("iptables", args...).Run(); err != nil {
+					break
+				}
+			}
+		}
+	}
+	t.Cleanup(heal)
+	for _, r := range rules {
+		args := append([]string{"-w", "-I"}, r...)
+		if out, err := exec.Command("iptables", args...).CombinedOutput(); err != nil {
+			t.Fatalf("iptables %s: %v %s", strings.Join(args, " "), err, out)
+		}
+	}
+	return heal
+}
+
+func TestSystemNodeCutOff(t *testing.T) {
+	err := haveIptables()
+	requireCapability(t, err == nil, fmt.Sprintf("root + iptables (%v)", err))
+	c := newSysCluster(t, 3)
+	d := newJobDir(t, c.root)
+	leader := c.leader()
+	id := submitJob(t, leader, d.waitingJob("long", "sysnode != "+leader.name))
+	j := waitJobState(t, leader, id, "running")
+	victim := c.byName(j.attempt(1).Node)
+	pid := d.pid(t, 1)
+	t.Logf("attempt 1 runs on %s (%s), leader %s, pid %d", victim.name, victim.ip, leader.name, pid)
+
+	cut := time.Now()
+	heal := iptablesCut(t, victim.ip)
+
+	deadAfter := waitDead(t, pid, cut)
+	t.Logf("isolated copy gone %.1fs after the cut (contact timeout %s + lease %s)", deadAfter.Seconds(), leaderContact, defaultLease)
+	if deadAfter > leaderContact+defaultLease+killSlack {
+		t.Errorf("the isolated node's supervisor killed its copy %.1fs after the cut; want ≤ %s", deadAfter.Seconds(), leaderContact+defaultLease+killSlack)
+	}
+	j, took := runningElsewhere(t, leader, id, victim.name, cut)
+	t.Logf("job running on %s %.1fs after the cut", j.latest().Node, took.Seconds())
+	if took > rerunTarget {
+		t.Errorf("rerun elsewhere took %.1fs, want ≤ %s", took.Seconds(), rerunTarget)
+	}
+	// The replacement may only start after the isolated copy is dead (invariant 2).
+	a2 := j.latest()
+	if pid2 := d.pid(t, a2.Num); !processAlive(pid2) {
+		t.Fatalf("replacement pid %d is not running", pid2)
+	}
+	if took < deadAfter-500*time.Millisecond {
+		t.Errorf("invariant 2: the replacement ran %.1fs after the cut but the old copy died only at %.1fs", took.Seconds(), deadAfter.Seconds())
+	}
+	a1 := *j.attempt(1)
+
+	heal()
+	healed := time.Now()
+	idx := c.waitConverged(c.agents)
+	t.Logf("converged at index %d, %.1fs after healing", idx, time.Since(healed).Seconds())
+	j, err = getJob(victim, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.Job.State != "running" || j.latest().Num != a2.Num || j.attempt(1).State != a1.State || j.attempt(1).Reason != a1.Reason {
+		t.Fatalf("after healing (seen from the old node): %s; attempt 1 was %s/%s", j, a1.State, a1.Reason)
+	}
+	if a1.State != "lost" && !(a1.State == "killed" && a1.Reason == "fenced") {
+		t.Errorf("attempt 1: %s/%s, want lost or killed: fenced", a1.State, a1.Reason)
+	}
+	d.release(t)
+	j = waitJobState(t, leader, id, "succeeded")
+	if j.latest().Num != a2.Num || j.attempt(1).State != a1.State {
+		t.Fatalf("final: %s", j)
+	}
+	if runs := d.runs(1); len(runs) != 1 {
+		t.Fatalf("attempt 1 executed %d times: %v", len(runs), runs)
+	}
+}
