@@ -255,10 +255,11 @@ func (h *harness) stop() {
 	}
 }
 
-func (h *harness) waitFinal(jobID string, timeout time.Duration) fsm.ReportAttempt {
-	h.t.Helper()
+// waitFinal waits for job's terminal report; t is the calling (sub)test.
+func (h *harness) waitFinal(t testing.TB, jobID string, timeout time.Duration) fsm.ReportAttempt {
+	t.Helper()
 	var r fsm.ReportAttempt
-	waitFor(h.t, timeout, "final report of "+jobID, func() bool {
+	waitFor(t, timeout, "final report of "+jobID, func() bool {
 		var ok bool
 		r, ok = h.state.final(jobID)
 		return ok

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -54,6 +55,10 @@ func SuperviseMain(args []string) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
+	// Terminal and session signals are not for us: only the lease, the
+	// timeout and the agent's cancel end a job. Caught, not ignored: an
+	// ignored disposition would be inherited by the job across exec.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGHUP, syscall.SIGINT)
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("component", "supervisor")
 	if *dir == "" {
 		log.Error("usage: foreman supervise --dir <attempt-dir>")

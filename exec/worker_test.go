@@ -54,7 +54,7 @@ func TestWorkerRunsJobs(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			job := "job-" + tc.name
 			state.assign(job, tc.spec)
-			r := h.waitFinal(job, waitShort)
+			r := h.waitFinal(t, job, waitShort)
 			if r.State != tc.state {
 				t.Fatalf("state = %s (%s), want %s", r.State, r.Reason, tc.state)
 			}
@@ -131,7 +131,7 @@ func TestWorkerKills(t *testing.T) {
 			if tc.cancel != "" {
 				state.edit(id, func(a *Assignment) { a.Attempt.CancelRequested = tc.cancel })
 			}
-			r := h.waitFinal(job, waitShort)
+			r := h.waitFinal(t, job, waitShort)
 			if r.State != fsm.AttemptKilled || r.Reason != tc.reason || r.Signal != tc.signal {
 				t.Fatalf("got %s/%s signal %q, want killed/%s signal %q", r.State, r.Reason, r.Signal, tc.reason, tc.signal)
 			}
@@ -182,7 +182,7 @@ func TestLeaseExpiryFencesJob(t *testing.T) {
 	t.Logf("contact lost → job dead in %v (lease %v)", elapsed, cfg.LeaseDuration)
 	// Once contact is back, the (current) attempt's fenced result is reported.
 	state.contact.Store(true)
-	r := h.waitFinal(job, waitShort)
+	r := h.waitFinal(t, job, waitShort)
 	if r.Reason != fsm.ReasonFenced {
 		t.Errorf("reported reason %q", r.Reason)
 	}
@@ -215,7 +215,7 @@ func TestReportRetried(t *testing.T) {
 	h := startWorker(t, state, testConfig(t, dataDir(t)))
 	state.failNext.Store(4)
 	state.assign("retry", fsm.JobSpec{Command: []string{"true"}})
-	if r := h.waitFinal("retry", waitShort); r.State != fsm.AttemptSucceeded {
+	if r := h.waitFinal(t, "retry", waitShort); r.State != fsm.AttemptSucceeded {
 		t.Fatalf("state %s", r.State)
 	}
 }
@@ -244,7 +244,7 @@ func TestAgentRestartReadopts(t *testing.T) {
 	})
 
 	h2 := startWorker(t, state, cfg)
-	if r := h2.waitFinal("adopt-finished", waitShort); r.State != fsm.AttemptSucceeded {
+	if r := h2.waitFinal(t, "adopt-finished", waitShort); r.State != fsm.AttemptSucceeded {
 		t.Fatalf("adopt-finished: %s %s", r.State, r.Reason)
 	}
 	// Survives well past the lease: the new worker renews it.
@@ -253,7 +253,7 @@ func TestAgentRestartReadopts(t *testing.T) {
 		t.Fatalf("adopted job died: lease not renewed by the new worker")
 	}
 	os.WriteFile(filepath.Join(h2.dir("adopt-running"), WorkDirName, "go"), nil, 0o644)
-	r := h2.waitFinal("adopt-running", waitShort)
+	r := h2.waitFinal(t, "adopt-running", waitShort)
 	if r.State != fsm.AttemptSucceeded {
 		t.Fatalf("adopt-running: %s %s", r.State, r.Reason)
 	}
@@ -278,7 +278,7 @@ func TestSupervisorCrash(t *testing.T) {
 	if err := syscall.Kill(spid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	r := h.waitFinal(job, waitShort)
+	r := h.waitFinal(t, job, waitShort)
 	if r.State != fsm.AttemptFailed || !strings.Contains(r.Reason, "supervisor") {
 		t.Fatalf("got %s %q", r.State, r.Reason)
 	}
@@ -291,8 +291,13 @@ type cleanerDriver struct {
 }
 
 func (*cleanerDriver) Name() string { return "test-cleaner" }
+// CleanupOrphans never blocks: the driver stays registered (the registry is
+// process-wide) and later workers call it too.
 func (d *cleanerDriver) CleanupOrphans(live map[string]bool) error {
-	d.got <- live
+	select {
+	case d.got <- live:
+	default:
+	}
 	return nil
 }
 
@@ -393,4 +398,32 @@ func firstDiff(a, b string) int {
 		}
 	}
 	return min(len(a), len(b))
+}
+
+// With the agent gone for good (no worker renews), the supervisor fences
+// the job on its own within the lease.
+func TestAgentDeathFences(t *testing.T) {
+	state := newFakeState()
+	cfg := testConfig(t, dataDir(t))
+	cfg.LeaseDuration, cfg.RenewInterval = time.Second, 300*time.Millisecond
+	h := startWorker(t, state, cfg)
+	job := "orphaned"
+	state.assign(job, fsm.JobSpec{Command: []string{"sleep", "60"}})
+	waitFor(t, waitShort, "running", func() bool { return state.running(job) })
+	pid := jobPID(t, h.dir(job))
+	h.stop()
+	stopped := time.Now()
+	waitFor(t, waitShort, "job to be fenced", func() bool { return !alive(pid) })
+	if d := time.Since(stopped); d > cfg.LeaseDuration+time.Second {
+		t.Errorf("job died %v after the agent, lease is %v", d, cfg.LeaseDuration)
+	}
+	var res *Result
+	waitFor(t, waitShort, "result.json", func() bool {
+		var err error
+		res, err = ReadResult(h.dir(job))
+		return err == nil
+	})
+	if res.State != fsm.AttemptKilled || res.Reason != fsm.ReasonFenced {
+		t.Fatalf("result %s/%s, want killed/fenced", res.State, res.Reason)
+	}
 }
