@@ -291,6 +291,7 @@ type cleanerDriver struct {
 }
 
 func (*cleanerDriver) Name() string { return "test-cleaner" }
+
 // CleanupOrphans never blocks: the driver stays registered (the registry is
 // process-wide) and later workers call it too.
 func (d *cleanerDriver) CleanupOrphans(live map[string]bool) error {
