@@ -428,3 +428,29 @@ func TestAgentDeathFences(t *testing.T) {
 		t.Fatalf("result %s/%s, want killed/fenced", res.State, res.Reason)
 	}
 }
+
+// Many attempts start at once and run side by side.
+func TestManyAttemptsInParallel(t *testing.T) {
+	state := newFakeState()
+	h := startWorker(t, state, testConfig(t, dataDir(t)))
+	const n = 20
+	t0 := time.Now()
+	for i := 0; i < n; i++ {
+		state.assign(fmt.Sprintf("par-%02d", i), fsm.JobSpec{Command: sh(`sleep 0.5; echo "$FOREMAN_JOB_ID"`)})
+	}
+	for i := 0; i < n; i++ {
+		job := fmt.Sprintf("par-%02d", i)
+		if r := h.waitFinal(t, job, waitLong); r.State != fsm.AttemptSucceeded {
+			t.Fatalf("%s: %s %s", job, r.State, r.Reason)
+		}
+		var out bytes.Buffer
+		h.w.StreamLog(context.Background(), job, 1, "stdout", false, &out)
+		if out.String() != job+"\n" {
+			t.Errorf("%s stdout %q", job, out.String())
+		}
+	}
+	// Sequential would take n × 0.5 s = 10 s.
+	if d := time.Since(t0); d > n*500*time.Millisecond/2 {
+		t.Errorf("%d half-second jobs took %v: not run in parallel", n, d)
+	}
+}
