@@ -739,3 +739,6 @@ func haveIptables() error {
 	}
 	return nil
 }
+
+// Live reports whether the attempt may still be executing.
+func (a *attemptView) Live() bool { return a.State == "assigned" || a.State == "running" }
