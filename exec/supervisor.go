@@ -295,7 +295,9 @@ func (s *supervisor) execute(srv *controlServer) *Result {
 			if r == "" {
 				r = fsm.ReasonCancelled
 			}
-			kill(r, false)
+			// A superseded attempt already has a replacement elsewhere:
+			// no grace period, exactly like a lease expiry.
+			kill(r, r == reasonSuperseded || r == fsm.ReasonFenced)
 		case <-timeoutC:
 			kill(fsm.ReasonTimeout, false)
 		case <-killTimer:

@@ -170,6 +170,9 @@ func (r *attemptRun) start(a Assignment) (*leaseClient, error) {
 	cmd := osexec.Command(w.cfg.SupervisorPath, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf // stdin stays /dev/null
 	cmd.ExtraFiles = []*os.File{lnFile}
+	if len(w.cfg.SupervisorEnv) > 0 {
+		cmd.Env = append(os.Environ(), w.cfg.SupervisorEnv...)
+	}
 	// Its own session: no signal aimed at the agent's group or terminal
 	// reaches it, so it outlives the agent.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}

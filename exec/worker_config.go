@@ -69,6 +69,9 @@ type WorkerConfig struct {
 	// os.Executable(); main leaves the default ["supervise"].
 	SupervisorPath string
 	SupervisorArgs []string
+	// SupervisorEnv is added to the agent's environment for supervisors;
+	// main can use it to hand driver settings to the supervisor process.
+	SupervisorEnv []string
 	// DefaultDriver runs jobs whose spec names no driver.
 	DefaultDriver string
 	// LeaseDuration is how long a supervisor lets its job run without a

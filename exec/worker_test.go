@@ -207,6 +207,9 @@ func TestVanishedAttemptKilledNotReported(t *testing.T) {
 	if r, ok := state.final(job); ok {
 		t.Fatalf("superseded attempt was reported: %+v", r)
 	}
+	if res.Signal != "SIGKILL" {
+		t.Errorf("superseded job got %q, want an immediate SIGKILL", res.Signal)
+	}
 }
 
 // Reports are retried until the leader acknowledges them.
