@@ -37,7 +37,7 @@ type Submit struct {
 
 // NewSubmit returns the default submit workload.
 func NewSubmit() *Submit {
-	return &Submit{Workers: 3, Interval: 150 * time.Millisecond, Sleeps: []string{"0.3", "0.3", "0.3", "3"}, SubmitRatio: 0.4}
+	return &Submit{Workers: 3, Interval: 150 * time.Millisecond, Sleeps: []string{"0.3", "0.3", "0.3", "0.3", "3", "3", "10"}, SubmitRatio: 0.4}
 }
 
 func (s *Submit) Name() string { return "submit" }
