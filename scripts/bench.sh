@@ -1,0 +1,254 @@
+#!/usr/bin/env bash
+# `make bench`: the Go benchmarks, then `foreman bench` against a dev agent and a local cluster of
+# three agents (a fourth joins for the sleep waves) on spare ports, then docs/benchmarks.md.
+#
+#   FOREMAN_BIN      the binary (make bench builds bin/foreman)
+#   BENCH_BASE_PORT  first agent's base port (default 17470; agents use +0, +10, +20, +30)
+#   BENCH_RUNS       repetitions of each foreman bench measurement (default 3; the median is reported)
+#   BENCH_QUICK=1    smaller job counts (a smoke run of a minute or two)
+#   BENCH_OUT        results file (default docs/benchmarks.md)
+#
+# Usage: scripts/bench.sh [all|go|cluster|start N|stop]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+BIN=$(readlink -f "${FOREMAN_BIN:-bin/foreman}")
+BASE=${BENCH_BASE_PORT:-17470}
+RUNS=${BENCH_RUNS:-3}
+OUT=${BENCH_OUT:-docs/benchmarks.md}
+WORK=${BENCH_DIR:-$(mktemp -d /tmp/foreman-bench.XXXXXX)}
+RES=$WORK/results
+mkdir -p "$RES"
+
+log() { echo "bench: $*" >&2; }
+
+# ---- agents ------------------------------------------------------------------------------------
+
+port() { echo $((BASE + 10 * ($1 - 1))); }
+
+start_agent() { # i [extra args...]
+  local i=$1; shift
+  local p; p=$(port "$i")
+  mkdir -p "$WORK/n$i"
+  "$BIN" agent --name "bench$i" --data-dir "$WORK/n$i/data" --bind 127.0.0.1 --port "$p" \
+    --default-driver process --log-level warn "$@" >"$WORK/n$i/agent.log" 2>&1 &
+  echo $! >"$WORK/n$i/pid"
+}
+
+stop_agents() {
+  for f in "$WORK"/n*/pid; do
+    [ -f "$f" ] || continue
+    kill "$(cat "$f")" 2>/dev/null || true
+    for _ in $(seq 1 50); do kill -0 "$(cat "$f")" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$(cat "$f")" 2>/dev/null || true
+    rm -f "$f"
+  done
+}
+trap stop_agents EXIT
+
+wait_nodes() { # n: wait for a leader and n alive nodes
+  local addr=127.0.0.1:$(port 1)
+  for _ in $(seq 1 120); do
+    if FOREMAN_ADDR=$addr "$BIN" node ls --json 2>/dev/null |
+      grep -o '"gossip": "alive"' | wc -l | grep -qx "$1"; then return 0; fi
+    sleep 0.5
+  done
+  log "the cluster did not come up; see $WORK/n*/agent.log"; return 1
+}
+
+leader_addr() {
+  FOREMAN_ADDR=127.0.0.1:$(port 1) "$BIN" cluster raft | awk '/^Leader:/{print $3}'
+}
+
+start_cluster() { # n agents (the first three voters)
+  rm -rf "$WORK"/n*
+  start_agent 1 --bootstrap-expect 3
+  for i in $(seq 2 "$1"); do start_agent "$i" --bootstrap-expect 3 --join "127.0.0.1:$(port 1)"; done
+  wait_nodes "$1"
+}
+
+start_dev() {
+  rm -rf "$WORK"/n*
+  start_agent 1 --dev
+  wait_nodes 1
+}
+
+rss_mb() { # agent i's resident set in MiB
+  awk '/^VmRSS/{printf "%.0f", $2/1024}' "/proc/$(cat "$WORK/n$1/pid")/status"
+}
+
+# ---- measurements --------------------------------------------------------------------------------
+
+# median FILE FIELD: the median of a JSON field over the runs saved in FILE (one JSON object per run).
+median() {
+  python3 - "$1" "$2" <<'EOF'
+import json, sys, statistics
+vals = []
+for doc in open(sys.argv[1]).read().split("\n}\n"):
+    doc = doc.strip()
+    if doc:
+        vals.append(json.loads(doc + ("" if doc.endswith("}") else "}"))[sys.argv[2]])
+print(round(statistics.median(vals), 3) if vals else "n/a")
+EOF
+}
+
+# bench NAME ADDR ARGS...: run foreman bench ARGS RUNS times, append the JSON to $RES/NAME.json.
+bench() {
+  local name=$1 addr=$2; shift 2
+  : >"$RES/$name.json"
+  for r in $(seq 1 "$RUNS"); do
+    log "$name run $r/$RUNS: foreman bench $*"
+    FOREMAN_ADDR=$addr "$BIN" bench "$@" --json >>"$RES/$name.json"
+  done
+}
+
+q() { if [ "${BENCH_QUICK:-}" = 1 ]; then echo "$2"; else echo "$1"; fi; }
+
+run_go() {
+  log "Go benchmarks"
+  local gb=$RES/go.txt
+  : >"$gb"
+  (
+    go test -run '^$' -bench 'BenchmarkApplySubmitBatch' -benchtime "$(q 200x 20x)" -count "$RUNS" ./fsm
+    FOREMAN_BENCH_JOBS=$(q 1000000 100000) go test -run '^$' -bench 'BenchmarkSnapshotRestore' -benchtime 1x -count 1 -timeout 20m ./fsm
+    go test -run '^$' -bench 'BenchmarkPlan5000Nodes100kJobs|BenchmarkPlaceOnly5000Nodes' -benchtime 3x -count 1 ./sched
+    go test -run '^$' -bench 'BenchmarkApplyThreeNodes' -benchtime "$(q 20000x 2000x)" -count 1 ./cluster
+    go test -run '^$' -bench 'BenchmarkProcessStart|BenchmarkWorkerStart' -benchtime "$(q 100x 20x)" -count 1 ./exec
+    go test -run '^$' -bench 'BenchmarkContainerStart' -benchtime "$(q 50x 10x)" -count 1 ./exec/container
+    go test -run '^$' -bench 'BenchmarkFsync' -count 3 ./fsm
+  ) 2>&1 | tee -a "$gb" | grep -E '^(Benchmark|ok|FAIL|---)' >&2 || true
+}
+
+run_cluster() {
+  log "dev agent (one node)"
+  start_dev
+  local dev=127.0.0.1:$(port 1)
+  echo "$(rss_mb 1)" >"$RES/rss_dev_idle"
+  bench dev_latency "$dev" latency --jobs "$(q 200 50)" --driver process
+  bench dev_submit_c64 "$dev" submit --jobs "$(q 20000 5000)" --concurrency 64
+  stop_agents
+
+  log "three agents"
+  start_cluster 3
+  echo "$(rss_mb 1) $(rss_mb 2) $(rss_mb 3)" >"$RES/rss_idle"
+  local lead; lead=$(leader_addr)
+  local foll=127.0.0.1:$(port 1)
+  [ "$foll" = "$lead" ] && foll=127.0.0.1:$(port 2)
+  bench latency "$lead" latency --jobs "$(q 200 50)" --driver process
+  bench latency_follower "$foll" latency --jobs "$(q 100 30)" --driver process
+  if "$BIN" node ls --addr "$lead" --json | grep -q '"container"'; then
+    bench latency_container "$lead" latency --jobs "$(q 50 10)" --driver container
+    bench throughput_container "$lead" throughput --jobs "$(q 300 50)" --batch 100 --driver container
+  fi
+  bench throughput "$lead" throughput --jobs "$(q 5000 1000)" --batch 1000 --driver process
+  bench submit_c64 "$lead" submit --jobs "$(q 20000 5000)" --concurrency 64
+  bench submit_c64_follower "$foll" submit --jobs "$(q 20000 5000)" --concurrency 64
+  bench submit_b1000 "$lead" submit --jobs "$(q 100000 20000)" --concurrency 4 --batch 1000
+  # Retained jobs: the submits above left their (delayed) jobs in the state.
+  local retained=$((RUNS * ($(q 20000 5000) * 2 + $(q 100000 20000))))
+  echo "$retained $(rss_mb 1) $(rss_mb 2) $(rss_mb 3)" >"$RES/rss_retained"
+  du -sk "$WORK"/n1/data | awk '{print $1}' >"$RES/data_kb"
+
+  log "a fourth agent joins for the sleep waves"
+  start_agent 4 --join "127.0.0.1:$(port 1)"
+  wait_nodes 4
+  bench sleep "$lead" sleep --jobs 20 --duration 2s --driver process
+  stop_agents
+}
+
+# ---- the report ------------------------------------------------------------------------------------
+
+report() {
+  {
+    echo "# Benchmarks"
+    echo
+    echo "Generated by \`make bench\` (scripts/bench.sh) on $(date -u +%Y-%m-%d). Machine: $(nproc) cores," \
+      "$(awk -F': ' '/model name/{print $2; exit}' /proc/cpuinfo), Linux $(uname -r)," \
+      "$(awk '/MemTotal/{printf "%.0f GiB", $2/1048576}' /proc/meminfo) RAM; three agents on loopback," \
+      "process driver unless noted. foreman bench figures are the median of $RUNS runs; see" \
+      "[How each number is measured](#how-each-number-is-measured)."
+    echo
+    python3 - "$RES" <<'EOF'
+import json, os, re, statistics, sys
+res = sys.argv[1]
+def runs(name):
+    p = os.path.join(res, name + ".json")
+    if not os.path.exists(p): return []
+    dec, s, out = json.JSONDecoder(), open(p).read(), []
+    i = 0
+    while True:
+        while i < len(s) and s[i].isspace(): i += 1
+        if i >= len(s): return out
+        v, i = dec.raw_decode(s, i); out.append(v)
+def med(name, field, fmt="{:.1f}"):
+    v = [r[field] for r in runs(name) if field in r]
+    if not v: return "n/a"
+    return fmt.format(statistics.median(v)) + (" (runs: " + ", ".join(fmt.format(x) for x in v) + ")" if len(v) > 1 else "")
+def go(pattern, unit, scale=1.0):
+    p = os.path.join(res, "go.txt")
+    vals = []
+    if os.path.exists(p):
+        for line in open(p):
+            if re.match(pattern, line):
+                m = re.search(r"([0-9.e+]+) " + re.escape(unit) + r"(\s|$)", line)
+                if m: vals.append(float(m.group(1)) * scale)
+    if not vals: return "n/a"
+    return "{:,.0f}".format(statistics.median(vals)) if max(vals) >= 100 else "{:.2f}".format(statistics.median(vals))
+def read(name):
+    p = os.path.join(res, name)
+    return open(p).read().strip() if os.path.exists(p) else "n/a"
+rows = [
+  ("Submits accepted, 64 concurrent single-job clients, via the leader", ">= 20,000 jobs/s", med("submit_c64", "jobs_per_second", "{:,.0f}") + " jobs/s", "foreman bench submit --jobs 20000 -c 64"),
+  ("... via a follower (proxied)", "", med("submit_c64_follower", "jobs_per_second", "{:,.0f}") + " jobs/s", "same, FOREMAN_ADDR = a follower"),
+  ("... single node (dev agent)", "", med("dev_submit_c64", "jobs_per_second", "{:,.0f}") + " jobs/s", "same against agent --dev"),
+  ("Submits accepted, batches of 1,000 (4 clients)", ">= 100,000 jobs/s", med("submit_b1000", "jobs_per_second", "{:,.0f}") + " jobs/s", "foreman bench submit --jobs 100000 -c 4 --batch 1000"),
+  ("Submit -> start p50 (process)", "<= 15 ms", med("latency", "start_p50_ms") + " ms", "foreman bench latency --jobs 200 --driver process"),
+  ("Submit -> start p99 (process)", "<= 75 ms", med("latency", "start_p99_ms") + " ms", ""),
+  ("Submit -> result visible p50 (process)", "<= 30 ms", med("latency", "finish_p50_ms") + " ms", ""),
+  ("Submit -> start p50 / p99, client on a follower", "", med("latency_follower", "start_p50_ms") + " / " + med("latency_follower", "start_p99_ms") + " ms", "same via a follower"),
+  ("Submit -> start p50 / p99, dev agent", "", med("dev_latency", "start_p50_ms") + " / " + med("dev_latency", "start_p99_ms") + " ms", "same against agent --dev"),
+  ("Submit -> start p50 (container)", "<= 40 ms", med("latency_container", "start_p50_ms") + " ms", "foreman bench latency --driver container"),
+  ("Completed no-op jobs (process)", ">= 2,500/s", med("throughput", "completed_per_second", "{:,.0f}") + "/s", "foreman bench throughput --jobs 5000 --batch 1000"),
+  ("Completed no-op jobs (container)", ">= 100/s", med("throughput_container", "completed_per_second", "{:,.0f}") + "/s", "foreman bench throughput --driver container --jobs 300"),
+  ("20 x sleep 2s on 4 nodes: efficiency", ">= 99%", med("sleep", "efficiency", "{:.3f}") + " (wall " + med("sleep", "wall_seconds", "{:.2f}") + " s)", "foreman bench sleep --jobs 20 --duration 2s"),
+  ("Pure scheduler, 5,000 nodes", ">= 50,000 placements/s", go(r"BenchmarkPlan5000Nodes100kJobs", "placements/s") + " placements/s", "go test -bench BenchmarkPlan5000Nodes100kJobs ./sched"),
+  ("FSM apply, 1 job per entry / 1,000 per entry (one node)", "", go(r"BenchmarkApplySubmitBatch/jobs=1-", "jobs/s") + " / " + go(r"BenchmarkApplySubmitBatch/jobs=1000-", "jobs/s") + " jobs/s", "go test -bench BenchmarkApplySubmitBatch ./fsm"),
+  ("Raft apply, 3 in-process nodes, 64 clients: rate, p50, p99", "", go(r"BenchmarkApplyThreeNodes/leader", "jobs/s") + " jobs/s, " + go(r"BenchmarkApplyThreeNodes/leader", "p50-ms") + " ms, " + go(r"BenchmarkApplyThreeNodes/leader", "p99-ms") + " ms", "go test -bench BenchmarkApplyThreeNodes ./cluster"),
+  ("Restore of a 1,000,000-job snapshot", "<= 15 s", go(r"BenchmarkSnapshotRestore", "restore-s") + " s", "FOREMAN_BENCH_JOBS=1000000 go test -bench BenchmarkSnapshotRestore ./fsm"),
+  ("Container start (exec/container)", "", go(r"BenchmarkContainerStart", "ms-median") + " ms median", "go test -bench BenchmarkContainerStart ./exec/container"),
+  ("Snapshot size, 1,000,000 jobs", "", go(r"BenchmarkSnapshotRestore", "snapshot-bytes", 1e-6) + " MB", ""),
+  ("Disk: 4 KiB write + fdatasync", "(physical floor)", go(r"BenchmarkFsync", "fsyncs/s") + " fsyncs/s", "go test -bench BenchmarkFsync ./fsm"),
+  ("Process start (exec, supervisor + fork/exec)", "", go(r"BenchmarkProcessStart", "ns/op", 1e-6) + " ms; worker start p50 " + go(r"BenchmarkWorkerStart", "p50-ms") + " ms", "go test -bench BenchmarkProcessStart ./exec"),
+  ("Agent RSS idle (dev / three agents)", "", read("rss_dev_idle") + " / " + read("rss_idle") + " MiB", "/proc/PID/status VmRSS"),
+  ("Agent RSS with N retained jobs (N, then each agent)", "<= 100 MB at 100,000", read("rss_retained") + " MiB", "after the submit runs"),
+]
+print("| measure | target | measured | command |")
+print("|---|---|---|---|")
+for r in rows:
+    print("| " + " | ".join(r) + " |")
+print()
+print("Raw Go benchmark output:")
+print()
+print("```")
+p = os.path.join(res, "go.txt")
+if os.path.exists(p):
+    for line in open(p):
+        if line.startswith(("Benchmark", "cpu:")): print(line.rstrip())
+print("```")
+EOF
+    # Hand-written notes (methodology, profiles) below the marker survive a regeneration.
+    if [ -f "$OUT" ] && grep -q '^<!-- notes -->$' "$OUT"; then echo; sed -n '/^<!-- notes -->$/,$p' "$OUT"; fi
+  } >"$OUT.tmp"
+  mv "$OUT.tmp" "$OUT"
+  log "wrote $OUT"
+}
+
+case "${1:-all}" in
+  all) run_go; run_cluster; report ;;
+  go) run_go ;;
+  cluster) run_cluster; report ;;
+  report) report ;;
+  start) trap - EXIT; start_cluster "${2:-3}"; echo "$WORK" ;;
+  stop) stop_agents ;;
+  *) echo "usage: $0 [all|go|cluster|report|start N|stop]" >&2; exit 2 ;;
+esac
