@@ -120,6 +120,33 @@ func TestExecution(t *testing.T) {
 	}
 }
 
+// A killed execution ends at its last tick plus the bound: it does not
+// overlap a replacement that started after that, and does overlap one that
+// started while it still ticked.
+func TestExecutionTicks(t *testing.T) {
+	ms := int64(time.Millisecond)
+	ok := []FinalJob{{ID: "j1", State: "succeeded", Attempts: []FinalAttempt{{1, "n1", "lost", 10}, {2, "n2", "succeeded", 20}}}}
+	killed := []Record{rec("start", "j1", 1, 10, "n1", 0), rec("tick", "j1", 1, 10, "n1", 500*ms), rec("tick", "j1", 1, 10, "n1", 1000*ms)}
+	tests := []struct {
+		name      string
+		nextStart int64
+		overlaps  int
+	}{
+		{"replacement after the kill", 2100 * ms, 0},
+		{"replacement while it ticked", 900 * ms, 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			exec := append(append([]Record{}, killed...), rec("start", "j1", 2, 20, "n2", tc.nextStart), rec("end", "j1", 2, 20, "n2", tc.nextStart+300*ms))
+			r := Execution(exec, []Record{rec("effect", "j1", 2, 20, "n2", tc.nextStart+300*ms)}, ok,
+				ExecOptions{ClockBound: time.Millisecond, EndOfTest: 100000 * ms, TickBound: time.Second})
+			if r.Stats["overlaps"] != tc.overlaps || r.Valid != (tc.overlaps == 0) {
+				t.Fatalf("got %v", r)
+			}
+		})
+	}
+}
+
 func TestReads(t *testing.T) {
 	base := []history.Op{submit(0, "k1", "j1", 0, 10, history.OK)}
 	tests := []struct {

@@ -11,9 +11,14 @@ type ExecOptions struct {
 	// nodes. Every namespace shares one host clock here, so it only covers
 	// the gap between a probe's date call and its real start or end.
 	ClockBound time.Duration
-	// EndOfTest closes intervals of executions that never wrote "end"
-	// (killed or fenced): they are taken to have run until then.
+	// EndOfTest closes intervals of executions that never wrote "end" and
+	// never ticked (0 = use TickBound from their start instead).
 	EndOfTest int64
+	// TickBound is the most a probe can run past its last record (start or
+	// tick) without writing another: an execution that never wrote "end"
+	// (killed, fenced) ends at its last record plus TickBound. 0 = unknown:
+	// such executions run until EndOfTest.
+	TickBound time.Duration
 }
 
 type interval struct {
@@ -21,6 +26,7 @@ type interval struct {
 	token      uint64
 	node       string
 	start, end int64
+	last       int64 // latest start or tick
 	open       bool
 }
 
@@ -55,6 +61,9 @@ func Execution(exec []Record, sink []Record, final []FinalJob, opt ExecOptions) 
 				r.errorf("token reused: job %s token %d started twice (nodes %s, %s)", rec.Job, rec.Token, iv.node, rec.Node)
 			}
 			iv.start = rec.At
+			iv.last = max(iv.last, rec.At)
+		case "tick":
+			iv.last = max(iv.last, rec.At)
 		case "end":
 			iv.end = rec.At
 		}
@@ -67,6 +76,9 @@ func Execution(exec []Record, sink []Record, final []FinalJob, opt ExecOptions) 
 		}
 		if iv.end < 0 {
 			iv.end, iv.open = opt.EndOfTest, true
+			if opt.TickBound > 0 {
+				iv.end = iv.last + int64(opt.TickBound)
+			}
 			r.Stats["incomplete"]++
 		}
 		perJob[k.job] = append(perJob[k.job], iv)

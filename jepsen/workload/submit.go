@@ -256,7 +256,8 @@ func (s *Submit) Check(env *Env, opt CheckOptions) []checker.Result {
 	exec, torn1, err1 := checker.ReadRecordFiles(filepath.Join(env.Dir, "exec-*.log"))
 	sink, torn2, err2 := checker.ReadRecordFiles(filepath.Join(env.Dir, "sink.log"))
 	end := env.Rec.Base().Add(time.Duration(s.endNs)).UnixNano()
-	ex := checker.Execution(exec, sink, s.final, checker.ExecOptions{ClockBound: opt.ClockBound, EndOfTest: end})
+	ex := checker.Execution(exec, sink, s.final, checker.ExecOptions{ClockBound: opt.ClockBound, EndOfTest: end,
+		TickBound: TickEvery + 500*time.Millisecond})
 	if err := errors.Join(err1, err2); err != nil {
 		ex.Valid = false
 		ex.Errors = append(ex.Errors, "reading records: "+err.Error())
