@@ -200,3 +200,55 @@ func TestSystemNodeCutOff(t *testing.T) {
 		t.Fatalf("attempt 1 executed %d times: %v", len(runs), runs)
 	}
 }
+
+// setEligibility marks node eligible or ineligible through any agent.
+func setEligibility(t testing.TB, via *agentProc, node, e string) {
+	t.Helper()
+	eventually(t, systemTimeout, node+" "+e, func() error {
+		return postJSON(via.url("/v1/nodes/"+node+"/eligibility"), map[string]any{"eligibility": e}, nil)
+	})
+}
+
+// TestSystemLeaderKilledWithJob: the node running the job is the leader.
+// After kill -9 a new leader has no history of the old one, so it waits the
+// lease plus margin from taking office before re-placing the job.
+func TestSystemLeaderKilledWithJob(t *testing.T) {
+	c := newSysCluster(t, 3)
+	d := newJobDir(t, c.root)
+	leader := c.leader()
+	// Put the job on the leader: the followers are ineligible while it is placed.
+	for _, f := range c.followers() {
+		setEligibility(t, leader, f.name, "ineligible")
+	}
+	id := submitJob(t, leader, d.waitingJob("long"))
+	j := waitJobState(t, leader, id, "running")
+	if j.attempt(1).Node != leader.name {
+		t.Fatalf("want attempt 1 on the leader %s: %s", leader.name, j)
+	}
+	for _, f := range c.followers() {
+		setEligibility(t, leader, f.name, "eligible")
+	}
+	pid := d.pid(t, 1)
+
+	killed := time.Now()
+	leader.kill9()
+	survivor := c.others()[0]
+	deadAfter := waitDead(t, pid, killed)
+	t.Logf("the old leader's copy gone %.1fs after kill -9 (lease %s)", deadAfter.Seconds(), defaultLease)
+	if deadAfter > defaultLease+killSlack {
+		t.Errorf("killed %.1fs after the agent died; want ≤ %s", deadAfter.Seconds(), defaultLease+killSlack)
+	}
+	j, took := runningElsewhere(t, survivor, id, leader.name, killed)
+	t.Logf("job running on %s %.1fs after kill -9 of the leader %s (new leader %s)", j.latest().Node, took.Seconds(), leader.name, c.leader().name)
+	if took > rerunTarget {
+		t.Errorf("rerun elsewhere took %.1fs, want ≤ %s", took.Seconds(), rerunTarget)
+	}
+	if a1 := j.attempt(1); !(a1.State == "lost" || (a1.State == "killed" && a1.Reason == "fenced")) || a1.Counted {
+		t.Errorf("attempt 1: %+v, want lost (or killed: fenced), not counted", a1)
+	}
+	d.release(t)
+	j = waitJobState(t, survivor, id, "succeeded")
+	if runs := d.runs(2); len(runs) != 1 || j.latest().Num != 2 {
+		t.Fatalf("final %s; attempt 2 runs %v", j, runs)
+	}
+}

@@ -12,16 +12,35 @@ import (
 // it again from the same data dir with the same flags. The job keeps running
 // (same PID, same attempt) and its result is reported when it ends.
 func TestSystemAgentRestartKeepsJob(t *testing.T) {
+	// On a follower, and on the leader (whose SIGTERM transfers leadership first).
+	for _, role := range []string{"follower", "leader"} {
+		t.Run(role, func(t *testing.T) { agentRestartKeepsJob(t, role) })
+	}
+}
+
+func agentRestartKeepsJob(t *testing.T, role string) {
 	c := newSysCluster(t, 3)
 	leader := c.leader()
 	d := newJobDir(t, c.root)
-	// On a follower: a leader's SIGTERM transfers leadership first, which is a
-	// different (slower) path; this test is about re-adoption.
-	node := c.followers()[0]
-	id := submitJob(t, leader, d.waitingJob("long", "sysnode == "+node.name))
+	node := leader
+	if role == "follower" {
+		node = c.followers()[0]
+	}
+	// Only node is eligible while the job is placed.
+	for _, o := range c.others(node) {
+		setEligibility(t, leader, o.name, "ineligible")
+	}
+	id := submitJob(t, leader, d.waitingJob("long"))
 	j := waitJobState(t, leader, id, "running")
+	if j.attempt(1).Node != node.name {
+		t.Fatalf("want attempt 1 on %s: %s", node.name, j)
+	}
+	for _, o := range c.others(node) {
+		setEligibility(t, leader, o.name, "eligible")
+	}
 	pid := d.pid(t, 1)
 	tok := j.attempt(1).FencingToken
+	survivor := c.others(node)[0]
 
 	stopped := time.Now()
 	exitTook := node.term(t)
@@ -56,7 +75,7 @@ func TestSystemAgentRestartKeepsJob(t *testing.T) {
 		t.Fatalf("after the restart: %s", j)
 	}
 	d.release(t)
-	j = waitJobState(t, leader, id, "succeeded")
+	j = waitJobState(t, survivor, id, "succeeded")
 	if j.Job.Attempts != 1 || j.attempt(1).State != "succeeded" {
 		t.Fatalf("final: %s", j)
 	}
