@@ -119,3 +119,32 @@ func (s *scopedTB) done() {
 	}
 	s.cleanups = nil
 }
+
+// BenchmarkLeaderKilledToRunningElsewhere: the job runs on the leader, which
+// is killed -9; time until the job runs on another node. The new leader has no
+// contact history, so it waits lease + margin from taking office.
+func BenchmarkLeaderKilledToRunningElsewhere(b *testing.B) {
+	var samples []time.Duration
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		runIsolated(b, func(t testing.TB) {
+			c := newSysCluster(t, 3)
+			d := newJobDir(t, c.root)
+			leader := c.leader()
+			for _, f := range c.followers() {
+				setEligibility(t, leader, f.name, "ineligible")
+			}
+			id := submitJob(t, leader, d.waitingJob("long"))
+			waitJobState(t, leader, id, "running")
+			for _, f := range c.followers() {
+				setEligibility(t, leader, f.name, "eligible")
+			}
+			survivor := c.others(leader)[0]
+			killed := time.Now()
+			leader.kill9()
+			_, took := runningElsewhere(t, survivor, id, leader.name, killed)
+			samples = append(samples, took)
+		})
+	}
+	reportSeconds(b, samples, "rerun")
+}
