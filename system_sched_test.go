@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/foreman-sched/foreman/fsm"
 )
 
 type nodeView struct {
@@ -121,5 +123,21 @@ func TestSystemLeaderFailoverDuringBackoff(t *testing.T) {
 	c.waitConverged(c.others())
 	if j2, err := getJob(newLeader, id); err != nil || j2.Job.Attempts != 2 {
 		t.Fatalf("later: %v %v", j2, err)
+	}
+}
+
+// TestSystemBackoffExplicitZeroJitter shows a bug found by the failover test:
+// `"backoff": {"initial": "5s", "jitter": 0}` is accepted (httpapi validates
+// 0…1 and stores 0), but fsm.RetryDelay reads a zero Jitter as "unset" and
+// applies DefaultBackoffJitter (0.1), so the retry comes 4.5–5.5 s later
+// instead of exactly 5 s (seen: next_run_at 4.8 s and 5.1 s after the failure).
+// A user cannot turn jitter off. See the report for the suggested fix.
+func TestSystemBackoffExplicitZeroJitter(t *testing.T) {
+	b := fsm.Backoff{Initial: fsm.Duration(5 * time.Second), Multiplier: 2, Max: fsm.Duration(5 * time.Minute), Jitter: 0}
+	for i := 0; i < 10; i++ {
+		id := fmt.Sprintf("01JOB%021d", i)
+		if d := fsm.RetryDelay(id, 1, b); d != 5*time.Second {
+			t.Errorf("RetryDelay(%s, 1, jitter 0) = %s, want exactly 5s (explicit jitter 0 must mean none)", id, d)
+		}
 	}
 }
