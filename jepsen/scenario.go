@@ -73,6 +73,13 @@ func Run(bin, outDir string, sc Scenario, cleanup func(func())) report.Summary {
 		sum.Decide()
 		return sum
 	}
+	unlock, err := netns.Lock(30 * time.Minute)
+	if err != nil {
+		harness("%v", err)
+		sum.Decide()
+		return sum
+	}
+	defer unlock()
 	netns.Sweep()
 	tmp, err := os.MkdirTemp("", "foreman-jepsen-")
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestTopology builds three namespaces, checks a grudge cuts traffic both
@@ -16,6 +17,11 @@ func TestTopology(t *testing.T) {
 		}
 		t.Skipf("SKIPPING netns test: %v", err)
 	}
+	unlock, err := Lock(20 * time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(unlock)
 	Sweep()
 	topo, err := Setup("10.213.8", 3)
 	if err != nil {
