@@ -126,12 +126,11 @@ func TestSystemLeaderFailoverDuringBackoff(t *testing.T) {
 	}
 }
 
-// TestSystemBackoffExplicitZeroJitter shows a bug found by the failover test:
-// `"backoff": {"initial": "5s", "jitter": 0}` is accepted (httpapi validates
-// 0…1 and stores 0), but fsm.RetryDelay reads a zero Jitter as "unset" and
-// applies DefaultBackoffJitter (0.1), so the retry comes 4.5–5.5 s later
-// instead of exactly 5 s (seen: next_run_at 4.8 s and 5.1 s after the failure).
-// A user cannot turn jitter off. See the report for the suggested fix.
+// TestSystemBackoffExplicitZeroJitter is a regression test for a bug the
+// failover test found: `"backoff": {"jitter": 0}` was accepted by the API but
+// fsm.RetryDelay read a zero Jitter as "unset" and applied a default, so a
+// user could not turn jitter off. The API now fills in the default (0.2) and
+// the state machine takes zero literally.
 func TestSystemBackoffExplicitZeroJitter(t *testing.T) {
 	b := fsm.Backoff{Initial: fsm.Duration(5 * time.Second), Multiplier: 2, Max: fsm.Duration(5 * time.Minute), Jitter: 0}
 	for i := 0; i < 10; i++ {

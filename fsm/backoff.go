@@ -7,13 +7,13 @@ import (
 	"time"
 )
 
-// Retry policy defaults, used when a job's spec leaves them zero.
+// Retry policy defaults, used when a job's spec leaves them zero (jitter
+// has no default here: zero means no jitter).
 const (
 	DefaultMaxAttempts       = 3
 	DefaultBackoffInitial    = time.Second
 	DefaultBackoffMultiplier = 2.0
 	DefaultBackoffMax        = 5 * time.Minute
-	DefaultBackoffJitter     = 0.1
 )
 
 // MaxAttemptsOf returns the spec's attempt budget with the default applied.
@@ -41,9 +41,8 @@ func RetryDelay(jobID string, n int, b Backoff) time.Duration {
 	if maxD <= 0 {
 		maxD = DefaultBackoffMax
 	}
-	if jitter == 0 {
-		jitter = DefaultBackoffJitter
-	}
+	// Zero jitter means none: the API fills in the default (0.2) when the
+	// user gives no value, so an explicit 0 must stay 0.
 	jitter = min(max(jitter, 0), 1)
 	d := float64(initial)
 	for i := 1; i < n && d < float64(maxD); i++ {

@@ -207,10 +207,13 @@ func TestRetryDelay(t *testing.T) {
 			t.Errorf("delay(%d) = %v, want in [%v, %v] and stable", tc.n, got, lo, hi)
 		}
 	}
-	if d := RetryDelay("01A", 1, Backoff{Jitter: -1}); d != DefaultBackoffInitial {
-		t.Errorf("no-jitter default = %v", d)
+	for _, j := range []float64{0, -1} {
+		if d := RetryDelay("01A", 1, Backoff{Jitter: j}); d != DefaultBackoffInitial {
+			t.Errorf("jitter %v: delay %v, want exactly %v (zero jitter means none)", j, d, DefaultBackoffInitial)
+		}
 	}
-	if RetryDelay("01A", 1, Backoff{}) == RetryDelay("01B", 1, Backoff{}) && RetryDelay("01C", 1, Backoff{}) == RetryDelay("01D", 1, Backoff{}) {
+	jb := Backoff{Jitter: 0.2}
+	if RetryDelay("01A", 1, jb) == RetryDelay("01B", 1, jb) && RetryDelay("01C", 1, jb) == RetryDelay("01D", 1, jb) {
 		t.Errorf("jitter does not depend on the job")
 	}
 }
