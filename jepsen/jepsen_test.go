@@ -129,3 +129,18 @@ func TestJepsenFull(t *testing.T) {
 	}
 	runMatrix(t, m)
 }
+
+// TestJepsenRegression pins scenarios to bugs found (README "Bugs found").
+// Gated by FOREMAN_JEPSEN=regression.
+func TestJepsenRegression(t *testing.T) {
+	if os.Getenv("FOREMAN_JEPSEN") != "regression" {
+		t.Skip("set FOREMAN_JEPSEN=regression to run the pinned bug scenarios")
+	}
+	runMatrix(t, []Scenario{
+		// Bug 1: instant jobs on five loaded agents; a supervisor that
+		// finishes before the agent dials its lease socket must not turn
+		// a success into a failure and a second execution.
+		{Name: "bug1-instant-jobs", Nemesis: "none", Nodes: 5, Seed: 1, Sleeps: []string{"0"}, Workers: 5,
+			Warmup: 10 * time.Second, Fault: 10 * time.Second, Recover: 10 * time.Second},
+	})
+}

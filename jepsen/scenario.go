@@ -34,6 +34,10 @@ type Scenario struct {
 	Warmup, Fault, Recover, Drain time.Duration
 	// Converge bounds the wait for equal state hashes after the drain.
 	Converge time.Duration
+	// Sleeps overrides the probe durations (seconds) of the workload.
+	Sleeps []string
+	// Workers overrides the number of client workers.
+	Workers int
 }
 
 // Defaults fills zero durations.
@@ -136,6 +140,12 @@ func Run(bin, outDir string, sc Scenario, cleanup func(func())) report.Summary {
 	}
 	env.SetAlive(func(i int) bool { return i < len(c.Nodes) && c.Nodes[i].Running() })
 	wl := workload.NewSubmit()
+	if len(sc.Sleeps) > 0 {
+		wl.Sleeps = sc.Sleeps
+	}
+	if sc.Workers > 0 {
+		wl.Workers = sc.Workers
+	}
 
 	pollCtx, stopPoll := context.WithCancel(ctx)
 	samples := pollLeaders(pollCtx, c, rec)
