@@ -177,9 +177,24 @@ func (t *gossipTransport) DialTimeout(addr string, timeout time.Duration) (net.C
 }
 
 // Shutdown implements memberlist.Transport.
+// The inner transport's UDP listener blocks on its packet channel, and its
+// Shutdown waits for that listener, so keep draining until it is down.
 func (t *gossipTransport) Shutdown() error {
 	t.once.Do(func() { close(t.done) })
-	return t.NetTransport.Shutdown()
+	drained := make(chan struct{})
+	go func() {
+		in := t.NetTransport.PacketCh()
+		for {
+			select {
+			case <-in:
+			case <-drained:
+				return
+			}
+		}
+	}()
+	err := t.NetTransport.Shutdown()
+	close(drained)
+	return err
 }
 
 // WriteToAddress implements memberlist.NodeAwareTransport (the embedded

@@ -384,11 +384,12 @@ func Eventually(t testing.TB, timeout time.Duration, what string, fn func() erro
 }
 
 // freeBase finds a base port whose three TCP ports and gossip UDP port are
-// free right now.
+// free right now. It stays below Linux's ephemeral range (32768+) so that
+// outgoing connections cannot take the ports before the node binds them.
 func freeBase(t testing.TB) int {
 	t.Helper()
 	for range 200 {
-		base := 20000 + rand.IntN(40000)
+		base := 10000 + rand.IntN(22000)
 		if portsFree(base) {
 			return base
 		}
