@@ -141,6 +141,10 @@ run_cluster() {
     bench throughput_container "$lead" throughput --jobs "$(q 300 50)" --batch 100 --driver container
   fi
   bench throughput "$lead" throughput --jobs "$(q 5000 1000)" --batch 1000 --driver process
+  log "a fourth agent joins for the sleep waves"
+  start_agent 4 --join "127.0.0.1:$(port 1)"
+  wait_nodes 4
+  bench sleep "$lead" sleep --jobs 20 --duration 2s --driver process
   bench submit_c64 "$lead" submit --jobs "$(q 20000 5000)" --concurrency 64
   bench submit_c64_follower "$foll" submit --jobs "$(q 20000 5000)" --concurrency 64
   bench submit_b1000 "$lead" submit --jobs "$(q 100000 20000)" --concurrency 4 --batch 1000
@@ -149,10 +153,6 @@ run_cluster() {
   echo "$retained $(rss_mb 1) $(rss_mb 2) $(rss_mb 3)" >"$RES/rss_retained"
   du -sk "$WORK"/n1/data | awk '{print $1}' >"$RES/data_kb"
 
-  log "a fourth agent joins for the sleep waves"
-  start_agent 4 --join "127.0.0.1:$(port 1)"
-  wait_nodes 4
-  bench sleep "$lead" sleep --jobs 20 --duration 2s --driver process
   stop_agents
 }
 
@@ -215,7 +215,7 @@ rows = [
   ("FSM apply, 1 job per entry / 1,000 per entry (one node)", "", go(r"BenchmarkApplySubmitBatch/jobs=1-", "jobs/s") + " / " + go(r"BenchmarkApplySubmitBatch/jobs=1000-", "jobs/s") + " jobs/s", "go test -bench BenchmarkApplySubmitBatch ./fsm"),
   ("Raft apply, 3 in-process nodes, 64 clients: rate, p50, p99", "", go(r"BenchmarkApplyThreeNodes/leader", "jobs/s") + " jobs/s, " + go(r"BenchmarkApplyThreeNodes/leader", "p50-ms") + " ms, " + go(r"BenchmarkApplyThreeNodes/leader", "p99-ms") + " ms", "go test -bench BenchmarkApplyThreeNodes ./cluster"),
   ("Restore of a 1,000,000-job snapshot", "<= 15 s", go(r"BenchmarkSnapshotRestore", "restore-s") + " s", "FOREMAN_BENCH_JOBS=1000000 go test -bench BenchmarkSnapshotRestore ./fsm"),
-  ("Container start (exec/container)", "", go(r"BenchmarkContainerStart", "ms-median") + " ms median", "go test -bench BenchmarkContainerStart ./exec/container"),
+  ("Container start (exec/container)", "", go(r"BenchmarkContainerStart/container\+shim", "ms-median") + " ms median", "go test -bench BenchmarkContainerStart ./exec/container"),
   ("Snapshot size, 1,000,000 jobs", "", go(r"BenchmarkSnapshotRestore", "snapshot-bytes", 1e-6) + " MB", ""),
   ("Disk: 4 KiB write + fdatasync", "(physical floor)", go(r"BenchmarkFsync", "fsyncs/s") + " fsyncs/s", "go test -bench BenchmarkFsync ./fsm"),
   ("Process start (exec, supervisor + fork/exec)", "", go(r"BenchmarkProcessStart", "ns/op", 1e-6) + " ms; worker start p50 " + go(r"BenchmarkWorkerStart", "p50-ms") + " ms", "go test -bench BenchmarkProcessStart ./exec"),
