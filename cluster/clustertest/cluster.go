@@ -159,10 +159,20 @@ func (c *Cluster) config(nd *Node, expect int) cluster.Config {
 
 // start opens the node's state file, starts the cluster node and its HTTP
 // server (serving only the internal endpoints).
+// A first start that loses its ports to another process moves to fresh
+// ones (a restart must keep its ports: they are in the raft configuration).
 func (c *Cluster) start(nd *Node, expect int) {
 	c.t.Helper()
-	if err := c.startErr(nd, expect); err != nil {
-		c.t.Fatalf("start %s: %v", nd.Name, err)
+	for attempt := 0; ; attempt++ {
+		err := c.startErr(nd, expect)
+		if err == nil {
+			return
+		}
+		if attempt == 5 || !strings.Contains(err.Error(), "address already in use") {
+			c.t.Fatalf("start %s: %v", nd.Name, err)
+		}
+		nd.Port = freeBase(c.t)
+		c.fabric.register(nd.Index, nd.Port)
 	}
 }
 
