@@ -310,15 +310,17 @@ func runAgent(parent context.Context, cfg *agentConfig) error {
 		runErr = fmt.Errorf("worker: %w", err)
 	}
 
-	// Order matters: stop taking requests, stop the worker (running jobs
-	// keep going under their supervisors), then leave the cluster.
+	// Order matters: stop taking requests, leave the cluster, and only then
+	// stop the worker, so leases keep being renewed for as long as this node
+	// is still in contact with the leader. Running jobs keep going under
+	// their supervisors; a restart within the lease re-adopts them.
 	shutCtx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	_ = srv.Shutdown(shutCtx)
-	stopWorker()
 	if err := node.Shutdown(shutCtx); err != nil && runErr == nil {
 		runErr = err
 	}
+	stopWorker()
 	return runErr
 }
 
