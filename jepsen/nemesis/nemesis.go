@@ -20,7 +20,7 @@ type Nemesis interface {
 
 // ByName returns a nemesis of the given name: none, halves,
 // isolate-leader, ring, bridge, kill-leader, kill-random, pause-leader,
-// pause-random, member.
+// pause-random, member, pause-flicker.
 func ByName(name string) (Nemesis, error) {
 	switch name {
 	case "none":
@@ -37,6 +37,8 @@ func ByName(name string) (Nemesis, error) {
 		return &Pause{}, nil
 	case "member":
 		return &Member{}, nil
+	case "pause-flicker":
+		return &Flicker{}, nil
 	}
 	return nil, fmt.Errorf("unknown nemesis %q", name)
 }
