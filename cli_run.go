@@ -71,7 +71,7 @@ func runJob(c *cli.Context) error {
 	}
 	stderrf("job %s submitted", id)
 
-	w := &runWatcher{cl: cl, id: id, stdout: stdout(c), stderr: os.Stderr, poll: 100 * time.Millisecond}
+	w := &runWatcher{cl: cl, id: id, stdout: stdout(c), stderr: os.Stderr, poll: 5 * time.Millisecond}
 	sigCtx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 	d, err := w.watch(sigCtx)
 	interrupted := sigCtx.Err() != nil && c.Context.Err() == nil // read before stop() cancels sigCtx
@@ -226,7 +226,7 @@ func (w *runWatcher) streamOne(ctx context.Context, n int, stream string, out io
 		case <-ctx.Done():
 		case <-time.After(wait):
 		}
-		wait = min(wait*2, time.Second)
+		wait = min(wait*3/2, time.Second)
 	}
 }
 
@@ -263,7 +263,7 @@ func (w *runWatcher) waitFor(ctx context.Context, done func(*httpapi.JobDetail) 
 			return nil, ctx.Err()
 		case <-time.After(wait):
 		}
-		wait = min(wait*2, time.Second)
+		wait = min(wait*3/2, time.Second)
 	}
 }
 
