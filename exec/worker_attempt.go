@@ -91,6 +91,10 @@ func (w *Worker) launch(ctx context.Context, id, dir string, a Assignment) {
 		defer w.wg.Done()
 		defer w.unregister(r)
 		lc, err := r.start(a)
+		if errors.Is(err, errSupervisorExited) {
+			r.finish(ctx, r.collect())
+			return
+		}
 		if err != nil {
 			w.log.Error("cannot start supervisor", "task", id, "err", err)
 			res := &Result{State: fsm.AttemptFailed, Reason: "start supervisor: " + err.Error(), FinishedAt: time.Now().UTC()}
@@ -179,9 +183,31 @@ func (r *attemptRun) start(a Assignment) (*leaseClient, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	go cmd.Wait() // reap it while we live; init does after we die
-	return dialLease(sockPath(r.dir))
+	exited := make(chan struct{})
+	go func() { // reap it while we live; init does after we die
+		cmd.Wait()
+		close(exited)
+	}()
+	afterSupervisorStart(r.dir)
+	lc, err := dialLease(sockPath(r.dir))
+	if err != nil {
+		// The supervisor closes and removes its socket only after it has
+		// written result.json, so a short job can be over before we dial.
+		// Wait for it to exit (without renewals it ends by its lease at the
+		// latest) and let the caller collect the real result.
+		<-exited
+		return nil, fmt.Errorf("%w: %v", errSupervisorExited, err)
+	}
+	return lc, nil
 }
+
+// afterSupervisorStart lets tests widen the window between starting a
+// supervisor and connecting to it.
+var afterSupervisorStart = func(dir string) {}
+
+// errSupervisorExited means the supervisor ran but was gone before the
+// worker could connect; its result.json is the attempt's outcome.
+var errSupervisorExited = errors.New("supervisor exited before the lease connection")
 
 var reservedEnv = map[string]bool{
 	"FOREMAN_JOB_ID": true, "FOREMAN_ATTEMPT": true, "FOREMAN_FENCING_TOKEN": true, "FOREMAN_NODE": true,

@@ -457,3 +457,40 @@ func TestManyAttemptsInParallel(t *testing.T) {
 		t.Errorf("%d half-second jobs took %v: not run in parallel", n, d)
 	}
 }
+
+// TestSupervisorDoneBeforeDial is the regression test for jepsen bug 1: a
+// supervisor that finished (and removed its socket) before the worker could
+// connect had its real result overwritten with "start supervisor: ..." and
+// the job was run again.
+func TestSupervisorDoneBeforeDial(t *testing.T) {
+	cfg := testConfig(t, dataDir(t))
+	script := filepath.Join(t.TempDir(), "quick-supervisor")
+	// Stands in for a supervisor whose job ended at once: it writes the
+	// result and removes its socket, as the real one does on exit.
+	body := `#!/bin/sh
+dir="$3"
+printf '{"state":"succeeded","exit_code":0,"finished_at":"2026-01-01T00:00:00Z"}' > "$dir/result.json.tmp"
+mv "$dir/result.json.tmp" "$dir/result.json"
+rm -f "$dir/lease.sock"
+`
+	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfg.SupervisorPath = script
+	// Connect only once the supervisor is gone, as a slow agent would.
+	afterSupervisorStart = func(dir string) {
+		waitFor(t, waitShort, "supervisor to finish", func() bool {
+			_, err := os.Stat(filepath.Join(dir, ResultFileName))
+			_, serr := os.Stat(filepath.Join(dir, LeaseSockName))
+			return err == nil && os.IsNotExist(serr)
+		})
+	}
+	t.Cleanup(func() { afterSupervisorStart = func(string) {} })
+	state := newFakeState()
+	h := startWorker(t, state, cfg)
+	state.assign("quick", fsm.JobSpec{Command: []string{"true"}})
+	r := h.waitFinal(t, "quick", waitShort)
+	if r.State != fsm.AttemptSucceeded {
+		t.Fatalf("reported %s %q, want the supervisor's own result (succeeded)", r.State, r.Reason)
+	}
+}
