@@ -22,12 +22,14 @@ const InternalPrefix = "/v1/internal/"
 const ForwardedHeader = "X-Foreman-Forwarded"
 
 // InternalHandler serves the node-to-node endpoints under /v1/internal/:
-// POST apply (a follower's forwarded write; applied only if this node leads)
-// and POST leave (a follower asking the leader to remove it from raft).
+// POST apply (a follower's forwarded write; applied only if this node leads),
+// POST leave (a follower asking the leader to remove it from raft) and GET
+// index (a follower catching up; see sync.go).
 func (n *Node) InternalHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST "+InternalPrefix+"apply", n.handleApply)
 	mux.HandleFunc("POST "+InternalPrefix+"leave", n.handleLeave)
+	mux.HandleFunc("GET "+InternalPrefix+"index", n.handleIndex)
 	return mux
 }
 

@@ -43,6 +43,7 @@ type Node struct {
 
 	started     atomic.Bool
 	leavingSelf atomic.Bool // Leave was called: gossip says so before leaving
+	inSync      atomic.Bool // see sync.go
 	closing     chan struct{}
 	closeMu     sync.Mutex
 	closed      bool
@@ -150,6 +151,7 @@ func (n *Node) Start(ctx context.Context) error {
 	n.goLoop(n.leadershipLoop)
 	n.goLoop(n.clusterIDLoop)
 	n.goLoop(n.peersLoop)
+	n.goLoop(n.syncLoop)
 
 	targets := n.joinTargets()
 	if len(targets) > 0 {

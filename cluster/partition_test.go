@@ -146,3 +146,62 @@ func TestIsolatedLeaderStepsDown(t *testing.T) {
 	c.WaitForLeader()
 	c.WaitConverged()
 }
+
+// A follower is in sync only after it applied what the leader had when
+// contact came back: cut off, it drops out of sync at once; restarted, it
+// holds every job committed while it was down the moment it says in sync.
+func TestFollowerInSyncOnlyAfterCatchUp(t *testing.T) {
+	c := clustertest.NewCluster(t, 3, clustertest.Options{})
+	leader := c.WaitForLeader()
+	f := c.Followers()[0]
+	c.Eventually(clustertest.ConvergeTimeout, "all nodes in sync", func() error {
+		for _, nd := range c.Live() {
+			if !nd.InSync() {
+				return fmt.Errorf("%s not in sync", nd.Name)
+			}
+		}
+		return nil
+	})
+
+	others := []int{}
+	for _, nd := range c.Nodes() {
+		if nd.Index != f.Index {
+			others = append(others, nd.Index)
+		}
+	}
+	c.Partition(others, []int{f.Index})
+	c.Eventually(clustertest.ConvergeTimeout, "cut-off follower out of sync", func() error {
+		if f.InSync() {
+			return errors.New("still in sync")
+		}
+		return nil
+	})
+	cut := submitMany(t, leader, 20)
+	c.Heal()
+	c.Eventually(clustertest.ConvergeTimeout, "healed follower in sync", func() error {
+		if !f.InSync() {
+			return errors.New("not in sync")
+		}
+		return nil
+	})
+	for _, id := range cut {
+		if err := hasJob(f, id); err != nil {
+			t.Fatalf("in sync after heal but %v", err)
+		}
+	}
+
+	c.Stop(f.Index)
+	down := submitMany(t, leader, 50)
+	f = c.Restart(f.Index)
+	c.Eventually(clustertest.ConvergeTimeout, "restarted follower in sync", func() error {
+		if !f.InSync() {
+			return errors.New("not in sync")
+		}
+		return nil
+	})
+	for _, id := range down {
+		if err := hasJob(f, id); err != nil {
+			t.Fatalf("in sync after restart but %v", err)
+		}
+	}
+}

@@ -65,6 +65,7 @@ type fakeState struct {
 	reports  []fsm.ReportAttempt
 	watchers map[chan struct{}]bool
 	contact  atomic.Bool
+	stale    atomic.Bool // InSync says no
 	failNext atomic.Int32 // reports to fail with a transient error
 	token    uint64
 	// onReport, when set, sees every accepted report (under the lock; must not block).
@@ -138,6 +139,7 @@ func (s *fakeState) Report(ctx context.Context, r fsm.ReportAttempt) error {
 }
 
 func (s *fakeState) InContactWithLeader() bool { return s.contact.Load() }
+func (s *fakeState) InSync() bool              { return !s.stale.Load() }
 
 // assign adds a new live attempt on node "n1" and returns its TaskID.
 func (s *fakeState) assign(jobID string, spec fsm.JobSpec) string {

@@ -82,26 +82,37 @@ func (w *Worker) Run(ctx context.Context) error {
 	gc := time.NewTicker(gcEvery)
 	defer gc.Stop()
 	for {
-		w.reconcile(ctx)
+		var again <-chan time.Time
+		if w.reconcile(ctx) {
+			// Something waits for sync, which no FSM change may signal.
+			again = time.After(syncRecheck)
+		}
 		select {
 		case <-ctx.Done():
 			w.wg.Wait()
 			return nil
 		case <-changed:
+		case <-again:
 		case <-gc.C:
 			w.collectGarbage()
 		}
 	}
 }
 
+// syncRecheck is how soon a reconcile that deferred work runs again.
+const syncRecheck = 20 * time.Millisecond
+
 // reconcile compares the live attempts of this node with the supervisors.
-func (w *Worker) reconcile(ctx context.Context) {
+// It starts nothing while the local FSM may be stale (not InSync) and then
+// says it deferred work.
+func (w *Worker) reconcile(ctx context.Context) (deferred bool) {
 	live, err := w.deps.Assignments.LiveAttempts(w.cfg.Node)
 	if err != nil {
 		w.log.Warn("read assignments", "err", err)
-		return
+		return true
 	}
 	contact := w.deps.LeaderContact.InContactWithLeader()
+	synced := w.deps.LeaderContact.InSync()
 	seen := make(map[string]bool, len(live))
 	for _, a := range live {
 		id := TaskID(a.Attempt.JobID, a.Attempt.Num)
@@ -111,6 +122,10 @@ func (w *Worker) reconcile(ctx context.Context) {
 		w.mu.Unlock()
 		if r != nil {
 			r.update(a)
+			continue
+		}
+		if !synced {
+			deferred = true
 			continue
 		}
 		w.ensure(ctx, id, a)
@@ -124,6 +139,7 @@ func (w *Worker) reconcile(ctx context.Context) {
 			r.vanished(contact)
 		}
 	}
+	return deferred
 }
 
 // ensure handles a live attempt that has no run in this worker.

@@ -33,11 +33,15 @@ type Reporter interface {
 	Report(ctx context.Context, r fsm.ReportAttempt) error
 }
 
-// LeaderContact gates lease renewals: true on the leader, or on a follower
-// that heard from the leader recently. Called every renew interval per
-// attempt, so it must be cheap.
+// LeaderContact gates lease renewals and starts. InContactWithLeader: true
+// on the leader, or on a follower that heard from the leader recently; called
+// every renew interval per attempt, so it must be cheap. InSync: true once
+// the local FSM has caught up with the leader since contact was last gained.
+// A restarted or healed node replays stale assignments until then, and
+// starting one could run a job the leader already placed elsewhere.
 type LeaderContact interface {
 	InContactWithLeader() bool
+	InSync() bool
 }
 
 // WorkerDeps are the worker's collaborators.

@@ -494,3 +494,48 @@ rm -f "$dir/lease.sock"
 		t.Fatalf("reported %s %q, want the supervisor's own result (succeeded)", r.State, r.Reason)
 	}
 }
+
+// A restarted node's FSM may still list an attempt the leader has replaced
+// (jepsen bug 2): nothing starts until the node is in sync, and an attempt
+// the catch-up removes never starts at all.
+func TestWorkerStartsNothingUntilInSync(t *testing.T) {
+	state := newFakeState()
+	state.stale.Store(true)
+	cfg := testConfig(t, dataDir(t))
+	w, err := NewWorker(cfg, WorkerDeps{Assignments: state, Reporter: state, LeaderContact: state})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer func() { cancel(); w.wg.Wait() }()
+	w.ctx = ctx
+	replaced := state.assign("job-replaced", fsm.JobSpec{Command: []string{"true"}})
+	if !w.reconcile(ctx) {
+		t.Fatal("reconcile out of sync did not defer the assigned attempt")
+	}
+	if got := w.Running(); len(got) != 0 {
+		t.Fatalf("out of sync, the worker started %v", got)
+	}
+	if _, err := os.Stat(w.AttemptDir("job-replaced", 1)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("attempt dir made while out of sync: %v", err)
+	}
+	// The catch-up applies the leader's verdict: the attempt was lost.
+	state.mu.Lock()
+	delete(state.live, replaced)
+	state.mu.Unlock()
+	kept := state.assign("job-kept", fsm.JobSpec{Command: []string{"true"}})
+	state.stale.Store(false)
+	if w.reconcile(ctx) {
+		t.Fatal("reconcile in sync deferred work")
+	}
+	waitFor(t, waitShort, "final report of "+kept, func() bool {
+		_, ok := state.final("job-kept")
+		return ok
+	})
+	if r, ok := state.final("job-replaced"); ok {
+		t.Fatalf("the replaced attempt was reported: %+v", r)
+	}
+	if _, err := os.Stat(w.AttemptDir("job-replaced", 1)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the replaced attempt started after the catch-up: %v", err)
+	}
+}

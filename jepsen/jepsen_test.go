@@ -142,5 +142,10 @@ func TestJepsenRegression(t *testing.T) {
 		// socket must not turn a success into a failure and a rerun.
 		{Name: "bug1-instant-jobs", Nemesis: "pause-flicker", Nodes: 3, Seed: 1, Sleeps: []string{"0"}, Workers: 3,
 			Warmup: 5 * time.Second, Fault: 20 * time.Second, Recover: 5 * time.Second},
+		// Bug 2: the killed leader comes back after its attempts were
+		// declared lost and re-placed; its stale FSM still lists some as
+		// assigned to it, and it must not start them.
+		{Name: "bug2-restart-stale-assignments", Nemesis: "kill-leader", Nodes: 3, Seed: 2, Sleeps: []string{"0.3"}, Workers: 3,
+			Warmup: 5 * time.Second, Fault: 12 * time.Second, Recover: 8 * time.Second},
 	})
 }

@@ -1,0 +1,137 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+)
+
+// Catch-up after a gap. A node that restarts, or that was cut off from the
+// leader, holds a stale FSM: it may list an attempt as assigned to it that
+// the leader has since declared lost and placed elsewhere. Acting on that
+// state would start a second copy of the job. So a node is "in sync" only
+// after it has applied everything the leader had when contact was (re)gained,
+// and it stops being in sync the moment contact is lost. The leader declares
+// a node's attempts lost only after not hearing from it for a lease, which
+// is longer than LeaderContactTimeout, so no such gap goes unnoticed.
+
+// syncPoll is how often the node checks contact and retries a catch-up.
+const syncPoll = 25 * time.Millisecond
+
+// InSync reports whether this node's FSM holds everything the leader had
+// committed when this node last gained contact with it, and contact has held
+// since. The worker starts no attempt while it is false.
+func (n *Node) InSync() bool { return n.inSync.Load() }
+
+func (n *Node) syncLoop() {
+	t := time.NewTicker(syncPoll)
+	defer t.Stop()
+	for {
+		select {
+		case <-n.closing:
+			return
+		case <-t.C:
+		}
+		if !n.InContactWithLeader() {
+			if n.inSync.Swap(false) {
+				n.logger.Info("lost contact with the leader; out of sync")
+			}
+			continue
+		}
+		if n.inSync.Load() {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), n.cfg.ForwardTimeout)
+		idx, err := n.catchUp(ctx)
+		cancel()
+		if err != nil {
+			n.logger.Debug("catch-up with the leader failed; retrying", "err", err)
+			continue
+		}
+		if n.InContactWithLeader() {
+			n.inSync.Store(true)
+			n.logger.Info("in sync with the leader", "index", idx)
+		}
+	}
+}
+
+// catchUp waits until this node has applied the leader's last log index as
+// of now. On the leader a barrier does the same.
+func (n *Node) catchUp(ctx context.Context) (uint64, error) {
+	if n.IsLeader() {
+		if err := n.Barrier(ctx); err != nil {
+			return 0, err
+		}
+		return n.fsm.AppliedIndex(), nil
+	}
+	idx, err := n.leaderIndex(ctx)
+	if err != nil {
+		return 0, err
+	}
+	t := time.NewTicker(5 * time.Millisecond)
+	defer t.Stop()
+	for n.fsm.AppliedIndex() < idx {
+		select {
+		case <-ctx.Done():
+			return 0, fmt.Errorf("applied %d of %d: %w", n.fsm.AppliedIndex(), idx, ctx.Err())
+		case <-n.closing:
+			return 0, ErrShutdown
+		case <-t.C:
+		}
+		if !n.InContactWithLeader() {
+			return 0, ErrNoLeader
+		}
+	}
+	return idx, nil
+}
+
+type indexResponse struct {
+	Index uint64 `json:"index"`
+	applyResponse
+}
+
+// leaderIndex asks the leader for its last log index.
+func (n *Node) leaderIndex(ctx context.Context) (uint64, error) {
+	addr := n.leaderHTTP()
+	if addr == "" {
+		return 0, ErrNoLeader
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+InternalPrefix+"index", nil)
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set(ForwardedHeader, "1")
+	resp, err := n.client.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	var ir indexResponse
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&ir); err != nil {
+		return 0, fmt.Errorf("leader index: status %d: %w", resp.StatusCode, err)
+	}
+	if ir.Code != "" || ir.Error != "" {
+		return 0, decodeError(ir.Code, ir.Error)
+	}
+	return ir.Index, nil
+}
+
+// handleIndex answers a follower's catch-up: the last index of this
+// leader's log, after confirming it still leads (a deposed leader's log may
+// miss what its successor committed).
+func (n *Node) handleIndex(w http.ResponseWriter, r *http.Request) {
+	if !n.IsLeader() {
+		writeApply(w, http.StatusMisdirectedRequest, applyResponse{Error: ErrNotLeader.Error(), Code: "not_leader"})
+		return
+	}
+	if err := waitFuture(r.Context(), n.raft.VerifyLeader()); err != nil {
+		err = raftErr(err)
+		writeApply(w, http.StatusServiceUnavailable, applyResponse{Error: err.Error(), Code: errorCode(err)})
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(indexResponse{Index: n.raft.LastIndex()})
+}
