@@ -65,7 +65,7 @@ type fakeState struct {
 	reports  []fsm.ReportAttempt
 	watchers map[chan struct{}]bool
 	contact  atomic.Bool
-	stale    atomic.Bool // InSync says no
+	stale    atomic.Bool  // InSync says no
 	failNext atomic.Int32 // reports to fail with a transient error
 	token    uint64
 	// onReport, when set, sees every accepted report (under the lock; must not block).
