@@ -202,6 +202,8 @@ func (a *applier) applyEntry(data []byte, res *Result) error {
 		return run(a, cmd, res, (*applier).place)
 	case CmdReport:
 		return run(a, cmd, res, (*applier).report)
+	case CmdReportBatch:
+		return run(a, cmd, res, (*applier).reportBatch)
 	case CmdRelease:
 		return run(a, cmd, res, (*applier).release)
 	case CmdCancelJob:
