@@ -257,7 +257,7 @@ func runAgent(parent context.Context, cfg *agentConfig) error {
 
 	worker, err := exec.NewWorker(cfg.worker, exec.WorkerDeps{
 		Assignments:   assignments{f},
-		Reporter:      reporter{node},
+		Reporter:      exec.NewBatchingReporter(reportBatch{n: node, now: time.Now}),
 		LeaderContact: node,
 		Logger:        logger,
 	})

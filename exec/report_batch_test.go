@@ -1,0 +1,119 @@
+package exec
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/foreman-sched/foreman/fsm"
+)
+
+// fakeBatchSender records batches; each call blocks until release gets a value.
+type fakeBatchSender struct {
+	mu      sync.Mutex
+	batches [][]fsm.ReportAttempt
+	release chan error
+	perItem func(fsm.ReportAttempt) error
+}
+
+func (f *fakeBatchSender) ReportBatch(ctx context.Context, reps []fsm.ReportAttempt) ([]error, error) {
+	f.mu.Lock()
+	f.batches = append(f.batches, reps)
+	f.mu.Unlock()
+	if err := <-f.release; err != nil {
+		return nil, err
+	}
+	errs := make([]error, len(reps))
+	for i, r := range reps {
+		if f.perItem != nil {
+			errs[i] = f.perItem(r)
+		}
+	}
+	return errs, nil
+}
+
+func (f *fakeBatchSender) count() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.batches)
+}
+
+// TestBatchingReporterCoalesces: the first MaxInFlight reports go out at
+// once; everything that arrives meanwhile shares the next batch; per-item
+// and whole-batch errors reach the right callers.
+func TestBatchingReporterCoalesces(t *testing.T) {
+	stale := fmt.Errorf("%w: superseded", fsm.ErrStaleToken)
+	f := &fakeBatchSender{release: make(chan error), perItem: func(r fsm.ReportAttempt) error {
+		if r.JobID == "stale" {
+			return stale
+		}
+		return nil
+	}}
+	b := NewBatchingReporter(f)
+	ctx := context.Background()
+	results := make(chan error, 100)
+	report := func(job string) { go func() { results <- b.Report(ctx, fsm.ReportAttempt{JobID: job}) }() }
+
+	report("a")
+	report("b")
+	waitFor(t, waitShort, "two batches in flight", func() bool { return f.count() == 2 })
+	const queued = 20
+	for i := range queued {
+		report(fmt.Sprintf("q%d", i))
+	}
+	report("stale")
+	waitFor(t, waitShort, "all reports queued", func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return len(b.queue) == queued+1
+	})
+	if n := f.count(); n != 2 {
+		t.Fatalf("%d batches sent while two were in flight, want 2", n)
+	}
+	f.release <- nil // a
+	waitFor(t, waitShort, "third batch", func() bool { return f.count() == 3 })
+	f.mu.Lock()
+	if got := len(f.batches[2]); got != queued+1 {
+		t.Errorf("third batch has %d reports, want all %d waiting ones", got, queued+1)
+	}
+	f.mu.Unlock()
+	f.release <- errors.New("leader unreachable") // b: the whole batch fails
+	f.release <- nil                              // the big batch
+	var ok, staleErrs, failed int
+	for range queued + 3 {
+		switch err := <-results; {
+		case err == nil:
+			ok++
+		case errors.Is(err, fsm.ErrStaleToken):
+			staleErrs++
+		default:
+			failed++
+		}
+	}
+	if ok != queued+1 || staleErrs != 1 || failed != 1 {
+		t.Errorf("ok %d, stale %d, failed %d; want %d, 1, 1", ok, staleErrs, failed, queued+1)
+	}
+}
+
+// TestBatchingReporterCallerContext: a caller whose context ends stops
+// waiting; the batch still completes for the others.
+func TestBatchingReporterCallerContext(t *testing.T) {
+	f := &fakeBatchSender{release: make(chan error)}
+	b := NewBatchingReporter(f)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- b.Report(ctx, fsm.ReportAttempt{JobID: "x"}) }()
+	waitFor(t, waitShort, "batch in flight", func() bool { return f.count() == 1 })
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Report = %v, want context.Canceled", err)
+	}
+	f.release <- nil
+	waitFor(t, waitShort, "slot freed", func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return b.inFlight == 0
+	})
+}
