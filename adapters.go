@@ -6,13 +6,13 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"time"
 
 	"github.com/foreman-sched/foreman/cluster"
 	"github.com/foreman-sched/foreman/exec"
 	"github.com/foreman-sched/foreman/fsm"
 	"github.com/foreman-sched/foreman/httpapi"
 	"github.com/foreman-sched/foreman/ui"
+	"github.com/foreman-sched/foreman/wallclock"
 )
 
 // The adapters below connect concrete types to the small interfaces that
@@ -48,7 +48,7 @@ func (a assignments) LiveAttempts(node string) ([]exec.Assignment, error) {
 type reporter struct{ n *cluster.Node }
 
 func (r reporter) Report(ctx context.Context, rep fsm.ReportAttempt) error {
-	cmd, err := fsm.NewCommand(fsm.CmdReport, time.Now(), rep)
+	cmd, err := fsm.NewCommand(fsm.CmdReport, wallclock.Now(), rep)
 	if err != nil {
 		return err
 	}

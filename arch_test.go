@@ -16,13 +16,14 @@ const module = "github.com/foreman-sched/foreman"
 // main at the top. Keys are top-level directories; values are the top-level
 // project packages each may import (its own subpackages are always allowed).
 var allowedImports = map[string][]string{
-	"fsm":     {},
-	"cluster": {"fsm"},
-	"sched":   {"fsm"},
-	"exec":    {"fsm"},
-	"httpapi": {"fsm"},
-	"ui":      {},
-	"jepsen":  {"fsm", "httpapi", "cluster"},
+	"wallclock": {},
+	"fsm":       {},
+	"cluster":   {"fsm", "wallclock"},
+	"sched":     {"fsm", "wallclock"},
+	"exec":      {"fsm"},
+	"httpapi":   {"fsm", "wallclock"},
+	"ui":        {},
+	"jepsen":    {"fsm", "httpapi", "cluster", "wallclock"},
 }
 
 // externalBans keeps heavy or wrong-layer libraries out of low packages.

@@ -9,6 +9,7 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/foreman-sched/foreman/fsm"
+	"github.com/foreman-sched/foreman/wallclock"
 )
 
 // leadership tracks this node's current term as leader and the functions
@@ -160,7 +161,7 @@ func (n *Node) initClusterID(ctx context.Context) {
 	if err := n.fsm.View(func(tx *fsm.Tx) error { id = tx.ClusterID(); return nil }); err != nil || id != "" {
 		return
 	}
-	cmd, err := fsm.NewCommand(fsm.CmdInit, time.Now(), fsm.InitCluster{ClusterID: ulid.Make().String()})
+	cmd, err := fsm.NewCommand(fsm.CmdInit, wallclock.Now(), fsm.InitCluster{ClusterID: ulid.Make().String()})
 	if err != nil {
 		return
 	}

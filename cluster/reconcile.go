@@ -8,6 +8,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/foreman-sched/foreman/fsm"
+	"github.com/foreman-sched/foreman/wallclock"
 )
 
 // leavingTTL is how long the leader refuses to re-add a server that asked
@@ -150,7 +151,7 @@ func nonEmpty(m map[string]string) map[string]string {
 }
 
 func (n *Node) commit(ctx context.Context, t fsm.CommandType, payload any) bool {
-	cmd, err := fsm.NewCommand(t, time.Now(), payload)
+	cmd, err := fsm.NewCommand(t, wallclock.Now(), payload)
 	if err != nil {
 		n.logger.Error("reconcile: build command", "type", t, "err", err)
 		return false

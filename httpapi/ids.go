@@ -6,12 +6,14 @@ import (
 	"time"
 
 	"github.com/oklog/ulid/v2"
+
+	"github.com/foreman-sched/foreman/wallclock"
 )
 
 // systemClock is the default Clock.
 type systemClock struct{}
 
-func (systemClock) Now() time.Time { return time.Now() }
+func (systemClock) Now() time.Time { return wallclock.Now() }
 
 // ulids mints monotonic ULIDs: IDs minted in the same millisecond still
 // sort in minting order, so "newest first" listings follow submit order.

@@ -1,6 +1,10 @@
 package sched
 
-import "time"
+import (
+	"time"
+
+	"github.com/foreman-sched/foreman/wallclock"
+)
 
 // Clock is the scheduler's only source of time. Tests and the jepsen clock
 // nemesis inject their own. Now must carry a monotonic reading comparable
@@ -23,7 +27,7 @@ func SystemClock() Clock { return systemClock{} }
 
 type systemClock struct{}
 
-func (systemClock) Now() time.Time { return time.Now() }
+func (systemClock) Now() time.Time { return wallclock.Now() }
 
 func (systemClock) NewTimer(d time.Duration) Timer { return sysTimer{time.NewTimer(d)} }
 
