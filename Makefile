@@ -35,8 +35,10 @@ cluster: build
 cluster-stop:
 	./scripts/cluster.sh stop
 
-jepsen: build
-	FOREMAN_BIN=$(CURDIR)/$(BIN) FOREMAN_JEPSEN=full $(GO) test -count=1 -timeout 6h -run 'TestJepsen' -v ./jepsen/
+# The full matrix includes the clock nemesis: it needs the test-only clock hook (-tags jepsenclock).
+jepsen:
+	CGO_ENABLED=1 $(GO) build -trimpath -tags '$(TAGS) jepsenclock' -ldflags '$(LDFLAGS)' -o bin/foreman-jepsen .
+	FOREMAN_BIN=$(CURDIR)/bin/foreman-jepsen FOREMAN_JEPSEN=full $(GO) test -count=1 -timeout 6h -run 'TestJepsen' -v ./jepsen/
 
 jepsen-smoke: build
 	FOREMAN_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 10m -run 'TestJepsenSmoke' -v ./jepsen/

@@ -26,7 +26,8 @@ func requireRealTier(t *testing.T) {
 	}
 }
 
-// binary returns $FOREMAN_BIN or builds the module's binary into a temp dir.
+// binary returns $FOREMAN_BIN or builds the module's binary into a temp dir,
+// with the clock hook (-tags jepsenclock) the clock nemesis needs.
 func binary(t *testing.T) string {
 	t.Helper()
 	if b := os.Getenv("FOREMAN_BIN"); b != "" {
@@ -37,7 +38,7 @@ func binary(t *testing.T) string {
 		return abs
 	}
 	out := filepath.Join(t.TempDir(), "foreman")
-	cmd := exec.Command("go", "build", "-tags", "netgo osusergo", "-o", out, ".")
+	cmd := exec.Command("go", "build", "-tags", "netgo osusergo jepsenclock", "-o", out, ".")
 	cmd.Dir = ".."
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
 	if b, err := cmd.CombinedOutput(); err != nil {
@@ -103,7 +104,8 @@ func TestJepsenSmoke(t *testing.T) {
 }
 
 // TestJepsenFull runs every nemesis with three seeds; ring and bridge on
-// five nodes. Gated by FOREMAN_JEPSEN=full (it takes about 40 minutes).
+// five nodes. Gated by FOREMAN_JEPSEN=full (about 25 minutes per seed).
+// The clock nemesis needs a binary built with -tags jepsenclock.
 // FOREMAN_JEPSEN_SEEDS and FOREMAN_JEPSEN_NEMESES (comma list) narrow it.
 func TestJepsenFull(t *testing.T) {
 	if os.Getenv("FOREMAN_JEPSEN") != "full" {
@@ -113,7 +115,7 @@ func TestJepsenFull(t *testing.T) {
 	if v, err := strconv.ParseUint(os.Getenv("FOREMAN_JEPSEN_SEEDS"), 10, 64); err == nil && v > 0 {
 		seeds = v
 	}
-	nemeses := []string{"none", "halves", "isolate-leader", "ring", "bridge", "kill-leader", "kill-random", "pause-leader", "pause-random", "member", "pause-flicker"}
+	nemeses := []string{"none", "halves", "isolate-leader", "ring", "bridge", "kill-leader", "kill-random", "pause-leader", "pause-random", "member", "pause-flicker", "clock"}
 	if v := os.Getenv("FOREMAN_JEPSEN_NEMESES"); v != "" {
 		nemeses = strings.Split(v, ",")
 	}

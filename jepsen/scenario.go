@@ -191,6 +191,13 @@ func Run(bin, outDir string, sc Scenario, cleanup func(func())) report.Summary {
 
 	opts := workload.CheckOptions{ClockBound: time.Millisecond, HTMLPath: filepath.Join(outDir, "history.html"),
 		Events: rec.Events(), Timeout: time.Minute}
+	if sk, ok := nem.(nemesis.Skewer); ok {
+		opts.ClockAhead, sum.ClockBehind = sk.Skew()
+		sum.ClockAhead = opts.ClockAhead
+	}
+	if lg, ok := nem.(nemesis.Logger); ok {
+		sum.FaultLog = lg.Log()
+	}
 	sum.Results = append(wl.Check(env, opts), conv)
 	ops := rec.Ops()
 	sum.Windows = report.Windows(ops, faultStart, healAt, trafficEnd)

@@ -13,13 +13,6 @@ import (
 	"time"
 )
 
-// EnvFile names the offset file of this process. The file holds
-// "<seq> <offset-ns>"; on SIGUSR2 the process reads it, applies the offset
-// and writes the same line to <file>.ack, which the nemesis waits for.
-// The variable is removed from the environment at start, so only the
-// process it was given to (the agent, not its supervisors or jobs) obeys.
-const EnvFile = "FOREMAN_JEPSEN_CLOCK"
-
 // Hooked reports whether this binary carries the jepsen clock hook.
 const Hooked = true
 
@@ -37,7 +30,13 @@ func init() {
 		return
 	}
 	os.Unsetenv(EnvFile)
-	_, _ = reload(path) // a restarted node keeps its offset
+	// A restarted node keeps its offset. The first ack tells the nemesis
+	// the hook is there (a binary without it would die of SIGUSR2).
+	line, err := reload(path)
+	if err != nil {
+		line = "0 0"
+	}
+	_ = writeAck(path, line)
 	ch := make(chan os.Signal, 1)
 	signal.Notify(ch, syscall.SIGUSR2)
 	go func() {

@@ -20,7 +20,7 @@ type Nemesis interface {
 
 // ByName returns a nemesis of the given name: none, halves,
 // isolate-leader, ring, bridge, kill-leader, kill-random, pause-leader,
-// pause-random, member, pause-flicker.
+// pause-random, member, pause-flicker, clock.
 func ByName(name string) (Nemesis, error) {
 	switch name {
 	case "none":
@@ -39,6 +39,8 @@ func ByName(name string) (Nemesis, error) {
 		return &Member{}, nil
 	case "pause-flicker":
 		return &Flicker{}, nil
+	case "clock":
+		return &Clock{}, nil
 	}
 	return nil, fmt.Errorf("unknown nemesis %q", name)
 }

@@ -17,6 +17,11 @@ type Summary struct {
 	Seed     uint64 `json:"seed"`
 	Nodes    int    `json:"nodes"`
 	Fault    string `json:"fault"`
+	// FaultLog is the nemesis's own log (the clock nemesis: every offset).
+	FaultLog []string `json:"fault_log,omitempty"`
+	// ClockAhead and ClockBehind are the largest wall-clock offsets applied.
+	ClockAhead  time.Duration `json:"clock_ahead_ns,omitempty"`
+	ClockBehind time.Duration `json:"clock_behind_ns,omitempty"`
 
 	Attempted     int `json:"attempted"`
 	Acknowledged  int `json:"acknowledged"`

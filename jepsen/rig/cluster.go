@@ -36,7 +36,8 @@ func NewCluster(bin, dir string, topo *netns.Topology, voters int) *Cluster {
 func (c *Cluster) addNode(i int) *Node {
 	name := fmt.Sprintf("n%d", i+1)
 	n := &Node{Index: i, Name: name, NS: c.Topo.NS[i], IP: c.Topo.IPs[i],
-		DataDir: filepath.Join(c.Dir, "data", name), LogPath: filepath.Join(c.Dir, "logs", name+".log")}
+		DataDir: filepath.Join(c.Dir, "data", name), LogPath: filepath.Join(c.Dir, "logs", name+".log"),
+		ClockFile: filepath.Join(c.Dir, "clock", name)}
 	c.Nodes = append(c.Nodes, n)
 	return n
 }

@@ -22,12 +22,16 @@ type Node struct {
 	IP      string
 	DataDir string
 	LogPath string
+	// ClockFile controls the agent's wall-clock offset (a binary built
+	// with -tags jepsenclock; see wallclock/now_jepsenclock.go).
+	ClockFile string
 
 	mu     sync.Mutex
 	flags  []string // of the first start, reused on restart
 	cmd    *exec.Cmd
 	done   chan struct{}
 	paused bool
+	clock  uint64 // sequence number of the last offset written
 }
 
 // URL is the node's HTTP base address.
@@ -46,6 +50,9 @@ func (n *Node) Start(bin string, flags []string) error {
 	if err := os.MkdirAll(n.DataDir, 0o755); err != nil {
 		return err
 	}
+	if err := os.MkdirAll(filepath.Dir(n.ClockFile), 0o755); err != nil {
+		return err
+	}
 	logf, err := os.OpenFile(n.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
@@ -55,6 +62,7 @@ func (n *Node) Start(bin string, flags []string) error {
 		"--data-dir", n.DataDir, "--name", n.Name, "--bind", n.IP, "--port", fmt.Sprint(Port)}, flags...)
 	cmd := exec.Command("ip", args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.Env = append(os.Environ(), ClockEnv+"="+n.ClockFile)
 	// Own process group so cleanup can reach children that stayed in it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {

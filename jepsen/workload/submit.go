@@ -26,10 +26,15 @@ type Submit struct {
 	Sleeps []string
 	// SubmitRatio is the share of ops that are submits (the rest reads).
 	SubmitRatio float64
+	// Delays are run_at offsets from the first submit of a key; a key gets
+	// one at random, 0 meaning "no run_at". Delayed jobs give a skewed
+	// clock something to break (checker.RunAt).
+	Delays []time.Duration
 
 	mu      sync.Mutex
 	pending map[string]int // indeterminate key -> worker
 	acked   map[string]string
+	runAt   map[string]time.Time // key -> run_at sent (the same on retries)
 	final   []checker.FinalJob
 	noFinal bool // the final listing failed: no verdict on the product
 	endNs   int64
@@ -37,7 +42,8 @@ type Submit struct {
 
 // NewSubmit returns the default submit workload.
 func NewSubmit() *Submit {
-	return &Submit{Workers: 3, Interval: 150 * time.Millisecond, Sleeps: []string{"0.3", "0.3", "0.3", "0.3", "3", "3", "10"}, SubmitRatio: 0.4}
+	return &Submit{Workers: 3, Interval: 150 * time.Millisecond, Sleeps: []string{"0.3", "0.3", "0.3", "0.3", "3", "3", "10"}, SubmitRatio: 0.4,
+		Delays: []time.Duration{0, 0, 0, time.Second, 2 * time.Second}}
 }
 
 func (s *Submit) Name() string { return "submit" }
@@ -45,7 +51,7 @@ func (s *Submit) Name() string { return "submit" }
 func (s *Submit) init() {
 	s.mu.Lock()
 	if s.pending == nil {
-		s.pending, s.acked = map[string]int{}, map[string]string{}
+		s.pending, s.acked, s.runAt = map[string]int{}, map[string]string{}, map[string]time.Time{}
 	}
 	s.mu.Unlock()
 }
@@ -111,9 +117,44 @@ func (s *Submit) sleepFor(key string) string {
 	return s.Sleeps[int(h.Sum32()%uint32(len(s.Sleeps)))]
 }
 
+// runAtFor returns the key's run_at (zero: none), fixed at its first
+// submit so a retry sends the same spec.
+func (s *Submit) runAtFor(key string) time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if t, ok := s.runAt[key]; ok || len(s.Delays) == 0 {
+		return t
+	}
+	h := fnv.New32a()
+	h.Write([]byte("delay/" + key))
+	var t time.Time
+	if d := s.Delays[int(h.Sum32()%uint32(len(s.Delays)))]; d > 0 {
+		t = time.Now().Add(d).Round(time.Millisecond).UTC() // the host clock: true time
+	}
+	s.runAt[key] = t
+	return t
+}
+
+// RunAts maps the keys of delayed jobs to their run_at (unix ns).
+func (s *Submit) RunAts() map[string]int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string]int64{}
+	for k, t := range s.runAt {
+		if !t.IsZero() {
+			out[k] = t.UnixNano()
+		}
+	}
+	return out
+}
+
 func (s *Submit) submit(ctx context.Context, env *Env, cl *client.Client, w int, key string) (string, history.Outcome) {
+	spec := ProbeSpec("jepsen-"+key, env.Dir, s.sleepFor(key))
+	if t := s.runAtFor(key); !t.IsZero() {
+		spec["run_at"] = t.Format(time.RFC3339Nano)
+	}
 	op := history.Op{Process: w, Kind: history.Submit, Node: cl.Node, Key: key, Call: env.Rec.Now()}
-	id, dup, err := cl.Submit(ctx, ProbeSpec("jepsen-"+key, env.Dir, s.sleepFor(key)), key)
+	id, dup, err := cl.Submit(ctx, spec, key)
 	op.Return, op.Outcome, op.JobID, op.Duplicate = env.Rec.Now(), client.Classify(err), id, dup
 	if err != nil {
 		op.Err = err.Error()
@@ -264,6 +305,7 @@ func (s *Submit) Check(env *Env, opt CheckOptions) []checker.Result {
 	}
 	ex.Stats["torn_records"] = torn1 + torn2
 	res = append(res, ex)
+	res = append(res, checker.RunAt(exec, s.final, s.RunAts(), checker.RunAtOptions{Ahead: opt.ClockAhead, ClockBound: opt.ClockBound}))
 	res = append(res, checker.Reads(ops, checker.LinearOptions{Timeout: opt.Timeout, HTMLPath: opt.HTMLPath, Events: opt.Events}))
 	return res
 }

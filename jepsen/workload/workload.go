@@ -60,6 +60,10 @@ type Workload interface {
 // CheckOptions are the scenario-level inputs of the checkers.
 type CheckOptions struct {
 	ClockBound time.Duration
+	// ClockAhead is the largest wall-clock offset ahead of true time a
+	// node had during the run (the clock nemesis); run_at may fire that
+	// much early.
+	ClockAhead time.Duration
 	HTMLPath   string
 	Events     []history.Event
 	Timeout    time.Duration
