@@ -1,7 +1,6 @@
 package fsm
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -129,6 +128,8 @@ type applier struct {
 	tx                                   *bolt.Tx
 	jobs, byState, attempts, live, nodes *bolt.Bucket
 	idem, queues, meta                   *bolt.Bucket
+	byDue, queuedByGroup                 *bolt.Bucket
+	dueOf                                dueMemo // see schedindex.go
 	index                                uint64
 	at                                   time.Time
 	wrote                                bool    // the current entry changed something
@@ -151,6 +152,9 @@ func newApplier(tx *bolt.Tx) *applier {
 		idem:     tx.Bucket(bucketIdempotency),
 		queues:   tx.Bucket(bucketQueues),
 		meta:     tx.Bucket(bucketMeta),
+
+		byDue:         tx.Bucket(bucketJobsByDue),
+		queuedByGroup: tx.Bucket(bucketQueuedByGroup),
 	}
 	a.jobs.FillPercent = appendFill
 	a.byState.FillPercent = appendFill
@@ -229,8 +233,8 @@ func (a *applier) applyEntry(data []byte, res *Result) error {
 // run decodes the payload into P and calls the handler.
 func run[P any](a *applier, cmd *Command, res *Result, h func(*applier, *P, *Result) error) error {
 	var p P
-	if err := json.Unmarshal(cmd.Payload, &p); err != nil {
-		return fmt.Errorf("%w: %s payload: %v", ErrBadCommand, cmd.Type, err)
+	if err := cmd.DecodePayload(&p); err != nil {
+		return err
 	}
 	if err := h(a, &p, res); err != nil {
 		return fmt.Errorf("%s: %w", cmd.Type, err)

@@ -132,6 +132,9 @@ func openDB(path string, opts Options, log *slog.Logger) (db *bolt.DB, err error
 		}
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
+		if err := ensureSchedIndexes(tx); err != nil {
+			return err
+		}
 		for _, name := range allBuckets {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return err
@@ -140,8 +143,17 @@ func openDB(path string, opts Options, log *slog.Logger) (db *bolt.DB, err error
 		meta := tx.Bucket(bucketMeta)
 		if v := meta.Get(metaSchemaVersion); v != nil {
 			n, err := strconv.Atoi(string(v))
-			if err != nil || n > SchemaVersion {
+			if err != nil || n > SchemaVersion || n < 1 {
 				return fmt.Errorf("%w: schema version %q (this binary understands up to %d)", ErrCorrupt, v, SchemaVersion)
+			}
+			if n == 1 {
+				log.Info("upgrading state file from schema 1 (JSON records) to 2 (CBOR)", "path", path)
+				if err := migrateV1(tx); err != nil {
+					return err
+				}
+				if err := meta.Put(metaSchemaVersion, []byte(strconv.Itoa(SchemaVersion))); err != nil {
+					return err
+				}
 			}
 		} else if err := meta.Put(metaSchemaVersion, []byte(strconv.Itoa(SchemaVersion))); err != nil {
 			return err

@@ -181,6 +181,7 @@ func checkIndexes(t testing.TB, f *FSM) {
 	if err != nil {
 		t.Fatalf("indexes inconsistent: %v", err)
 	}
+	checkSchedIndexes(t, f)
 }
 
 type raftLog = raft.Log

@@ -7,8 +7,9 @@ import (
 )
 
 // SchemaVersion is the layout of the bbolt file this binary writes. Open
-// refuses files with a newer version.
-const SchemaVersion = 1
+// refuses files with a newer version and upgrades version 1 (JSON records)
+// in place (migrate.go). 2: records are CBOR.
+const SchemaVersion = 2
 
 // Every bucket in the state file. Keys are described next to each name;
 // values are records encoded by codec.go unless said otherwise.
@@ -31,12 +32,20 @@ var (
 	bucketIdempotency = []byte("idempotency")
 	// bucketQueues: queue name → Queue (only queues with a limit).
 	bucketQueues = []byte("queues")
+	// bucketJobsByDue: 8-byte sortable due time + job ID → empty, for
+	// pending jobs with a NextRunAt or deadline (schedindex.go).
+	bucketJobsByDue = []byte("jobs_by_due")
+	// bucketQueuedByGroup: 16-byte placement group + 8-byte priority +
+	// 8-byte sortable submit time + job ID → empty, for queued jobs
+	// (schedindex.go).
+	bucketQueuedByGroup = []byte("queued_by_group")
 )
 
 // allBuckets is created at Open; order is irrelevant (bbolt sorts them).
 var allBuckets = [][]byte{
 	bucketMeta, bucketJobs, bucketJobsByState, bucketAttempts,
 	bucketLiveByNode, bucketNodes, bucketIdempotency, bucketQueues,
+	bucketJobsByDue, bucketQueuedByGroup,
 }
 
 // Keys in bucketMeta.

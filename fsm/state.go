@@ -18,6 +18,7 @@ func (a *applier) getJob(id string) (*Job, error) {
 	if err := decode(v, &j); err != nil {
 		return nil, err
 	}
+	a.rememberDue(&j)
 	return &j, nil
 }
 
@@ -32,6 +33,9 @@ func (a *applier) saveJob(j *Job, from JobState) error {
 	}
 	v, err := encode(j)
 	if err != nil {
+		return err
+	}
+	if err := a.indexSchedJob(j, from); err != nil {
 		return err
 	}
 	if err := a.put(a.jobs, []byte(j.ID), v); err != nil {
@@ -58,6 +62,9 @@ func (a *applier) deleteJob(j *Job) error {
 		return err
 	}
 	if err := a.del(a.byState, jobStateKey(j.State, j.ID)); err != nil {
+		return err
+	}
+	if err := a.unindexSchedJob(j); err != nil {
 		return err
 	}
 	prefix := attemptPrefix(j.ID)
