@@ -1,26 +1,73 @@
 package fsm
 
 import (
-	"encoding/json"
 	"fmt"
+	"math"
 	"time"
+
+	"github.com/fxamacker/cbor/v2"
 )
 
-// The record codec. Every value stored in bbolt goes through encode and
-// decode so the format can be swapped (for a faster one) in one place; the
-// schema version in meta must change with it. JSON is deterministic here:
-// struct fields keep their order and encoding/json sorts map keys.
+// The record codec. Every value stored in bbolt and every raft command
+// (envelope and payload) goes through encode and decode: CBOR (RFC 8949)
+// in Core Deterministic Encoding, by github.com/fxamacker/cbor, which
+// reads the `json` struct tags (names, omitempty, omitzero), so a new
+// record field or a new command payload type needs no codec code. The
+// schema version in meta (and CommandVersion for raft entries) must change
+// whenever this format does.
+//
+// Determinism (StateHash compares files byte for byte): struct fields keep
+// their declaration order, map keys are sorted (length first, then bytes),
+// integers and floats take their shortest exact form. time.Time is an RFC
+// 3339 string in UTC with nanoseconds (exact round trip; a zero time is
+// CBOR null, and omitzero leaves it out). Strings are written as they are,
+// invalid UTF-8 included (encoding/json used to replace it), and read back
+// unchanged. Duration is its int64 nanoseconds (its JSON methods are for
+// the API only).
+
+var (
+	encMode cbor.EncMode
+	decMode cbor.DecMode
+)
+
+func init() {
+	eo := cbor.CoreDetEncOptions()
+	eo.Time = cbor.TimeRFC3339NanoUTC
+	eo.TimeTag = cbor.EncTagNone
+	eo.String = cbor.StringToTextString
+	eo.ByteSliceLaterFormat = cbor.ByteSliceLaterFormatNone
+	eo.BinaryMarshaler = cbor.BinaryMarshalerNone // the record's fields, not a type's own format
+	var err error
+	if encMode, err = eo.EncMode(); err != nil {
+		panic(fmt.Sprintf("fsm: cbor encoder options: %v", err))
+	}
+	do := cbor.DecOptions{
+		DupMapKey:         cbor.DupMapKeyEnforcedAPF, // a duplicated field is corruption, not "last wins"
+		IndefLength:       cbor.IndefLengthForbidden, // never written
+		TagsMd:            cbor.TagsForbidden,        // never written
+		UTF8:              cbor.UTF8DecodeInvalid,    // strings round-trip as written
+		MaxNestedLevels:   64,
+		MaxArrayElements:  math.MaxInt32, // a batch is bounded by the data itself: every element is >= 1 byte
+		MaxMapPairs:       math.MaxInt32,
+		BinaryUnmarshaler: cbor.BinaryUnmarshalerNone,
+	}
+	if decMode, err = do.DecMode(); err != nil {
+		panic(fmt.Sprintf("fsm: cbor decoder options: %v", err))
+	}
+}
 
 func encode(v any) ([]byte, error) {
-	b, err := json.Marshal(v)
+	b, err := encMode.Marshal(v)
 	if err != nil {
 		return nil, fmt.Errorf("encode %T: %w", v, err)
 	}
 	return b, nil
 }
 
+// decode reads one record. Anything it cannot read, trailing bytes
+// included, is ErrCorrupt; it never panics on garbage.
 func decode(b []byte, v any) error {
-	if err := json.Unmarshal(b, v); err != nil {
+	if err := decMode.Unmarshal(b, v); err != nil {
 		return fmt.Errorf("%w: decode %T: %v", ErrCorrupt, v, err)
 	}
 	return nil

@@ -1,7 +1,6 @@
 package sched
 
 import (
-	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
@@ -58,31 +57,31 @@ func decode(t testing.TB, d *Decision) decoded {
 		switch c.Type {
 		case fsm.CmdPlace:
 			var p fsm.Place
-			err = json.Unmarshal(c.Payload, &p)
+			err = c.DecodePayload(&p)
 			out.placements = append(out.placements, p.Placements...)
 		case fsm.CmdRelease:
 			var p fsm.ReleaseJobs
-			err = json.Unmarshal(c.Payload, &p)
+			err = c.DecodePayload(&p)
 			out.released = append(out.released, p.JobIDs...)
 		case fsm.CmdFailJobs:
 			var p fsm.FailJobs
-			err = json.Unmarshal(c.Payload, &p)
+			err = c.DecodePayload(&p)
 			for _, id := range p.JobIDs {
 				out.failed[id] = p.Reason
 			}
 		case fsm.CmdSetReasons:
 			var p fsm.SetReasons
-			err = json.Unmarshal(c.Payload, &p)
+			err = c.DecodePayload(&p)
 			for k, v := range p.Reasons {
 				out.reasons[k] = v
 			}
 		case fsm.CmdMarkLost:
 			var p fsm.MarkLost
-			err = json.Unmarshal(c.Payload, &p)
+			err = c.DecodePayload(&p)
 			out.lost = append(out.lost, p)
 		case fsm.CmdStopAttempts:
 			var p fsm.StopAttempts
-			err = json.Unmarshal(c.Payload, &p)
+			err = c.DecodePayload(&p)
 			out.stopped = append(out.stopped, p)
 		default:
 			err = fmt.Errorf("unexpected command type %q", c.Type)
