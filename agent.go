@@ -22,6 +22,7 @@ import (
 	"github.com/foreman-sched/foreman/fsm"
 	"github.com/foreman-sched/foreman/httpapi"
 	"github.com/foreman-sched/foreman/sched"
+	"github.com/foreman-sched/foreman/wallclock"
 )
 
 // agentConfig is every subsystem's Config, filled from flags in one place
@@ -257,7 +258,7 @@ func runAgent(parent context.Context, cfg *agentConfig) error {
 
 	worker, err := exec.NewWorker(cfg.worker, exec.WorkerDeps{
 		Assignments:   assignments{f},
-		Reporter:      exec.NewBatchingReporter(reportBatch{n: node, now: time.Now}),
+		Reporter:      exec.NewBatchingReporter(reportBatch{n: node, now: wallclock.Now}),
 		LeaderContact: node,
 		Logger:        logger,
 	})

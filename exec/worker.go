@@ -29,6 +29,11 @@ type Worker struct {
 	orphans map[string]bool
 	ctx     context.Context
 	wg      sync.WaitGroup
+
+	starts *startQueue
+	// recheck asks Run to reconcile again: a queued start found the node
+	// out of sync and gave its attempt back.
+	recheck chan struct{}
 }
 
 // NewWorker checks cfg and returns a worker; call Run to start it.
@@ -56,6 +61,8 @@ func NewWorker(cfg WorkerConfig, deps WorkerDeps) (*Worker, error) {
 		attemptsDir: filepath.Join(cfg.DataDir, "attempts"),
 		runs:        map[string]*attemptRun{},
 		orphans:     map[string]bool{},
+		starts:      newStartQueue(cfg.MaxConcurrentStarts),
+		recheck:     make(chan struct{}, 1),
 	}, nil
 }
 
@@ -92,6 +99,7 @@ func (w *Worker) Run(ctx context.Context) error {
 			w.wg.Wait()
 			return nil
 		case <-changed:
+		case <-w.recheck:
 		case <-again:
 		case <-gc.C:
 			w.collectGarbage()
@@ -112,7 +120,7 @@ func (w *Worker) reconcile(ctx context.Context) (deferred bool) {
 		return true
 	}
 	contact := w.deps.LeaderContact.InContactWithLeader()
-	synced := w.deps.LeaderContact.InSync()
+	synced := contact && w.deps.LeaderContact.InSync()
 	seen := make(map[string]bool, len(live))
 	for _, a := range live {
 		id := TaskID(a.Attempt.JobID, a.Attempt.Num)

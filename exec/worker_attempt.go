@@ -35,6 +35,9 @@ type attemptRun struct {
 	cancelReq string // CancelRequested from the live set
 	gone      bool   // no longer live: kill, do not report
 	notify    chan struct{}
+	// startedHook, if set, runs once the supervisor said started or went
+	// away (it frees the start slot).
+	startedHook func()
 }
 
 func newRun(w *Worker, id, dir string) *attemptRun {
@@ -78,7 +81,11 @@ func (r *attemptRun) isGone() bool {
 	return r.gone
 }
 
-// launch creates the attempt dir and starts a supervisor for it.
+// launch queues the start of a supervisor for a new attempt. The start
+// runs when a slot of the start queue is free, and only if the attempt is
+// still live and this node is (still) in contact and in sync with the
+// leader: a start delayed past a lost contact could outlive the leader's
+// wait before it reschedules the job elsewhere (invariant 2).
 func (w *Worker) launch(ctx context.Context, id, dir string, a Assignment) {
 	r := newRun(w, id, dir)
 	r.seenLive = true
@@ -87,24 +94,47 @@ func (w *Worker) launch(ctx context.Context, id, dir string, a Assignment) {
 		return
 	}
 	w.wg.Add(1)
-	go func() {
+	w.starts.submit(func(release func()) {
 		defer w.wg.Done()
 		defer w.unregister(r)
-		lc, err := r.start(a)
+		defer release()
+		if ctx.Err() != nil || r.isGone() {
+			return // nothing started: nothing to kill or report
+		}
+		lc := w.deps.LeaderContact
+		if !lc.InContactWithLeader() || !lc.InSync() {
+			// Give it back; reconcile launches it again once in sync.
+			w.unregister(r)
+			select {
+			case w.recheck <- struct{}{}:
+			default:
+			}
+			return
+		}
+		hold := time.AfterFunc(startSlotHold, release)
+		defer hold.Stop()
+		lc2, err := r.start(a)
 		if errors.Is(err, errSupervisorExited) {
+			release()
 			r.finish(ctx, r.collect())
 			return
 		}
 		if err != nil {
+			release()
 			w.log.Error("cannot start supervisor", "task", id, "err", err)
 			res := &Result{State: fsm.AttemptFailed, Reason: "start supervisor: " + err.Error(), FinishedAt: time.Now().UTC()}
 			writeJSONAtomic(filepath.Join(dir, ResultFileName), res, false)
 			r.finish(ctx, res)
 			return
 		}
-		r.follow(ctx, lc)
-	}()
+		r.startedHook = release
+		r.follow(ctx, lc2)
+	})
 }
+
+// startSlotHold bounds how long one start holds its slot: a driver that is
+// slow to start (an image pull) must not stall the node's other starts.
+const startSlotHold = 2 * time.Second
 
 // adoptDir takes over an attempt dir left by an earlier worker.
 func (w *Worker) adoptDir(ctx context.Context, id, dir string) (live bool) {
@@ -255,6 +285,10 @@ func (r *attemptRun) follow(ctx context.Context, lc *leaseClient) {
 	for {
 		select {
 		case ev, ok := <-lc.events:
+			if r.startedHook != nil {
+				r.startedHook()
+				r.startedHook = nil
+			}
 			if !ok {
 				lc.close()
 				stopRunning()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"time"
 
 	"github.com/foreman-sched/foreman/fsm"
@@ -92,6 +93,11 @@ type WorkerConfig struct {
 	ReportBackoffMin, ReportBackoffMax time.Duration
 	// ImageCache is passed to drivers (container images by digest).
 	ImageCache string
+	// MaxConcurrentStarts bounds the supervisors starting at once (from
+	// fork until the job started); further attempts wait in order. Default
+	// 2×NumCPU: enough to keep the CPUs busy, few enough that raft and the
+	// API stay responsive when a thousand attempts land at once.
+	MaxConcurrentStarts int
 }
 
 // DefaultWorkerConfig returns the defaults; Node and DataDir must be set.
@@ -105,6 +111,8 @@ func DefaultWorkerConfig() WorkerConfig {
 		KeepFinished:     DefaultKeepFinished,
 		ReportBackoffMin: 50 * time.Millisecond,
 		ReportBackoffMax: 2 * time.Second,
+
+		MaxConcurrentStarts: 2 * runtime.NumCPU(),
 	}
 }
 
@@ -130,6 +138,8 @@ func (c *WorkerConfig) Validate() error {
 		return fmt.Errorf("%w: KeepFinished must be >= 0", ErrInvalidConfig)
 	case c.ReportBackoffMin <= 0 || c.ReportBackoffMax < c.ReportBackoffMin:
 		return fmt.Errorf("%w: need 0 < ReportBackoffMin <= ReportBackoffMax", ErrInvalidConfig)
+	case c.MaxConcurrentStarts < 1:
+		return fmt.Errorf("%w: MaxConcurrentStarts %d must be >= 1", ErrInvalidConfig, c.MaxConcurrentStarts)
 	}
 	return nil
 }
