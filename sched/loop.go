@@ -108,6 +108,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 			nextGC = now.Add(s.cfg.GCInterval)
 		}
 		wake := nextGC
+		lastPlan := s.clk.Now()
 		dec, err := s.planOnce(ctx)
 		switch {
 		case ctx.Err() != nil:
@@ -118,15 +119,18 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		default:
 			wake = earliest(wake, dec.NextWake)
 		}
-		if !s.wait(ctx, watch, wake) {
+		if !s.wait(ctx, watch, wake, lastPlan) {
 			return ctx.Err()
 		}
 	}
 }
 
-// wait blocks until the state changes (then lets a burst settle for
-// Coalesce) or wake is reached. It returns false when the loop must stop.
-func (s *Scheduler) wait(ctx context.Context, watch <-chan struct{}, wake time.Time) bool {
+// wait blocks until the state changes or wake is reached. It returns
+// false when the loop must stop. Plans start at most once per Coalesce: a
+// change after a quiet spell is planned at once (no added latency), while
+// a storm of changes (every submit signals) is planned once per window,
+// with everything that arrived in it.
+func (s *Scheduler) wait(ctx context.Context, watch <-chan struct{}, wake, lastPlan time.Time) bool {
 	t := s.clk.NewTimer(wake.Sub(s.clk.Now()))
 	defer t.Stop()
 	select {
@@ -140,7 +144,9 @@ func (s *Scheduler) wait(ctx context.Context, watch <-chan struct{}, wake time.T
 		}
 	}
 	if s.cfg.Coalesce > 0 {
-		return s.sleep(ctx, s.cfg.Coalesce)
+		if d := lastPlan.Add(s.cfg.Coalesce).Sub(s.clk.Now()); d > 0 {
+			return s.sleep(ctx, d)
+		}
 	}
 	return true
 }
@@ -165,43 +171,32 @@ func earliest(a, b time.Time) time.Time {
 
 // planOnce loads a snapshot, plans and applies the commands in order. It
 // stops at the first failed apply: the next plan starts from fresh state.
+// Plan runs inside the read transaction because it reads queued jobs from
+// the index lazily; the applies run after it is closed.
 func (s *Scheduler) planOnce(ctx context.Context) (*Decision, error) {
-	var snap *Snapshot
+	// One reading of the clock for the whole plan: LoadSnapshot selects the
+	// due jobs with it and Plan decides with it. Reading it before the
+	// LastHeardFrom calls below only makes lost detection later, never
+	// earlier.
+	now := s.clk.Now()
+	var dec *Decision
 	err := s.state.View(func(tx *fsm.Tx) error {
-		var err error
-		snap, err = LoadSnapshot(tx)
-		return err
+		snap, err := LoadSnapshot(tx, now)
+		if err != nil {
+			return fmt.Errorf("load snapshot: %w", err)
+		}
+		if err := s.leaderView(snap); err != nil {
+			return err
+		}
+		dec = Plan(snap, now, s.cfg)
+		if dec.Err != nil {
+			return fmt.Errorf("read queued jobs: %w", dec.Err)
+		}
+		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("load snapshot: %w", err)
+		return nil, err
 	}
-	// LastHeardFrom answers nothing once leadership is lost, which would
-	// read as "never heard" and let a dead-looking node's attempts be
-	// declared lost early. So LeaderSince must be set and unchanged across
-	// the reads: then every answer came from this leader's term.
-	since := s.raft.LeaderSince()
-	if since.IsZero() {
-		return nil, ErrNotLeader
-	}
-	snap.LeaderSince = since
-	heard := func(name string) {
-		if _, done := snap.LastHeard[name]; !done {
-			if t, ok := s.raft.LastHeardFrom(name); ok {
-				snap.LastHeard[name] = t
-			}
-		}
-	}
-	for i := range snap.Nodes {
-		heard(snap.Nodes[i].Name)
-	}
-	for i := range snap.Live { // attempts may sit on a node already removed
-		heard(snap.Live[i].Node)
-	}
-	if again := s.raft.LeaderSince(); !again.Equal(since) {
-		return nil, ErrNotLeader
-	}
-	now := s.clk.Now()
-	dec := Plan(snap, now, s.cfg)
 	s.plans.Add(1)
 	for _, cmd := range dec.Commands {
 		res, err := s.raft.Apply(ctx, cmd)
@@ -218,9 +213,39 @@ func (s *Scheduler) planOnce(ctx context.Context) (*Decision, error) {
 		st := dec.Stats
 		s.log.Debug("plan applied", "commands", len(dec.Commands), "placed", st.Placed,
 			"unplaced", st.Unplaced, "released", st.Released, "failed", st.Failed,
-			"lost", st.Lost, "stopped", st.Stopped)
+			"lost", st.Lost, "stopped", st.Stopped, "read", st.Read)
 	}
 	return dec, nil
+}
+
+// leaderView fills the leader-only fields of snap.
+func (s *Scheduler) leaderView(snap *Snapshot) error {
+	// LastHeardFrom answers nothing once leadership is lost, which would
+	// read as "never heard" and let a dead-looking node's attempts be
+	// declared lost early. So LeaderSince must be set and unchanged across
+	// the reads: then every answer came from this leader's term.
+	since := s.raft.LeaderSince()
+	if since.IsZero() {
+		return ErrNotLeader
+	}
+	snap.LeaderSince = since
+	heard := func(name string) {
+		if _, done := snap.LastHeard[name]; !done {
+			if t, ok := s.raft.LastHeardFrom(name); ok {
+				snap.LastHeard[name] = t
+			}
+		}
+	}
+	for i := range snap.Nodes {
+		heard(snap.Nodes[i].Name)
+	}
+	for i := range snap.Live { // attempts may sit on a node already removed
+		heard(snap.Live[i].Node)
+	}
+	if again := s.raft.LeaderSince(); !again.Equal(since) {
+		return ErrNotLeader
+	}
+	return nil
 }
 
 // gc drops terminal jobs past retention and expired idempotency keys.

@@ -14,13 +14,18 @@ import (
 // high-priority work from starving priority 0 forever; a submitted
 // priority above the cap is kept as is.
 func EffectivePriority(j *fsm.Job, now time.Time, cfg Config) int {
-	p := j.Spec.Priority
-	if cfg.AgingInterval <= 0 || p >= cfg.AgingCap {
-		return p
-	}
 	since := j.SubmittedAt
 	if j.NextRunAt.After(since) {
 		since = j.NextRunAt
+	}
+	return effectivePriority(j.Spec.Priority, since, now, cfg)
+}
+
+// effectivePriority is priority p aged from since. It never rises with
+// since, which is what lets Plan merge runs sorted by submit time.
+func effectivePriority(p int, since, now time.Time, cfg Config) int {
+	if cfg.AgingInterval <= 0 || p >= cfg.AgingCap {
+		return p
 	}
 	if w := now.Sub(since); w > 0 {
 		p += int(w / cfg.AgingInterval)

@@ -16,6 +16,9 @@ type Decision struct {
 	// when nothing is. The loop also wakes on every state change.
 	NextWake time.Time
 	Stats    Stats
+	// Err is set when reading a queued job from the index failed; the
+	// commands are then incomplete (though safe), and the loop plans again.
+	Err error
 }
 
 // Stats counts what a plan decided, for logs, metrics and tests.
@@ -27,6 +30,7 @@ type Stats struct {
 	Lost       int // attempts marked lost
 	Stopped    int // attempts told to stop (drain deadline)
 	NewReasons int // reasons that changed
+	Read       int // queued jobs read from the index runs (Snapshot.Queued)
 }
 
 // planning is the scratch state of one Plan call.
@@ -45,6 +49,7 @@ type planning struct {
 	placed   []fsm.Placement
 	reasons  map[string]string
 	stats    Stats
+	err      error
 }
 
 func (pl *planning) wakeAt(t time.Time) {
@@ -64,12 +69,15 @@ func Plan(snap *Snapshot, now time.Time, cfg Config) *Decision {
 	cands := pl.runnable()
 	sortCandidates(cands)
 	pl.placeAll(cands)
-	return &Decision{Commands: pl.commands(), NextWake: pl.wake, Stats: pl.stats}
+	return &Decision{Commands: pl.commands(), NextWake: pl.wake, Stats: pl.stats, Err: pl.err}
 }
 
 // runnable sorts pending jobs into: failed (deadline passed), released
 // (due now), waiting (wake later) and the candidates for placement.
 func (pl *planning) runnable() []candidate {
+	if !pl.snap.NextDue.IsZero() {
+		pl.wakeAt(pl.snap.NextDue)
+	}
 	cands := make([]candidate, 0, len(pl.snap.Pending))
 	for _, j := range pl.snap.Pending {
 		if d := j.Spec.Deadline; d != nil {
@@ -102,16 +110,27 @@ func (pl *planning) runnable() []candidate {
 	return cands
 }
 
-// placeAll places candidates in priority order. A job that does not fit is
-// passed over (smaller, lower-priority jobs may still use the room), so
-// capacity is never left idle while something fits.
+// placeAll places candidates, and the queued jobs of the snapshot's index
+// runs, in priority order. A job that does not fit is passed over
+// (smaller, lower-priority jobs may still use the room), so capacity is
+// never left idle while something fits. The rest of a job's placement
+// group is not read once the job failed: it would fail the same way, since
+// free capacity only shrinks and queue counts only grow during a plan.
 func (pl *planning) placeAll(cands []candidate) {
 	p := newPlacer(pl.nodes, pl.cfg.MinCandidates)
 	running := make(map[string]int, len(pl.snap.Running))
 	for q, n := range pl.snap.Running {
 		running[q] = n
 	}
-	for _, c := range cands {
+	var inMem map[string]bool
+	if len(pl.snap.Queued) > 0 {
+		inMem = make(map[string]bool, len(pl.snap.Pending))
+		for _, j := range pl.snap.Pending {
+			inMem[j.ID] = true
+		}
+	}
+	queue := newCandidateQueue(cands, pl.snap.Queued, inMem, pl.now, pl.cfg)
+	for c, ok := queue.next(); ok; c, ok = queue.next() {
 		j := c.job
 		q := j.Spec.Queue
 		var reason string
@@ -124,11 +143,14 @@ func (pl *planning) placeAll(cands []candidate) {
 		} else {
 			reason = r
 		}
+		queue.unplaced(j)
 		pl.stats.Unplaced++
 		if reason != j.Reason {
 			pl.reasons[j.ID] = reason
 		}
 	}
+	pl.err = queue.err
+	pl.stats.Read = queue.read
 	pl.stats.Placed = len(pl.placed)
 	pl.stats.NewReasons = len(pl.reasons)
 }

@@ -6,19 +6,34 @@ import (
 	"github.com/foreman-sched/foreman/fsm"
 )
 
-// Snapshot is everything Plan reads: a consistent copy of the replicated
+// Snapshot is everything Plan reads: a consistent view of the replicated
 // state plus the leader's own view of its followers. Plan never modifies it.
+//
+// A snapshot built by LoadSnapshot holds only what a wake can act on: the
+// jobs that are due (Pending), the time the next one falls due (NextDue),
+// and the queued jobs as index runs that Plan reads lazily (Queued), so a
+// wake never reads every pending job. Tests may instead put every job in
+// Pending, as earlier versions did; Plan treats both alike.
 type Snapshot struct {
 	// Nodes is every known node.
 	Nodes []fsm.Node
-	// Pending holds the jobs in waiting, queued and retrying.
+	// Pending holds jobs in waiting, queued or retrying that Plan examines
+	// in full: from LoadSnapshot, those whose NextRunAt or deadline is at
+	// or before the plan's time.
 	Pending []*fsm.Job
+	// NextDue is when the earliest pending job not in Pending falls due
+	// (its NextRunAt or deadline); zero when none does.
+	NextDue time.Time
+	// Queued are the queued jobs by placement group and priority, read
+	// lazily and in order by Plan. Jobs also in Pending are skipped.
+	Queued []QueuedRun
 	// Live holds every assigned or running attempt; their Resources are
 	// what is allocated on their node.
 	Live []fsm.Attempt
 	// QueueLimits is max_running per queue (absent or 0 = unlimited).
 	QueueLimits map[string]int
-	// Running counts jobs with a live attempt per queue.
+	// Running counts jobs with a live attempt per queue (LoadSnapshot
+	// counts only the queues in QueueLimits: the others are not checked).
 	Running map[string]int
 
 	// LastHeard is when the leader last heard from each node (raft
@@ -34,13 +49,20 @@ type Snapshot struct {
 type Reader interface {
 	Nodes() ([]fsm.Node, error)
 	ForEachJobInState(state fsm.JobState, fn func(*fsm.Job) bool) error
+	ForEachDueJob(now time.Time, fn func(*fsm.Job) bool) (time.Time, error)
+	QueuedRuns() ([]*fsm.QueuedRun, error)
 	LiveAttempts(fn func(*fsm.Attempt) bool) error
 	Queues() (map[string]int, error)
 }
 
-// LoadSnapshot copies the state Plan needs out of a read transaction. The
-// leader-only fields (LastHeard, LeaderSince) are filled by the caller.
-func LoadSnapshot(r Reader) (*Snapshot, error) {
+// LoadSnapshot reads the state a plan at now needs out of a read
+// transaction. The queued runs read from the transaction lazily, so Plan
+// must run before the View returns. The leader-only fields (LastHeard,
+// LeaderSince) are filled by the caller.
+//
+// Its cost is O(nodes + live attempts + due jobs + runs), never O(pending
+// jobs): waiting jobs an hour away are not read at all.
+func LoadSnapshot(r Reader, now time.Time) (*Snapshot, error) {
 	s := &Snapshot{Running: map[string]int{}, LastHeard: map[string]time.Time{}}
 	var err error
 	if s.Nodes, err = r.Nodes(); err != nil {
@@ -49,22 +71,32 @@ func LoadSnapshot(r Reader) (*Snapshot, error) {
 	if s.QueueLimits, err = r.Queues(); err != nil {
 		return nil, err
 	}
-	for _, st := range []fsm.JobState{fsm.JobQueued, fsm.JobWaiting, fsm.JobRetrying} {
-		err := r.ForEachJobInState(st, func(j *fsm.Job) bool {
-			c := *j // the callback's job may be reused by the reader
-			s.Pending = append(s.Pending, &c)
+	s.NextDue, err = r.ForEachDueJob(now, func(j *fsm.Job) bool {
+		c := *j // the callback's job may be reused by the reader
+		s.Pending = append(s.Pending, &c)
+		return true
+	})
+	if err != nil {
+		return nil, err
+	}
+	runs, err := r.QueuedRuns()
+	if err != nil {
+		return nil, err
+	}
+	s.Queued = make([]QueuedRun, len(runs))
+	for i, run := range runs {
+		s.Queued[i] = run
+	}
+	if len(s.QueueLimits) > 0 {
+		err = r.ForEachJobInState(fsm.JobRunning, func(j *fsm.Job) bool {
+			if s.QueueLimits[j.Spec.Queue] > 0 {
+				s.Running[j.Spec.Queue]++
+			}
 			return true
 		})
 		if err != nil {
 			return nil, err
 		}
-	}
-	err = r.ForEachJobInState(fsm.JobRunning, func(j *fsm.Job) bool {
-		s.Running[j.Spec.Queue]++
-		return true
-	})
-	if err != nil {
-		return nil, err
 	}
 	err = r.LiveAttempts(func(a *fsm.Attempt) bool {
 		s.Live = append(s.Live, *a)

@@ -1,0 +1,73 @@
+package sched
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/foreman-sched/foreman/fsm"
+)
+
+// wakeState is an FSM holding `waiting` jobs whose run_at is an hour
+// ahead (what `foreman bench submit` leaves behind) plus a handful of
+// queued jobs, on four nodes with room for them.
+func wakeState(tb testing.TB, waiting, queued int) (*fsm.FSM, *fakeRaft) {
+	tb.Helper()
+	f, err := fsm.Open(filepath.Join(tb.TempDir(), "state.db"), fsm.Options{NoSync: true})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { f.Close() })
+	r := &fakeRaft{t: tb, f: f, leaderSince: t0.Add(-time.Hour), heard: map[string]time.Time{}}
+	apply := func(typ fsm.CommandType, payload any) {
+		cmd, err := fsm.NewCommand(typ, t0, payload)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if res, err := r.Apply(context.Background(), cmd); err != nil || res.Err != nil {
+			tb.Fatalf("apply %s: %v %v", typ, err, res.Err)
+		}
+	}
+	for i := range 4 {
+		apply(fsm.CmdUpsertNode, &fsm.UpsertNode{Node: node(fmt.Sprintf("n%d", i), 8000, 16384)})
+	}
+	runAt := t0.Add(time.Hour)
+	for i := 0; i < waiting; i += 1000 {
+		p := &fsm.SubmitJobs{}
+		for k := i; k < min(waiting, i+1000); k++ {
+			p.Jobs = append(p.Jobs, fsm.NewJob{ID: fmt.Sprintf("01W%023d", k), Spec: fsm.JobSpec{
+				Name: "bench", Command: []string{"true"}, Priority: 50, RunAt: &runAt}})
+		}
+		apply(fsm.CmdSubmitJobs, p)
+	}
+	p := &fsm.SubmitJobs{}
+	for k := range queued {
+		p.Jobs = append(p.Jobs, fsm.NewJob{ID: fmt.Sprintf("01Q%023d", k), Spec: fsm.JobSpec{
+			Name: "bench", Command: []string{"true"}, Priority: 50, Resources: fsm.Resources{CPU: 100, MemoryMB: 64}}})
+	}
+	if queued > 0 {
+		apply(fsm.CmdSubmitJobs, p)
+	}
+	return f, r
+}
+
+// BenchmarkWake measures what one wake of the leader loop costs before it
+// applies anything: load the snapshot and plan, with 0 or 200,000 jobs
+// waiting on a run_at an hour ahead and 10 queued jobs to place.
+func BenchmarkWake(b *testing.B) {
+	for _, waiting := range []int{0, 200_000} {
+		b.Run(fmt.Sprintf("waiting=%d", waiting), func(b *testing.B) {
+			f, _ := wakeState(b, waiting, 10)
+			cfg := DefaultConfig()
+			b.ResetTimer()
+			for b.Loop() {
+				dec := wakeOnce(b, f, t0.Add(time.Second), cfg)
+				if dec.Stats.Placed != 10 {
+					b.Fatalf("placed %d, want 10", dec.Stats.Placed)
+				}
+			}
+		})
+	}
+}
