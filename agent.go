@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -36,6 +37,7 @@ type agentConfig struct {
 	logLevel  slog.Level
 	tempData  bool // --dev without --data-dir: removed at exit
 	container containerSettings
+	pprof     bool // serve net/http/pprof under /debug/pprof
 }
 
 func agentCommand() *cli.Command {
@@ -66,6 +68,7 @@ later agents only --join (they become non-voters and still run jobs).`,
 			&cli.DurationFlag{Name: "retention", Value: 7 * 24 * time.Hour, Usage: "how long terminal jobs are kept"},
 			&cli.DurationFlag{Name: "idempotency-window", Value: 24 * time.Hour, Usage: "how long idempotency keys are remembered"},
 			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error"},
+			&cli.BoolFlag{Name: "pprof", Usage: "serve Go runtime profiles under /debug/pprof on the HTTP port (unauthenticated: debugging only)"},
 		},
 		Action: func(c *cli.Context) error {
 			cfg, err := agentConfigFrom(c)
@@ -84,6 +87,7 @@ func agentConfigFrom(c *cli.Context) (*agentConfig, error) {
 		worker:  exec.DefaultWorkerConfig(),
 		sched:   sched.DefaultConfig(),
 		api:     httpapi.DefaultConfig(),
+		pprof:   c.Bool("pprof"),
 	}
 	if err := cfg.logLevel.UnmarshalText([]byte(c.String("log-level"))); err != nil {
 		return nil, fmt.Errorf("--log-level: %q is not one of debug, info, warn, error", c.String("log-level"))
@@ -285,7 +289,7 @@ func runAgent(parent context.Context, cfg *agentConfig) error {
 		Logs:    workerLogs{worker},
 		Logger:  logger,
 	})
-	srv := &http.Server{Handler: routes(api, node.InternalHandler()), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: routes(api, node.InternalHandler(), cfg.pprof), ReadHeaderTimeout: 10 * time.Second}
 	srvErr := make(chan error, 1)
 	go func() { srvErr <- srv.Serve(ln) }()
 
@@ -336,9 +340,16 @@ func bindHost(c cluster.Config) string {
 }
 
 // routes puts the API, the internal raft-forwarding endpoints and the UI on
-// one mux.
-func routes(api, internal http.Handler) http.Handler {
+// one mux, and the Go profiles under /debug/pprof/ only when withPprof.
+func routes(api, internal http.Handler, withPprof bool) http.Handler {
 	mux := http.NewServeMux()
+	if withPprof {
+		mux.HandleFunc("/debug/pprof/", pprof.Index) // also serves heap, goroutine, allocs, block, mutex…
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	mux.Handle("/v1/internal/", internal)
 	mux.Handle("/ui/", http.StripPrefix("/ui/", http.FileServerFS(uiAssets())))
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {

@@ -38,6 +38,34 @@ type attemptRun struct {
 	// startedHook, if set, runs once the supervisor said started or went
 	// away (it frees the start slot).
 	startedHook func()
+	trace       startTrace
+}
+
+// startTrace times one attempt's start on this node, logged at debug level
+// once the running report is acknowledged (docs/operations.md, "Where
+// submit → start goes"). assigned is the leader's stamp of the placement;
+// it is compared with this node's clock, so that one figure means something
+// only when both run on one host (or with synchronised clocks).
+type startTrace struct {
+	assigned, seen, dequeued, forked, connected, jobStarted, event time.Time
+}
+
+func (r *attemptRun) logTrace(acked time.Time) {
+	t := &r.trace
+	if t.seen.IsZero() || t.event.IsZero() {
+		return // adopted, not started here
+	}
+	ms := func(a, b time.Time) float64 {
+		if a.IsZero() || b.IsZero() {
+			return -1
+		}
+		return float64(b.Sub(a).Microseconds()) / 1000
+	}
+	r.w.log.Debug("attempt start trace", "task", r.id,
+		"assigned_to_seen_ms", ms(t.assigned, t.seen), "queued_ms", ms(t.seen, t.dequeued),
+		"prepare_fork_ms", ms(t.dequeued, t.forked), "connect_ms", ms(t.forked, t.connected),
+		"supervisor_to_job_started_ms", ms(t.forked, t.jobStarted), "started_event_ms", ms(t.jobStarted, t.event),
+		"running_report_ms", ms(t.event, acked), "seen_to_running_acked_ms", ms(t.seen, acked))
 }
 
 func newRun(w *Worker, id, dir string) *attemptRun {
@@ -90,11 +118,13 @@ func (w *Worker) launch(ctx context.Context, id, dir string, a Assignment) {
 	r := newRun(w, id, dir)
 	r.seenLive = true
 	r.cancelReq = a.Attempt.CancelRequested
+	r.trace.assigned, r.trace.seen = a.Attempt.AssignedAt, time.Now()
 	if !w.register(r) {
 		return
 	}
 	w.wg.Add(1)
 	w.starts.submit(func(release func()) {
+		r.trace.dequeued = time.Now()
 		defer w.wg.Done()
 		defer w.unregister(r)
 		defer release()
@@ -213,6 +243,7 @@ func (r *attemptRun) start(a Assignment) (*leaseClient, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
+	r.trace.forked = time.Now()
 	exited := make(chan struct{})
 	go func() { // reap it while we live; init does after we die
 		cmd.Wait()
@@ -220,6 +251,7 @@ func (r *attemptRun) start(a Assignment) (*leaseClient, error) {
 	}()
 	afterSupervisorStart(r.dir)
 	lc, err := dialLease(sockPath(r.dir))
+	r.trace.connected = time.Now()
 	if err != nil {
 		// The supervisor closes and removes its socket only after it has
 		// written result.json, so a short job can be over before we dial.
@@ -298,6 +330,7 @@ func (r *attemptRun) follow(ctx context.Context, lc *leaseClient) {
 			}
 			if t, found := strings.CutPrefix(ev, msgStarted+" "); found && !r.isGone() && r.tf.Attempt.State == fsm.AttemptAssigned {
 				startedAt, _ := time.Parse(time.RFC3339Nano, t)
+				r.trace.jobStarted, r.trace.event = startedAt, time.Now()
 				reporting.Add(1)
 				go func() {
 					defer reporting.Done()
@@ -337,7 +370,11 @@ func (r *attemptRun) reportRunning(ctx context.Context, lc *leaseClient, started
 		JobID: r.tf.Attempt.JobID, Attempt: r.tf.Attempt.Num, FencingToken: r.tf.Attempt.FencingToken,
 		Node: r.tf.Node, State: fsm.AttemptRunning, StartedAt: startedAt.UTC(),
 	}
-	if err := r.w.report(ctx, rep); errors.Is(err, fsm.ErrStaleToken) || errors.Is(err, fsm.ErrNotFound) {
+	err := r.w.report(ctx, rep)
+	if err == nil {
+		r.logTrace(time.Now())
+	}
+	if errors.Is(err, fsm.ErrStaleToken) || errors.Is(err, fsm.ErrNotFound) {
 		// Superseded while starting: make sure it dies and is not reported.
 		r.mu.Lock()
 		r.gone = true
