@@ -36,3 +36,27 @@ func TestWindowsAndFirstWrite(t *testing.T) {
 		t.Fatal(md)
 	}
 }
+
+func TestMedianRecovery(t *testing.T) {
+	sum := func(nem string, d time.Duration) Summary {
+		return Summary{Nemesis: nem, Verdict: "PASS", FirstWriteAfterHeal: d}
+	}
+	tests := []struct {
+		name string
+		ss   []Summary
+		want time.Duration
+		n    int
+	}{
+		{"baseline ignored", []Summary{sum("none", 9*time.Second), sum("halves", time.Second)}, time.Second, 1},
+		{"even count", []Summary{sum("halves", time.Second), sum("clock", 3*time.Second)}, 2 * time.Second, 2},
+		{"no write after heal is slowest", []Summary{sum("a", -1), sum("b", -1), sum("c", time.Second)}, -1, 3},
+		{"none", nil, 0, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got, n := MedianRecovery(tc.ss); got != tc.want || n != tc.n {
+				t.Fatalf("got %v over %d, want %v over %d", got, n, tc.want, tc.n)
+			}
+		})
+	}
+}

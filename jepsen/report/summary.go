@@ -3,7 +3,9 @@ package report
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -75,7 +77,7 @@ func secs(d time.Duration) string {
 // Markdown renders the summary table across scenarios.
 func Markdown(ss []Summary) string {
 	var b strings.Builder
-	b.WriteString("| scenario | nodes | verdict | attempted | acked | indet. | lost | dup | recovered | stuck | ok/s before/during/after | success during | 1st write after fault / heal | drain | elections | failed checks |\n")
+	b.WriteString("| scenario | nodes | verdict | attempted | acked | indet. | lost | dup | recovered | stuck | ok/s before/during/after | success before/during/after | 1st write after fault / heal | drain | elections | failed checks |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, s := range ss {
 		var failed []string
@@ -91,10 +93,44 @@ func Markdown(ss []Summary) string {
 			}
 			return Window{}
 		}
-		fmt.Fprintf(&b, "| %s | %d | %s | %d | %d | %d | %d | %d | %d | %d | %.1f / %.1f / %.1f | %.0f%% | %s / %s | %s | %d | %s |\n",
+		fmt.Fprintf(&b, "| %s | %d | %s | %d | %d | %d | %d | %d | %d | %d | %.1f / %.1f / %.1f | %.0f%% / %.0f%% / %.0f%% | %s / %s | %s | %d | %s |\n",
 			s.Scenario, s.Nodes, s.Verdict, s.Attempted, s.Acknowledged, s.Indeterminate, s.Lost, s.Duplicated, s.Recovered, s.Stuck,
-			w(0).OKPerSec, w(1).OKPerSec, w(2).OKPerSec, 100*w(1).SuccessRate,
+			w(0).OKPerSec, w(1).OKPerSec, w(2).OKPerSec, 100*w(0).SuccessRate, 100*w(1).SuccessRate, 100*w(2).SuccessRate,
 			secs(s.FirstWriteAfterFault), secs(s.FirstWriteAfterHeal), secs(s.DrainTime), s.Elections, strings.Join(failed, ", "))
 	}
+	if m, n := MedianRecovery(ss); n > 0 {
+		fmt.Fprintf(&b, "\nMedian time to the first acknowledged write after heal: %s over %d faulted scenarios (target <= 10s).\n", secs(m), n)
+	}
 	return b.String()
+}
+
+// MedianRecovery is the median time to the first successful write after
+// heal over the scenarios that had a fault (nemesis other than none); a
+// scenario with no write after heal counts as infinitely slow. n is the
+// number of scenarios counted.
+func MedianRecovery(ss []Summary) (median time.Duration, n int) {
+	var ds []time.Duration
+	for _, s := range ss {
+		if s.Nemesis == "none" || s.Verdict == "ERROR" {
+			continue
+		}
+		d := s.FirstWriteAfterHeal
+		if d < 0 {
+			d = time.Duration(math.MaxInt64)
+		}
+		ds = append(ds, d)
+	}
+	if len(ds) == 0 {
+		return 0, 0
+	}
+	slices.Sort(ds)
+	m := ds[len(ds)/2]
+	if len(ds)%2 == 0 {
+		a, b := ds[len(ds)/2-1], ds[len(ds)/2]
+		m = a + (b-a)/2
+	}
+	if m == time.Duration(math.MaxInt64) {
+		m = -1
+	}
+	return m, len(ds)
 }
