@@ -128,7 +128,7 @@ type applier struct {
 	tx                                   *bolt.Tx
 	jobs, byState, attempts, live, nodes *bolt.Bucket
 	idem, queues, meta                   *bolt.Bucket
-	byDue, queuedByGroup                 *bolt.Bucket
+	byDue, queuedByGroup, byFinish       *bolt.Bucket
 	dueOf                                dueMemo // see schedindex.go
 	index                                uint64
 	at                                   time.Time
@@ -155,6 +155,7 @@ func newApplier(tx *bolt.Tx) *applier {
 
 		byDue:         tx.Bucket(bucketJobsByDue),
 		queuedByGroup: tx.Bucket(bucketQueuedByGroup),
+		byFinish:      tx.Bucket(bucketJobsByFinish),
 	}
 	a.jobs.FillPercent = appendFill
 	a.byState.FillPercent = appendFill

@@ -218,23 +218,19 @@ func (a *applier) setQueue(p *SetQueue, res *Result) error {
 // retry of the submit must not create a second job while the key is valid.
 func (a *applier) gc(p *GC, res *Result) error {
 	if !p.Before.IsZero() {
-		for _, st := range []JobState{JobSucceeded, JobFailed, JobCancelled, JobSkipped} {
-			var doomed []*Job
-			prefix := jobStatePrefix(st)
-			c := a.byState.Cursor()
-			for k, _ := c.Seek(prefix); k != nil && hasPrefix(k, prefix); k, _ = c.Next() {
-				j, err := a.getJob(string(k[len(prefix):]))
-				if err != nil {
-					return err
-				}
-				if j.FinishedAt.Before(p.Before) {
-					doomed = append(doomed, j)
-				}
+		// jobs_by_finish lists exactly the terminal jobs finished before
+		// p.Before, so GC reads only what it drops.
+		ids, err := a.finishedBefore(p.Before)
+		if err != nil {
+			return err
+		}
+		for _, id := range ids {
+			j, err := a.getJob(id)
+			if err != nil {
+				return err
 			}
-			for _, j := range doomed {
-				if err := a.deleteJob(j); err != nil {
-					return err
-				}
+			if err := a.deleteJob(j); err != nil {
+				return err
 			}
 		}
 	}

@@ -26,6 +26,9 @@ import (
 //     ID. Each (group, priority) run is in the scheduler's order, so the
 //     scheduler merges the runs and stops reading a group at its first job
 //     that does not fit: the rest of that group cannot fit either.
+//   - jobs_by_finish holds every terminal job by FinishedAt, so the GC the
+//     leader issues every minute reads only the jobs it drops instead of
+//     every retained one.
 //
 // Both are maintained by saveJob and deleteJob only (state.go), like
 // jobs_by_state, and are a pure function of the job records, so they are
@@ -121,23 +124,44 @@ func queuedKey(j *Job) []byte {
 	return append(k, j.ID...)
 }
 
-// indexedDue remembers, per job read in this transaction, the due time its
-// jobs_by_due entry has, so saveJob can move the entry after the caller
-// changed NextRunAt. A batch that is rolled back gets a new applier.
-type dueMemo map[string]time.Time
+// finishTime is the key time of a job in jobs_by_finish, if it has one.
+func finishTime(j *Job) (time.Time, bool) {
+	return j.FinishedAt, j.State.Terminal()
+}
+
+// dueMemo remembers, per job read in this transaction, the times its
+// jobs_by_due and jobs_by_finish entries have, so saveJob can move the
+// entries after the caller changed NextRunAt or FinishedAt. A batch that is
+// rolled back gets a new applier.
+type dueMemo map[string]indexTimes
+
+type indexTimes struct {
+	due, finished       time.Time
+	hasDue, hasFinished bool
+}
+
+func timesOf(j *Job) indexTimes {
+	var t indexTimes
+	t.due, t.hasDue = dueTime(j)
+	t.finished, t.hasFinished = finishTime(j)
+	return t
+}
+
+func (t indexTimes) equal(o indexTimes) bool {
+	return t.hasDue == o.hasDue && t.due.Equal(o.due) && t.hasFinished == o.hasFinished && t.finished.Equal(o.finished)
+}
 
 func (a *applier) rememberDue(j *Job) {
 	if a.dueOf == nil {
 		a.dueOf = dueMemo{}
 	}
-	due, _ := dueTime(j)
-	a.dueOf[j.ID] = due
+	a.dueOf[j.ID] = timesOf(j)
 }
 
 // indexSchedJob moves j's entries in the scheduler's indexes; from is its
 // state before this entry ("" for a new job).
 func (a *applier) indexSchedJob(j *Job, from JobState) error {
-	var old time.Time
+	var old indexTimes
 	if from != "" {
 		var ok bool
 		if old, ok = a.dueOf[j.ID]; !ok {
@@ -151,18 +175,28 @@ func (a *applier) indexSchedJob(j *Job, from JobState) error {
 			if err := decode(v, &prev); err != nil {
 				return err
 			}
-			old, _ = dueTime(&prev)
+			old = timesOf(&prev)
 		}
 	}
-	due, _ := dueTime(j)
-	if !old.Equal(due) {
-		if !old.IsZero() {
-			if err := a.del(a.byDue, dueKey(old, j.ID)); err != nil {
+	cur := timesOf(j)
+	if !old.equal(cur) {
+		if old.hasDue {
+			if err := a.del(a.byDue, dueKey(old.due, j.ID)); err != nil {
 				return err
 			}
 		}
-		if !due.IsZero() {
-			if err := a.put(a.byDue, dueKey(due, j.ID), nil); err != nil {
+		if cur.hasDue {
+			if err := a.put(a.byDue, dueKey(cur.due, j.ID), nil); err != nil {
+				return err
+			}
+		}
+		if old.hasFinished {
+			if err := a.del(a.byFinish, dueKey(old.finished, j.ID)); err != nil {
+				return err
+			}
+		}
+		if cur.hasFinished {
+			if err := a.put(a.byFinish, dueKey(cur.finished, j.ID), nil); err != nil {
 				return err
 			}
 		}
@@ -170,7 +204,7 @@ func (a *applier) indexSchedJob(j *Job, from JobState) error {
 	if a.dueOf == nil {
 		a.dueOf = dueMemo{}
 	}
-	a.dueOf[j.ID] = due
+	a.dueOf[j.ID] = cur
 	switch {
 	case from == JobQueued && j.State != JobQueued:
 		return a.del(a.queuedByGroup, queuedKey(j))
@@ -187,6 +221,11 @@ func (a *applier) unindexSchedJob(j *Job) error {
 			return err
 		}
 	}
+	if fin, ok := finishTime(j); ok {
+		if err := a.del(a.byFinish, dueKey(fin, j.ID)); err != nil {
+			return err
+		}
+	}
 	delete(a.dueOf, j.ID)
 	if j.State == JobQueued {
 		return a.del(a.queuedByGroup, queuedKey(j))
@@ -199,10 +238,10 @@ func (a *applier) unindexSchedJob(j *Job) error {
 // snapshot), fills them from the job records. The result is the same on
 // every node, so StateHash still agrees.
 func ensureSchedIndexes(tx *bolt.Tx) error {
-	if tx.Bucket(bucketJobsByDue) != nil && tx.Bucket(bucketQueuedByGroup) != nil {
+	if tx.Bucket(bucketJobsByDue) != nil && tx.Bucket(bucketQueuedByGroup) != nil && tx.Bucket(bucketJobsByFinish) != nil {
 		return nil
 	}
-	for _, name := range [][]byte{bucketJobsByDue, bucketQueuedByGroup} {
+	for _, name := range [][]byte{bucketJobsByDue, bucketQueuedByGroup, bucketJobsByFinish} {
 		if b := tx.Bucket(name); b != nil {
 			if err := tx.DeleteBucket(name); err != nil {
 				return err
@@ -217,11 +256,15 @@ func ensureSchedIndexes(tx *bolt.Tx) error {
 	if err != nil {
 		return err
 	}
+	byFinish, err := tx.CreateBucket(bucketJobsByFinish)
+	if err != nil {
+		return err
+	}
 	jobs, byState := tx.Bucket(bucketJobs), tx.Bucket(bucketJobsByState)
 	if jobs == nil || byState == nil {
 		return nil // a new file
 	}
-	for _, st := range []JobState{JobWaiting, JobQueued, JobRetrying} {
+	for _, st := range []JobState{JobWaiting, JobQueued, JobRetrying, JobSucceeded, JobFailed, JobCancelled, JobSkipped} {
 		prefix := jobStatePrefix(st)
 		c := byState.Cursor()
 		for k, _ := c.Seek(prefix); k != nil && hasPrefix(k, prefix); k, _ = c.Next() {
@@ -240,6 +283,11 @@ func ensureSchedIndexes(tx *bolt.Tx) error {
 			}
 			if j.State == JobQueued {
 				if err := byGroup.Put(queuedKey(&j), nil); err != nil {
+					return err
+				}
+			}
+			if fin, ok := finishTime(&j); ok {
+				if err := byFinish.Put(dueKey(fin, j.ID), nil); err != nil {
 					return err
 				}
 			}
@@ -363,4 +411,21 @@ func (r *QueuedRun) Advance() {
 	if r.k != nil {
 		r.k, _ = r.c.Next()
 	}
+}
+
+// finishedBefore lists the terminal jobs that finished before t, for GC.
+func (a *applier) finishedBefore(t time.Time) ([]string, error) {
+	var ids []string
+	limit := sortableTime(t)
+	c := a.byFinish.Cursor()
+	for k, _ := c.First(); k != nil; k, _ = c.Next() {
+		if len(k) <= dueFixed {
+			return nil, fmt.Errorf("%w: finish index key %q", ErrCorrupt, k)
+		}
+		if binary.BigEndian.Uint64(k) >= limit {
+			break
+		}
+		ids = append(ids, string(k[dueFixed:]))
+	}
+	return ids, nil
 }

@@ -11,12 +11,12 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-// checkSchedIndexes verifies jobs_by_due and queued_by_group hold exactly
+// checkSchedIndexes verifies jobs_by_due, queued_by_group and jobs_by_finish hold exactly
 // the entries the job records call for (checkIndexes calls it).
 func checkSchedIndexes(t testing.TB, f *FSM) {
 	t.Helper()
 	err := f.View(func(tx *Tx) error {
-		wantDue, wantQueued := map[string]bool{}, map[string]bool{}
+		wantDue, wantQueued, wantFinish := map[string]bool{}, map[string]bool{}, map[string]bool{}
 		if err := tx.tx.Bucket(bucketJobs).ForEach(func(_, v []byte) error {
 			var j Job
 			if err := decode(v, &j); err != nil {
@@ -28,6 +28,9 @@ func checkSchedIndexes(t testing.TB, f *FSM) {
 			if j.State == JobQueued {
 				wantQueued[string(queuedKey(&j))] = true
 			}
+			if j.State.Terminal() {
+				wantFinish[string(dueKey(j.FinishedAt, j.ID))] = true
+			}
 			return nil
 		}); err != nil {
 			return err
@@ -35,7 +38,7 @@ func checkSchedIndexes(t testing.TB, f *FSM) {
 		for _, c := range []struct {
 			bucket []byte
 			want   map[string]bool
-		}{{bucketJobsByDue, wantDue}, {bucketQueuedByGroup, wantQueued}} {
+		}{{bucketJobsByDue, wantDue}, {bucketQueuedByGroup, wantQueued}, {bucketJobsByFinish, wantFinish}} {
 			n := 0
 			if err := tx.tx.Bucket(c.bucket).ForEach(func(k, _ []byte) error {
 				n++
@@ -203,8 +206,10 @@ func TestSchedIndexRebuiltAtOpen(t *testing.T) {
 	}
 	h.now = t0.Add(-time.Minute)
 	h.must(CmdSubmitJobs, p)
-	h.must(CmdSubmitJobs, SubmitJobs{Jobs: []NewJob{{ID: "placed", Spec: JobSpec{Command: []string{"true"}}}}})
+	h.must(CmdSubmitJobs, SubmitJobs{Jobs: []NewJob{{ID: "placed", Spec: JobSpec{Command: []string{"true"}}},
+		{ID: "cancelled", Spec: JobSpec{Command: []string{"true"}}}}})
 	h.place("placed", "n1")
+	h.must(CmdCancelJob, CancelJob{JobID: "cancelled"})
 	want := h.hash()
 	data := snapshotBytes(t, h.f)
 
@@ -219,6 +224,9 @@ func TestSchedIndexRebuiltAtOpen(t *testing.T) {
 	}
 	if err := db.Update(func(tx *bolt.Tx) error {
 		if err := tx.DeleteBucket(bucketJobsByDue); err != nil {
+			return err
+		}
+		if err := tx.DeleteBucket(bucketJobsByFinish); err != nil {
 			return err
 		}
 		return tx.DeleteBucket(bucketQueuedByGroup)

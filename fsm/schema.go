@@ -39,13 +39,16 @@ var (
 	// 8-byte sortable submit time + job ID → empty, for queued jobs
 	// (schedindex.go).
 	bucketQueuedByGroup = []byte("queued_by_group")
+	// bucketJobsByFinish: 8-byte sortable FinishedAt + job ID → empty, for
+	// terminal jobs, so GC reads only what it drops (schedindex.go).
+	bucketJobsByFinish = []byte("jobs_by_finish")
 )
 
 // allBuckets is created at Open; order is irrelevant (bbolt sorts them).
 var allBuckets = [][]byte{
 	bucketMeta, bucketJobs, bucketJobsByState, bucketAttempts,
 	bucketLiveByNode, bucketNodes, bucketIdempotency, bucketQueues,
-	bucketJobsByDue, bucketQueuedByGroup,
+	bucketJobsByDue, bucketQueuedByGroup, bucketJobsByFinish,
 }
 
 // Keys in bucketMeta.
