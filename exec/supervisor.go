@@ -42,16 +42,20 @@ type supervisor struct {
 	log   *slog.Logger
 	clock Clock
 	lease *Lease
+	lnFD  int // the pre-listened lease socket the agent passed
 
 	cancelCh chan string
 }
 
 // SuperviseMain is `foreman supervise --dir <attemptDir>` (args exclude the
-// subcommand). It returns the process exit code: 0 whenever result.json was
-// written, whatever the job did.
+// subcommand), or `foreman supervise --standby`: a spare that waits on fd 3
+// for the worker to hand it an attempt (spare.go). It returns the process
+// exit code: 0 whenever result.json was written, whatever the job did, and
+// for a spare the worker let go.
 func SuperviseMain(args []string) int {
 	fs := flag.NewFlagSet("supervise", flag.ContinueOnError)
 	dir := fs.String("dir", "", "the attempt directory holding task.json")
+	standby := fs.Bool("standby", false, "wait on fd 3 for the worker to hand over an attempt")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -59,6 +63,19 @@ func SuperviseMain(args []string) int {
 	// timeout and the agent's cancel end a job. Caught, not ignored: an
 	// ignored disposition would be inherited by the job across exec.
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGHUP, syscall.SIGINT)
+	lnFD := listenerFD
+	if *standby {
+		d, fd, ok := awaitHandoff(listenerFD)
+		if !ok {
+			return 0 // the worker let this spare go
+		}
+		*dir, lnFD = d, fd
+		if logf, err := os.OpenFile(filepath.Join(d, SupervisorLog), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644); err == nil {
+			unix.Dup3(int(logf.Fd()), 1, 0)
+			unix.Dup3(int(logf.Fd()), 2, 0)
+			logf.Close()
+		}
+	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("component", "supervisor")
 	if *dir == "" {
 		log.Error("usage: foreman supervise --dir <attempt-dir>")
@@ -70,7 +87,7 @@ func SuperviseMain(args []string) int {
 		return 1
 	}
 	log = log.With("task", TaskID(tf.Attempt.JobID, tf.Attempt.Num))
-	s := &supervisor{dir: *dir, tf: tf, log: log, clock: SystemClock{}, cancelCh: make(chan string, 4)}
+	s := &supervisor{dir: *dir, tf: tf, log: log, clock: SystemClock{}, lnFD: lnFD, cancelCh: make(chan string, 4)}
 	if err := s.run(); err != nil {
 		log.Error("supervisor failed", "err", err)
 		return 1
@@ -81,7 +98,7 @@ func SuperviseMain(args []string) int {
 // listen returns the socket the agent passed in, or makes one (a supervisor
 // started by hand, or by an agent that could not pre-listen).
 func (s *supervisor) listen() (net.Listener, error) {
-	f := os.NewFile(listenerFD, "lease.sock")
+	f := os.NewFile(uintptr(s.lnFD), "lease.sock")
 	if f != nil {
 		ln, err := net.FileListener(f)
 		f.Close()

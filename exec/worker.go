@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/foreman-sched/foreman/fsm"
@@ -34,6 +35,10 @@ type Worker struct {
 	// recheck asks Run to reconcile again: a queued start found the node
 	// out of sync and gave its attempt back.
 	recheck chan struct{}
+	// spares are standby supervisors (spare.go); spareTaken asks for a new one.
+	spares     chan *spare
+	spareTaken chan struct{}
+	sparesUsed atomic.Int64
 }
 
 // NewWorker checks cfg and returns a worker; call Run to start it.
@@ -63,6 +68,8 @@ func NewWorker(cfg WorkerConfig, deps WorkerDeps) (*Worker, error) {
 		orphans:     map[string]bool{},
 		starts:      newStartQueue(cfg.MaxConcurrentStarts),
 		recheck:     make(chan struct{}, 1),
+		spares:      make(chan *spare, cfg.WarmSupervisors),
+		spareTaken:  make(chan struct{}, 1),
 	}, nil
 }
 
@@ -82,6 +89,13 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.ctx = ctx
 	w.mu.Unlock()
 	w.adopt(ctx)
+	if cap(w.spares) > 0 {
+		w.wg.Add(1)
+		go func() {
+			defer w.wg.Done()
+			w.keepSpares(ctx)
+		}()
+	}
 
 	changed, stop := w.deps.Assignments.Watch()
 	defer stop()

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	osexec "os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -225,30 +224,11 @@ func (r *attemptRun) start(a Assignment) (*leaseClient, error) {
 		return nil, fmt.Errorf("lease socket: %w", err)
 	}
 	defer lnFile.Close()
-	logf, err := os.OpenFile(filepath.Join(r.dir, SupervisorLog), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	exited, err := w.startSupervisor(r.dir, lnFile)
 	if err != nil {
 		return nil, err
 	}
-	defer logf.Close()
-	args := append(append([]string{}, w.cfg.SupervisorArgs...), "--dir", r.dir)
-	cmd := osexec.Command(w.cfg.SupervisorPath, args...)
-	cmd.Stdout, cmd.Stderr = logf, logf // stdin stays /dev/null
-	cmd.ExtraFiles = []*os.File{lnFile}
-	if len(w.cfg.SupervisorEnv) > 0 {
-		cmd.Env = append(os.Environ(), w.cfg.SupervisorEnv...)
-	}
-	// Its own session: no signal aimed at the agent's group or terminal
-	// reaches it, so it outlives the agent.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
 	r.trace.forked = time.Now()
-	exited := make(chan struct{})
-	go func() { // reap it while we live; init does after we die
-		cmd.Wait()
-		close(exited)
-	}()
 	afterSupervisorStart(r.dir)
 	lc, err := dialLease(sockPath(r.dir))
 	r.trace.connected = time.Now()

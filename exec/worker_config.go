@@ -98,6 +98,9 @@ type WorkerConfig struct {
 	// 2×NumCPU: enough to keep the CPUs busy, few enough that raft and the
 	// API stay responsive when a thousand attempts land at once.
 	MaxConcurrentStarts int
+	// WarmSupervisors is how many spare supervisors wait, already started,
+	// for the next attempts (spare.go); 0 starts every supervisor cold.
+	WarmSupervisors int
 }
 
 // DefaultWorkerConfig returns the defaults; Node and DataDir must be set.
@@ -113,6 +116,7 @@ func DefaultWorkerConfig() WorkerConfig {
 		ReportBackoffMax: 2 * time.Second,
 
 		MaxConcurrentStarts: 2 * runtime.NumCPU(),
+		WarmSupervisors:     2,
 	}
 }
 
@@ -140,6 +144,8 @@ func (c *WorkerConfig) Validate() error {
 		return fmt.Errorf("%w: need 0 < ReportBackoffMin <= ReportBackoffMax", ErrInvalidConfig)
 	case c.MaxConcurrentStarts < 1:
 		return fmt.Errorf("%w: MaxConcurrentStarts %d must be >= 1", ErrInvalidConfig, c.MaxConcurrentStarts)
+	case c.WarmSupervisors < 0:
+		return fmt.Errorf("%w: WarmSupervisors %d must be >= 0", ErrInvalidConfig, c.WarmSupervisors)
 	}
 	return nil
 }

@@ -477,6 +477,7 @@ rm -f "$dir/lease.sock"
 		t.Fatal(err)
 	}
 	cfg.SupervisorPath = script
+	cfg.WarmSupervisors = 0 // the script is no spare
 	// Connect only once the supervisor is gone, as a slow agent would.
 	afterSupervisorStart = func(dir string) {
 		waitFor(t, waitShort, "supervisor to finish", func() bool {

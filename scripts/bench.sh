@@ -7,8 +7,10 @@
 #   BENCH_RUNS       repetitions of each foreman bench measurement (default 3; the median is reported)
 #   BENCH_QUICK=1    smaller job counts (a smoke run of a minute or two)
 #   BENCH_OUT        results file (default docs/benchmarks.md)
+#   BENCH_AGENT_ARGS extra agent flags, e.g. "--pprof --log-level debug" (start traces, profiles)
 #
-# Usage: scripts/bench.sh [all|go|cluster|start N|stop]
+# Usage: scripts/bench.sh [all|go|cluster|exec|start N|stop]
+#   exec: only the executor's measurements (latency, throughput, sleep waves) on a fresh cluster
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -31,7 +33,7 @@ start_agent() { # i [extra args...]
   local p; p=$(port "$i")
   mkdir -p "$WORK/n$i"
   "$BIN" agent --name "bench$i" --data-dir "$WORK/n$i/data" --bind 127.0.0.1 --port "$p" \
-    --default-driver process --log-level warn "$@" >"$WORK/n$i/agent.log" 2>&1 &
+    --default-driver process --log-level warn ${BENCH_AGENT_ARGS:-} "$@" >"$WORK/n$i/agent.log" 2>&1 &
   echo $! >"$WORK/n$i/pid"
 }
 
@@ -156,6 +158,25 @@ run_cluster() {
   stop_agents
 }
 
+# run_exec: the measurements the executor owns, on a fresh cluster (no retained jobs), so a change
+# can be compared side by side with another binary (FOREMAN_BIN) in the same session.
+run_exec() {
+  log "three agents (executor phases)"
+  start_cluster 3
+  local lead; lead=$(leader_addr)
+  bench latency "$lead" latency --jobs "$(q 200 50)" --driver process
+  if "$BIN" node ls --addr "$lead" --json | grep -q '"container"'; then
+    bench latency_container "$lead" latency --jobs "$(q 50 10)" --driver container
+    bench throughput_container "$lead" throughput --jobs "$(q 300 50)" --batch 100 --driver container
+  fi
+  bench throughput "$lead" throughput --jobs "$(q 5000 1000)" --batch 1000 --driver process
+  log "a fourth agent joins for the sleep waves"
+  start_agent 4 --join "127.0.0.1:$(port 1)"
+  wait_nodes 4
+  bench sleep "$lead" sleep --jobs 20 --duration 2s --driver process
+  stop_agents
+}
+
 # ---- the report ------------------------------------------------------------------------------------
 
 report() {
@@ -247,8 +268,9 @@ case "${1:-all}" in
   all) run_go; run_cluster; report ;;
   go) run_go ;;
   cluster) run_cluster; report ;;
+  exec) run_exec; report ;;
   report) report ;;
   start) trap - EXIT; start_cluster "${2:-3}"; echo "$WORK" ;;
   stop) stop_agents ;;
-  *) echo "usage: $0 [all|go|cluster|report|start N|stop]" >&2; exit 2 ;;
+  *) echo "usage: $0 [all|go|cluster|exec|report|start N|stop]" >&2; exit 2 ;;
 esac
