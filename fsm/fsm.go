@@ -132,9 +132,9 @@ func openDB(path string, opts Options, log *slog.Logger) (db *bolt.DB, err error
 		}
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		if err := ensureSchedIndexes(tx); err != nil {
-			return err
-		}
+		// Read before the loop below creates the buckets; the indexes are
+		// filled after any record migration, from records this binary reads.
+		rebuild := !haveSchedIndexes(tx)
 		for _, name := range allBuckets {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return err
@@ -151,12 +151,18 @@ func openDB(path string, opts Options, log *slog.Logger) (db *bolt.DB, err error
 				if err := migrateV1(tx); err != nil {
 					return err
 				}
+				rebuild = true
 				if err := meta.Put(metaSchemaVersion, []byte(strconv.Itoa(SchemaVersion))); err != nil {
 					return err
 				}
 			}
 		} else if err := meta.Put(metaSchemaVersion, []byte(strconv.Itoa(SchemaVersion))); err != nil {
 			return err
+		}
+		if rebuild {
+			if err := rebuildSchedIndexes(tx); err != nil {
+				return err
+			}
 		}
 		return meta.Delete(metaCleanShutdown)
 	})

@@ -233,14 +233,16 @@ func (a *applier) unindexSchedJob(j *Job) error {
 	return nil
 }
 
-// ensureSchedIndexes creates the scheduler's buckets and, when a file
-// written before they existed is opened (an upgrade, or a restored old
-// snapshot), fills them from the job records. The result is the same on
-// every node, so StateHash still agrees.
-func ensureSchedIndexes(tx *bolt.Tx) error {
-	if tx.Bucket(bucketJobsByDue) != nil && tx.Bucket(bucketQueuedByGroup) != nil && tx.Bucket(bucketJobsByFinish) != nil {
-		return nil
-	}
+// haveSchedIndexes reports whether the file has every index bucket.
+func haveSchedIndexes(tx *bolt.Tx) bool {
+	return tx.Bucket(bucketJobsByDue) != nil && tx.Bucket(bucketQueuedByGroup) != nil && tx.Bucket(bucketJobsByFinish) != nil
+}
+
+// rebuildSchedIndexes refills the indexes from the job records. Open calls
+// it for a file written before they existed (an upgrade, a restored old
+// snapshot) and after a record migration. The result is a function of the
+// records alone, the same on every node, so StateHash still agrees.
+func rebuildSchedIndexes(tx *bolt.Tx) error {
 	for _, name := range [][]byte{bucketJobsByDue, bucketQueuedByGroup, bucketJobsByFinish} {
 		if b := tx.Bucket(name); b != nil {
 			if err := tx.DeleteBucket(name); err != nil {

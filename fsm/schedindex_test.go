@@ -2,8 +2,10 @@ package fsm
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -263,5 +265,64 @@ func TestSchedIndexRebuiltAtOpen(t *testing.T) {
 	}
 	if got := r.hash(); got != want {
 		t.Fatalf("hash after restoring a snapshot differs")
+	}
+}
+
+// A schema 1 file (JSON records) from before the indexes existed opens:
+// the records are migrated first and the indexes are built from them.
+func TestSchedIndexBuiltAfterV1Upgrade(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "old.db")
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runAt := t0.Add(time.Hour)
+	jobs := []Job{
+		{ID: "01A", State: JobWaiting, NextRunAt: runAt, SubmittedAt: t0, Spec: JobSpec{Command: []string{"true"}, RunAt: &runAt}},
+		{ID: "01B", State: JobQueued, SubmittedAt: t0, Spec: JobSpec{Command: []string{"true"}, Priority: 50}},
+		{ID: "01C", State: JobSucceeded, SubmittedAt: t0, FinishedAt: t0, Spec: JobSpec{Command: []string{"true"}}},
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		for _, name := range [][]byte{bucketMeta, bucketJobs, bucketJobsByState, bucketAttempts,
+			bucketLiveByNode, bucketNodes, bucketIdempotency, bucketQueues} {
+			if _, err := tx.CreateBucket(name); err != nil {
+				return err
+			}
+		}
+		if err := tx.Bucket(bucketMeta).Put(metaSchemaVersion, []byte("1")); err != nil {
+			return err
+		}
+		for _, j := range jobs {
+			v, err := json.Marshal(j)
+			if err != nil {
+				return err
+			}
+			if err := tx.Bucket(bucketJobs).Put([]byte(j.ID), v); err != nil {
+				return err
+			}
+			if err := tx.Bucket(bucketJobsByState).Put(jobStateKey(j.State, j.ID), nil); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f, err := Open(path, Options{NoSync: true})
+	if err != nil {
+		t.Fatalf("open a schema 1 file without the indexes: %v", err)
+	}
+	defer f.Close()
+	checkIndexes(t, f)
+	h := &harness{t: t, f: f, now: t0}
+	if ids, next := h.dueIDs(t0); len(ids) != 0 || !next.Equal(runAt) {
+		t.Fatalf("due %v next %v, want the waiting job's run_at %v", ids, next, runAt)
+	}
+	if runs := h.queuedRuns(); len(runs) != 1 || !slices.Equal(runs[0], []string{"01B"}) {
+		t.Fatalf("queued runs %v", runs)
 	}
 }
