@@ -339,3 +339,24 @@ func TestLoopRefusesPlanAcrossLeadershipLoss(t *testing.T) {
 		t.Fatal("planned after losing leadership")
 	}
 }
+
+// Coalescing is a leading edge: after a quiet spell a change is planned at
+// once (the fake clock does not move, so any added wait would hang), and
+// within Coalesce of the last plan the next one waits for the window.
+func TestLoopPlansAtOnceAfterQuiet(t *testing.T) {
+	e := newLoopEnv(t)
+	e.apply(fsm.CmdUpsertNode, &fsm.UpsertNode{Node: node("n1", 4000, 4096)})
+	cfg := loopConfig()
+	cfg.Coalesce = 20 * time.Millisecond
+	s, stop := e.start(cfg)
+	defer stop()
+	eventually(t, "first plan", func() bool { return s.Plans() >= 1 })
+	e.clk.Advance(time.Second) // quiet: the last plan is long past
+	e.apply(fsm.CmdSubmitJobs, &fsm.SubmitJobs{Jobs: []fsm.NewJob{{ID: "a", Spec: fsm.JobSpec{Command: []string{"true"}}}}})
+	e.waitPlaced("a", 1)
+	// The plan that placed "a" started at the current fake time, so the
+	// next change waits out the window: it is placed once the clock moves.
+	e.apply(fsm.CmdSubmitJobs, &fsm.SubmitJobs{Jobs: []fsm.NewJob{{ID: "b", Spec: fsm.JobSpec{Command: []string{"true"}}}}})
+	e.clk.Advance(cfg.Coalesce)
+	e.waitPlaced("b", 1)
+}
