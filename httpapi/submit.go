@@ -1,9 +1,13 @@
 package httpapi
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"reflect"
 
 	"github.com/foreman-sched/foreman/fsm"
 )
@@ -58,7 +62,79 @@ func (s *server) submitJobs(w http.ResponseWriter, r *http.Request) {
 
 // parseSubmit decodes and normalises a submit body. batch reports whether
 // the body was {"jobs":[...]}.
+//
+// The body is parsed once, straight into the specs (parseSubmitFast). Any
+// body that path is not sure about (a decode error, "jobs" next to spec
+// fields, a null job, an empty batch) is parsed again by parseSubmitExact,
+// which names the offending field; the two agree on every body
+// (TestParseSubmitPathsAgree).
 func (s *server) parseSubmit(body []byte, headerKey string) (jobs []fsm.NewJob, batch bool, err error) {
+	if jobs, batch, ok, err := s.parseSubmitFast(body, headerKey); ok {
+		return jobs, batch, err
+	}
+	return s.parseSubmitExact(body, headerKey)
+}
+
+// submitBody is every shape of a submit body at once: the fields of one
+// spec, or jobs.
+type submitBody struct {
+	JobSpecInput
+	Jobs []JobSpecInput `json:"jobs"`
+}
+
+// parseSubmitFast handles the common bodies in one decode; ok is false
+// when parseSubmitExact must decide (and word the error).
+func (s *server) parseSubmitFast(body []byte, headerKey string) (jobs []fsm.NewJob, batch, ok bool, err error) {
+	var in submitBody
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if dec.Decode(&in) != nil {
+		return nil, false, false, nil
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, false, false, nil
+	}
+	if in.Jobs == nil {
+		// A "jobs": null (which decodes like no jobs at all) makes the
+		// body a batch; escapes could spell the key, so they go the
+		// exact way too.
+		if containsFoldASCII(body, `"jobs"`) || bytes.Contains(body, []byte(`\u`)) {
+			return nil, false, false, nil
+		}
+		jobs, err := s.singleJob(in.JobSpecInput, headerKey)
+		return jobs, false, true, err
+	}
+	if len(in.Jobs) == 0 || !reflect.ValueOf(in.JobSpecInput).IsZero() || headerKey != "" || len(in.Jobs) > s.cfg.MaxBatchJobs {
+		return nil, true, false, nil
+	}
+	out := make([]fsm.NewJob, len(in.Jobs))
+	for i := range in.Jobs {
+		if reflect.ValueOf(in.Jobs[i]).IsZero() { // null or {}: the exact path words it
+			return nil, true, false, nil
+		}
+		spec, err := in.Jobs[i].Normalize()
+		if err != nil {
+			return nil, true, true, prefixField(fmt.Sprintf("jobs[%d]", i), err)
+		}
+		out[i] = fsm.NewJob{Spec: spec, IdempotencyKey: in.Jobs[i].IdempotencyKey}
+	}
+	return out, true, true, nil
+}
+
+// containsFoldASCII reports whether b contains sub, ignoring ASCII case
+// (encoding/json matches keys that way).
+func containsFoldASCII(b []byte, sub string) bool {
+	for i := 0; i+len(sub) <= len(b); i++ {
+		if bytes.EqualFold(b[i:i+len(sub)], []byte(sub)) {
+			return true
+		}
+	}
+	return false
+}
+
+// parseSubmitExact decodes a submit body step by step, so that an error
+// names the field (jobs[3].command) it is about.
+func (s *server) parseSubmitExact(body []byte, headerKey string) (jobs []fsm.NewJob, batch bool, err error) {
 	var probe struct {
 		Jobs json.RawMessage `json:"jobs"`
 	}
@@ -69,21 +145,28 @@ func (s *server) parseSubmit(body []byte, headerKey string) (jobs []fsm.NewJob, 
 	if err := decodeStrict(body, &in); err != nil {
 		return nil, false, err
 	}
+	jobs, err = s.singleJob(in, headerKey)
+	return jobs, false, err
+}
+
+// singleJob normalises the spec of a single-job submit and settles its
+// idempotency key (body field or header).
+func (s *server) singleJob(in JobSpecInput, headerKey string) ([]fsm.NewJob, error) {
 	spec, err := in.Normalize()
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
 	key := in.IdempotencyKey
 	if headerKey != "" {
 		if key != "" && key != headerKey {
-			return nil, false, invalid("idempotency_key", "differs from the %s header; send one or the other", HeaderIdempotencyKey)
+			return nil, invalid("idempotency_key", "differs from the %s header; send one or the other", HeaderIdempotencyKey)
 		}
 		if len(headerKey) > MaxIdemKeyLen || hasControl(headerKey) {
-			return nil, false, invalid(HeaderIdempotencyKey, "must be at most %d printable characters", MaxIdemKeyLen)
+			return nil, invalid(HeaderIdempotencyKey, "must be at most %d printable characters", MaxIdemKeyLen)
 		}
 		key = headerKey
 	}
-	return []fsm.NewJob{{Spec: spec, IdempotencyKey: key}}, false, nil
+	return []fsm.NewJob{{Spec: spec, IdempotencyKey: key}}, nil
 }
 
 func (s *server) parseBatch(body []byte, headerKey string) ([]fsm.NewJob, bool, error) {
