@@ -379,10 +379,16 @@ func (r *attemptRun) collect() *Result {
 func (r *attemptRun) finish(ctx context.Context, res *Result) {
 	w := r.w
 	superseded := r.isGone()
+	collected := time.Now()
 	if !superseded {
 		if err := w.report(ctx, res.Report(r.tf)); err != nil && ctx.Err() != nil {
 			return // shutting down: the next worker reports it
 		}
+		// exit_to_collected: the supervisor drains output, writes and syncs
+		// result.json, exits; the worker sees its connection close.
+		w.log.Debug("attempt finish trace", "task", r.id,
+			"exit_to_collected_ms", float64(collected.Sub(res.FinishedAt).Microseconds())/1000,
+			"final_report_ms", float64(time.Since(collected).Microseconds())/1000)
 	}
 	os.WriteFile(filepath.Join(r.dir, ReportedName), nil, 0o644)
 	os.RemoveAll(filepath.Join(r.dir, WorkDirName))
