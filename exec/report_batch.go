@@ -3,6 +3,7 @@ package exec
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/foreman-sched/foreman/fsm"
@@ -49,9 +50,12 @@ func NewBatchingReporter(send BatchReporter) *BatchingReporter {
 	return &BatchingReporter{send: send, maxInFlight: DefaultReportsInFlight, maxBatch: DefaultReportBatchMax}
 }
 
-// Report implements Reporter. If ctx ends first it returns ctx.Err(); the
-// report may still be sent (reports are safe to repeat: a second running
-// report is a no-op, a second final one is refused as stale).
+// Report implements Reporter. If ctx ends first it returns ctx.Err(): a
+// report still waiting is dropped (the worker cancels the running report
+// of a job that already finished; its final report carries the start
+// time), one already in flight may still apply (reports are safe to
+// repeat: a second running report is a no-op, a late one is refused as
+// stale).
 func (b *BatchingReporter) Report(ctx context.Context, rep fsm.ReportAttempt) error {
 	p := &pendingReport{rep: rep, done: make(chan error, 1)}
 	b.mu.Lock()
@@ -62,6 +66,11 @@ func (b *BatchingReporter) Report(ctx context.Context, rep fsm.ReportAttempt) er
 	case err := <-p.done:
 		return err
 	case <-ctx.Done():
+		b.mu.Lock()
+		if i := slices.Index(b.queue, p); i >= 0 {
+			b.queue = slices.Delete(b.queue, i, i+1)
+		}
+		b.mu.Unlock()
 		return ctx.Err()
 	}
 }

@@ -117,3 +117,42 @@ func TestBatchingReporterCallerContext(t *testing.T) {
 		return b.inFlight == 0
 	})
 }
+
+// TestBatchingReporterDropsAbandoned: a report whose caller gave up while it
+// still waited for a slot is not sent.
+func TestBatchingReporterDropsAbandoned(t *testing.T) {
+	f := &fakeBatchSender{release: make(chan error)}
+	b := NewBatchingReporter(f)
+	ctx := context.Background()
+	results := make(chan error, 4)
+	for _, job := range []string{"a", "b"} {
+		go func() { results <- b.Report(ctx, fsm.ReportAttempt{JobID: job}) }()
+	}
+	waitFor(t, waitShort, "two batches in flight", func() bool { return f.count() == 2 })
+	cctx, cancel := context.WithCancel(ctx)
+	go func() { results <- b.Report(cctx, fsm.ReportAttempt{JobID: "abandoned"}) }()
+	go func() { results <- b.Report(ctx, fsm.ReportAttempt{JobID: "kept"}) }()
+	waitFor(t, waitShort, "two queued", func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return len(b.queue) == 2
+	})
+	cancel()
+	waitFor(t, waitShort, "the abandoned report dropped", func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return len(b.queue) == 1
+	})
+	f.release <- nil
+	waitFor(t, waitShort, "third batch", func() bool { return f.count() == 3 })
+	f.release <- nil
+	f.release <- nil
+	for range 4 {
+		<-results
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if third := f.batches[2]; len(third) != 1 || third[0].JobID != "kept" {
+		t.Errorf("third batch %+v, want only the kept report", third)
+	}
+}
