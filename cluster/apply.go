@@ -145,7 +145,7 @@ func (n *Node) forward(ctx context.Context, addr string, body []byte) (*fsm.Resu
 	if err != nil {
 		return nil, err
 	}
-	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Content-Type", "application/cbor") // an encoded fsm.Command
 	req.Header.Set(ForwardedHeader, "1")
 	resp, err := n.client.Do(req)
 	if err != nil {
