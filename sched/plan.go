@@ -24,7 +24,7 @@ type Decision struct {
 // Stats counts what a plan decided, for logs, metrics and tests.
 type Stats struct {
 	Placed     int // placements emitted
-	Unplaced   int // runnable jobs left queued (with a reason)
+	Unplaced   int // runnable jobs examined and left queued (with a reason); from index runs, one per blocked placement group
 	Released   int // waiting/retrying jobs released to queued
 	Failed     int // jobs failed for missing their deadline
 	Lost       int // attempts marked lost
@@ -59,7 +59,9 @@ func (pl *planning) wakeAt(t time.Time) {
 }
 
 // Plan decides what the leader should commit next, given the state and
-// the time. It is pure: the same arguments give the same commands.
+// the time. It is pure: the same arguments give the same commands. The
+// snapshot's Queued runs are read lazily, so with a snapshot from
+// LoadSnapshot Plan must run inside that View.
 // The commands come in this order: deadline failures, lost attempts, drain
 // stops, releases, placements, reasons.
 func Plan(snap *Snapshot, now time.Time, cfg Config) *Decision {
