@@ -158,16 +158,31 @@ func Sweep() {
 	}
 }
 
+// pingTimeout bounds Ping for the whole topology.
+const pingTimeout = 30 * time.Second
+
 // Ping checks that every pair of namespaces can talk (br_netfilter and a
-// host FORWARD policy can silently break bridged traffic).
+// host FORWARD policy can silently break bridged traffic), polling each
+// pair until pingTimeout.
 func (t *Topology) Ping() error {
+	deadline := time.Now().Add(pingTimeout)
 	for i, ns := range t.NS {
 		for j, ip := range t.IPs {
 			if i == j {
 				continue
 			}
-			if err := run("ip", "netns", "exec", ns, "ping", "-c1", "-W2", ip); err != nil {
-				return fmt.Errorf("%s cannot reach %s: %w", ns, ip, err)
+			// Each ping waits up to a second for its reply, so this polls
+			// without spinning; a fresh veth or ARP entry can take a few
+			// seconds on a loaded machine (one single-shot ping failed
+			// isolate-leader-s3 at load average 200).
+			for {
+				err := run("ip", "netns", "exec", ns, "ping", "-c1", "-W1", ip)
+				if err == nil {
+					break
+				}
+				if time.Now().After(deadline) {
+					return fmt.Errorf("%s cannot reach %s within %v: %w", ns, ip, pingTimeout, err)
+				}
 			}
 		}
 	}
