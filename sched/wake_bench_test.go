@@ -74,3 +74,31 @@ func BenchmarkWake(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkWakeLive is a wake with 5,000 live attempts (zero-resource
+// jobs, as `foreman bench throughput` runs) and nothing to place: what
+// every report during a throughput run costs the leader.
+func BenchmarkWakeLive(b *testing.B) {
+	f, r := wakeState(b, 0, 0)
+	for i := 0; i < 5000; i += 1000 {
+		p := &fsm.SubmitJobs{}
+		pl := &fsm.Place{}
+		for k := i; k < i+1000; k++ {
+			id := fmt.Sprintf("01L%023d", k)
+			p.Jobs = append(p.Jobs, fsm.NewJob{ID: id, Spec: fsm.JobSpec{Name: "bench", Command: []string{"true"}, Priority: 50}})
+			pl.Placements = append(pl.Placements, fsm.Placement{JobID: id, Node: fmt.Sprintf("n%d", k%4)})
+		}
+		for _, c := range []*fsm.Command{mustCommand(fsm.CmdSubmitJobs, t0, p), mustCommand(fsm.CmdPlace, t0, pl)} {
+			if res, err := r.Apply(context.Background(), c); err != nil || res.Err != nil || len(res.Skipped) > 0 {
+				b.Fatalf("apply %s: %v %v %v", c.Type, err, res.Err, res.Skipped)
+			}
+		}
+	}
+	cfg := DefaultConfig()
+	b.ResetTimer()
+	for b.Loop() {
+		if dec := wakeOnce(b, f, t0.Add(time.Second), cfg); len(dec.Commands) != 0 {
+			b.Fatalf("%d commands, want none", len(dec.Commands))
+		}
+	}
+}
