@@ -69,6 +69,11 @@ func runMatrix(t *testing.T, matrix []Scenario) {
 		ok := t.Run(sc.Name, func(t *testing.T) {
 			s := Run(bin, filepath.Join(dir, sc.Name), sc, t.Cleanup)
 			sums = append(sums, s)
+			// Run skips it when the harness failed early (ERROR).
+			if _, err := os.Stat(filepath.Join(dir, sc.Name, "summary.json")); err != nil {
+				_ = os.MkdirAll(filepath.Join(dir, sc.Name), 0o755)
+				_ = s.WriteJSON(filepath.Join(dir, sc.Name, "summary.json"))
+			}
 			t.Logf("%s: %s fault=%q", sc.Name, s.Verdict, s.Fault)
 			for _, r := range s.Results {
 				t.Log(r.String())
