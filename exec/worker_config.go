@@ -97,8 +97,11 @@ type WorkerConfig struct {
 	ImageCache string
 	// MaxConcurrentStarts bounds the supervisors starting at once (from
 	// fork until the job started); further attempts wait in order. Default
-	// 2×NumCPU: enough to keep the CPUs busy, few enough that raft and the
-	// API stay responsive when a thousand attempts land at once.
+	// 8×NumCPU: a start spends much of its wall time waiting (exec, page
+	// faults, the run queue), so 2×NumCPU left the CPUs idle (1,000 no-op
+	// jobs on 3 agents, 2 cores: 76–85/s at 4, 114/s at 16); unbounded, a
+	// node handed thousands of attempts at once starved raft and lost the
+	// leader (exec/DESIGN.md).
 	MaxConcurrentStarts int
 	// WarmSupervisors is how many spare supervisors wait, already started,
 	// for the next attempts (spare.go); 0 starts every supervisor cold.
@@ -117,7 +120,7 @@ func DefaultWorkerConfig() WorkerConfig {
 		ReportBackoffMin: 50 * time.Millisecond,
 		ReportBackoffMax: 2 * time.Second,
 
-		MaxConcurrentStarts: 2 * runtime.NumCPU(),
+		MaxConcurrentStarts: 8 * runtime.NumCPU(),
 		WarmSupervisors:     2,
 	}
 }
