@@ -12,7 +12,6 @@ import (
 	"github.com/foreman-sched/foreman/fsm"
 	"github.com/foreman-sched/foreman/httpapi"
 	"github.com/foreman-sched/foreman/ui"
-	"github.com/foreman-sched/foreman/wallclock"
 )
 
 // The adapters below connect concrete types to the small interfaces that
@@ -48,21 +47,6 @@ func (a assignments) LiveAttempts(node string) ([]exec.Assignment, error) {
 		return err
 	})
 	return out, err
-}
-
-// reporter sends executor reports through raft (forwarded to the leader).
-type reporter struct{ n *cluster.Node }
-
-func (r reporter) Report(ctx context.Context, rep fsm.ReportAttempt) error {
-	cmd, err := fsm.NewCommand(fsm.CmdReport, wallclock.Now(), rep)
-	if err != nil {
-		return err
-	}
-	res, err := r.n.Apply(ctx, cmd)
-	if err != nil {
-		return err
-	}
-	return res.Err
 }
 
 // clusterAdapter turns cluster.Node into httpapi.Cluster.

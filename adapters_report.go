@@ -8,9 +8,9 @@ import (
 	"github.com/foreman-sched/foreman/fsm"
 )
 
-// reportBatch sends the worker's coalesced reports (exec.BatchingReporter)
-// through raft: one report as a plain CmdReport, several as one
-// CmdReportBatch entry.
+// reportBatch is the worker's Reporter (behind exec.BatchingReporter): it
+// sends the coalesced reports through raft (forwarded to the leader), one
+// report as a plain CmdReport, several as one CmdReportBatch entry.
 type reportBatch struct {
 	n   *cluster.Node
 	now func() time.Time // stamps the command (Command.At)
