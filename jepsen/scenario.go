@@ -170,9 +170,9 @@ func Run(bin, outDir string, sc Scenario, cleanup func(func())) report.Summary {
 	healAt := rec.Now()
 	rec.AddEvent(history.Event{Name: nem.Name(), Start: faultStart, End: healAt, Info: info})
 	time.Sleep(sc.Recover)
+	trafficEnd := rec.Now()
 	stopTraffic()
 	wg.Wait()
-	trafficEnd := rec.Now()
 
 	// Belt and braces: whatever the nemesis did, the final phase runs
 	// fully healed (no grudges, nobody paused).

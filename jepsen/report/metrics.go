@@ -19,11 +19,16 @@ type Window struct {
 }
 
 // Windows splits ops (by invocation time) into before / during / after
-// the fault [faultStart, healAt) and ending at end.
+// the fault [faultStart, healAt) and ending at end, when the harness
+// stopped the traffic. An indeterminate op that returned at or after end
+// was cut short by the harness itself and is left out.
 func Windows(ops []history.Op, faultStart, healAt, end int64) []Window {
 	ws := []Window{{Name: "before"}, {Name: "during"}, {Name: "after"}}
 	bounds := [][2]int64{{0, faultStart}, {faultStart, healAt}, {healAt, end}}
 	for _, op := range ops {
+		if op.Outcome == history.Info && op.Return >= end {
+			continue
+		}
 		for i, b := range bounds {
 			if op.Call >= b[0] && op.Call < b[1] {
 				w := &ws[i]

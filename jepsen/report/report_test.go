@@ -16,9 +16,10 @@ func TestWindowsAndFirstWrite(t *testing.T) {
 		{Kind: history.Submit, Call: 3 * s, Return: 4 * s, Outcome: history.OK},
 		{Kind: history.Read, Call: 5 * s, Return: 5 * s, Outcome: history.OK},
 		{Kind: history.Submit, Call: 6 * s, Return: 7 * s, Outcome: history.OK},
+		{Kind: history.Read, Call: 7 * s, Return: 8 * s, Outcome: history.Info}, // cancelled by the harness at the end
 	}
 	ws := Windows(ops, 2*s, 5*s, 8*s)
-	if ws[0].OK != 1 || ws[1].Attempted != 2 || ws[1].SuccessRate != 0.5 || ws[2].OK != 2 {
+	if ws[0].OK != 1 || ws[1].Attempted != 2 || ws[1].SuccessRate != 0.5 || ws[2].OK != 2 || ws[2].Attempted != 2 {
 		t.Fatalf("%+v", ws)
 	}
 	if d := FirstWrite(ops, 2*s); d != 2*time.Second {
