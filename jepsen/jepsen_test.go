@@ -109,7 +109,7 @@ func TestJepsenSmoke(t *testing.T) {
 }
 
 // TestJepsenFull runs every nemesis with three seeds; ring and bridge on
-// five nodes. Gated by FOREMAN_JEPSEN=full (about 25 minutes per seed).
+// five nodes. Gated by FOREMAN_JEPSEN=full (about 10 minutes per seed).
 // The clock nemesis needs a binary built with -tags jepsenclock.
 // FOREMAN_JEPSEN_SEEDS and FOREMAN_JEPSEN_NEMESES (comma list) narrow it.
 func TestJepsenFull(t *testing.T) {
