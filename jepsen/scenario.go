@@ -180,6 +180,13 @@ func Run(bin, outDir string, sc Scenario, cleanup func(func())) report.Summary {
 	for _, n := range c.Nodes {
 		_ = n.Resume()
 	}
+	if _, ok := nem.(nemesis.Skewer); ok {
+		for _, n := range c.Nodes {
+			if n.Running() {
+				_ = n.SetClock(0)
+			}
+		}
+	}
 	drainStart := time.Now()
 	if err := wl.Drain(ctx, env, sc.Drain); err != nil {
 		harness("%v", err)
