@@ -154,56 +154,72 @@ func sortDurations(d []time.Duration) []time.Duration {
 // round3 keeps JSON numbers readable.
 func round3(f float64) float64 { return math.Round(f*1000) / 1000 }
 
-// outstanding counts the run's jobs that are not terminal yet, reading at
-// most limit of each state (limit 1 answers "any left?" cheaply).
-func outstanding(ctx context.Context, cl *httpapi.Client, run string, limit int) (int, error) {
-	n := 0
-	for _, st := range []fsm.JobState{fsm.JobQueued, fsm.JobRunning, fsm.JobRetrying, fsm.JobWaiting} {
-		cursor := ""
-		for {
-			page, err := cl.ListJobs(ctx, httpapi.JobListQuery{State: st, Labels: map[string]string{"bench": run}, Limit: min(limit, 1000), Cursor: cursor})
-			if err != nil {
-				return 0, err
-			}
-			n += len(page.Jobs)
-			if n >= limit || page.NextCursor == "" {
-				break
-			}
-			cursor = page.NextCursor
-		}
-		if n >= limit {
-			return n, nil
-		}
-	}
-	return n, nil
+// benchRun is one bench's set of jobs: its label and the oldest of the IDs
+// the submits returned. Job IDs are ULIDs and lists run newest first, so a
+// scan that stops at the oldest ID reads the run's jobs (and any submitted
+// after them) whatever the cluster retains from before.
+type benchRun struct {
+	label  string
+	oldest string
+	total  int
 }
 
-// countByState counts the run's jobs in each terminal state.
-func countByState(ctx context.Context, cl *httpapi.Client, run string) (map[fsm.JobState]int, error) {
+// add records the IDs a submit returned.
+func (r *benchRun) add(subs []httpapi.SubmitResponse) {
+	for _, s := range subs {
+		if r.oldest == "" || s.ID < r.oldest {
+			r.oldest = s.ID
+		}
+		r.total++
+	}
+}
+
+// count returns how many of the run's jobs are in each state, as the node
+// the client talks to sees them; a job not visible there yet is absent.
+func (r *benchRun) count(ctx context.Context, cl *httpapi.Client) (map[fsm.JobState]int, error) {
 	out := map[fsm.JobState]int{}
-	for _, st := range []fsm.JobState{fsm.JobSucceeded, fsm.JobFailed, fsm.JobCancelled} {
-		cursor := ""
-		for {
-			page, err := cl.ListJobs(ctx, httpapi.JobListQuery{State: st, Labels: map[string]string{"bench": run}, Limit: 1000, Cursor: cursor})
-			if err != nil {
-				return nil, err
-			}
-			out[st] += len(page.Jobs)
-			if page.NextCursor == "" {
-				break
-			}
-			cursor = page.NextCursor
+	cursor := ""
+	for {
+		page, err := cl.ListJobs(ctx, httpapi.JobListQuery{Limit: 1000, Cursor: cursor})
+		if err != nil {
+			return nil, err
 		}
+		for _, j := range page.Jobs {
+			if j.ID < r.oldest {
+				return out, nil
+			}
+			if j.Spec.Labels["bench"] == r.label {
+				out[j.State]++
+			}
+		}
+		if page.NextCursor == "" {
+			return out, nil
+		}
+		cursor = page.NextCursor
 	}
-	return out, nil
 }
 
-// waitAllTerminal polls until none of the run's jobs is outstanding and
+// outstanding is how many of the run's jobs are not seen terminal yet.
+func (r *benchRun) outstanding(ctx context.Context, cl *httpapi.Client) (int, error) {
+	counts, err := r.count(ctx, cl)
+	if err != nil {
+		return 0, err
+	}
+	left := r.total
+	for st, n := range counts {
+		if st.Terminal() {
+			left -= n
+		}
+	}
+	return left, nil
+}
+
+// waitAllTerminal polls until every job of the run is seen terminal and
 // returns when that was first seen.
-func waitAllTerminal(ctx context.Context, cl *httpapi.Client, run string, total int, poll time.Duration) (time.Time, error) {
+func waitAllTerminal(ctx context.Context, cl *httpapi.Client, run *benchRun, poll time.Duration) (time.Time, error) {
 	p := &progress{every: 2 * time.Second, last: time.Now()}
 	for {
-		left, err := outstanding(ctx, cl, run, 1)
+		left, err := run.outstanding(ctx, cl)
 		if err != nil {
 			return time.Time{}, err
 		}
@@ -211,9 +227,7 @@ func waitAllTerminal(ctx context.Context, cl *httpapi.Client, run string, total 
 			return time.Now(), nil
 		}
 		if time.Since(p.last) >= p.every {
-			if n, err := outstanding(ctx, cl, run, total); err == nil {
-				p.printf("%d/%d jobs finished", total-n, total)
-			}
+			p.printf("%d/%d jobs finished", run.total-left, run.total)
 		}
 		select {
 		case <-ctx.Done():

@@ -148,20 +148,23 @@ func benchThroughput(c *cli.Context) error {
 	for i := range specs {
 		specs[i] = spec
 	}
+	jobs := &benchRun{label: run}
 	t0 := time.Now()
 	for done := 0; done < n; done += batch {
-		if _, err := cl.SubmitJobs(ctx, specs[:min(batch, n-done)]); err != nil {
+		subs, err := cl.SubmitJobs(ctx, specs[:min(batch, n-done)])
+		if err != nil {
 			return err
 		}
+		jobs.add(subs)
 	}
 	submitted := time.Since(t0)
 	stderrf("bench throughput: %d jobs submitted in %s", n, roundDur(submitted))
-	end, err := waitAllTerminal(ctx, cl, run, n, 10*time.Millisecond)
+	end, err := waitAllTerminal(ctx, cl, jobs, 10*time.Millisecond)
 	if err != nil {
 		return err
 	}
 	secs := end.Sub(t0).Seconds()
-	counts, err := countByState(ctx, cl, run)
+	counts, err := jobs.count(ctx, cl)
 	if err != nil {
 		return err
 	}
@@ -240,16 +243,19 @@ func benchSleep(c *cli.Context) error {
 		specs[i] = spec
 	}
 	stderrf("bench sleep: %d jobs × %s on %d nodes, %d slots of %dm CPU: ideal %s", n, dur, len(usable), slots, cpu, ideal)
+	jobs := &benchRun{label: run}
 	t0 := time.Now()
-	if _, err := cl.SubmitJobs(ctx, specs); err != nil {
+	subs, err := cl.SubmitJobs(ctx, specs)
+	if err != nil {
 		return err
 	}
-	end, err := waitAllTerminal(ctx, cl, run, n, 5*time.Millisecond)
+	jobs.add(subs)
+	end, err := waitAllTerminal(ctx, cl, jobs, 5*time.Millisecond)
 	if err != nil {
 		return err
 	}
 	wall := end.Sub(t0)
-	counts, err := countByState(ctx, cl, run)
+	counts, err := jobs.count(ctx, cl)
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -127,6 +128,25 @@ func TestSystemDevAgentCLI(t *testing.T) {
 		t.Logf("oom run: exit %d after %.1fs; stderr %q", r.code, r.took.Seconds(), r.stderr)
 		if r.code != 137 || !strings.Contains(r.stdout+r.stderr, "oom") {
 			t.Fatalf("exit %d, output %q %q; want 137 and a line naming oom", r.code, r.stdout, r.stderr)
+		}
+	})
+	t.Run("bench counts its own jobs", func(t *testing.T) {
+		// Jobs of someone else, older and newer than the run, must not count.
+		if r := runForeman(t, bin, addr, "submit", "--in", "1h", "--", "true"); r.code != 0 {
+			t.Fatalf("submit: exit %d: %s", r.code, r.stderr)
+		}
+		r := runForeman(t, bin, addr, "bench", "throughput", "--jobs", "12", "--batch", "5", "--json")
+		if r.code != 0 {
+			t.Fatalf("bench throughput: exit %d: %s", r.code, r.stderr)
+		}
+		var res struct {
+			Jobs, Succeeded, Failed int
+		}
+		if err := json.Unmarshal([]byte(r.stdout), &res); err != nil {
+			t.Fatalf("bench throughput --json: %v: %q", err, r.stdout)
+		}
+		if res.Jobs != 12 || res.Succeeded != 12 || res.Failed != 0 {
+			t.Fatalf("bench throughput = %+v, want 12 jobs, 12 succeeded", res)
 		}
 	})
 }
