@@ -15,6 +15,7 @@ type nodeState struct {
 	freeCPU   int64
 	freeMem   int64
 	freeNamed map[string]int64 // capacity minus allocated, per named resource
+	attempts  int              // live attempts, counting this plan's placements
 }
 
 // newNodeStates indexes nodes by name and subtracts what live attempts hold.
@@ -54,6 +55,7 @@ func newNodeStates(nodes []fsm.Node, live []fsm.Attempt) ([]nodeState, map[strin
 
 // take subtracts a request from the node's free capacity.
 func (ns *nodeState) take(r *fsm.Resources) {
+	ns.attempts++
 	ns.freeCPU -= r.CPU
 	ns.freeMem -= r.MemoryMB
 	for k, v := range r.Named {

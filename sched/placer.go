@@ -66,6 +66,10 @@ func (p *placer) place(spec *fsm.JobSpec) (node int, reason string) {
 		return -1, r
 	}
 	spread := spec.Placement == "spread"
+	// A job that requests nothing gains nothing from packing, and packing
+	// puts every such process on one node: it goes where the fewest
+	// attempts run.
+	nothing := req.CPU == 0 && req.MemoryMB == 0 && len(req.Named) == 0
 	n := len(cl.nodes)
 	best, bestK, first, found := -1, -1, -1, 0
 	var bestScore float64
@@ -80,7 +84,10 @@ func (p *placer) place(spec *fsm.JobSpec) (node int, reason string) {
 		}
 		found++
 		s := score(ns, req)
-		if spread {
+		switch {
+		case nothing:
+			s = -float64(ns.attempts)
+		case spread:
 			s = -s
 		}
 		if best < 0 || s > bestScore {
@@ -94,7 +101,7 @@ func (p *placer) place(spec *fsm.JobSpec) (node int, reason string) {
 	}
 	// Bin-pack keeps returning to the first node with room until it is
 	// full; spread moves on so the next job looks at other nodes.
-	if spread {
+	if spread || nothing {
 		cl.cursor = (bestK + 1) % n
 	} else {
 		cl.cursor = first

@@ -132,6 +132,28 @@ func TestPlanBinpackVersusSpread(t *testing.T) {
 	}
 }
 
+// Jobs that request nothing go where the fewest attempts run, whatever the
+// placement: bin-packing them would put every process on one node.
+func TestPlanSpreadsJobsThatRequestNothing(t *testing.T) {
+	nodes := []fsm.Node{node("a", 4000, 4096), node("b", 4000, 4096), node("c", 4000, 4096)}
+	live := []fsm.Attempt{liveAttempt("x", "b", 0, 0, 3), liveAttempt("y", "b", 1000, 1024, 4)}
+	var pending []*fsm.Job
+	for i := range 7 {
+		j := job(fmt.Sprintf("j%d", i), 50, 0, 0)
+		j.SubmittedAt = t0.Add(time.Duration(i) * time.Second)
+		pending = append(pending, j)
+	}
+	d := decode(t, Plan(&Snapshot{Nodes: nodes, Live: live, Pending: pending}, t0, testConfig()))
+	per := map[string]int{}
+	for _, n := range d.placedOn() {
+		per[n]++
+	}
+	// b already runs 2: the 7 new ones make every node end with 3.
+	if per["a"] != 3 || per["b"] != 1 || per["c"] != 3 {
+		t.Fatalf("placed per node %v, want a:3 b:1 c:3", per)
+	}
+}
+
 func TestPlanNeverOvercommitsWithinOnePlan(t *testing.T) {
 	var jobs []*fsm.Job
 	for i := range 10 {
