@@ -2,6 +2,7 @@ package exec
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -70,13 +71,36 @@ func (w *Worker) spawnSpare() (*spare, error) {
 	return s, nil
 }
 
+// handoffAckTimeout bounds the wait for a spare's acknowledgement.
+const handoffAckTimeout = 10 * time.Second
+
 // handoff makes the spare the supervisor of the attempt in dir. The spare
-// must not be used again, whatever the outcome.
+// must not be used again, whatever the outcome. The spare acknowledges
+// before it acts, so an error here means it never touched the attempt and a
+// cold start is safe. A sent message alone proves nothing: a killed Go
+// process keeps its sockets open until its last thread is gone, so the
+// write to a dying spare can succeed.
 func (s *spare) handoff(dir string, ln *os.File) error {
 	defer s.conn.Close()
 	s.conn.SetWriteDeadline(time.Now().Add(writeTimeout))
-	_, _, err := s.conn.WriteMsgUnix([]byte(dir), unix.UnixRights(int(ln.Fd())), nil)
-	return err
+	if _, _, err := s.conn.WriteMsgUnix([]byte(dir), unix.UnixRights(int(ln.Fd())), nil); err != nil {
+		return err
+	}
+	ack := make([]byte, 1)
+	s.conn.SetReadDeadline(time.Now().Add(handoffAckTimeout))
+	if n, err := s.conn.Read(ack); n == 1 {
+		return nil
+	} else if !errors.Is(err, os.ErrDeadlineExceeded) {
+		return fmt.Errorf("spare did not take the attempt: %v", err)
+	}
+	// Stuck: make sure it is gone, then trust only an ack sent before that.
+	syscall.Kill(s.pid, syscall.SIGKILL)
+	<-s.exited
+	s.conn.SetReadDeadline(time.Now())
+	if n, _ := s.conn.Read(ack); n == 1 {
+		return nil // it took the attempt, then died: reported as such
+	}
+	return errors.New("spare did not acknowledge the attempt in time")
 }
 
 // discard lets an unused spare go: it reads EOF and exits.
@@ -207,6 +231,13 @@ func awaitHandoff(fd int) (dir string, lnFD int, ok bool) {
 	}
 	fds, err := unix.ParseUnixRights(&msgs[0])
 	if err != nil || len(fds) != 1 {
+		return "", -1, false
+	}
+	// The acknowledgement comes before anything is done for the attempt:
+	// without it the worker starts the attempt cold (see handoff).
+	uc.SetWriteDeadline(time.Now().Add(writeTimeout))
+	if _, err := uc.Write([]byte{1}); err != nil {
+		unix.Close(fds[0])
 		return "", -1, false
 	}
 	return string(buf[:n]), fds[0], true
