@@ -33,8 +33,10 @@ type Config struct {
 	// reasons, failures), keeping entries small.
 	BatchSize int
 
-	// Coalesce is how long the loop waits after a state change before
-	// planning, so a burst of submits gives one plan (0 = plan at once).
+	// Coalesce caps the coalescing window: after a plan that took c, the
+	// next starts no sooner than min(Coalesce, 5c) after it, so a burst of
+	// changes gives few plans while a cheap plan adds almost no latency
+	// (0 = plan on every change).
 	Coalesce time.Duration
 	// RetryDelay is how long the loop waits after a failed barrier or apply.
 	RetryDelay time.Duration

@@ -58,11 +58,24 @@ type Scheduler struct {
 	log   *slog.Logger
 
 	plans atomic.Int64
+	// planNanos is the time spent loading snapshots and planning (not
+	// applying); it sizes the coalescing window.
+	planNanos atomic.Int64
 }
 
 // Plans is how many plans this scheduler has made (a metric; tests use it
 // to check that bursts are coalesced).
 func (s *Scheduler) Plans() int64 { return s.plans.Load() }
+
+// PlanTime is the total time spent loading snapshots and planning.
+func (s *Scheduler) PlanTime() time.Duration { return time.Duration(s.planNanos.Load()) }
+
+// coalesceFactor sizes the coalescing window from the last plan's cost: a
+// plan that took c waits up to coalesceFactor*c (capped by Config.Coalesce)
+// after it started, so under a storm of changes planning takes at most
+// about 1/coalesceFactor of the leader's time, while cheap plans (the
+// common case) add almost no latency.
+const coalesceFactor = 5
 
 // New checks the config and dependencies.
 func New(cfg Config, deps Deps, logger *slog.Logger) (*Scheduler, error) {
@@ -109,7 +122,8 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		}
 		wake := nextGC
 		lastPlan := s.clk.Now()
-		dec, err := s.planOnce(ctx)
+		dec, cost, err := s.planOnce(ctx)
+		window := min(s.cfg.Coalesce, coalesceFactor*cost)
 		switch {
 		case ctx.Err() != nil:
 			return ctx.Err()
@@ -119,18 +133,18 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		default:
 			wake = earliest(wake, dec.NextWake)
 		}
-		if !s.wait(ctx, watch, wake, lastPlan) {
+		if !s.wait(ctx, watch, wake, lastPlan, window) {
 			return ctx.Err()
 		}
 	}
 }
 
 // wait blocks until the state changes or wake is reached. It returns
-// false when the loop must stop. Plans start at most once per Coalesce: a
+// false when the loop must stop. Plans start at most once per window: a
 // change after a quiet spell is planned at once (no added latency), while
-// a storm of changes (every submit signals) is planned once per window,
-// with everything that arrived in it.
-func (s *Scheduler) wait(ctx context.Context, watch <-chan struct{}, wake, lastPlan time.Time) bool {
+// a storm of changes (every submit and report signals) is planned once per
+// window, with everything that arrived in it.
+func (s *Scheduler) wait(ctx context.Context, watch <-chan struct{}, wake, lastPlan time.Time, window time.Duration) bool {
 	t := s.clk.NewTimer(wake.Sub(s.clk.Now()))
 	defer t.Stop()
 	select {
@@ -143,8 +157,8 @@ func (s *Scheduler) wait(ctx context.Context, watch <-chan struct{}, wake, lastP
 			return false
 		}
 	}
-	if s.cfg.Coalesce > 0 {
-		if d := lastPlan.Add(s.cfg.Coalesce).Sub(s.clk.Now()); d > 0 {
+	if window > 0 {
+		if d := lastPlan.Add(window).Sub(s.clk.Now()); d > 0 {
 			return s.sleep(ctx, d)
 		}
 	}
@@ -173,14 +187,14 @@ func earliest(a, b time.Time) time.Time {
 // stops at the first failed apply: the next plan starts from fresh state.
 // Plan runs inside the read transaction because it reads queued jobs from
 // the index lazily; the applies run after it is closed.
-func (s *Scheduler) planOnce(ctx context.Context) (*Decision, error) {
+func (s *Scheduler) planOnce(ctx context.Context) (dec *Decision, cost time.Duration, err error) {
 	// One reading of the clock for the whole plan: LoadSnapshot selects the
 	// due jobs with it and Plan decides with it. Reading it before the
 	// LastHeardFrom calls below only makes lost detection later, never
 	// earlier.
 	now := s.clk.Now()
-	var dec *Decision
-	err := s.state.View(func(tx *fsm.Tx) error {
+	started := time.Now() // the cost is real time, whatever clock plans
+	err = s.state.View(func(tx *fsm.Tx) error {
 		snap, err := LoadSnapshot(tx, now)
 		if err != nil {
 			return fmt.Errorf("load snapshot: %w", err)
@@ -194,14 +208,16 @@ func (s *Scheduler) planOnce(ctx context.Context) (*Decision, error) {
 		}
 		return nil
 	})
+	cost = time.Since(started) // loading and planning; applies wait on raft
+	s.planNanos.Add(int64(cost))
 	if err != nil {
-		return nil, err
+		return nil, cost, err
 	}
 	s.plans.Add(1)
 	for _, cmd := range dec.Commands {
 		res, err := s.raft.Apply(ctx, cmd)
 		if err != nil {
-			return nil, fmt.Errorf("apply %s: %w", cmd.Type, err)
+			return nil, cost, fmt.Errorf("apply %s: %w", cmd.Type, err)
 		}
 		if res != nil && res.Err != nil {
 			s.log.Warn("command refused", "type", cmd.Type, "err", res.Err)
@@ -215,7 +231,7 @@ func (s *Scheduler) planOnce(ctx context.Context) (*Decision, error) {
 			"unplaced", st.Unplaced, "released", st.Released, "failed", st.Failed,
 			"lost", st.Lost, "stopped", st.Stopped, "read", st.Read)
 	}
-	return dec, nil
+	return dec, cost, nil
 }
 
 // leaderView fills the leader-only fields of snap.
