@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -183,7 +184,7 @@ func (n *Node) clusterIDLoop() {
 				n.logger.Warn("cannot persist the cluster ID", "err", err)
 			}
 		}
-		if err := n.refreshMeta(); err != nil {
+		if err := n.refreshMeta(); err != nil && !errors.Is(err, ErrShutdown) {
 			n.logger.Warn("cannot update gossip meta", "err", err)
 		}
 		if id != "" && n.raft.LastIndex() > 0 {

@@ -357,8 +357,18 @@ func (n *Node) refreshMeta() error {
 		return err
 	}
 	old := n.meta.Swap(&b)
-	if n.ml != nil && (old == nil || string(*old) != string(b)) {
-		return n.ml.UpdateNode(n.cfg.Gossip.TCPTimeout)
+	if n.ml == nil || (old != nil && string(*old) == string(b)) {
+		return nil
 	}
-	return nil
+	// UpdateNode waits for the broadcast to go out, which never happens once
+	// gossip is shut down: do not let that hold up Shutdown for TCPTimeout
+	// (the agent's running jobs count on a quick restart to keep their lease).
+	done := make(chan error, 1)
+	go func() { done <- n.ml.UpdateNode(n.cfg.Gossip.TCPTimeout) }()
+	select {
+	case err := <-done:
+		return err
+	case <-n.closing:
+		return ErrShutdown
+	}
 }
