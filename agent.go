@@ -67,6 +67,7 @@ later agents only --join (they become non-voters and still run jobs).`,
 			&cli.DurationFlag{Name: "lease", Value: exec.DefaultLeaseDuration, Usage: "attempt lease: a cut-off node's jobs are killed after this long"},
 			&cli.IntFlag{Name: "max-concurrent-starts", Value: exec.DefaultWorkerConfig().MaxConcurrentStarts, Usage: "supervisors starting at once on this node; more attempts wait in order"},
 			&cli.IntFlag{Name: "warm-supervisors", Value: exec.DefaultWorkerConfig().WarmSupervisors, Usage: "spare supervisors kept started ahead of the next attempts (0: start each cold)"},
+			&cli.IntFlag{Name: "idle-supervisors", Value: exec.DefaultWorkerConfig().MaxIdleSupervisors, Usage: "supervisors kept idle for reuse once their attempt is over (0: one process per attempt; else >= --warm-supervisors)"},
 			&cli.DurationFlag{Name: "retention", Value: 7 * 24 * time.Hour, Usage: "how long terminal jobs are kept"},
 			&cli.DurationFlag{Name: "idempotency-window", Value: 24 * time.Hour, Usage: "how long idempotency keys are remembered"},
 			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error"},
@@ -133,6 +134,7 @@ func agentConfigFrom(c *cli.Context) (*agentConfig, error) {
 	w.ImageCache = filepath.Join(cc.DataDir, "images")
 	w.MaxConcurrentStarts = c.Int("max-concurrent-starts")
 	w.WarmSupervisors = c.Int("warm-supervisors")
+	w.MaxIdleSupervisors = c.Int("idle-supervisors")
 
 	cfg.container = containerSettingsFor(cc.DataDir, cc.Name)
 	cfg.container.export()

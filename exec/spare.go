@@ -8,31 +8,43 @@ import (
 	"os"
 	osexec "os/exec"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
 )
 
-// Spare supervisors. Starting `foreman supervise` costs a fork/exec of this
-// (large, static) binary and the Go runtime's start-up with every package's
-// init: ~8 ms of CPU and, on a busy node, tens of milliseconds of wall time —
-// most of a job's start latency. So the worker keeps WarmSupervisors
-// processes started ahead of time with `supervise --standby`: each has
-// paid its start-up and blocks reading its control socket (fd 3, one end of
-// a socketpair whose other end only the worker holds). To start an attempt
-// the worker prepares the directory exactly as for a cold start and sends the
-// spare the directory's path with the pre-listened lease socket attached
-// (SCM_RIGHTS); from then on the spare is that attempt's supervisor, detached
-// like any other (its own session since it was started). A spare holds no
-// job and no lease: if the worker goes away its socketpair reads EOF and it
-// exits. One process per attempt still holds: a spare serves exactly one.
+// Spare and recycled supervisors. Starting `foreman supervise` costs a
+// fork/exec of this (large, static) binary and the Go runtime's start-up
+// with every package's init: ~8 ms of CPU and, on a busy node, tens of
+// milliseconds of wall time — most of a job's start latency and nearly all
+// of a no-op job's CPU. So supervisors are started as `supervise --standby`
+// and serve attempts one after another: each blocks on its control
+// socket (fd 3, one end of a socketpair whose other end only the worker
+// holds). To start an attempt the worker prepares the directory exactly as
+// for a cold start and sends a standby supervisor the directory's path with
+// the pre-listened lease socket attached (SCM_RIGHTS); it acknowledges, is
+// that attempt's supervisor (detached like any other: its own session since
+// it was started), and when the attempt is over says idle and goes back to
+// the worker's pool (recycle.go has its side and what "over" means).
+//
+// The pool holds at most MaxIdleSupervisors; a supervisor recycled into a
+// full pool replaces the one idle longest. keepSpares keeps WarmSupervisors in it by starting new ones,
+// and lets supervisors idle for longer than idleTrim beyond that number go.
+// A supervisor in the pool holds no job and no lease: if the worker goes
+// away its socketpair reads EOF and it exits. One attempt at a time per
+// supervisor holds because only an idle supervisor is in the pool, and it
+// leaves the pool when handed an attempt. With MaxIdleSupervisors 0 nothing
+// is recycled: a spare serves one attempt, as before recycling existed.
 
 // spare is one standby supervisor as the worker sees it.
 type spare struct {
 	conn   *net.UnixConn
 	exited chan struct{}
 	pid    int
+	served int       // attempts handed to it so far
+	idle   time.Time // since when it waits in the pool
 }
 
 // spawnSpare starts one standby supervisor.
@@ -47,8 +59,8 @@ func (w *Worker) spawnSpare() (*spare, error) {
 	defer ours.Close()
 	args := append(append([]string{}, w.cfg.SupervisorArgs...), "--standby")
 	cmd := osexec.Command(w.cfg.SupervisorPath, args...)
-	// stdin, stdout and stderr are /dev/null until the handoff, when the
-	// spare points stdout/stderr at the attempt's supervisor.log.
+	// stdin, stdout and stderr are /dev/null except during an attempt,
+	// when the supervisor points stdout/stderr at its supervisor.log.
 	cmd.ExtraFiles = []*os.File{theirs}
 	if len(w.cfg.SupervisorEnv) > 0 {
 		cmd.Env = append(os.Environ(), w.cfg.SupervisorEnv...)
@@ -68,27 +80,34 @@ func (w *Worker) spawnSpare() (*spare, error) {
 		return nil, err
 	}
 	s.conn = c.(*net.UnixConn)
+	w.spawned.Add(1)
 	return s, nil
 }
 
 // handoffAckTimeout bounds the wait for a spare's acknowledgement.
 const handoffAckTimeout = 10 * time.Second
 
-// handoff makes the spare the supervisor of the attempt in dir. The spare
-// must not be used again, whatever the outcome. The spare acknowledges
-// before it acts, so an error here means it never touched the attempt and a
-// cold start is safe. A sent message alone proves nothing: a killed Go
+// handoff makes the spare the supervisor of the attempt in dir. On error
+// the spare is let go (it must not be used again). The spare acknowledges
+// before it acts, so an error here means it never touched the attempt and
+// another start is safe. A sent message alone proves nothing: a killed Go
 // process keeps its sockets open until its last thread is gone, so the
 // write to a dying spare can succeed.
-func (s *spare) handoff(dir string, ln *os.File) error {
-	defer s.conn.Close()
+func (s *spare) handoff(dir string, ln *os.File) (err error) {
+	defer func() {
+		if err != nil {
+			s.conn.Close()
+		}
+	}()
+	s.served++
 	s.conn.SetWriteDeadline(time.Now().Add(writeTimeout))
 	if _, _, err := s.conn.WriteMsgUnix([]byte(dir), unix.UnixRights(int(ln.Fd())), nil); err != nil {
 		return err
 	}
 	ack := make([]byte, 1)
 	s.conn.SetReadDeadline(time.Now().Add(handoffAckTimeout))
-	if n, err := s.conn.Read(ack); n == 1 {
+	defer s.conn.SetReadDeadline(time.Time{})
+	if n, err := s.conn.Read(ack); n == 1 && ack[0] == ctlAck {
 		return nil
 	} else if !errors.Is(err, os.ErrDeadlineExceeded) {
 		return fmt.Errorf("spare did not take the attempt: %v", err)
@@ -97,56 +116,127 @@ func (s *spare) handoff(dir string, ln *os.File) error {
 	syscall.Kill(s.pid, syscall.SIGKILL)
 	<-s.exited
 	s.conn.SetReadDeadline(time.Now())
-	if n, _ := s.conn.Read(ack); n == 1 {
+	if n, _ := s.conn.Read(ack); n == 1 && ack[0] == ctlAck {
 		return nil // it took the attempt, then died: reported as such
 	}
 	return errors.New("spare did not acknowledge the attempt in time")
 }
 
-// discard lets an unused spare go: it reads EOF and exits.
-func (s *spare) discard() { s.conn.Close() }
-
-// takeSpare returns a ready spare, or nil if none is.
-func (w *Worker) takeSpare() *spare {
-	for {
-		select {
-		case s := <-w.spares:
-			select {
-			case w.spareTaken <- struct{}{}:
-			default:
-			}
-			select {
-			case <-s.exited: // died idle (killed by hand?): try the next
-				s.discard()
-				continue
-			default:
-			}
-			return s
-		default:
-			return nil
-		}
+// awaitIdle follows a supervisor through its attempt: done closes when the
+// attempt is over (it said idle, or it exited); an idle one goes back to
+// the pool. Called in its own goroutine after a successful handoff.
+func (w *Worker) awaitIdle(s *spare, done chan struct{}) {
+	msg := make([]byte, 1)
+	n, err := s.conn.Read(msg)
+	close(done)
+	if err != nil || n != 1 || msg[0] != ctlIdle || w.cfg.MaxIdleSupervisors == 0 {
+		s.conn.Close() // exited (or misbehaved, or recycling is off): let it go
+		return
+	}
+	w.recycled.Add(1)
+	if !w.pool.put(s) {
+		s.conn.Close()
 	}
 }
 
-// keepSpares keeps WarmSupervisors spares ready until ctx ends, then lets
-// them go.
-func (w *Worker) keepSpares(ctx context.Context) {
-	defer func() {
-		for {
-			select {
-			case s := <-w.spares:
-				s.discard()
-			default:
-				return
-			}
+// supervisorPool holds the idle supervisors, most recently used last.
+type supervisorPool struct {
+	mu     sync.Mutex
+	idle   []*spare
+	max    int
+	closed bool
+	taken  chan struct{} // a supervisor left the pool: keepSpares may top it up
+}
+
+func newSupervisorPool(max int) *supervisorPool {
+	return &supervisorPool{max: max, taken: make(chan struct{}, 1)}
+}
+
+// take returns a live idle supervisor (the most recently used: its pages
+// are warm), or nil if none is.
+func (p *supervisorPool) take() *spare {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for len(p.idle) > 0 {
+		s := p.idle[len(p.idle)-1]
+		p.idle = p.idle[:len(p.idle)-1]
+		select {
+		case p.taken <- struct{}{}:
+		default:
 		}
-	}()
+		select {
+		case <-s.exited: // died idle (killed by hand?): try the next
+			s.conn.Close()
+			continue
+		default:
+		}
+		return s
+	}
+	return nil
+}
+
+// put adds an idle supervisor; when the pool is full the one idle longest
+// is let go. False (the caller lets s go) when the pool is closed.
+func (p *supervisorPool) put(s *spare) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed || p.max == 0 {
+		return false
+	}
+	if len(p.idle) >= p.max {
+		p.idle[0].conn.Close()
+		p.idle = p.idle[1:]
+	}
+	s.idle = time.Now()
+	p.idle = append(p.idle, s)
+	return true
+}
+
+func (p *supervisorPool) len() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.idle)
+}
+
+// trim lets go the supervisors idle since before cutoff, keeping at least keep.
+func (p *supervisorPool) trim(keep int, cutoff time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for len(p.idle) > keep && p.idle[0].idle.Before(cutoff) {
+		p.idle[0].conn.Close()
+		p.idle = p.idle[1:]
+	}
+}
+
+// close lets every idle supervisor go and refuses new ones.
+func (p *supervisorPool) close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.closed = true
+	for _, s := range p.idle {
+		s.conn.Close()
+	}
+	p.idle = nil
+}
+
+// idleTrim is how long a supervisor beyond WarmSupervisors may stay idle.
+const idleTrim = time.Minute
+
+// keepSpares keeps WarmSupervisors idle supervisors ready until ctx ends,
+// trims the pool back to that many after a burst, then lets all go.
+func (w *Worker) keepSpares(ctx context.Context) {
+	defer w.pool.close()
 	backoff := 100 * time.Millisecond
+	trim := time.NewTicker(idleTrim / 2)
+	defer trim.Stop()
 	for {
-		if len(w.spares) < cap(w.spares) {
+		if w.pool.len() < w.cfg.WarmSupervisors {
 			s, err := w.spawnSpare()
 			if err == nil {
-				w.spares <- s
+				if !w.pool.put(s) {
+					s.conn.Close()
+					return
+				}
 				backoff = 100 * time.Millisecond
 				continue
 			}
@@ -162,19 +252,29 @@ func (w *Worker) keepSpares(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-w.spareTaken:
+		case <-w.pool.taken:
+		case <-trim.C:
+			w.pool.trim(w.cfg.WarmSupervisors, time.Now().Add(-idleTrim))
 		}
 	}
 }
 
 // startSupervisor starts the supervisor of the attempt in dir, handing it
-// the listening lease socket ln: through a spare if one is ready, else a
-// fresh `supervise --dir` process. exited closes when it exits.
-func (w *Worker) startSupervisor(dir string, ln *os.File) (exited <-chan struct{}, err error) {
-	if s := w.takeSpare(); s != nil {
+// the listening lease socket ln: an idle one from the pool if there is one,
+// else (when recycling) a new standby supervisor, else a one-shot
+// `supervise --dir` process. done closes when the attempt is over: the
+// supervisor said idle, or exited.
+func (w *Worker) startSupervisor(dir string, ln *os.File) (done <-chan struct{}, err error) {
+	s := w.pool.take()
+	if s == nil && w.cfg.MaxIdleSupervisors > 0 {
+		s, _ = w.spawnSpare() // on error: try the one-shot start below
+	}
+	if s != nil {
 		if err := s.handoff(dir, ln); err == nil {
 			w.sparesUsed.Add(1)
-			return s.exited, nil
+			ch := make(chan struct{})
+			go w.awaitIdle(s, ch)
+			return ch, nil
 		}
 		// It died between the check and the handoff: start one cold.
 	}
@@ -196,29 +296,21 @@ func (w *Worker) startSupervisor(dir string, ln *os.File) (exited <-chan struct{
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	done := make(chan struct{})
+	w.spawned.Add(1)
+	ch := make(chan struct{})
 	go func() { // reap it while we live; init does after we die
 		cmd.Wait()
-		close(done)
+		close(ch)
 	}()
-	return done, nil
+	return ch, nil
 }
 
-// awaitHandoff is the spare's side: it blocks on the control socket at fd
-// until the worker sends an attempt dir with its lease socket, or goes away
-// (ok false). It returns the dir and the lease socket's descriptor.
-func awaitHandoff(fd int) (dir string, lnFD int, ok bool) {
-	f := os.NewFile(uintptr(fd), "standby-control")
-	c, err := net.FileConn(f)
-	f.Close()
-	if err != nil {
-		return "", -1, false
-	}
-	defer c.Close()
-	uc, isUnix := c.(*net.UnixConn)
-	if !isUnix {
-		return "", -1, false
-	}
+// awaitHandoff is the standby supervisor's side: it blocks on the control
+// connection until the worker sends an attempt dir with its lease socket,
+// or goes away (ok false). It returns the dir and the lease socket's
+// descriptor, and has acknowledged both.
+func awaitHandoff(uc *net.UnixConn) (dir string, lnFD int, ok bool) {
+	uc.SetReadDeadline(time.Time{})
 	buf := make([]byte, 4096)
 	oob := make([]byte, unix.CmsgSpace(4))
 	n, oobn, _, _, err := uc.ReadMsgUnix(buf, oob)
@@ -231,12 +323,15 @@ func awaitHandoff(fd int) (dir string, lnFD int, ok bool) {
 	}
 	fds, err := unix.ParseUnixRights(&msgs[0])
 	if err != nil || len(fds) != 1 {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
 		return "", -1, false
 	}
 	// The acknowledgement comes before anything is done for the attempt:
-	// without it the worker starts the attempt cold (see handoff).
+	// without it the worker starts the attempt elsewhere (see handoff).
 	uc.SetWriteDeadline(time.Now().Add(writeTimeout))
-	if _, err := uc.Write([]byte{1}); err != nil {
+	if _, err := uc.Write([]byte{ctlAck}); err != nil {
 		unix.Close(fds[0])
 		return "", -1, false
 	}

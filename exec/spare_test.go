@@ -19,7 +19,7 @@ func TestSpareSupervisorRunsAttempt(t *testing.T) {
 	cfg := testConfig(t, dataDir(t))
 	cfg.WarmSupervisors = 1
 	h := startWorker(t, state, cfg)
-	waitFor(t, waitShort, "a spare", func() bool { return len(h.w.spares) == 1 })
+	waitFor(t, waitShort, "a spare", func() bool { return h.w.pool.len() == 1 })
 	state.assign("warm", fsm.JobSpec{Command: sh(`sleep 0.3; echo hi`)})
 	pid := 0
 	waitFor(t, waitShort, "supervisor pid", func() bool {
@@ -42,7 +42,7 @@ func TestSpareSupervisorRunsAttempt(t *testing.T) {
 	if log := readFile(t, filepath.Join(h.dir("warm"), SupervisorLog)); !strings.Contains(log, "attempt finished") {
 		t.Errorf("supervisor.log of the spare lacks its lines: %q", log)
 	}
-	waitFor(t, waitShort, "the spare replaced", func() bool { return len(h.w.spares) == 1 })
+	waitFor(t, waitShort, "a spare ready again", func() bool { return h.w.pool.len() >= 1 })
 }
 
 // TestSparesExitWithWorker: spares hold no job; when the worker stops they
@@ -52,13 +52,8 @@ func TestSparesExitWithWorker(t *testing.T) {
 	cfg := testConfig(t, dataDir(t))
 	cfg.WarmSupervisors = 2
 	h := startWorker(t, state, cfg)
-	waitFor(t, waitShort, "two spares", func() bool { return len(h.w.spares) == 2 })
-	var pids []int
-	for range 2 {
-		s := <-h.w.spares
-		pids = append(pids, s.pid)
-		h.w.spares <- s
-	}
+	waitFor(t, waitShort, "two spares", func() bool { return h.w.pool.len() == 2 })
+	pids := h.w.pool.pids()
 	h.stop()
 	for _, pid := range pids {
 		waitFor(t, waitShort, "spare "+strconv.Itoa(pid)+" to exit", func() bool { return !alive(pid) })
@@ -72,13 +67,13 @@ func TestDeadSpareFallsBackToColdStart(t *testing.T) {
 	cfg := testConfig(t, dataDir(t))
 	cfg.WarmSupervisors = 1
 	h := startWorker(t, state, cfg)
-	waitFor(t, waitShort, "a spare", func() bool { return len(h.w.spares) == 1 })
-	s := <-h.w.spares
+	waitFor(t, waitShort, "a spare", func() bool { return h.w.pool.len() == 1 })
+	s := h.w.pool.take()
 	if err := syscall.Kill(s.pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, waitShort, "the spare to die", func() bool { return !alive(s.pid) })
-	h.w.spares <- s
+	h.w.pool.put(s)
 	state.assign("after-dead-spare", fsm.JobSpec{Command: []string{"true"}})
 	if r := h.waitFinal(t, "after-dead-spare", waitLong); r.State != fsm.AttemptSucceeded {
 		t.Fatalf("attempt after a dead spare: %s %s", r.State, r.Reason)

@@ -43,6 +43,9 @@ type supervisor struct {
 	clock Clock
 	lease *Lease
 	lnFD  int // the pre-listened lease socket the agent passed
+	// dirty: something of the attempt may outlive it (its process group
+	// did not disappear); the process must not serve another attempt.
+	dirty bool
 
 	cancelCh chan string
 }
@@ -55,7 +58,7 @@ type supervisor struct {
 func SuperviseMain(args []string) int {
 	fs := flag.NewFlagSet("supervise", flag.ContinueOnError)
 	dir := fs.String("dir", "", "the attempt directory holding task.json")
-	standby := fs.Bool("standby", false, "wait on fd 3 for the worker to hand over an attempt")
+	standby := fs.Bool("standby", false, "wait on fd 3 for the worker to hand over attempts, one at a time")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -63,43 +66,44 @@ func SuperviseMain(args []string) int {
 	// timeout and the agent's cancel end a job. Caught, not ignored: an
 	// ignored disposition would be inherited by the job across exec.
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGHUP, syscall.SIGINT)
-	lnFD := listenerFD
 	if *standby {
-		d, fd, ok := awaitHandoff(listenerFD)
-		if !ok {
-			return 0 // the worker let this spare go
-		}
-		*dir, lnFD = d, fd
-		if logf, err := os.OpenFile(filepath.Join(d, SupervisorLog), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644); err == nil {
-			unix.Dup3(int(logf.Fd()), 1, 0)
-			unix.Dup3(int(logf.Fd()), 2, 0)
-			logf.Close()
-		}
+		return standbyMain()
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("component", "supervisor")
 	if *dir == "" {
-		log.Error("usage: foreman supervise --dir <attempt-dir>")
+		fmt.Fprintln(os.Stderr, "usage: foreman supervise --dir <attempt-dir> | --standby")
 		return 2
 	}
-	tf, err := ReadTaskFile(*dir)
+	code, _ := superviseDir(*dir, listenerFD)
+	return code
+}
+
+// superviseDir runs the attempt in dir to its end, serving the lease on the
+// listening socket lnFD. It returns the exit code SuperviseMain would, and
+// whether this process is fit to take another attempt (the job's process
+// group is gone).
+func superviseDir(dir string, lnFD int) (code int, reusable bool) {
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("component", "supervisor")
+	tf, err := ReadTaskFile(dir)
 	if err != nil {
-		log.Error("cannot supervise", "dir", *dir, "err", err)
-		return 1
+		log.Error("cannot supervise", "dir", dir, "err", err)
+		if lnFD >= 0 {
+			unix.Close(lnFD)
+		}
+		return 1, false
 	}
 	log = log.With("task", TaskID(tf.Attempt.JobID, tf.Attempt.Num))
-	s := &supervisor{dir: *dir, tf: tf, log: log, clock: SystemClock{}, lnFD: lnFD, cancelCh: make(chan string, 4)}
+	s := &supervisor{dir: dir, tf: tf, log: log, clock: SystemClock{}, lnFD: lnFD, cancelCh: make(chan string, 4)}
 	if err := s.run(); err != nil {
 		log.Error("supervisor failed", "err", err)
-		return 1
+		return 1, false
 	}
-	return 0
+	return 0, !s.dirty
 }
 
 // listen returns the socket the agent passed in, or makes one (a supervisor
 // started by hand, or by an agent that could not pre-listen).
 func (s *supervisor) listen() (net.Listener, error) {
-	f := os.NewFile(uintptr(s.lnFD), "lease.sock")
-	if f != nil {
+	if f := os.NewFile(uintptr(s.lnFD), "lease.sock"); f != nil {
 		ln, err := net.FileListener(f)
 		f.Close()
 		if err == nil {
@@ -169,9 +173,11 @@ func (s *supervisor) openOutput(name string, tailMax int) (*output, error) {
 // finish waits for the job's output to reach the files.
 func (o *output) finish() {
 	o.w.Close() // no-op if already closed
+	t := time.NewTimer(drainTimeout)
+	defer t.Stop()
 	select {
 	case <-o.done:
-	case <-time.After(drainTimeout):
+	case <-t.C:
 		o.r.SetReadDeadline(time.Now())
 		<-o.done
 	}
@@ -238,8 +244,21 @@ func (s *supervisor) execute(srv *controlServer) *Result {
 		killTimer   <-chan time.Time
 		timeoutC    <-chan time.Time
 	)
+	// Every timer is stopped on return: a recycled supervisor must not
+	// carry this attempt's timers into the next one.
 	leaseTimer := time.NewTimer(s.lease.Remaining())
 	defer leaseTimer.Stop()
+	var timers []*time.Timer
+	defer func() {
+		for _, t := range timers {
+			t.Stop()
+		}
+	}()
+	after := func(d time.Duration) <-chan time.Time {
+		t := time.NewTimer(d)
+		timers = append(timers, t)
+		return t.C
+	}
 
 	// kill starts the kill sequence; force skips the grace period.
 	kill := func(r string, force bool) {
@@ -260,7 +279,7 @@ func (s *supervisor) execute(srv *controlServer) *Result {
 		}
 		if killTimer == nil {
 			h.Signal(killSig)
-			killTimer = time.After(killTimeout)
+			killTimer = after(killTimeout)
 		}
 	}
 
@@ -292,11 +311,16 @@ func (s *supervisor) execute(srv *controlServer) *Result {
 				kill(r, r == fsm.ReasonFenced)
 			}
 			if t := s.tf.Spec.Timeout.D(); t > 0 {
-				timeoutC = time.After(t)
+				timeoutC = after(t)
 			}
 		case st := <-waitCh:
 			if err := h.Destroy(); err != nil {
 				s.log.Warn("destroy", "err", err)
+				s.dirty = true
+			}
+			if ph, ok := h.(*processHandle); ok && !waitGroupGone(ph.pgid) {
+				s.log.Warn("the job's process group outlived SIGKILL", "pgid", ph.pgid)
+				s.dirty = true
 			}
 			stdout.finish()
 			stderr.finish()

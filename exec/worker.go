@@ -35,10 +35,13 @@ type Worker struct {
 	// recheck asks Run to reconcile again: a queued start found the node
 	// out of sync and gave its attempt back.
 	recheck chan struct{}
-	// spares are standby supervisors (spare.go); spareTaken asks for a new one.
-	spares     chan *spare
-	spareTaken chan struct{}
+	// pool holds idle standby supervisors (spare.go). sparesUsed counts
+	// handoffs, recycled the attempts after which a supervisor said idle,
+	// spawned the supervisor processes started.
+	pool       *supervisorPool
 	sparesUsed atomic.Int64
+	recycled   atomic.Int64
+	spawned    atomic.Int64
 }
 
 // NewWorker checks cfg and returns a worker; call Run to start it.
@@ -68,8 +71,7 @@ func NewWorker(cfg WorkerConfig, deps WorkerDeps) (*Worker, error) {
 		orphans:     map[string]bool{},
 		starts:      newStartQueue(cfg.MaxConcurrentStarts),
 		recheck:     make(chan struct{}, 1),
-		spares:      make(chan *spare, cfg.WarmSupervisors),
-		spareTaken:  make(chan struct{}, 1),
+		pool:        newSupervisorPool(max(cfg.WarmSupervisors, cfg.MaxIdleSupervisors)),
 	}, nil
 }
 
@@ -89,7 +91,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.ctx = ctx
 	w.mu.Unlock()
 	w.adopt(ctx)
-	if cap(w.spares) > 0 {
+	if w.pool.max > 0 {
 		w.wg.Add(1)
 		go func() {
 			defer w.wg.Done()

@@ -224,7 +224,7 @@ func (r *attemptRun) start(a Assignment) (*leaseClient, error) {
 		return nil, fmt.Errorf("lease socket: %w", err)
 	}
 	defer lnFile.Close()
-	exited, err := w.startSupervisor(r.dir, lnFile)
+	attemptOver, err := w.startSupervisor(r.dir, lnFile)
 	if err != nil {
 		return nil, err
 	}
@@ -235,9 +235,9 @@ func (r *attemptRun) start(a Assignment) (*leaseClient, error) {
 	if err != nil {
 		// The supervisor closes and removes its socket only after it has
 		// written result.json, so a short job can be over before we dial.
-		// Wait for it to exit (without renewals it ends by its lease at the
-		// latest) and let the caller collect the real result.
-		<-exited
+		// Wait for the attempt to be over (without renewals it ends by its
+		// lease at the latest) and let the caller collect the real result.
+		<-attemptOver
 		return nil, fmt.Errorf("%w: %v", errSupervisorExited, err)
 	}
 	return lc, nil

@@ -104,8 +104,13 @@ type WorkerConfig struct {
 	// leader (exec/DESIGN.md).
 	MaxConcurrentStarts int
 	// WarmSupervisors is how many spare supervisors wait, already started,
-	// for the next attempts (spare.go); 0 starts every supervisor cold.
+	// for the next attempts (spare.go); 0 starts none ahead of time.
 	WarmSupervisors int
+	// MaxIdleSupervisors bounds the supervisors kept idle between attempts
+	// for reuse (recycle.go): a supervisor whose attempt is over goes back
+	// to the pool unless it holds this many; 0 = no reuse, every attempt
+	// gets a process of its own. Must be 0 or >= WarmSupervisors.
+	MaxIdleSupervisors int
 }
 
 // DefaultWorkerConfig returns the defaults; Node and DataDir must be set.
@@ -122,6 +127,7 @@ func DefaultWorkerConfig() WorkerConfig {
 
 		MaxConcurrentStarts: 8 * runtime.NumCPU(),
 		WarmSupervisors:     2,
+		MaxIdleSupervisors:  8 * runtime.NumCPU(),
 	}
 }
 
@@ -151,6 +157,8 @@ func (c *WorkerConfig) Validate() error {
 		return fmt.Errorf("%w: MaxConcurrentStarts %d must be >= 1", ErrInvalidConfig, c.MaxConcurrentStarts)
 	case c.WarmSupervisors < 0:
 		return fmt.Errorf("%w: WarmSupervisors %d must be >= 0", ErrInvalidConfig, c.WarmSupervisors)
+	case c.MaxIdleSupervisors < 0 || (c.MaxIdleSupervisors > 0 && c.MaxIdleSupervisors < c.WarmSupervisors):
+		return fmt.Errorf("%w: MaxIdleSupervisors %d must be 0 (no reuse) or >= WarmSupervisors (%d)", ErrInvalidConfig, c.MaxIdleSupervisors, c.WarmSupervisors)
 	}
 	return nil
 }

@@ -477,7 +477,7 @@ rm -f "$dir/lease.sock"
 		t.Fatal(err)
 	}
 	cfg.SupervisorPath = script
-	cfg.WarmSupervisors = 0 // the script is no spare
+	cfg.WarmSupervisors, cfg.MaxIdleSupervisors = 0, 0 // the script is no standby supervisor
 	// Connect only once the supervisor is gone, as a slow agent would.
 	afterSupervisorStart = func(dir string) {
 		waitFor(t, waitShort, "supervisor to finish", func() bool {

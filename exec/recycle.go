@@ -1,0 +1,256 @@
+package exec
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Recycled supervisors, the supervisor's side. A standby supervisor
+// (`supervise --standby`, spawned by the worker; spare.go) serves attempts
+// one after another over its control socketpair (fd 3):
+//
+//	worker → supervisor  the attempt dir, with its pre-listened lease socket (SCM_RIGHTS)
+//	supervisor → worker  ctlAck   it took the attempt (sent before it acts)
+//	supervisor → worker  ctlIdle  the attempt is over; it waits for the next one
+//
+// "Over" means: the job's process group is gone and reaped, the output is
+// drained and the log files closed, result.json is written and synced, the
+// lease socket is closed and removed, and every goroutine of the attempt has
+// returned. The worker collects the result from the directory as it always
+// did; the supervisor never touches the directory again. Before saying idle
+// the supervisor compares its process state (open descriptors, children,
+// goroutines, cwd, environment, umask, signal dispositions, credentials,
+// rlimits) with the state it had before its first attempt; any difference
+// and it exits instead, so a leak costs a process start, never an attempt's
+// isolation. A supervisor whose worker went away (EOF, or EPIPE on the idle
+// message) exits; one that was mid-attempt when its agent died finishes the
+// attempt under a re-adopting agent first, then exits.
+const (
+	ctlAck  byte = 1
+	ctlIdle byte = 2
+)
+
+// groupGoneTimeout bounds the wait for the last members of a killed job's
+// process group to disappear before the supervisor may take another attempt.
+const groupGoneTimeout = 2 * time.Second
+
+// standbyMain is the recycling supervisor's life: wait for an attempt, run
+// it, clean up, say idle, repeat; exit when the worker goes away or the
+// process is not as clean as it was.
+func standbyMain() int {
+	ctl, err := openControl(listenerFD)
+	if err != nil {
+		return 0
+	}
+	defer ctl.Close()
+	base, err := snapshotProcess()
+	if err != nil {
+		return 0 // cannot prove cleanliness: serve nothing rather than risk a leak
+	}
+	for served := 0; ; served++ {
+		dir, lnFD, ok := awaitHandoff(ctl)
+		if !ok {
+			return 0 // the worker let this supervisor go
+		}
+		redirectOutput(filepath.Join(dir, SupervisorLog))
+		code, reusable := superviseDir(dir, lnFD)
+		redirectOutput(os.DevNull)
+		if code != 0 || !reusable {
+			return code
+		}
+		if diff := waitClean(base); diff != "" {
+			appendLine(filepath.Join(dir, SupervisorLog),
+				"supervisor not recycled after attempt "+fmt.Sprint(served+1)+": "+diff)
+			return 0
+		}
+		ctl.SetWriteDeadline(time.Now().Add(writeTimeout))
+		if _, err := ctl.Write([]byte{ctlIdle}); err != nil {
+			return 0 // the worker that handed us this attempt is gone
+		}
+	}
+}
+
+// openControl turns fd into the control connection.
+func openControl(fd int) (*net.UnixConn, error) {
+	f := os.NewFile(uintptr(fd), "standby-control")
+	c, err := net.FileConn(f)
+	f.Close()
+	if err != nil {
+		return nil, err
+	}
+	uc, ok := c.(*net.UnixConn)
+	if !ok {
+		c.Close()
+		return nil, errors.New("standby control: not a unix socket")
+	}
+	return uc, nil
+}
+
+// redirectOutput points stdout and stderr (the supervisor's own log) at path.
+func redirectOutput(path string) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		f, err = os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+		if err != nil {
+			return
+		}
+	}
+	unix.Dup3(int(f.Fd()), 1, 0)
+	unix.Dup3(int(f.Fd()), 2, 0)
+	f.Close()
+}
+
+func appendLine(path, line string) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		return
+	}
+	fmt.Fprintln(f, line)
+	f.Close()
+}
+
+// processState is what an attempt could leave behind in the supervisor.
+type processState struct {
+	fds        map[int]string // fd → readlink target
+	children   []string
+	goroutines int
+	cwd        string
+	env        []string
+	status     []string // Umask, Sig*, NoNewPrivs, Seccomp, Cap*, Uid, Gid, Groups
+	limits     string
+}
+
+var statusKeys = []string{"Umask", "SigBlk", "SigIgn", "SigCgt", "NoNewPrivs", "Seccomp",
+	"CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb", "Uid", "Gid", "Groups"}
+
+func snapshotProcess() (*processState, error) {
+	p := &processState{fds: map[int]string{}, goroutines: runtime.NumGoroutine(), env: os.Environ()}
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range ents {
+		var fd int
+		if _, err := fmt.Sscan(e.Name(), &fd); err != nil {
+			continue
+		}
+		target, err := os.Readlink("/proc/self/fd/" + e.Name())
+		if err != nil {
+			continue // the directory's own descriptor, closed by now
+		}
+		p.fds[fd] = target
+	}
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range tasks {
+		b, err := os.ReadFile("/proc/self/task/" + t.Name() + "/children")
+		if err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				continue // the thread exited meanwhile
+			}
+			return nil, err
+		}
+		p.children = append(p.children, strings.Fields(string(b))...)
+	}
+	slices.Sort(p.children)
+	if p.cwd, err = os.Getwd(); err != nil {
+		return nil, err
+	}
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return nil, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		k, _, _ := strings.Cut(line, ":")
+		if slices.Contains(statusKeys, k) {
+			p.status = append(p.status, line)
+		}
+	}
+	l, err := os.ReadFile("/proc/self/limits")
+	if err != nil {
+		return nil, err
+	}
+	p.limits = string(l)
+	return p, nil
+}
+
+// diff says how p differs from base ("" = as clean as base). Goroutines
+// may only be fewer (the runtime's own come and go).
+func (p *processState) diff(base *processState) string {
+	var out []string
+	for fd, t := range p.fds {
+		if base.fds[fd] != t {
+			out = append(out, fmt.Sprintf("fd %d open (%s)", fd, t))
+		}
+	}
+	for fd, t := range base.fds {
+		if _, ok := p.fds[fd]; !ok {
+			out = append(out, fmt.Sprintf("fd %d (%s) closed", fd, t))
+		}
+	}
+	if len(p.children) > 0 {
+		out = append(out, "children "+strings.Join(p.children, ","))
+	}
+	if p.goroutines > base.goroutines {
+		out = append(out, fmt.Sprintf("%d goroutines, %d before", p.goroutines, base.goroutines))
+	}
+	if p.cwd != base.cwd {
+		out = append(out, "cwd "+p.cwd)
+	}
+	if !slices.Equal(p.env, base.env) {
+		out = append(out, "environment changed")
+	}
+	if !slices.Equal(p.status, base.status) {
+		out = append(out, "status changed: "+strings.Join(p.status, "; "))
+	}
+	if p.limits != base.limits {
+		out = append(out, "rlimits changed")
+	}
+	slices.Sort(out)
+	return strings.Join(out, "; ")
+}
+
+// waitClean waits (briefly: goroutines of closed connections return
+// asynchronously) until the process is as clean as base, and returns the
+// difference that remains.
+func waitClean(base *processState) string {
+	deadline := time.Now().Add(time.Second)
+	for delay := 100 * time.Microsecond; ; delay = min(2*delay, 20*time.Millisecond) {
+		p, err := snapshotProcess()
+		if err != nil {
+			return "snapshot: " + err.Error()
+		}
+		d := p.diff(base)
+		if d == "" || time.Now().After(deadline) {
+			return d
+		}
+		time.Sleep(delay)
+	}
+}
+
+// waitGroupGone waits until process group pgid has no member left (the
+// attempt's job and whatever it started in its group were SIGKILLed).
+func waitGroupGone(pgid int) bool {
+	deadline := time.Now().Add(groupGoneTimeout)
+	for delay := 100 * time.Microsecond; ; delay = min(2*delay, 20*time.Millisecond) {
+		if err := syscall.Kill(-pgid, 0); errors.Is(err, syscall.ESRCH) {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(delay)
+	}
+}
