@@ -83,9 +83,11 @@ func (r *Result) Report(tf *TaskFile) fsm.ReportAttempt {
 	}
 }
 
-// writeJSONAtomic replaces path with v's JSON so readers never see half a file.
+// writeJSONAtomic replaces path with v's JSON so readers never see half a
+// file. Compact, not indented: two files per attempt on the start path
+// (indenting was a tenth of the agent's CPU per no-op attempt).
 func writeJSONAtomic(path string, v any, sync bool) error {
-	b, err := json.MarshalIndent(v, "", "  ")
+	b, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
