@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -91,4 +92,51 @@ func reportPercentiles(b *testing.B, lat []time.Duration) {
 	ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
 	b.ReportMetric(ms(lat[len(lat)/2]), "p50-ms")
 	b.ReportMetric(ms(lat[len(lat)*95/100]), "p95-ms")
+}
+
+// BenchmarkRecycledAttempts runs no-op attempts one after another through
+// one recycled supervisor and reports the CPU each costs: in the worker
+// (this process), in the supervisor, and in the job (`true`), read from
+// /proc (utime+stime; the job's is the supervisor's reaped children).
+func BenchmarkRecycledAttempts(b *testing.B) {
+	state := newFakeState()
+	cfg := testConfig(b, dataDir(b))
+	cfg.WarmSupervisors, cfg.MaxIdleSupervisors = 0, 1
+	h := startWorker(b, state, cfg)
+	run := func(job string) {
+		state.assign(job, fsm.JobSpec{Command: []string{"true"}})
+		h.waitFinal(b, job, waitLong)
+		waitFor(b, waitShort, "the supervisor idle", func() bool { return h.w.pool.len() == 1 })
+	}
+	run("warmup")
+	pid := supervisorPID(b, h.dir("warmup"))
+	self0, sup0, jobs0 := cpuOf(b, os.Getpid()), cpuOf(b, pid), childCPUOf(b, pid)
+	t0 := time.Now()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		run(fmt.Sprintf("bench-%d", i))
+	}
+	b.StopTimer()
+	elapsed := time.Since(t0)
+	if p := supervisorPID(b, h.dir(fmt.Sprintf("bench-%d", b.N-1))); p != pid {
+		b.Fatalf("the last attempt ran under %d, not the recycled %d", p, pid)
+	}
+	n := float64(b.N)
+	b.ReportMetric(float64(cpuOf(b, os.Getpid())-self0)/1e6/n, "worker-cpu-ms/op")
+	b.ReportMetric(float64(cpuOf(b, pid)-sup0)/1e6/n, "supervisor-cpu-ms/op")
+	b.ReportMetric(float64(childCPUOf(b, pid)-jobs0)/1e6/n, "job-cpu-ms/op")
+	b.ReportMetric(n/elapsed.Seconds(), "attempts/s")
+}
+
+// cpuOf and childCPUOf read utime+stime and cutime+cstime of pid, in ns.
+func cpuOf(b testing.TB, pid int) int64      { return procTimes(b, pid, 11) }
+func childCPUOf(b testing.TB, pid int) int64 { return procTimes(b, pid, 13) }
+
+func procTimes(b testing.TB, pid, field int) int64 {
+	s := readFile(b, fmt.Sprintf("/proc/%d/stat", pid))
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	var u, k int64
+	fmt.Sscan(f[field], &u)
+	fmt.Sscan(f[field+1], &k)
+	return (u + k) * int64(time.Second) / 100 // USER_HZ
 }

@@ -40,6 +40,9 @@ type controlServer struct {
 	conns  map[net.Conn]struct{}
 	events []string
 	closed bool
+	// running counts serve and read goroutines; close waits for them, so a
+	// recycled supervisor starts its next attempt without any of these.
+	running sync.WaitGroup
 }
 
 func newControlServer(ln net.Listener, onRenew func(), onCancel func(string)) *controlServer {
@@ -62,12 +65,14 @@ func (s *controlServer) serve() {
 		for _, ev := range s.events {
 			writeLine(c, ev)
 		}
+		s.running.Add(1)
 		s.mu.Unlock()
 		go s.read(c)
 	}
 }
 
 func (s *controlServer) read(c net.Conn) {
+	defer s.running.Done()
 	defer func() {
 		s.mu.Lock()
 		delete(s.conns, c)
@@ -105,6 +110,10 @@ func (s *controlServer) close() {
 	s.mu.Unlock()
 	s.ln.Close()
 }
+
+// wait returns once serve (started before close) and every connection's
+// reader have returned.
+func (s *controlServer) wait() { s.running.Wait() }
 
 func writeLine(c net.Conn, line string) error {
 	c.SetWriteDeadline(time.Now().Add(writeTimeout))

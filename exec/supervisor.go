@@ -130,9 +130,14 @@ func (s *supervisor) run() error {
 		default: // a kill is already under way
 		}
 	})
-	go srv.serve()
+	srv.running.Add(1) // before close can run
+	go func() {
+		defer srv.running.Done()
+		srv.serve()
+	}()
 	defer func() {
 		srv.close()
+		srv.wait()
 		os.Remove(filepath.Join(s.dir, LeaseSockName))
 	}()
 
