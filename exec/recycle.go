@@ -76,7 +76,9 @@ func standbyMain() int {
 		}
 		ctl.SetWriteDeadline(time.Now().Add(writeTimeout))
 		if _, err := ctl.Write([]byte{ctlIdle}); err != nil {
-			return 0 // the worker that handed us this attempt is gone
+			// The worker that handed us this attempt is gone.
+			appendLine(filepath.Join(dir, SupervisorLog), "supervisor exits after its attempt: worker gone ("+err.Error()+")")
+			return 0
 		}
 	}
 }

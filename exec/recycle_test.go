@@ -106,6 +106,9 @@ func TestRecycledSupervisorServesConsecutiveAttempts(t *testing.T) {
 	}
 	waitFor(t, waitShort, "the supervisor back in the pool again", func() bool {
 		pids := h.w.pool.pids()
+		if !alive(pid1) {
+			t.Fatalf("the supervisor exited after the second attempt; its log:\n%s", readFile(t, filepath.Join(h.dir("second"), SupervisorLog)))
+		}
 		return len(pids) == 1 && pids[0] == pid1
 	})
 	if after := fdTargets(t, pid1); strings.Join(after, " ") != strings.Join(idleFDs, " ") {
@@ -216,7 +219,10 @@ func TestRecycledSupervisorAcrossAgentRestart(t *testing.T) {
 	state.assign("warmup", fsm.JobSpec{Command: []string{"true"}})
 	h1.waitFinal(t, "warmup", waitLong)
 	pid1 := supervisorPID(t, h1.dir("warmup"))
-	waitFor(t, waitShort, "the supervisor back in the pool", func() bool { return len(h1.w.pool.pids()) == 1 })
+	waitFor(t, waitShort, "the supervisor back in the pool", func() bool {
+		pids := h1.w.pool.pids()
+		return len(pids) == 1 && pids[0] == pid1
+	})
 	state.assign("busy", fsm.JobSpec{Command: sh("while [ ! -f go ]; do sleep 0.05; done; echo done")})
 	waitFor(t, waitShort, "running", func() bool { return state.running("busy") })
 	if pid := supervisorPID(t, h1.dir("busy")); pid != pid1 {

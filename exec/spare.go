@@ -134,7 +134,7 @@ func (w *Worker) awaitIdle(s *spare, done chan struct{}) {
 		return
 	}
 	w.recycled.Add(1)
-	if !w.pool.put(s) {
+	if !w.pool.put(s, true) {
 		s.conn.Close()
 	}
 }
@@ -175,12 +175,13 @@ func (p *supervisorPool) take() *spare {
 	return nil
 }
 
-// put adds an idle supervisor; when the pool is full the one idle longest
-// is let go. False (the caller lets s go) when the pool is closed.
-func (p *supervisorPool) put(s *spare) bool {
+// put adds an idle supervisor. When the pool is full, a recycled one
+// replaces the one idle longest, a new one (evict false) is refused. False:
+// the caller lets s go.
+func (p *supervisorPool) put(s *spare, evict bool) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.closed || p.max == 0 {
+	if p.closed || p.max == 0 || (!evict && len(p.idle) >= p.max) {
 		return false
 	}
 	if len(p.idle) >= p.max {
@@ -229,13 +230,12 @@ func (w *Worker) keepSpares(ctx context.Context) {
 	backoff := 100 * time.Millisecond
 	trim := time.NewTicker(idleTrim / 2)
 	defer trim.Stop()
-	for {
+	for ctx.Err() == nil {
 		if w.pool.len() < w.cfg.WarmSupervisors {
 			s, err := w.spawnSpare()
 			if err == nil {
-				if !w.pool.put(s) {
-					s.conn.Close()
-					return
+				if !w.pool.put(s, false) {
+					s.conn.Close() // filled by recycled ones meanwhile
 				}
 				backoff = 100 * time.Millisecond
 				continue

@@ -73,7 +73,7 @@ func TestDeadSpareFallsBackToColdStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, waitShort, "the spare to die", func() bool { return !alive(s.pid) })
-	h.w.pool.put(s)
+	h.w.pool.put(s, false)
 	state.assign("after-dead-spare", fsm.JobSpec{Command: []string{"true"}})
 	if r := h.waitFinal(t, "after-dead-spare", waitLong); r.State != fsm.AttemptSucceeded {
 		t.Fatalf("attempt after a dead spare: %s %s", r.State, r.Reason)

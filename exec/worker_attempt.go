@@ -202,19 +202,26 @@ func (w *Worker) adoptDir(ctx context.Context, id, dir string) (live bool) {
 // runs, the worker can connect at once.
 func (r *attemptRun) start(a Assignment) (*leaseClient, error) {
 	w := r.w
-	if err := os.MkdirAll(filepath.Join(r.dir, WorkDirName), 0o755); err != nil {
-		return nil, err
-	}
-	os.Chmod(r.dir, 0o700)
 	driver := a.Spec.Driver
 	if driver == "" {
 		driver = w.cfg.DefaultDriver
 	}
+	// Set first: a failed start is reported from it.
 	r.tf = &TaskFile{
 		Version: TaskFileVersion, Node: w.cfg.Node, Attempt: a.Attempt, Spec: a.Spec,
 		Driver: driver, Env: jobEnv(a, w.cfg.Node),
 		Lease: fsm.Duration(w.cfg.LeaseDuration), LogMaxBytes: w.cfg.LogMaxBytes,
 		ImageCache: w.cfg.ImageCache, CreatedAt: time.Now().UTC(),
+	}
+	// Two mkdirs, not MkdirAll + chmod: this is on every attempt's path.
+	// The dir may exist (a start that failed before task.json was written);
+	// any other failure shows in the second mkdir.
+	if err := os.Mkdir(r.dir, 0o700); errors.Is(err, os.ErrNotExist) {
+		os.MkdirAll(w.attemptsDir, 0o700)
+		os.Mkdir(r.dir, 0o700)
+	}
+	if err := os.Mkdir(filepath.Join(r.dir, WorkDirName), 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		return nil, err
 	}
 	if err := writeJSONAtomic(filepath.Join(r.dir, TaskFileName), r.tf, false); err != nil {
 		return nil, fmt.Errorf("write task file: %w", err)
