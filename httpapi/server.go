@@ -38,6 +38,7 @@ type server struct {
 	log       *slog.Logger
 	transport *http.Transport
 	mux       *http.ServeMux
+	submits   *groupCommit
 }
 
 // New returns the /v1/ API handler. It panics when cfg does not validate or
@@ -75,6 +76,7 @@ func New(cfg Config, deps Deps) http.Handler {
 		MaxIdleConnsPerHost: 16,
 		IdleConnTimeout:     90 * time.Second,
 	}
+	s.submits = &groupCommit{s: s}
 	s.routes()
 	return s
 }

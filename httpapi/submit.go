@@ -14,7 +14,8 @@ import (
 
 // submitJobs handles POST /v1/jobs on the leader: one spec, or
 // {"jobs":[...]}. Every job is validated before anything is applied, and a
-// batch is one raft entry, so a batch lands whole or not at all.
+// batch is one member of one raft entry, so a batch lands whole or not at
+// all. Concurrent submits share entries (groupcommit.go).
 func (s *server) submitJobs(w http.ResponseWriter, r *http.Request) {
 	body, err := s.readBody(w, r)
 	if err != nil {
@@ -26,25 +27,14 @@ func (s *server) submitJobs(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	if err := s.checkPlaceable(jobs, batch); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	for i := range jobs {
-		jobs[i].ID = s.ids.NewID()
-	}
-	res, err := s.apply(r.Context(), fsm.CmdSubmitJobs, fsm.SubmitJobs{Jobs: jobs})
+	res, err := s.submits.submit(r.Context(), jobs, batch)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	if len(res.Jobs) != len(jobs) {
-		s.writeError(w, r, fmt.Errorf("submit: %d jobs applied as %d results", len(jobs), len(res.Jobs)))
-		return
-	}
-	out := make([]SubmitResponse, len(res.Jobs))
+	out := make([]SubmitResponse, len(res))
 	created := false
-	for i, j := range res.Jobs {
+	for i, j := range res {
 		out[i] = SubmitResponse{ID: j.ID, Duplicate: j.Duplicate}
 		created = created || !j.Duplicate
 	}
@@ -204,38 +194,50 @@ func (s *server) parseBatch(body []byte, headerKey string) ([]fsm.NewJob, bool, 
 	return out, true, nil
 }
 
-// checkPlaceable refuses jobs that ask for more than the largest node has
-// (unless allow_unplaceable): such a job would sit queued forever. With no
-// nodes registered yet there is nothing to compare with, so all pass.
-func (s *server) checkPlaceable(jobs []fsm.NewJob, batch bool) error {
+// capacityLimits are the largest capacities among the nodes, against which
+// a submit's jobs are checked (see check).
+type capacityLimits struct {
+	cpu, mem *fsm.Node            // largest CPU / memory; nil: no nodes yet
+	named    map[string]*fsm.Node // largest of each named resource
+}
+
+// capacityLimits reads the nodes' capacities from the local state.
+func (s *server) capacityLimits() (*capacityLimits, error) {
 	var nodes []fsm.Node
 	if err := s.state.View(func(tx *fsm.Tx) error {
 		var err error
 		nodes, err = tx.Nodes()
 		return err
 	}); err != nil {
-		return err
+		return nil, err
 	}
-	var biggestCPU, biggestMem *fsm.Node
-	named := map[string]*fsm.Node{}
+	l := &capacityLimits{named: map[string]*fsm.Node{}}
 	for i := range nodes {
 		n := &nodes[i]
 		if n.Gossip == fsm.NodeLeft {
 			continue
 		}
-		if biggestCPU == nil || n.Capacity.CPU > biggestCPU.Capacity.CPU {
-			biggestCPU = n
+		if l.cpu == nil || n.Capacity.CPU > l.cpu.Capacity.CPU {
+			l.cpu = n
 		}
-		if biggestMem == nil || n.Capacity.MemoryMB > biggestMem.Capacity.MemoryMB {
-			biggestMem = n
+		if l.mem == nil || n.Capacity.MemoryMB > l.mem.Capacity.MemoryMB {
+			l.mem = n
 		}
 		for k, v := range n.Capacity.Named {
-			if b := named[k]; b == nil || v > b.Capacity.Named[k] {
-				named[k] = n
+			if b := l.named[k]; b == nil || v > b.Capacity.Named[k] {
+				l.named[k] = n
 			}
 		}
 	}
-	if biggestCPU == nil {
+	return l, nil
+}
+
+// check refuses jobs that ask for more than the largest node has (unless
+// allow_unplaceable): such a job would sit queued forever. With no nodes
+// registered yet there is nothing to compare with, so all pass. batch
+// says whether to name fields jobs[i].x.
+func (l *capacityLimits) check(jobs []fsm.NewJob, batch bool) error {
+	if l.cpu == nil {
 		return nil
 	}
 	const hint = "; set allow_unplaceable to queue it anyway"
@@ -250,19 +252,19 @@ func (s *server) checkPlaceable(jobs []fsm.NewJob, batch bool) error {
 			return f
 		}
 		res := j.Spec.Resources
-		if res.CPU > biggestCPU.Capacity.CPU {
+		if res.CPU > l.cpu.Capacity.CPU {
 			return invalid(field("resources.cpu"), "%sm is more than any node has (largest: %s with %sm)%s",
-				fmt.Sprint(res.CPU), biggestCPU.Name, fmt.Sprint(biggestCPU.Capacity.CPU), hint)
+				fmt.Sprint(res.CPU), l.cpu.Name, fmt.Sprint(l.cpu.Capacity.CPU), hint)
 		}
-		if res.MemoryMB > biggestMem.Capacity.MemoryMB {
+		if res.MemoryMB > l.mem.Capacity.MemoryMB {
 			return invalid(field("resources.memory"), "%s is more than any node has (largest: %s with %s)%s",
-				FormatMemory(res.MemoryMB), biggestMem.Name, FormatMemory(biggestMem.Capacity.MemoryMB), hint)
+				FormatMemory(res.MemoryMB), l.mem.Name, FormatMemory(l.mem.Capacity.MemoryMB), hint)
 		}
 		for k, v := range res.Named {
 			if v == 0 {
 				continue
 			}
-			b := named[k]
+			b := l.named[k]
 			if b == nil {
 				return invalid(field("resources.named."+k), "no node has %q%s", k, hint)
 			}
