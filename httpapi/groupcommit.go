@@ -35,35 +35,45 @@ type groupCommit struct {
 
 // pendingSubmit is one request's submit waiting for its group.
 type pendingSubmit struct {
-	jobs  []fsm.NewJob
-	batch bool // the body was {"jobs": [...]} (field names in errors)
+	jobs      []fsm.NewJob
+	batch     bool // the body was {"jobs": [...]} (field names in errors)
+	forwarded bool // a follower forwarded it here: never forward it again
 
 	done chan struct{} // closed when res/err are set
 	res  []fsm.SubmitResult
 	err  error
+	node string // the leader that answered, when this node forwarded it
 }
 
 // submit commits jobs (one request's, all or nothing) in some group and
-// returns one result per job, in order. The jobs get their IDs here.
-func (g *groupCommit) submit(ctx context.Context, jobs []fsm.NewJob, batch bool) ([]fsm.SubmitResult, error) {
+// returns one result per job, in order, and the node that committed them
+// (empty: this one). The jobs get their IDs in the group.
+func (g *groupCommit) submit(ctx context.Context, jobs []fsm.NewJob, batch bool) ([]fsm.SubmitResult, string, error) {
 	p := &pendingSubmit{jobs: jobs, batch: batch, done: make(chan struct{})}
+	g.enqueue(p)
+	select {
+	case <-p.done:
+		return p.res, p.node, p.err
+	case <-ctx.Done():
+		// The client is gone; the group goes on and may commit its jobs.
+		return nil, "", ctx.Err()
+	}
+}
+
+// enqueue queues submits for the next group; each one's done is closed
+// once it has its outcome.
+func (g *groupCommit) enqueue(ps ...*pendingSubmit) {
 	g.mu.Lock()
-	g.queue = append(g.queue, p)
+	g.queue = append(g.queue, ps...)
 	if g.running < g.s.cfg.SubmitGroupInflight {
 		g.running++
 		go g.run()
 	}
 	g.mu.Unlock()
-	select {
-	case <-p.done:
-		return p.res, p.err
-	case <-ctx.Done():
-		// The client is gone; the group goes on and may commit its jobs.
-		return nil, ctx.Err()
-	}
 }
 
-// run applies groups until the queue is empty.
+// run commits groups until the queue is empty: through raft on the
+// leader, forwarded to the leader on a follower.
 func (g *groupCommit) run() {
 	for {
 		g.mu.Lock()
@@ -74,7 +84,11 @@ func (g *groupCommit) run() {
 			return
 		}
 		g.mu.Unlock()
-		g.apply(group)
+		if g.s.cluster.IsLeader() {
+			g.apply(group)
+		} else {
+			g.forward(group)
+		}
 	}
 }
 

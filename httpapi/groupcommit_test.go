@@ -127,12 +127,18 @@ func TestGroupCommit(t *testing.T) {
 			t.Fatalf("submit %d got job %+v", i, j)
 		}
 	}
-	k1, k2 := single(2, http.StatusCreated), single(3, http.StatusOK)
+	// The two requests with one key queued in either order: the first
+	// creates the job, the other gets it as a duplicate.
+	c, d := 2, 3
+	if out[2].code == http.StatusOK {
+		c, d = 3, 2
+	}
+	k1, k2 := single(c, http.StatusCreated), single(d, http.StatusOK)
 	if k1.Duplicate || !k2.Duplicate || k1.ID != k2.ID || ids[k1.ID] {
 		t.Fatalf("same idempotency key in one entry: %+v and %+v, want one job for both", k1, k2)
 	}
-	if j := a.job(k1.ID); j.Spec.Name != "keyed" {
-		t.Fatalf("keyed job: %+v", j)
+	if j := a.job(k1.ID); j.Spec.Name != map[int]string{2: "keyed", 3: "keyed-again"}[c] {
+		t.Fatalf("keyed job: %+v, want the one of submit %d", j, c)
 	}
 	for i, field := range map[int]string{4: "resources.cpu", 5: "jobs[1].resources.memory"} {
 		if out[i].code != http.StatusBadRequest || !strings.Contains(errorOf(t, out[i].body).Error, field) {
@@ -167,5 +173,73 @@ func TestGroupCommitIdleSubmitsGoAlone(t *testing.T) {
 		if c != fsm.CmdSubmitJobs {
 			t.Fatalf("entries %v, want only submit_jobs", a.cluster.commands)
 		}
+	}
+}
+
+// TestFollowerGroupsSubmits: submits that reach a follower go to the leader
+// in groups (one request, one raft entry for all that queued), each with
+// its own answer, including the leader's refusal of one of them.
+func TestFollowerGroupsSubmits(t *testing.T) {
+	inflight1 := func(c *Config) { c.SubmitGroupInflight = 1 }
+	leader := newTestAPI(t, inflight1)
+	leader.addNode("n1", "127.0.0.1:1", 2000, 4096)
+	follower := newTestAPIOn(t, openFSM(t), "n2", false, inflight1)
+	follower.cluster.leaderName = leader.cluster.name
+	follower.cluster.leaderAddr = strings.TrimPrefix(leader.srv.URL, "http://")
+	url := follower.srv.URL + "/v1/jobs"
+
+	gate := make(chan struct{})
+	leader.cluster.mu.Lock()
+	leader.cluster.applyGate = gate
+	before := len(leader.cluster.commands)
+	leader.cluster.mu.Unlock()
+	first := make(chan reply, 1)
+	go func() { first <- post(url, `{"command":"true"}`) }()
+	waitFor(t, "the first forwarded submit to reach Apply", func() bool {
+		leader.cluster.mu.Lock()
+		defer leader.cluster.mu.Unlock()
+		return leader.cluster.gated == 1
+	})
+
+	bodies := []string{
+		`{"command":"true","name":"a"}`,
+		`{"command":"true","name":"b"}`,
+		`{"command":"true","resources":{"cpu":64000}}`, // refused by the leader
+		`{"command":"true","name":"c"}`,
+	}
+	out := make([]reply, len(bodies))
+	var wg sync.WaitGroup
+	for i, b := range bodies {
+		wg.Add(1)
+		go func() { defer wg.Done(); out[i] = post(url, b) }()
+	}
+	fsrv := follower.srv.Config.Handler.(*server)
+	waitFor(t, "the submits to queue on the follower", func() bool { return fsrv.submits.queued() == len(bodies) })
+	close(gate)
+	wg.Wait()
+	if r := <-first; r.err != nil || r.code != http.StatusCreated {
+		t.Fatalf("first submit: %+v", r)
+	}
+	leader.cluster.mu.Lock()
+	cmds := leader.cluster.commands[before:]
+	leader.cluster.mu.Unlock()
+	if len(cmds) != 2 || cmds[1] != fsm.CmdSubmitGroup {
+		t.Fatalf("leader entries %v, want submit_jobs then one submit_group", cmds)
+	}
+	if follower.f.AppliedIndex() != 0 {
+		t.Fatal("the follower applied a write itself")
+	}
+	for i, name := range map[int]string{0: "a", 1: "b", 3: "c"} {
+		if out[i].code != http.StatusCreated {
+			t.Fatalf("submit %d: %+v", i, out[i])
+		}
+		var s SubmitResponse
+		mustJSON(t, out[i].body, &s)
+		if j := leader.job(s.ID); j.Spec.Name != name {
+			t.Fatalf("submit %d got job %+v", i, j)
+		}
+	}
+	if out[2].code != http.StatusBadRequest || errorOf(t, out[2].body).Code != CodeInvalid || !strings.Contains(out[2].body, "resources.cpu") {
+		t.Fatalf("refused member: %+v", out[2])
 	}
 }

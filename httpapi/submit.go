@@ -12,10 +12,11 @@ import (
 	"github.com/foreman-sched/foreman/fsm"
 )
 
-// submitJobs handles POST /v1/jobs on the leader: one spec, or
-// {"jobs":[...]}. Every job is validated before anything is applied, and a
-// batch is one member of one raft entry, so a batch lands whole or not at
-// all. Concurrent submits share entries (groupcommit.go).
+// submitJobs handles POST /v1/jobs: one spec, or {"jobs":[...]}. Every job
+// is validated before anything is applied, and a batch is one member of one
+// raft entry, so a batch lands whole or not at all. Concurrent submits
+// share entries (groupcommit.go); on a follower they are validated here and
+// forwarded to the leader in groups (groupforward.go).
 func (s *server) submitJobs(w http.ResponseWriter, r *http.Request) {
 	body, err := s.readBody(w, r)
 	if err != nil {
@@ -27,7 +28,10 @@ func (s *server) submitJobs(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	res, err := s.submits.submit(r.Context(), jobs, batch)
+	res, node, err := s.submits.submit(r.Context(), jobs, batch)
+	if node != "" {
+		w.Header().Set(HeaderNode, node) // the leader committed it
+	}
 	if err != nil {
 		s.writeError(w, r, err)
 		return
