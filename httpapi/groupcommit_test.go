@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -241,5 +242,34 @@ func TestFollowerGroupsSubmits(t *testing.T) {
 	}
 	if out[2].code != http.StatusBadRequest || errorOf(t, out[2].body).Code != CodeInvalid || !strings.Contains(out[2].body, "resources.cpu") {
 		t.Fatalf("refused member: %+v", out[2])
+	}
+}
+
+// TestWriteSubmitResponse: the hand-written submit reply is byte for byte
+// what writeJSON writes.
+func TestWriteSubmitResponse(t *testing.T) {
+	for _, out := range [][]SubmitResponse{
+		{{ID: "01ABC"}},
+		{{ID: "01ABC", Duplicate: true}},
+		{{ID: "01ABC"}, {ID: "01DEF", Duplicate: true}, {ID: "x_y-z"}},
+		{{ID: `we"ird`}},
+		{{ID: "ok"}, {ID: "<script>"}},
+	} {
+		for _, batch := range []bool{false, true} {
+			if !batch && len(out) > 1 {
+				continue
+			}
+			got, want := httptest.NewRecorder(), httptest.NewRecorder()
+			writeSubmitResponse(got, http.StatusCreated, out, batch)
+			if batch {
+				writeJSON(want, http.StatusCreated, BatchSubmitResponse{Jobs: out})
+			} else {
+				writeJSON(want, http.StatusCreated, out[0])
+			}
+			if got.Body.String() != want.Body.String() || got.Code != want.Code ||
+				got.Header().Get("Content-Type") != want.Header().Get("Content-Type") {
+				t.Errorf("%+v batch=%v:\ngot  %d %q\nwant %d %q", out, batch, got.Code, got.Body, want.Code, want.Body)
+			}
+		}
 	}
 }
