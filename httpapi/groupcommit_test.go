@@ -273,3 +273,37 @@ func TestWriteSubmitResponse(t *testing.T) {
 		}
 	}
 }
+
+// TestGroupCommitBigBatchGoesAlone: a batch of soloJobs jobs does not wait
+// for the entry in flight; it goes to raft at once, next to it.
+func TestGroupCommitBigBatchGoesAlone(t *testing.T) {
+	a := newTestAPI(t, func(c *Config) { c.SubmitGroupInflight = 1 })
+	url := a.srv.URL + "/v1/jobs"
+	srv := a.srv.Config.Handler.(*server)
+	gate := make(chan struct{})
+	a.cluster.mu.Lock()
+	a.cluster.applyGate = gate
+	a.cluster.mu.Unlock()
+	gated := func(n int) func() bool {
+		return func() bool {
+			a.cluster.mu.Lock()
+			defer a.cluster.mu.Unlock()
+			return a.cluster.gated == n
+		}
+	}
+	done := make(chan reply, 2)
+	go func() { done <- post(url, `{"command":"true"}`) }()
+	waitFor(t, "the first submit to reach Apply", gated(1))
+	jobs := strings.Repeat(`{"command":"true"},`, soloJobs)
+	go func() { done <- post(url, `{"jobs":[`+strings.TrimSuffix(jobs, ",")+`]}`) }()
+	waitFor(t, "the batch to reach Apply beside it", gated(2))
+	if q := srv.submits.queued(); q != 0 {
+		t.Fatalf("%d submits queued, want the batch in Apply", q)
+	}
+	close(gate)
+	for range 2 {
+		if r := <-done; r.err != nil || r.code != http.StatusCreated {
+			t.Fatalf("submit: %+v", r)
+		}
+	}
+}
