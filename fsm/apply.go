@@ -94,7 +94,7 @@ func (f *FSM) applyOnce(logs []*raft.Log, out []any, refused map[int]error) ([]E
 			return nil, -1, err
 		}
 		res.Err = err
-		res.Jobs, res.Skipped = nil, nil
+		res.Jobs, res.Skipped, res.Submits = nil, nil, nil
 		if a.wrote {
 			refused[i] = err
 			return nil, i, nil
@@ -199,6 +199,8 @@ func (a *applier) applyEntry(data []byte, res *Result) error {
 		return run(a, cmd, res, (*applier).initCluster)
 	case CmdSubmitJobs:
 		return run(a, cmd, res, (*applier).submitJobs)
+	case CmdSubmitGroup:
+		return run(a, cmd, res, (*applier).submitGroup)
 	case CmdUpsertNode:
 		return run(a, cmd, res, (*applier).upsertNode)
 	case CmdNodeState:

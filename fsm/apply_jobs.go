@@ -77,6 +77,47 @@ func (a *applier) submitJobs(p *SubmitJobs, res *Result) error {
 	return nil
 }
 
+// submitGroup applies each member as submitJobs would alone, in order, in
+// this entry's transaction. A refused member is recorded and skipped. Every
+// refusal of submitJobs happens before it writes, so a refused member
+// changed nothing; should one ever come after a write, the whole entry is
+// refused instead (rolled back; the leader then submits the members one by
+// one, see httpapi's group commit).
+func (a *applier) submitGroup(p *SubmitGroup, res *Result) error {
+	res.Submits = make([]MemberResult, len(p.Submits))
+	wrote := a.wrote
+	for i := range p.Submits {
+		a.wrote = false
+		var r Result
+		err := a.submitJobs(&p.Submits[i], &r)
+		memberWrote := a.wrote
+		wrote = wrote || memberWrote
+		if err == nil {
+			res.Submits[i].Jobs = r.Jobs
+			continue
+		}
+		if memberWrote || !isRefusal(err) {
+			a.wrote = wrote
+			return fmt.Errorf("submits[%d]: %w", i, err)
+		}
+		res.Submits[i].Refused = batchErrCode(err) + ": " + err.Error()
+	}
+	a.wrote = wrote
+	return nil
+}
+
+// batchItemErr turns "<code>: <message>" (batchErrCode) back into an error
+// wrapping the code's sentinel.
+func batchItemErr(s string) error {
+	code, msg, _ := strings.Cut(s, ": ")
+	for _, c := range batchErrCodes {
+		if c.code == code {
+			return fmt.Errorf("%w: %s", c.err, msg)
+		}
+	}
+	return fmt.Errorf("%w: %s", ErrConflict, s)
+}
+
 // due reports whether a waiting/retrying job may start at the entry's time.
 func (a *applier) due(j *Job) bool {
 	return (j.State == JobWaiting || j.State == JobRetrying) && !j.NextRunAt.After(a.at)

@@ -36,12 +36,17 @@ const (
 	CmdGC         CommandType = "gc"          // GC
 )
 
+// CmdSubmitGroup is many independent submits in one entry (the leader's
+// group commit); each member succeeds or is refused on its own.
+const CmdSubmitGroup CommandType = "submit_group" // SubmitGroup
+
 // payloadTypes registers the payload of every command type (one line per
 // type, next to its handler case in applyEntry). The codec tests fill and
 // round-trip each of them, and fail for a CommandType constant missing here.
 var payloadTypes = map[CommandType]any{
 	CmdInit:         InitCluster{},
 	CmdSubmitJobs:   SubmitJobs{},
+	CmdSubmitGroup:  SubmitGroup{},
 	CmdUpsertNode:   UpsertNode{},
 	CmdNodeState:    SetNodeState{},
 	CmdPlace:        Place{},
@@ -159,6 +164,18 @@ type InitCluster struct {
 // A job with a RunAt in the future starts in waiting; otherwise queued.
 type SubmitJobs struct {
 	Jobs []NewJob `json:"jobs"`
+}
+
+// SubmitGroup is independent submits that the leader merged into one entry
+// (group commit: one log write, one replication round and one apply for
+// many clients). Each member is applied exactly as a SubmitJobs entry of its
+// own would be, in order, so a later member sees the jobs and idempotency
+// keys of the earlier ones (a key repeated across members answers with the
+// first member's job). A member stays all-or-nothing, and a member that
+// Apply refuses changes nothing and leaves the others alone: its outcome is
+// Result.Submits[i].Refused.
+type SubmitGroup struct {
+	Submits []SubmitJobs `json:"submits"`
 }
 
 // NewJob is one job inside SubmitJobs.
@@ -304,6 +321,28 @@ type Result struct {
 	// Skipped lists job IDs of placements (or other per-item changes) that
 	// Apply refused, with the reason.
 	Skipped map[string]string `json:"skipped,omitempty"`
+	// Submits has one entry per member of a SubmitGroup, in order.
+	Submits []MemberResult `json:"submits,omitempty"`
+}
+
+// MemberResult is the outcome of one member of a SubmitGroup: the jobs it
+// created or found (as SubmitJobs alone answers), or why it was refused.
+type MemberResult struct {
+	Jobs []SubmitResult `json:"jobs,omitempty"`
+	// Refused is "<code>: <message>" when Apply refused the member (it
+	// changed nothing); Err turns it back into an error. It is a string so
+	// that it survives the JSON a follower receives when it forwards.
+	Refused string `json:"refused,omitempty"`
+}
+
+// Err is nil for an applied member, else an error wrapping the sentinel
+// (ErrBadCommand, ErrConflict, ErrNotFound, ErrStaleToken) that the member
+// alone would have been refused with.
+func (m MemberResult) Err() error {
+	if m.Refused == "" {
+		return nil
+	}
+	return batchItemErr(m.Refused)
 }
 
 // SubmitResult is the outcome of one job in SubmitJobs.

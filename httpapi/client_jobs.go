@@ -26,10 +26,34 @@ func (c *Client) SubmitJob(ctx context.Context, spec JobSpecInput, idemKey strin
 	return out.ID, out.Duplicate, nil
 }
 
+// SubmitJobBody is SubmitJob with the spec already encoded as JSON (a
+// caller that sends the same spec many times encodes it once).
+func (c *Client) SubmitJobBody(ctx context.Context, body []byte, idemKey string) (id string, dup bool, err error) {
+	var hdr http.Header
+	if idemKey != "" {
+		hdr = http.Header{HeaderIdempotencyKey: {idemKey}}
+	}
+	var out SubmitResponse
+	if _, err := c.do(ctx, http.MethodPost, "/v1/jobs", nil, body, &out, hdr); err != nil {
+		return "", false, err
+	}
+	return out.ID, out.Duplicate, nil
+}
+
 // SubmitJobs submits a batch atomically: all jobs or none.
 func (c *Client) SubmitJobs(ctx context.Context, specs []JobSpecInput) ([]SubmitResponse, error) {
 	var out BatchSubmitResponse
 	if _, err := c.do(ctx, http.MethodPost, "/v1/jobs", nil, BatchSubmitRequest{Jobs: specs}, &out, nil); err != nil {
+		return nil, err
+	}
+	return out.Jobs, nil
+}
+
+// SubmitJobsBody is SubmitJobs with the body ({"jobs": [...]}) already
+// encoded as JSON.
+func (c *Client) SubmitJobsBody(ctx context.Context, body []byte) ([]SubmitResponse, error) {
+	var out BatchSubmitResponse
+	if _, err := c.do(ctx, http.MethodPost, "/v1/jobs", nil, body, &out, nil); err != nil {
 		return nil, err
 	}
 	return out.Jobs, nil

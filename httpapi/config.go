@@ -21,6 +21,16 @@ type Config struct {
 	MaxListLimit int
 	// ProxyDialTimeout bounds connecting to the leader or a log holder.
 	ProxyDialTimeout time.Duration
+	// SubmitGroupJobs bounds the jobs that concurrent submits merge into
+	// one raft entry (group commit); a larger batch goes alone. 1 turns
+	// merging off.
+	SubmitGroupJobs int
+	// SubmitGroupInflight is how many submit entries may be in raft at
+	// once; submits arriving while all are busy queue and go together in
+	// the next one. 1 gives the largest groups and the least CPU per job
+	// (measured: 2 and 4 cost 5-20% more CPU per job, 8 over 40%), which
+	// is what bounds the rate when the agents share a few cores.
+	SubmitGroupInflight int
 }
 
 // DefaultConfig returns the settings an agent uses unless told otherwise.
@@ -32,6 +42,9 @@ func DefaultConfig() Config {
 		DefaultListLimit: 100,
 		MaxListLimit:     1000,
 		ProxyDialTimeout: 3 * time.Second,
+
+		SubmitGroupJobs:     5000,
+		SubmitGroupInflight: 1,
 	}
 }
 
@@ -52,6 +65,12 @@ func (c Config) Validate() error {
 	}
 	if c.ProxyDialTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("ProxyDialTimeout (%s) must be positive", c.ProxyDialTimeout))
+	}
+	if c.SubmitGroupJobs < 1 {
+		errs = append(errs, fmt.Errorf("SubmitGroupJobs (%d) must be at least 1", c.SubmitGroupJobs))
+	}
+	if c.SubmitGroupInflight < 1 {
+		errs = append(errs, fmt.Errorf("SubmitGroupInflight (%d) must be at least 1", c.SubmitGroupInflight))
 	}
 	return errors.Join(errs...)
 }

@@ -9,6 +9,11 @@
 // only on the leader. Logs stay on the node that ran the attempt; any node
 // proxies them from there.
 //
+// Concurrent submits on the leader share raft entries (group commit,
+// groupcommit.go): one fsm.CmdSubmitGroup entry carries many requests, each
+// with its own outcome, so the per-entry costs (log write, replication,
+// fsync on every voter, apply transaction) are paid once per group.
+//
 // Every error leaves through one function (statusFor in errors.go) that maps
 // sentinel errors to HTTP status codes and the JSON body
 // {"error": "...", "code": "..."}. See docs/api.md for the wire contract.

@@ -100,7 +100,10 @@ const (
 // statusFor is the one place that maps an error to an HTTP status and code.
 func statusFor(err error) (int, string) {
 	var mbe *http.MaxBytesError
+	var re *remoteError
 	switch {
+	case errors.As(err, &re) && re.status != 0:
+		return re.status, re.code // the leader's answer to a forwarded submit
 	case errors.As(err, &mbe), errors.Is(err, ErrTooLarge):
 		return http.StatusRequestEntityTooLarge, CodeTooLarge
 	case errors.Is(err, ErrInvalid):

@@ -44,9 +44,26 @@ type fakeCluster struct {
 	readErr    error
 	joined     []string
 	left       bool
+	// applyGate, when set, holds every Apply until it can receive from it
+	// (tests that need submits to pile up).
+	applyGate chan struct{}
+	gated     int               // Applies waiting at applyGate
+	commands  []fsm.CommandType // every command applied, in order
 }
 
 func (c *fakeCluster) Apply(ctx context.Context, cmd *fsm.Command) (*fsm.Result, error) {
+	c.mu.Lock()
+	gate := c.applyGate
+	c.mu.Unlock()
+	if gate != nil {
+		c.mu.Lock()
+		c.gated++
+		c.mu.Unlock()
+		<-gate
+		c.mu.Lock()
+		c.gated--
+		c.mu.Unlock()
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.leader {
@@ -64,6 +81,7 @@ func (c *fakeCluster) applyLocked(cmd *fsm.Command) *fsm.Result {
 		c.idx = c.f.AppliedIndex()
 	}
 	c.idx++
+	c.commands = append(c.commands, cmd.Type)
 	res := c.f.ApplyBatch([]*raft.Log{{Index: c.idx, Term: 1, Type: raft.LogCommand, Data: b}})
 	r, ok := res[0].(*fsm.Result)
 	if !ok {

@@ -38,6 +38,7 @@ type server struct {
 	log       *slog.Logger
 	transport *http.Transport
 	mux       *http.ServeMux
+	submits   *groupCommit
 }
 
 // New returns the /v1/ API handler. It panics when cfg does not validate or
@@ -70,11 +71,17 @@ func New(cfg Config, deps Deps) http.Handler {
 	}
 	s.log = s.log.With("component", "httpapi")
 	s.transport = &http.Transport{
-		Proxy:               nil, // node-to-node traffic never goes through an HTTP proxy
-		DialContext:         (&net.Dialer{Timeout: cfg.ProxyDialTimeout, KeepAlive: 30 * time.Second}).DialContext,
-		MaxIdleConnsPerHost: 16,
+		Proxy:       nil, // node-to-node traffic never goes through an HTTP proxy
+		DialContext: (&net.Dialer{Timeout: cfg.ProxyDialTimeout, KeepAlive: 30 * time.Second}).DialContext,
+		// Writes from a follower all go to the leader: keep a connection per
+		// concurrent client alive, or every reply beyond the pool closes one
+		// and the next request dials again (64 clients proxying through a
+		// follower cost 640 µs of agent CPU per request with 16 here, 450
+		// with 256).
+		MaxIdleConnsPerHost: 256,
 		IdleConnTimeout:     90 * time.Second,
 	}
+	s.submits = &groupCommit{s: s}
 	s.routes()
 	return s
 }
@@ -85,7 +92,7 @@ func New(cfg Config, deps Deps) http.Handler {
 // here.
 func (s *server) routes() {
 	m := http.NewServeMux()
-	m.HandleFunc("POST /v1/jobs", s.write(s.submitJobs))
+	m.HandleFunc("POST /v1/jobs", s.submitWrite(s.submitJobs))
 	m.HandleFunc("GET /v1/jobs", s.read(s.listJobs))
 	m.HandleFunc("GET /v1/jobs/{id}", s.read(s.getJob))
 	m.HandleFunc("POST /v1/jobs/{id}/cancel", s.write(s.cancelJob))
@@ -105,6 +112,7 @@ func (s *server) routes() {
 	m.HandleFunc("POST /v1/cluster/join", s.local(s.join))
 	m.HandleFunc("POST /v1/cluster/leave", s.local(s.leave))
 	m.HandleFunc("GET /v1/cluster/hash", s.local(s.hash))
+	m.HandleFunc("POST "+submitsPath, s.local(s.forwardedSubmits))
 	m.HandleFunc("GET /v1/health", s.local(s.health))
 	m.HandleFunc("GET /v1/ready", s.local(s.ready))
 
@@ -139,6 +147,28 @@ func (s *server) write(h http.HandlerFunc) http.HandlerFunc {
 			return
 		}
 		s.proxyToLeader(w, r)
+	}
+}
+
+// submitWrite runs the submit handler on every node (a follower forwards
+// its submits to the leader in groups, see groupforward.go), refusing what
+// a proxied write would be refused: a request that was already forwarded,
+// or any when no leader is known.
+func (s *server) submitWrite(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if s.cluster.IsLeader() {
+			h(w, r)
+			return
+		}
+		name, addr := s.cluster.Leader()
+		switch {
+		case addr == "":
+			s.writeError(w, r, fmt.Errorf("%w: this node (%s) is not the leader and no leader is known; retry shortly", ErrNoLeader, s.cluster.NodeName()))
+		case r.Header.Get(HeaderForwarded) != "":
+			s.writeError(w, r, fmt.Errorf("%w: request was forwarded here but this node (%s) is not the leader (it thinks %s is); retry", ErrLoop, s.cluster.NodeName(), name))
+		default:
+			h(w, r)
+		}
 	}
 }
 
