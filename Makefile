@@ -3,8 +3,10 @@ GO        ?= go
 BIN       := bin/foreman
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 # Static binary: cgo is required by libcontainer's nsenter; netgo/osusergo keep libc's resolver and
-# user lookups out so the static link is clean (see shared/reference/libcontainer.md §3).
-TAGS      := netgo osusergo
+# user lookups out so the static link is clean (see shared/reference/libcontainer.md §3);
+# urfave_cli_no_docs drops the CLI's markdown/man generator, whose package init (~1 ms) every start
+# of the binary paid: CLI, supervisor, container init and shim.
+TAGS      := netgo osusergo urfave_cli_no_docs
 LDFLAGS   := -s -w -X main.version=$(VERSION) -linkmode external -extldflags -static
 TESTFLAGS ?= -count=1 -timeout 25m
 
