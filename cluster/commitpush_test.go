@@ -11,26 +11,88 @@ import (
 
 	"github.com/foreman-sched/foreman/cluster"
 	"github.com/foreman-sched/foreman/cluster/clustertest"
+	"github.com/foreman-sched/foreman/fsm"
 )
 
 // A follower learns that an entry committed from the leader's next
 // AppendEntries; with a quiet log hashicorp/raft sends that only after
-// CommitTimeout. The leader's commit push makes it learn at once: with a
-// CommitTimeout of ten minutes, every follower still applies a lone submit.
-func TestFollowersLearnCommitsWithoutCommitTimeout(t *testing.T) {
+// CommitTimeout. The leader pushes the commit of work a follower must act
+// on — an attempt placed on it, a stop requested for one — at once: with a
+// CommitTimeout of ten minutes the follower still sees both.
+func TestFollowersLearnPlacementsAndStopsWithoutCommitTimeout(t *testing.T) {
 	c := clustertest.NewCluster(t, 3, clustertest.Options{Configure: func(_ int, cfg *cluster.Config) {
 		cfg.Raft.CommitTimeout = 10 * time.Minute
 	}})
 	leader := c.WaitForLeader()
-	c.WaitConverged()
+	f := c.Followers()[0]
+	c.Eventually(clustertest.ConvergeTimeout, "the leader knows "+f.Name+" alive", func() error {
+		n, err := nodeRecord(leader, f.Name)
+		if err != nil {
+			return err
+		}
+		if n.Gossip != fsm.NodeAlive || n.Eligibility != fsm.Eligible {
+			return fmt.Errorf("%s is %s/%s", f.Name, n.Gossip, n.Eligibility)
+		}
+		return nil
+	})
 	for round := range 3 {
 		id := submit(t, leader)
-		for _, f := range c.Followers() {
-			c.Eventually(clustertest.ConvergeTimeout, fmt.Sprintf("round %d: %s applies the submit", round, f.Name), func() error {
-				return hasJob(f, id)
-			})
-		}
+		apply(t, leader, fsm.CmdPlace, fsm.Place{Placements: []fsm.Placement{{JobID: id, Node: f.Name}}})
+		c.Eventually(clustertest.ConvergeTimeout, fmt.Sprintf("round %d: %s sees its attempt", round, f.Name), func() error {
+			at, err := liveAttempt(f, id)
+			if err == nil && at.State != fsm.AttemptAssigned {
+				err = fmt.Errorf("attempt is %s", at.State)
+			}
+			return err
+		})
+		apply(t, leader, fsm.CmdCancelJob, fsm.CancelJob{JobID: id, Reason: "test"})
+		c.Eventually(clustertest.ConvergeTimeout, fmt.Sprintf("round %d: %s sees the stop request", round, f.Name), func() error {
+			at, err := liveAttempt(f, id)
+			if err == nil && at.CancelRequested == "" {
+				err = errors.New("no stop requested")
+			}
+			return err
+		})
 	}
+}
+
+func apply(t *testing.T, nd *clustertest.Node, typ fsm.CommandType, payload any) {
+	t.Helper()
+	cmd, err := fsm.NewCommand(typ, time.Now(), payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), applyTimeout)
+	defer cancel()
+	res, err := nd.Apply(ctx, cmd)
+	if err == nil && res.Err != nil {
+		err = res.Err
+	}
+	if err == nil && len(res.Skipped) > 0 {
+		err = fmt.Errorf("skipped: %+v", res.Skipped)
+	}
+	if err != nil {
+		t.Fatalf("%s through %s: %v", typ, nd.Name, err)
+	}
+}
+
+// liveAttempt is job id's live attempt in nd's local FSM.
+func liveAttempt(nd *clustertest.Node, id string) (*fsm.Attempt, error) {
+	var out *fsm.Attempt
+	err := nd.FSM.View(func(tx *fsm.Tx) error {
+		return tx.LiveAttemptsOnNode(nd.Name, func(at *fsm.Attempt) bool {
+			if at.JobID == id {
+				c := *at
+				out = &c
+				return false
+			}
+			return true
+		})
+	})
+	if err == nil && out == nil {
+		err = fmt.Errorf("%s: no live attempt of job %s", nd.Name, id)
+	}
+	return out, err
 }
 
 // The index a follower catches up to (its InSync gate) must be one its FSM
