@@ -28,11 +28,13 @@ import (
 // the next submit queue behind those fsyncs; followers learn the rest with
 // the next entry or CommitTimeout, as before.
 //
-// One push is in flight at a time: under load the next one waits for the
-// previous (a commit round) and shares the group commit with the commands
-// appended meanwhile. Skipping the push when more entries follow in the
-// log is not safe: with pipelined replication those may have been sent
-// before the commit, carrying the older commit index.
+// A push is not waited for: it has done its work once appended. Waiting
+// (one push in flight) made a placement applied during a slow commit round
+// wait for that round — under heavy load longer than CommitTimeout. Pushes
+// stay bounded by the placements: one per applied batch that holds any.
+// Skipping the push when more entries follow in the log is not safe: with
+// pipelined replication those may have been sent before the commit,
+// carrying the older commit index.
 //
 // The barrier itself becomes the last entry, so a follower's FSM never
 // reaches raft's last index; handleIndex (sync.go) accounts for that.
@@ -78,11 +80,9 @@ func (n *Node) pushCommits(ctx context.Context) {
 			continue
 		}
 		pushed = applied
-		// A failure means leadership was lost (ctx ends) or raft is
-		// shutting down.
-		if err := n.raft.Barrier(n.cfg.ForwardTimeout).Error(); err != nil && ctx.Err() == nil {
-			n.logger.Debug("commit push failed", "err", err)
-		}
+		// Its outcome does not matter: a failure means leadership was lost
+		// (ctx ends) or raft is shutting down.
+		n.raft.Barrier(n.cfg.ForwardTimeout)
 	}
 }
 
