@@ -149,6 +149,7 @@ func (n *Node) leaderWork(ctx context.Context, prev, gen *sync.WaitGroup) {
 	}
 	n.ld.mu.Unlock()
 
+	n.runLeaderFn(gen, ctx, n.pushCommits)
 	gen.Add(1)
 	defer gen.Done()
 	n.reconcileLoop(ctx)

@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -119,19 +120,26 @@ func (n *Node) leaderIndex(ctx context.Context) (uint64, error) {
 	return ir.Index, nil
 }
 
-// handleIndex answers a follower's catch-up: the last index of this
-// leader's log, after confirming it still leads (a deposed leader's log may
-// miss what its successor committed).
+// handleIndex answers a follower's catch-up: the index of the last command
+// in this leader's log, after confirming it still leads (a deposed leader's
+// log may miss what its successor committed). A barrier does both: it
+// commits only with a quorum, and once it is applied here every command
+// appended before it is in this FSM, so the FSM's applied index covers them
+// all. raft's last index would not do: the log may end with barriers
+// (commit pushes, commitpush.go), which no FSM ever records as applied.
 func (n *Node) handleIndex(w http.ResponseWriter, r *http.Request) {
 	if !n.IsLeader() {
 		writeApply(w, http.StatusMisdirectedRequest, applyResponse{Error: ErrNotLeader.Error(), Code: "not_leader"})
 		return
 	}
-	if err := waitFuture(r.Context(), n.raft.VerifyLeader()); err != nil {
-		err = raftErr(err)
-		writeApply(w, http.StatusServiceUnavailable, applyResponse{Error: err.Error(), Code: errorCode(err)})
+	if err := n.Barrier(r.Context()); err != nil {
+		code := http.StatusServiceUnavailable
+		if errors.Is(err, ErrNotLeader) {
+			code = http.StatusMisdirectedRequest
+		}
+		writeApply(w, code, applyResponse{Error: err.Error(), Code: errorCode(err)})
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(indexResponse{Index: n.raft.LastIndex()})
+	_ = json.NewEncoder(w).Encode(indexResponse{Index: n.fsm.AppliedIndex()})
 }
