@@ -93,13 +93,15 @@ func NewCluster(t testing.TB, n int, opts Options) *Cluster {
 	}
 	c := &Cluster{t: t, opts: opts, fabric: newFabric(),
 		logger: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: level}))}
-	t.Cleanup(c.Close)
 	for i := 0; i < n; i++ {
 		port := freeBase(t)
 		nd := &Node{Index: i, Name: fmt.Sprintf("node%d", i), Dir: t.TempDir(), Port: port, c: c}
 		c.fabric.register(i, port)
 		c.nodes = append(c.nodes, nd)
 	}
+	// Registered after the TempDirs: cleanups run last-in first-out, so the
+	// nodes stop before their data dirs are removed.
+	t.Cleanup(c.Close)
 	if opts.BootstrapExpect {
 		for _, nd := range c.nodes {
 			nd.join = []string{c.nodes[0].joinAddr()}
