@@ -269,6 +269,11 @@ func (w *Worker) report(ctx context.Context, rep fsm.ReportAttempt) error {
 			w.log.Info("report superseded", "job", rep.JobID, "attempt", rep.Attempt, "state", rep.State, "err", err)
 			return err
 		}
+		if ctx.Err() != nil {
+			// Abandoned, not failed: a quick job's final report replaces its
+			// running report, or the worker is stopping.
+			return ctx.Err()
+		}
 		w.log.Warn("report failed; retrying", "job", rep.JobID, "attempt", rep.Attempt,
 			"state", rep.State, "err", err, "in", delay)
 		select {
