@@ -64,11 +64,7 @@ func openRaftStorage(dataDir string, noSync bool, logger *slog.Logger) (*raftSto
 	if err != nil {
 		return nil, fmt.Errorf("open raft log %s: %w", raftFile, err)
 	}
-	logs, err := raft.NewLogCache(1024, bolt)
-	if err != nil {
-		bolt.Close()
-		return nil, fmt.Errorf("raft log cache: %w", err)
-	}
+	logs := newLogCache(bolt, logCacheEntries, logCacheBytes)
 	snaps, err := raft.NewFileSnapshotStore(filepath.Join(dataDir, snapshotDir), snapshotsKept, slogWriter(logger, "raft-snapshots"))
 	if err != nil {
 		bolt.Close()
