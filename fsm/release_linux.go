@@ -1,6 +1,6 @@
 package fsm
 
-import "golang.org/x/sys/unix"
+import "syscall"
 
 const canReleaseMapping = true
 
@@ -11,7 +11,7 @@ func releaseMapping(addr uintptr, size int64) error {
 	if addr == 0 || size <= 0 {
 		return nil
 	}
-	if _, _, errno := unix.Syscall(unix.SYS_MADVISE, addr, uintptr(size), unix.MADV_DONTNEED); errno != 0 {
+	if _, _, errno := syscall.Syscall(syscall.SYS_MADVISE, addr, uintptr(size), syscall.MADV_DONTNEED); errno != 0 {
 		return errno
 	}
 	return nil
