@@ -54,26 +54,28 @@ func OpenFSM(dataDir string, opts fsm.Options, logger *slog.Logger) (*fsm.FSM, e
 
 // raftStorage is everything raft keeps on disk.
 type raftStorage struct {
-	bolt  *raftboltdb.BoltStore
+	bolt  *raftBolt
 	logs  raft.LogStore
 	snaps *raft.FileSnapshotStore
 }
 
 func openRaftStorage(dataDir string, noSync bool, logger *slog.Logger) (*raftStorage, error) {
-	bolt, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(dataDir, raftFile), NoSync: noSync})
+	path := filepath.Join(dataDir, raftFile)
+	store, err := raftboltdb.New(raftboltdb.Options{Path: path, NoSync: noSync})
 	if err != nil {
 		return nil, fmt.Errorf("open raft log %s: %w", raftFile, err)
 	}
-	logs, err := raft.NewLogCache(1024, bolt)
-	if err != nil {
-		bolt.Close()
-		return nil, fmt.Errorf("raft log cache: %w", err)
-	}
+	bolt := &raftBolt{BoltStore: store, path: path}
+	logs := newLogCache(bolt, logCacheEntries, logCacheBytes)
 	snaps, err := raft.NewFileSnapshotStore(filepath.Join(dataDir, snapshotDir), snapshotsKept, slogWriter(logger, "raft-snapshots"))
 	if err != nil {
 		bolt.Close()
 		return nil, fmt.Errorf("raft snapshot store: %w", err)
 	}
+	if logger == nil {
+		logger = slog.Default()
+	}
+	bolt.startRelease(releaseInterval, logger)
 	return &raftStorage{bolt: bolt, logs: logs, snaps: snaps}, nil
 }
 

@@ -30,6 +30,10 @@ type Options struct {
 	// value keeps writers from waiting on a remap while a long snapshot
 	// read transaction is open. Zero means DefaultInitialMmapSize.
 	InitialMmapSize int
+	// ReleaseInterval is how often the state file's resident pages are
+	// dropped from the process's page tables (release.go). Zero means
+	// DefaultReleaseInterval; negative, never.
+	ReleaseInterval time.Duration
 }
 
 // DefaultInitialMmapSize is 1 GiB of address space (not memory).
@@ -52,6 +56,9 @@ type FSM struct {
 	applied atomic.Uint64
 	notify  notifier
 
+	releaseStop, releaseDone chan struct{}
+	releaseOnce              sync.Once
+
 	// faultHook, set only by tests, may refuse an entry after its handler
 	// wrote, to exercise the rollback-and-redo path.
 	faultHook func(index uint64) error
@@ -71,6 +78,9 @@ func Open(path string, opts Options) (*FSM, error) {
 	if opts.InitialMmapSize == 0 {
 		opts.InitialMmapSize = DefaultInitialMmapSize
 	}
+	if opts.ReleaseInterval == 0 {
+		opts.ReleaseInterval = DefaultReleaseInterval
+	}
 	f := &FSM{path: path, opts: opts, log: opts.Logger.With("component", "fsm")}
 	db, err := openDB(path, opts, f.log)
 	if err != nil {
@@ -79,6 +89,7 @@ func Open(path string, opts Options) (*FSM, error) {
 	f.db = db
 	f.loadApplied()
 	f.notify.init()
+	f.startRelease(opts.ReleaseInterval)
 	return f, nil
 }
 
@@ -217,6 +228,7 @@ func (f *FSM) Path() string { return f.path }
 // Close records a clean shutdown (so the next Open skips the check), syncs
 // and closes the file. Subscriptions are closed.
 func (f *FSM) Close() error {
+	f.stopRelease()
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.closed {

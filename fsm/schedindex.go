@@ -161,6 +161,7 @@ func (a *applier) rememberDue(j *Job) {
 // indexSchedJob moves j's entries in the scheduler's indexes; from is its
 // state before this entry ("" for a new job).
 func (a *applier) indexSchedJob(j *Job, from JobState) error {
+	a.packSchedIndexes()
 	var old indexTimes
 	if from != "" {
 		var ok bool
@@ -214,8 +215,18 @@ func (a *applier) indexSchedJob(j *Job, from JobState) error {
 	return nil
 }
 
+// packSchedIndexes fills the index pages like the other append-mostly
+// buckets (apply.go): due, finish and submit times mostly grow, so bbolt's
+// default of 0.5 left jobs_by_due half empty (10.5 MB of pages for 3.4 MB
+// of keys at 100,000 jobs). FillPercent belongs to the transaction's bucket
+// handle and only shapes page splits, never the keys and values.
+func (a *applier) packSchedIndexes() {
+	a.byDue.FillPercent, a.queuedByGroup.FillPercent, a.byFinish.FillPercent = appendFill, appendFill, appendFill
+}
+
 // unindexSchedJob drops a deleted job's entries (j as stored).
 func (a *applier) unindexSchedJob(j *Job) error {
+	a.packSchedIndexes()
 	if due, ok := dueTime(j); ok {
 		if err := a.del(a.byDue, dueKey(due, j.ID)); err != nil {
 			return err
@@ -262,6 +273,7 @@ func rebuildSchedIndexes(tx *bolt.Tx) error {
 	if err != nil {
 		return err
 	}
+	byDue.FillPercent, byGroup.FillPercent, byFinish.FillPercent = appendFill, appendFill, appendFill
 	jobs, byState := tx.Bucket(bucketJobs), tx.Bucket(bucketJobsByState)
 	if jobs == nil || byState == nil {
 		return nil // a new file
