@@ -60,6 +60,9 @@ type raftStorage struct {
 }
 
 func openRaftStorage(dataDir string, noSync bool, logger *slog.Logger) (*raftStorage, error) {
+	if logger == nil {
+		logger = slog.Default()
+	}
 	path := filepath.Join(dataDir, raftFile)
 	store, err := raftboltdb.New(raftboltdb.Options{Path: path, NoSync: noSync})
 	if err != nil {
@@ -71,9 +74,6 @@ func openRaftStorage(dataDir string, noSync bool, logger *slog.Logger) (*raftSto
 	if err != nil {
 		bolt.Close()
 		return nil, fmt.Errorf("raft snapshot store: %w", err)
-	}
-	if logger == nil {
-		logger = slog.Default()
 	}
 	bolt.startRelease(releaseInterval, logger)
 	return &raftStorage{bolt: bolt, logs: logs, snaps: snaps}, nil
@@ -95,7 +95,7 @@ func (s *raftStorage) restoreIfBehind(f *fsm.FSM, logger *slog.Logger) error {
 	}
 	var lastErr error
 	for _, meta := range metas { // newest first
-		if meta.Index <= f.AppliedIndex() {
+		if meta.Index <= f.AppliedIndex() || s.onlyMarkersBetween(f.AppliedIndex(), meta.Index) {
 			return nil
 		}
 		_, rc, err := s.snaps.Open(meta.ID)
@@ -117,6 +117,32 @@ func (s *raftStorage) restoreIfBehind(f *fsm.FSM, logger *slog.Logger) error {
 		return fmt.Errorf("restore state from snapshot: %w", lastErr)
 	}
 	return nil
+}
+
+// markerScanLimit bounds the log read by onlyMarkersBetween; beyond it a
+// restore is cheaper to reason about than the scan.
+const markerScanLimit = 4096
+
+// onlyMarkersBetween reports whether every log entry in (from, to] is a
+// barrier or no-op, which the FSM never sees: a snapshot taken while the log
+// ended with commit pushes (commitpush.go) or read barriers has a higher
+// index than the FSM's applied index but the same state, and restoring it
+// again on every start would cost ~1 s per million jobs. A missing entry
+// (compacted) answers false, and the snapshot is restored.
+func (s *raftStorage) onlyMarkersBetween(from, to uint64) bool {
+	if to-from > markerScanLimit {
+		return false
+	}
+	var l raft.Log
+	for i := from + 1; i <= to; i++ {
+		if err := s.logs.GetLog(i, &l); err != nil {
+			return false
+		}
+		if l.Type != raft.LogBarrier && l.Type != raft.LogNoop {
+			return false
+		}
+	}
+	return true
 }
 
 func (s *raftStorage) close() error { return s.bolt.Close() }

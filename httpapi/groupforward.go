@@ -15,7 +15,7 @@ import (
 
 // Submits that reach a follower are parsed and validated there (the same
 // code and errors as on the leader), then go through the follower's own
-// group commit: one POST /v1/cluster/submits to the leader carries every
+// group commit: one POST /v1/internal/submits to the leader carries every
 // submit that arrived while the previous one was on its way. The leader
 // feeds the members into its group commit, so they share raft entries with
 // its local submits, and answers each member on its own. The leader still
@@ -27,7 +27,12 @@ import (
 
 // submitsPath is the node-to-node endpoint a follower forwards submit
 // groups to. It is not for clients (see docs/api.md).
-const submitsPath = "/v1/cluster/submits"
+const submitsPath = ForwardedSubmitsPath
+
+// ForwardedSubmitsPath is under /v1/internal/ with the other node-to-node
+// endpoints, so whatever guards those guards it too; the agent routes it to
+// this package rather than to cluster.
+const ForwardedSubmitsPath = "/v1/internal/submits"
 
 // headerBatches says, one character per member ('0' single, '1' batch),
 // how each forwarded member names fields in its errors.
@@ -156,7 +161,7 @@ func (g *groupCommit) post(name, addr string, payload fsm.SubmitGroup, batches s
 	return &reply, nil
 }
 
-// forwardedSubmits serves POST /v1/cluster/submits on the leader: the
+// forwardedSubmits serves POST /v1/internal/submits on the leader: the
 // members join this node's group commit and each gets its own answer.
 func (s *server) forwardedSubmits(w http.ResponseWriter, r *http.Request) {
 	if !s.cluster.IsLeader() {
