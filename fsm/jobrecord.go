@@ -168,4 +168,3 @@ func encodeJob(j *Job, raw []byte) ([]byte, error) {
 		CreateIndex: j.CreateIndex, ModifyIndex: j.ModifyIndex,
 	})
 }
-
