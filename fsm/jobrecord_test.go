@@ -177,3 +177,54 @@ func TestEncodeIdemRecord(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkJobTransitionCodec: the record work of one job transition, the
+// old way (decode the whole job, encode it) and the stored way
+// (decodeStoredJob, encodeJob), on a typical job record.
+func BenchmarkJobTransitionCodec(b *testing.B) {
+	rt := t0.Add(time.Hour)
+	j := Job{ID: "01JQ0000000000000000000001", State: JobRunning, SubmittedAt: t0, UpdatedAt: t0, Attempts: 1, CountedAttempts: 1, Current: 1,
+		CreateIndex: 10, ModifyIndex: 11, IdempotencyKey: "key-1",
+		Spec: JobSpec{Name: "bench", Command: []string{"/bin/sh", "-c", "echo hello"}, Env: map[string]string{"A": "1", "PATH": "/usr/bin"},
+			Resources: Resources{CPU: 500, MemoryMB: 256}, Priority: 50, Labels: map[string]string{"team": "x", "svc": "y"},
+			Image: "docker.io/library/alpine:3", Timeout: Duration(time.Minute), Deadline: &rt}}
+	v, err := encode(&j)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("whole", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var x Job
+			if err := decode(v, &x); err != nil {
+				b.Fatal(err)
+			}
+			x.State = JobSucceeded
+			if _, err := encode(&x); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("stored", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			x, raw, err := decodeStoredJob(v)
+			if err != nil || raw == nil {
+				b.Fatal(err, raw == nil)
+			}
+			x.State = JobSucceeded
+			if _, err := encodeJob(x, raw); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("current-only", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var x jobCurrentView
+			if err := decode(v, &x); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
