@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"sync"
 
 	"github.com/foreman-sched/foreman/cluster"
 	"github.com/foreman-sched/foreman/exec"
@@ -22,23 +23,36 @@ type assignments struct{ f *fsm.FSM }
 
 func (a assignments) Watch() (<-chan struct{}, func()) { return a.f.Watch() }
 
+// LiveAttempts lists the node's live attempts with the spec of the
+// assigned ones (the worker needs a spec only to start an attempt). A
+// node can hold thousands of assigned attempts waiting for a slot, and the
+// worker reconciles after every apply, so the specs already read are kept
+// (specCacheOf) and a reconcile decodes only the jobs of new attempts.
 func (a assignments) LiveAttempts(node string) ([]exec.Assignment, error) {
+	c := specCacheOf(a.f)
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	var out []exec.Assignment
+	next := make(map[specKey]fsm.JobSpec, len(c.specs))
 	err := a.f.View(func(tx *fsm.Tx) error {
 		var firstErr error
 		err := tx.LiveAttemptsOnNode(node, func(at *fsm.Attempt) bool {
 			if at.State != fsm.AttemptAssigned {
-				// The worker needs the spec only to start an attempt; skipping
-				// the job's decode halves the cost of a reconcile on a busy node.
 				out = append(out, exec.Assignment{Attempt: *at})
 				return true
 			}
-			job, err := tx.Job(at.JobID)
-			if err != nil {
-				firstErr = err
-				return false
+			k := specKey{job: at.JobID, num: at.Num, token: at.FencingToken}
+			spec, ok := c.specs[k]
+			if !ok {
+				s, err := tx.JobSpec(at.JobID)
+				if err != nil {
+					firstErr = err
+					return false
+				}
+				spec = *s
 			}
-			out = append(out, exec.Assignment{Attempt: *at, Spec: job.Spec})
+			next[k] = spec
+			out = append(out, exec.Assignment{Attempt: *at, Spec: spec})
 			return true
 		})
 		if firstErr != nil {
@@ -46,7 +60,39 @@ func (a assignments) LiveAttempts(node string) ([]exec.Assignment, error) {
 		}
 		return err
 	})
-	return out, err
+	if err != nil {
+		return nil, err
+	}
+	c.specs = next // only the attempts still assigned
+	return out, nil
+}
+
+// specCache holds the specs of a node's assigned attempts from the last
+// LiveAttempts. A job's spec never changes once submitted, and the key
+// names one attempt (its fencing token is the index of the entry that
+// placed it), so an entry is right for as long as that attempt exists. The
+// specs are shared between calls: the worker reads them, never writes.
+type specCache struct {
+	mu    sync.Mutex
+	specs map[specKey]fsm.JobSpec
+}
+
+type specKey struct {
+	job   string
+	num   int
+	token uint64
+}
+
+// specCaches maps each *fsm.FSM to its specCache (the assignments value
+// is built by agent.go as assignments{f}, so the cache lives here).
+var specCaches sync.Map
+
+func specCacheOf(f *fsm.FSM) *specCache {
+	if c, ok := specCaches.Load(f); ok {
+		return c.(*specCache)
+	}
+	c, _ := specCaches.LoadOrStore(f, &specCache{})
+	return c.(*specCache)
 }
 
 // clusterAdapter turns cluster.Node into httpapi.Cluster.

@@ -129,9 +129,11 @@ type applier struct {
 	jobs, byState, attempts, live, nodes *bolt.Bucket
 	idem, queues, meta                   *bolt.Bucket
 	byDue, queuedByGroup, byFinish       *bolt.Bucket
-	dueOf                                dueMemo // see schedindex.go
+	dueOf                                dueMemo         // see schedindex.go
+	specOf                               map[*Job][]byte // stored spec of jobs read by getJob
 	index                                uint64
 	at                                   time.Time
+	atText                               string  // rfc3339Text(at), once needed
 	wrote                                bool    // the current entry changed something
 	events                               []Event // committed entries' events
 	pending                              []Event // the current entry's events
@@ -164,7 +166,7 @@ func newApplier(tx *bolt.Tx) *applier {
 }
 
 func (a *applier) begin(index uint64) {
-	a.index, a.at, a.wrote, a.pending = index, time.Time{}, false, a.pending[:0]
+	a.index, a.at, a.atText, a.wrote, a.pending = index, time.Time{}, "", false, a.pending[:0]
 }
 
 func (a *applier) commitEntry() { a.events = append(a.events, a.pending...) }

@@ -6,6 +6,9 @@ import (
 )
 
 func (a *applier) place(p *Place, res *Result) error {
+	// An entry places many attempts on a few nodes and changes no node:
+	// read each node once.
+	nodes := map[string]*Node{}
 	for _, pl := range p.Placements {
 		j, err := a.getJob(pl.JobID)
 		if err != nil {
@@ -16,10 +19,13 @@ func (a *applier) place(p *Place, res *Result) error {
 			skip(res, pl.JobID, fmt.Sprintf("job is %s", j.State))
 			continue
 		}
-		n, err := a.getNode(pl.Node)
-		if err != nil {
-			skip(res, pl.JobID, fmt.Sprintf("node %q not found", pl.Node))
-			continue
+		n := nodes[pl.Node]
+		if n == nil {
+			if n, err = a.getNode(pl.Node); err != nil {
+				skip(res, pl.JobID, fmt.Sprintf("node %q not found", pl.Node))
+				continue
+			}
+			nodes[pl.Node] = n
 		}
 		if n.Gossip != NodeAlive || n.Eligibility != Eligible {
 			skip(res, pl.JobID, fmt.Sprintf("node %s is %s/%s", n.Name, n.Gossip, n.Eligibility))
@@ -53,20 +59,26 @@ func (a *applier) place(p *Place, res *Result) error {
 // currentAttempt returns the job's live attempt named by ref, or
 // ErrStaleToken when ref is not it.
 func (a *applier) currentAttempt(j *Job, num int, token uint64, node string) (*Attempt, error) {
-	if j.Current == 0 || j.Current != num {
-		return nil, fmt.Errorf("%w: job %s attempt %d is not current (current %d)", ErrStaleToken, j.ID, num, j.Current)
+	return a.currentAttemptOf(j.ID, j.Current, num, token, node)
+}
+
+// currentAttemptOf is currentAttempt for the job jobID whose Current is
+// current.
+func (a *applier) currentAttemptOf(jobID string, current, num int, token uint64, node string) (*Attempt, error) {
+	if current == 0 || current != num {
+		return nil, fmt.Errorf("%w: job %s attempt %d is not current (current %d)", ErrStaleToken, jobID, num, current)
 	}
-	at, err := a.getAttempt(j.ID, num)
+	at, err := a.getAttempt(jobID, num)
 	if err != nil {
 		return nil, err
 	}
 	switch {
 	case !at.State.Live():
-		return nil, fmt.Errorf("%w: job %s attempt %d is already %s", ErrStaleToken, j.ID, num, at.State)
+		return nil, fmt.Errorf("%w: job %s attempt %d is already %s", ErrStaleToken, jobID, num, at.State)
 	case at.FencingToken != token:
-		return nil, fmt.Errorf("%w: job %s attempt %d has token %d, report carried %d", ErrStaleToken, j.ID, num, at.FencingToken, token)
+		return nil, fmt.Errorf("%w: job %s attempt %d has token %d, report carried %d", ErrStaleToken, jobID, num, at.FencingToken, token)
 	case node != "" && at.Node != node:
-		return nil, fmt.Errorf("%w: job %s attempt %d runs on %s, report came from %s", ErrStaleToken, j.ID, num, at.Node, node)
+		return nil, fmt.Errorf("%w: job %s attempt %d runs on %s, report came from %s", ErrStaleToken, jobID, num, at.Node, node)
 	}
 	return at, nil
 }
@@ -76,6 +88,9 @@ func (a *applier) report(p *ReportAttempt, res *Result) error {
 	case AttemptRunning, AttemptSucceeded, AttemptFailed, AttemptKilled:
 	default:
 		return fmt.Errorf("%w: state: %q (a report is running, succeeded, failed or killed)", ErrBadCommand, p.State)
+	}
+	if p.State == AttemptRunning {
+		return a.reportRunning(p)
 	}
 	j, err := a.getJob(p.JobID)
 	if err != nil {
@@ -88,16 +103,6 @@ func (a *applier) report(p *ReportAttempt, res *Result) error {
 	from := at.State
 	if !p.StartedAt.IsZero() && at.StartedAt.IsZero() {
 		at.StartedAt = p.StartedAt
-	}
-	if p.State == AttemptRunning {
-		if from == AttemptRunning {
-			return nil // a repeated report
-		}
-		if at.StartedAt.IsZero() {
-			at.StartedAt = a.at
-		}
-		at.State = AttemptRunning
-		return a.saveAttempt(at, from)
 	}
 	at.State, at.Reason = p.State, p.Reason
 	at.FinishedAt = p.FinishedAt
@@ -128,6 +133,35 @@ func (a *applier) report(p *ReportAttempt, res *Result) error {
 	j.Current, j.ExitCode = 0, p.ExitCode
 	a.finishJob(j, at)
 	return a.saveJob(j, jfrom)
+}
+
+// reportRunning applies a "running" report. The job's record does not
+// change, so only its current attempt number is read from it.
+func (a *applier) reportRunning(p *ReportAttempt) error {
+	v := a.jobs.Get([]byte(p.JobID))
+	if v == nil {
+		return fmt.Errorf("%w: job %q", ErrNotFound, p.JobID)
+	}
+	var j jobCurrentView
+	if err := decode(v, &j); err != nil {
+		return err
+	}
+	at, err := a.currentAttemptOf(p.JobID, j.Current, p.Attempt, p.FencingToken, p.Node)
+	if err != nil {
+		return err
+	}
+	from := at.State
+	if from == AttemptRunning {
+		return nil // a repeated report
+	}
+	if !p.StartedAt.IsZero() && at.StartedAt.IsZero() {
+		at.StartedAt = p.StartedAt
+	}
+	if at.StartedAt.IsZero() {
+		at.StartedAt = a.at
+	}
+	at.State = AttemptRunning
+	return a.saveAttempt(at, from)
 }
 
 // finishJob moves a job whose attempt at just ended (at is terminal).
@@ -174,15 +208,14 @@ func (a *applier) markLost(p *MarkLost, res *Result) error {
 		reason = "node lost"
 	}
 	for _, ref := range p.Attempts {
-		id := fmt.Sprintf("%s/%d", ref.JobID, ref.Attempt)
 		j, err := a.getJob(ref.JobID)
 		if err != nil {
-			skip(res, id, "job not found")
+			skip(res, ref.id(), "job not found")
 			continue
 		}
 		at, err := a.currentAttempt(j, ref.Attempt, ref.FencingToken, p.Node)
 		if err != nil {
-			skip(res, id, err.Error())
+			skip(res, ref.id(), err.Error())
 			continue
 		}
 		from := at.State
@@ -210,19 +243,18 @@ func (a *applier) stopAttempts(p *StopAttempts, res *Result) error {
 		return fmt.Errorf("%w: reason: %q (want drained or preempted)", ErrBadCommand, p.Reason)
 	}
 	for _, ref := range p.Attempts {
-		id := fmt.Sprintf("%s/%d", ref.JobID, ref.Attempt)
 		j, err := a.getJob(ref.JobID)
 		if err != nil {
-			skip(res, id, "job not found")
+			skip(res, ref.id(), "job not found")
 			continue
 		}
 		at, err := a.currentAttempt(j, ref.Attempt, ref.FencingToken, "")
 		if err != nil {
-			skip(res, id, err.Error())
+			skip(res, ref.id(), err.Error())
 			continue
 		}
 		if at.CancelRequested != "" {
-			skip(res, id, "stop already requested: "+at.CancelRequested)
+			skip(res, ref.id(), "stop already requested: "+at.CancelRequested)
 			continue
 		}
 		if err := a.requestStop(at, p.Reason); err != nil {
@@ -241,3 +273,6 @@ func (a *applier) requestStop(at *Attempt, reason string) error {
 	a.emit(Event{Type: EventAttempt, JobID: at.JobID, Attempt: at.Num, Node: at.Node, State: string(at.State), Reason: "stop requested: " + reason})
 	return nil
 }
+
+// id names the attempt in Result.Skipped.
+func (r AttemptRef) id() string { return fmt.Sprintf("%s/%d", r.JobID, r.Attempt) }

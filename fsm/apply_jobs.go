@@ -22,15 +22,14 @@ func validKey(field, v string, max int) error {
 func (a *applier) submitJobs(p *SubmitJobs, res *Result) error {
 	// Validate everything first so a refusal writes nothing.
 	for i, nj := range p.Jobs {
-		if err := validKey(fmt.Sprintf("jobs[%d].id", i), nj.ID, maxIDLen); err != nil {
-			return err
+		if validKey("id", nj.ID, maxIDLen) != nil {
+			return validKey(fmt.Sprintf("jobs[%d].id", i), nj.ID, maxIDLen)
 		}
 		if len(nj.IdempotencyKey) > maxKeyLen {
 			return fmt.Errorf("%w: jobs[%d].idempotency_key: %d bytes (max %d)", ErrBadCommand, i, len(nj.IdempotencyKey), maxKeyLen)
 		}
 	}
 	res.Jobs = make([]SubmitResult, 0, len(p.Jobs))
-	seen := map[string]bool{} // IDs created by this entry
 	for _, nj := range p.Jobs {
 		if nj.IdempotencyKey != "" {
 			if v := a.idem.Get([]byte(nj.IdempotencyKey)); v != nil {
@@ -43,12 +42,13 @@ func (a *applier) submitJobs(p *SubmitJobs, res *Result) error {
 			}
 		}
 		// A job ID that exists is a retried command (the leader stamped the
-		// ID once); answer as a duplicate rather than overwrite.
-		if seen[nj.ID] || a.jobs.Get([]byte(nj.ID)) != nil {
+		// ID once); answer as a duplicate rather than overwrite. The write
+		// transaction reads its own writes, so this also catches an ID
+		// repeated within the entry.
+		if a.jobs.Get([]byte(nj.ID)) != nil {
 			res.Jobs = append(res.Jobs, SubmitResult{ID: nj.ID, Duplicate: true})
 			continue
 		}
-		seen[nj.ID] = true
 		j := &Job{
 			ID:             nj.ID,
 			Spec:           nj.Spec,
@@ -64,10 +64,10 @@ func (a *applier) submitJobs(p *SubmitJobs, res *Result) error {
 			return err
 		}
 		if nj.IdempotencyKey != "" {
-			v, err := encode(idemRecord{JobID: nj.ID, RecordedAt: a.at})
-			if err != nil {
-				return err
+			if a.atText == "" {
+				a.atText = rfc3339Text(a.at) // a.at is never zero (applyEntry)
 			}
+			v := encodeIdemRecord(nj.ID, a.atText)
 			if err := a.put(a.idem, []byte(nj.IdempotencyKey), v); err != nil {
 				return err
 			}

@@ -79,6 +79,40 @@ type idemRecord struct {
 	RecordedAt time.Time `json:"recorded_at"`
 }
 
+// encodeIdemRecord is encode(idemRecord{jobID, at}) without reflection (a
+// submit with keys writes one per job), where atText is the non-zero at as
+// the codec writes it (rfc3339Text). TestEncodeIdemRecord compares both.
+func encodeIdemRecord(jobID, atText string) []byte {
+	b := make([]byte, 0, 1+7+9+len(jobID)+12+9+len(atText))
+	b = append(b, 0xa2) // a map of 2; keys in length-first order
+	b = appendCBORText(b, "job_id")
+	b = appendCBORText(b, jobID)
+	b = appendCBORText(b, "recorded_at")
+	return appendCBORText(b, atText)
+}
+
+// rfc3339Text is how the codec writes a non-zero time (TimeRFC3339NanoUTC).
+func rfc3339Text(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+
+// appendCBORText appends s as a CBOR text string (major type 3, shortest
+// length head).
+func appendCBORText(b []byte, s string) []byte {
+	const major = 3 << 5
+	switch n := uint64(len(s)); {
+	case n < 24:
+		b = append(b, major|byte(n))
+	case n <= math.MaxUint8:
+		b = append(b, major|24, byte(n))
+	case n <= math.MaxUint16:
+		b = append(b, major|25, byte(n>>8), byte(n))
+	case n <= math.MaxUint32:
+		b = append(b, major|26, byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
+	default:
+		b = append(b, major|27, byte(n>>56), byte(n>>48), byte(n>>40), byte(n>>32), byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
+	}
+	return append(b, s...)
+}
+
 // Queue is a named concurrency limit.
 type Queue struct {
 	Name       string `json:"name"`

@@ -95,30 +95,44 @@ func dueKey(due time.Time, id string) []byte {
 // then, for as long as capacity only shrinks, none of the group can, for
 // the same reason. The value is opaque (a truncated sha256).
 func PlacementGroup(s *JobSpec) string {
-	h := sha256.New()
+	return string(appendPlacementGroup(make([]byte, 0, groupLen), s))
+}
+
+// appendPlacementGroup appends s's PlacementGroup to k.
+func appendPlacementGroup(k []byte, s *JobSpec) []byte {
+	var stack [256]byte
+	b := stack[:0] // the hashed text: each field as its length, ':', itself
 	field := func(v string) {
-		h.Write(strconv.AppendInt(nil, int64(len(v)), 10))
-		h.Write([]byte{':'})
-		h.Write([]byte(v))
+		b = strconv.AppendInt(b, int64(len(v)), 10)
+		b = append(append(b, ':'), v...)
+	}
+	var num [20]byte
+	intField := func(n int64) {
+		d := strconv.AppendInt(num[:0], n, 10)
+		b = strconv.AppendInt(b, int64(len(d)), 10)
+		b = append(append(b, ':'), d...)
 	}
 	field(s.Queue)
 	field(s.Driver)
-	field(strconv.Itoa(len(s.Constraints)))
+	intField(int64(len(s.Constraints)))
 	for _, c := range s.Constraints {
 		field(c)
 	}
-	field(strconv.FormatInt(s.Resources.CPU, 10))
-	field(strconv.FormatInt(s.Resources.MemoryMB, 10))
-	for _, k := range sortedKeys(s.Resources.Named) {
-		field(k)
-		field(strconv.FormatInt(s.Resources.Named[k], 10))
+	intField(s.Resources.CPU)
+	intField(s.Resources.MemoryMB)
+	if len(s.Resources.Named) > 0 {
+		for _, k := range sortedKeys(s.Resources.Named) {
+			field(k)
+			intField(s.Resources.Named[k])
+		}
 	}
-	return string(h.Sum(nil)[:groupLen])
+	sum := sha256.Sum256(b)
+	return append(k, sum[:groupLen]...)
 }
 
 func queuedKey(j *Job) []byte {
 	k := make([]byte, 0, queuedFixed+len(j.ID))
-	k = append(k, PlacementGroup(&j.Spec)...)
+	k = appendPlacementGroup(k, &j.Spec)
 	k = binary.BigEndian.AppendUint64(k, uint64(int64(j.Spec.Priority))^(1<<63))
 	k = binary.BigEndian.AppendUint64(k, sortableTime(j.SubmittedAt))
 	return append(k, j.ID...)
@@ -202,10 +216,14 @@ func (a *applier) indexSchedJob(j *Job, from JobState) error {
 			}
 		}
 	}
-	if a.dueOf == nil {
-		a.dueOf = dueMemo{}
+	// A job created by this entry is read through getJob (which remembers
+	// its times) before anything changes it again.
+	if from != "" {
+		if a.dueOf == nil {
+			a.dueOf = dueMemo{}
+		}
+		a.dueOf[j.ID] = cur
 	}
-	a.dueOf[j.ID] = cur
 	switch {
 	case from == JobQueued && j.State != JobQueued:
 		return a.del(a.queuedByGroup, queuedKey(j))

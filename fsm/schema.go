@@ -90,14 +90,30 @@ func jobStatePrefix(state JobState) []byte { return append([]byte(state), '/') }
 
 // attemptKey pads the number so attempts sort numerically.
 func attemptKey(jobID string, num int) []byte {
-	return fmt.Appendf(make([]byte, 0, len(jobID)+10), "%s/%08d", jobID, num)
+	return appendAttemptKey(make([]byte, 0, len(jobID)+9), jobID, num)
+}
+
+// appendAttemptKey appends jobID + "/" + num as fmt's %08d writes it.
+func appendAttemptKey(k []byte, jobID string, num int) []byte {
+	if num < 0 || num > 99999999 {
+		return fmt.Appendf(k, "%s/%08d", jobID, num)
+	}
+	k = append(k, jobID...)
+	var d [9]byte
+	d[0] = '/'
+	for i := 8; i > 0; i-- {
+		d[i] = byte('0' + num%10)
+		num /= 10
+	}
+	return append(k, d[:]...)
 }
 
 func attemptPrefix(jobID string) []byte { return append([]byte(jobID), '/') }
 
 func liveKey(node, jobID string, num int) []byte {
-	k := append([]byte(node), 0)
-	return append(k, attemptKey(jobID, num)...)
+	k := make([]byte, 0, len(node)+1+len(jobID)+9)
+	k = append(append(k, node...), 0)
+	return appendAttemptKey(k, jobID, num)
 }
 
 func livePrefix(node string) []byte { return append([]byte(node), 0) }

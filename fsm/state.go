@@ -8,18 +8,26 @@ import (
 // The two helpers every transition goes through, so the secondary indexes
 // (jobs_by_state, live_attempts_by_node) can never drift from the records.
 
-// getJob reads a job for modification.
+// getJob reads a job for modification. Its Spec holds only the fields
+// Apply uses (schedSpec, jobrecord.go), and saveJob writes the spec back as
+// it was stored: Apply never changes a stored job's spec.
 func (a *applier) getJob(id string) (*Job, error) {
 	v := a.jobs.Get([]byte(id))
 	if v == nil {
 		return nil, fmt.Errorf("%w: job %q", ErrNotFound, id)
 	}
-	var j Job
-	if err := decode(v, &j); err != nil {
+	j, raw, err := decodeStoredJob(v)
+	if err != nil {
 		return nil, err
 	}
-	a.rememberDue(&j)
-	return &j, nil
+	a.rememberDue(j)
+	if raw != nil {
+		if a.specOf == nil {
+			a.specOf = map[*Job][]byte{}
+		}
+		a.specOf[j] = raw
+	}
+	return j, nil
 }
 
 // saveJob writes j, whose state before this entry was from ("" for a new
@@ -31,7 +39,7 @@ func (a *applier) saveJob(j *Job, from JobState) error {
 	if j.State.Terminal() && !from.Terminal() {
 		j.FinishedAt = a.at
 	}
-	v, err := encode(j)
+	v, err := encodeJob(j, a.specOf[j])
 	if err != nil {
 		return err
 	}
@@ -113,12 +121,11 @@ func (a *applier) saveAttempt(at *Attempt, from AttemptState) error {
 	if err := a.put(a.attempts, attemptKey(at.JobID, at.Num), v); err != nil {
 		return err
 	}
-	lk := liveKey(at.Node, at.JobID, at.Num)
 	switch {
 	case at.State.Live() && !from.Live():
-		err = a.put(a.live, lk, nil)
+		err = a.put(a.live, liveKey(at.Node, at.JobID, at.Num), nil)
 	case !at.State.Live() && from.Live():
-		err = a.del(a.live, lk)
+		err = a.del(a.live, liveKey(at.Node, at.JobID, at.Num))
 	}
 	if err != nil {
 		return err

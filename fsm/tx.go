@@ -35,6 +35,20 @@ func (t *Tx) Job(id string) (*Job, error) {
 	return &j, nil
 }
 
+// JobSpec returns one job's spec, or ErrNotFound. It skips decoding the
+// rest of the record (for callers that only run the job).
+func (t *Tx) JobSpec(id string) (*JobSpec, error) {
+	v := t.tx.Bucket(bucketJobs).Get([]byte(id))
+	if v == nil {
+		return nil, fmt.Errorf("%w: job %q", ErrNotFound, id)
+	}
+	var j jobSpecView
+	if err := decode(v, &j); err != nil {
+		return nil, err
+	}
+	return &j.Spec, nil
+}
+
 // Attempts returns a job's attempts in order (empty if it has none).
 func (t *Tx) Attempts(jobID string) ([]Attempt, error) {
 	var out []Attempt

@@ -1,0 +1,170 @@
+package fsm
+
+import (
+	"bytes"
+	"time"
+
+	"github.com/fxamacker/cbor/v2"
+)
+
+// Apply reads a stored job to change its state (place, report, release,
+// cancel, GC...) but never changes its spec, which is most of the record:
+// command, env, labels, image and so on. Decoding the spec and encoding it
+// again on every transition was most of the CPU a job's attempt reports
+// cost. So the applier reads a job as a storedJob, whose spec stays the
+// encoded bytes it was stored as, decodes only the spec fields that
+// Apply's decisions and indexes use (schedSpec), and writes the record back
+// with the same spec bytes.
+//
+// That writes exactly the bytes a decode and re-encode of the whole job
+// would (StateHash must not depend on the path), because a stored spec is
+// this codec's deterministic output: decoding it and encoding it again is
+// the identity. The one value that does not round-trip is CBOR null (a nil
+// Command, or a zero run_at or deadline from a version 1 JSON entry: null
+// decodes to nil, which omitempty then leaves out), so a spec with a null
+// byte anywhere takes the full decode and re-encode (a false positive only
+// costs time). TestStoredJobRoundTrip and TestGoldenStateHash hold this.
+
+// storedJob is Job as stored, its spec left encoded. Its fields, names and
+// tags must be Job's (TestStoredJobMirrorsJob checks).
+type storedJob struct {
+	ID              string          `json:"id"`
+	Spec            cbor.RawMessage `json:"spec"`
+	State           JobState        `json:"state"`
+	Reason          string          `json:"reason,omitempty"`
+	IdempotencyKey  string          `json:"idempotency_key,omitempty"`
+	SubmittedAt     time.Time       `json:"submitted_at"`
+	UpdatedAt       time.Time       `json:"updated_at"`
+	FinishedAt      time.Time       `json:"finished_at,omitzero"`
+	NextRunAt       time.Time       `json:"next_run_at,omitzero"`
+	Attempts        int             `json:"attempts"`
+	CountedAttempts int             `json:"counted_attempts"`
+	Current         int             `json:"current_attempt,omitempty"`
+	ExitCode        *int            `json:"exit_code,omitempty"`
+	CreateIndex     uint64          `json:"create_index"`
+	ModifyIndex     uint64          `json:"modify_index"`
+}
+
+// schedSpec is JobSpec as Apply reads it: the placement group and
+// priority (queued_by_group), the deadline (jobs_by_due) and the retry
+// policy (finishJob). The other fields are skipped without being decoded.
+// Every JobSpec field is here with its tag (TestViewsMirrorRecords), so no
+// key is unknown: an unknown key costs allocations and a duplicate check.
+type schedSpec struct {
+	Name             skipped    `json:"name,omitempty"`
+	Command          skipped    `json:"command"`
+	Env              skipped    `json:"env,omitempty"`
+	Resources        Resources  `json:"resources,omitempty"`
+	Priority         int        `json:"priority"`
+	MaxAttempts      int        `json:"max_attempts,omitempty"`
+	Timeout          skipped    `json:"timeout,omitempty"`
+	Labels           skipped    `json:"labels,omitempty"`
+	Driver           string     `json:"driver,omitempty"`
+	Image            skipped    `json:"image,omitempty"`
+	Network          skipped    `json:"network,omitempty"`
+	User             skipped    `json:"user,omitempty"`
+	KillSignal       skipped    `json:"kill_signal,omitempty"`
+	KillTimeout      skipped    `json:"kill_timeout,omitempty"`
+	Queue            string     `json:"queue,omitempty"`
+	Constraints      []string   `json:"constraints,omitempty"`
+	Placement        skipped    `json:"placement,omitempty"`
+	Backoff          Backoff    `json:"backoff,omitempty"`
+	NoRetryExitCodes []int      `json:"no_retry_exit_codes,omitempty"`
+	RunAt            skipped    `json:"run_at,omitempty"`
+	Deadline         *time.Time `json:"deadline,omitempty"`
+	AllowUnplaceable skipped    `json:"allow_unplaceable,omitempty"`
+}
+
+// skipped is a field a view type does not read: the decoder checks the
+// value is well-formed (as for the whole record) and moves on.
+type skipped struct{}
+
+func (*skipped) UnmarshalCBOR([]byte) error { return nil }
+
+// jobCurrentView is Job with only Current read (a "running" report needs
+// nothing else).
+type jobCurrentView struct {
+	ID              skipped `json:"id"`
+	Spec            skipped `json:"spec"`
+	State           skipped `json:"state"`
+	Reason          skipped `json:"reason,omitempty"`
+	IdempotencyKey  skipped `json:"idempotency_key,omitempty"`
+	SubmittedAt     skipped `json:"submitted_at"`
+	UpdatedAt       skipped `json:"updated_at"`
+	FinishedAt      skipped `json:"finished_at,omitzero"`
+	NextRunAt       skipped `json:"next_run_at,omitzero"`
+	Attempts        skipped `json:"attempts"`
+	CountedAttempts skipped `json:"counted_attempts"`
+	Current         int     `json:"current_attempt,omitempty"`
+	ExitCode        skipped `json:"exit_code,omitempty"`
+	CreateIndex     skipped `json:"create_index"`
+	ModifyIndex     skipped `json:"modify_index"`
+}
+
+// jobSpecView is Job with only Spec read (Tx.JobSpec).
+type jobSpecView struct {
+	ID              skipped `json:"id"`
+	Spec            JobSpec `json:"spec"`
+	State           skipped `json:"state"`
+	Reason          skipped `json:"reason,omitempty"`
+	IdempotencyKey  skipped `json:"idempotency_key,omitempty"`
+	SubmittedAt     skipped `json:"submitted_at"`
+	UpdatedAt       skipped `json:"updated_at"`
+	FinishedAt      skipped `json:"finished_at,omitzero"`
+	NextRunAt       skipped `json:"next_run_at,omitzero"`
+	Attempts        skipped `json:"attempts"`
+	CountedAttempts skipped `json:"counted_attempts"`
+	Current         skipped `json:"current_attempt,omitempty"`
+	ExitCode        skipped `json:"exit_code,omitempty"`
+	CreateIndex     skipped `json:"create_index"`
+	ModifyIndex     skipped `json:"modify_index"`
+}
+
+// cborNull is the one byte whose value does not survive a round trip.
+const cborNull = 0xf6
+
+// decodeStoredJob reads a job record for Apply. The returned job's Spec
+// holds only schedSpec's fields when raw is non-nil: raw is then the
+// stored spec, for encodeJob. raw is nil when the spec was decoded whole.
+func decodeStoredJob(v []byte) (j *Job, raw []byte, err error) {
+	var s storedJob
+	if err := decode(v, &s); err != nil {
+		return nil, nil, err
+	}
+	j = &Job{
+		ID: s.ID, State: s.State, Reason: s.Reason, IdempotencyKey: s.IdempotencyKey,
+		SubmittedAt: s.SubmittedAt, UpdatedAt: s.UpdatedAt, FinishedAt: s.FinishedAt, NextRunAt: s.NextRunAt,
+		Attempts: s.Attempts, CountedAttempts: s.CountedAttempts, Current: s.Current, ExitCode: s.ExitCode,
+		CreateIndex: s.CreateIndex, ModifyIndex: s.ModifyIndex,
+	}
+	if bytes.IndexByte(s.Spec, cborNull) >= 0 {
+		if err := decode(s.Spec, &j.Spec); err != nil {
+			return nil, nil, err
+		}
+		return j, nil, nil
+	}
+	var ss schedSpec
+	if err := decode(s.Spec, &ss); err != nil {
+		return nil, nil, err
+	}
+	j.Spec = JobSpec{
+		Resources: ss.Resources, Priority: ss.Priority, MaxAttempts: ss.MaxAttempts, Driver: ss.Driver,
+		Queue: ss.Queue, Constraints: ss.Constraints, Backoff: ss.Backoff, NoRetryExitCodes: ss.NoRetryExitCodes,
+		Deadline: ss.Deadline,
+	}
+	return j, s.Spec, nil
+}
+
+// encodeJob encodes j; with raw (from decodeStoredJob) as its spec, else
+// whole.
+func encodeJob(j *Job, raw []byte) ([]byte, error) {
+	if raw == nil {
+		return encode(j)
+	}
+	return encode(&storedJob{
+		ID: j.ID, Spec: raw, State: j.State, Reason: j.Reason, IdempotencyKey: j.IdempotencyKey,
+		SubmittedAt: j.SubmittedAt, UpdatedAt: j.UpdatedAt, FinishedAt: j.FinishedAt, NextRunAt: j.NextRunAt,
+		Attempts: j.Attempts, CountedAttempts: j.CountedAttempts, Current: j.Current, ExitCode: j.ExitCode,
+		CreateIndex: j.CreateIndex, ModifyIndex: j.ModifyIndex,
+	})
+}
