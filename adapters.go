@@ -19,7 +19,12 @@ import (
 // exec, sched and httpapi declare, so those packages never import each other.
 
 // assignments is the worker's view of the local FSM.
-type assignments struct{ f *fsm.FSM }
+type assignments struct {
+	f     *fsm.FSM
+	specs *specCache
+}
+
+func newAssignments(f *fsm.FSM) assignments { return assignments{f: f, specs: &specCache{}} }
 
 func (a assignments) Watch() (<-chan struct{}, func()) { return a.f.Watch() }
 
@@ -27,9 +32,9 @@ func (a assignments) Watch() (<-chan struct{}, func()) { return a.f.Watch() }
 // assigned ones (the worker needs a spec only to start an attempt). A
 // node can hold thousands of assigned attempts waiting for a slot, and the
 // worker reconciles after every apply, so the specs already read are kept
-// (specCacheOf) and a reconcile decodes only the jobs of new attempts.
+// (a.specs) and a reconcile decodes only the jobs of new attempts.
 func (a assignments) LiveAttempts(node string) ([]exec.Assignment, error) {
-	c := specCacheOf(a.f)
+	c := a.specs
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var out []exec.Assignment
@@ -81,18 +86,6 @@ type specKey struct {
 	job   string
 	num   int
 	token uint64
-}
-
-// specCaches maps each *fsm.FSM to its specCache (the assignments value
-// is built by agent.go as assignments{f}, so the cache lives here).
-var specCaches sync.Map
-
-func specCacheOf(f *fsm.FSM) *specCache {
-	if c, ok := specCaches.Load(f); ok {
-		return c.(*specCache)
-	}
-	c, _ := specCaches.LoadOrStore(f, &specCache{})
-	return c.(*specCache)
 }
 
 // clusterAdapter turns cluster.Node into httpapi.Cluster.

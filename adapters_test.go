@@ -51,7 +51,7 @@ func TestAssignmentsLiveAttempts(t *testing.T) {
 	apply(fsm.CmdSubmitJobs, sub)
 	place := apply(fsm.CmdPlace, fsm.Place{Placements: []fsm.Placement{{JobID: "01JOBA", Node: "n1"}, {JobID: "01JOBB", Node: "n1"}, {JobID: "01JOBC", Node: "n2"}}})
 
-	a := assignments{f}
+	a := newAssignments(f)
 	check := func(wantStates map[string]fsm.AttemptState) {
 		t.Helper()
 		got, err := a.LiveAttempts("n1")
@@ -76,7 +76,7 @@ func TestAssignmentsLiveAttempts(t *testing.T) {
 				t.Fatalf("%s: spec %+v, want %+v", g.Attempt.JobID, g.Spec, want)
 			}
 		}
-		if n := len(specCacheOf(f).specs); n != assigned {
+		if n := len(a.specs.specs); n != assigned {
 			t.Fatalf("cache holds %d specs, want %d (the assigned attempts)", n, assigned)
 		}
 	}

@@ -267,7 +267,7 @@ func runAgent(parent context.Context, cfg *agentConfig) error {
 	}
 
 	worker, err := exec.NewWorker(cfg.worker, exec.WorkerDeps{
-		Assignments:   assignments{f},
+		Assignments:   newAssignments(f),
 		Reporter:      exec.NewBatchingReporter(reportBatch{n: node, now: wallclock.Now}),
 		LeaderContact: node,
 		Logger:        logger,
