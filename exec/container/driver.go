@@ -146,6 +146,7 @@ func (d *Driver) Start(ctx context.Context, t *exec.Task) (exec.Handle, error) {
 	if err := checkMemory(t.Spec.Resources.MemoryMB); err != nil {
 		return nil, err
 	}
+	primeAttachLock() // the init's cgroup migration waits for an RCU grace period: start it now
 	if err := os.MkdirAll(d.cfg.containersDir(), 0o700); err != nil {
 		return nil, fmt.Errorf("%w: state root: %v", ErrStart, err)
 	}

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/opencontainers/cgroups"
+
 	"github.com/foreman-sched/foreman/fsm"
 )
 
@@ -70,4 +72,25 @@ func openFDs(t *testing.T) map[int]string {
 		out[fd] = target
 	}
 	return out
+}
+
+// TestPrimeAttachLockKeepsOurCgroup: the primer's migration is into the
+// cgroup this process is already in.
+func TestPrimeAttachLockKeepsOurCgroup(t *testing.T) {
+	requireContainers(t)
+	dir := ownPidsCgroupDir()
+	if dir == "" {
+		t.Fatal("own pids cgroup not found")
+	}
+	before, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cgroups.WriteCgroupProc(dir, 0); err != nil {
+		t.Fatalf("no-op migration into %s: %v", dir, err)
+	}
+	after, _ := os.ReadFile("/proc/self/cgroup")
+	if string(after) != string(before) {
+		t.Errorf("cgroups changed:\n%s\nwas\n%s", after, before)
+	}
 }
