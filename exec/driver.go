@@ -71,6 +71,18 @@ type ExitStatus struct {
 	Err         error // set when the driver lost track of the task
 }
 
+// Warmer is implemented by drivers whose first use opens process-wide handles
+// (descriptors a library keeps for the life of the process) or fills
+// process-wide caches. A standby supervisor calls Warm before it records
+// the clean state every later attempt is compared with (recycle.go), so
+// those handles are part of that baseline instead of a leak that would stop
+// the supervisor from being recycled, and the first attempt does not pay
+// for them. Warm must not start processes or leave goroutines running; an
+// error only means the handles may open later (and the check then notices).
+type Warmer interface {
+	Warm() error
+}
+
 // OrphanCleaner is implemented by drivers that leave host state behind when
 // a supervisor dies without Destroy (containers, cgroups, mounts). The worker
 // calls it once at start, after re-adopting live supervisors; live holds the

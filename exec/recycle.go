@@ -54,6 +54,7 @@ func standbyMain() int {
 		return 0
 	}
 	defer ctl.Close()
+	warmDrivers()
 	base, err := snapshotProcess()
 	if err != nil {
 		return 0 // cannot prove cleanliness: serve nothing rather than risk a leak
@@ -79,6 +80,18 @@ func standbyMain() int {
 			// The worker that handed us this attempt is gone.
 			appendLine(filepath.Join(dir, SupervisorLog), "supervisor exits after its attempt: worker gone ("+err.Error()+")")
 			return 0
+		}
+	}
+}
+
+// warmDrivers lets every registered driver open its process-wide handles
+// before the baseline is taken (Warmer).
+func warmDrivers() {
+	for _, d := range Drivers() {
+		if w, ok := d.(Warmer); ok {
+			if err := w.Warm(); err != nil {
+				fmt.Fprintf(os.Stderr, "supervisor: warm driver %s: %v\n", d.Name(), err)
+			}
 		}
 	}
 }
@@ -130,6 +143,7 @@ type processState struct {
 	children   bool
 	goroutines int
 	cwd        string
+	mntns      string // the main thread's mount namespace
 	env        []string
 	status     []string        // Umask, Sig*, NoNewPrivs, Seccomp, Cap*, Uid, Gid, Groups
 	limits     [16]unix.Rlimit // RLIMIT_CPU … RLIMIT_RTTIME
@@ -167,6 +181,9 @@ func snapshotProcess() (*processState, error) {
 	err = unix.Waitid(unix.P_ALL, 0, &si, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil)
 	p.children = !errors.Is(err, unix.ECHILD)
 	if p.cwd, err = os.Getwd(); err != nil {
+		return nil, err
+	}
+	if p.mntns, err = os.Readlink("/proc/self/ns/mnt"); err != nil {
 		return nil, err
 	}
 	b, err := os.ReadFile("/proc/self/status")
@@ -210,6 +227,12 @@ func (p *processState) diff(base *processState) string {
 	}
 	if p.cwd != base.cwd {
 		out = append(out, "cwd "+p.cwd)
+	}
+	if p.mntns != base.mntns {
+		// /proc/self/ns describes the main thread: a goroutine that locked
+		// it and joined another namespace (libcontainer's mount-source
+		// thread does, per container start) can never leave it again.
+		out = append(out, "main thread in mount namespace "+p.mntns+", was "+base.mntns)
 	}
 	if !slices.Equal(p.env, base.env) {
 		out = append(out, "environment changed")

@@ -318,6 +318,24 @@ func TestProcessStateDiff(t *testing.T) {
 	}
 }
 
+// TestProcessStateDiffMountNamespace: a main thread left in another mount
+// namespace (a locked goroutine that setns'd, as libcontainer's mount-source
+// thread does, cannot take the main thread out of it) is a difference.
+func TestProcessStateDiffMountNamespace(t *testing.T) {
+	base, err := snapshotProcess()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(base.mntns, "mnt:[") {
+		t.Fatalf("mount namespace not recorded: %q", base.mntns)
+	}
+	p := *base
+	p.mntns = "mnt:[1]"
+	if d := p.diff(base); !strings.Contains(d, "main thread in mount namespace mnt:[1]") {
+		t.Errorf("diff %q misses the main thread's mount namespace", d)
+	}
+}
+
 // BenchmarkSnapshotProcess is the cleanliness check's cost per attempt.
 func BenchmarkSnapshotProcess(b *testing.B) {
 	for i := 0; i < b.N; i++ {

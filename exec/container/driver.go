@@ -34,6 +34,9 @@ type Driver struct {
 
 	mu     sync.Mutex
 	stores map[string]*image.Store // by cache dir
+
+	hostMu    sync.Mutex
+	hostCache map[string]*hostCacheEntry // by state root
 }
 
 var _ exec.Driver = (*Driver)(nil)
@@ -143,6 +146,7 @@ func (d *Driver) Start(ctx context.Context, t *exec.Task) (exec.Handle, error) {
 	if err := checkMemory(t.Spec.Resources.MemoryMB); err != nil {
 		return nil, err
 	}
+	primeAttachLock() // the init's cgroup migration waits for an RCU grace period: start it now
 	if err := os.MkdirAll(d.cfg.containersDir(), 0o700); err != nil {
 		return nil, fmt.Errorf("%w: state root: %v", ErrStart, err)
 	}
@@ -171,7 +175,7 @@ func (d *Driver) Start(ctx context.Context, t *exec.Task) (exec.Handle, error) {
 			userSpec = img.Config.User
 		}
 	} else {
-		hr, err := buildHostRootfs(d.cfg.StateRoot)
+		hr, err := d.hostRootfsFor(d.cfg.StateRoot)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrStart, err)
 		}
@@ -246,8 +250,8 @@ func validateTask(t *exec.Task) error {
 	switch {
 	case t == nil:
 		return fmt.Errorf("%w: nil task", ErrInvalidTask)
-	case !validID.MatchString(t.ID):
-		return fmt.Errorf("%w: ID %q must match %s", ErrInvalidTask, t.ID, validID)
+	case !validID(t.ID):
+		return fmt.Errorf("%w: ID %q must match %s", ErrInvalidTask, t.ID, validIDPattern)
 	case !filepath.IsAbs(t.WorkDir):
 		return fmt.Errorf("%w: WorkDir %q must be an absolute path", ErrInvalidTask, t.WorkDir)
 	case t.Stdout == nil || t.Stderr == nil:

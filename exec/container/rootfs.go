@@ -10,6 +10,9 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // Container paths every rootfs (host skeleton or image) must provide as
@@ -47,6 +50,67 @@ var etcBound = []string{"/etc/ssl/certs", "/etc/alternatives", "/etc/ca-certific
 type hostRootfs struct {
 	dir   string
 	binds []string // host dirs bound at the same path
+}
+
+// hostRootfsFor returns the skeleton for stateRoot, rebuilding it (reading
+// and hashing every input) only when an input's inode, size or ctime
+// changed since the last call, or the skeleton is gone. ctime cannot be set
+// from user space, so any write, rename or chmod of an input is seen; the
+// check is one lstat per input instead of reading ~130 KB and hashing it on
+// every start.
+func (d *Driver) hostRootfsFor(stateRoot string) (*hostRootfs, error) {
+	fp := hostInputsFingerprint()
+	d.hostMu.Lock()
+	defer d.hostMu.Unlock()
+	if c := d.hostCache[stateRoot]; c != nil && c.fingerprint == fp {
+		if _, err := os.Stat(filepath.Join(c.hr.dir, ".complete")); err == nil {
+			return c.hr, nil
+		}
+	}
+	hr, err := buildHostRootfs(stateRoot)
+	if err != nil {
+		return nil, err
+	}
+	if d.hostCache == nil {
+		d.hostCache = map[string]*hostCacheEntry{}
+	}
+	d.hostCache[stateRoot] = &hostCacheEntry{fingerprint: fp, hr: hr}
+	return hr, nil
+}
+
+type hostCacheEntry struct {
+	fingerprint string
+	hr          *hostRootfs
+}
+
+// hostInputsFingerprint identifies the current version of every input of
+// buildHostRootfs (missing ones included, as missing).
+func hostInputsFingerprint() string {
+	var b strings.Builder
+	add := func(p string, follow bool) {
+		var st unix.Stat_t
+		var err error
+		if follow {
+			err = unix.Stat(p, &st)
+		} else {
+			err = unix.Lstat(p, &st)
+		}
+		if err != nil {
+			fmt.Fprintf(&b, "%s -\n", p)
+			return
+		}
+		fmt.Fprintf(&b, "%s %d %d %o %d %d.%d\n", p, st.Dev, st.Ino, st.Mode, st.Size, st.Ctim.Sec, st.Ctim.Nsec)
+	}
+	for _, d := range hostTopDirs {
+		add(d, false)
+	}
+	for _, d := range etcBound {
+		add(d, true)
+	}
+	for _, n := range etcCopied {
+		add(filepath.Join("/etc", n), false)
+	}
+	return b.String()
 }
 
 // skeletonVersion changes whenever the skeleton layout changes.
