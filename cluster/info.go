@@ -148,6 +148,12 @@ func (n *Node) Ready() error {
 	if !n.InContactWithLeader() {
 		return fmt.Errorf("%w: no recent contact with the leader", ErrNotReady)
 	}
+	// In sync: applied the leader's log as of (re)gaining contact. raft's
+	// commit index below is only what this node has heard of so far, so a
+	// follower replaying a long log looks caught up between batches.
+	if !n.InSync() {
+		return fmt.Errorf("%w: not yet caught up with the leader's log", ErrNotReady)
+	}
 	// raft's applied index, not the FSM's: configuration and no-op entries
 	// never reach the FSM.
 	if applied, commit := n.raft.AppliedIndex(), n.raft.CommitIndex(); applied < commit {
