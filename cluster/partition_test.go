@@ -35,6 +35,7 @@ func TestPartitionedFollowerLosesLeaderContact(t *testing.T) {
 			others = append(others, nd.Index)
 		}
 	}
+	first := leader
 	c.Partition(others, []int{f.Index})
 	c.Eventually(clustertest.ConvergeTimeout, "follower out of contact", func() error {
 		if f.InContactWithLeader() {
@@ -45,11 +46,22 @@ func TestPartitionedFollowerLosesLeaderContact(t *testing.T) {
 		}
 		return nil
 	})
-	if !leader.InContactWithLeader() {
-		t.Fatal("the leader with a quorum says it is out of contact")
-	}
+	// The majority keeps (or, after a stall of the loaded test process longer
+	// than the lease, re-elects) a leader that is in contact.
+	c.Eventually(clustertest.LeaderTimeout, "a leader in contact on the majority side", func() error {
+		for _, i := range others {
+			if nd := c.Node(i); nd.IsLeader() && nd.InContactWithLeader() {
+				leader = nd
+				return nil
+			}
+		}
+		return errNotYet
+	})
 	c.Eventually(clustertest.ConvergeTimeout, "leader stops hearing from "+f.Name, func() error {
 		heard, ok := leader.LastHeardFrom(f.Name)
+		if !ok && leader != first {
+			return nil // a leader elected during the partition never heard from f
+		}
 		if !ok {
 			return errors.New("LastHeardFrom unknown")
 		}
