@@ -77,6 +77,12 @@ type RaftTimings struct {
 	SnapshotInterval   time.Duration
 	SnapshotThreshold  uint64
 	TrailingLogs       uint64
+	// SnapshotLogBytes bounds the log by size as well as by count: once
+	// the entries stored since the last snapshot add up to this many bytes
+	// (or to the last snapshot's size, if larger, so a big state is not
+	// rewritten too often), the node snapshots and keeps only about this
+	// many bytes of trailing log. 0 leaves only the count-based triggers.
+	SnapshotLogBytes uint64
 }
 
 // GossipTimings are memberlist's failure-detector knobs.
@@ -113,6 +119,7 @@ func DefaultConfig() Config {
 			SnapshotInterval:   30 * time.Second,
 			SnapshotThreshold:  8192,
 			TrailingLogs:       10240,
+			SnapshotLogBytes:   64 << 20,
 		},
 		Gossip: GossipTimings{
 			ProbeInterval:           1 * time.Second,

@@ -79,15 +79,18 @@ type RaftServer struct {
 
 // RaftInfo is a snapshot of this node's raft state.
 type RaftInfo struct {
-	Node         string       `json:"node"`
-	State        string       `json:"state"` // Leader, Follower, Candidate, Shutdown
-	Leader       string       `json:"leader"`
-	Term         uint64       `json:"term"`
-	LastIndex    uint64       `json:"last_index"`
-	CommitIndex  uint64       `json:"commit_index"`
-	AppliedIndex uint64       `json:"applied_index"` // the FSM's
-	LastContact  string       `json:"last_contact,omitempty"`
-	Servers      []RaftServer `json:"servers"`
+	Node         string `json:"node"`
+	State        string `json:"state"` // Leader, Follower, Candidate, Shutdown
+	Leader       string `json:"leader"`
+	Term         uint64 `json:"term"`
+	FirstIndex   uint64 `json:"first_index"` // the oldest entry still in the log
+	LastIndex    uint64 `json:"last_index"`
+	CommitIndex  uint64 `json:"commit_index"`
+	AppliedIndex uint64 `json:"applied_index"` // the FSM's
+	LastContact  string `json:"last_contact,omitempty"`
+	// SnapshotIndex is the newest snapshot's last index (0: none yet).
+	SnapshotIndex uint64       `json:"snapshot_index"`
+	Servers       []RaftServer `json:"servers"`
 }
 
 // RaftInfo reports the configuration and this node's indexes.
@@ -96,6 +99,10 @@ func (n *Node) RaftInfo() RaftInfo {
 	info := RaftInfo{
 		Node: n.cfg.Name, State: n.raft.State().String(), Leader: string(leader), Term: n.raft.CurrentTerm(),
 		LastIndex: n.raft.LastIndex(), CommitIndex: n.raft.CommitIndex(), AppliedIndex: n.fsm.AppliedIndex(),
+	}
+	info.FirstIndex, _ = n.storage.logs.FirstIndex()
+	if metas, err := n.storage.snaps.List(); err == nil && len(metas) > 0 {
+		info.SnapshotIndex = metas[0].Index
 	}
 	if lc := n.raft.LastContact(); !lc.IsZero() && !n.IsLeader() {
 		info.LastContact = time.Since(lc).Round(time.Millisecond).String()

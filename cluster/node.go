@@ -152,6 +152,7 @@ func (n *Node) Start(ctx context.Context) error {
 	n.goLoop(n.clusterIDLoop)
 	n.goLoop(n.peersLoop)
 	n.goLoop(n.syncLoop)
+	n.goLoop(n.compactLoop)
 
 	targets := n.joinTargets()
 	if len(targets) > 0 {

@@ -29,6 +29,10 @@ type raftBolt struct {
 
 	stop, done chan struct{}
 	once       sync.Once
+
+	// appended counts the entries and data bytes stored since Open; the
+	// size-based snapshot trigger reads it (compact.go).
+	appended logVolume
 }
 
 var (
@@ -37,15 +41,17 @@ var (
 )
 
 func (b *raftBolt) StoreLog(l *raft.Log) error {
-	b.mu.RLock()
-	defer b.mu.RUnlock()
-	return b.BoltStore.StoreLog(l)
+	return b.StoreLogs([]*raft.Log{l})
 }
 
 func (b *raftBolt) StoreLogs(ls []*raft.Log) error {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
-	return b.BoltStore.StoreLogs(ls)
+	if err := b.BoltStore.StoreLogs(ls); err != nil {
+		return err
+	}
+	b.appended.add(ls)
+	return nil
 }
 
 func (b *raftBolt) DeleteRange(lo, hi uint64) error {

@@ -1,0 +1,110 @@
+package cluster
+
+import (
+	"errors"
+	"math/rand/v2"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// raft compacts its log only by entry count (SnapshotThreshold entries
+// since the last snapshot, TrailingLogs kept after it). An entry here is
+// anything from one job to a batch of 1,000 (~480 KB), so counts alone let
+// raft.db reach gigabytes. The size trigger below snapshots once the log
+// grew by Raft.SnapshotLogBytes — or by the last snapshot's size, if
+// larger, so that snapshot writes stay at most about the log's own — and
+// lowers TrailingLogs first so that about SnapshotLogBytes of log stays.
+
+const (
+	// compactCheckInterval is how often the size trigger looks at the log.
+	compactCheckInterval = time.Second
+	// minTrailingLogs keeps a short log after a snapshot even when entries
+	// are huge, so a follower a few entries behind still catches up from
+	// the log instead of a snapshot.
+	minTrailingLogs = 64
+)
+
+// logVolume counts stored log entries and their data bytes.
+type logVolume struct{ entries, bytes atomic.Uint64 }
+
+func (v *logVolume) add(ls []*raft.Log) {
+	var n uint64
+	for _, l := range ls {
+		n += uint64(len(l.Data))
+	}
+	v.entries.Add(uint64(len(ls)))
+	v.bytes.Add(n)
+}
+
+func (v *logVolume) load() (entries, bytes uint64) { return v.entries.Load(), v.bytes.Load() }
+
+// trailingLogsFor is how many entries of the given average size fit in
+// budget bytes, between minTrailingLogs and the configured count.
+func trailingLogsFor(budget, bytes, entries, configured uint64) uint64 {
+	if entries == 0 || bytes == 0 {
+		return configured
+	}
+	avg := max(bytes/entries, 1)
+	return min(max(budget/avg, minTrailingLogs), max(configured, minTrailingLogs))
+}
+
+// compactLoop is the size-based snapshot trigger; it runs until Shutdown.
+func (n *Node) compactLoop() {
+	budget := n.cfg.Raft.SnapshotLogBytes
+	if budget == 0 {
+		return
+	}
+	t := time.NewTicker(compactCheckInterval)
+	defer t.Stop()
+	baseEntries, baseBytes := n.storage.bolt.appended.load()
+	var seenIndex, lastSize uint64
+	// Every node's log grows alike; a per-node spread of up to +50% keeps
+	// them from snapshotting (a CPU and disk burst) all at once.
+	spread := func() float64 { return 1 + rand.Float64()/2 }
+	factor := spread()
+	for {
+		select {
+		case <-n.closing:
+			return
+		case <-t.C:
+		}
+		// Any snapshot (raft's own, one installed from the leader, ours)
+		// restarts the count.
+		if metas, err := n.storage.snaps.List(); err == nil && len(metas) > 0 && metas[0].Index != seenIndex {
+			seenIndex, lastSize = metas[0].Index, uint64(metas[0].Size)
+			baseEntries, baseBytes = n.storage.bolt.appended.load()
+		}
+		entries, bytes := n.storage.bolt.appended.load()
+		grown := bytes - baseBytes
+		if float64(grown) < factor*float64(max(budget, lastSize)) {
+			continue
+		}
+		n.snapshotForSize(trailingLogsFor(budget, grown, entries-baseEntries, n.cfg.Raft.TrailingLogs), grown)
+		baseEntries, baseBytes, factor = entries, bytes, spread()
+	}
+}
+
+// snapshotForSize sets TrailingLogs for this snapshot's compaction and
+// takes the snapshot.
+func (n *Node) snapshotForSize(trailing, grown uint64) {
+	r := n.cfg.Raft
+	err := n.raft.ReloadConfig(raft.ReloadableConfig{
+		TrailingLogs: trailing, SnapshotInterval: r.SnapshotInterval, SnapshotThreshold: r.SnapshotThreshold,
+		HeartbeatTimeout: r.HeartbeatTimeout, ElectionTimeout: r.ElectionTimeout,
+	})
+	if err != nil {
+		n.logger.Warn("cannot set trailing logs for a size-triggered snapshot", "err", err)
+		return
+	}
+	start := time.Now()
+	err = n.raft.Snapshot().Error()
+	switch {
+	case errors.Is(err, raft.ErrNothingNewToSnapshot):
+	case err != nil:
+		n.logger.Warn("size-triggered snapshot failed", "err", err)
+	default:
+		n.logger.Info("raft log compacted by size", "log_bytes", grown, "trailing_logs", trailing, "took", time.Since(start).Round(time.Millisecond))
+	}
+}
