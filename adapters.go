@@ -146,7 +146,7 @@ func (c clusterAdapter) RaftInfo() httpapi.RaftInfo {
 	out := httpapi.RaftInfo{
 		Node: info.Node, State: info.State, Leader: info.Leader, LeaderAddr: leaderAddr, Term: info.Term,
 		CommitIndex: info.CommitIndex, AppliedIndex: info.AppliedIndex, LastIndex: info.LastIndex,
-		LastContact: info.LastContact,
+		LastContact: info.LastContact, FirstIndex: info.FirstIndex, SnapshotIndex: info.SnapshotIndex,
 	}
 	for _, s := range info.Servers {
 		if s.Suffrage == "voter" {

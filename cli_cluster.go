@@ -106,6 +106,8 @@ func clusterRaft(c *cli.Context) error {
 	kv.row("Commit index:", r.CommitIndex)
 	kv.row("Applied index:", r.AppliedIndex)
 	kv.row("Last index:", r.LastIndex)
+	kv.row("First index:", r.FirstIndex)
+	kv.row("Snapshot index:", r.SnapshotIndex)
 	kv.row("Last contact:", orDash(r.LastContact))
 	kv.row("Voters:", r.Voters)
 	if err := kv.flush(); err != nil {

@@ -92,18 +92,20 @@ type Member struct {
 
 // RaftInfo is one node's raft state as the API reports it.
 type RaftInfo struct {
-	Node         string            `json:"node"`
-	State        string            `json:"state"` // Leader | Follower | Candidate | Shutdown
-	Leader       string            `json:"leader"`
-	LeaderAddr   string            `json:"leader_addr,omitempty"`
-	Term         uint64            `json:"term"`
-	CommitIndex  uint64            `json:"commit_index"`
-	AppliedIndex uint64            `json:"applied_index"`
-	LastIndex    uint64            `json:"last_index"`
-	LastContact  string            `json:"last_contact,omitempty"` // e.g. "12ms", "never"
-	Voters       int               `json:"voters"`
-	Servers      []RaftServer      `json:"servers,omitempty"`
-	Stats        map[string]string `json:"stats,omitempty"` // raft.Stats() verbatim
+	Node          string            `json:"node"`
+	State         string            `json:"state"` // Leader | Follower | Candidate | Shutdown
+	Leader        string            `json:"leader"`
+	LeaderAddr    string            `json:"leader_addr,omitempty"`
+	Term          uint64            `json:"term"`
+	CommitIndex   uint64            `json:"commit_index"`
+	AppliedIndex  uint64            `json:"applied_index"`
+	LastIndex     uint64            `json:"last_index"`
+	FirstIndex    uint64            `json:"first_index"`            // the oldest entry still in the log
+	SnapshotIndex uint64            `json:"snapshot_index"`         // the newest snapshot's (0: none)
+	LastContact   string            `json:"last_contact,omitempty"` // e.g. "12ms", "never"
+	Voters        int               `json:"voters"`
+	Servers       []RaftServer      `json:"servers,omitempty"`
+	Stats         map[string]string `json:"stats,omitempty"` // raft.Stats() verbatim
 }
 
 // RaftServer is one entry of the raft configuration.
