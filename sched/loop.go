@@ -101,7 +101,8 @@ func New(cfg Config, deps Deps, logger *slog.Logger) (*Scheduler, error) {
 // Run schedules until ctx ends (leadership lost) or the state is closed.
 // It first issues a barrier so it plans on everything earlier leaders
 // committed, then plans on every state change and at the plan's next
-// wake-up, never on a fixed tick.
+// wake-up, never on a fixed tick. Up to Config.PlansInFlight plans of
+// placements commit at once (pipeline.go).
 func (s *Scheduler) Run(ctx context.Context) error {
 	watch, stop := s.state.Watch()
 	defer stop()
@@ -116,8 +117,18 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		}
 	}
 	s.log.Info("scheduler started")
+	inf := newInflight(s.applyAll)
+	defer inf.wg.Wait()
 	nextGC := s.clk.Now().Add(s.cfg.GCInterval)
 	for {
+		if err := inf.takeErr(); err != nil {
+			// A background apply failed: plan again after RetryDelay (or
+			// a change), as after a failed apply in planOnce.
+			s.log.Warn("plan failed; retrying", "err", err)
+			if !s.wait(ctx, watch, nil, s.clk.Now().Add(s.cfg.RetryDelay), time.Time{}, 0) {
+				return ctx.Err()
+			}
+		}
 		now := s.clk.Now()
 		if !now.Before(nextGC) {
 			s.gc(ctx, now)
@@ -125,7 +136,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		}
 		wake := nextGC
 		lastPlan := s.clk.Now()
-		dec, cost, err := s.planOnce(ctx)
+		dec, cost, err := s.planOnce(ctx, inf)
 		window := min(s.cfg.Coalesce, coalesceFactor*cost)
 		switch {
 		case ctx.Err() != nil:
@@ -136,18 +147,19 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		default:
 			wake = earliest(wake, dec.NextWake)
 		}
-		if !s.wait(ctx, watch, wake, lastPlan, window) {
+		if !s.wait(ctx, watch, inf.done, wake, lastPlan, window) {
 			return ctx.Err()
 		}
 	}
 }
 
-// wait blocks until the state changes or wake is reached. It returns
-// false when the loop must stop. Plans start at most once per window: a
-// change after a quiet spell is planned at once (no added latency), while
-// a storm of changes (every submit and report signals) is planned once per
-// window, with everything that arrived in it.
-func (s *Scheduler) wait(ctx context.Context, watch <-chan struct{}, wake, lastPlan time.Time, window time.Duration) bool {
+// wait blocks until the state changes, a background apply ends (applied
+// signals) or wake is reached. It returns false when the loop must stop.
+// Plans start at most once per window: a change after a quiet spell is
+// planned at once (no added latency), while a storm of changes (every
+// submit and report signals) is planned once per window, with everything
+// that arrived in it.
+func (s *Scheduler) wait(ctx context.Context, watch, applied <-chan struct{}, wake, lastPlan time.Time, window time.Duration) bool {
 	t := s.clk.NewTimer(wake.Sub(s.clk.Now()))
 	defer t.Stop()
 	select {
@@ -159,6 +171,7 @@ func (s *Scheduler) wait(ctx context.Context, watch <-chan struct{}, wake, lastP
 		if !ok {
 			return false
 		}
+	case <-applied:
 	}
 	if window > 0 {
 		if d := lastPlan.Add(window).Sub(s.clk.Now()); d > 0 {
@@ -189,8 +202,11 @@ func earliest(a, b time.Time) time.Time {
 // planOnce loads a snapshot, plans and applies the commands in order. It
 // stops at the first failed apply: the next plan starts from fresh state.
 // Plan runs inside the read transaction because it reads queued jobs from
-// the index lazily; the applies run after it is closed.
-func (s *Scheduler) planOnce(ctx context.Context) (dec *Decision, cost time.Duration, err error) {
+// the index lazily; the applies run after it is closed. A plan of
+// placements and reasons is applied in the background (inf) once fewer
+// than Config.PlansInFlight are; any other plan waits for all of them and
+// is applied here.
+func (s *Scheduler) planOnce(ctx context.Context, inf *inflight) (dec *Decision, cost time.Duration, err error) {
 	// One reading of the clock for the whole plan: LoadSnapshot selects the
 	// due jobs with it and Plan decides with it. Reading it before the
 	// LastHeardFrom calls below only makes lost detection later, never
@@ -205,6 +221,10 @@ func (s *Scheduler) planOnce(ctx context.Context) (dec *Decision, cost time.Dura
 		if err := s.leaderView(snap); err != nil {
 			return err
 		}
+		// Read after the snapshot: a placement applied in between is then
+		// in both, which only holds back its room for one plan (the end
+		// of its apply wakes the loop again), never the reverse.
+		snap.Placing = inf.placing()
 		dec = Plan(snap, now, s.cfg)
 		if dec.Err != nil {
 			return fmt.Errorf("read queued jobs: %w", dec.Err)
@@ -217,14 +237,25 @@ func (s *Scheduler) planOnce(ctx context.Context) (dec *Decision, cost time.Dura
 		return nil, cost, err
 	}
 	s.plans.Add(1)
-	if err := s.applyAll(ctx, dec.Commands); err != nil {
+	if len(dec.Commands) == 0 {
+		return dec, cost, nil
+	}
+	st := dec.Stats
+	s.log.Debug("plan made", "now", now.Format(time.RFC3339Nano), "plan_ms", float64(cost.Microseconds())/1000,
+		"commands", len(dec.Commands), "placed", st.Placed, "unplaced", st.Unplaced, "released", st.Released,
+		"failed", st.Failed, "lost", st.Lost, "stopped", st.Stopped, "read", st.Read, "in_flight", inf.count())
+	if s.cfg.PlansInFlight > 1 && pipelinable(dec.Commands) {
+		if err := inf.waitBelow(ctx, s.cfg.PlansInFlight); err != nil {
+			return nil, cost, err
+		}
+		inf.start(ctx, dec.Commands, dec.Placing)
+		return dec, cost, nil
+	}
+	if err := inf.waitBelow(ctx, 1); err != nil {
 		return nil, cost, err
 	}
-	if len(dec.Commands) > 0 {
-		st := dec.Stats
-		s.log.Debug("plan applied", "commands", len(dec.Commands), "placed", st.Placed,
-			"unplaced", st.Unplaced, "released", st.Released, "failed", st.Failed,
-			"lost", st.Lost, "stopped", st.Stopped, "read", st.Read)
+	if err := s.applyAll(ctx, dec.Commands); err != nil {
+		return nil, cost, err
 	}
 	return dec, cost, nil
 }
