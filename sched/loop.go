@@ -119,13 +119,16 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	s.log.Info("scheduler started")
 	inf := newInflight(s.applyAll)
 	defer inf.wg.Wait()
+	room := newRoomWatch(s.state)
+	defer room.close()
+	jumped := false // the last plan jumped the window (room.go)
 	nextGC := s.clk.Now().Add(s.cfg.GCInterval)
 	for {
 		if err := inf.takeErr(); err != nil {
 			// A background apply failed: plan again after RetryDelay (or
 			// a change), as after a failed apply in planOnce.
 			s.log.Warn("plan failed; retrying", "err", err)
-			if !s.wait(ctx, watch, nil, s.clk.Now().Add(s.cfg.RetryDelay), time.Time{}, 0) {
+			if ok, _ := s.wait(ctx, watch, nil, s.clk.Now().Add(s.cfg.RetryDelay), time.Time{}, 0, nil); !ok {
 				return ctx.Err()
 			}
 		}
@@ -136,8 +139,13 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		}
 		wake := nextGC
 		lastPlan := s.clk.Now()
+		room.reset()
 		dec, cost, err := s.planOnce(ctx, inf)
 		window := min(s.cfg.Coalesce, coalesceFactor*cost)
+		var jump *roomWatch // set when freed room may end the window early
+		if err == nil && dec.Stats.Unplaced > 0 && !jumped {
+			jump = room
+		}
 		switch {
 		case ctx.Err() != nil:
 			return ctx.Err()
@@ -147,7 +155,8 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		default:
 			wake = earliest(wake, dec.NextWake)
 		}
-		if !s.wait(ctx, watch, inf.done, wake, lastPlan, window) {
+		var ok bool
+		if ok, jumped = s.wait(ctx, watch, inf.done, wake, lastPlan, window, jump); !ok {
 			return ctx.Err()
 		}
 	}
@@ -158,27 +167,49 @@ func (s *Scheduler) Run(ctx context.Context) error {
 // Plans start at most once per window: a change after a quiet spell is
 // planned at once (no added latency), while a storm of changes (every
 // submit and report signals) is planned once per window, with everything
-// that arrived in it.
-func (s *Scheduler) wait(ctx context.Context, watch, applied <-chan struct{}, wake, lastPlan time.Time, window time.Duration) bool {
+// that arrived in it. With jump set, an ended attempt or a changed node
+// ends the window at once (room.go); jumped says it did.
+func (s *Scheduler) wait(ctx context.Context, watch, applied <-chan struct{}, wake, lastPlan time.Time, window time.Duration, jump *roomWatch) (ok, jumped bool) {
 	t := s.clk.NewTimer(wake.Sub(s.clk.Now()))
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
-		return false
+		return false, false
 	case <-t.C():
-		return true
+		return true, false
 	case _, ok := <-watch:
 		if !ok {
-			return false
+			return false, false
 		}
 	case <-applied:
 	}
-	if window > 0 {
-		if d := lastPlan.Add(window).Sub(s.clk.Now()); d > 0 {
-			return s.sleep(ctx, d)
+	d := lastPlan.Add(window).Sub(s.clk.Now())
+	if window <= 0 || d <= 0 {
+		return true, false
+	}
+	if jump == nil || jump.sub == nil {
+		return s.sleep(ctx, d), false
+	}
+	if jump.freedSince() {
+		return true, true
+	}
+	w := s.clk.NewTimer(d)
+	defer w.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return false, false
+		case <-w.C():
+			return true, false
+		case ev, ok := <-jump.sub.C():
+			if !ok {
+				return s.sleep(ctx, d), false
+			}
+			if freesRoom(ev) {
+				return true, true
+			}
 		}
 	}
-	return true
 }
 
 func (s *Scheduler) sleep(ctx context.Context, d time.Duration) bool {

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/foreman-sched/foreman/fsm"
 )
@@ -177,5 +178,37 @@ func TestLoopPlansWhilePlacementsCommit(t *testing.T) {
 		}
 		cancel()
 		<-done
+	}
+}
+
+// A finish that frees room for a waiting job is planned at once, inside
+// the coalescing window (the fake clock never moves, so the window never
+// ends by itself); a change that frees nothing still waits it out.
+func TestLoopFreedRoomJumpsWindow(t *testing.T) {
+	e := newLoopEnv(t)
+	e.apply(fsm.CmdUpsertNode, &fsm.UpsertNode{Node: node("n1", 1000, 1024)})
+	cfg := loopConfig()
+	cfg.Coalesce = 20 * time.Millisecond // of the fake clock, which only the test moves
+	s, stop := e.start(cfg)
+	defer stop()
+	eventually(t, "first plan", func() bool { return s.Plans() >= 1 })
+	e.clk.Advance(time.Second) // quiet: the next change is planned at once
+	spec := fsm.JobSpec{Command: []string{"sleep", "1"}, Priority: 50, Resources: fsm.Resources{CPU: 1000, MemoryMB: 512}}
+	e.apply(fsm.CmdSubmitJobs, &fsm.SubmitJobs{Jobs: []fsm.NewJob{{ID: "a", Spec: spec}, {ID: "b", Spec: spec}}})
+	a := e.waitPlaced("a", 1)
+	eventually(t, "b's reason", func() bool { return e.job("b").Reason != "" })
+	// A submit frees no room: it waits for the window (for the clock).
+	e.apply(fsm.CmdSubmitJobs, &fsm.SubmitJobs{Jobs: []fsm.NewJob{{ID: "c", Spec: fsm.JobSpec{Command: []string{"true"}}}}})
+	plans := s.Plans()
+	// a's finish frees n1 for b: planned without the clock moving.
+	code := 0
+	e.apply(fsm.CmdReport, &fsm.ReportAttempt{JobID: a.JobID, Attempt: a.Num, FencingToken: a.FencingToken,
+		Node: a.Node, State: fsm.AttemptSucceeded, ExitCode: &code})
+	e.waitPlaced("b", 1) // hangs (and fails) if the window holds the finish
+	if j := e.job("c"); j.State != fsm.JobRunning {
+		t.Fatalf("c is %s: the plan that placed b should have placed it too", j.State)
+	}
+	if got := s.Plans(); got != plans+1 {
+		t.Fatalf("%d plans after the submit and the finish, want 1 (the submit waited)", got-plans)
 	}
 }
