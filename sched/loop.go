@@ -255,7 +255,7 @@ func (s *Scheduler) planOnce(ctx context.Context, inf *inflight) (dec *Decision,
 		// Read after the snapshot: a placement applied in between is then
 		// in both, which only holds back its room for one plan (the end
 		// of its apply wakes the loop again), never the reverse.
-		snap.Placing = inf.placing()
+		snap.Placing, snap.PendingReasons = inf.pending()
 		dec = Plan(snap, now, s.cfg)
 		if dec.Err != nil {
 			return fmt.Errorf("read queued jobs: %w", dec.Err)
@@ -279,7 +279,7 @@ func (s *Scheduler) planOnce(ctx context.Context, inf *inflight) (dec *Decision,
 		if err := inf.waitBelow(ctx, s.cfg.PlansInFlight); err != nil {
 			return nil, cost, err
 		}
-		inf.start(ctx, dec.Commands, dec.Placing)
+		inf.start(ctx, dec)
 		return dec, cost, nil
 	}
 	if err := inf.waitBelow(ctx, 1); err != nil {

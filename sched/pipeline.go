@@ -29,7 +29,7 @@ type Placing struct {
 // was placed one commit after the other's, one plan at a time.
 type inflight struct {
 	mu      sync.Mutex
-	plans   map[int][]Placing
+	plans   map[int]inflightPlan
 	next    int
 	err     error         // the first failed background apply since taken
 	done    chan struct{} // wakes the loop (coalesced) when a background apply ends
@@ -38,12 +38,18 @@ type inflight struct {
 	applyFn func(ctx context.Context, cmds []*fsm.Command) error
 }
 
-func newInflight(apply func(ctx context.Context, cmds []*fsm.Command) error) *inflight {
-	return &inflight{plans: map[int][]Placing{}, done: make(chan struct{}, 1), changed: make(chan struct{}, 1), applyFn: apply}
+type inflightPlan struct {
+	placing []Placing
+	reasons map[string]string
 }
 
-// placing returns every in-flight plan's placements.
-func (f *inflight) placing() []Placing {
+func newInflight(apply func(ctx context.Context, cmds []*fsm.Command) error) *inflight {
+	return &inflight{plans: map[int]inflightPlan{}, done: make(chan struct{}, 1), changed: make(chan struct{}, 1), applyFn: apply}
+}
+
+// pending returns every in-flight plan's placements and reasons (a later
+// plan's reason for a job wins).
+func (f *inflight) pending() ([]Placing, map[string]string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	ids := make([]int, 0, len(f.plans))
@@ -52,10 +58,18 @@ func (f *inflight) placing() []Placing {
 	}
 	slices.Sort(ids) // the plan's input in a fixed order
 	var out []Placing
+	var reasons map[string]string
 	for _, id := range ids {
-		out = append(out, f.plans[id]...)
+		p := f.plans[id]
+		out = append(out, p.placing...)
+		for j, r := range p.reasons {
+			if reasons == nil {
+				reasons = map[string]string{}
+			}
+			reasons[j] = r
+		}
 	}
-	return out
+	return out, reasons
 }
 
 func (f *inflight) count() int {
@@ -64,13 +78,15 @@ func (f *inflight) count() int {
 	return len(f.plans)
 }
 
-// start applies cmds in the background; ps stay in placing() until the
-// apply returns (by then the local state holds them, or they failed).
-func (f *inflight) start(ctx context.Context, cmds []*fsm.Command, ps []Placing) {
+// start applies a plan's commands in the background; its placements and
+// reasons stay in pending() until the apply returns (by then the local
+// state holds them, or they failed).
+func (f *inflight) start(ctx context.Context, dec *Decision) {
 	f.mu.Lock()
 	id := f.next
 	f.next++
-	f.plans[id] = ps
+	f.plans[id] = inflightPlan{placing: dec.Placing, reasons: dec.Reasons}
+	cmds := dec.Commands
 	f.mu.Unlock()
 	f.wg.Add(1)
 	go func() {

@@ -212,3 +212,19 @@ func TestLoopFreedRoomJumpsWindow(t *testing.T) {
 		t.Fatalf("%d plans after the submit and the finish, want 1 (the submit waited)", got-plans)
 	}
 }
+
+// A reason an earlier plan is committing is not written again.
+func TestPlanSkipsPendingReasons(t *testing.T) {
+	for _, pending := range []string{"", "2 nodes: 2 insufficient cpu"} {
+		snap := &Snapshot{Nodes: []fsm.Node{node("n1", 1000, 1024), node("n2", 1000, 1024)}, Running: map[string]int{},
+			Live:    []fsm.Attempt{liveAttempt("x", "n1", 1000, 512, 1), liveAttempt("y", "n2", 1000, 512, 2)},
+			Pending: []*fsm.Job{job("c", 50, 1000, 512)}}
+		if pending != "" {
+			snap.PendingReasons = map[string]string{"c": pending}
+		}
+		d := decode(t, Plan(snap, t0, testConfig()))
+		if r, ok := d.reasons["c"]; ok == (pending != "") {
+			t.Fatalf("pending %q: reasons %v (%q)", pending, d.reasons, r)
+		}
+	}
+}

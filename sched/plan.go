@@ -19,6 +19,8 @@ type Decision struct {
 	// Placing is the plan's placements with their queues: what the loop
 	// passes to the next plans (Snapshot.Placing) until they are applied.
 	Placing []Placing
+	// Reasons is the plan's new reasons by job (also in its SetReasons).
+	Reasons map[string]string
 	// Err is set when reading a queued job from the index failed; the
 	// commands are then incomplete (though safe), and the loop plans again.
 	Err error
@@ -84,7 +86,7 @@ func Plan(snap *Snapshot, now time.Time, cfg Config) *Decision {
 	cands := pl.runnable()
 	sortCandidates(cands)
 	pl.placeAll(cands)
-	return &Decision{Commands: pl.commands(), NextWake: pl.wake, Stats: pl.stats, Placing: pl.placings, Err: pl.err}
+	return &Decision{Commands: pl.commands(), NextWake: pl.wake, Stats: pl.stats, Placing: pl.placings, Reasons: pl.reasons, Err: pl.err}
 }
 
 // runnable sorts pending jobs into: failed (deadline passed), released
@@ -173,7 +175,11 @@ func (pl *planning) placeAll(cands []candidate) {
 		}
 		queue.unplaced(j)
 		pl.stats.Unplaced++
-		if reason != j.Reason {
+		cur, ok := pl.snap.PendingReasons[j.ID]
+		if !ok {
+			cur = j.Reason
+		}
+		if reason != cur {
 			pl.reasons[j.ID] = reason
 		}
 	}

@@ -42,6 +42,10 @@ type Snapshot struct {
 	// state): a plan made while they commit neither places them twice nor
 	// over-commits the room they take.
 	Placing []Placing
+	// PendingReasons holds the reasons earlier plans are committing, by
+	// job: Plan compares a job's new reason with it rather than with the
+	// job's stored one, so it does not write the same reason twice.
+	PendingReasons map[string]string
 
 	// LastHeard is when the leader last heard from each node (raft
 	// heartbeats, monotonic). A node absent from it has not been heard from
