@@ -64,6 +64,8 @@ type Scheduler struct {
 	// planNanos is the time spent loading snapshots and planning (not
 	// applying); it sizes the coalescing window.
 	planNanos atomic.Int64
+
+	inf atomic.Pointer[inflight] // the running loop's plans in flight (tests read it)
 }
 
 // Plans is how many plans this scheduler has made (a metric; tests use it
@@ -118,6 +120,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	}
 	s.log.Info("scheduler started")
 	inf := newInflight(s.applyAll)
+	s.inf.Store(inf)
 	defer inf.wg.Wait()
 	room := newRoomWatch(s.state)
 	defer room.close()
@@ -244,6 +247,13 @@ func (s *Scheduler) planOnce(ctx context.Context, inf *inflight) (dec *Decision,
 	// earlier.
 	now := s.clk.Now()
 	started := time.Now() // the cost is real time, whatever clock plans
+	// The plans in flight are read before the state: their applies end
+	// after the FSM applied them, so a placement that leaves this list
+	// before the View starts is in the View, and one applied meanwhile is
+	// in both (it holds back its room for one plan; the end of its apply
+	// wakes the loop again). Read after the View's snapshot, a placement
+	// applied and finished in between would be in neither: over-commit.
+	placing, reasons := inf.pending()
 	err = s.state.View(func(tx *fsm.Tx) error {
 		snap, err := LoadSnapshot(tx, now)
 		if err != nil {
@@ -252,10 +262,7 @@ func (s *Scheduler) planOnce(ctx context.Context, inf *inflight) (dec *Decision,
 		if err := s.leaderView(snap); err != nil {
 			return err
 		}
-		// Read after the snapshot: a placement applied in between is then
-		// in both, which only holds back its room for one plan (the end
-		// of its apply wakes the loop again), never the reverse.
-		snap.Placing, snap.PendingReasons = inf.pending()
+		snap.Placing, snap.PendingReasons = placing, reasons
 		dec = Plan(snap, now, s.cfg)
 		if dec.Err != nil {
 			return fmt.Errorf("read queued jobs: %w", dec.Err)

@@ -228,3 +228,61 @@ func TestPlanSkipsPendingReasons(t *testing.T) {
 		}
 	}
 }
+
+// hookState runs hook (once) inside the next View, before its reader.
+type hookState struct {
+	*fsm.FSM
+	mu   sync.Mutex
+	hook func()
+}
+
+func (h *hookState) View(fn func(tx *fsm.Tx) error) error {
+	return h.FSM.View(func(tx *fsm.Tx) error {
+		h.mu.Lock()
+		hook := h.hook
+		h.hook = nil
+		h.mu.Unlock()
+		if hook != nil {
+			hook()
+		}
+		return fn(tx)
+	})
+}
+
+// A placement whose apply ends while the next plan's read transaction is
+// open (so the snapshot misses it) must still count: the plans in flight
+// are read before the transaction. Read inside it, the placement was in
+// neither, and the next job went onto the same slot.
+func TestLoopPlacingReadBeforeState(t *testing.T) {
+	e := newLoopEnv(t)
+	e.apply(fsm.CmdUpsertNode, &fsm.UpsertNode{Node: node("n1", 1000, 1024)})
+	gr := &gatedRaft{fakeRaft: e.r, gate: make(chan struct{}), node: "n1"}
+	hs := &hookState{FSM: e.f}
+	s, err := New(loopConfig(), Deps{Raft: gr, State: hs, Clock: e.clk}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	spec := fsm.JobSpec{Command: []string{"true"}, Priority: 50, Resources: fsm.Resources{CPU: 1000, MemoryMB: 512}}
+	e.apply(fsm.CmdSubmitJobs, &fsm.SubmitJobs{Jobs: []fsm.NewJob{{ID: "a", Spec: spec}}})
+	eventually(t, "a's placement to be committing", func() bool { gr.mu.Lock(); defer gr.mu.Unlock(); return gr.waiting == 1 })
+	// The next plan's View lets a's placement commit and waits until it
+	// has left the plans in flight, all inside the read transaction.
+	hs.mu.Lock()
+	hs.hook = func() {
+		close(gr.gate)
+		eventually(t, "a's apply to end", func() bool { return s.inf.Load().count() == 0 })
+	}
+	hs.mu.Unlock()
+	urgent := spec
+	urgent.Priority = 90 // examined before a (still queued in the snapshot)
+	e.apply(fsm.CmdSubmitJobs, &fsm.SubmitJobs{Jobs: []fsm.NewJob{{ID: "b", Spec: urgent}}})
+	e.waitPlaced("a", 1)
+	eventually(t, "b planned", func() bool { j := e.job("b"); return j.Reason != "" || j.State != fsm.JobQueued })
+	if j := e.job("b"); j.State != fsm.JobQueued {
+		t.Fatalf("b is %s on a full node: over-committed", j.State)
+	}
+}
