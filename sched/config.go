@@ -38,6 +38,10 @@ type Config struct {
 	// changes gives few plans while a cheap plan adds almost no latency
 	// (0 = plan on every change).
 	Coalesce time.Duration
+	// PlansInFlight is how many plans of placements may be committing at
+	// once: the loop plans the next change without waiting for the last
+	// plan's placements to commit (1 = wait for each plan).
+	PlansInFlight int
 	// RetryDelay is how long the loop waits after a failed barrier or apply.
 	RetryDelay time.Duration
 	// GCInterval is how often the leader issues fsm.GC.
@@ -58,6 +62,7 @@ func DefaultConfig() Config {
 		MinCandidates:     16,
 		BatchSize:         1000,
 		Coalesce:          20 * time.Millisecond,
+		PlansInFlight:     4,
 		RetryDelay:        time.Second,
 		GCInterval:        time.Minute,
 		Retention:         7 * 24 * time.Hour,
@@ -86,6 +91,8 @@ func (c Config) Validate() error {
 		return bad("BatchSize", "must be at least 1")
 	case c.Coalesce < 0:
 		return bad("Coalesce", "must not be negative")
+	case c.PlansInFlight < 1:
+		return bad("PlansInFlight", "must be at least 1")
 	case c.RetryDelay <= 0:
 		return bad("RetryDelay", "must be positive")
 	case c.GCInterval <= 0:

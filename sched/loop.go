@@ -64,6 +64,8 @@ type Scheduler struct {
 	// planNanos is the time spent loading snapshots and planning (not
 	// applying); it sizes the coalescing window.
 	planNanos atomic.Int64
+
+	inf atomic.Pointer[inflight] // the running loop's plans in flight (tests read it)
 }
 
 // Plans is how many plans this scheduler has made (a metric; tests use it
@@ -101,7 +103,8 @@ func New(cfg Config, deps Deps, logger *slog.Logger) (*Scheduler, error) {
 // Run schedules until ctx ends (leadership lost) or the state is closed.
 // It first issues a barrier so it plans on everything earlier leaders
 // committed, then plans on every state change and at the plan's next
-// wake-up, never on a fixed tick.
+// wake-up, never on a fixed tick. Up to Config.PlansInFlight plans of
+// placements commit at once (pipeline.go).
 func (s *Scheduler) Run(ctx context.Context) error {
 	watch, stop := s.state.Watch()
 	defer stop()
@@ -116,8 +119,22 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		}
 	}
 	s.log.Info("scheduler started")
+	inf := newInflight(s.applyAll)
+	s.inf.Store(inf)
+	defer inf.wg.Wait()
+	room := newRoomWatch(s.state)
+	defer room.close()
+	jumped := false // the last plan jumped the window (room.go)
 	nextGC := s.clk.Now().Add(s.cfg.GCInterval)
 	for {
+		if err := inf.takeErr(); err != nil {
+			// A background apply failed: plan again after RetryDelay (or
+			// a change), as after a failed apply in planOnce.
+			s.log.Warn("plan failed; retrying", "err", err)
+			if ok, _ := s.wait(ctx, watch, nil, s.clk.Now().Add(s.cfg.RetryDelay), time.Time{}, 0, nil); !ok {
+				return ctx.Err()
+			}
+		}
 		now := s.clk.Now()
 		if !now.Before(nextGC) {
 			s.gc(ctx, now)
@@ -125,8 +142,13 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		}
 		wake := nextGC
 		lastPlan := s.clk.Now()
-		dec, cost, err := s.planOnce(ctx)
+		room.reset()
+		dec, cost, err := s.planOnce(ctx, inf)
 		window := min(s.cfg.Coalesce, coalesceFactor*cost)
+		var jump *roomWatch // set when freed room may end the window early
+		if err == nil && dec.Stats.Unplaced > 0 && !jumped {
+			jump = room
+		}
 		switch {
 		case ctx.Err() != nil:
 			return ctx.Err()
@@ -136,36 +158,61 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		default:
 			wake = earliest(wake, dec.NextWake)
 		}
-		if !s.wait(ctx, watch, wake, lastPlan, window) {
+		var ok bool
+		if ok, jumped = s.wait(ctx, watch, inf.done, wake, lastPlan, window, jump); !ok {
 			return ctx.Err()
 		}
 	}
 }
 
-// wait blocks until the state changes or wake is reached. It returns
-// false when the loop must stop. Plans start at most once per window: a
-// change after a quiet spell is planned at once (no added latency), while
-// a storm of changes (every submit and report signals) is planned once per
-// window, with everything that arrived in it.
-func (s *Scheduler) wait(ctx context.Context, watch <-chan struct{}, wake, lastPlan time.Time, window time.Duration) bool {
+// wait blocks until the state changes, a background apply ends (applied
+// signals) or wake is reached. It returns false when the loop must stop.
+// Plans start at most once per window: a change after a quiet spell is
+// planned at once (no added latency), while a storm of changes (every
+// submit and report signals) is planned once per window, with everything
+// that arrived in it. With jump set, an ended attempt or a changed node
+// ends the window at once (room.go); jumped says it did.
+func (s *Scheduler) wait(ctx context.Context, watch, applied <-chan struct{}, wake, lastPlan time.Time, window time.Duration, jump *roomWatch) (ok, jumped bool) {
 	t := s.clk.NewTimer(wake.Sub(s.clk.Now()))
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
-		return false
+		return false, false
 	case <-t.C():
-		return true
+		return true, false
 	case _, ok := <-watch:
 		if !ok {
-			return false
+			return false, false
+		}
+	case <-applied:
+	}
+	d := lastPlan.Add(window).Sub(s.clk.Now())
+	if window <= 0 || d <= 0 {
+		return true, false
+	}
+	if jump == nil || jump.sub == nil {
+		return s.sleep(ctx, d), false
+	}
+	if jump.freedSince() {
+		return true, true
+	}
+	w := s.clk.NewTimer(d)
+	defer w.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return false, false
+		case <-w.C():
+			return true, false
+		case ev, ok := <-jump.sub.C():
+			if !ok {
+				return s.sleep(ctx, d), false
+			}
+			if freesRoom(ev) {
+				return true, true
+			}
 		}
 	}
-	if window > 0 {
-		if d := lastPlan.Add(window).Sub(s.clk.Now()); d > 0 {
-			return s.sleep(ctx, d)
-		}
-	}
-	return true
 }
 
 func (s *Scheduler) sleep(ctx context.Context, d time.Duration) bool {
@@ -189,14 +236,24 @@ func earliest(a, b time.Time) time.Time {
 // planOnce loads a snapshot, plans and applies the commands in order. It
 // stops at the first failed apply: the next plan starts from fresh state.
 // Plan runs inside the read transaction because it reads queued jobs from
-// the index lazily; the applies run after it is closed.
-func (s *Scheduler) planOnce(ctx context.Context) (dec *Decision, cost time.Duration, err error) {
+// the index lazily; the applies run after it is closed. A plan of
+// placements and reasons is applied in the background (inf) once fewer
+// than Config.PlansInFlight are; any other plan waits for all of them and
+// is applied here.
+func (s *Scheduler) planOnce(ctx context.Context, inf *inflight) (dec *Decision, cost time.Duration, err error) {
 	// One reading of the clock for the whole plan: LoadSnapshot selects the
 	// due jobs with it and Plan decides with it. Reading it before the
 	// LastHeardFrom calls below only makes lost detection later, never
 	// earlier.
 	now := s.clk.Now()
 	started := time.Now() // the cost is real time, whatever clock plans
+	// The plans in flight are read before the state: their applies end
+	// after the FSM applied them, so a placement that leaves this list
+	// before the View starts is in the View, and one applied meanwhile is
+	// in both (it holds back its room for one plan; the end of its apply
+	// wakes the loop again). Read after the View's snapshot, a placement
+	// applied and finished in between would be in neither: over-commit.
+	placing, reasons := inf.pending()
 	err = s.state.View(func(tx *fsm.Tx) error {
 		snap, err := LoadSnapshot(tx, now)
 		if err != nil {
@@ -205,6 +262,7 @@ func (s *Scheduler) planOnce(ctx context.Context) (dec *Decision, cost time.Dura
 		if err := s.leaderView(snap); err != nil {
 			return err
 		}
+		snap.Placing, snap.PendingReasons = placing, reasons
 		dec = Plan(snap, now, s.cfg)
 		if dec.Err != nil {
 			return fmt.Errorf("read queued jobs: %w", dec.Err)
@@ -217,14 +275,25 @@ func (s *Scheduler) planOnce(ctx context.Context) (dec *Decision, cost time.Dura
 		return nil, cost, err
 	}
 	s.plans.Add(1)
-	if err := s.applyAll(ctx, dec.Commands); err != nil {
+	if len(dec.Commands) == 0 {
+		return dec, cost, nil
+	}
+	st := dec.Stats
+	s.log.Debug("plan made", "now", now.Format(time.RFC3339Nano), "plan_ms", float64(cost.Microseconds())/1000,
+		"commands", len(dec.Commands), "placed", st.Placed, "unplaced", st.Unplaced, "released", st.Released,
+		"failed", st.Failed, "lost", st.Lost, "stopped", st.Stopped, "read", st.Read, "in_flight", inf.count())
+	if s.cfg.PlansInFlight > 1 && pipelinable(dec.Commands) {
+		if err := inf.waitBelow(ctx, s.cfg.PlansInFlight); err != nil {
+			return nil, cost, err
+		}
+		inf.start(ctx, dec)
+		return dec, cost, nil
+	}
+	if err := inf.waitBelow(ctx, 1); err != nil {
 		return nil, cost, err
 	}
-	if len(dec.Commands) > 0 {
-		st := dec.Stats
-		s.log.Debug("plan applied", "commands", len(dec.Commands), "placed", st.Placed,
-			"unplaced", st.Unplaced, "released", st.Released, "failed", st.Failed,
-			"lost", st.Lost, "stopped", st.Stopped, "read", st.Read)
+	if err := s.applyAll(ctx, dec.Commands); err != nil {
+		return nil, cost, err
 	}
 	return dec, cost, nil
 }

@@ -338,7 +338,7 @@ func TestLoopRefusesPlanAcrossLeadershipLoss(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := s.planOnce(context.Background()); !errors.Is(err, ErrNotLeader) {
+	if _, _, err := s.planOnce(context.Background(), newInflight(s.applyAll)); !errors.Is(err, ErrNotLeader) {
 		t.Fatalf("err = %v, want ErrNotLeader", err)
 	}
 	if len(e.r.commands(fsm.CmdPlace)) != 0 {

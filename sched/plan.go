@@ -16,6 +16,11 @@ type Decision struct {
 	// when nothing is. The loop also wakes on every state change.
 	NextWake time.Time
 	Stats    Stats
+	// Placing is the plan's placements with their queues: what the loop
+	// passes to the next plans (Snapshot.Placing) until they are applied.
+	Placing []Placing
+	// Reasons is the plan's new reasons by job (also in its SetReasons).
+	Reasons map[string]string
 	// Err is set when reading a queued job from the index failed; the
 	// commands are then incomplete (though safe), and the loop plans again.
 	Err error
@@ -47,6 +52,8 @@ type planning struct {
 	failed   []string
 	released []string
 	placed   []fsm.Placement
+	placings []Placing
+	placing  map[string]bool // Snapshot.Placing's jobs: not examined
 	reasons  map[string]string
 	stats    Stats
 	err      error
@@ -67,11 +74,19 @@ func (pl *planning) wakeAt(t time.Time) {
 func Plan(snap *Snapshot, now time.Time, cfg Config) *Decision {
 	pl := &planning{snap: snap, now: now, cfg: cfg, reasons: map[string]string{}}
 	pl.nodes, pl.nodeIdx = newNodeStates(snap.Nodes, snap.Live)
+	pl.placing = make(map[string]bool, len(snap.Placing))
+	for i := range snap.Placing {
+		p := &snap.Placing[i]
+		pl.placing[p.JobID] = true
+		if ni, ok := pl.nodeIdx[p.Node]; ok {
+			pl.nodes[ni].take(&p.Resources)
+		}
+	}
 	pl.planNodeFailures()
 	cands := pl.runnable()
 	sortCandidates(cands)
 	pl.placeAll(cands)
-	return &Decision{Commands: pl.commands(), NextWake: pl.wake, Stats: pl.stats, Err: pl.err}
+	return &Decision{Commands: pl.commands(), NextWake: pl.wake, Stats: pl.stats, Placing: pl.placings, Reasons: pl.reasons, Err: pl.err}
 }
 
 // runnable sorts pending jobs into: failed (deadline passed), released
@@ -82,6 +97,9 @@ func (pl *planning) runnable() []candidate {
 	}
 	cands := make([]candidate, 0, len(pl.snap.Pending))
 	for _, j := range pl.snap.Pending {
+		if pl.placing[j.ID] {
+			continue // placed by an earlier plan, not applied yet
+		}
 		if d := j.Spec.Deadline; d != nil {
 			if !pl.now.Before(*d) {
 				pl.failed = append(pl.failed, j.ID)
@@ -124,11 +142,19 @@ func (pl *planning) placeAll(cands []candidate) {
 	for q, n := range pl.snap.Running {
 		running[q] = n
 	}
+	for _, p := range pl.snap.Placing {
+		if pl.snap.QueueLimits[p.Queue] > 0 {
+			running[p.Queue]++
+		}
+	}
 	var inMem map[string]bool
 	if len(pl.snap.Queued) > 0 {
-		inMem = make(map[string]bool, len(pl.snap.Pending))
+		inMem = make(map[string]bool, len(pl.snap.Pending)+len(pl.placing))
 		for _, j := range pl.snap.Pending {
 			inMem[j.ID] = true
+		}
+		for id := range pl.placing {
+			inMem[id] = true
 		}
 	}
 	queue := newCandidateQueue(cands, pl.snap.Queued, inMem, pl.now, pl.cfg)
@@ -140,14 +166,20 @@ func (pl *planning) placeAll(cands []candidate) {
 			reason = "queue " + queueName(q) + " at max_running " + itoa(lim)
 		} else if ni, r := p.place(&j.Spec); ni >= 0 {
 			running[q]++
-			pl.placed = append(pl.placed, fsm.Placement{JobID: j.ID, Node: pl.nodes[ni].node.Name, Resources: j.Spec.Resources})
+			p := fsm.Placement{JobID: j.ID, Node: pl.nodes[ni].node.Name, Resources: j.Spec.Resources}
+			pl.placed = append(pl.placed, p)
+			pl.placings = append(pl.placings, Placing{Placement: p, Queue: q})
 			continue
 		} else {
 			reason = r
 		}
 		queue.unplaced(j)
 		pl.stats.Unplaced++
-		if reason != j.Reason {
+		cur, ok := pl.snap.PendingReasons[j.ID]
+		if !ok {
+			cur = j.Reason
+		}
+		if reason != cur {
 			pl.reasons[j.ID] = reason
 		}
 	}

@@ -35,6 +35,17 @@ type Snapshot struct {
 	// Running counts jobs with a live attempt per queue (LoadSnapshot
 	// counts only the queues in QueueLimits: the others are not checked).
 	Running map[string]int
+	// Placing holds placements of earlier plans whose Place entries are
+	// not applied yet (the leader loop fills it; LoadSnapshot does not).
+	// Plan counts them as live attempts on their nodes and as running in
+	// their queues, and never examines their jobs (still queued in the
+	// state): a plan made while they commit neither places them twice nor
+	// over-commits the room they take.
+	Placing []Placing
+	// PendingReasons holds the reasons earlier plans are committing, by
+	// job: Plan compares a job's new reason with it rather than with the
+	// job's stored one, so it does not write the same reason twice.
+	PendingReasons map[string]string
 
 	// LastHeard is when the leader last heard from each node (raft
 	// heartbeats, monotonic). A node absent from it has not been heard from
