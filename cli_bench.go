@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"math"
 	"net"
@@ -214,20 +215,138 @@ func (r *benchRun) outstanding(ctx context.Context, cl *httpapi.Client) (int, er
 	return left, nil
 }
 
+// pendingStates are the job states a run's job may still leave, in the
+// order anyPending looks at them: the order a job moves through them
+// (waiting → queued → running), so a job that moves on while one pass
+// looks is found in a later state or is terminal by then. A retry moves a
+// job back (running → retrying → queued), so a pass that finds none is
+// confirmed by a full count before the run counts as finished.
+var pendingStates = []fsm.JobState{fsm.JobWaiting, fsm.JobRetrying, fsm.JobQueued, fsm.JobRunning}
+
+// pendingIn counts the run's jobs in state st from the node's state index,
+// newest first, stopping at the run's oldest ID; with first it stops at the
+// first one found (the answer is then 0 or 1). The label is checked here,
+// not by the node: a node filters by label only after decoding every job
+// in the state, and a cluster may hold hundreds of thousands of older
+// waiting jobs. A job of the run is decoded only while it is pending, so a
+// pass near the end of a run costs the node a few decodes, not one per job
+// of the run (listing all 5,000 jobs every 10 ms was ~8% of the
+// leader's CPU samples during a throughput run).
+func (r *benchRun) pendingIn(ctx context.Context, cl *httpapi.Client, st fsm.JobState, first bool) (int, error) {
+	n, cursor, limit := 0, "", 1
+	if !first {
+		limit = 1000
+	}
+	for {
+		page, err := cl.ListJobs(ctx, httpapi.JobListQuery{State: st, Limit: limit, Cursor: cursor})
+		if err != nil {
+			return 0, err
+		}
+		for _, j := range page.Jobs {
+			if j.ID < r.oldest {
+				return n, nil
+			}
+			if j.Spec.Labels["bench"] == r.label && j.State == st {
+				n++
+				if first {
+					return n, nil
+				}
+			}
+		}
+		if page.NextCursor == "" {
+			return n, nil
+		}
+		cursor, limit = page.NextCursor, 1000 // other clients' newer jobs: page on
+	}
+}
+
+// anyPending reports whether one of the run's jobs is still pending. It
+// looks first in the state where one was found last time (hint), then in
+// every pending state in lifecycle order: the first look only saves
+// requests, the ordered pass is what makes "none" mean none (pendingStates).
+func (r *benchRun) anyPending(ctx context.Context, cl *httpapi.Client, hint *int) (bool, error) {
+	if n, err := r.pendingIn(ctx, cl, pendingStates[*hint], true); err != nil || n > 0 {
+		return n > 0, err
+	}
+	for i, st := range pendingStates {
+		n, err := r.pendingIn(ctx, cl, st, true)
+		if err != nil {
+			return false, err
+		}
+		if n > 0 {
+			*hint = i
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// pendingCount is how many of the run's jobs are pending (for progress lines).
+func (r *benchRun) pendingCount(ctx context.Context, cl *httpapi.Client) (int, error) {
+	total := 0
+	for _, st := range pendingStates {
+		n, err := r.pendingIn(ctx, cl, st, false)
+		if err != nil {
+			return 0, err
+		}
+		total += n
+	}
+	return total, nil
+}
+
+// retryTransient runs fn until it succeeds, fails for good (a 4xx), or
+// ctx ends. A 5xx or a transport error is transient: a cluster that loses
+// its leader under the load being measured elects another within seconds,
+// and a bench run that aborts on it measures nothing. Each retry is said on
+// stderr, so a run that needed one is visible.
+func retryTransient(ctx context.Context, what string, fn func() error) error {
+	for {
+		err := fn()
+		var ae *httpapi.APIError
+		if err == nil || (errors.As(err, &ae) && ae.Status < 500) || ctx.Err() != nil {
+			return err
+		}
+		stderrf("bench: %s failed, retrying: %v", what, err)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s: %w (last error: %v)", what, ctx.Err(), err)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
 // waitAllTerminal polls until every job of the run is seen terminal and
-// returns when that was first seen.
+// returns when that was first seen. Each poll asks the state index for the
+// run's pending jobs only (anyPending) and stops at the first found; a poll
+// that finds none is confirmed with a full count of the run.
 func waitAllTerminal(ctx context.Context, cl *httpapi.Client, run *benchRun, poll time.Duration) (time.Time, error) {
 	p := &progress{every: 2 * time.Second, last: time.Now()}
+	hint := 0
 	for {
-		left, err := run.outstanding(ctx, cl)
-		if err != nil {
+		var busy bool
+		if err := retryTransient(ctx, "poll", func() (err error) {
+			busy, err = run.anyPending(ctx, cl, &hint)
+			return err
+		}); err != nil {
 			return time.Time{}, err
 		}
-		if left == 0 {
-			return time.Now(), nil
+		if !busy {
+			end := time.Now()
+			var left int
+			if err := retryTransient(ctx, "count", func() (err error) {
+				left, err = run.outstanding(ctx, cl)
+				return err
+			}); err != nil {
+				return time.Time{}, err
+			}
+			if left == 0 {
+				return end, nil
+			}
 		}
 		if time.Since(p.last) >= p.every {
-			p.printf("%d/%d jobs finished", run.total-left, run.total)
+			if left, err := run.pendingCount(ctx, cl); err == nil {
+				p.printf("%d/%d jobs finished", run.total-left, run.total)
+			}
 		}
 		select {
 		case <-ctx.Done():

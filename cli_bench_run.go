@@ -151,7 +151,18 @@ func benchThroughput(c *cli.Context) error {
 	jobs := &benchRun{label: run}
 	t0 := time.Now()
 	for done := 0; done < n; done += batch {
-		subs, err := cl.SubmitJobs(ctx, specs[:min(batch, n-done)])
+		k := min(batch, n-done)
+		// Keys make a batch safe to send again after an election that
+		// left its outcome unknown (retryTransient): the retry returns the
+		// jobs the first try created.
+		for i := range k {
+			specs[i].IdempotencyKey = run + "-" + strconv.Itoa(done+i)
+		}
+		var subs []httpapi.SubmitResponse
+		err := retryTransient(ctx, "submit", func() (err error) {
+			subs, err = cl.SubmitJobs(ctx, specs[:k])
+			return err
+		})
 		if err != nil {
 			return err
 		}
@@ -164,8 +175,11 @@ func benchThroughput(c *cli.Context) error {
 		return err
 	}
 	secs := end.Sub(t0).Seconds()
-	counts, err := jobs.count(ctx, cl)
-	if err != nil {
+	var counts map[fsm.JobState]int
+	if err := retryTransient(ctx, "count", func() (err error) {
+		counts, err = jobs.count(ctx, cl)
+		return err
+	}); err != nil {
 		return err
 	}
 	res := throughputResult{

@@ -55,6 +55,7 @@ type FSM struct {
 
 	applied atomic.Uint64
 	notify  notifier
+	live    liveCache // decoded live attempts for the read path (livecache.go)
 
 	releaseStop, releaseDone chan struct{}
 	releaseOnce              sync.Once

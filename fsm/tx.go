@@ -9,7 +9,8 @@ import (
 // Tx is a consistent read-only view of the state. It is valid only inside
 // the View callback; the records it returns are copies the caller owns.
 type Tx struct {
-	tx *bolt.Tx
+	tx   *bolt.Tx
+	live *liveCache // nil: decode every live attempt
 }
 
 // View runs fn in a read transaction. Readers never block Apply.
@@ -19,7 +20,7 @@ func (f *FSM) View(fn func(tx *Tx) error) error {
 	if f.closed {
 		return ErrClosed
 	}
-	return f.db.View(func(tx *bolt.Tx) error { return fn(&Tx{tx: tx}) })
+	return f.db.View(func(tx *bolt.Tx) error { return fn(&Tx{tx: tx, live: &f.live}) })
 }
 
 // Job returns one job, or ErrNotFound.
@@ -155,19 +156,45 @@ func (t *Tx) liveAttempts(prefix []byte, fn func(*Attempt) bool) error {
 	if prefix != nil {
 		k, _ = c.Seek(prefix)
 	}
+	var old, next map[string]*liveEntry
+	if t.live != nil {
+		old = t.live.take(prefix)
+		next = make(map[string]*liveEntry, len(old))
+	}
 	for ; k != nil && hasPrefix(k, prefix); k, _ = c.Next() {
 		i := indexByte(k, 0)
+		if i < 0 {
+			return fmt.Errorf("%w: live index entry %q names no attempt", ErrCorrupt, k)
+		}
 		v := attempts.Get(k[i+1:])
-		if i < 0 || v == nil {
+		if v == nil {
 			return fmt.Errorf("%w: live index entry %q names no attempt", ErrCorrupt, k)
 		}
 		var at Attempt
-		if err := decode(v, &at); err != nil {
+		var err error
+		if t.live != nil {
+			at, err = t.live.attempt(old, next, k[i+1:], v)
+		} else {
+			err = decode(v, &at)
+		}
+		if err != nil {
 			return err
 		}
 		if !fn(&at) {
+			// A partial scan: keep what it met and what it did not reach.
+			if t.live != nil {
+				for key, e := range old {
+					if _, ok := next[key]; !ok {
+						next[key] = e
+					}
+				}
+				t.live.put(prefix, next)
+			}
 			return nil
 		}
+	}
+	if t.live != nil {
+		t.live.put(prefix, next)
 	}
 	return nil
 }
