@@ -24,6 +24,9 @@ import (
 // Name is the JobSpec.Driver value of this driver.
 const Name = "container"
 
+// initLogLevel is the log level of runc's init (logrus numbering: 4 = info).
+const initLogLevel = "4"
+
 // Driver runs attempts in libcontainer containers. It implements exec.Driver.
 type Driver struct {
 	cfg          Config
@@ -210,6 +213,11 @@ func (d *Driver) Start(ctx context.Context, t *exec.Task) (exec.Handle, error) {
 		Args: args, Env: env, Cwd: TaskDir,
 		UID: eu.Uid, GID: eu.Gid, AdditionalGroups: eu.Sgids,
 		Stdout: t.Stdout, Stderr: t.Stderr, Init: true,
+		// Without a level, runc's nsexec (C, before the init's Go runtime)
+		// logs at debug: ~40 JSON lines per start through the log pipe, each
+		// decoded by libcontainer's log forwarder here and then dropped.
+		// Info (logrus level 4) keeps warnings and errors.
+		LogLevel: initLogLevel,
 	}
 	started := time.Now()
 	if err := c.Run(p); err != nil {

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/opencontainers/cgroups"
+
 	"github.com/foreman-sched/foreman/fsm"
 )
 
@@ -198,4 +200,27 @@ func TestMemoryLimitAtMinimum(t *testing.T) {
 	st := waitFor(t, h)
 	h.Destroy()
 	t.Logf("started under %d MiB: %+v", minMemoryMB, st)
+}
+
+// TestJobSeesItsCgroupLimits: /sys/fs/cgroup shows the job its own cgroup
+// (memory limit, pids limit, CPU quota), read-only.
+func TestJobSeesItsCgroupLimits(t *testing.T) {
+	d := newTestDriver(t, func(c *Config) { c.PidsLimit = 77 })
+	spec := fsm.JobSpec{Resources: fsm.Resources{MemoryMB: 64, CPU: 500}}
+	script := `cat /sys/fs/cgroup/memory/memory.limit_in_bytes /sys/fs/cgroup/pids/pids.max /sys/fs/cgroup/cpu*/cpu.cfs_quota_us
+echo 1 > /sys/fs/cgroup/pids/pids.max && echo writable`
+	want := "67108864\n77\n50000\n"
+	if cgroups.IsCgroup2UnifiedMode() {
+		script = `cat /sys/fs/cgroup/memory.max /sys/fs/cgroup/pids.max /sys/fs/cgroup/cpu.max
+echo 1 > /sys/fs/cgroup/pids.max && echo writable`
+		want = "67108864\n77\n50000 100000\n"
+	}
+	spec.Command = sh(script)
+	r := run(t, d, spec)
+	if r.stdout != want {
+		t.Fatalf("stdout %q, want %q (stderr %q)", r.stdout, want, r.stderr)
+	}
+	if !strings.Contains(r.stderr, "Read-only file system") {
+		t.Fatalf("cgroupfs writable in the job? stderr %q", r.stderr)
+	}
 }

@@ -100,10 +100,11 @@ func (d *Driver) buildConfig(s containerSpec) *configs.Config {
 		{Source: "shm", Destination: "/dev/shm", Device: "tmpfs", Flags: unix.MS_NOSUID | unix.MS_NOEXEC | unix.MS_NODEV, Data: "mode=1777,size=65536k"},
 		{Source: "mqueue", Destination: "/dev/mqueue", Device: "mqueue", Flags: unix.MS_NOSUID | unix.MS_NOEXEC | unix.MS_NODEV},
 		{Source: "sysfs", Destination: "/sys", Device: "sysfs", Flags: unix.MS_NOSUID | unix.MS_NOEXEC | unix.MS_NODEV | unix.MS_RDONLY},
-		// Read-only cgroupfs lets runtimes such as the JVM size themselves.
-		{Source: "cgroup", Destination: "/sys/fs/cgroup", Device: "cgroup", Flags: unix.MS_NOSUID | unix.MS_NOEXEC | unix.MS_NODEV | unix.MS_RELATIME | unix.MS_RDONLY},
 		{Source: "tmpfs", Destination: "/tmp", Device: "tmpfs", Flags: unix.MS_NOSUID | unix.MS_NODEV, Data: "mode=1777"},
 	}
+	// Read-only cgroupfs lets runtimes such as the JVM size themselves.
+	cgPath := d.cgroupParent + "/" + s.id
+	mounts = append(mounts, cgroupMounts(v2, cgPath)...)
 	for _, b := range s.hostBinds {
 		mounts = append(mounts, &configs.Mount{Source: b, Destination: b, Device: "bind", Flags: roBind})
 	}
@@ -160,7 +161,7 @@ func (d *Driver) buildConfig(s containerSpec) *configs.Config {
 		Capabilities:    caps,
 		Namespaces:      ns,
 		Networks:        networks,
-		Cgroups:         &cgroups.Cgroup{Path: d.cgroupParent + "/" + s.id, Resources: res},
+		Cgroups:         &cgroups.Cgroup{Path: cgPath, Resources: res},
 		Devices:         devs,
 		Mounts:          mounts,
 		MaskPaths:       maskedPaths,
