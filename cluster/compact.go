@@ -3,6 +3,7 @@ package cluster
 import (
 	"errors"
 	"math/rand/v2"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -71,9 +72,13 @@ func (n *Node) compactLoop() {
 		case <-t.C:
 		}
 		// Any snapshot (raft's own, one installed from the leader, ours)
-		// restarts the count.
-		if metas, err := n.storage.snaps.List(); err == nil && len(metas) > 0 && metas[0].Index != seenIndex {
-			seenIndex, lastSize = metas[0].Index, uint64(metas[0].Size)
+		// restarts the count. The store is listed only then: a listing
+		// during a snapshot logs a warning about its temporary directory.
+		if idx := n.lastSnapshotIndex(); idx != seenIndex {
+			seenIndex, lastSize = idx, 0
+			if metas, err := n.storage.snaps.List(); err == nil && len(metas) > 0 {
+				lastSize = uint64(metas[0].Size)
+			}
 			baseEntries, baseBytes = n.storage.bolt.appended.load()
 		}
 		entries, bytes := n.storage.bolt.appended.load()
@@ -84,6 +89,12 @@ func (n *Node) compactLoop() {
 		n.snapshotForSize(trailingLogsFor(budget, grown, entries-baseEntries, n.cfg.Raft.TrailingLogs), grown)
 		baseEntries, baseBytes, factor = entries, bytes, spread()
 	}
+}
+
+// lastSnapshotIndex is the index of raft's newest snapshot (0: none).
+func (n *Node) lastSnapshotIndex() uint64 {
+	idx, _ := strconv.ParseUint(n.raft.Stats()["last_snapshot_index"], 10, 64)
+	return idx
 }
 
 // snapshotForSize sets TrailingLogs for this snapshot's compaction and

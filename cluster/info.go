@@ -101,9 +101,7 @@ func (n *Node) RaftInfo() RaftInfo {
 		LastIndex: n.raft.LastIndex(), CommitIndex: n.raft.CommitIndex(), AppliedIndex: n.fsm.AppliedIndex(),
 	}
 	info.FirstIndex, _ = n.storage.logs.FirstIndex()
-	if metas, err := n.storage.snaps.List(); err == nil && len(metas) > 0 {
-		info.SnapshotIndex = metas[0].Index
-	}
+	info.SnapshotIndex = n.lastSnapshotIndex()
 	if lc := n.raft.LastContact(); !lc.IsZero() && !n.IsLeader() {
 		info.LastContact = time.Since(lc).Round(time.Millisecond).String()
 	}
