@@ -61,7 +61,13 @@ func (e *loopEnv) apply(typ fsm.CommandType, payload any) *fsm.Result {
 // start runs a scheduler until the returned stop function is called.
 func (e *loopEnv) start(cfg Config) (*Scheduler, func()) {
 	e.t.Helper()
-	s, err := New(cfg, Deps{Raft: e.r, State: e.f, Clock: e.clk}, nil)
+	return e.startWith(cfg, Deps{Raft: e.r, State: e.f, Clock: e.clk})
+}
+
+// startWith is start with other dependencies (a gated raft, a system clock).
+func (e *loopEnv) startWith(cfg Config, deps Deps) (*Scheduler, func()) {
+	e.t.Helper()
+	s, err := New(cfg, deps, nil)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -222,14 +228,8 @@ func TestLoopCoalescesBursts(t *testing.T) {
 	e.apply(fsm.CmdUpsertNode, &fsm.UpsertNode{Node: node("n1", 1_000_000, 1_000_000)})
 	cfg := DefaultConfig()
 	cfg.Coalesce = time.Second // the window is then sized by the plans' cost alone
-	s, err := New(cfg, Deps{Raft: e.r, State: e.f, Clock: SystemClock()}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	s, stop := e.startWith(cfg, Deps{Raft: e.r, State: e.f, Clock: SystemClock()})
+	defer stop()
 
 	const n = 3000
 	start := time.Now()
@@ -285,14 +285,8 @@ func TestLoopRetriesFailedApply(t *testing.T) {
 		Spec: fsm.JobSpec{Command: []string{"true"}, Priority: 50, Resources: fsm.Resources{CPU: 100, MemoryMB: 64}}}}})
 	fr := &flakyRaft{fakeRaft: e.r, fails: 1}
 	cfg := loopConfig()
-	s, err := New(cfg, Deps{Raft: fr, State: e.f, Clock: e.clk}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	_, stop := e.startWith(cfg, Deps{Raft: fr, State: e.f, Clock: e.clk})
+	defer stop()
 	eventually(t, "the failed apply", func() bool { fr.mu.Lock(); defer fr.mu.Unlock(); return fr.fails == 0 })
 	e.clk.Advance(cfg.RetryDelay)
 	if a := e.waitPlaced("job1", 1); !a.AssignedAt.Equal(t0.Add(cfg.RetryDelay)) {

@@ -140,13 +140,7 @@ func TestLoopPlansWhilePlacementsCommit(t *testing.T) {
 		gr := &gatedRaft{fakeRaft: e.r, gate: make(chan struct{})}
 		cfg := loopConfig()
 		cfg.PlansInFlight = inFlight
-		s, err := New(cfg, Deps{Raft: gr, State: e.f, Clock: e.clk}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- s.Run(ctx) }()
+		_, stop := e.startWith(cfg, Deps{Raft: gr, State: e.f, Clock: e.clk})
 		// "0-run" lands on n1 (binpack, first by name) and runs; then n2's
 		// placements are held while three more jobs arrive.
 		first := e.waitPlaced("0-run", 1)
@@ -176,8 +170,7 @@ func TestLoopPlansWhilePlacementsCommit(t *testing.T) {
 		if got := len(e.r.commands(fsm.CmdPlace)); got > 4 {
 			t.Fatalf("%d Place commands", got)
 		}
-		cancel()
-		<-done
+		stop()
 	}
 }
 
@@ -258,14 +251,8 @@ func TestLoopPlacingReadBeforeState(t *testing.T) {
 	e.apply(fsm.CmdUpsertNode, &fsm.UpsertNode{Node: node("n1", 1000, 1024)})
 	gr := &gatedRaft{fakeRaft: e.r, gate: make(chan struct{}), node: "n1"}
 	hs := &hookState{FSM: e.f}
-	s, err := New(loopConfig(), Deps{Raft: gr, State: hs, Clock: e.clk}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	s, stop := e.startWith(loopConfig(), Deps{Raft: gr, State: hs, Clock: e.clk})
+	defer stop()
 	spec := fsm.JobSpec{Command: []string{"true"}, Priority: 50, Resources: fsm.Resources{CPU: 1000, MemoryMB: 512}}
 	e.apply(fsm.CmdSubmitJobs, &fsm.SubmitJobs{Jobs: []fsm.NewJob{{ID: "a", Spec: spec}}})
 	eventually(t, "a's placement to be committing", func() bool { gr.mu.Lock(); defer gr.mu.Unlock(); return gr.waiting == 1 })
