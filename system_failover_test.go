@@ -62,6 +62,7 @@ func TestSystemNodeKilled(t *testing.T) {
 	victim := c.byName(j.attempt(1).Node)
 	pid := d.pid(t, 1)
 	t.Logf("attempt 1 runs on %s (leader %s), pid %d", victim.name, leader.name, pid)
+	term := termOf(t, leader)
 
 	killed := time.Now()
 	victim.kill9()
@@ -74,7 +75,13 @@ func TestSystemNodeKilled(t *testing.T) {
 
 	j, took := runningElsewhere(t, leader, id, victim.name, killed)
 	t.Logf("job running on %s %.1fs after kill -9 of %s", j.latest().Node, took.Seconds(), victim.name)
-	if took > rerunTarget {
+	switch now := termOf(t, leader); {
+	case now != term:
+		// An election (a stall of the loaded machine longer than the
+		// leader's lease) restarts the new leader's wait for the dead
+		// node: that is the election path, not the one measured here.
+		t.Logf("raft term %d → %d during the test: the rerun time is not checked", term, now)
+	case took > rerunTarget:
 		t.Errorf("rerun elsewhere took %.1fs, want ≤ %s", took.Seconds(), rerunTarget)
 	}
 	a1 := j.attempt(1)

@@ -316,6 +316,7 @@ func poll(d time.Duration, cond func() error) error {
 
 type raftView struct {
 	Leader  string `json:"leader"`
+	Term    uint64 `json:"term"`
 	Servers []struct {
 		ID       string `json:"id"`
 		Role     string `json:"role"`
@@ -332,6 +333,16 @@ func leaderOf(a *agentProc) (string, error) {
 		return "", fmt.Errorf("%s sees no leader", a.name)
 	}
 	return rv.Leader, nil
+}
+
+// termOf is a's current raft term.
+func termOf(t testing.TB, a *agentProc) uint64 {
+	t.Helper()
+	var rv raftView
+	if err := getJSON(a.url("/v1/cluster/raft"), &rv); err != nil {
+		t.Fatalf("raft info of %s: %v", a.name, err)
+	}
+	return rv.Term
 }
 
 type attemptView struct {
