@@ -20,7 +20,8 @@ import (
 func inprocSubmit(rec *history.Recorder, nd *clustertest.Node, w int, key string) history.Outcome {
 	op := history.Op{Process: w, Kind: history.Submit, Node: nd.Name, Key: key, Call: rec.Now()}
 	defer func() { op.Return = rec.Now(); rec.Add(op) }()
-	if nd.Node == nil { // killed
+	live := nd.Live() // once: a concurrent Kill clears nd.Node
+	if live == nil {
 		op.Outcome, op.Err = history.Info, "node down"
 		return op.Outcome
 	}
@@ -34,7 +35,7 @@ func inprocSubmit(rec *history.Recorder, nd *clustertest.Node, w int, key string
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	res, err := nd.Apply(ctx, cmd)
+	res, err := live.Apply(ctx, cmd)
 	switch {
 	case err == nil && res != nil && len(res.Jobs) == 1:
 		op.Outcome, op.JobID, op.Duplicate = history.OK, res.Jobs[0].ID, res.Jobs[0].Duplicate

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -68,6 +69,18 @@ type Node struct {
 	join  []string
 	c     *Cluster
 	srv   *http.Server
+
+	// mu guards the embedded pointer for Live, which goroutines running
+	// beside Kill and Restart use.
+	mu sync.Mutex
+}
+
+// Live is the running node, or nil while it is killed; unlike reading the
+// embedded field, it is safe while another goroutine kills or restarts it.
+func (nd *Node) Live() *cluster.Node {
+	nd.mu.Lock()
+	defer nd.mu.Unlock()
+	return nd.Node
 }
 
 // NewCluster starts n nodes and waits until all of them are in the raft
@@ -202,7 +215,9 @@ func (c *Cluster) startErr(nd *Node, expect int) error {
 	mux.Handle(cluster.InternalPrefix, cn.InternalHandler())
 	nd.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go nd.srv.Serve(ln)
+	nd.mu.Lock()
 	nd.Node, nd.FSM = cn, f
+	nd.mu.Unlock()
 	if err := cn.Start(context.Background()); err != nil {
 		nd.stop(true)
 		return err
@@ -229,7 +244,9 @@ func (nd *Node) stop(kill bool) {
 	} else if err := nd.Node.Shutdown(ctx); err != nil {
 		nd.c.t.Logf("shutdown %s: %v", nd.Name, err)
 	}
+	nd.mu.Lock()
 	nd.Node, nd.FSM, nd.srv = nil, nil, nil
+	nd.mu.Unlock()
 }
 
 // Close stops every running node.
