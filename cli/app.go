@@ -1,5 +1,6 @@
 // Package cli is foreman's command line: the App, the client commands
-// (one file per command group) and their output helpers. The agent's
+// (one file per command group), their output helpers, and the argument
+// normalisation that lets flags follow positional arguments. The agent's
 // wiring (cli/agent) and the bench client (cli/bench) are commands built in
 // their own packages; main.go hands them to NewApp.
 package cli
@@ -28,8 +29,13 @@ func NewApp(version string, agent *ucli.Command, more ...*ucli.Command) *ucli.Ap
 	}
 }
 
-// Run runs app with args (args[0] is the program name).
+// Run runs app with args (args[0] is the program name) after moving each
+// leaf command's flags in front of its positional arguments (flags.go).
 func Run(ctx context.Context, app *ucli.App, args []string) error {
+	args, err := normalizeArgs(app, args)
+	if err != nil {
+		return err
+	}
 	return app.RunContext(ctx, args)
 }
 
