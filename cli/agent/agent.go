@@ -47,8 +47,11 @@ func Command(version string) *ucli.Command {
 		Usage: "run an agent: a raft member that schedules (when leader) and runs jobs",
 		Description: `Every host runs one agent. --dev starts a throwaway single-node cluster on 127.0.0.1.
 For a real cluster start the first servers with --bootstrap-expect N and --join one another;
-later agents only --join (they become non-voters and still run jobs).`,
+later agents only --join (they become non-voters and still run jobs).
+--config FILE reads any of these flags from a YAML file (key = flag name without --, e.g.
+"data-dir: /var/lib/foreman", "join: [10.0.0.10, 10.0.0.11]"); flags on the command line win.`,
 		Flags: []ucli.Flag{
+			configFlag(),
 			&ucli.BoolFlag{Name: "dev", Usage: "single node on 127.0.0.1 with a temporary data dir (unless --data-dir)"},
 			&ucli.StringFlag{Name: "data-dir", Usage: "where raft, state, logs and attempts live", EnvVars: []string{"FOREMAN_DATA_DIR"}},
 			&ucli.StringFlag{Name: "name", Usage: "unique node name (default: hostname)"},
@@ -75,6 +78,9 @@ later agents only --join (they become non-voters and still run jobs).`,
 			&ucli.BoolFlag{Name: "pprof", Usage: "serve Go runtime profiles under /debug/pprof on the HTTP port (unauthenticated: debugging only)"},
 		},
 		Action: func(c *ucli.Context) error {
+			if err := applyConfigFile(c); err != nil {
+				return ucli.Exit("foreman agent: "+err.Error(), 2)
+			}
 			cfg, err := agentConfigFrom(c, version)
 			if err != nil {
 				return ucli.Exit("foreman agent: "+err.Error(), 2)
