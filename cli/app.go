@@ -57,14 +57,3 @@ func Main(app *ucli.App, args []string, stderr io.Writer) int {
 	}
 	return 1
 }
-
-func versionCommand(version string) *ucli.Command {
-	return &ucli.Command{
-		Name:  "version",
-		Usage: "print the version of this binary",
-		Action: func(c *ucli.Context) error {
-			fmt.Fprintf(c.App.Writer, "foreman %s\n", version)
-			return nil
-		},
-	}
-}

@@ -88,6 +88,7 @@ type Member struct {
 	RaftRole string `json:"raft_role"` // leader | follower | candidate | nonvoter | none
 	Voter    bool   `json:"voter"`
 	Leader   bool   `json:"leader"`
+	Version  string `json:"version,omitempty"` // the agent's binary version, from its gossip meta
 }
 
 // RaftInfo is one node's raft state as the API reports it.

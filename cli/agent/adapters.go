@@ -122,7 +122,7 @@ func (c clusterAdapter) Members() []httpapi.Member {
 	}
 	var out []httpapi.Member
 	for _, m := range c.Node.Members() {
-		hm := httpapi.Member{Name: m.Name, Addr: m.Addr, HTTPAddr: m.HTTPAddr, RaftAddr: m.RaftAddr, Status: string(m.Status), RaftRole: "none"}
+		hm := httpapi.Member{Name: m.Name, Addr: m.Addr, HTTPAddr: m.HTTPAddr, RaftAddr: m.RaftAddr, Status: string(m.Status), RaftRole: "none", Version: m.Version}
 		if s, ok := role[m.Name]; ok {
 			hm.Voter = s.Suffrage == "voter"
 			hm.Leader = s.Role == "leader"
