@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os/exec"
 	"sort"
 	"strings"
 	"sync"
@@ -283,4 +284,16 @@ func longestGap(acks []ack, from, to time.Time) time.Duration {
 		longest = max(longest, times[i].Sub(times[i-1]))
 	}
 	return longest
+}
+
+// scripts/rolling-restart.sh is the procedure above for operators; it must
+// at least parse, and refuse to run without hosts.
+func TestRollingRestartScript(t *testing.T) {
+	if out, err := exec.Command("bash", "-n", "scripts/rolling-restart.sh").CombinedOutput(); err != nil {
+		t.Fatalf("bash -n scripts/rolling-restart.sh: %v\n%s", err, out)
+	}
+	out, err := exec.Command("scripts/rolling-restart.sh").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "usage:") {
+		t.Fatalf("rolling-restart.sh without hosts: %v\n%s", err, out)
+	}
 }
