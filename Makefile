@@ -10,7 +10,7 @@ TAGS      := netgo osusergo urfave_cli_no_docs
 LDFLAGS   := -s -w -X main.version=$(VERSION) -linkmode external -extldflags -static
 TESTFLAGS ?= -count=1 -timeout 25m
 
-.PHONY: build run test lint bench cluster cluster-stop jepsen jepsen-smoke clean
+.PHONY: build run test test-deps lint bench cluster cluster-stop jepsen jepsen-smoke clean
 
 build:
 	CGO_ENABLED=1 $(GO) build -trimpath -tags '$(TAGS)' -ldflags '$(LDFLAGS)' -o $(BIN) .
@@ -20,8 +20,13 @@ run: build
 	$(BIN) agent --dev
 
 # The whole suite (unit, package, in-process cluster, system tests, jepsen smoke), after lint.
-test: lint build
+# test-deps installs what the suite needs (ip, iptables, ...) when missing, as root on Debian,
+# or fails with the command to run: the suite must run, not skip, on a fresh machine.
+test: test-deps lint build
 	FOREMAN_BIN=$(CURDIR)/$(BIN) CGO_ENABLED=1 $(GO) test $(TESTFLAGS) -p 2 ./...
+
+test-deps:
+	./scripts/test-deps.sh
 
 # Fails when go.mod/go.sum are not tidy (prints the diff), gofmt would change a file (lists it),
 # or go vet reports anything, in the default build and with the jepsen clock hook.

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# What the test suite needs beyond Go (`make test` runs this first; .ci/run too): the network
+# nemeses and cut-off tests need ip and iptables, the system tests ping, file, ps and fuser, the
+# static build gcc and libc headers. Missing ones are installed when we are root on Debian/Ubuntu;
+# otherwise this fails with the one command to run. Nothing is installed when all are present.
+set -euo pipefail
+
+# package:probe (a command on PATH, or a file when it starts with /)
+deps=(
+  iproute2:ip
+  iptables:iptables
+  iputils-ping:ping
+  file:file
+  procps:ps
+  psmisc:fuser
+  make:make
+  gcc:gcc
+  libc6-dev:/usr/include/stdio.h
+)
+
+missing=()
+for d in "${deps[@]}"; do
+  pkg=${d%%:*} probe=${d#*:}
+  if [[ $probe == /* ]]; then
+    [ -e "$probe" ] || missing+=("$pkg")
+  else
+    # sbin too: iptables lives there and a non-root PATH may lack it.
+    PATH=$PATH:/usr/sbin:/sbin command -v "$probe" >/dev/null 2>&1 || missing+=("$pkg")
+  fi
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+cmd="apt-get install -y --no-install-recommends ${missing[*]}"
+if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
+  echo "test-deps: installing ${missing[*]}" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  exit 0
+fi
+echo "test-deps: the test suite needs ${missing[*]}; run: sudo apt-get update && sudo $cmd" >&2
+exit 1
