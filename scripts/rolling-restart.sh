@@ -6,7 +6,8 @@
 # on SIGTERM). TestSystemRollingRestart runs the same procedure on three real agents.
 #
 # Usage: scripts/rolling-restart.sh [-c RESTART_CMD] [-t TIMEOUT_SECONDS] HOST[:PORT]...
-#   RESTART_CMD restarts the agent on one host; {} stands for the HOST argument.
+#   RESTART_CMD restarts the agent on one host; {} stands for the HOST argument. It must return
+#   only once the old agent has stopped (systemctl restart does), or the check may see it still up.
 #   Default: ssh {} sudo systemctl restart foreman   (HOST without :PORT is used for ssh)
 #   Restart the leader last (`foreman cluster raft`) to have exactly one election in all.
 # Needs the foreman binary on PATH (or FOREMAN_BIN) to ask each agent's API.
@@ -18,7 +19,7 @@ while getopts 'c:t:' opt; do
   case $opt in
     c) CMD=$OPTARG ;;
     t) TIMEOUT=$OPTARG ;;
-    *) sed -n '9,13p' "$0" >&2; exit 2 ;;
+    *) sed -n '9,15p' "$0" >&2; exit 2 ;;
   esac
 done
 shift $((OPTIND - 1))
