@@ -61,6 +61,10 @@ var payloadTypes = map[CommandType]any{
 	CmdSetQueue:     SetQueue{},
 	CmdStopAttempts: StopAttempts{},
 	CmdGC:           GC{},
+
+	CmdSubmitWorkflow: SubmitWorkflow{},
+	CmdCancelWorkflow: CancelWorkflow{},
+	CmdRetryWorkflow:  RetryWorkflow{},
 }
 
 // Command is the versioned envelope of every raft entry. At is stamped by

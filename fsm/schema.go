@@ -42,6 +42,16 @@ var (
 	// bucketJobsByFinish: 8-byte sortable FinishedAt + job ID → empty, for
 	// terminal jobs, so GC reads only what it drops (schedindex.go).
 	bucketJobsByFinish = []byte("jobs_by_finish")
+
+	// Created by the first workflow or dependency, not at Open, so a
+	// state that has none hashes as before they existed:
+	//
+	// bucketJobChildren: parent job ID + "/" + child job ID → empty.
+	bucketJobChildren = []byte("job_children")
+	// bucketWorkflows: workflow ID (a ULID) → Workflow.
+	bucketWorkflows = []byte("workflows")
+	// bucketWorkflowJobs: workflow ID + "/" + 8-digit position → job ID.
+	bucketWorkflowJobs = []byte("workflow_jobs")
 )
 
 // allBuckets is created at Open; order is irrelevant (bbolt sorts them).

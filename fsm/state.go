@@ -61,6 +61,16 @@ func (a *applier) saveJob(j *Job, from JobState) error {
 		return err
 	}
 	a.emit(Event{Type: EventJob, JobID: j.ID, State: string(j.State), Reason: j.Reason})
+	if j.Workflow != "" {
+		if err := a.memberChanged(j.Workflow, from, j.State); err != nil {
+			return err
+		}
+	}
+	// A parent's outcome moves its children (dag.go). A new job has no
+	// children yet.
+	if fo, to := outcomeOf(from), outcomeOf(j.State); fo != to {
+		return a.parentChanged(j, fo, to)
+	}
 	return nil
 }
 
@@ -73,6 +83,9 @@ func (a *applier) deleteJob(j *Job) error {
 		return err
 	}
 	if err := a.unindexSchedJob(j); err != nil {
+		return err
+	}
+	if err := a.unlinkJob(j); err != nil {
 		return err
 	}
 	prefix := attemptPrefix(j.ID)
