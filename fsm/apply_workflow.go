@@ -167,7 +167,10 @@ func (a *applier) retryWorkflow(p *RetryWorkflow, res *Result) error {
 	// First every job back to pending (their children's counts follow),
 	// then each one with parents counts them afresh: a job whose parents
 	// all succeeded is released now, one whose parent is re-run waits.
-	// Jobs are read again each time: a save changes its children.
+	// Jobs are read again each time: a save changes its children. No
+	// decision is taken until all are back: a child re-run before its
+	// parent would see the parent's old outcome.
+	a.holdDecisions = true
 	for _, id := range again {
 		j, err := a.getJob(id)
 		if err != nil {
@@ -177,6 +180,7 @@ func (a *applier) retryWorkflow(p *RetryWorkflow, res *Result) error {
 			return err
 		}
 	}
+	a.holdDecisions = false
 	for _, id := range again {
 		cur, err := a.getJob(id)
 		if err != nil {
