@@ -179,7 +179,7 @@ func (a *applier) parentChanged(p *Job, from, to outcome) error {
 		was := c.State
 		c.Deps.count(from, to)
 		if c.blocked() && !a.holdDecisions {
-			a.decide(c, p.ID)
+			a.decide(c, p)
 		}
 		if err := a.saveJob(c, was); err != nil {
 			return err
@@ -188,9 +188,10 @@ func (a *applier) parentChanged(p *Job, from, to outcome) error {
 	return nil
 }
 
-// decide applies c's condition to its counts; by is the parent whose
+// decide applies c's condition to its counts; p is the parent whose
 // outcome is being counted. It changes only c (the caller saves it).
-func (a *applier) decide(c *Job, by string) {
+func (a *applier) decide(c *Job, p *Job) {
+	by := p.ID
 	switch Decide(c.Spec.Condition, *c.Deps) {
 	case DecisionReleased:
 		c.Deps.Decision, c.Deps.DecidedBy = DecisionReleased, by
@@ -205,7 +206,7 @@ func (a *applier) decide(c *Job, by string) {
 		if cond == "" {
 			cond = ConditionSuccess
 		}
-		c.Reason = fmt.Sprintf("condition %s cannot be met: parent %s", cond, by)
+		c.Reason = fmt.Sprintf("condition %s cannot be met: parent %s is %s", cond, by, p.State)
 	}
 }
 
@@ -222,7 +223,7 @@ func (a *applier) countParents(j *Job) error {
 		}
 		j.Deps.count(outcomePending, outcomeOf(p.State))
 		if j.blocked() {
-			a.decide(j, pid)
+			a.decide(j, p)
 		}
 	}
 	return nil

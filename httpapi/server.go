@@ -99,6 +99,12 @@ func (s *server) routes() {
 	m.HandleFunc("POST /v1/jobs/{id}/retry", s.write(s.retryJob))
 	m.HandleFunc("GET /v1/jobs/{id}/logs", s.read(s.jobLogs))
 
+	m.HandleFunc("POST /v1/workflows", s.write(s.submitWorkflow))
+	m.HandleFunc("GET /v1/workflows", s.read(s.listWorkflows))
+	m.HandleFunc("GET /v1/workflows/{id}", s.read(s.getWorkflow))
+	m.HandleFunc("DELETE /v1/workflows/{id}", s.write(s.cancelWorkflow))
+	m.HandleFunc("POST /v1/workflows/{id}/retry", s.write(s.retryWorkflow))
+
 	m.HandleFunc("GET /v1/nodes", s.read(s.listNodes))
 	m.HandleFunc("GET /v1/nodes/{name}", s.read(s.getNode))
 	m.HandleFunc("POST /v1/nodes/{name}/drain", s.write(s.drainNode))
