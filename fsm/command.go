@@ -247,6 +247,11 @@ type ReportAttempt struct {
 	PeakMemoryB  int64        `json:"peak_memory_bytes,omitempty"`
 	CPUTimeNs    int64        `json:"cpu_time_ns,omitempty"`
 	StderrTail   string       `json:"stderr_tail,omitempty"` // at most StderrTailMax bytes
+	// Result is what the job wrote to its result file, at most ResultMax
+	// bytes; ResultTruncated says it wrote more (the attempt then carries
+	// a warning).
+	Result          []byte `json:"result,omitempty"`
+	ResultTruncated bool   `json:"result_truncated,omitempty"`
 }
 
 // ReleaseJobs moves waiting or retrying jobs whose NextRunAt <= At to

@@ -434,3 +434,44 @@ func checkDAG(t *testing.T, h *harness, jobs []wfJob, want []JobState) {
 	}
 	checkIndexes(t, h.f)
 }
+
+// TestJobResults: a finished attempt keeps the job's result (cut at
+// ResultMax with a warning), JobResult finds the deciding attempt's and
+// JobInputs hands the parents' results to a child by name.
+func TestJobResults(t *testing.T) {
+	h := newHarness(t)
+	h.addNode("n1")
+	h.submitWF("R", wfJob{name: "a"}, wfJob{name: "b"}, wfJob{name: "c", deps: []string{"a", "b"}})
+	report := func(name string, result []byte, truncated bool) {
+		id := wfJobID("R", name)
+		tok := h.place(id, "n1")
+		h.must(CmdReport, ReportAttempt{JobID: id, Attempt: h.job(id).Current, FencingToken: tok, Node: "n1",
+			State: AttemptSucceeded, ExitCode: intp(0), Result: result, ResultTruncated: truncated})
+	}
+	report("a", []byte("rows=42"), false)
+	report("b", make([]byte, ResultMax+10), false)
+	if at := h.attempt(wfJobID("R", "b"), 1); len(at.Result) != ResultMax || !strings.Contains(at.Warning, "truncated") {
+		t.Fatalf("oversized result: %d bytes, warning %q", len(at.Result), at.Warning)
+	}
+	err := h.f.View(func(tx *Tx) error {
+		res, n, err := tx.JobResult(wfJobID("R", "a"))
+		if err != nil || string(res) != "rows=42" || n != 1 {
+			return fmt.Errorf("JobResult(a) = %q, %d, %v", res, n, err)
+		}
+		if _, _, err := tx.JobResult(wfJobID("R", "c")); !errors.Is(err, ErrNotFound) {
+			return fmt.Errorf("JobResult of a waiting job: %v", err)
+		}
+		spec, err := tx.JobSpec(wfJobID("R", "c"))
+		if err != nil {
+			return err
+		}
+		in, err := tx.JobInputs(spec)
+		if err != nil || len(in) != 2 || in[0].Name != "a" || string(in[0].Result) != "rows=42" || in[1].Name != "b" || len(in[1].Result) != ResultMax {
+			return fmt.Errorf("JobInputs: %+v %v", in, err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

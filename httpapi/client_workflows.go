@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -93,4 +94,15 @@ func (c *Client) RetryWorkflow(ctx context.Context, id string) (*WorkflowDetail,
 		return nil, err
 	}
 	return &out, nil
+}
+
+// JobResult returns what the job's last finished attempt wrote to its
+// result file.
+func (c *Client) JobResult(ctx context.Context, id string, consistent bool) ([]byte, error) {
+	resp, err := c.send(ctx, http.MethodGet, "/v1/jobs/"+url.PathEscape(id)+"/result", consistentQuery(consistent), nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	return io.ReadAll(io.LimitReader(resp.Body, 2<<20))
 }

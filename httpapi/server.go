@@ -98,6 +98,7 @@ func (s *server) routes() {
 	m.HandleFunc("POST /v1/jobs/{id}/cancel", s.write(s.cancelJob))
 	m.HandleFunc("POST /v1/jobs/{id}/retry", s.write(s.retryJob))
 	m.HandleFunc("GET /v1/jobs/{id}/logs", s.read(s.jobLogs))
+	m.HandleFunc("GET /v1/jobs/{id}/result", s.read(s.jobResult))
 
 	m.HandleFunc("POST /v1/workflows", s.write(s.submitWorkflow))
 	m.HandleFunc("GET /v1/workflows", s.read(s.listWorkflows))

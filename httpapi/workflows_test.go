@@ -58,6 +58,12 @@ func TestWorkflowAPI(t *testing.T) {
 	}
 	finish("extract-users", true)
 	finish("extract-orders", true)
+	if res, err := a.client.JobResult(ctx, id["extract-users"], false); err != nil || len(res) != 0 {
+		t.Fatalf("result of a job that wrote none: %q %v", res, err)
+	}
+	if _, err := a.client.JobResult(ctx, id["load"], false); err == nil || !strings.Contains(err.Error(), "no finished attempt") {
+		t.Fatalf("result of a waiting job: %v", err)
+	}
 	st := states()
 	if tr := st["transform"]; tr.State != fsm.JobQueued || tr.Decision != fsm.DecisionReleased || tr.DecidedBy != "extract-orders" ||
 		fmt.Sprint(tr.DependsOn) != "[extract-users extract-orders]" {
