@@ -108,6 +108,21 @@ func TestJepsenSmoke(t *testing.T) {
 	runMatrix(t, m)
 }
 
+// TestJepsenDAG runs the workflow workload (checker.DAG: invariant 4 and
+// cascades) under kill-leader and halves. Gated by FOREMAN_JEPSEN=dag
+// until it has a run on record (then it joins the smoke).
+func TestJepsenDAG(t *testing.T) {
+	if os.Getenv("FOREMAN_JEPSEN") != "dag" {
+		t.Skip("set FOREMAN_JEPSEN=dag to run the DAG scenarios")
+	}
+	var m []Scenario
+	for _, n := range []string{"kill-leader", "halves"} {
+		m = append(m, Scenario{Name: "dag-" + n, Nemesis: n, Nodes: 3, Seed: 1, Workload: "dag",
+			Warmup: 5 * time.Second, Fault: 12 * time.Second, Recover: 8 * time.Second, Drain: 60 * time.Second})
+	}
+	runMatrix(t, m)
+}
+
 // TestJepsenFull runs every nemesis with three seeds; ring and bridge on
 // five nodes. Gated by FOREMAN_JEPSEN=full (about 10 minutes per seed).
 // The clock nemesis needs a binary built with -tags jepsenclock.

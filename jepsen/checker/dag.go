@@ -60,33 +60,43 @@ func DAG(exec []Record, jobs []DAGJob, clockBound time.Duration) Result {
 			continue
 		}
 		r.Stats["children_started"]++
-		// The time by which the condition was met, from the parents' ends.
-		need := func(p *DAGJob) bool {
-			switch j.Condition {
-			case "failure":
-				return p.State == "failed"
-			case "one_success":
-				return p.State == "succeeded"
-			}
-			return true
-		}
-		var decided int64 = -1
-		any := j.Condition == "failure" || j.Condition == "one_success"
+		// The parents' final states must allow the start at all...
+		ok, any := true, j.Condition == "failure" || j.Condition == "one_success"
+		met := false
 		for _, pid := range j.Parents {
 			p := byID[pid]
 			if p == nil {
 				r.errorf("job %s: parent %s missing from the listing", j.ID, pid)
-				decided = -1
+				ok = false
 				break
 			}
-			end, ended := lastEnd[pid]
-			if !need(p) {
-				continue
+			switch j.Condition {
+			case "failure":
+				met = met || p.State == "failed"
+			case "one_success":
+				met = met || p.State == "succeeded"
+			case "always":
+				ok = ok && terminal(p.State)
+			default:
+				ok = ok && p.State == "succeeded"
 			}
-			if !ended {
-				if !any {
-					r.errorf("job %s (%s) started at %d but its parent %s (%s, %s) never finished a run", j.ID, j.Name, start, pid, p.Name, p.State)
-				}
+		}
+		if any {
+			ok = ok && met
+		}
+		if !ok {
+			r.errorf("job %s (%s, condition %q) started at %d though its parents' states do not allow it", j.ID, j.Name, j.Condition, start)
+			continue
+		}
+		// ...and it must come after the deciding finish: every parent's
+		// last end (success, always), the earliest end of a parent in the
+		// needed state (failure, one_success). A parent that never ran
+		// (skipped, cancelled, failed by a deadline) gives no bound.
+		var decided int64 = -1
+		for _, pid := range j.Parents {
+			p := byID[pid]
+			end, ended := lastEnd[pid]
+			if !ended || any && !(j.Condition == "failure" && p.State == "failed" || j.Condition == "one_success" && p.State == "succeeded") {
 				continue
 			}
 			switch {
@@ -99,9 +109,6 @@ func DAG(exec []Record, jobs []DAGJob, clockBound time.Duration) Result {
 			}
 		}
 		if decided < 0 {
-			if any {
-				r.errorf("job %s (%s, %s) started at %d though no parent reached the state its condition needs", j.ID, j.Name, j.Condition, start)
-			}
 			continue
 		}
 		if gap := time.Duration(start - decided); gap < -clockBound {
@@ -111,4 +118,12 @@ func DAG(exec []Record, jobs []DAGJob, clockBound time.Duration) Result {
 		}
 	}
 	return r
+}
+
+func terminal(state string) bool {
+	switch state {
+	case "succeeded", "failed", "cancelled", "skipped":
+		return true
+	}
+	return false
 }

@@ -20,12 +20,14 @@ func TestDAGChecker(t *testing.T) {
 		{ID: "c", Name: "c", State: "succeeded", Parents: []string{"a"}},
 		{ID: "d", Name: "d", State: "skipped", Parents: []string{"b", "c"}},
 		{ID: "e", Name: "e", State: "succeeded", Parents: []string{"b", "c"}, Condition: "failure"},
+		{ID: "f", Name: "f", State: "succeeded", Parents: []string{"d"}, Condition: "always"},
 	}
 	good := []string{
 		"start a 1 5 n1 100", "end a 1 5 n1 200",
 		"start b 1 6 n2 210", "end b 1 6 n2 300",
 		"start c 1 7 n3 220", "end c 1 7 n3 400",
 		"start e 1 8 n1 310", "end e 1 8 n1 320",
+		"start f 1 9 n1 410", "end f 1 9 n1 420", // its parent d was skipped: no run, no bound
 	}
 	tests := []struct {
 		name  string
