@@ -100,7 +100,7 @@ func (f *FSM) applyOnce(logs []*raft.Log, out []any, refused map[int]error) ([]E
 			return nil, -1, err
 		}
 		res.Err = err
-		res.Jobs, res.Skipped, res.Submits = nil, nil, nil
+		res.Jobs, res.Skipped, res.Submits, res.Workflow = nil, nil, nil, ""
 		if a.wrote {
 			refused[i] = err
 			return nil, i, nil

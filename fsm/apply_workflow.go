@@ -21,8 +21,22 @@ func (a *applier) submitWorkflow(p *SubmitWorkflow, res *Result) error {
 	case n > MaxWorkflowJobs:
 		return fmt.Errorf("%w: jobs: %d jobs (max %d per workflow)", ErrBadCommand, n, MaxWorkflowJobs)
 	}
-	if w, err := a.getWorkflow(p.ID); err == nil {
+	if len(p.IdempotencyKey) > maxKeyLen {
+		return fmt.Errorf("%w: idempotency_key: %d bytes (max %d)", ErrBadCommand, len(p.IdempotencyKey), maxKeyLen)
+	}
+	id := p.ID
+	if p.IdempotencyKey != "" {
+		if v := a.idem.Get(workflowIdemKey(p.IdempotencyKey)); v != nil {
+			var r idemRecord
+			if err := decode(v, &r); err != nil {
+				return err
+			}
+			id = r.JobID // the workflow's ID
+		}
+	}
+	if w, err := a.getWorkflow(id); err == nil {
 		// A retried command: answer with what the first one created.
+		res.Workflow = w.ID
 		ids, err := a.memberIDs(w.ID)
 		if err != nil {
 			return err
@@ -70,6 +84,15 @@ func (a *applier) submitWorkflow(p *SubmitWorkflow, res *Result) error {
 		SubmittedAt: a.at, CreateIndex: a.index,
 	}
 	a.wfs[w.ID] = w
+	res.Workflow = w.ID
+	if p.IdempotencyKey != "" {
+		if a.atText == "" {
+			a.atText = rfc3339Text(a.at)
+		}
+		if err := a.put(a.idem, workflowIdemKey(p.IdempotencyKey), encodeIdemRecord(w.ID, a.atText)); err != nil {
+			return err
+		}
+	}
 	members, err := a.bucket(bucketWorkflowJobs)
 	if err != nil {
 		return err

@@ -332,6 +332,9 @@ type Result struct {
 	Skipped map[string]string `json:"skipped,omitempty"`
 	// Submits has one entry per member of a SubmitGroup, in order.
 	Submits []MemberResult `json:"submits,omitempty"`
+	// Workflow is the ID of the workflow a SubmitWorkflow created (or
+	// found, for a repeated ID or idempotency key).
+	Workflow string `json:"workflow,omitempty"`
 }
 
 // MemberResult is the outcome of one member of a SubmitGroup: the jobs it

@@ -79,7 +79,16 @@ type SubmitWorkflow struct {
 	Name      string   `json:"name"`
 	Namespace string   `json:"namespace,omitempty"`
 	Jobs      []NewJob `json:"jobs"`
+	// IdempotencyKey, when set, makes a repeated submit with the same key
+	// answer with the first workflow (Result.Workflow, its jobs as
+	// duplicates), as for jobs (invariant 5).
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
 }
+
+// workflowIdemKey is a workflow's key in the idempotency bucket: NUL
+// first, which no job key has (the API refuses control characters), so
+// the two never collide.
+func workflowIdemKey(k string) []byte { return append([]byte("\x00workflow:"), k...) }
 
 // CancelWorkflow cancels every job of the workflow that is not terminal
 // (as CancelJob does each). Waiting jobs become cancelled, not skipped.

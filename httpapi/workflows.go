@@ -16,12 +16,16 @@ type WorkflowInput struct {
 	Name      string         `json:"name"`
 	Namespace string         `json:"namespace,omitempty"`
 	Jobs      []JobSpecInput `json:"jobs"` // depends_on holds names of jobs of this workflow
+	// IdempotencyKey (or the Idempotency-Key header) makes a retried
+	// submit answer with the first workflow.
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
 }
 
 // WorkflowSubmitResponse is the reply to POST /v1/workflows.
 type WorkflowSubmitResponse struct {
-	ID   string           `json:"id"`
-	Jobs []WorkflowJobRef `json:"jobs"`
+	ID        string           `json:"id"`
+	Duplicate bool             `json:"duplicate"` // the idempotency key named an existing workflow
+	Jobs      []WorkflowJobRef `json:"jobs"`
 }
 
 // WorkflowJobRef names one job of a workflow.
@@ -69,6 +73,9 @@ func (s *server) submitWorkflow(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p, err := s.parseWorkflow(body, r.Header.Get("Content-Type"))
+	if err == nil {
+		err = settleKey(&p.IdempotencyKey, r.Header.Get(HeaderIdempotencyKey))
+	}
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -81,16 +88,45 @@ func (s *server) submitWorkflow(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	if _, err := s.apply(r.Context(), fsm.CmdSubmitWorkflow, p); err != nil {
+	res, err := s.apply(r.Context(), fsm.CmdSubmitWorkflow, p)
+	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	out := WorkflowSubmitResponse{ID: p.ID, Jobs: make([]WorkflowJobRef, len(p.Jobs))}
-	for i, j := range p.Jobs {
-		out.Jobs[i] = WorkflowJobRef{Name: j.Spec.Name, ID: j.ID}
+	out := WorkflowSubmitResponse{ID: res.Workflow, Jobs: make([]WorkflowJobRef, len(p.Jobs))}
+	status := http.StatusCreated
+	if res.Workflow != p.ID { // an earlier submit with the same key
+		out.Duplicate, status = true, http.StatusOK
+		d, err := s.workflowDetail(res.Workflow, 0, fsm.MaxWorkflowJobs)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		out.Jobs = out.Jobs[:0]
+		for _, j := range d.JobList {
+			out.Jobs = append(out.Jobs, WorkflowJobRef{Name: j.Name, ID: j.ID})
+		}
+	} else {
+		for i, j := range p.Jobs {
+			out.Jobs[i] = WorkflowJobRef{Name: j.Spec.Name, ID: j.ID}
+		}
 	}
-	w.Header().Set("Location", "/v1/workflows/"+p.ID)
-	writeJSON(w, http.StatusCreated, out)
+	w.Header().Set("Location", "/v1/workflows/"+out.ID)
+	writeJSON(w, status, out)
+}
+
+// settleKey merges the body's idempotency key with the header's.
+func settleKey(key *string, header string) error {
+	if header != "" {
+		if *key != "" && *key != header {
+			return invalid("idempotency_key", "differs from the %s header; send one or the other", HeaderIdempotencyKey)
+		}
+		*key = header
+	}
+	if len(*key) > MaxIdemKeyLen || hasControl(*key) {
+		return invalid("idempotency_key", "must be at most %d printable characters", MaxIdemKeyLen)
+	}
+	return nil
 }
 
 // parseWorkflow decodes, validates and resolves a workflow body into the
@@ -120,7 +156,8 @@ func (s *server) parseWorkflow(body []byte, contentType string) (*fsm.SubmitWork
 	case n > fsm.MaxWorkflowJobs:
 		return nil, invalid("jobs", "at most %d jobs per workflow (got %d)", fsm.MaxWorkflowJobs, n)
 	}
-	p := &fsm.SubmitWorkflow{ID: s.ids.NewID(), Name: in.Name, Namespace: in.Namespace, Jobs: make([]fsm.NewJob, len(in.Jobs))}
+	p := &fsm.SubmitWorkflow{ID: s.ids.NewID(), Name: in.Name, Namespace: in.Namespace, Jobs: make([]fsm.NewJob, len(in.Jobs)),
+		IdempotencyKey: in.IdempotencyKey}
 	byName := make(map[string]int, len(in.Jobs))
 	for i := range in.Jobs {
 		field := fmt.Sprintf("jobs[%d]", i)

@@ -165,3 +165,23 @@ func TestSubmitDependsOn(t *testing.T) {
 		t.Fatalf("child after the parent's cancel: %+v", j)
 	}
 }
+
+// TestWorkflowIdempotency: the same key answers with the first workflow.
+func TestWorkflowIdempotency(t *testing.T) {
+	a := newTestAPI(t)
+	body := `{"name":"w","jobs":[{"name":"a","command":"true"},{"name":"b","command":"true","depends_on":["a"]}]}`
+	code, first := a.do("POST", "/v1/workflows", body, "Idempotency-Key", "k1")
+	if code != http.StatusCreated {
+		t.Fatalf("first: %d %s", code, first)
+	}
+	code, again := a.do("POST", "/v1/workflows", body, "Idempotency-Key", "k1")
+	var r1, r2 WorkflowSubmitResponse
+	mustJSON(t, first, &r1)
+	mustJSON(t, again, &r2)
+	if code != http.StatusOK || !r2.Duplicate || r2.ID != r1.ID || fmt.Sprint(r2.Jobs) != fmt.Sprint(r1.Jobs) {
+		t.Fatalf("repeat: %d %+v, first %+v", code, r2, r1)
+	}
+	if l, err := a.client.ListWorkflows(context.Background(), "", 0, false); err != nil || len(l.Workflows) != 1 {
+		t.Fatalf("workflows stored: %+v %v", l, err)
+	}
+}
