@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/foreman-sched/foreman/fsm"
@@ -146,5 +148,58 @@ func TestSystemWorkflow(t *testing.T) {
 	}
 	if d := st["d"]; d.Decision != fsm.DecisionReleased || d.DecidedBy != "c" && d.DecidedBy != "b" {
 		t.Errorf("d's edge after retry: %+v", d)
+	}
+
+	// The CLI with the README's example: submit, status (table and
+	// --json, flags after the argument), ls, and a Slurm-style submit.
+	addr := agents[2].url("")
+	r := runForeman(t, bin, addr, "workflow", "submit", "-f", "testdata/workflows/etl.yaml")
+	if r.code != 0 {
+		t.Fatalf("workflow submit: %d %s", r.code, r.stderr)
+	}
+	etl := strings.TrimSpace(r.stdout)
+	var d httpapi.WorkflowDetail
+	eventually(t, systemTimeout, "etl succeeded", func() error {
+		r := runForeman(t, bin, addr, "workflow", "status", etl, "--json")
+		if r.code != 0 {
+			return fmt.Errorf("status: %d %s", r.code, r.stderr)
+		}
+		d = httpapi.WorkflowDetail{}
+		if err := json.Unmarshal([]byte(r.stdout), &d); err != nil {
+			return err
+		}
+		if d.State != fsm.WorkflowSucceeded {
+			return fmt.Errorf("etl is %s", d.State)
+		}
+		return nil
+	})
+	byName := map[string]httpapi.WorkflowJobStatus{}
+	for _, j := range d.JobList {
+		byName[j.Name] = j
+	}
+	if byName["notify-failure"].State != fsm.JobSkipped || byName["notify-failure"].DecidedBy == "" {
+		t.Errorf("notify-failure: %+v", byName["notify-failure"])
+	}
+	if res, err := cl.JobResult(ctx, byName["transform"].ID, false); err != nil || string(res) != "users=42\norders=7\n" {
+		t.Errorf("transform's result: %q %v", res, err)
+	}
+	if r := runForeman(t, bin, addr, "workflow", "status", etl); r.code != 0 || !strings.Contains(r.stdout, "released by transform") {
+		t.Errorf("status table: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	if r := runForeman(t, bin, addr, "workflow", "ls"); r.code != 0 || !strings.Contains(r.stdout, etl) || !strings.Contains(r.stdout, "etl") {
+		t.Errorf("workflow ls: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	// Retry re-runs the skipped notify-failure, which its succeeded
+	// parents skip again at once: the workflow stays succeeded.
+	if r := runForeman(t, bin, addr, "workflow", "retry", etl); r.code != 0 || !strings.Contains(r.stdout, "is succeeded") {
+		t.Errorf("retry of the etl workflow: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	r = runForeman(t, bin, addr, "submit", "--driver", "process", "--depends-on", byName["load"].ID, "--condition", "always", "--", "true")
+	if r.code != 0 {
+		t.Fatalf("submit --depends-on: %d %s", r.code, r.stderr)
+	}
+	waitJobState(t, agents[0], strings.TrimSpace(r.stdout), "succeeded")
+	if r := runForeman(t, bin, addr, "submit", "--depends-on", "01NOSUCHJOB", "--", "true"); r.code == 0 || !strings.Contains(r.stderr, "no job") {
+		t.Errorf("submit with an unknown parent: %d %s", r.code, r.stderr)
 	}
 }

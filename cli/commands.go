@@ -21,6 +21,7 @@ func clientCommands() []*ucli.Command {
 		runCommand(),
 		logsCommand(),
 		jobCommand(),
+		workflowCommand(),
 		nodeCommand(),
 		queueCommand(),
 		clusterCommand(),
