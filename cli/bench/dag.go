@@ -160,7 +160,8 @@ func benchDAG(c *ucli.Context) error {
 		}
 		res.RandomSubmitMS = float64(time.Since(t0).Microseconds()) / 1000
 		t0 = time.Now()
-		if _, err := cl.GetWorkflow(ctx, sub.ID, 0, 0, false); err != nil {
+		// Through the leader: the node asked may not have applied it yet.
+		if _, err := cl.GetWorkflow(ctx, sub.ID, 0, 0, true); err != nil {
 			return err
 		}
 		res.RandomPageMS = float64(time.Since(t0).Microseconds()) / 1000
