@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -288,8 +289,11 @@ func (a *applier) memberIDs(wf string) ([]string, error) {
 // new job) to state to in the workflow's memo record.
 func (a *applier) memberChanged(wf string, from, to JobState) error {
 	w, err := a.getWorkflow(wf)
+	if errors.Is(err, ErrNotFound) {
+		return nil // dropped by GC (after all its jobs had finished)
+	}
 	if err != nil {
-		return fmt.Errorf("%w: job of unknown workflow %s", ErrCorrupt, wf)
+		return err
 	}
 	if from != "" {
 		if w.Counts[from]--; w.Counts[from] <= 0 {

