@@ -95,7 +95,8 @@ func runMatrix(t *testing.T, matrix []Scenario) {
 }
 
 // TestJepsenSmoke is the short matrix: baseline, halves, kill the leader,
-// pause the leader; 3 nodes, one seed.
+// pause the leader; 3 nodes, one seed; then the DAG workload under
+// kill-leader and halves.
 func TestJepsenSmoke(t *testing.T) {
 	if os.Getenv("FOREMAN_JEPSEN") == "full" {
 		t.Skip("FOREMAN_JEPSEN=full runs TestJepsenFull instead")
@@ -105,22 +106,26 @@ func TestJepsenSmoke(t *testing.T) {
 		m = append(m, Scenario{Name: n, Nemesis: n, Nodes: 3, Seed: 1,
 			Warmup: 5 * time.Second, Fault: 12 * time.Second, Recover: 8 * time.Second, Drain: 60 * time.Second})
 	}
-	runMatrix(t, m)
+	runMatrix(t, append(m, dagScenarios()...))
 }
 
-// TestJepsenDAG runs the workflow workload (checker.DAG: invariant 4 and
-// cascades) under kill-leader and halves. Gated by FOREMAN_JEPSEN=dag
-// until it has a run on record (then it joins the smoke).
+// TestJepsenDAG runs only the workflow scenarios (FOREMAN_JEPSEN=dag).
 func TestJepsenDAG(t *testing.T) {
 	if os.Getenv("FOREMAN_JEPSEN") != "dag" {
-		t.Skip("set FOREMAN_JEPSEN=dag to run the DAG scenarios")
+		t.Skip("set FOREMAN_JEPSEN=dag to run the DAG scenarios alone (the smoke runs them too)")
 	}
+	runMatrix(t, dagScenarios())
+}
+
+// dagScenarios run the workflow workload (checker.DAG: invariant 4 and
+// cascades) under kill-leader and halves: ~30 s each.
+func dagScenarios() []Scenario {
 	var m []Scenario
 	for _, n := range []string{"kill-leader", "halves"} {
 		m = append(m, Scenario{Name: "dag-" + n, Nemesis: n, Nodes: 3, Seed: 1, Workload: "dag",
 			Warmup: 5 * time.Second, Fault: 12 * time.Second, Recover: 8 * time.Second, Drain: 60 * time.Second})
 	}
-	runMatrix(t, m)
+	return m
 }
 
 // TestJepsenFull runs every nemesis with three seeds; ring and bridge on
