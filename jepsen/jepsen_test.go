@@ -152,6 +152,12 @@ func TestJepsenFull(t *testing.T) {
 				nodes = 5
 			}
 			m = append(m, Scenario{Name: fmt.Sprintf("%s-s%d", n, seed), Nemesis: n, Nodes: nodes, Seed: seed})
+			// The workflow workload under the faults that move or split
+			// the leader, and kill executors.
+			switch n {
+			case "halves", "isolate-leader", "kill-leader", "kill-random", "pause-leader":
+				m = append(m, Scenario{Name: fmt.Sprintf("dag-%s-s%d", n, seed), Nemesis: n, Nodes: nodes, Seed: seed, Workload: "dag"})
+			}
 		}
 	}
 	runMatrix(t, m)
