@@ -59,7 +59,7 @@ type FSM struct {
 	applied atomic.Uint64
 	notify  notifier
 	events  *EventRing // recent events for the stream (eventring.go)
-	live    liveCache // decoded live attempts for the read path (livecache.go)
+	live    liveCache  // decoded live attempts for the read path (livecache.go)
 
 	releaseStop, releaseDone chan struct{}
 	releaseOnce              sync.Once
