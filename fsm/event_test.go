@@ -113,7 +113,9 @@ func TestEventPerTransition(t *testing.T) {
 			stream = append(stream, e)
 		}
 	}
-	if !slices.EqualFunc(tl, stream, func(a, b Event) bool { return a.ID() == b.ID() && a.Kind() == b.Kind() && a.At.Equal(b.At) && a.Node == b.Node && a.Reason == b.Reason }) {
+	if !slices.EqualFunc(tl, stream, func(a, b Event) bool {
+		return a.ID() == b.ID() && a.Kind() == b.Kind() && a.At.Equal(b.At) && a.Node == b.Node && a.Reason == b.Reason
+	}) {
 		t.Errorf("timeline:\n  %v\nwant the stream's:\n  %v", kinds(tl), kinds(stream))
 	}
 }
@@ -147,7 +149,9 @@ func TestEventsDeterministic(t *testing.T) {
 
 func TestEventRingSeekAndLag(t *testing.T) {
 	r := newEventRing(4, 10)
-	ev := func(idx uint64, seq int) Event { return Event{Index: idx, Seq: seq, Type: EventJob, Name: NameSubmitted} }
+	ev := func(idx uint64, seq int) Event {
+		return Event{Index: idx, Seq: seq, Type: EventJob, Name: NameSubmitted}
+	}
 	r.append([]Event{ev(11, 0), ev(11, 1), ev(12, 0)})
 	for _, c := range []struct {
 		after   string
