@@ -19,6 +19,9 @@ type EventQuery struct {
 	// After resumes after this event ID ("INDEX-SEQ", or "INDEX" for
 	// after every event of that raft index). Empty: from now.
 	After string
+	// Opened, if set, is called once the server has answered: events from
+	// then on will be delivered (a read made after it misses nothing).
+	Opened func()
 }
 
 // StreamEvents follows GET /v1/events and calls fn for each event (a
@@ -42,6 +45,9 @@ func (c *Client) StreamEvents(ctx context.Context, q EventQuery, fn func(fsm.Eve
 		return err
 	}
 	defer resp.Body.Close()
+	if q.Opened != nil {
+		q.Opened()
+	}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	var data []byte
@@ -84,4 +90,61 @@ func (c *Client) JobEvents(ctx context.Context, id string) ([]fsm.Event, error) 
 		return nil, err
 	}
 	return out.Events, nil
+}
+
+// WaitJob returns the job once it reaches a terminal state, following the
+// event stream of the node c talks to (no polling): it opens the stream
+// for the job, then reads the job once, so a transition is either in that
+// read or on the stream. onEvent, if set, sees each of the job's events.
+// A reset (the stream lost its place) re-reads the job. Errors: ctx's, or
+// the stream's (the caller may fall back to polling).
+func (c *Client) WaitJob(ctx context.Context, id string, onEvent func(fsm.Event)) (*JobDetail, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	opened := make(chan struct{})
+	terminal := make(chan struct{}, 1)
+	errc := make(chan error, 1)
+	signal := func() {
+		select {
+		case terminal <- struct{}{}:
+		default:
+		}
+	}
+	go func() {
+		errc <- c.StreamEvents(ctx, EventQuery{Job: id, Opened: func() { close(opened) }}, func(e fsm.Event) error {
+			if onEvent != nil && e.Type != fsm.EventReset {
+				onEvent(e)
+			}
+			if e.Type == fsm.EventReset || e.Type == fsm.EventJob && fsm.JobState(e.State).Terminal() {
+				signal()
+			}
+			return nil
+		})
+	}()
+	select {
+	case <-opened:
+	case err := <-errc:
+		if err == nil {
+			err = ctx.Err()
+		}
+		return nil, err
+	}
+	signal() // the first read
+	for {
+		select {
+		case <-terminal:
+			d, err := c.GetJob(ctx, id, false)
+			if err != nil {
+				return nil, err
+			}
+			if d.Job.State.Terminal() {
+				return d, nil
+			}
+		case err := <-errc:
+			if err == nil {
+				err = ctx.Err()
+			}
+			return nil, err
+		}
+	}
 }

@@ -262,3 +262,43 @@ func TestMetricsLint(t *testing.T) {
 		}
 	}
 }
+
+func TestWaitJob(t *testing.T) {
+	a := newTestAPI(t)
+	a.addNode("n1", "127.0.0.1:1", 1000, 1000)
+	j := a.submit(`{"command":["true"]}`)
+	type result struct {
+		d   *JobDetail
+		err error
+	}
+	done := make(chan result, 1)
+	var seen []string
+	go func() {
+		d, err := a.client.WaitJob(context.Background(), j, func(e fsm.Event) { seen = append(seen, e.Kind()) })
+		done <- result{d, err}
+	}()
+	waitFor(t, "the wait's stream", func() bool { return a.srvSubscribers() == 1 })
+	tok := a.place(j, "n1")
+	select {
+	case r := <-done:
+		t.Fatalf("returned before the job finished: %+v", r)
+	case <-time.After(50 * time.Millisecond):
+	}
+	a.cluster.must(fsm.CmdReport, fsm.ReportAttempt{JobID: j, Attempt: 1, FencingToken: tok, Node: "n1", State: fsm.AttemptSucceeded})
+	select {
+	case r := <-done:
+		if r.err != nil || r.d.Job.State != fsm.JobSucceeded {
+			t.Fatalf("WaitJob: %+v, %v", r.d, r.err)
+		}
+	case <-time.After(streamTimeout):
+		t.Fatal("WaitJob did not return")
+	}
+	if len(seen) != 4 || seen[3] != "job.succeeded" {
+		t.Errorf("events seen: %v", seen)
+	}
+	// Already finished: the first read answers.
+	d, err := a.client.WaitJob(context.Background(), j, nil)
+	if err != nil || d.Job.State != fsm.JobSucceeded {
+		t.Errorf("WaitJob of a finished job: %+v, %v", d, err)
+	}
+}
