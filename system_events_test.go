@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -211,6 +213,7 @@ func TestSystemEventStream(t *testing.T) {
 			t.Fatalf("job %s: the stream saw\n  %v\nits timeline is\n  %v", id, eventNames(got), eventNames(tl))
 		}
 	}
+	checkDashboard(t, fs[1])
 	t.Logf("%d jobs, %d job events in raft order with no gap over %d connections; %d leader change(s)", len(ids), total, streams, leaders)
 }
 
@@ -220,4 +223,24 @@ func eventNames(evs []fsm.Event) string {
 		fmt.Fprintf(&b, "%s %s; ", e.ID(), e.Kind())
 	}
 	return b.String()
+}
+
+// checkDashboard: contrib/grafana.json uses only metrics a real agent
+// serves (after running jobs, so every vector has been observed).
+func checkDashboard(t *testing.T, a *agentProc) {
+	t.Helper()
+	body, err := httpGet(a.url("/v1/metrics"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dash, err := os.ReadFile("contrib/grafana.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range regexp.MustCompile(`\b(foreman|go|process)_[a-z_]+`).FindAllString(string(dash), -1) {
+		name = strings.TrimSuffix(name, "_bucket")
+		if !strings.Contains(body, "# TYPE "+name+" ") {
+			t.Errorf("contrib/grafana.json uses %s, which /v1/metrics does not serve", name)
+		}
+	}
 }
