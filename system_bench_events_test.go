@@ -31,11 +31,16 @@ import (
 // benchAgent starts one agent that bootstraps alone.
 func benchAgent(t testing.TB) *agentProc {
 	t.Helper()
-	root := t.TempDir()
-	base := freeBase(t)
-	a := startAgent(t, foremanBin(t), "b1", filepath.Join(root, "data"), base,
+	root, err := os.MkdirTemp("", "fm-bench-") // short: socket paths live under the data dir
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { killStrays(root); os.RemoveAll(root) })
+	ip := subnet() + ".1" // 127.0.0.1's ports are busy with other tests' connections
+	base := freeBaseOn(t, ip)
+	a := startAgentAt(t, foremanBin(t), "b1", filepath.Join(root, "data"), ip, base,
 		"--bootstrap-expect", "1", "--default-driver", "process")
-	eventually(t, systemTimeout, "the agent ready", func() error { return getJSON(a.url("/v1/ready"), nil) })
+	eventually(t, systemTimeout, "the agent ready", func() error { var v map[string]any; return getJSON(a.url("/v1/ready"), &v) })
 	return a
 }
 

@@ -171,12 +171,16 @@ func (s *server) events(w http.ResponseWriter, r *http.Request) {
 	if flush() != nil {
 		return
 	}
-	buf := make([]fsm.RingEvent, 0, 256)
 	for {
 		changed := ring.Changed()
-		evs, next, ok := ring.Read(pos, buf)
+		// The read buffer is pooled, not held while waiting: an idle
+		// stream then costs its goroutine and connection only.
+		buf := readBufs.Get().(*[]fsm.RingEvent)
+		evs, next, ok := ring.Read(pos, *buf)
+		more := len(evs) == cap(*buf)
 		deadline()
 		if !ok {
+			readBufs.Put(buf)
 			pos, last = ring.Tail()
 			writeReset(bw, last, "this stream fell behind the node's event buffer (or the node restored a snapshot); re-list and resume from this id")
 			if flush() != nil {
@@ -192,10 +196,12 @@ func (s *server) events(w http.ResponseWriter, r *http.Request) {
 				wrote = true
 			}
 		}
+		clear(evs) // drop the references before pooling
+		readBufs.Put(buf)
 		if wrote && flush() != nil {
 			return
 		}
-		if len(evs) == cap(buf) {
+		if more {
 			continue // more to read now
 		}
 		select {
@@ -211,6 +217,9 @@ func (s *server) events(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 }
+
+// readBufs holds the streams' read buffers (256 events, ~70 KB each).
+var readBufs = sync.Pool{New: func() any { b := make([]fsm.RingEvent, 0, 256); return &b }}
 
 // streamWriter keeps the first write error, so a burst is checked once.
 type streamWriter struct {
