@@ -20,7 +20,8 @@ const DefaultEventBuffer = 16384
 // positions [start, next). Each slot memoizes its JSON, so a hundred
 // readers encode an event once.
 type EventRing struct {
-	mu    sync.Mutex
+	mu    sync.RWMutex // readers share it; append holds it briefly
+	encMu sync.Mutex   // one reader encodes a slot, the others wait for its memo
 	slots []ringSlot
 	start uint64 // oldest position held
 	next  uint64 // position of the next event
@@ -100,16 +101,16 @@ func (r *EventRing) reset(index uint64) {
 
 // Changed returns a channel closed at the next append or reset.
 func (r *EventRing) Changed() <-chan struct{} {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	r.mu.RLock()
+	defer r.mu.RUnlock()
 	return r.changed
 }
 
 // Tail is the position after the newest event, and the ID a reader that
 // starts there has seen up to (the newest event's, or the floor).
 func (r *EventRing) Tail() (pos uint64, last EventID) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	r.mu.RLock()
+	defer r.mu.RUnlock()
 	return r.next, r.lastLocked()
 }
 
@@ -124,8 +125,8 @@ func (r *EventRing) lastLocked() EventID {
 // events after id may have left the ring (or never reached it): the
 // reader must re-list and start at Tail.
 func (r *EventRing) Seek(after EventID) (pos uint64, ok bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	r.mu.RLock()
+	defer r.mu.RUnlock()
 	if after.Less(r.floor) {
 		return 0, false
 	}
@@ -147,9 +148,9 @@ func (r *EventRing) Seek(after EventID) (pos uint64, ok bool) {
 // left the ring: the reader lost events and must re-list.
 func (r *EventRing) Read(pos uint64, dst []RingEvent) (out []RingEvent, next uint64, ok bool) {
 	out = dst[:0]
-	r.mu.Lock()
+	r.mu.RLock()
 	if pos < r.start {
-		r.mu.Unlock()
+		r.mu.RUnlock()
 		return out, pos, false
 	}
 	for ; pos < r.next && len(out) < cap(dst); pos++ {
@@ -160,17 +161,30 @@ func (r *EventRing) Read(pos uint64, dst []RingEvent) (out []RingEvent, next uin
 		}
 		out = append(out, RingEvent{Event: s.ev, JSON: data})
 	}
-	r.mu.Unlock()
-	// Encode outside the lock (Apply appends under it).
+	r.mu.RUnlock()
+	// Encode outside the ring's lock (Apply appends under it), but one
+	// reader at a time: readers woken together by one append would
+	// otherwise all encode the same events.
+	encoding := false
 	for i := range out {
-		if out[i].JSON == nil {
-			p := pos - uint64(len(out)-i)
-			out[i].JSON, _ = json.Marshal(out[i].Event)
-			s := &r.slots[p%uint64(len(r.slots))]
-			if m := s.json.Load(); m == nil || m.pos != p {
-				s.json.Store(&ringJSON{pos: p, data: out[i].JSON}) // a race stores a stale memo at worst
-			}
+		if out[i].JSON != nil {
+			continue
 		}
+		if !encoding {
+			r.encMu.Lock()
+			encoding = true
+		}
+		p := pos - uint64(len(out)-i)
+		s := &r.slots[p%uint64(len(r.slots))]
+		if m := s.json.Load(); m != nil && m.pos == p {
+			out[i].JSON = m.data // another reader encoded it meanwhile
+			continue
+		}
+		out[i].JSON, _ = json.Marshal(out[i].Event)
+		s.json.Store(&ringJSON{pos: p, data: out[i].JSON}) // a late one for an overwritten slot is never used
+	}
+	if encoding {
+		r.encMu.Unlock()
 	}
 	return out, pos, true
 }
@@ -178,8 +192,8 @@ func (r *EventRing) Read(pos uint64, dst []RingEvent) (out []RingEvent, next uin
 // Counts returns how many events of each kind ("attempt.lost") this node
 // has applied since it started.
 func (r *EventRing) Counts() map[string]uint64 {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	r.mu.RLock()
+	defer r.mu.RUnlock()
 	out := make(map[string]uint64, len(r.counts))
 	for k, v := range r.counts {
 		out[k] = v
