@@ -137,12 +137,21 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 			gauge(descJobs, float64(tx.CountJobsInState(st)), string(st))
 		}
 		if qs, err := tx.CountActiveByQueue(); err == nil {
+			// The default queue always has its series (zero included), so
+			// the family exists on an idle cluster too.
+			seen := map[fsm.JobState]bool{}
 			for _, q := range qs {
 				name := q.Queue
 				if name == "" {
 					name = "default"
+					seen[q.State] = true
 				}
 				gauge(descQueueJobs, float64(q.Jobs), name, string(q.State))
+			}
+			for _, st := range fsm.ActiveStates {
+				if !seen[st] {
+					gauge(descQueueJobs, 0, "default", string(st))
+				}
 			}
 		}
 		nodes, err := tx.Nodes()
