@@ -324,7 +324,8 @@ func (a *applier) flushWorkflows() error {
 		switch {
 		case w.State != WorkflowRunning && (was == WorkflowRunning || was == ""):
 			w.FinishedAt = a.at
-			a.emit(Event{Type: EventWorkflow, Workflow: w.ID, State: string(w.State)})
+			a.emit(Event{Type: EventWorkflow, Name: NameFinished, Workflow: w.ID, State: string(w.State), Namespace: w.Namespace,
+				Reason: countsText(w.Counts)})
 		case w.State == WorkflowRunning:
 			w.FinishedAt = zeroTime
 		}
@@ -391,4 +392,18 @@ func (a *applier) gcWorkflows(before time.Time) error {
 		}
 	}
 	return nil
+}
+
+// countsText is "succeeded=4 skipped=2 failed=1", in state order.
+func countsText(c map[JobState]int) string {
+	s := ""
+	for _, st := range []JobState{JobSucceeded, JobFailed, JobCancelled, JobSkipped} {
+		if c[st] > 0 {
+			if s != "" {
+				s += " "
+			}
+			s += fmt.Sprintf("%s=%d", st, c[st])
+		}
+	}
+	return s
 }

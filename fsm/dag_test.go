@@ -105,7 +105,18 @@ func TestWorkflowDiamond(t *testing.T) {
 	if d := h.job(wfJobID("W1", "b")).Deps; d.Decision != DecisionReleased || d.DecidedBy != wfJobID("W1", "a") {
 		t.Errorf("b's edge: %+v", d)
 	}
+	skips := h.f.Subscribe(100)
 	h.finish(wfJobID("W1", "b"), false)
+	skipped := 0
+	for len(skips.C()) > 0 {
+		if e := <-skips.C(); e.Kind() == "job.skipped" && e.Workflow == "W1" {
+			skipped++
+		}
+	}
+	skips.Close()
+	if skipped != 2 {
+		t.Errorf("%d job.skipped events of W1, want 2 (d and e)", skipped)
+	}
 	h.wantStates(t, "W1", map[string]JobState{"d": JobSkipped, "e": JobSkipped, "alert": JobQueued, "cleanup": JobWaiting})
 	if d := h.job(wfJobID("W1", "d")).Deps; d.Decision != DecisionSkipped || d.DecidedBy != wfJobID("W1", "b") {
 		t.Errorf("d's edge: %+v", d)
@@ -129,12 +140,13 @@ func TestWorkflowDiamond(t *testing.T) {
 	}
 	sawFinish := false
 	for len(sub.C()) > 0 {
-		if e := <-sub.C(); e.Type == EventWorkflow && e.Workflow == "W1" && e.State == string(WorkflowFailed) {
+		if e := <-sub.C(); e.Kind() == "workflow.finished" && e.Topic() == TopicWorkflow && e.Workflow == "W1" &&
+			e.State == string(WorkflowFailed) && e.Reason == "succeeded=4 failed=1 skipped=2" {
 			sawFinish = true
 		}
 	}
 	if !sawFinish {
-		t.Error("no workflow finished event")
+		t.Error("no workflow.finished event")
 	}
 	checkIndexes(t, h.f)
 
