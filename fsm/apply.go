@@ -129,6 +129,7 @@ type applier struct {
 	jobs, byState, attempts, live, nodes *bolt.Bucket
 	idem, queues, meta                   *bolt.Bucket
 	byDue, queuedByGroup, byFinish       *bolt.Bucket
+	schedules                            *bolt.Bucket
 	dueOf                                dueMemo         // see schedindex.go
 	specOf                               map[*Job][]byte // stored spec of jobs read by getJob
 	index                                uint64
@@ -158,6 +159,7 @@ func newApplier(tx *bolt.Tx) *applier {
 		byDue:         tx.Bucket(bucketJobsByDue),
 		queuedByGroup: tx.Bucket(bucketQueuedByGroup),
 		byFinish:      tx.Bucket(bucketJobsByFinish),
+		schedules:     tx.Bucket(bucketSchedules),
 	}
 	a.jobs.FillPercent = appendFill
 	a.byState.FillPercent = appendFill
@@ -231,6 +233,14 @@ func (a *applier) applyEntry(data []byte, res *Result) error {
 		return run(a, cmd, res, (*applier).stopAttempts)
 	case CmdGC:
 		return run(a, cmd, res, (*applier).gc)
+	case CmdPutSchedule:
+		return run(a, cmd, res, (*applier).putSchedule)
+	case CmdDeleteSchedule:
+		return run(a, cmd, res, (*applier).deleteSchedule)
+	case CmdPauseSchedule:
+		return run(a, cmd, res, (*applier).pauseSchedule)
+	case CmdFireSchedules:
+		return run(a, cmd, res, (*applier).fireSchedules)
 	}
 	return fmt.Errorf("%w: unknown command type %q", ErrBadCommand, cmd.Type)
 }

@@ -61,6 +61,11 @@ var payloadTypes = map[CommandType]any{
 	CmdSetQueue:     SetQueue{},
 	CmdStopAttempts: StopAttempts{},
 	CmdGC:           GC{},
+
+	CmdPutSchedule:    PutSchedule{},
+	CmdDeleteSchedule: DeleteSchedule{},
+	CmdPauseSchedule:  PauseSchedule{},
+	CmdFireSchedules:  FireSchedules{},
 }
 
 // Command is the versioned envelope of every raft entry. At is stamped by

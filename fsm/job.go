@@ -81,6 +81,10 @@ type JobSpec struct {
 	RunAt            *time.Time `json:"run_at,omitempty"`
 	Deadline         *time.Time `json:"deadline,omitempty"`
 	AllowUnplaceable bool       `json:"allow_unplaceable,omitempty"`
+
+	// Set by a schedule's fire, never by a submit (issue 14).
+	Schedule    string     `json:"schedule,omitempty"`
+	ScheduledAt *time.Time `json:"scheduled_at,omitempty"` // the tick
 }
 
 // Job is the replicated record of one submitted job.

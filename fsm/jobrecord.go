@@ -73,6 +73,8 @@ type schedSpec struct {
 	RunAt            skipped    `json:"run_at,omitempty"`
 	Deadline         *time.Time `json:"deadline,omitempty"`
 	AllowUnplaceable skipped    `json:"allow_unplaceable,omitempty"`
+	Schedule         skipped    `json:"schedule,omitempty"`
+	ScheduledAt      skipped    `json:"scheduled_at,omitempty"`
 }
 
 // skipped is a field a view type does not read: the decoder checks the

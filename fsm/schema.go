@@ -42,13 +42,15 @@ var (
 	// bucketJobsByFinish: 8-byte sortable FinishedAt + job ID → empty, for
 	// terminal jobs, so GC reads only what it drops (schedindex.go).
 	bucketJobsByFinish = []byte("jobs_by_finish")
+	// bucketSchedules: schedule name → Schedule.
+	bucketSchedules = []byte("schedules")
 )
 
 // allBuckets is created at Open; order is irrelevant (bbolt sorts them).
 var allBuckets = [][]byte{
 	bucketMeta, bucketJobs, bucketJobsByState, bucketAttempts,
 	bucketLiveByNode, bucketNodes, bucketIdempotency, bucketQueues,
-	bucketJobsByDue, bucketQueuedByGroup, bucketJobsByFinish,
+	bucketJobsByDue, bucketQueuedByGroup, bucketJobsByFinish, bucketSchedules,
 }
 
 // Keys in bucketMeta.
