@@ -50,6 +50,10 @@ type Config struct {
 	Retention time.Duration
 	// IdempotencyWindow is how long idempotency keys are remembered.
 	IdempotencyWindow time.Duration
+	// CronGrace is how late a schedule's latest tick may be found and
+	// still count as on time rather than missed (catch_up skip fires an
+	// on-time tick only; cronplan.go).
+	CronGrace time.Duration
 }
 
 // DefaultConfig returns the production defaults; DESIGN.md explains them.
@@ -67,6 +71,7 @@ func DefaultConfig() Config {
 		GCInterval:        time.Minute,
 		Retention:         7 * 24 * time.Hour,
 		IdempotencyWindow: 24 * time.Hour,
+		CronGrace:         5 * time.Second,
 	}
 }
 
@@ -101,6 +106,8 @@ func (c Config) Validate() error {
 		return bad("Retention", "must be positive")
 	case c.IdempotencyWindow <= 0:
 		return bad("IdempotencyWindow", "must be positive")
+	case c.CronGrace < 0:
+		return bad("CronGrace", "must not be negative")
 	}
 	return nil
 }

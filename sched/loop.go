@@ -66,7 +66,12 @@ type Scheduler struct {
 	planNanos atomic.Int64
 
 	inf atomic.Pointer[inflight] // the running loop's plans in flight (tests read it)
+
+	cronFires atomic.Int64 // fire commands proposed (cronloop.go)
 }
+
+// CronCommits is how many fire commands the cron loop has proposed.
+func (s *Scheduler) CronCommits() int64 { return s.cronFires.Load() }
 
 // Plans is how many plans this scheduler has made (a metric; tests use it
 // to check that bursts are coalesced).
@@ -119,6 +124,13 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		}
 	}
 	s.log.Info("scheduler started")
+	cronCtx, stopCron := context.WithCancel(ctx)
+	cronDone := make(chan struct{})
+	go func() {
+		defer close(cronDone)
+		newCronLoop(s).run(cronCtx)
+	}()
+	defer func() { stopCron(); <-cronDone }()
 	inf := newInflight(s.applyAll)
 	s.inf.Store(inf)
 	defer inf.wg.Wait()
