@@ -77,7 +77,7 @@ func (a *applier) putSchedule(p *PutSchedule, res *Result) error {
 	old, err := a.getSchedule(sp.Name)
 	switch {
 	case err == nil && p.Create:
-		return fmt.Errorf("%w: schedule %q already exists", ErrConflict, sp.Name)
+		return fmt.Errorf("%w: schedule.name: %q already exists", ErrConflict, sp.Name)
 	case err != nil && !p.Create:
 		return err
 	}

@@ -104,6 +104,8 @@ func (s *server) routes() {
 	m.HandleFunc("POST /v1/nodes/{name}/drain", s.write(s.drainNode))
 	m.HandleFunc("POST /v1/nodes/{name}/eligibility", s.write(s.setEligibility))
 
+	s.scheduleRoutes(m)
+
 	m.HandleFunc("GET /v1/queues", s.read(s.listQueues))
 	m.HandleFunc("PUT /v1/queues/{name}", s.write(s.setQueue))
 
