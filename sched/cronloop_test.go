@@ -66,7 +66,7 @@ func TestCronLoopFiresAndSurvivesFailover(t *testing.T) {
 			return len(f["skip"]) == i && len(f["latest"]) == i && len(f["all"]) == i
 		})
 	}
-	stop() // leadership lost; 3 ticks pass with no leader
+	stop()                          // leadership lost; 3 ticks pass with no leader
 	e.clk.Advance(37 * time.Second) // 12:00:57: 12:00:50 is 7s late, beyond CronGrace
 	s2, stop2 := e.start(loopConfig())
 	defer stop2()
