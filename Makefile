@@ -43,7 +43,8 @@ jepsen:
 	FOREMAN_BIN=$(CURDIR)/bin/foreman-jepsen FOREMAN_JEPSEN=full $(GO) test -count=1 -timeout 6h -run 'TestJepsen' -v ./jepsen/
 
 jepsen-smoke: build
-	FOREMAN_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 10m -run 'TestJepsenSmoke' -v ./jepsen/
+	CGO_ENABLED=1 $(GO) build -trimpath -tags '$(TAGS) jepsenclock' -ldflags '$(LDFLAGS)' -o bin/foreman-jepsen .
+	FOREMAN_BIN=$(CURDIR)/$(BIN) FOREMAN_JEPSEN_CLOCK_BIN=$(CURDIR)/bin/foreman-jepsen $(GO) test -count=1 -timeout 15m -run 'TestJepsenSmoke' -v ./jepsen/
 
 clean:
 	rm -rf bin .cluster

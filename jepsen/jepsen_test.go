@@ -60,6 +60,19 @@ func resultsDir(t *testing.T) string {
 	return dir
 }
 
+// clockBinary is the binary for clock scenarios: $FOREMAN_JEPSEN_CLOCK_BIN
+// (built with -tags jepsenclock) when set, else bin.
+func clockBinary(t *testing.T, bin string) string {
+	if b := os.Getenv("FOREMAN_JEPSEN_CLOCK_BIN"); b != "" {
+		abs, err := filepath.Abs(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return abs
+	}
+	return bin
+}
+
 func runMatrix(t *testing.T, matrix []Scenario) {
 	requireRealTier(t)
 	bin := binary(t)
@@ -67,7 +80,11 @@ func runMatrix(t *testing.T, matrix []Scenario) {
 	var sums []report.Summary
 	for _, sc := range matrix {
 		ok := t.Run(sc.Name, func(t *testing.T) {
-			s := Run(bin, filepath.Join(dir, sc.Name), sc, t.Cleanup)
+			b := bin
+			if sc.Nemesis == "clock" {
+				b = clockBinary(t, bin)
+			}
+			s := Run(b, filepath.Join(dir, sc.Name), sc, t.Cleanup)
 			sums = append(sums, s)
 			// Run skips it when the harness failed early (ERROR).
 			if _, err := os.Stat(filepath.Join(dir, sc.Name, "summary.json")); err != nil {
@@ -95,7 +112,10 @@ func runMatrix(t *testing.T, matrix []Scenario) {
 }
 
 // TestJepsenSmoke is the short matrix: baseline, halves, kill the leader,
-// pause the leader; 3 nodes, one seed.
+// pause the leader; then the cron workload under no fault, a killed leader
+// and skewed clocks (shorter phases: a tick a second gives plenty to
+// check); 3 nodes, one seed. The clock scenario needs
+// FOREMAN_JEPSEN_CLOCK_BIN when FOREMAN_BIN has no clock hook.
 func TestJepsenSmoke(t *testing.T) {
 	if os.Getenv("FOREMAN_JEPSEN") == "full" {
 		t.Skip("FOREMAN_JEPSEN=full runs TestJepsenFull instead")
@@ -104,6 +124,10 @@ func TestJepsenSmoke(t *testing.T) {
 	for _, n := range []string{"none", "halves", "kill-leader", "pause-leader"} {
 		m = append(m, Scenario{Name: n, Nemesis: n, Nodes: 3, Seed: 1,
 			Warmup: 5 * time.Second, Fault: 12 * time.Second, Recover: 8 * time.Second, Drain: 60 * time.Second})
+	}
+	for _, n := range []string{"none", "kill-leader", "clock"} {
+		m = append(m, Scenario{Name: "cron-" + n, Nemesis: n, Nodes: 3, Seed: 1, Workload: "cron",
+			Warmup: 4 * time.Second, Fault: 8 * time.Second, Recover: 4 * time.Second, Drain: 45 * time.Second, Converge: 20 * time.Second})
 	}
 	runMatrix(t, m)
 }
@@ -132,6 +156,10 @@ func TestJepsenFull(t *testing.T) {
 				nodes = 5
 			}
 			m = append(m, Scenario{Name: fmt.Sprintf("%s-s%d", n, seed), Nemesis: n, Nodes: nodes, Seed: seed})
+			if os.Getenv("FOREMAN_JEPSEN_WORKLOADS") != "submit" {
+				m = append(m, Scenario{Name: fmt.Sprintf("cron-%s-s%d", n, seed), Nemesis: n, Nodes: nodes, Seed: seed,
+					Workload: "cron", Warmup: 5 * time.Second, Fault: 15 * time.Second, Recover: 8 * time.Second, Drain: 60 * time.Second})
+			}
 		}
 	}
 	runMatrix(t, m)

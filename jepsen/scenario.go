@@ -38,6 +38,9 @@ type Scenario struct {
 	Sleeps []string
 	// Workers overrides the number of client workers.
 	Workers int
+	// Workload is "submit" (default: jobs, reads, the queue, execution
+	// and run_at checkers) or "cron" (schedules and the cron checkers).
+	Workload string
 }
 
 // Defaults fills zero durations.
@@ -139,12 +142,23 @@ func Run(bin, outDir string, sc Scenario, cleanup func(func())) report.Summary {
 		env.Clients = append(env.Clients, c.Client(i))
 	}
 	env.SetAlive(func(i int) bool { return i < len(c.Nodes) && c.Nodes[i].Running() })
-	wl := workload.NewSubmit()
-	if len(sc.Sleeps) > 0 {
-		wl.Sleeps = sc.Sleeps
-	}
-	if sc.Workers > 0 {
-		wl.Workers = sc.Workers
+	var wl workload.Workload
+	switch sc.Workload {
+	case "cron":
+		wl = workload.NewCron()
+	case "", "submit":
+		sw := workload.NewSubmit()
+		if len(sc.Sleeps) > 0 {
+			sw.Sleeps = sc.Sleeps
+		}
+		if sc.Workers > 0 {
+			sw.Workers = sc.Workers
+		}
+		wl = sw
+	default:
+		harness("unknown workload %q", sc.Workload)
+		sum.Decide()
+		return sum
 	}
 
 	pollCtx, stopPoll := context.WithCancel(ctx)
