@@ -24,7 +24,7 @@ import (
 
 // cronEventBuffer is the subscription's buffer; overflowing it costs a
 // rebuild, not a lost change.
-const cronEventBuffer = 4096
+const cronEventBuffer = 1 << 14
 
 type cronEntry struct {
 	rec  *fsm.Schedule
@@ -57,10 +57,15 @@ type cronLoop struct {
 	entries map[string]*cronEntry
 	heap    cronHeap
 	ids     *ulid.MonotonicEntropy
+
+	sub   *fsm.Subscription
+	dirty map[string]bool // schedules to re-read
+	stale bool            // re-read everything
 }
 
 func newCronLoop(s *Scheduler) *cronLoop {
-	return &cronLoop{s: s, entries: map[string]*cronEntry{}, ids: ulid.Monotonic(rand.Reader, 0)}
+	return &cronLoop{s: s, entries: map[string]*cronEntry{}, ids: ulid.Monotonic(rand.Reader, 0),
+		dirty: map[string]bool{}, stale: true}
 }
 
 // set puts (or replaces, or with rec nil removes) a schedule's entry. A
@@ -107,25 +112,36 @@ func (l *cronLoop) set(name string, rec *fsm.Schedule) {
 	}
 }
 
-// rebuild reads every schedule.
+// rebuild reads every schedule (keeping the parsed specs of unchanged
+// ones: a burst of fires can overflow the subscription, and re-parsing
+// 10,000 specs each time would cost more than the fires).
 func (l *cronLoop) rebuild() error {
-	l.entries, l.heap = map[string]*cronEntry{}, nil
 	var recs []*fsm.Schedule
 	if err := l.s.state.View(func(tx *fsm.Tx) error {
 		return tx.ForEachSchedule(func(s *fsm.Schedule) bool { recs = append(recs, s); return true })
 	}); err != nil {
 		return err
 	}
+	seen := make(map[string]bool, len(recs))
 	for _, r := range recs {
+		seen[r.Spec.Name] = true
 		l.set(r.Spec.Name, r)
+	}
+	for name := range l.entries {
+		if !seen[name] {
+			l.set(name, nil)
+		}
 	}
 	return nil
 }
 
-// reread reads the named schedules again.
-func (l *cronLoop) reread(names map[string]bool) error {
+// reread reads the named schedules again; it returns the applied index
+// it read at.
+func (l *cronLoop) reread(names map[string]bool) (uint64, error) {
 	recs := make(map[string]*fsm.Schedule, len(names))
+	var index uint64
 	if err := l.s.state.View(func(tx *fsm.Tx) error {
+		index = tx.AppliedIndex()
 		for n := range names {
 			r, err := tx.Schedule(n)
 			if err != nil && !fsmNotFound(err) {
@@ -135,12 +151,12 @@ func (l *cronLoop) reread(names map[string]bool) error {
 		}
 		return nil
 	}); err != nil {
-		return err
+		return 0, err
 	}
 	for n, r := range recs {
 		l.set(n, r)
 	}
-	return nil
+	return index, nil
 }
 
 // run fires schedules until ctx ends. It starts after the scheduler's
@@ -151,21 +167,10 @@ func (l *cronLoop) run(ctx context.Context) {
 		l.s.log.Warn("state has no events; schedules do not fire")
 		return
 	}
-	sub := es.Subscribe(cronEventBuffer)
-	defer sub.Close()
-	stale := true
-	dirty := map[string]bool{}
+	l.sub = es.Subscribe(cronEventBuffer)
+	defer l.sub.Close()
 	for ctx.Err() == nil {
-		var err error
-		switch {
-		case stale || sub.Lagged():
-			err = l.rebuild()
-			clear(dirty)
-		case len(dirty) > 0:
-			err = l.reread(dirty)
-			clear(dirty)
-		}
-		stale = false
+		err := l.refresh()
 		if err == nil {
 			err = l.fireDue(ctx)
 		}
@@ -174,7 +179,7 @@ func (l *cronLoop) run(ctx context.Context) {
 				return
 			}
 			l.s.log.Warn("firing schedules failed; retrying", "err", err)
-			stale = true
+			l.stale = true
 			if !l.s.sleep(ctx, l.s.cfg.RetryDelay) {
 				return
 			}
@@ -188,24 +193,13 @@ func (l *cronLoop) run(ctx context.Context) {
 		}
 		select {
 		case <-ctx.Done():
-			return
 		case <-wake:
-		case ev, ok := <-sub.C():
+		case ev, ok := <-l.sub.C():
 			if !ok {
 				return
 			}
-			noteCronEvent(ev, dirty, &stale)
-			for more := true; more; { // take what else is queued
-				select {
-				case ev, ok := <-sub.C():
-					if !ok {
-						return
-					}
-					noteCronEvent(ev, dirty, &stale)
-				default:
-					more = false
-				}
-			}
+			l.note(ev)
+			l.drainEvents(nil, 0)
 		}
 		if timer != nil {
 			timer.Stop()
@@ -213,12 +207,47 @@ func (l *cronLoop) run(ctx context.Context) {
 	}
 }
 
-func noteCronEvent(ev fsm.Event, dirty map[string]bool, stale *bool) {
+// refresh re-reads what the events said changed.
+func (l *cronLoop) refresh() error {
+	var err error
+	switch {
+	case l.stale || l.sub.Lagged():
+		err = l.rebuild()
+	case len(l.dirty) > 0:
+		_, err = l.reread(l.dirty)
+	}
+	if err == nil {
+		l.stale = false
+		clear(l.dirty)
+	}
+	return err
+}
+
+func (l *cronLoop) note(ev fsm.Event) {
 	switch ev.Type {
 	case fsm.EventSchedule:
-		dirty[ev.Schedule] = true
+		l.dirty[ev.Schedule] = true
 	case fsm.EventReset:
-		*stale = true
+		l.stale = true
+	}
+}
+
+// drainEvents notes the queued events, except schedule events for the
+// names in fresh at or below index (re-read after they were applied).
+func (l *cronLoop) drainEvents(fresh map[string]bool, index uint64) {
+	for {
+		select {
+		case ev, ok := <-l.sub.C():
+			if !ok {
+				return
+			}
+			if ev.Type == fsm.EventSchedule && fresh[ev.Schedule] && ev.Index <= index {
+				continue
+			}
+			l.note(ev)
+		default:
+			return
+		}
 	}
 }
 
@@ -288,9 +317,13 @@ func (l *cronLoop) fireDue(ctx context.Context) error {
 			names[e.rec.Spec.Name] = true
 		}
 	}
-	if err := l.reread(names); err != nil {
+	index, err := l.reread(names)
+	if err != nil {
 		return err
 	}
+	// Their fire events are queued by now (Apply returns after the local
+	// FSM published them) and say nothing the re-read did not see.
+	l.drainEvents(names, index)
 	for n := range names {
 		if e := l.entries[n]; e != nil && e.pos >= 0 && !e.next.After(now) {
 			l.s.log.Warn("schedule still due after its fire; retrying later", "schedule", n, "tick", e.next)
