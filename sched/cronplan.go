@@ -85,7 +85,7 @@ func DueFires(s *fsm.Schedule, c *fsm.Cron, now time.Time, grace time.Duration) 
 			skipTo(last, n, "missed (catch_up skip)")
 		}
 	case fsm.CatchUpAll:
-		k := min(n, max(sp.MaxCatchUp, 0))
+		k := min(n, len(due), max(sp.MaxCatchUp, 0))
 		for _, t := range due[:k] {
 			fire(t)
 		}
