@@ -190,6 +190,15 @@ func (a *applier) fire(s *Schedule, f *Fire, res *Result) error {
 		s.Cursor = f.Tick
 	}
 	if rec.Skipped == "" {
+		// Refuse a bad job ID before overlap may cancel anything.
+		if err := validKey("job_id", f.JobID, maxIDLen); err != nil {
+			skip(res, FireKey(f.Schedule, f.Tick), err.Error())
+			return nil
+		}
+		if a.jobs.Get([]byte(f.JobID)) != nil {
+			skip(res, FireKey(f.Schedule, f.Tick), "job ID exists")
+			return nil
+		}
 		why, err := a.overlap(s, f)
 		if err != nil {
 			return err
@@ -198,14 +207,6 @@ func (a *applier) fire(s *Schedule, f *Fire, res *Result) error {
 	}
 	state := "skipped"
 	if rec.Skipped == "" {
-		if a.jobs.Get([]byte(f.JobID)) != nil {
-			skip(res, FireKey(f.Schedule, f.Tick), "job ID exists")
-			return nil
-		}
-		if err := validKey("job_id", f.JobID, maxIDLen); err != nil {
-			skip(res, FireKey(f.Schedule, f.Tick), err.Error())
-			return nil
-		}
 		if err := a.saveJob(firedJob(s, f, a), ""); err != nil {
 			return err
 		}
