@@ -174,6 +174,11 @@ func (l *cronLoop) run(ctx context.Context) {
 		if err == nil {
 			err = l.fireDue(ctx)
 		}
+		if err == nil {
+			// A burst of fires can overflow the subscription: rebuild now,
+			// not when the next tick wakes the loop (that made it late).
+			err = l.refresh()
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return
