@@ -22,6 +22,13 @@ import (
 // fsm schedule events (its own fires included), after which it re-reads
 // just the schedules named; a lagged subscription rebuilds everything.
 
+// cronMaxSleep caps the timer. The timer measures real time while ticks
+// are wall-clock times: after the wall clock is stepped back (NTP, an
+// operator) a timer set for the next tick would ring late by the step.
+// Waking at least this often bounds that to cronMaxSleep, for one heap
+// peek per wake.
+const cronMaxSleep = 5 * time.Second
+
 // cronEventBuffer is the subscription's buffer; overflowing it costs a
 // rebuild, not a lost change.
 const cronEventBuffer = 1 << 14
@@ -193,7 +200,7 @@ func (l *cronLoop) run(ctx context.Context) {
 		var wake <-chan time.Time
 		var timer Timer
 		if len(l.heap) > 0 {
-			timer = l.s.clk.NewTimer(l.heap[0].next.Sub(l.s.clk.Now()))
+			timer = l.s.clk.NewTimer(min(l.heap[0].next.Sub(l.s.clk.Now()), cronMaxSleep))
 			wake = timer.C()
 		}
 		select {
@@ -263,12 +270,15 @@ func (l *cronLoop) drainEvents(fresh map[string]bool, index uint64) {
 // at its old tick until its own fire event re-reads it.
 func (l *cronLoop) fireDue(ctx context.Context) error {
 	now := l.s.clk.Now()
+	due := l.due(now)
+	if len(due) == 0 {
+		return nil
+	}
 	var batches [][]fsm.Fire
 	var cur []fsm.Fire
-	for _, e := range l.heap {
-		if e.next.After(now) {
-			continue
-		}
+	names := make(map[string]bool, len(due))
+	for _, e := range due {
+		names[e.rec.Spec.Name] = true
 		fires, _ := DueFires(e.rec, e.cron, now, l.s.cfg.CronGrace)
 		for i := range fires {
 			if fires[i].Skip == "" {
@@ -286,8 +296,7 @@ func (l *cronLoop) fireDue(ctx context.Context) error {
 	if len(batches) == 0 {
 		return nil
 	}
-	// The heap is walked in array order, not tick order: fires of
-	// different schedules commute.
+	// Fires of different schedules commute: the order of due is free.
 	l.s.cronFires.Add(int64(len(batches))) // before: a test seeing the jobs sees the count
 	errs := make([]error, len(batches))
 	var wg sync.WaitGroup
@@ -316,12 +325,6 @@ func (l *cronLoop) fireDue(ctx context.Context) error {
 	// Read the fired schedules back (their new cursors) before the next
 	// wake. One whose fire Apply refused without moving its cursor would
 	// be due again at once: it waits RetryDelay instead of spinning.
-	names := map[string]bool{}
-	for _, e := range l.heap {
-		if !e.next.After(now) {
-			names[e.rec.Spec.Name] = true
-		}
-	}
 	index, err := l.reread(names)
 	if err != nil {
 		return err
@@ -337,6 +340,23 @@ func (l *cronLoop) fireDue(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// due lists the entries whose next tick is at or before now, reading only
+// those (and their children) in the heap: a wake costs what is due.
+func (l *cronLoop) due(now time.Time) []*cronEntry {
+	var out []*cronEntry
+	stack := []int{0}
+	for len(stack) > 0 {
+		i := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if i >= len(l.heap) || l.heap[i].next.After(now) {
+			continue
+		}
+		out = append(out, l.heap[i])
+		stack = append(stack, 2*i+1, 2*i+2)
+	}
+	return out
 }
 
 func fsmNotFound(err error) bool { return errors.Is(err, fsm.ErrNotFound) }
