@@ -135,7 +135,8 @@ func TestJepsenSmoke(t *testing.T) {
 // TestJepsenFull runs every nemesis with three seeds; ring and bridge on
 // five nodes. Gated by FOREMAN_JEPSEN=full (about 10 minutes per seed).
 // The clock nemesis needs a binary built with -tags jepsenclock.
-// FOREMAN_JEPSEN_SEEDS and FOREMAN_JEPSEN_NEMESES (comma list) narrow it.
+// FOREMAN_JEPSEN_SEEDS, FOREMAN_JEPSEN_NEMESES (comma list) and
+// FOREMAN_JEPSEN_WORKLOADS (submit or cron; both by default) narrow it.
 func TestJepsenFull(t *testing.T) {
 	if os.Getenv("FOREMAN_JEPSEN") != "full" {
 		t.Skip("set FOREMAN_JEPSEN=full to run the full matrix")
@@ -155,8 +156,11 @@ func TestJepsenFull(t *testing.T) {
 			if n == "ring" || n == "bridge" {
 				nodes = 5
 			}
-			m = append(m, Scenario{Name: fmt.Sprintf("%s-s%d", n, seed), Nemesis: n, Nodes: nodes, Seed: seed})
-			if os.Getenv("FOREMAN_JEPSEN_WORKLOADS") != "submit" {
+			wl := os.Getenv("FOREMAN_JEPSEN_WORKLOADS") // "submit", "cron" or both (unset)
+			if wl != "cron" {
+				m = append(m, Scenario{Name: fmt.Sprintf("%s-s%d", n, seed), Nemesis: n, Nodes: nodes, Seed: seed})
+			}
+			if wl != "submit" {
 				m = append(m, Scenario{Name: fmt.Sprintf("cron-%s-s%d", n, seed), Nemesis: n, Nodes: nodes, Seed: seed,
 					Workload: "cron", Warmup: 5 * time.Second, Fault: 15 * time.Second, Recover: 8 * time.Second, Drain: 60 * time.Second})
 			}
