@@ -89,6 +89,16 @@ type Schedule struct {
 	ModifyIndex uint64       `json:"modify_index"`
 }
 
+// DecidedThrough is the instant up to which the schedule's ticks are
+// decided: its cursor, or just before start_at when that is later (a tick
+// at start_at is still to fire).
+func (s *Schedule) DecidedThrough() time.Time {
+	if sa := s.Spec.StartAt; sa != nil && sa.Add(-time.Nanosecond).After(s.Cursor) {
+		return sa.Add(-time.Nanosecond)
+	}
+	return s.Cursor
+}
+
 // FireRecord is one decided tick (or, with Count > 1, a run of skipped
 // ticks ending at Tick).
 type FireRecord struct {

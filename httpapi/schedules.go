@@ -188,12 +188,9 @@ func (s *server) scheduleInfo(name string) (*ScheduleInfo, error) {
 func describeSchedule(tx *fsm.Tx, sc *fsm.Schedule, now time.Time) ScheduleInfo {
 	info := ScheduleInfo{Schedule: *sc, Fires: make([]FireState, 0, len(sc.History))}
 	if c, err := fsm.ParseCron(sc.Spec.Cron, sc.Spec.TimeZone); err == nil && !sc.Spec.Paused {
-		from := sc.Cursor
+		from := sc.DecidedThrough()
 		if now.After(from) {
 			from = now
-		}
-		if sa := sc.Spec.StartAt; sa != nil && sa.Add(-time.Nanosecond).After(from) {
-			from = sa.Add(-time.Nanosecond)
 		}
 		next := c.Next(from, sc.Anchor)
 		if !next.IsZero() && (sc.Spec.EndAt == nil || !next.After(*sc.Spec.EndAt)) {

@@ -103,11 +103,7 @@ func (l *cronLoop) set(name string, rec *fsm.Schedule) {
 		e.cron = c
 	}
 	e.rec = rec
-	from := rec.Cursor
-	if sa := rec.Spec.StartAt; sa != nil && sa.Add(-time.Nanosecond).After(from) {
-		from = sa.Add(-time.Nanosecond)
-	}
-	e.next = nextTick(rec, e.cron, from)
+	e.next = nextTick(rec, e.cron, rec.DecidedThrough())
 	switch {
 	case e.next.IsZero() && e.pos >= 0:
 		heap.Remove(&l.heap, e.pos)

@@ -29,10 +29,7 @@ func DueFires(s *fsm.Schedule, c *fsm.Cron, now time.Time, grace time.Duration) 
 	if sp.Paused {
 		return nil, time.Time{}
 	}
-	from := s.Cursor
-	if sp.StartAt != nil && sp.StartAt.Add(-time.Nanosecond).After(from) {
-		from = sp.StartAt.Add(-time.Nanosecond) // a tick at start_at counts
-	}
+	from := s.DecidedThrough()
 	end := now
 	if sp.EndAt != nil && sp.EndAt.Before(end) {
 		end = *sp.EndAt
