@@ -37,14 +37,7 @@ func binary(t *testing.T) string {
 		}
 		return abs
 	}
-	out := filepath.Join(t.TempDir(), "foreman")
-	cmd := exec.Command("go", "build", "-tags", "netgo osusergo jepsenclock", "-o", out, ".")
-	cmd.Dir = ".."
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building foreman: %v\n%s", err, b)
-	}
-	return out
+	return buildClockBinary(t)
 }
 
 func resultsDir(t *testing.T) string {
@@ -61,7 +54,9 @@ func resultsDir(t *testing.T) string {
 }
 
 // clockBinary is the binary for clock scenarios: $FOREMAN_JEPSEN_CLOCK_BIN
-// (built with -tags jepsenclock) when set, else bin.
+// (built with -tags jepsenclock) when set; bin when the test built it
+// (with the tag); else one built with the tag (make test passes a normal
+// FOREMAN_BIN).
 func clockBinary(t *testing.T, bin string) string {
 	if b := os.Getenv("FOREMAN_JEPSEN_CLOCK_BIN"); b != "" {
 		abs, err := filepath.Abs(b)
@@ -70,7 +65,23 @@ func clockBinary(t *testing.T, bin string) string {
 		}
 		return abs
 	}
-	return bin
+	if os.Getenv("FOREMAN_BIN") == "" {
+		return bin
+	}
+	return buildClockBinary(t)
+}
+
+// buildClockBinary builds the module's binary with the clock hook.
+func buildClockBinary(t *testing.T) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "foreman-jepsen")
+	cmd := exec.Command("go", "build", "-tags", "netgo osusergo jepsenclock", "-o", out, ".")
+	cmd.Dir = ".."
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building foreman with the clock hook: %v\n%s", err, b)
+	}
+	return out
 }
 
 func runMatrix(t *testing.T, matrix []Scenario) {
