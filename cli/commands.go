@@ -23,6 +23,7 @@ func clientCommands() []*ucli.Command {
 		jobCommand(),
 		nodeCommand(),
 		queueCommand(),
+		scheduleCommand(),
 		clusterCommand(),
 	}
 }
