@@ -62,13 +62,15 @@ type ScheduledJob struct {
 	SubmittedAt time.Time
 }
 
-// ListScheduledJobs pages through every job and returns those a schedule
-// fired.
+// ListScheduledJobs pages through every job (through the leader) and
+// returns those a schedule fired.
 func (c *Client) ListScheduledJobs(ctx context.Context) ([]ScheduledJob, error) {
 	var all []ScheduledJob
 	cursor := ""
 	for page := 0; page < 10000; page++ {
-		q := url.Values{"limit": {"500"}}
+		// Consistent: a node restarted by the nemesis may still be
+		// replaying its log, and a local listing would miss fires.
+		q := url.Values{"limit": {"500"}, "consistent": {"true"}}
 		if cursor != "" {
 			q.Set("cursor", cursor)
 		}
