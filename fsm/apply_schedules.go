@@ -19,8 +19,13 @@ func (a *applier) getSchedule(name string) (*Schedule, error) {
 }
 
 // saveSchedule writes s and emits an event for it (state says what
-// happened: created, updated, paused, resumed, fired, skipped).
+// happened: created, updated, paused, resumed, fired, skipped; a fire's
+// event carries its job, so it is also in the job's timeline).
 func (a *applier) saveSchedule(s *Schedule, state string) error {
+	return a.saveScheduleJob(s, state, "")
+}
+
+func (a *applier) saveScheduleJob(s *Schedule, state, jobID string) error {
 	s.ModifyIndex, s.UpdatedAt = a.index, a.at
 	v, err := encode(s)
 	if err != nil {
@@ -29,7 +34,7 @@ func (a *applier) saveSchedule(s *Schedule, state string) error {
 	if err := a.put(a.schedules, []byte(s.Spec.Name), v); err != nil {
 		return err
 	}
-	a.emit(Event{Type: EventSchedule, Schedule: s.Spec.Name, State: state})
+	a.emit(Event{Type: EventSchedule, Name: state, Schedule: s.Spec.Name, JobID: jobID, State: state})
 	return nil
 }
 
@@ -108,7 +113,7 @@ func (a *applier) deleteSchedule(p *DeleteSchedule, res *Result) error {
 	if err := a.del(a.schedules, []byte(p.Name)); err != nil {
 		return err
 	}
-	a.emit(Event{Type: EventSchedule, Schedule: p.Name, State: "deleted"})
+	a.emit(Event{Type: EventSchedule, Name: "deleted", Schedule: p.Name, State: "deleted"})
 	return nil
 }
 
@@ -219,7 +224,7 @@ func (a *applier) fire(s *Schedule, f *Fire, res *Result) error {
 	if n := len(s.History) - ScheduleHistoryMax; n > 0 {
 		s.History = append([]FireRecord(nil), s.History[n:]...)
 	}
-	return a.saveSchedule(s, state)
+	return a.saveScheduleJob(s, state, rec.JobID)
 }
 
 // overlap applies the overlap policy against the schedule's last job: the

@@ -44,13 +44,16 @@ var (
 	bucketJobsByFinish = []byte("jobs_by_finish")
 	// bucketSchedules: schedule name → Schedule.
 	bucketSchedules = []byte("schedules")
+	// bucketJobEvents: job ID + "/" + 8-byte raft index + 4-byte seq →
+	// timelineRecord, every event of the job (its timeline, timeline.go).
+	bucketJobEvents = []byte("job_events")
 )
 
 // allBuckets is created at Open; order is irrelevant (bbolt sorts them).
 var allBuckets = [][]byte{
 	bucketMeta, bucketJobs, bucketJobsByState, bucketAttempts,
 	bucketLiveByNode, bucketNodes, bucketIdempotency, bucketQueues,
-	bucketJobsByDue, bucketQueuedByGroup, bucketJobsByFinish, bucketSchedules,
+	bucketJobsByDue, bucketQueuedByGroup, bucketJobsByFinish, bucketJobEvents, bucketSchedules,
 }
 
 // Keys in bucketMeta.
