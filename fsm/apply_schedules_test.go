@@ -190,3 +190,30 @@ func TestFireWindowAndUpdate(t *testing.T) {
 		t.Fatalf("after update: %+v", s)
 	}
 }
+
+// A fire is a schedule.fired event on the stream, carrying its job, and
+// the job's timeline holds it next to job.submitted.
+func TestFireEvent(t *testing.T) {
+	h := newHarness(t)
+	sub := h.f.Subscribe(64)
+	defer sub.Close()
+	h.must(CmdPutSchedule, PutSchedule{Schedule: testScheduleSpec("s"), Create: true})
+	h.now = t0.Add(10 * time.Second)
+	h.must(CmdFireSchedules, fireOf("s", t0.Add(10*time.Second), "J1"))
+	var kinds []string
+	for len(sub.C()) > 0 {
+		e := <-sub.C()
+		kinds = append(kinds, e.Kind()+":"+e.Schedule+":"+e.JobID)
+	}
+	want := "schedule.created:s: job.submitted::J1 schedule.fired:s:J1"
+	if strings.Join(kinds, " ") != want {
+		t.Fatalf("events %q, want %q", strings.Join(kinds, " "), want)
+	}
+	var tl []Event
+	if err := h.f.View(func(tx *Tx) (err error) { tl, err = tx.JobEvents("J1"); return err }); err != nil {
+		t.Fatal(err)
+	}
+	if len(tl) != 2 || tl[1].Kind() != "schedule.fired" {
+		t.Fatalf("timeline %+v", tl)
+	}
+}
