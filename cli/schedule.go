@@ -11,7 +11,6 @@ import (
 	"time"
 
 	ucli "github.com/urfave/cli/v2"
-	"gopkg.in/yaml.v3"
 
 	"github.com/foreman-sched/foreman/httpapi"
 )
@@ -222,14 +221,7 @@ func readScheduleFile(path string) (httpapi.ScheduleInput, error) {
 	}
 	trimmed := bytes.TrimSpace(b)
 	if ext := strings.ToLower(filepath.Ext(path)); ext == ".yaml" || ext == ".yml" || len(trimmed) == 0 || trimmed[0] != '{' {
-		var v any
-		if err := yaml.Unmarshal(b, &v); err != nil {
-			return in, fmt.Errorf("%s: %w", path, err)
-		}
-		if v, err = yamlToJSON(v); err != nil {
-			return in, fmt.Errorf("%s: %w", path, err)
-		}
-		if b, err = json.Marshal(v); err != nil {
+		if b, err = httpapi.YAMLToJSON(b); err != nil {
 			return in, fmt.Errorf("%s: %w", path, err)
 		}
 	}

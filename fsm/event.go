@@ -20,6 +20,9 @@ const (
 	// EventSchedule: a schedule was created, updated, paused, resumed,
 	// deleted, fired (JobID is the job it created) or a tick skipped.
 	EventSchedule EventType = "schedule"
+	// EventWorkflow: a workflow finished ("workflow.finished"; State is
+	// its final state, Reason its job counts).
+	EventWorkflow EventType = "workflow"
 	// EventReset means the whole state was replaced by a snapshot restore
 	// (or, on the stream, that the reader missed events): subscribers must
 	// re-read what they cache.
@@ -37,6 +40,7 @@ const (
 	NameJoined        = "joined"         // node: first registration
 	NameUpdated       = "updated"        // node: description changed, no state change
 	NameChanged       = "changed"        // leader: a new term's leader
+	NameFinished      = "finished"       // workflow: every job is terminal
 )
 
 // Topics group event types for the stream's ?topic= filter. Job covers

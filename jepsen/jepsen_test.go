@@ -125,8 +125,8 @@ func runMatrix(t *testing.T, matrix []Scenario) {
 // TestJepsenSmoke is the short matrix: baseline, halves, kill the leader,
 // pause the leader; then the cron workload under no fault, a killed leader
 // and skewed clocks (shorter phases: a tick a second gives plenty to
-// check); 3 nodes, one seed. The clock scenario needs
-// FOREMAN_JEPSEN_CLOCK_BIN when FOREMAN_BIN has no clock hook.
+// check), and the DAG workload under kill-leader and halves; 3 nodes, one
+// seed.
 func TestJepsenSmoke(t *testing.T) {
 	if os.Getenv("FOREMAN_JEPSEN") == "full" {
 		t.Skip("FOREMAN_JEPSEN=full runs TestJepsenFull instead")
@@ -140,7 +140,26 @@ func TestJepsenSmoke(t *testing.T) {
 		m = append(m, Scenario{Name: "cron-" + n, Nemesis: n, Nodes: 3, Seed: 1, Workload: "cron",
 			Warmup: 4 * time.Second, Fault: 8 * time.Second, Recover: 4 * time.Second, Drain: 45 * time.Second, Converge: 20 * time.Second})
 	}
-	runMatrix(t, m)
+	runMatrix(t, append(m, dagScenarios()...))
+}
+
+// TestJepsenDAG runs only the workflow scenarios (FOREMAN_JEPSEN=dag).
+func TestJepsenDAG(t *testing.T) {
+	if os.Getenv("FOREMAN_JEPSEN") != "dag" {
+		t.Skip("set FOREMAN_JEPSEN=dag to run the DAG scenarios alone (the smoke runs them too)")
+	}
+	runMatrix(t, dagScenarios())
+}
+
+// dagScenarios run the workflow workload (checker.DAG: invariant 4 and
+// cascades) under kill-leader and halves: ~30 s each.
+func dagScenarios() []Scenario {
+	var m []Scenario
+	for _, n := range []string{"kill-leader", "halves"} {
+		m = append(m, Scenario{Name: "dag-" + n, Nemesis: n, Nodes: 3, Seed: 1, Workload: "dag",
+			Warmup: 5 * time.Second, Fault: 12 * time.Second, Recover: 8 * time.Second, Drain: 60 * time.Second})
+	}
+	return m
 }
 
 // TestJepsenFull runs every nemesis with three seeds; ring and bridge on
@@ -167,13 +186,21 @@ func TestJepsenFull(t *testing.T) {
 			if n == "ring" || n == "bridge" {
 				nodes = 5
 			}
-			wl := os.Getenv("FOREMAN_JEPSEN_WORKLOADS") // "submit", "cron" or both (unset)
-			if wl != "cron" {
+			wl := os.Getenv("FOREMAN_JEPSEN_WORKLOADS") // "submit", "cron", "dag" or all (unset)
+			if wl == "" || wl == "submit" {
 				m = append(m, Scenario{Name: fmt.Sprintf("%s-s%d", n, seed), Nemesis: n, Nodes: nodes, Seed: seed})
 			}
-			if wl != "submit" {
+			if wl == "" || wl == "cron" {
 				m = append(m, Scenario{Name: fmt.Sprintf("cron-%s-s%d", n, seed), Nemesis: n, Nodes: nodes, Seed: seed,
 					Workload: "cron", Warmup: 5 * time.Second, Fault: 15 * time.Second, Recover: 8 * time.Second, Drain: 60 * time.Second})
+			}
+			// The workflow workload under the faults that move or split
+			// the leader, and kill executors.
+			switch n {
+			case "halves", "isolate-leader", "kill-leader", "kill-random", "pause-leader":
+				if wl == "" || wl == "dag" {
+					m = append(m, Scenario{Name: fmt.Sprintf("dag-%s-s%d", n, seed), Nemesis: n, Nodes: nodes, Seed: seed, Workload: "dag"})
+				}
 			}
 		}
 	}

@@ -38,8 +38,9 @@ type Scenario struct {
 	Sleeps []string
 	// Workers overrides the number of client workers.
 	Workers int
-	// Workload is "submit" (default: jobs, reads, the queue, execution
-	// and run_at checkers) or "cron" (schedules and the cron checkers).
+	// Workload is "submit" (the default: jobs, reads, the queue, execution
+	// and run_at checkers), "cron" (schedules and the cron checkers) or
+	// "dag" (workflows, invariant 4).
 	Workload string
 }
 
@@ -146,19 +147,21 @@ func Run(bin, outDir string, sc Scenario, cleanup func(func())) report.Summary {
 	switch sc.Workload {
 	case "cron":
 		wl = workload.NewCron()
-	case "", "submit":
-		sw := workload.NewSubmit()
+	case "dag":
+		d := workload.NewDAG()
+		if sc.Workers > 0 {
+			d.Workers = sc.Workers
+		}
+		wl = d
+	default:
+		s := workload.NewSubmit()
 		if len(sc.Sleeps) > 0 {
-			sw.Sleeps = sc.Sleeps
+			s.Sleeps = sc.Sleeps
 		}
 		if sc.Workers > 0 {
-			sw.Workers = sc.Workers
+			s.Workers = sc.Workers
 		}
-		wl = sw
-	default:
-		harness("unknown workload %q", sc.Workload)
-		sum.Decide()
-		return sum
+		wl = s
 	}
 
 	pollCtx, stopPoll := context.WithCancel(ctx)
