@@ -44,7 +44,7 @@ const (
 )
 
 // Topics group event types for the stream's ?topic= filter. Job covers
-// its attempts. Workflow is reserved for its events.
+// its attempts.
 const (
 	TopicJob      = "job"
 	TopicNode     = "node"
