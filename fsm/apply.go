@@ -231,6 +231,8 @@ func (a *applier) applyEntry(data []byte, res *Result) error {
 		return run(a, cmd, res, (*applier).stopAttempts)
 	case CmdGC:
 		return run(a, cmd, res, (*applier).gc)
+	case CmdDeliveries:
+		return run(a, cmd, res, (*applier).deliveries)
 	}
 	return fmt.Errorf("%w: unknown command type %q", ErrBadCommand, cmd.Type)
 }

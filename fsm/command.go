@@ -61,6 +61,7 @@ var payloadTypes = map[CommandType]any{
 	CmdSetQueue:     SetQueue{},
 	CmdStopAttempts: StopAttempts{},
 	CmdGC:           GC{},
+	CmdDeliveries:   DeliveryOutcomes{},
 }
 
 // Command is the versioned envelope of every raft entry. At is stamped by

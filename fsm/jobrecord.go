@@ -47,7 +47,8 @@ type storedJob struct {
 
 // schedSpec is JobSpec as Apply reads it: the placement group and
 // priority (queued_by_group), the deadline (jobs_by_due) and the retry
-// policy (finishJob). The other fields are skipped without being decoded.
+// policy (finishJob), and the webhooks (delivery.go). The other fields
+// are skipped without being decoded.
 // Every JobSpec field is here with its tag (TestViewsMirrorRecords), so no
 // key is unknown: an unknown key costs allocations and a duplicate check.
 type schedSpec struct {
@@ -73,6 +74,8 @@ type schedSpec struct {
 	RunAt            skipped    `json:"run_at,omitempty"`
 	Deadline         *time.Time `json:"deadline,omitempty"`
 	AllowUnplaceable skipped    `json:"allow_unplaceable,omitempty"`
+	HTTP             skipped    `json:"http,omitempty"`
+	Notify           []Webhook  `json:"notify,omitempty"`
 }
 
 // skipped is a field a view type does not read: the decoder checks the
@@ -150,7 +153,7 @@ func decodeStoredJob(v []byte) (j *Job, raw []byte, err error) {
 	j.Spec = JobSpec{
 		Resources: ss.Resources, Priority: ss.Priority, MaxAttempts: ss.MaxAttempts, Driver: ss.Driver,
 		Queue: ss.Queue, Constraints: ss.Constraints, Backoff: ss.Backoff, NoRetryExitCodes: ss.NoRetryExitCodes,
-		Deadline: ss.Deadline,
+		Deadline: ss.Deadline, Notify: ss.Notify,
 	}
 	return j, s.Spec, nil
 }

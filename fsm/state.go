@@ -61,6 +61,9 @@ func (a *applier) saveJob(j *Job, from JobState) error {
 		return err
 	}
 	a.emit(Event{Type: EventJob, JobID: j.ID, State: string(j.State), Reason: j.Reason})
+	if len(j.Spec.Notify) > 0 {
+		return a.queueDeliveries(j)
+	}
 	return nil
 }
 
@@ -73,6 +76,9 @@ func (a *applier) deleteJob(j *Job) error {
 		return err
 	}
 	if err := a.unindexSchedJob(j); err != nil {
+		return err
+	}
+	if err := a.deleteDeliveries(j.ID); err != nil {
 		return err
 	}
 	prefix := attemptPrefix(j.ID)
