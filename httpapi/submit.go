@@ -260,6 +260,7 @@ func (s *server) parseBatch(body []byte, headerKey string) ([]fsm.NewJob, bool, 
 type capacityLimits struct {
 	cpu, mem *fsm.Node            // largest CPU / memory; nil: no nodes yet
 	named    map[string]*fsm.Node // largest of each named resource
+	agents   agentAddrs           // the nodes' API addresses (webhooks must not call them)
 }
 
 // capacityLimits reads the nodes' capacities from the local state.
@@ -272,7 +273,7 @@ func (s *server) capacityLimits() (*capacityLimits, error) {
 	}); err != nil {
 		return nil, err
 	}
-	l := &capacityLimits{named: map[string]*fsm.Node{}}
+	l := &capacityLimits{named: map[string]*fsm.Node{}, agents: newAgentAddrs(nodes)}
 	for i := range nodes {
 		n := &nodes[i]
 		if n.Gossip == fsm.NodeLeft {
@@ -298,6 +299,9 @@ func (s *server) capacityLimits() (*capacityLimits, error) {
 // registered yet there is nothing to compare with, so all pass. batch
 // says whether to name fields jobs[i].x.
 func (l *capacityLimits) check(jobs []fsm.NewJob, batch bool) error {
+	if err := l.agents.check(jobs, batch); err != nil {
+		return err
+	}
 	if l.cpu == nil {
 		return nil
 	}
