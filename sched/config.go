@@ -50,6 +50,13 @@ type Config struct {
 	Retention time.Duration
 	// IdempotencyWindow is how long idempotency keys are remembered.
 	IdempotencyWindow time.Duration
+
+	// DeliveryConcurrency is how many webhook deliveries the leader tries
+	// at once (deliver.go); 0 turns the deliverer off.
+	DeliveryConcurrency int
+	// DeliveryTimeout bounds one try of a webhook delivery, from connect
+	// to the end of the receiver's answer.
+	DeliveryTimeout time.Duration
 }
 
 // DefaultConfig returns the production defaults; DESIGN.md explains them.
@@ -67,6 +74,9 @@ func DefaultConfig() Config {
 		GCInterval:        time.Minute,
 		Retention:         7 * 24 * time.Hour,
 		IdempotencyWindow: 24 * time.Hour,
+
+		DeliveryConcurrency: 16,
+		DeliveryTimeout:     10 * time.Second,
 	}
 }
 
@@ -101,6 +111,10 @@ func (c Config) Validate() error {
 		return bad("Retention", "must be positive")
 	case c.IdempotencyWindow <= 0:
 		return bad("IdempotencyWindow", "must be positive")
+	case c.DeliveryConcurrency < 0:
+		return bad("DeliveryConcurrency", "must not be negative")
+	case c.DeliveryConcurrency > 0 && c.DeliveryTimeout <= 0:
+		return bad("DeliveryTimeout", "must be positive")
 	}
 	return nil
 }

@@ -119,6 +119,15 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		}
 	}
 	s.log.Info("scheduler started")
+	if s.cfg.DeliveryConcurrency > 0 {
+		dctx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			newDeliverer(s).run(dctx)
+		}()
+		defer func() { cancel(); <-done }()
+	}
 	inf := newInflight(s.applyAll)
 	s.inf.Store(inf)
 	defer inf.wg.Wait()
