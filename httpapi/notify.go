@@ -180,12 +180,20 @@ func newAgentAddrs(nodes []fsm.Node) agentAddrs {
 	return a
 }
 
-// addrKey folds every loopback spelling (and the unspecified address) into
-// one, so http://localhost:7070 matches an agent advertising 127.0.0.1:7070.
+// addrKey spells an address one way: "localhost" and the unspecified
+// address (which connect to the local host) as 127.0.0.1, IPs canonical,
+// so http://localhost:7070 matches an agent advertising 127.0.0.1:7070.
+// Other loopback addresses stay distinct (tests run agents on 127.x.y.z).
 func addrKey(host, port string) string {
 	h := strings.ToLower(strings.Trim(host, "[]"))
-	if ip := net.ParseIP(h); h == "localhost" || ip != nil && (ip.IsLoopback() || ip.IsUnspecified()) {
-		h = "loopback"
+	if ip := net.ParseIP(h); ip != nil {
+		h = ip.String()
+		if ip.IsUnspecified() {
+			h = "127.0.0.1"
+		}
+	}
+	if h == "localhost" {
+		h = "127.0.0.1"
 	}
 	return net.JoinHostPort(h, port)
 }

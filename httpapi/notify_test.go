@@ -58,8 +58,9 @@ func TestHTTPJobAndNotifyValidation(t *testing.T) {
 func TestAgentAddrsLoopback(t *testing.T) {
 	a := newAgentAddrs([]fsm.Node{{HTTPAddr: "127.0.0.1:7070"}, {HTTPAddr: "[::1]:8080"}, {HTTPAddr: "example.org:80"}})
 	for url, bad := range map[string]bool{
-		"http://localhost:7070/x": true, "http://127.0.0.1:7070": true, "http://[::1]:7070/": true, "http://localhost:8080": true,
-		"http://example.org/": true, "https://example.org/": false, "http://127.0.0.1:7071/": false, "http://other:7070/": false,
+		"http://localhost:7070/x": true, "http://127.0.0.1:7070": true, "http://0.0.0.0:7070": true, "http://[::1]:8080/": true,
+		"http://[0:0::1]:8080/": true, "http://EXAMPLE.org/": true, "https://example.org/": false, "http://127.0.0.1:7071/": false,
+		"http://127.0.0.2:7070/": false, "http://other:7070/": false,
 	} {
 		err := a.check([]fsm.NewJob{{Spec: fsm.JobSpec{Notify: []fsm.Webhook{{URL: url}}}}}, false)
 		if (err != nil) != bad {
