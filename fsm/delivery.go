@@ -82,11 +82,12 @@ const (
 	DeliveryFailed    DeliveryState = "failed"
 )
 
-// WebhookEvent is the JSON body of a delivery. ID is the idempotency key
-// (X-Foreman-Event-ID): the same for every try of the delivery, and for
-// every hook that receives the same transition.
+// WebhookEvent is the JSON body of a delivery: the job event as the event
+// stream shows it (same ID, type and fields) plus the exit code. ID is the
+// idempotency key (X-Foreman-Event-ID): the same for every try of the
+// delivery, and for every hook that receives the same transition.
 type WebhookEvent struct {
-	ID       string    `json:"id"`
+	ID       string    `json:"id"` // "<index>-<seq>"
 	Type     string    `json:"type"` // "job." + the new state, e.g. "job.succeeded"
 	JobID    string    `json:"job_id"`
 	State    JobState  `json:"state"`
@@ -94,13 +95,14 @@ type WebhookEvent struct {
 	Attempt  int       `json:"attempt,omitempty"`   // the job's latest attempt
 	ExitCode *int      `json:"exit_code,omitempty"` // of the latest finished attempt
 	Index    uint64    `json:"index"`               // the raft index of the transition
+	Seq      int       `json:"seq"`                 // its position among the entry's events
 	At       time.Time `json:"at"`                  // the leader's time of the transition
 }
 
-// EventID names the transition of job at raft index: a job changes state
-// at most once per entry.
-func EventID(index uint64, jobID string) string {
-	return strconv.FormatUint(index, 10) + "-" + jobID
+// eventID is the ID of the seq-th event (0-based) of the entry at index:
+// "<index>-<seq>", the ID the event stream gives the same event.
+func eventID(index uint64, seq int) string {
+	return strconv.FormatUint(index, 10) + "-" + strconv.Itoa(seq)
 }
 
 // Delivery is the replicated record of one event for one hook.
@@ -172,8 +174,9 @@ func (a *applier) deliveryBuckets() (recs, due *bolt.Bucket, err error) {
 }
 
 // queueDeliveries writes a pending delivery for every hook of j that asks
-// for its new state. Called by saveJob on each state change.
-func (a *applier) queueDeliveries(j *Job) error {
+// for its new state. Called by saveJob on each state change, right after
+// it emitted the job's event (the entry's seq-th).
+func (a *applier) queueDeliveries(j *Job, seq int) error {
 	var ev *WebhookEvent
 	for i := range j.Spec.Notify {
 		h := &j.Spec.Notify[i]
@@ -182,8 +185,8 @@ func (a *applier) queueDeliveries(j *Job) error {
 		}
 		if ev == nil {
 			ev = &WebhookEvent{
-				ID: EventID(a.index, j.ID), Type: "job." + string(j.State), JobID: j.ID, State: j.State,
-				Reason: j.Reason, Attempt: j.Attempts, ExitCode: j.ExitCode, Index: a.index, At: a.at,
+				ID: eventID(a.index, seq), Type: "job." + string(j.State), JobID: j.ID, State: j.State,
+				Reason: j.Reason, Attempt: j.Attempts, ExitCode: j.ExitCode, Index: a.index, Seq: seq, At: a.at,
 			}
 		}
 		recs, due, err := a.deliveryBuckets()

@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -81,7 +82,7 @@ func TestDeliveryRecords(t *testing.T) {
 	}
 	j := h.job(id)
 	if fin.State != DeliveryPending || fin.Attempts != 0 || fin.MaxAttempts != DefaultDeliveryAttempts ||
-		!fin.NextAt.Equal(j.FinishedAt) || fin.Event.Index != j.ModifyIndex || fin.Event.ID != EventID(j.ModifyIndex, id) ||
+		!fin.NextAt.Equal(j.FinishedAt) || fin.Event.Index != j.ModifyIndex || fin.Event.ID != eventID(j.ModifyIndex, fin.Event.Seq) ||
 		fin.Event.Type != "job.failed" || fin.Event.Attempt != 1 || fin.Event.ExitCode == nil || *fin.Event.ExitCode != 3 ||
 		!fin.Event.At.Equal(j.FinishedAt) {
 		t.Errorf("finished delivery = %+v (job %+v)", fin, j)
@@ -190,5 +191,42 @@ func TestDeliveriesDeterministic(t *testing.T) {
 		return nil
 	}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestDeliveryEventIDMatchesEvents: a delivery's event ID "<index>-<seq>"
+// names the job event Apply published for the transition: the seq-th
+// event of that entry.
+func TestDeliveryEventIDMatchesEvents(t *testing.T) {
+	h := newHarness(t)
+	sub := h.f.Subscribe(1000)
+	const id = "01EVID"
+	h.addNode("n1")
+	h.submit("01OTHER")
+	h.must(CmdSubmitJobs, SubmitJobs{Jobs: []NewJob{{ID: id, Spec: JobSpec{MaxAttempts: 1,
+		Notify: []Webhook{{URL: "http://a/", Events: []string{"running", EventFinished}}}}}}})
+	tok := h.place(id, "n1")
+	h.must(CmdReportBatch, ReportAttempts{Reports: []ReportAttempt{
+		{JobID: id, Attempt: 1, FencingToken: tok, Node: "n1", State: AttemptRunning},
+		{JobID: id, Attempt: 1, FencingToken: tok, Node: "n1", State: AttemptSucceeded, ExitCode: intp(0)},
+	}})
+	ds := h.deliveries(id)
+	if len(ds) != 2 {
+		t.Fatalf("deliveries %+v", ds)
+	}
+	byIndex := map[uint64][]Event{}
+	for len(sub.C()) > 0 {
+		e := <-sub.C()
+		byIndex[e.Index] = append(byIndex[e.Index], e)
+	}
+	for _, d := range ds {
+		evs := byIndex[d.Event.Index]
+		if d.Event.Seq >= len(evs) {
+			t.Fatalf("delivery %s: seq %d, entry has %d events", d.ID, d.Event.Seq, len(evs))
+		}
+		e := evs[d.Event.Seq]
+		if e.Type != EventJob || e.JobID != id || e.State != string(d.Event.State) || d.Event.ID != fmt.Sprintf("%d-%d", d.Event.Index, d.Event.Seq) {
+			t.Errorf("delivery %s (event %+v) names event %+v", d.ID, d.Event, e)
+		}
 	}
 }

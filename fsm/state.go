@@ -62,7 +62,7 @@ func (a *applier) saveJob(j *Job, from JobState) error {
 	}
 	a.emit(Event{Type: EventJob, JobID: j.ID, State: string(j.State), Reason: j.Reason})
 	if len(j.Spec.Notify) > 0 {
-		return a.queueDeliveries(j)
+		return a.queueDeliveries(j, len(a.pending)-1)
 	}
 	return nil
 }
