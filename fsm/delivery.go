@@ -87,7 +87,7 @@ const (
 // idempotency key (X-Foreman-Event-ID): the same for every try of the
 // delivery, and for every hook that receives the same transition.
 type WebhookEvent struct {
-	ID       string    `json:"id"` // "<index>-<seq>"
+	ID       string    `json:"id"`   // "<index>-<seq>"
 	Type     string    `json:"type"` // "job." + the new state, e.g. "job.succeeded"
 	JobID    string    `json:"job_id"`
 	State    JobState  `json:"state"`
