@@ -69,6 +69,15 @@ func TestSystemHTTPJobs(t *testing.T) {
 		!strings.Contains(j.attempt(1).Reason, "HTTP 500") {
 		t.Errorf("flaky job: %s", j)
 	}
+	// The CLI: `foreman run --url` submits, prints the response and exits 0;
+	// `job status` shows the request.
+	r := runForeman(t, c.bin, a.url(""), "run", "--url", srv.URL+"/ok", "--expect", "200")
+	if r.code != 0 || !strings.Contains(r.stdout, "hello from the test server") {
+		t.Errorf("foreman run --url: exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
+	}
+	if r := runForeman(t, c.bin, a.url(""), "job", "status", flaky); r.code != 0 || !strings.Contains(r.stdout, "POST "+srv.URL+"/flaky (expect 200,201)") {
+		t.Errorf("foreman job status: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
 	eventually(t, systemTimeout, "the broken job to fail", func() error {
 		j, err := getJob(a, broken)
 		if err != nil {
@@ -193,5 +202,9 @@ func TestSystemWebhooksThroughLeaderKill(t *testing.T) {
 			}
 			return nil
 		})
+	}
+	r := runForeman(t, c.bin, survivor.url(""), "job", "status", ids[0])
+	if r.code != 0 || !strings.Contains(r.stdout, "Webhooks:") || !strings.Contains(r.stdout, "job.succeeded") || !strings.Contains(r.stdout, "delivered") {
+		t.Errorf("foreman job status: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 }
