@@ -20,6 +20,7 @@ func clientCommands() []*ucli.Command {
 		submitCommand(),
 		runCommand(),
 		logsCommand(),
+		eventsCommand(),
 		jobCommand(),
 		nodeCommand(),
 		queueCommand(),

@@ -225,7 +225,8 @@ func TestDeliveryEventIDMatchesEvents(t *testing.T) {
 			t.Fatalf("delivery %s: seq %d, entry has %d events", d.ID, d.Event.Seq, len(evs))
 		}
 		e := evs[d.Event.Seq]
-		if e.Type != EventJob || e.JobID != id || e.State != string(d.Event.State) || d.Event.ID != fmt.Sprintf("%d-%d", d.Event.Index, d.Event.Seq) {
+		if e.Type != EventJob || e.JobID != id || e.State != string(d.Event.State) || d.Event.ID != e.ID().String() ||
+			d.Event.Type != e.Kind() || d.Event.ID != fmt.Sprintf("%d-%d", d.Event.Index, d.Event.Seq) {
 			t.Errorf("delivery %s (event %+v) names event %+v", d.ID, d.Event, e)
 		}
 	}

@@ -143,7 +143,7 @@ func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		msg = fmt.Sprintf("request body is larger than the limit of %d bytes", mbe.Limit)
 	}
 	if status >= 500 {
-		s.log.Warn("request failed", "method", r.Method, "path", r.URL.Path, "status", status, "err", err)
+		s.log.WarnContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "status", status, "err", err)
 	}
 	writeJSON(w, status, ErrorBody{Error: msg, Code: code})
 }
