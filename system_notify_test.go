@@ -204,7 +204,8 @@ func TestSystemWebhooksThroughLeaderKill(t *testing.T) {
 		})
 	}
 	r := runForeman(t, c.bin, survivor.url(""), "job", "status", ids[0])
-	if r.code != 0 || !strings.Contains(r.stdout, "Webhooks:") || !strings.Contains(r.stdout, "job.succeeded") || !strings.Contains(r.stdout, "delivered") {
+	if r.code != 0 || !strings.Contains(r.stdout, "Webhooks:") || !strings.Contains(r.stdout, "job.succeeded") || !strings.Contains(r.stdout, "delivered") ||
+		!strings.Contains(r.stdout, "webhook.delivered") {
 		t.Errorf("foreman job status: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 }

@@ -121,6 +121,11 @@ type Delivery struct {
 	UpdatedAt   time.Time     `json:"updated_at"`
 }
 
+// EventWebhook is the event of a delivery that ended: Name is its state
+// ("webhook.delivered", "webhook.failed"), Reason says which event went
+// where and how. It is a job event (topic job, the job's timeline).
+const EventWebhook EventType = "webhook"
+
 // CmdDeliveries records tries of webhook deliveries.
 const CmdDeliveries CommandType = "deliveries" // DeliveryOutcomes
 
@@ -261,8 +266,26 @@ func (a *applier) deliveries(p *DeliveryOutcomes, res *Result) error {
 		if err := a.put(recs, []byte(d.ID), v); err != nil {
 			return err
 		}
+		if d.State != DeliveryPending {
+			a.emit(Event{Type: EventWebhook, Name: string(d.State), JobID: d.Event.JobID, Reason: deliverySummary(&d)})
+		}
 	}
 	return nil
+}
+
+// deliverySummary is the timeline's line for an ended delivery.
+func deliverySummary(d *Delivery) string {
+	s := fmt.Sprintf("%s to %s after %d tries", d.Event.Type, d.URL, d.Attempts)
+	if d.Attempts == 1 {
+		s = fmt.Sprintf("%s to %s", d.Event.Type, d.URL)
+	}
+	switch {
+	case d.LastError != "":
+		return s + ": " + d.LastError
+	case d.LastStatus != 0:
+		return s + ": HTTP " + strconv.Itoa(d.LastStatus)
+	}
+	return s
 }
 
 // deleteDeliveries drops a job's deliveries with the job (GC).

@@ -140,6 +140,22 @@ func TestDeliveryOutcomes(t *testing.T) {
 	if d := h.deliveries(id)[1]; d.State != DeliveryDelivered || d.LastStatus != 204 || !d.NextAt.IsZero() {
 		t.Errorf("delivered = %+v", d)
 	}
+	// Both ends are in the job's timeline (the tries in between are not).
+	var tl []Event
+	h.f.View(func(tx *Tx) error {
+		var err error
+		tl, err = tx.JobEvents(id)
+		return err
+	})
+	var ends []string
+	for _, e := range tl {
+		if e.Type == EventWebhook {
+			ends = append(ends, e.Kind()+" "+e.Reason)
+		}
+	}
+	if want := []string{"webhook.failed job.failed to http://a/ after 3 tries: HTTP 500", "webhook.delivered job.failed to http://b/: HTTP 204"}; strings.Join(ends, "|") != strings.Join(want, "|") {
+		t.Errorf("timeline webhook events %q, want %q", ends, want)
+	}
 	if due, next := h.due(h.now.Add(48 * time.Hour)); len(due) != 0 || !next.IsZero() {
 		t.Errorf("due after both ended = %+v (next %v)", due, next)
 	}
