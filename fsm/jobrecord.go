@@ -41,14 +41,16 @@ type storedJob struct {
 	CountedAttempts int             `json:"counted_attempts"`
 	Current         int             `json:"current_attempt,omitempty"`
 	ExitCode        *int            `json:"exit_code,omitempty"`
+	Workflow        string          `json:"workflow,omitempty"`
+	Deps            *Deps           `json:"deps,omitempty"`
 	CreateIndex     uint64          `json:"create_index"`
 	ModifyIndex     uint64          `json:"modify_index"`
 }
 
 // schedSpec is JobSpec as Apply reads it: the placement group and
-// priority (queued_by_group), the deadline (jobs_by_due) and the retry
-// policy (finishJob), and the webhooks (delivery.go). The other fields
-// are skipped without being decoded.
+// priority (queued_by_group), the deadline (jobs_by_due), the retry
+// policy (finishJob), the dependencies (dag.go) and the webhooks
+// (delivery.go). The other fields are skipped without being decoded.
 // Every JobSpec field is here with its tag (TestViewsMirrorRecords), so no
 // key is unknown: an unknown key costs allocations and a duplicate check.
 type schedSpec struct {
@@ -74,6 +76,8 @@ type schedSpec struct {
 	RunAt            skipped    `json:"run_at,omitempty"`
 	Deadline         *time.Time `json:"deadline,omitempty"`
 	AllowUnplaceable skipped    `json:"allow_unplaceable,omitempty"`
+	DependsOn        []string   `json:"depends_on,omitempty"`
+	Condition        Condition  `json:"condition,omitempty"`
 	HTTP             skipped    `json:"http,omitempty"`
 	Notify           []Webhook  `json:"notify,omitempty"`
 }
@@ -100,6 +104,8 @@ type jobCurrentView struct {
 	CountedAttempts skipped `json:"counted_attempts"`
 	Current         int     `json:"current_attempt,omitempty"`
 	ExitCode        skipped `json:"exit_code,omitempty"`
+	Workflow        skipped `json:"workflow,omitempty"`
+	Deps            skipped `json:"deps,omitempty"`
 	CreateIndex     skipped `json:"create_index"`
 	ModifyIndex     skipped `json:"modify_index"`
 }
@@ -119,6 +125,8 @@ type jobSpecView struct {
 	CountedAttempts skipped `json:"counted_attempts"`
 	Current         skipped `json:"current_attempt,omitempty"`
 	ExitCode        skipped `json:"exit_code,omitempty"`
+	Workflow        skipped `json:"workflow,omitempty"`
+	Deps            skipped `json:"deps,omitempty"`
 	CreateIndex     skipped `json:"create_index"`
 	ModifyIndex     skipped `json:"modify_index"`
 }
@@ -138,7 +146,7 @@ func decodeStoredJob(v []byte) (j *Job, raw []byte, err error) {
 		ID: s.ID, State: s.State, Reason: s.Reason, IdempotencyKey: s.IdempotencyKey,
 		SubmittedAt: s.SubmittedAt, UpdatedAt: s.UpdatedAt, FinishedAt: s.FinishedAt, NextRunAt: s.NextRunAt,
 		Attempts: s.Attempts, CountedAttempts: s.CountedAttempts, Current: s.Current, ExitCode: s.ExitCode,
-		CreateIndex: s.CreateIndex, ModifyIndex: s.ModifyIndex,
+		Workflow: s.Workflow, Deps: s.Deps, CreateIndex: s.CreateIndex, ModifyIndex: s.ModifyIndex,
 	}
 	if bytes.IndexByte(s.Spec, cborNull) >= 0 {
 		if err := decode(s.Spec, &j.Spec); err != nil {
@@ -153,7 +161,7 @@ func decodeStoredJob(v []byte) (j *Job, raw []byte, err error) {
 	j.Spec = JobSpec{
 		Resources: ss.Resources, Priority: ss.Priority, MaxAttempts: ss.MaxAttempts, Driver: ss.Driver,
 		Queue: ss.Queue, Constraints: ss.Constraints, Backoff: ss.Backoff, NoRetryExitCodes: ss.NoRetryExitCodes,
-		Deadline: ss.Deadline, Notify: ss.Notify,
+		Deadline: ss.Deadline, DependsOn: ss.DependsOn, Condition: ss.Condition, Notify: ss.Notify,
 	}
 	return j, s.Spec, nil
 }
@@ -168,6 +176,6 @@ func encodeJob(j *Job, raw []byte) ([]byte, error) {
 		ID: j.ID, Spec: raw, State: j.State, Reason: j.Reason, IdempotencyKey: j.IdempotencyKey,
 		SubmittedAt: j.SubmittedAt, UpdatedAt: j.UpdatedAt, FinishedAt: j.FinishedAt, NextRunAt: j.NextRunAt,
 		Attempts: j.Attempts, CountedAttempts: j.CountedAttempts, Current: j.Current, ExitCode: j.ExitCode,
-		CreateIndex: j.CreateIndex, ModifyIndex: j.ModifyIndex,
+		Workflow: j.Workflow, Deps: j.Deps, CreateIndex: j.CreateIndex, ModifyIndex: j.ModifyIndex,
 	})
 }

@@ -106,7 +106,9 @@ func statusFor(err error) (int, string) {
 		return re.status, re.code // the leader's answer to a forwarded submit
 	case errors.As(err, &mbe), errors.Is(err, ErrTooLarge):
 		return http.StatusRequestEntityTooLarge, CodeTooLarge
-	case errors.Is(err, ErrInvalid):
+	case errors.Is(err, ErrInvalid), errors.Is(err, fsm.ErrBadCommand):
+		// ErrBadCommand: Apply refused the input (a parent that does not
+		// exist, a cycle); the message names the field.
 		return http.StatusBadRequest, CodeInvalid
 	case errors.Is(err, ErrNoAttempt):
 		return http.StatusNotFound, CodeNoAttempt

@@ -39,6 +39,12 @@ type JobSpecInput struct {
 	Deadline         json.RawMessage `json:"deadline,omitempty"`
 	AllowUnplaceable bool            `json:"allow_unplaceable,omitempty"`
 
+	// DependsOn lists the parents: job IDs in POST /v1/jobs, job names
+	// of the same workflow in POST /v1/workflows. Condition is success
+	// (the default), failure, always or one_success.
+	DependsOn []string `json:"depends_on,omitempty"`
+	Condition string   `json:"condition,omitempty"`
+
 	// HTTP makes the job an HTTP request (driver "http"); Notify lists
 	// webhooks (notify.go).
 	HTTP   *HTTPRequestInput `json:"http,omitempty"`
