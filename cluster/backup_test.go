@@ -41,7 +41,6 @@ func restore(c *clustertest.Cluster, file []byte, force bool) (*cluster.RestoreR
 	return c.WaitForLeader().RestoreSnapshot(ctx, bytes.NewReader(file), cluster.RestoreOptions{Force: force})
 }
 
-
 func jobsOf(nd *clustertest.Node) (map[string]bool, error) {
 	out := map[string]bool{}
 	err := nd.FSM.View(func(tx *fsm.Tx) error {

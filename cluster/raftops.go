@@ -78,23 +78,22 @@ func (n *Node) RemovePeer(ctx context.Context, name string) error {
 		return fmt.Errorf("%w: %q (servers: %s)", ErrUnknownServer, name, serverIDs(servers))
 	}
 	id := string(target.ID)
-	if id == n.cfg.Name {
-		return fmt.Errorf("%w: %s is the leader; transfer leadership first (foreman cluster raft transfer-leadership), then remove it", ErrRefused, id)
-	}
-	if target.Suffrage == raft.Voter {
-		voters, healthy := 0, 0
-		for _, s := range servers {
-			if s.Suffrage != raft.Voter || s.ID == target.ID {
-				continue
-			}
+	voters, healthy := 0, 0 // the voters that would remain
+	for _, s := range servers {
+		if s.Suffrage == raft.Voter && s.ID != target.ID {
 			voters++
 			if s.healthy {
 				healthy++
 			}
 		}
+	}
+	if id == n.cfg.Name {
 		if voters == 0 {
-			return fmt.Errorf("%w: %s is the last voter", ErrRefused, id)
+			return fmt.Errorf("%w: %s is the last voter; removing it would leave no cluster", ErrRefused, id)
 		}
+		return fmt.Errorf("%w: %s is the leader; transfer leadership first (foreman cluster raft transfer-leadership), then remove it", ErrRefused, id)
+	}
+	if target.Suffrage == raft.Voter {
 		if healthy <= voters/2 {
 			return fmt.Errorf("%w: removing voter %s would leave %d voters of which only %d answer the leader: no quorum", ErrRefused, id, voters, healthy)
 		}
