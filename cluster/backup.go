@@ -34,13 +34,16 @@ const restoreTimeout = 5 * time.Minute
 
 // Backup is a snapshot ready to be sent. Close removes its file.
 type Backup struct {
-	Header fsm.BackupHeader
+	header fsm.BackupHeader
 	file   *os.File
 }
 
+// Header describes the backup.
+func (b *Backup) Header() fsm.BackupHeader { return b.header }
+
 // Size is the length of the backup file.
 func (b *Backup) Size() int64 {
-	n, _ := b.Header.FileSize()
+	n, _ := b.header.FileSize()
 	return n
 }
 
@@ -49,7 +52,7 @@ func (b *Backup) Write(w io.Writer) error {
 	if _, err := b.file.Seek(0, io.SeekStart); err != nil {
 		return err
 	}
-	return fsm.WriteBackup(w, b.Header, b.file)
+	return fsm.WriteBackup(w, b.header, b.file)
 }
 
 // Close releases the backup's temporary file.
@@ -105,7 +108,7 @@ func (n *Node) SaveSnapshot(ctx context.Context) (*Backup, error) {
 	if err != nil {
 		return fail(err)
 	}
-	b.Header = fsm.BackupHeader{
+	b.header = fsm.BackupHeader{
 		Format: fsm.BackupFormat, SchemaVersion: info.SchemaVersion, Index: meta.Index, Term: meta.Term,
 		Size: st.Size(), ClusterID: info.ClusterID, Node: n.cfg.Name, CreatedAt: wallclock.Now().UTC(),
 		Counts: info.Counts,
