@@ -38,6 +38,10 @@ type Node struct {
 	notifyCh chan bool
 	ld       leadership
 
+	// restoreMu is held shared by every raft apply of this node and
+	// exclusively by a snapshot restore (backup.go).
+	restoreMu sync.RWMutex
+
 	leavingMu sync.Mutex
 	leaving   map[string]time.Time // servers that asked the leader to remove them
 

@@ -67,15 +67,16 @@ type IDs interface{ NewID() string }
 
 // Deps are what the handler needs from the rest of the agent. Cluster and
 // State are required; the rest default (Logs: log requests for attempts on
-// this node fail with 503; Clock: the system clock; IDs: NewULIDs; Logger:
-// slog.Default()).
+// this node fail with 503; Operator: operator requests fail with 503;
+// Clock: the system clock; IDs: NewULIDs; Logger: slog.Default()).
 type Deps struct {
-	Cluster Cluster
-	State   State
-	Logs    Logs
-	Clock   Clock
-	IDs     IDs
-	Logger  *slog.Logger
+	Cluster  Cluster
+	State    State
+	Logs     Logs
+	Operator Operator
+	Clock    Clock
+	IDs      IDs
+	Logger   *slog.Logger
 }
 
 // Member is one gossip member as the API reports it.
