@@ -115,4 +115,7 @@ type RaftServer struct {
 	Address  string `json:"address"`
 	Suffrage string `json:"suffrage"` // voter | nonvoter | staging
 	Role     string `json:"role"`     // leader | follower
+	// LastHeardAgo is, when the answering node leads, how long since the
+	// server last answered it (e.g. "40ms").
+	LastHeardAgo string `json:"last_heard_ago,omitempty"`
 }
