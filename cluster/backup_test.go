@@ -246,6 +246,13 @@ func TestSnapshotRestoreWhileSubmitting(t *testing.T) {
 		}
 		return nil
 	})
+	// Without force the restore is refused: the submits made the state
+	// non-empty, and nothing they wrote is touched.
+	if _, err := restore(c, file, false); !errors.Is(err, cluster.ErrNotEmpty) {
+		close(stop)
+		wg.Wait()
+		t.Fatalf("restore without force over submits: %v, want ErrNotEmpty", err)
+	}
 	res, err := restore(c, file, true)
 	done := time.Now()
 	if err != nil {

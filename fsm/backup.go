@@ -134,9 +134,14 @@ func ReadBackup(r io.Reader, image io.Writer) (BackupHeader, error) {
 	if h.Format < 1 || h.Size < 0 {
 		return h, fmt.Errorf("%w: header: format %d, size %d (corrupt)", ErrBadBackup, h.Format, h.Size)
 	}
-	copied, err := io.Copy(image, io.LimitReader(tr, h.Size))
+	src := &readErrs{r: io.LimitReader(tr, h.Size)}
+	copied, err := io.Copy(image, src)
+	if src.err != nil {
+		// The sender went away mid-file: as good as truncated.
+		return h, fmt.Errorf("%w: reading the image: %v", ErrBadBackup, src.err)
+	}
 	if err != nil {
-		return h, fmt.Errorf("read snapshot image: %w", err)
+		return h, fmt.Errorf("write snapshot image: %w", err)
 	}
 	if copied < h.Size {
 		return h, fmt.Errorf("%w: truncated: the image has %d of %d bytes", ErrBadBackup, copied, h.Size)
@@ -156,4 +161,19 @@ func ReadBackup(r io.Reader, image io.Writer) (BackupHeader, error) {
 		return h, fmt.Errorf("%w: state schema version %d (this binary understands up to %d); upgrade foreman before restoring it", ErrBackupVersion, h.SchemaVersion, SchemaVersion)
 	}
 	return h, nil
+}
+
+// readErrs remembers a read error, to tell it from a write error after
+// io.Copy.
+type readErrs struct {
+	r   io.Reader
+	err error
+}
+
+func (r *readErrs) Read(p []byte) (int, error) {
+	n, err := r.r.Read(p)
+	if err != nil && err != io.EOF {
+		r.err = err
+	}
+	return n, err
 }

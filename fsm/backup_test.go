@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+	"testing/iotest"
 )
 
 // snapshotImage returns the bytes raft would store for h's state.
@@ -104,9 +105,18 @@ func TestBackupRefusesBadFiles(t *testing.T) {
 		{"newer format", backupFile(t, BackupHeader{Format: BackupFormat + 1, SchemaVersion: SchemaVersion}, image), ErrBackupVersion},
 		{"newer schema", backupFile(t, BackupHeader{Format: BackupFormat, SchemaVersion: SchemaVersion + 1}, image), ErrBackupVersion},
 	}
+	cases = append(cases, struct {
+		name string
+		file []byte
+		want error
+	}{"sender gone mid-image", nil, ErrBadBackup})
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := ReadBackup(bytes.NewReader(tc.file), io.Discard)
+			var r io.Reader = bytes.NewReader(tc.file)
+			if tc.file == nil && tc.name != "empty" {
+				r = io.MultiReader(bytes.NewReader(good[:len(good)/2]), iotest.ErrReader(io.ErrUnexpectedEOF))
+			}
+			_, err := ReadBackup(r, io.Discard)
 			if !errors.Is(err, tc.want) {
 				t.Fatalf("err = %v, want %v", err, tc.want)
 			}
