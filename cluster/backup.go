@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -68,6 +70,18 @@ func (b *Backup) Close() error {
 // the snapshots, which may not fit in /tmp).
 func (n *Node) tempFile(kind string) (*os.File, error) {
 	return os.CreateTemp(n.cfg.DataDir, "."+kind+"-*.db")
+}
+
+// removeTempFiles deletes the images a crashed agent left (tempFile).
+func removeTempFiles(dataDir string, logger *slog.Logger) {
+	for _, kind := range []string{"snapshot", "restore"} {
+		left, _ := filepath.Glob(filepath.Join(dataDir, "."+kind+"-*.db"))
+		for _, p := range left {
+			if err := os.Remove(p); err != nil {
+				logger.Warn("cannot remove a leftover snapshot image", "path", p, "err", err)
+			}
+		}
+	}
 }
 
 // SaveSnapshot takes a raft snapshot now and prepares it for download.

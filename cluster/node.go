@@ -88,6 +88,7 @@ func New(cfg Config, f *fsm.FSM, self fsm.Node, logger *slog.Logger) (*Node, err
 	}
 	n.ld.init()
 
+	removeTempFiles(cfg.DataDir, logger)
 	if n.storage, err = openRaftStorage(cfg.DataDir, cfg.NoSync, logger); err != nil {
 		return nil, err
 	}
