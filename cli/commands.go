@@ -24,6 +24,7 @@ func clientCommands() []*ucli.Command {
 		nodeCommand(),
 		queueCommand(),
 		clusterCommand(),
+		operatorCommand(),
 	}
 }
 
