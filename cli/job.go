@@ -157,7 +157,23 @@ func jobStatus(c *ucli.Context) error {
 	if c.Bool("json") {
 		return PrintJSON(c, d)
 	}
-	return printJobDetail(c, d)
+	if err := printJobDetail(c, d); err != nil {
+		return err
+	}
+	// An agent older than timelines answers 404: no section then.
+	if evs, err := cl.JobEvents(c.Context, id); err == nil && len(evs) > 0 {
+		fmt.Fprintln(Stdout(c), "\nTIMELINE")
+		t := NewTable(Stdout(c), "TIME", "EVENT", "ATTEMPT", "NODE", "REASON")
+		for _, e := range evs {
+			att := "-"
+			if e.Attempt > 0 {
+				att = fmt.Sprint(e.Attempt)
+			}
+			t.Row(e.At.Local().Format("15:04:05.000"), e.Kind(), att, orDash(e.Node), orDash(e.Reason))
+		}
+		return t.Flush()
+	}
+	return nil
 }
 
 func printJobDetail(c *ucli.Context, d *httpapi.JobDetail) error {

@@ -72,6 +72,9 @@ func runJob(c *ucli.Context) error {
 	Stderrf("job %s submitted", id)
 
 	w := &runWatcher{cl: cl, id: id, stdout: Stdout(c), stderr: os.Stderr, poll: 5 * time.Millisecond}
+	followCtx, stopFollow := context.WithCancel(c.Context)
+	defer stopFollow()
+	w.follow(followCtx)
 	sigCtx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 	d, err := w.watch(sigCtx)
 	interrupted := sigCtx.Err() != nil && c.Context.Err() == nil // read before stop() cancels sigCtx
@@ -153,6 +156,45 @@ type runWatcher struct {
 	id             string
 	stdout, stderr io.Writer
 	poll           time.Duration // first poll interval; it backs off to 1s
+
+	// The job's events (GET /v1/events?job=ID) wake the waits at once;
+	// the polls stay as a safety net (an agent without the stream, a
+	// broken stream), so they back off quickly then.
+	mu      sync.Mutex
+	changed chan struct{} // closed (and replaced) by each event of the job
+}
+
+// follow opens the job's event stream and waits (briefly) until it is
+// open, so that no change after the next read is missed.
+func (w *runWatcher) follow(ctx context.Context) {
+	w.changed = make(chan struct{})
+	opened := make(chan struct{})
+	go func() {
+		_ = w.cl.StreamEvents(ctx, httpapi.EventQuery{Job: w.id, Opened: func() { close(opened) }}, func(fsm.Event) error {
+			w.mu.Lock()
+			close(w.changed)
+			w.changed = make(chan struct{})
+			w.mu.Unlock()
+			return nil
+		})
+	}()
+	select {
+	case <-opened:
+	case <-ctx.Done():
+	case <-time.After(time.Second): // polling alone then
+	}
+}
+
+// sleep waits for d, an event of the job, or ctx.
+func (w *runWatcher) sleep(ctx context.Context, d time.Duration) {
+	w.mu.Lock()
+	ch := w.changed
+	w.mu.Unlock()
+	select {
+	case <-ctx.Done():
+	case <-ch:
+	case <-time.After(d):
+	}
 }
 
 // watch streams every attempt's output until the job is terminal.
@@ -222,10 +264,7 @@ func (w *runWatcher) streamOne(ctx context.Context, n int, stream string, out io
 		if gerr == nil && (len(d.Attempts) < n || !d.Attempts[n-1].State.Live()) {
 			return // finished without a log we can reach
 		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(wait):
-		}
+		w.sleep(ctx, wait)
 		wait = min(wait*3/2, time.Second)
 	}
 }
@@ -258,10 +297,9 @@ func (w *runWatcher) waitFor(ctx context.Context, done func(*httpapi.JobDetail) 
 				return nil, fmt.Errorf("following job %s: %w", w.id, err)
 			}
 		}
-		select {
-		case <-ctx.Done():
+		w.sleep(ctx, wait)
+		if ctx.Err() != nil {
 			return nil, ctx.Err()
-		case <-time.After(wait):
 		}
 		wait = min(wait*3/2, time.Second)
 	}

@@ -49,6 +49,8 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 			f.applied.Store(last)
 		}
 		f.notify.publish(events)
+		f.events.append(events)
+		observeEvents(events)
 		return out
 	}
 }
@@ -83,18 +85,26 @@ func (f *FSM) applyOnce(logs []*raft.Log, out []any, refused map[int]error) ([]E
 		}
 		a.begin(l.Index)
 		err := a.applyEntry(l.Data, res)
+		if err == nil {
+			err = a.flushWorkflows()
+		}
+		if err != nil {
+			a.dropWorkflows()
+		}
 		if err == nil && f.faultHook != nil {
 			err = f.faultHook(l.Index)
 		}
 		if err == nil {
-			a.commitEntry()
+			if err := a.commitEntry(); err != nil {
+				return nil, -1, err
+			}
 			continue
 		}
 		if !isRefusal(err) {
 			return nil, -1, err
 		}
 		res.Err = err
-		res.Jobs, res.Skipped, res.Submits = nil, nil, nil
+		res.Jobs, res.Skipped, res.Submits, res.Workflow = nil, nil, nil, ""
 		if a.wrote {
 			refused[i] = err
 			return nil, i, nil
@@ -129,6 +139,7 @@ type applier struct {
 	jobs, byState, attempts, live, nodes *bolt.Bucket
 	idem, queues, meta                   *bolt.Bucket
 	byDue, queuedByGroup, byFinish       *bolt.Bucket
+	timeline                             *bolt.Bucket
 	dueOf                                dueMemo         // see schedindex.go
 	specOf                               map[*Job][]byte // stored spec of jobs read by getJob
 	index                                uint64
@@ -137,6 +148,13 @@ type applier struct {
 	wrote                                bool    // the current entry changed something
 	events                               []Event // committed entries' events
 	pending                              []Event // the current entry's events
+
+	// The current entry's workflow records, written once at its end
+	// (apply_workflow.go); holdDecisions pauses dependency decisions
+	// while a workflow is being cancelled (dag.go).
+	wfs           map[string]*Workflow
+	wfDirty       bool
+	holdDecisions bool
 }
 
 // appendFill packs pages fuller in buckets whose keys mostly arrive in
@@ -158,7 +176,10 @@ func newApplier(tx *bolt.Tx) *applier {
 		byDue:         tx.Bucket(bucketJobsByDue),
 		queuedByGroup: tx.Bucket(bucketQueuedByGroup),
 		byFinish:      tx.Bucket(bucketJobsByFinish),
+		wfs:           map[string]*Workflow{},
+		timeline:      tx.Bucket(bucketJobEvents),
 	}
+	a.timeline.FillPercent = appendFill
 	a.jobs.FillPercent = appendFill
 	a.byState.FillPercent = appendFill
 	a.attempts.FillPercent = appendFill
@@ -169,7 +190,21 @@ func (a *applier) begin(index uint64) {
 	a.index, a.at, a.atText, a.wrote, a.pending = index, time.Time{}, "", false, a.pending[:0]
 }
 
-func (a *applier) commitEntry() { a.events = append(a.events, a.pending...) }
+// commitEntry numbers the entry's events and writes the job ones to their
+// job's timeline.
+func (a *applier) commitEntry() error {
+	for i := range a.pending {
+		e := &a.pending[i]
+		e.Seq = i
+		if e.JobID != "" {
+			if err := a.putTimeline(e); err != nil {
+				return err
+			}
+		}
+	}
+	a.events = append(a.events, a.pending...)
+	return nil
+}
 
 func (a *applier) emit(e Event) {
 	e.Index, e.At = a.index, a.at
@@ -231,6 +266,14 @@ func (a *applier) applyEntry(data []byte, res *Result) error {
 		return run(a, cmd, res, (*applier).stopAttempts)
 	case CmdGC:
 		return run(a, cmd, res, (*applier).gc)
+	case CmdSubmitWorkflow:
+		return run(a, cmd, res, (*applier).submitWorkflow)
+	case CmdCancelWorkflow:
+		return run(a, cmd, res, (*applier).cancelWorkflow)
+	case CmdRetryWorkflow:
+		return run(a, cmd, res, (*applier).retryWorkflow)
+	case CmdLeader:
+		return run(a, cmd, res, (*applier).leaderChanged)
 	}
 	return fmt.Errorf("%w: unknown command type %q", ErrBadCommand, cmd.Type)
 }

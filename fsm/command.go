@@ -34,6 +34,9 @@ const (
 	CmdSetReasons CommandType = "set_reasons" // SetReasons
 	CmdSetQueue   CommandType = "set_queue"   // SetQueue
 	CmdGC         CommandType = "gc"          // GC
+	// CmdLeader records that a new leader took office, so the event
+	// stream shows leader changes in log order on every node.
+	CmdLeader CommandType = "leader" // LeaderChanged
 )
 
 // CmdSubmitGroup is many independent submits in one entry (the leader's
@@ -45,6 +48,7 @@ const CmdSubmitGroup CommandType = "submit_group" // SubmitGroup
 // round-trip each of them, and fail for a CommandType constant missing here.
 var payloadTypes = map[CommandType]any{
 	CmdInit:         InitCluster{},
+	CmdLeader:       LeaderChanged{},
 	CmdSubmitJobs:   SubmitJobs{},
 	CmdSubmitGroup:  SubmitGroup{},
 	CmdUpsertNode:   UpsertNode{},
@@ -61,6 +65,10 @@ var payloadTypes = map[CommandType]any{
 	CmdSetQueue:     SetQueue{},
 	CmdStopAttempts: StopAttempts{},
 	CmdGC:           GC{},
+
+	CmdSubmitWorkflow: SubmitWorkflow{},
+	CmdCancelWorkflow: CancelWorkflow{},
+	CmdRetryWorkflow:  RetryWorkflow{},
 }
 
 // Command is the versioned envelope of every raft entry. At is stamped by
@@ -158,6 +166,13 @@ type InitCluster struct {
 	ClusterID string `json:"cluster_id"`
 }
 
+// LeaderChanged is committed by a new leader once per term. It changes no
+// state; its event is how the stream reports leader changes.
+type LeaderChanged struct {
+	Node string `json:"node"`
+	Term uint64 `json:"term"`
+}
+
 // SubmitJobs creates jobs. IDs and SubmittedAt are stamped by the leader.
 // A job with an IdempotencyKey that is already known (and not expired at
 // Command.At) is not created again: its result points at the original job.
@@ -243,6 +258,11 @@ type ReportAttempt struct {
 	PeakMemoryB  int64        `json:"peak_memory_bytes,omitempty"`
 	CPUTimeNs    int64        `json:"cpu_time_ns,omitempty"`
 	StderrTail   string       `json:"stderr_tail,omitempty"` // at most StderrTailMax bytes
+	// Result is what the job wrote to its result file, at most ResultMax
+	// bytes; ResultTruncated says it wrote more (the attempt then carries
+	// a warning).
+	Result          []byte `json:"result,omitempty"`
+	ResultTruncated bool   `json:"result_truncated,omitempty"`
 }
 
 // ReleaseJobs moves waiting or retrying jobs whose NextRunAt <= At to
@@ -323,6 +343,9 @@ type Result struct {
 	Skipped map[string]string `json:"skipped,omitempty"`
 	// Submits has one entry per member of a SubmitGroup, in order.
 	Submits []MemberResult `json:"submits,omitempty"`
+	// Workflow is the ID of the workflow a SubmitWorkflow created (or
+	// found, for a repeated ID or idempotency key).
+	Workflow string `json:"workflow,omitempty"`
 }
 
 // MemberResult is the outcome of one member of a SubmitGroup: the jobs it

@@ -31,6 +31,12 @@ type Config struct {
 	// (measured: 2 and 4 cost 5-20% more CPU per job, 8 over 40%), which
 	// is what bounds the rate when the agents share a few cores.
 	SubmitGroupInflight int
+	// EventHeartbeat is how often an idle event stream gets a comment line
+	// (keeps proxies from closing it, and finds dead clients).
+	EventHeartbeat time.Duration
+	// EventWriteTimeout drops a stream whose client stops reading: a
+	// write that blocks this long ends it.
+	EventWriteTimeout time.Duration
 }
 
 // DefaultConfig returns the settings an agent uses unless told otherwise.
@@ -45,6 +51,9 @@ func DefaultConfig() Config {
 
 		SubmitGroupJobs:     5000,
 		SubmitGroupInflight: 1,
+
+		EventHeartbeat:    15 * time.Second,
+		EventWriteTimeout: 10 * time.Second,
 	}
 }
 
@@ -71,6 +80,12 @@ func (c Config) Validate() error {
 	}
 	if c.SubmitGroupInflight < 1 {
 		errs = append(errs, fmt.Errorf("SubmitGroupInflight (%d) must be at least 1", c.SubmitGroupInflight))
+	}
+	if c.EventHeartbeat <= 0 {
+		errs = append(errs, fmt.Errorf("EventHeartbeat (%s) must be positive", c.EventHeartbeat))
+	}
+	if c.EventWriteTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("EventWriteTimeout (%s) must be positive", c.EventWriteTimeout))
 	}
 	return errors.Join(errs...)
 }

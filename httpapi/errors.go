@@ -109,7 +109,9 @@ func statusFor(err error) (int, string) {
 		return re.status, re.code // the leader's answer to a forwarded submit
 	case errors.As(err, &mbe), errors.Is(err, ErrTooLarge):
 		return http.StatusRequestEntityTooLarge, CodeTooLarge
-	case errors.Is(err, ErrInvalid):
+	case errors.Is(err, ErrInvalid), errors.Is(err, fsm.ErrBadCommand):
+		// ErrBadCommand: Apply refused the input (a parent that does not
+		// exist, a cycle); the message names the field.
 		return http.StatusBadRequest, CodeInvalid
 	case errors.Is(err, fsm.ErrBadBackup):
 		return http.StatusBadRequest, CodeBadSnapshot
@@ -152,7 +154,7 @@ func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		msg = fmt.Sprintf("request body is larger than the limit of %d bytes", mbe.Limit)
 	}
 	if status >= 500 {
-		s.log.Warn("request failed", "method", r.Method, "path", r.URL.Path, "status", status, "err", err)
+		s.log.WarnContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "status", status, "err", err)
 	}
 	writeJSON(w, status, ErrorBody{Error: msg, Code: code})
 }
