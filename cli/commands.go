@@ -26,6 +26,7 @@ func clientCommands() []*ucli.Command {
 		nodeCommand(),
 		queueCommand(),
 		clusterCommand(),
+		operatorCommand(),
 	}
 }
 

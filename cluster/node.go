@@ -38,6 +38,10 @@ type Node struct {
 	notifyCh chan bool
 	ld       leadership
 
+	// restoreMu is held shared by every raft apply of this node and
+	// exclusively by a snapshot restore (backup.go).
+	restoreMu sync.RWMutex
+
 	leavingMu sync.Mutex
 	leaving   map[string]time.Time // servers that asked the leader to remove them
 
@@ -84,6 +88,7 @@ func New(cfg Config, f *fsm.FSM, self fsm.Node, logger *slog.Logger) (*Node, err
 	}
 	n.ld.init()
 
+	removeTempFiles(cfg.DataDir, logger)
 	if n.storage, err = openRaftStorage(cfg.DataDir, cfg.NoSync, logger); err != nil {
 		return nil, err
 	}

@@ -112,16 +112,25 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 // send returns a 2xx response (whose body the caller closes) or an error.
 func (c *Client) send(ctx context.Context, method, path string, query url.Values, in any, hdr http.Header) (*http.Response, error) {
 	u := *c.base
-	u.Path += path
+	// path comes escaped (names go through url.PathEscape): keep it so,
+	// or "a b" would be sent as a%2520b.
+	u.RawPath = u.EscapedPath() + path
+	if p, err := url.PathUnescape(u.RawPath); err == nil {
+		u.Path = p
+	}
 	u.RawQuery = query.Encode()
 	var body io.Reader
-	if in != nil {
-		b, ok := in.([]byte)
-		if !ok {
-			var err error
-			if b, err = json.Marshal(in); err != nil {
-				return nil, fmt.Errorf("encoding the request: %w", err)
-			}
+	ctype := "application/json"
+	switch v := in.(type) {
+	case nil:
+	case io.Reader: // a file streamed as it is (a snapshot)
+		body, ctype = v, "application/octet-stream"
+	case []byte:
+		body = bytes.NewReader(v)
+	default:
+		b, err := json.Marshal(in)
+		if err != nil {
+			return nil, fmt.Errorf("encoding the request: %w", err)
 		}
 		body = bytes.NewReader(b)
 	}
@@ -133,7 +142,7 @@ func (c *Client) send(ctx context.Context, method, path string, query url.Values
 		req.Header[k] = vs
 	}
 	if in != nil {
-		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Content-Type", ctype)
 	}
 	req.Header.Set("Accept", "application/json")
 	if c.token != "" {

@@ -93,6 +93,9 @@ const (
 	CodeMethod        = "method_not_allowed"
 	CodeInternal      = "internal"
 	CodeUnsupportedV  = "unsupported_version"
+	CodeBadSnapshot   = "bad_snapshot"
+	CodeNewerSnapshot = "unsupported_snapshot"
+	CodeRefused       = "refused"
 	codeClientClosed  = "client_closed"
 	statusClientClose = 499 // nginx's convention; only ever logged
 )
@@ -110,6 +113,12 @@ func statusFor(err error) (int, string) {
 		// ErrBadCommand: Apply refused the input (a parent that does not
 		// exist, a cycle); the message names the field.
 		return http.StatusBadRequest, CodeInvalid
+	case errors.Is(err, fsm.ErrBadBackup):
+		return http.StatusBadRequest, CodeBadSnapshot
+	case errors.Is(err, fsm.ErrBackupVersion):
+		return http.StatusBadRequest, CodeNewerSnapshot
+	case errors.Is(err, ErrRefused):
+		return http.StatusConflict, CodeRefused
 	case errors.Is(err, ErrNoAttempt):
 		return http.StatusNotFound, CodeNoAttempt
 	case errors.Is(err, fsm.ErrNotFound), errors.Is(err, fs.ErrNotExist):

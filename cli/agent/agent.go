@@ -291,10 +291,11 @@ func runAgent(parent context.Context, cfg *agentConfig) error {
 	})
 
 	api := httpapi.New(cfg.api, httpapi.Deps{
-		Cluster: clusterAdapter{node},
-		State:   f,
-		Logs:    workerLogs{worker},
-		Logger:  logger,
+		Cluster:  clusterAdapter{node},
+		State:    f,
+		Logs:     workerLogs{worker},
+		Operator: operatorAdapter{node},
+		Logger:   logger,
 	})
 	srv := &http.Server{Handler: routes(api, node.InternalHandler(), cfg.pprof), ReadHeaderTimeout: 10 * time.Second}
 	srvErr := make(chan error, 1)
