@@ -54,6 +54,9 @@ type Config struct {
 	// ForwardTimeout bounds how long Apply waits for a leader and retries a
 	// forward across leader changes (the caller's ctx may cut it shorter).
 	ForwardTimeout time.Duration
+	// SyncGossipInterval is how often the node gossips its applied index
+	// and in-sync flag when they changed (NodesBehind reads them).
+	SyncGossipInterval time.Duration
 	// Raft and Gossip hold the protocol timings (see DESIGN.md).
 	Raft   RaftTimings
 	Gossip GossipTimings
@@ -110,6 +113,7 @@ func DefaultConfig() Config {
 		LeaderContactTimeout: 2 * time.Second,
 		ReconcileInterval:    5 * time.Second,
 		ForwardTimeout:       10 * time.Second,
+		SyncGossipInterval:   time.Second,
 		Raft: RaftTimings{
 			HeartbeatTimeout:   1000 * time.Millisecond,
 			ElectionTimeout:    1000 * time.Millisecond,
@@ -179,6 +183,9 @@ func (c *Config) Validate() error {
 	}
 	if c.DeadServerTimeout <= 0 {
 		return errors.New("cluster: DeadServerTimeout must be positive")
+	}
+	if c.SyncGossipInterval <= 0 {
+		return errors.New("cluster: SyncGossipInterval must be positive")
 	}
 	if c.LeaderContactTimeout <= 0 {
 		return errors.New("cluster: LeaderContactTimeout must be positive")

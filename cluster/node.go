@@ -42,8 +42,9 @@ type Node struct {
 	leaving   map[string]time.Time // servers that asked the leader to remove them
 
 	started     atomic.Bool
-	leavingSelf atomic.Bool // Leave was called: gossip says so before leaving
-	inSync      atomic.Bool // see sync.go
+	leavingSelf atomic.Bool   // Leave was called: gossip says so before leaving
+	inSync      atomic.Bool   // see sync.go
+	syncFlipped chan struct{} // inSync changed: gossip it (syncmeta.go)
 	closing     chan struct{}
 	closeMu     sync.Mutex
 	closed      bool
@@ -80,7 +81,7 @@ func New(cfg Config, f *fsm.FSM, self fsm.Node, logger *slog.Logger) (*Node, err
 	n := &Node{
 		cfg: cfg, logger: logger, fsm: f, self: self, heard: newHeardTracker(),
 		members: newMemberTable(), state: state, client: newForwardClient(cfg.Network),
-		notifyCh: make(chan bool, 16), closing: make(chan struct{}),
+		notifyCh: make(chan bool, 16), closing: make(chan struct{}), syncFlipped: make(chan struct{}, 1),
 	}
 	n.ld.init()
 
@@ -152,6 +153,7 @@ func (n *Node) Start(ctx context.Context) error {
 	n.goLoop(n.clusterIDLoop)
 	n.goLoop(n.peersLoop)
 	n.goLoop(n.syncLoop)
+	n.goLoop(n.syncGossipLoop)
 	n.goLoop(n.compactLoop)
 
 	targets := n.joinTargets()
@@ -353,7 +355,9 @@ func (n *Node) refreshMeta() error {
 	} else if ok, err := n.storage.hasState(); err == nil {
 		hasState = ok
 	}
-	b, err := metaFromNode(n.self, n.ClusterID(), hasState, n.leavingSelf.Load()).encode()
+	m := metaFromNode(n.self, n.ClusterID(), hasState, n.leavingSelf.Load())
+	m.Applied, m.Behind = n.fsm.AppliedIndex(), !n.InSync()
+	b, err := m.encode()
 	if err != nil {
 		return err
 	}
