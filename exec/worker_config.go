@@ -103,6 +103,14 @@ type WorkerConfig struct {
 	// node handed thousands of attempts at once starved raft and lost the
 	// leader (exec/DESIGN.md).
 	MaxConcurrentStarts int
+	// Slots bounds the live attempts (each one a supervisor) on this node:
+	// the agent advertises it (fsm.Node.Slots) and the leader places no
+	// more, so the excess waits queued in the replicated state rather than
+	// in this worker's memory. Default 16×NumCPU: above the attempts that
+	// fit by the scheduler's default request (100m each), so it binds only
+	// jobs with tiny requests; a supervisor costs ~2.3 MiB private memory.
+	// 0 = unbounded.
+	Slots int
 	// WarmSupervisors is how many spare supervisors wait, already started,
 	// for the next attempts (spare.go); 0 starts none ahead of time.
 	WarmSupervisors int
@@ -112,6 +120,9 @@ type WorkerConfig struct {
 	// gets a process of its own. Must be 0 or >= WarmSupervisors.
 	MaxIdleSupervisors int
 }
+
+// DefaultSlots is the default bound on live attempts per node: 16 per core.
+func DefaultSlots() int { return 16 * runtime.NumCPU() }
 
 // DefaultWorkerConfig returns the defaults; Node and DataDir must be set.
 func DefaultWorkerConfig() WorkerConfig {
@@ -126,6 +137,7 @@ func DefaultWorkerConfig() WorkerConfig {
 		ReportBackoffMax: 2 * time.Second,
 
 		MaxConcurrentStarts: 8 * runtime.NumCPU(),
+		Slots:               DefaultSlots(),
 		WarmSupervisors:     2,
 		MaxIdleSupervisors:  8 * runtime.NumCPU(),
 	}
@@ -153,6 +165,8 @@ func (c *WorkerConfig) Validate() error {
 		return fmt.Errorf("%w: KeepFinished must be >= 0", ErrInvalidConfig)
 	case c.ReportBackoffMin <= 0 || c.ReportBackoffMax < c.ReportBackoffMin:
 		return fmt.Errorf("%w: need 0 < ReportBackoffMin <= ReportBackoffMax", ErrInvalidConfig)
+	case c.Slots < 0:
+		return fmt.Errorf("%w: Slots %d must be >= 0 (0: unbounded)", ErrInvalidConfig, c.Slots)
 	case c.MaxConcurrentStarts < 1:
 		return fmt.Errorf("%w: MaxConcurrentStarts %d must be >= 1", ErrInvalidConfig, c.MaxConcurrentStarts)
 	case c.WarmSupervisors < 0:
