@@ -31,6 +31,15 @@ type Config struct {
 	// (measured: 2 and 4 cost 5-20% more CPU per job, 8 over 40%), which
 	// is what bounds the rate when the agents share a few cores.
 	SubmitGroupInflight int
+
+	// MaxPendingJobs and MaxQueuedJobs bound what a submit may add to
+	// (overload.go): with this many jobs accepted by this node and not yet
+	// committed, or this many queued jobs in the state, submits get 429
+	// with Retry-After instead of waiting or timing out.
+	MaxPendingJobs int
+	MaxQueuedJobs  int
+	// RetryAfter is what a 429 asks the client to wait (whole seconds).
+	RetryAfter time.Duration
 }
 
 // DefaultConfig returns the settings an agent uses unless told otherwise.
@@ -45,6 +54,10 @@ func DefaultConfig() Config {
 
 		SubmitGroupJobs:     5000,
 		SubmitGroupInflight: 1,
+
+		MaxPendingJobs: 20000,  // four full batches in flight, or 20,000 single submits
+		MaxQueuedJobs:  100000, // a backlog of minutes for a small cluster
+		RetryAfter:     time.Second,
 	}
 }
 
@@ -71,6 +84,15 @@ func (c Config) Validate() error {
 	}
 	if c.SubmitGroupInflight < 1 {
 		errs = append(errs, fmt.Errorf("SubmitGroupInflight (%d) must be at least 1", c.SubmitGroupInflight))
+	}
+	if c.MaxPendingJobs < c.MaxBatchJobs {
+		errs = append(errs, fmt.Errorf("MaxPendingJobs (%d) must be at least MaxBatchJobs (%d)", c.MaxPendingJobs, c.MaxBatchJobs))
+	}
+	if c.MaxQueuedJobs < 1 {
+		errs = append(errs, fmt.Errorf("MaxQueuedJobs (%d) must be at least 1", c.MaxQueuedJobs))
+	}
+	if c.RetryAfter < time.Second {
+		errs = append(errs, fmt.Errorf("RetryAfter (%s) must be at least 1s", c.RetryAfter))
 	}
 	return errors.Join(errs...)
 }

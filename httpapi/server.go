@@ -39,6 +39,7 @@ type server struct {
 	transport *http.Transport
 	mux       *http.ServeMux
 	submits   *groupCommit
+	over      overload
 }
 
 // New returns the /v1/ API handler. It panics when cfg does not validate or
