@@ -111,6 +111,18 @@ type WorkerConfig struct {
 	// jobs with tiny requests; a supervisor costs ~2.3 MiB private memory.
 	// 0 = unbounded.
 	Slots int
+	// SupervisorNice is the nice value supervisors (and the jobs they
+	// start) run at, below the agent (priority.go); 0 leaves them at the
+	// agent's.
+	SupervisorNice int
+	// JobsCgroup is the cpu cgroup that holds supervisors (in its
+	// "supervisor" child) and the container driver's job cgroups; empty
+	// means "/foreman/<Node>", the container driver's default parent.
+	// JobsCPUWeight is its weight against the agent's 100 (cpu.weight
+	// scale; 0 = no cgroup, nice only). Needs root; without it a warning
+	// is logged and only nice applies.
+	JobsCgroup    string
+	JobsCPUWeight int
 	// WarmSupervisors is how many spare supervisors wait, already started,
 	// for the next attempts (spare.go); 0 starts none ahead of time.
 	WarmSupervisors int
@@ -138,6 +150,8 @@ func DefaultWorkerConfig() WorkerConfig {
 
 		MaxConcurrentStarts: 8 * runtime.NumCPU(),
 		Slots:               DefaultSlots(),
+		SupervisorNice:      10,
+		JobsCPUWeight:       20,
 		WarmSupervisors:     2,
 		MaxIdleSupervisors:  8 * runtime.NumCPU(),
 	}
@@ -165,6 +179,10 @@ func (c *WorkerConfig) Validate() error {
 		return fmt.Errorf("%w: KeepFinished must be >= 0", ErrInvalidConfig)
 	case c.ReportBackoffMin <= 0 || c.ReportBackoffMax < c.ReportBackoffMin:
 		return fmt.Errorf("%w: need 0 < ReportBackoffMin <= ReportBackoffMax", ErrInvalidConfig)
+	case c.SupervisorNice < 0 || c.SupervisorNice > 19:
+		return fmt.Errorf("%w: SupervisorNice %d must be in 0..19", ErrInvalidConfig, c.SupervisorNice)
+	case c.JobsCPUWeight < 0 || c.JobsCPUWeight > 10000:
+		return fmt.Errorf("%w: JobsCPUWeight %d must be in 0..10000 (0: no cgroup)", ErrInvalidConfig, c.JobsCPUWeight)
 	case c.Slots < 0:
 		return fmt.Errorf("%w: Slots %d must be >= 0 (0: unbounded)", ErrInvalidConfig, c.Slots)
 	case c.MaxConcurrentStarts < 1:
