@@ -115,9 +115,12 @@ func DefaultConfig() Config {
 		ForwardTimeout:       10 * time.Second,
 		SyncGossipInterval:   time.Second,
 		Raft: RaftTimings{
-			HeartbeatTimeout:   1000 * time.Millisecond,
-			ElectionTimeout:    1000 * time.Millisecond,
-			LeaderLeaseTimeout: 500 * time.Millisecond,
+			// Chosen for loaded machines (DESIGN.md, "Timings"): a leader
+			// whose heartbeats run late under a job storm keeps office,
+			// a dead one is replaced in 2–4 s.
+			HeartbeatTimeout:   2000 * time.Millisecond,
+			ElectionTimeout:    2000 * time.Millisecond,
+			LeaderLeaseTimeout: 1000 * time.Millisecond,
 			CommitTimeout:      5 * time.Millisecond,
 			MaxAppendEntries:   512,
 			SnapshotInterval:   30 * time.Second,
