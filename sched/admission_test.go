@@ -2,6 +2,7 @@ package sched
 
 import (
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -109,5 +110,52 @@ func TestPlanSkipsNodesBehind(t *testing.T) {
 	}
 	if on["n2"] == 0 {
 		t.Fatalf("after catching up placed %v, want some on n2", on)
+	}
+}
+
+// behindRaft is fakeRaft with a SyncView.
+type behindRaft struct {
+	*fakeRaft
+	mu     sync.Mutex
+	behind map[string]bool
+	maxLag uint64
+}
+
+func (r *behindRaft) NodesBehind(maxLag uint64) map[string]bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.maxLag = maxLag
+	out := map[string]bool{}
+	for k, v := range r.behind {
+		out[k] = v
+	}
+	return out
+}
+
+// The leader loop reads the nodes behind from the cluster on every plan:
+// nothing lands on them until they catch up.
+func TestLoopPlacesNothingOnNodesBehind(t *testing.T) {
+	e := newLoopEnv(t)
+	br := &behindRaft{fakeRaft: e.r, behind: map[string]bool{"n1": true}}
+	e.apply(fsm.CmdUpsertNode, &fsm.UpsertNode{Node: node("n1", 4000, 4096)})
+	cfg := loopConfig()
+	_, stop := e.startWith(cfg, Deps{Raft: br, State: e.f, Clock: e.clk})
+	defer stop()
+	e.apply(fsm.CmdSubmitJobs, &fsm.SubmitJobs{Jobs: []fsm.NewJob{{ID: "a", Spec: fsm.JobSpec{Command: []string{"true"}}}}})
+	eventually(t, "a's reason", func() bool { return e.job("a").Reason == "1 node: 1 node behind the leader's log" })
+	if e.job("a").State != fsm.JobQueued {
+		t.Fatalf("a is %s on a node behind the log", e.job("a").State)
+	}
+	br.mu.Lock()
+	br.behind = nil
+	lag := br.maxLag
+	br.mu.Unlock()
+	if lag != cfg.MaxSyncLag {
+		t.Fatalf("NodesBehind asked with lag %d, want Config.MaxSyncLag %d", lag, cfg.MaxSyncLag)
+	}
+	e.clk.Advance(time.Second)
+	e.apply(fsm.CmdUpsertNode, &fsm.UpsertNode{Node: node("n1", 4000, 4096)}) // any change wakes the loop
+	if a := e.waitPlaced("a", 1); a.Node != "n1" {
+		t.Fatalf("placed on %s", a.Node)
 	}
 }
