@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"runtime"
 	"strconv"
 	"time"
 
@@ -54,6 +55,14 @@ type Config struct {
 	// ForwardTimeout bounds how long Apply waits for a leader and retries a
 	// forward across leader changes (the caller's ctx may cut it shorter).
 	ForwardTimeout time.Duration
+	// Slots is the bound on live attempts (each one a supervisor) this
+	// node advertises (fsm.Node.Slots) when its self-description names
+	// none: the leader places no more there, so the excess waits queued in
+	// the replicated state. Default 16×NumCPU: above what fits by sched's
+	// default request (100m each), so it binds only jobs with tiny
+	// requests; an idle supervisor costs ~2.3 MiB of private memory.
+	// 0 = unbounded.
+	Slots int
 	// SyncGossipInterval is how often the node gossips its applied index
 	// and in-sync flag when they changed (NodesBehind reads them).
 	SyncGossipInterval time.Duration
@@ -114,6 +123,7 @@ func DefaultConfig() Config {
 		ReconcileInterval:    5 * time.Second,
 		ForwardTimeout:       10 * time.Second,
 		SyncGossipInterval:   time.Second,
+		Slots:                16 * runtime.NumCPU(),
 		Raft: RaftTimings{
 			// Chosen for loaded machines (DESIGN.md, "Timings"): a leader
 			// whose heartbeats run late under a job storm keeps office,
@@ -186,6 +196,9 @@ func (c *Config) Validate() error {
 	}
 	if c.DeadServerTimeout <= 0 {
 		return errors.New("cluster: DeadServerTimeout must be positive")
+	}
+	if c.Slots < 0 {
+		return errors.New("cluster: Slots must be >= 0 (0: unbounded)")
 	}
 	if c.SyncGossipInterval <= 0 {
 		return errors.New("cluster: SyncGossipInterval must be positive")

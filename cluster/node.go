@@ -78,6 +78,9 @@ func New(cfg Config, f *fsm.FSM, self fsm.Node, logger *slog.Logger) (*Node, err
 	if err != nil {
 		return nil, err
 	}
+	if self.Slots == 0 {
+		self.Slots = cfg.Slots
+	}
 	n := &Node{
 		cfg: cfg, logger: logger, fsm: f, self: self, heard: newHeardTracker(),
 		members: newMemberTable(), state: state, client: newForwardClient(cfg.Network),

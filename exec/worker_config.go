@@ -103,14 +103,6 @@ type WorkerConfig struct {
 	// node handed thousands of attempts at once starved raft and lost the
 	// leader (exec/DESIGN.md).
 	MaxConcurrentStarts int
-	// Slots bounds the live attempts (each one a supervisor) on this node:
-	// the agent advertises it (fsm.Node.Slots) and the leader places no
-	// more, so the excess waits queued in the replicated state rather than
-	// in this worker's memory. Default 16×NumCPU: above the attempts that
-	// fit by the scheduler's default request (100m each), so it binds only
-	// jobs with tiny requests; a supervisor costs ~2.3 MiB private memory.
-	// 0 = unbounded.
-	Slots int
 	// SupervisorNice is the nice value supervisors (and the jobs they
 	// start) run at, below the agent (priority.go); 0 leaves them at the
 	// agent's.
@@ -133,9 +125,6 @@ type WorkerConfig struct {
 	MaxIdleSupervisors int
 }
 
-// DefaultSlots is the default bound on live attempts per node: 16 per core.
-func DefaultSlots() int { return 16 * runtime.NumCPU() }
-
 // DefaultWorkerConfig returns the defaults; Node and DataDir must be set.
 func DefaultWorkerConfig() WorkerConfig {
 	return WorkerConfig{
@@ -149,7 +138,6 @@ func DefaultWorkerConfig() WorkerConfig {
 		ReportBackoffMax: 2 * time.Second,
 
 		MaxConcurrentStarts: 8 * runtime.NumCPU(),
-		Slots:               DefaultSlots(),
 		SupervisorNice:      10,
 		JobsCPUWeight:       20,
 		WarmSupervisors:     2,
@@ -183,8 +171,6 @@ func (c *WorkerConfig) Validate() error {
 		return fmt.Errorf("%w: SupervisorNice %d must be in 0..19", ErrInvalidConfig, c.SupervisorNice)
 	case c.JobsCPUWeight < 0 || c.JobsCPUWeight > 10000:
 		return fmt.Errorf("%w: JobsCPUWeight %d must be in 0..10000 (0: no cgroup)", ErrInvalidConfig, c.JobsCPUWeight)
-	case c.Slots < 0:
-		return fmt.Errorf("%w: Slots %d must be >= 0 (0: unbounded)", ErrInvalidConfig, c.Slots)
 	case c.MaxConcurrentStarts < 1:
 		return fmt.Errorf("%w: MaxConcurrentStarts %d must be >= 1", ErrInvalidConfig, c.MaxConcurrentStarts)
 	case c.WarmSupervisors < 0:
