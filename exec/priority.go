@@ -156,19 +156,29 @@ func lowerSupervisorPriority() error {
 }
 
 // reniceThreads sets nice on every thread of this process (Linux nice is
-// per thread; new threads inherit their creator's).
+// per thread; new threads inherit their creator's). A thread that a
+// not-yet-reniced thread creates during a pass shows up in the next one,
+// so passes repeat until one finds no thread it had not seen.
 func reniceThreads(nice int) error {
-	tasks, err := os.ReadDir("/proc/self/task")
-	if err != nil {
-		return err
-	}
-	for _, t := range tasks {
-		tid, err := strconv.Atoi(t.Name())
+	seen := map[int]bool{}
+	for pass := 0; pass < 20; pass++ {
+		tasks, err := os.ReadDir("/proc/self/task")
 		if err != nil {
-			continue
-		}
-		if err := unix.Setpriority(unix.PRIO_PROCESS, tid, nice); err != nil && !errors.Is(err, unix.ESRCH) {
 			return err
+		}
+		fresh := false
+		for _, t := range tasks {
+			tid, err := strconv.Atoi(t.Name())
+			if err != nil || seen[tid] {
+				continue
+			}
+			fresh, seen[tid] = true, true
+			if err := unix.Setpriority(unix.PRIO_PROCESS, tid, nice); err != nil && !errors.Is(err, unix.ESRCH) {
+				return err
+			}
+		}
+		if !fresh {
+			return nil
 		}
 	}
 	return nil
