@@ -19,13 +19,18 @@ build:
 run: build
 	$(BIN) agent --dev
 
-# The whole suite (unit, package, in-process cluster, system tests, jepsen smoke).
-test: build
+# The whole suite (unit, package, in-process cluster, system tests, jepsen smoke), after lint.
+test: lint build
 	FOREMAN_BIN=$(CURDIR)/$(BIN) CGO_ENABLED=1 $(GO) test $(TESTFLAGS) -p 2 ./...
 
+# Fails when go.mod/go.sum are not tidy (prints the diff), gofmt would change a file (lists it),
+# or go vet reports anything, in the default build and with the jepsen clock hook.
+GOFILES = $$(git ls-files --cached --others --exclude-standard '*.go')
 lint:
-	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
+	$(GO) mod tidy -diff
+	@test -z "$$(gofmt -l $(GOFILES))" || (echo "gofmt would change:"; gofmt -l $(GOFILES); exit 1)
 	$(GO) vet ./...
+	$(GO) vet -tags jepsenclock ./...
 
 bench: build
 	FOREMAN_BIN=$(CURDIR)/$(BIN) ./scripts/bench.sh

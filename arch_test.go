@@ -13,8 +13,10 @@ import (
 const module = "github.com/foreman-sched/foreman"
 
 // allowedImports is the package direction of DESIGN.md: fsm at the bottom,
-// main at the top. Keys are top-level directories; values are the top-level
-// project packages each may import (its own subpackages are always allowed).
+// cli (the command line and the agent's wiring) and main at the top. Keys
+// are top-level directories; values are the top-level project packages each
+// may import (its own subpackages are always allowed). No key lists cli, so
+// nothing below it may import it.
 var allowedImports = map[string][]string{
 	"wallclock": {},
 	"fsm":       {},
@@ -24,6 +26,7 @@ var allowedImports = map[string][]string{
 	"httpapi":   {"fsm", "wallclock"},
 	"ui":        {},
 	"jepsen":    {"fsm", "httpapi", "cluster", "wallclock"},
+	"cli":       {"fsm", "cluster", "sched", "exec", "httpapi", "ui", "wallclock"},
 }
 
 // externalBans keeps heavy or wrong-layer libraries out of low packages.

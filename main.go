@@ -1,14 +1,16 @@
 // Command foreman is a distributed job scheduler in one binary: the agent,
-// the CLI, the per-attempt supervisor and the container shim.
+// the CLI, the per-attempt supervisor and the container shim. This file is
+// only the entry point; the command line lives in cli/ (see
+// docs/architecture.md).
 package main
 
 import (
-	"errors"
-	"fmt"
 	"os"
+	"runtime"
 
-	"github.com/urfave/cli/v2"
-
+	"github.com/foreman-sched/foreman/cli"
+	"github.com/foreman-sched/foreman/cli/agent"
+	"github.com/foreman-sched/foreman/cli/bench"
 	"github.com/foreman-sched/foreman/exec"
 	"github.com/foreman-sched/foreman/exec/container"
 )
@@ -16,12 +18,26 @@ import (
 // version is set at build time (-X main.version=...).
 var version = "dev"
 
+// A supervisor's main goroutine keeps the main thread to itself. Each
+// container start runs a libcontainer goroutine that locks its thread and
+// joins the container's mount namespace; the thread ends with the goroutine,
+// except the main thread, which cannot exit and would stay in that
+// namespace (pinning it, and the old attempt's mounts) for the life of the
+// process. A recycled supervisor serves many attempts, so it must never
+// lend the main thread out (exec's cleanliness check also compares the main
+// thread's mount namespace). LockOSThread in init makes main run locked.
+func init() {
+	if len(os.Args) > 1 && os.Args[1] == "supervise" {
+		runtime.LockOSThread()
+	}
+}
+
 func main() {
 	// Re-exec entry points come first: libcontainer's container init
 	// ("foreman init"), the per-attempt supervisor and the PID-1 shim must
 	// not pay for, or be confused by, the CLI.
 	container.InitIfRequested()
-	registerContainerDriver()
+	agent.RegisterContainerDriver()
 	if len(os.Args) > 1 {
 		switch os.Args[1] {
 		case "supervise":
@@ -30,37 +46,6 @@ func main() {
 			os.Exit(exec.ShimMain(os.Args[2:]))
 		}
 	}
-
-	app := &cli.App{
-		Name:                 "foreman",
-		Usage:                "a distributed job scheduler in one binary",
-		Version:              version,
-		EnableBashCompletion: true,
-		HideVersion:          true,
-		Commands:             append([]*cli.Command{agentCommand(), versionCommand()}, clientCommands()...),
-		ExitErrHandler:       func(*cli.Context, error) {}, // main prints errors itself, once
-	}
-	if err := app.Run(os.Args); err != nil {
-		// An empty message means the command already said everything (foreman
-		// run passing on a job's exit code); only the code remains.
-		if msg := err.Error(); msg != "" {
-			fmt.Fprintln(os.Stderr, "foreman:", msg)
-		}
-		var ec cli.ExitCoder
-		if errors.As(err, &ec) && ec.ExitCode() != 0 {
-			os.Exit(ec.ExitCode())
-		}
-		os.Exit(1)
-	}
-}
-
-func versionCommand() *cli.Command {
-	return &cli.Command{
-		Name:  "version",
-		Usage: "print the version of this binary",
-		Action: func(c *cli.Context) error {
-			fmt.Fprintf(c.App.Writer, "foreman %s\n", version)
-			return nil
-		},
-	}
+	app := cli.NewApp(version, agent.Command(version), bench.Command())
+	os.Exit(cli.Main(app, os.Args, os.Stderr))
 }

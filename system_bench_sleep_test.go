@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/foreman-sched/foreman/cli/bench"
 )
 
 // TestSystemBenchSleep runs foreman bench sleep against a dev agent: the
@@ -48,7 +50,7 @@ func TestSystemBenchSleep(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("bench sleep: exit %d, stderr %q", r.code, r.stderr)
 	}
-	var res sleepResult
+	var res bench.SleepResult
 	if err := json.Unmarshal([]byte(r.stdout), &res); err != nil {
 		t.Fatalf("bench sleep output %q: %v", r.stdout, err)
 	}

@@ -102,6 +102,26 @@ func TestSystemDevAgentCLI(t *testing.T) {
 		if lr.code != 0 || strings.TrimSpace(lr.stdout) != "hello" {
 			t.Errorf("logs %s: exit %d, stdout %q, stderr %q", id, lr.code, lr.stdout, lr.stderr)
 		}
+
+		// The README's form, flags after the job ID, prints what the
+		// flags-first form prints.
+		readme := runForeman(t, bin, addr, "job", "status", id, "--json")
+		first := runForeman(t, bin, addr, "job", "status", "--json", id)
+		var st struct {
+			Job struct{ ID, State string }
+		}
+		if readme.code != 0 || json.Unmarshal([]byte(readme.stdout), &st) != nil || st.Job.ID != id || st.Job.State != "succeeded" {
+			t.Fatalf("job status %s --json: exit %d, stdout %q, stderr %q", id, readme.code, readme.stdout, readme.stderr)
+		}
+		if first.code != 0 || first.stdout != readme.stdout {
+			t.Errorf("job status --json %s: exit %d, stdout %q; want the README form's %q", id, first.code, first.stdout, readme.stdout)
+		}
+		if lr := runForeman(t, bin, addr, "logs", id, "--attempt", "1"); lr.code != 0 || strings.TrimSpace(lr.stdout) != "hello" {
+			t.Errorf("logs %s --attempt 1: exit %d, stdout %q, stderr %q", id, lr.code, lr.stdout, lr.stderr)
+		}
+		if dup := runForeman(t, bin, addr, "job", "status", id, "--json", "--json"); dup.code != 2 || strings.Count(strings.TrimSpace(dup.stderr), "\n") != 0 {
+			t.Errorf("job status %s --json --json: exit %d, stderr %q; want exit 2 and one line", id, dup.code, dup.stderr)
+		}
 	})
 	t.Run("run exit code", func(t *testing.T) {
 		r := runForeman(t, bin, addr, "run", "--", "sh", "-c", "echo hello; exit 3")

@@ -92,10 +92,12 @@ func (n *Node) applyBytes(ctx context.Context, body []byte) (*fsm.Result, error)
 	if dl, ok := ctx.Deadline(); ok {
 		timeout = max(time.Until(dl), time.Millisecond)
 	}
+	start := time.Now()
 	f := n.raft.Apply(body, timeout)
 	err := f.Error()
 	switch {
 	case err == nil:
+		commitSeconds.Observe(time.Since(start).Seconds())
 	case errors.Is(err, raft.ErrNotLeader):
 		// Refused before it was appended: never committed.
 		return nil, fmt.Errorf("%w: %w", errRetry, ErrNotLeader)

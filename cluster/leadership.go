@@ -137,6 +137,7 @@ func (n *Node) leaderWork(ctx context.Context, prev, gen *sync.WaitGroup) {
 		}
 	}
 	n.initClusterID(ctx)
+	n.announceLeader(ctx)
 
 	n.ld.mu.Lock()
 	if n.ld.ctx != ctx {
@@ -169,6 +170,23 @@ func (n *Node) initClusterID(ctx context.Context) {
 	}
 	if _, err := n.applyLocal(ctx, cmd); err != nil {
 		n.logger.Warn("cannot commit the cluster ID", "err", err)
+	}
+}
+
+// announceLeader commits LeaderChanged for this term. Leader changes are
+// not entries of their own in raft (its no-op is never applied), so this
+// is what puts them in the event stream, in log order and at the same
+// index on every node. Best effort: a failure means leadership was lost.
+func (n *Node) announceLeader(ctx context.Context) {
+	n.ld.mu.Lock()
+	term := n.ld.term
+	n.ld.mu.Unlock()
+	cmd, err := fsm.NewCommand(fsm.CmdLeader, wallclock.Now(), fsm.LeaderChanged{Node: n.cfg.Name, Term: term})
+	if err != nil {
+		return
+	}
+	if _, err := n.applyLocal(ctx, cmd); err != nil {
+		n.logger.Warn("cannot record the leader change", "err", err)
 	}
 }
 

@@ -49,6 +49,8 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 			f.applied.Store(last)
 		}
 		f.notify.publish(events)
+		f.events.append(events)
+		observeEvents(events)
 		return out
 	}
 }
@@ -87,7 +89,9 @@ func (f *FSM) applyOnce(logs []*raft.Log, out []any, refused map[int]error) ([]E
 			err = f.faultHook(l.Index)
 		}
 		if err == nil {
-			a.commitEntry()
+			if err := a.commitEntry(); err != nil {
+				return nil, -1, err
+			}
 			continue
 		}
 		if !isRefusal(err) {
@@ -129,6 +133,7 @@ type applier struct {
 	jobs, byState, attempts, live, nodes *bolt.Bucket
 	idem, queues, meta                   *bolt.Bucket
 	byDue, queuedByGroup, byFinish       *bolt.Bucket
+	timeline                             *bolt.Bucket
 	dueOf                                dueMemo         // see schedindex.go
 	specOf                               map[*Job][]byte // stored spec of jobs read by getJob
 	index                                uint64
@@ -158,7 +163,9 @@ func newApplier(tx *bolt.Tx) *applier {
 		byDue:         tx.Bucket(bucketJobsByDue),
 		queuedByGroup: tx.Bucket(bucketQueuedByGroup),
 		byFinish:      tx.Bucket(bucketJobsByFinish),
+		timeline:      tx.Bucket(bucketJobEvents),
 	}
+	a.timeline.FillPercent = appendFill
 	a.jobs.FillPercent = appendFill
 	a.byState.FillPercent = appendFill
 	a.attempts.FillPercent = appendFill
@@ -169,7 +176,21 @@ func (a *applier) begin(index uint64) {
 	a.index, a.at, a.atText, a.wrote, a.pending = index, time.Time{}, "", false, a.pending[:0]
 }
 
-func (a *applier) commitEntry() { a.events = append(a.events, a.pending...) }
+// commitEntry numbers the entry's events and writes the job ones to their
+// job's timeline.
+func (a *applier) commitEntry() error {
+	for i := range a.pending {
+		e := &a.pending[i]
+		e.Seq = i
+		if e.JobID != "" {
+			if err := a.putTimeline(e); err != nil {
+				return err
+			}
+		}
+	}
+	a.events = append(a.events, a.pending...)
+	return nil
+}
 
 func (a *applier) emit(e Event) {
 	e.Index, e.At = a.index, a.at
@@ -231,6 +252,8 @@ func (a *applier) applyEntry(data []byte, res *Result) error {
 		return run(a, cmd, res, (*applier).stopAttempts)
 	case CmdGC:
 		return run(a, cmd, res, (*applier).gc)
+	case CmdLeader:
+		return run(a, cmd, res, (*applier).leaderChanged)
 	}
 	return fmt.Errorf("%w: unknown command type %q", ErrBadCommand, cmd.Type)
 }

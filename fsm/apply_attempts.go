@@ -49,6 +49,9 @@ func (a *applier) place(p *Place, res *Result) error {
 		if err := a.saveAttempt(at, ""); err != nil {
 			return err
 		}
+		if at.Num == 1 {
+			a.pending[len(a.pending)-1].wait = a.at.Sub(j.SubmittedAt)
+		}
 		if err := a.saveJob(j, from); err != nil {
 			return err
 		}
@@ -161,7 +164,13 @@ func (a *applier) reportRunning(p *ReportAttempt) error {
 		at.StartedAt = a.at
 	}
 	at.State = AttemptRunning
-	return a.saveAttempt(at, from)
+	if err := a.saveAttempt(at, from); err != nil {
+		return err
+	}
+	if from == AttemptAssigned {
+		a.pending[len(a.pending)-1].wait = at.StartedAt.Sub(at.AssignedAt)
+	}
+	return nil
 }
 
 // finishJob moves a job whose attempt at just ended (at is terminal).
@@ -270,7 +279,7 @@ func (a *applier) requestStop(at *Attempt, reason string) error {
 	if err := a.saveAttempt(at, at.State); err != nil {
 		return err
 	}
-	a.emit(Event{Type: EventAttempt, JobID: at.JobID, Attempt: at.Num, Node: at.Node, State: string(at.State), Reason: "stop requested: " + reason})
+	a.emit(Event{Type: EventAttempt, Name: NameStopRequested, JobID: at.JobID, Attempt: at.Num, Node: at.Node, State: string(at.State), Reason: "stop requested: " + reason})
 	return nil
 }
 

@@ -15,6 +15,14 @@ func (a *applier) initCluster(p *InitCluster, res *Result) error {
 	return a.put(a.meta, metaClusterID, []byte(p.ClusterID))
 }
 
+func (a *applier) leaderChanged(p *LeaderChanged, res *Result) error {
+	if err := validKey("node", p.Node, maxIDLen); err != nil {
+		return err
+	}
+	a.emit(Event{Type: EventLeader, Name: NameChanged, Node: p.Node, Term: p.Term})
+	return nil
+}
+
 func (a *applier) getNode(name string) (*Node, error) {
 	v := a.nodes.Get([]byte(name))
 	if v == nil {
@@ -27,7 +35,8 @@ func (a *applier) getNode(name string) (*Node, error) {
 	return &n, nil
 }
 
-func (a *applier) saveNode(n *Node) error {
+// saveNode writes n and emits a node event named name.
+func (a *applier) saveNode(n *Node, name string) error {
 	n.ModifyIndex = a.index
 	v, err := encode(n)
 	if err != nil {
@@ -36,7 +45,7 @@ func (a *applier) saveNode(n *Node) error {
 	if err := a.put(a.nodes, []byte(n.Name), v); err != nil {
 		return err
 	}
-	a.emit(Event{Type: EventNode, Node: n.Name, State: string(n.Gossip), Reason: string(n.Eligibility)})
+	a.emit(Event{Type: EventNode, Name: name, Node: n.Name, State: string(n.Gossip), Reason: string(n.Eligibility)})
 	return nil
 }
 
@@ -46,8 +55,12 @@ func (a *applier) upsertNode(p *UpsertNode, res *Result) error {
 		return err
 	}
 	old, err := a.getNode(n.Name)
+	name := NameUpdated
 	switch {
 	case err == nil:
+		if old.Gossip != NodeAlive {
+			name = string(NodeAlive)
+		}
 		n.Eligibility, n.DrainDeadline = old.Eligibility, old.DrainDeadline
 		n.StateChangedAt = old.StateChangedAt
 		if old.Gossip != NodeAlive {
@@ -55,11 +68,12 @@ func (a *applier) upsertNode(p *UpsertNode, res *Result) error {
 		}
 	case errors.Is(err, ErrNotFound):
 		n.Eligibility, n.DrainDeadline, n.StateChangedAt = Eligible, zeroTime, a.at
+		name = NameJoined
 	default:
 		return err
 	}
 	n.Gossip = NodeAlive
-	return a.saveNode(&n)
+	return a.saveNode(&n, name)
 }
 
 func validGossip(g GossipState) bool {
@@ -89,8 +103,13 @@ func (a *applier) setNodeState(p *SetNodeState, res *Result) error {
 	if err != nil {
 		return err
 	}
+	name := NameUpdated
+	if p.Eligibility != "" && p.Eligibility != n.Eligibility {
+		name = string(p.Eligibility)
+	}
 	if p.Gossip != "" && p.Gossip != n.Gossip {
 		n.Gossip, n.StateChangedAt = p.Gossip, a.at
+		name = string(p.Gossip)
 	}
 	if p.Eligibility != "" {
 		n.Eligibility = p.Eligibility
@@ -99,5 +118,5 @@ func (a *applier) setNodeState(p *SetNodeState, res *Result) error {
 			n.DrainDeadline = p.DrainDeadline
 		}
 	}
-	return a.saveNode(n)
+	return a.saveNode(n, name)
 }

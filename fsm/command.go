@@ -34,6 +34,9 @@ const (
 	CmdSetReasons CommandType = "set_reasons" // SetReasons
 	CmdSetQueue   CommandType = "set_queue"   // SetQueue
 	CmdGC         CommandType = "gc"          // GC
+	// CmdLeader records that a new leader took office, so the event
+	// stream shows leader changes in log order on every node.
+	CmdLeader CommandType = "leader" // LeaderChanged
 )
 
 // CmdSubmitGroup is many independent submits in one entry (the leader's
@@ -45,6 +48,7 @@ const CmdSubmitGroup CommandType = "submit_group" // SubmitGroup
 // round-trip each of them, and fail for a CommandType constant missing here.
 var payloadTypes = map[CommandType]any{
 	CmdInit:         InitCluster{},
+	CmdLeader:       LeaderChanged{},
 	CmdSubmitJobs:   SubmitJobs{},
 	CmdSubmitGroup:  SubmitGroup{},
 	CmdUpsertNode:   UpsertNode{},
@@ -156,6 +160,13 @@ func decodeCommandV1(b []byte) (*Command, error) {
 // InitCluster records the cluster's identity; Apply ignores it once set.
 type InitCluster struct {
 	ClusterID string `json:"cluster_id"`
+}
+
+// LeaderChanged is committed by a new leader once per term. It changes no
+// state; its event is how the stream reports leader changes.
+type LeaderChanged struct {
+	Node string `json:"node"`
+	Term uint64 `json:"term"`
 }
 
 // SubmitJobs creates jobs. IDs and SubmittedAt are stamped by the leader.

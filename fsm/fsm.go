@@ -34,6 +34,9 @@ type Options struct {
 	// dropped from the process's page tables (release.go). Zero means
 	// DefaultReleaseInterval; negative, never.
 	ReleaseInterval time.Duration
+	// EventBuffer is how many recent events the node keeps for stream
+	// readers (EventRing). Zero means DefaultEventBuffer.
+	EventBuffer int
 }
 
 // DefaultInitialMmapSize is 1 GiB of address space (not memory).
@@ -55,7 +58,8 @@ type FSM struct {
 
 	applied atomic.Uint64
 	notify  notifier
-	live    liveCache // decoded live attempts for the read path (livecache.go)
+	events  *EventRing // recent events for the stream (eventring.go)
+	live    liveCache  // decoded live attempts for the read path (livecache.go)
 
 	releaseStop, releaseDone chan struct{}
 	releaseOnce              sync.Once
@@ -89,6 +93,7 @@ func Open(path string, opts Options) (*FSM, error) {
 	}
 	f.db = db
 	f.loadApplied()
+	f.events = newEventRing(opts.EventBuffer, f.applied.Load())
 	f.notify.init()
 	f.startRelease(opts.ReleaseInterval)
 	return f, nil

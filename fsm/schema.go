@@ -42,13 +42,16 @@ var (
 	// bucketJobsByFinish: 8-byte sortable FinishedAt + job ID → empty, for
 	// terminal jobs, so GC reads only what it drops (schedindex.go).
 	bucketJobsByFinish = []byte("jobs_by_finish")
+	// bucketJobEvents: job ID + "/" + 8-byte raft index + 4-byte seq →
+	// timelineRecord, every event of the job (its timeline, timeline.go).
+	bucketJobEvents = []byte("job_events")
 )
 
 // allBuckets is created at Open; order is irrelevant (bbolt sorts them).
 var allBuckets = [][]byte{
 	bucketMeta, bucketJobs, bucketJobsByState, bucketAttempts,
 	bucketLiveByNode, bucketNodes, bucketIdempotency, bucketQueues,
-	bucketJobsByDue, bucketQueuedByGroup, bucketJobsByFinish,
+	bucketJobsByDue, bucketQueuedByGroup, bucketJobsByFinish, bucketJobEvents,
 }
 
 // Keys in bucketMeta.

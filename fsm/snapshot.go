@@ -98,6 +98,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	idx := f.applied.Load()
 	f.log.Info("state restored from snapshot", "applied_index", idx)
 	f.notify.publish([]Event{{Index: idx, Type: EventReset}})
+	f.events.reset(idx)
 	return nil
 }
 

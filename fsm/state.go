@@ -60,7 +60,7 @@ func (a *applier) saveJob(j *Job, from JobState) error {
 	if err := a.put(a.byState, jobStateKey(j.State, j.ID), nil); err != nil {
 		return err
 	}
-	a.emit(Event{Type: EventJob, JobID: j.ID, State: string(j.State), Reason: j.Reason})
+	a.emit(Event{Type: EventJob, Name: jobEventName(from, j.State), JobID: j.ID, Attempt: j.Attempts, State: string(j.State), Reason: j.Reason})
 	return nil
 }
 
@@ -73,6 +73,9 @@ func (a *applier) deleteJob(j *Job) error {
 		return err
 	}
 	if err := a.unindexSchedJob(j); err != nil {
+		return err
+	}
+	if err := a.deleteTimeline(j.ID); err != nil {
 		return err
 	}
 	prefix := attemptPrefix(j.ID)
@@ -131,7 +134,7 @@ func (a *applier) saveAttempt(at *Attempt, from AttemptState) error {
 		return err
 	}
 	if from != at.State {
-		a.emit(Event{Type: EventAttempt, JobID: at.JobID, Attempt: at.Num, Node: at.Node, State: string(at.State), Reason: at.Reason})
+		a.emit(Event{Type: EventAttempt, Name: attemptEventName(from, at.State), JobID: at.JobID, Attempt: at.Num, Node: at.Node, State: string(at.State), Reason: at.Reason})
 	}
 	return nil
 }

@@ -3,34 +3,7 @@ package fsm
 import (
 	"sync"
 	"sync/atomic"
-	"time"
 )
-
-// EventType says what an Event is about.
-type EventType string
-
-const (
-	EventJob     EventType = "job"     // a job changed state (or was created)
-	EventAttempt EventType = "attempt" // an attempt was created or changed
-	EventNode    EventType = "node"    // a node record changed
-	// EventReset means the whole state was replaced by a snapshot restore:
-	// subscribers must re-read what they cache.
-	EventReset EventType = "reset"
-)
-
-// Event is one committed change, published after its batch commits.
-type Event struct {
-	Index   uint64    `json:"index"`
-	Type    EventType `json:"type"`
-	JobID   string    `json:"job_id,omitempty"`
-	Attempt int       `json:"attempt,omitempty"`
-	Node    string    `json:"node,omitempty"`
-	// State is the job's or attempt's new state, or the node's gossip state.
-	State string `json:"state,omitempty"`
-	// Reason accompanies terminal states and cancel requests.
-	Reason string    `json:"reason,omitempty"`
-	At     time.Time `json:"at"`
-}
 
 // Subscription receives typed events. A subscriber that falls behind loses
 // events rather than slowing Apply; Lagged tells it to re-read the state.

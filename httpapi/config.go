@@ -40,6 +40,12 @@ type Config struct {
 	MaxQueuedJobs  int
 	// RetryAfter is what a 429 asks the client to wait (whole seconds).
 	RetryAfter time.Duration
+	// EventHeartbeat is how often an idle event stream gets a comment line
+	// (keeps proxies from closing it, and finds dead clients).
+	EventHeartbeat time.Duration
+	// EventWriteTimeout drops a stream whose client stops reading: a
+	// write that blocks this long ends it.
+	EventWriteTimeout time.Duration
 }
 
 // DefaultConfig returns the settings an agent uses unless told otherwise.
@@ -55,9 +61,11 @@ func DefaultConfig() Config {
 		SubmitGroupJobs:     5000,
 		SubmitGroupInflight: 1,
 
-		MaxPendingJobs: 20000,  // four full batches in flight, or 20,000 single submits
-		MaxQueuedJobs:  100000, // a backlog of minutes for a small cluster
-		RetryAfter:     time.Second,
+		MaxPendingJobs:    20000,  // four full batches in flight, or 20,000 single submits
+		MaxQueuedJobs:     100000, // a backlog of minutes for a small cluster
+		RetryAfter:        time.Second,
+		EventHeartbeat:    15 * time.Second,
+		EventWriteTimeout: 10 * time.Second,
 	}
 }
 
@@ -93,6 +101,12 @@ func (c Config) Validate() error {
 	}
 	if c.RetryAfter < time.Second {
 		errs = append(errs, fmt.Errorf("RetryAfter (%s) must be at least 1s", c.RetryAfter))
+	}
+	if c.EventHeartbeat <= 0 {
+		errs = append(errs, fmt.Errorf("EventHeartbeat (%s) must be positive", c.EventHeartbeat))
+	}
+	if c.EventWriteTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("EventWriteTimeout (%s) must be positive", c.EventWriteTimeout))
 	}
 	return errors.Join(errs...)
 }

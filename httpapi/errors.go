@@ -154,7 +154,7 @@ func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		s.setRetryAfter(w)
 	}
 	if status >= 500 {
-		s.log.Warn("request failed", "method", r.Method, "path", r.URL.Path, "status", status, "err", err)
+		s.log.WarnContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "status", status, "err", err)
 	}
 	writeJSON(w, status, ErrorBody{Error: msg, Code: code})
 }

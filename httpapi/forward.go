@@ -38,6 +38,8 @@ func (s *server) proxy(w http.ResponseWriter, r *http.Request, name, addr string
 		},
 		Transport:     s.transport,
 		FlushInterval: -1,
+		// The other node echoes the same request ID; keep one copy.
+		ModifyResponse: func(resp *http.Response) error { resp.Header.Del(HeaderRequestID); return nil },
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			if r.Context().Err() != nil {
 				err = errors.Join(err, r.Context().Err())

@@ -105,7 +105,7 @@ func (s *server) jobLogs(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err != nil && r.Context().Err() == nil {
-		s.log.Warn("log stream ended early", "job", id, "attempt", num, "err", err)
+		s.log.WarnContext(r.Context(), "log stream ended early", "job", id, "attempt", num, "err", err)
 	}
 	if !fw.wrote {
 		w.WriteHeader(http.StatusOK)

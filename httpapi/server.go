@@ -40,6 +40,10 @@ type server struct {
 	mux       *http.ServeMux
 	submits   *groupCommit
 	over      overload
+
+	beat        heartbeat   // shared by every event stream
+	subscribers subscribers // open event streams
+	metrics     *metrics
 }
 
 // New returns the /v1/ API handler. It panics when cfg does not validate or
@@ -70,7 +74,7 @@ func New(cfg Config, deps Deps) http.Handler {
 	if s.log == nil {
 		s.log = slog.Default()
 	}
-	s.log = s.log.With("component", "httpapi")
+	s.log = slog.New(requestIDHandler{s.log.Handler()}).With("component", "httpapi")
 	s.transport = &http.Transport{
 		Proxy:       nil, // node-to-node traffic never goes through an HTTP proxy
 		DialContext: (&net.Dialer{Timeout: cfg.ProxyDialTimeout, KeepAlive: 30 * time.Second}).DialContext,
@@ -83,6 +87,8 @@ func New(cfg Config, deps Deps) http.Handler {
 		IdleConnTimeout:     90 * time.Second,
 	}
 	s.submits = &groupCommit{s: s}
+	s.beat.every = cfg.EventHeartbeat
+	s.metrics = newMetrics(s)
 	s.routes()
 	return s
 }
@@ -99,6 +105,9 @@ func (s *server) routes() {
 	m.HandleFunc("POST /v1/jobs/{id}/cancel", s.write(s.cancelJob))
 	m.HandleFunc("POST /v1/jobs/{id}/retry", s.write(s.retryJob))
 	m.HandleFunc("GET /v1/jobs/{id}/logs", s.read(s.jobLogs))
+	m.HandleFunc("GET /v1/jobs/{id}/events", s.read(s.jobEvents))
+	m.HandleFunc("GET /v1/events", s.local(s.events))
+	m.HandleFunc("GET /v1/metrics", s.local(s.metrics.serve))
 
 	m.HandleFunc("GET /v1/nodes", s.read(s.listNodes))
 	m.HandleFunc("GET /v1/nodes/{name}", s.read(s.getNode))
@@ -121,7 +130,20 @@ func (s *server) routes() {
 	s.mux = m
 }
 
-func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (s *server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
+	id := requestID(r)
+	r.Header.Set(HeaderRequestID, id) // a proxied request carries it on
+	r = r.WithContext(context.WithValue(r.Context(), requestIDKey{}, id))
+	rw.Header().Set(HeaderRequestID, id)
+	w := &statusRecorder{ResponseWriter: rw}
+	start := time.Now()
+	defer func() {
+		status := w.status
+		if status == 0 {
+			status = http.StatusOK
+		}
+		s.metrics.observe(r, status, time.Since(start))
+	}()
 	defer func() {
 		// A handler bug must not take the connection down silently; the
 		// reply may be cut if the handler had started writing.
@@ -129,7 +151,7 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			if v == http.ErrAbortHandler {
 				panic(v)
 			}
-			s.log.Error("handler panic", "method", r.Method, "path", r.URL.Path, "panic", v, "stack", string(debug.Stack()))
+			s.log.ErrorContext(r.Context(), "handler panic", "method", r.Method, "path", r.URL.Path, "panic", v, "stack", string(debug.Stack()))
 			writeJSON(w, http.StatusInternalServerError, ErrorBody{Error: "internal error", Code: CodeInternal})
 		}
 	}()

@@ -1,4 +1,4 @@
-package main
+package agent
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/urfave/cli/v2"
+	ucli "github.com/urfave/cli/v2"
 
 	"github.com/foreman-sched/foreman/cluster"
 	"github.com/foreman-sched/foreman/exec"
@@ -40,43 +40,44 @@ type agentConfig struct {
 	pprof     bool // serve net/http/pprof under /debug/pprof
 }
 
-func agentCommand() *cli.Command {
-	return &cli.Command{
+// Command is `foreman agent`; version is what this node advertises.
+func Command(version string) *ucli.Command {
+	return &ucli.Command{
 		Name:  "agent",
 		Usage: "run an agent: a raft member that schedules (when leader) and runs jobs",
 		Description: `Every host runs one agent. --dev starts a throwaway single-node cluster on 127.0.0.1.
 For a real cluster start the first servers with --bootstrap-expect N and --join one another;
 later agents only --join (they become non-voters and still run jobs).`,
-		Flags: []cli.Flag{
-			&cli.BoolFlag{Name: "dev", Usage: "single node on 127.0.0.1 with a temporary data dir (unless --data-dir)"},
-			&cli.StringFlag{Name: "data-dir", Usage: "where raft, state, logs and attempts live", EnvVars: []string{"FOREMAN_DATA_DIR"}},
-			&cli.StringFlag{Name: "name", Usage: "unique node name (default: hostname)"},
-			&cli.StringFlag{Name: "bind", Usage: "IP to listen on (default 127.0.0.1 with --dev, else 0.0.0.0)"},
-			&cli.StringFlag{Name: "advertise", Usage: "IP peers use to reach this node (default: --bind, or the first private IP)"},
-			&cli.IntFlag{Name: "port", Value: cluster.DefaultPort, Usage: "base port: HTTP = BASE, raft = BASE+1, gossip = BASE+2"},
-			&cli.StringSliceFlag{Name: "join", Usage: "HOST[:BASE] of any member to join (repeatable)"},
-			&cli.IntFlag{Name: "bootstrap-expect", Usage: "bootstrap raft once this many fresh servers see each other"},
-			&cli.IntFlag{Name: "voters", Value: 3, Usage: "number of raft voters (1, 3 or 5); later agents are non-voters"},
-			&cli.StringSliceFlag{Name: "label", Usage: "node label k=v for constraints (repeatable)"},
-			&cli.StringSliceFlag{Name: "resource", Usage: "named countable resource, e.g. gpu=4 (repeatable)"},
-			&cli.StringFlag{Name: "cpu", Usage: "override the advertised CPU capacity (e.g. 4, 3500m)"},
-			&cli.StringFlag{Name: "memory", Usage: "override the advertised memory capacity (e.g. 8GiB, 4096)"},
-			&cli.StringFlag{Name: "reserve-cpu", Value: "0", Usage: "CPU kept back from jobs (e.g. 500m)"},
-			&cli.StringFlag{Name: "reserve-memory", Value: "256MiB", Usage: "memory kept back from jobs"},
-			&cli.StringFlag{Name: "default-driver", Usage: "driver for jobs that name none (default: container when available, else process)"},
-			&cli.DurationFlag{Name: "lease", Value: exec.DefaultLeaseDuration, Usage: "attempt lease: a cut-off node's jobs are killed after this long"},
-			&cli.IntFlag{Name: "max-concurrent-starts", Value: exec.DefaultWorkerConfig().MaxConcurrentStarts, Usage: "supervisors starting at once on this node; more attempts wait in order"},
-			&cli.IntFlag{Name: "warm-supervisors", Value: exec.DefaultWorkerConfig().WarmSupervisors, Usage: "spare supervisors kept started ahead of the next attempts (0: start each cold)"},
-			&cli.IntFlag{Name: "idle-supervisors", Value: exec.DefaultWorkerConfig().MaxIdleSupervisors, Usage: "supervisors kept idle for reuse once their attempt is over (0: one process per attempt; else >= --warm-supervisors)"},
-			&cli.DurationFlag{Name: "retention", Value: 7 * 24 * time.Hour, Usage: "how long terminal jobs are kept"},
-			&cli.DurationFlag{Name: "idempotency-window", Value: 24 * time.Hour, Usage: "how long idempotency keys are remembered"},
-			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error"},
-			&cli.BoolFlag{Name: "pprof", Usage: "serve Go runtime profiles under /debug/pprof on the HTTP port (unauthenticated: debugging only)"},
+		Flags: []ucli.Flag{
+			&ucli.BoolFlag{Name: "dev", Usage: "single node on 127.0.0.1 with a temporary data dir (unless --data-dir)"},
+			&ucli.StringFlag{Name: "data-dir", Usage: "where raft, state, logs and attempts live", EnvVars: []string{"FOREMAN_DATA_DIR"}},
+			&ucli.StringFlag{Name: "name", Usage: "unique node name (default: hostname)"},
+			&ucli.StringFlag{Name: "bind", Usage: "IP to listen on (default 127.0.0.1 with --dev, else 0.0.0.0)"},
+			&ucli.StringFlag{Name: "advertise", Usage: "IP peers use to reach this node (default: --bind, or the first private IP)"},
+			&ucli.IntFlag{Name: "port", Value: cluster.DefaultPort, Usage: "base port: HTTP = BASE, raft = BASE+1, gossip = BASE+2"},
+			&ucli.StringSliceFlag{Name: "join", Usage: "HOST[:BASE] of any member to join (repeatable)"},
+			&ucli.IntFlag{Name: "bootstrap-expect", Usage: "bootstrap raft once this many fresh servers see each other"},
+			&ucli.IntFlag{Name: "voters", Value: 3, Usage: "number of raft voters (1, 3 or 5); later agents are non-voters"},
+			&ucli.StringSliceFlag{Name: "label", Usage: "node label k=v for constraints (repeatable)"},
+			&ucli.StringSliceFlag{Name: "resource", Usage: "named countable resource, e.g. gpu=4 (repeatable)"},
+			&ucli.StringFlag{Name: "cpu", Usage: "override the advertised CPU capacity (e.g. 4, 3500m)"},
+			&ucli.StringFlag{Name: "memory", Usage: "override the advertised memory capacity (e.g. 8GiB, 4096)"},
+			&ucli.StringFlag{Name: "reserve-cpu", Value: "0", Usage: "CPU kept back from jobs (e.g. 500m)"},
+			&ucli.StringFlag{Name: "reserve-memory", Value: "256MiB", Usage: "memory kept back from jobs"},
+			&ucli.StringFlag{Name: "default-driver", Usage: "driver for jobs that name none (default: container when available, else process)"},
+			&ucli.DurationFlag{Name: "lease", Value: exec.DefaultLeaseDuration, Usage: "attempt lease: a cut-off node's jobs are killed after this long"},
+			&ucli.IntFlag{Name: "max-concurrent-starts", Value: exec.DefaultWorkerConfig().MaxConcurrentStarts, Usage: "supervisors starting at once on this node; more attempts wait in order"},
+			&ucli.IntFlag{Name: "warm-supervisors", Value: exec.DefaultWorkerConfig().WarmSupervisors, Usage: "spare supervisors kept started ahead of the next attempts (0: start each cold)"},
+			&ucli.IntFlag{Name: "idle-supervisors", Value: exec.DefaultWorkerConfig().MaxIdleSupervisors, Usage: "supervisors kept idle for reuse once their attempt is over (0: one process per attempt; else >= --warm-supervisors)"},
+			&ucli.DurationFlag{Name: "retention", Value: 7 * 24 * time.Hour, Usage: "how long terminal jobs are kept"},
+			&ucli.DurationFlag{Name: "idempotency-window", Value: 24 * time.Hour, Usage: "how long idempotency keys are remembered"},
+			&ucli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error"},
+			&ucli.BoolFlag{Name: "pprof", Usage: "serve Go runtime profiles under /debug/pprof on the HTTP port (unauthenticated: debugging only)"},
 		},
-		Action: func(c *cli.Context) error {
-			cfg, err := agentConfigFrom(c)
+		Action: func(c *ucli.Context) error {
+			cfg, err := agentConfigFrom(c, version)
 			if err != nil {
-				return cli.Exit("foreman agent: "+err.Error(), 2)
+				return ucli.Exit("foreman agent: "+err.Error(), 2)
 			}
 			return runAgent(c.Context, cfg)
 		},
@@ -84,7 +85,7 @@ later agents only --join (they become non-voters and still run jobs).`,
 }
 
 // agentConfigFrom maps flags onto the subsystems' configs.
-func agentConfigFrom(c *cli.Context) (*agentConfig, error) {
+func agentConfigFrom(c *ucli.Context, version string) (*agentConfig, error) {
 	cfg := &agentConfig{
 		cluster: cluster.DefaultConfig(),
 		worker:  exec.DefaultWorkerConfig(),
@@ -138,7 +139,7 @@ func agentConfigFrom(c *cli.Context) (*agentConfig, error) {
 
 	cfg.container = containerSettingsFor(cc.DataDir, cc.Name)
 	cfg.container.export()
-	registerContainerDriver() // again, now with this agent's state root and cgroup parent
+	RegisterContainerDriver() // again, now with this agent's state root and cgroup parent
 	usable, unusable := exec.DetectDrivers()
 	w.DefaultDriver = c.String("default-driver")
 	if w.DefaultDriver == "" {
@@ -163,7 +164,7 @@ func agentConfigFrom(c *cli.Context) (*agentConfig, error) {
 		return nil, err
 	}
 
-	self, err := selfDescription(c, usable)
+	self, err := selfDescription(c, usable, version)
 	if err != nil {
 		return nil, err
 	}
@@ -173,7 +174,7 @@ func agentConfigFrom(c *cli.Context) (*agentConfig, error) {
 
 // selfDescription is what this node advertises: capacity (detected minus
 // the reserve, or overridden), labels, named resources and drivers.
-func selfDescription(c *cli.Context, drivers []string) (fsm.Node, error) {
+func selfDescription(c *ucli.Context, drivers []string, version string) (fsm.Node, error) {
 	capacity, err := exec.DetectCapacity()
 	if err != nil {
 		return fsm.Node{}, fmt.Errorf("detect capacity: %w", err)

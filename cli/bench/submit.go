@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -8,8 +8,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/urfave/cli/v2"
+	ucli "github.com/urfave/cli/v2"
 
+	"github.com/foreman-sched/foreman/cli"
 	"github.com/foreman-sched/foreman/httpapi"
 )
 
@@ -27,7 +28,7 @@ type submitResult struct {
 	P99MS         float64 `json:"submit_p99_ms"`
 }
 
-func benchSubmit(c *cli.Context) error {
+func benchSubmit(c *ucli.Context) error {
 	n, conc, batch := c.Int("jobs"), c.Int("concurrency"), c.Int("batch")
 	if n < 1 || conc < 1 || batch < 1 {
 		return fmt.Errorf("--jobs, --concurrency and --batch must be at least 1")
@@ -77,7 +78,7 @@ func benchSubmit(c *cli.Context) error {
 			case <-stop:
 				return
 			case <-t.C:
-				stderrf("bench submit: %d/%d jobs accepted", accepted.Load(), n)
+				cli.Stderrf("bench submit: %d/%d jobs accepted", accepted.Load(), n)
 			}
 		}
 	}()
@@ -121,15 +122,15 @@ func benchSubmit(c *cli.Context) error {
 	sorted := sortDurations(lat)
 	res.P50MS, res.P99MS = percentileMS(sorted, 50), percentileMS(sorted, 99)
 	if c.Bool("json") {
-		return printJSON(c, res)
+		return cli.PrintJSON(c, res)
 	}
-	t := newTable(stdout(c), "JOBS", "CONCURRENCY", "BATCH", "SECONDS", "JOBS/S", "ERRORS", "P50", "P99")
-	t.row(res.Jobs, conc, batch, fmt.Sprintf("%.2f", secs), fmt.Sprintf("%.0f", res.JobsPerSecond), res.Errors,
+	t := cli.NewTable(cli.Stdout(c), "JOBS", "CONCURRENCY", "BATCH", "SECONDS", "JOBS/S", "ERRORS", "P50", "P99")
+	t.Row(res.Jobs, conc, batch, fmt.Sprintf("%.2f", secs), fmt.Sprintf("%.0f", res.JobsPerSecond), res.Errors,
 		fmt.Sprintf("%.1fms", res.P50MS), fmt.Sprintf("%.1fms", res.P99MS))
 	if res.FirstError != "" {
-		stderrf("first error: %s", res.FirstError)
+		cli.Stderrf("first error: %s", res.FirstError)
 	}
-	return t.flush()
+	return t.Flush()
 }
 
 func submitOnce(ctx context.Context, cl *httpapi.Client, one, batchBody []byte, asBatch bool) error {

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"errors"
@@ -6,33 +6,34 @@ import (
 	"os"
 	"strings"
 
-	"github.com/urfave/cli/v2"
+	ucli "github.com/urfave/cli/v2"
 
 	"github.com/foreman-sched/foreman/httpapi"
 )
 
-// clientCommands returns every command that talks to an agent over the API.
-// main.go appends them to the App's commands; each carries its own --addr
-// (and the App may carry one too: the innermost explicit one wins).
-func clientCommands() []*cli.Command {
-	return []*cli.Command{
+// clientCommands returns every command of this package that talks to an
+// agent over the API; NewApp adds them to the App's commands. Each carries
+// its own --addr (and the App may carry one too: the innermost explicit one
+// wins).
+func clientCommands() []*ucli.Command {
+	return []*ucli.Command{
 		submitCommand(),
 		runCommand(),
 		logsCommand(),
+		eventsCommand(),
 		jobCommand(),
 		nodeCommand(),
 		queueCommand(),
 		clusterCommand(),
-		benchCommand(),
 	}
 }
 
 // clientFlags are the connection flags of every client command.
-func clientFlags() []cli.Flag {
-	return []cli.Flag{
+func clientFlags() []ucli.Flag {
+	return []ucli.Flag{
 		// No EnvVars: an env-set flag would count as "set" on every
 		// command and hide an explicit --addr given to the App.
-		&cli.StringFlag{
+		&ucli.StringFlag{
 			Name:        "addr",
 			Usage:       "address of any agent's API (default $" + httpapi.EnvAddr + ", else " + httpapi.DefaultAddr + ")",
 			DefaultText: "$" + httpapi.EnvAddr,
@@ -40,14 +41,14 @@ func clientFlags() []cli.Flag {
 	}
 }
 
-// withClientFlags adds the connection flags to a leaf command's own.
-func withClientFlags(flags ...cli.Flag) []cli.Flag {
+// WithClientFlags adds the connection flags to a leaf command's own.
+func WithClientFlags(flags ...ucli.Flag) []ucli.Flag {
 	return append(flags, clientFlags()...)
 }
 
 // newClient builds the API client from --addr (the innermost command that
 // set it explicitly, then FOREMAN_ADDR, then the default) and FOREMAN_TOKEN.
-func newClient(c *cli.Context) (*httpapi.Client, error) {
+func newClient(c *ucli.Context) (*httpapi.Client, error) {
 	addr := ""
 	for _, x := range c.Lineage() {
 		for _, n := range x.LocalFlagNames() {
@@ -62,18 +63,18 @@ func newClient(c *cli.Context) (*httpapi.Client, error) {
 	}
 	cl, err := httpapi.NewClient(addr, httpapi.ClientOptions{})
 	if err != nil {
-		return nil, exitError(1, "%v", err)
+		return nil, Exitf(1, "%v", err)
 	}
 	return cl, nil
 }
 
-// cliError turns any error into a one-line cli.ExitCoder, so main prints
+// Error turns any error into a one-line ucli.ExitCoder, so Main prints
 // exactly one line on stderr and exits non-zero.
-func cliError(err error) error {
+func Error(err error) error {
 	if err == nil {
 		return nil
 	}
-	var ec cli.ExitCoder
+	var ec ucli.ExitCoder
 	if errors.As(err, &ec) {
 		return err
 	}
@@ -85,14 +86,14 @@ func cliError(err error) error {
 			msg += " (the cluster may be electing a leader; retry)"
 		}
 	}
-	return exitError(1, "%s", msg)
+	return Exitf(1, "%s", msg)
 }
 
-// exitError is a one-line error with an exit code.
-func exitError(code int, format string, args ...any) error {
+// Exitf is a one-line error with an exit code.
+func Exitf(code int, format string, args ...any) error {
 	msg := fmt.Sprintf(format, args...)
 	msg = strings.Join(strings.Fields(strings.ReplaceAll(msg, "\n", " ")), " ")
-	return cli.Exit(msg, code)
+	return ucli.Exit(msg, code)
 }
 
 // silentExit ends the process with code and prints nothing (the command
@@ -102,7 +103,7 @@ type silentExit int
 func (e silentExit) Error() string { return "" }
 func (e silentExit) ExitCode() int { return int(e) }
 
-// stderrf prints one diagnostic line to stderr.
-func stderrf(format string, args ...any) {
+// Stderrf prints one diagnostic line to stderr.
+func Stderrf(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "foreman: "+format+"\n", args...)
 }

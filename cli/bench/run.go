@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -7,8 +7,9 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/urfave/cli/v2"
+	ucli "github.com/urfave/cli/v2"
 
+	"github.com/foreman-sched/foreman/cli"
 	"github.com/foreman-sched/foreman/fsm"
 	"github.com/foreman-sched/foreman/httpapi"
 )
@@ -30,7 +31,7 @@ type latencyResult struct {
 	FinishP99MS float64 `json:"finish_p99_ms"`
 }
 
-func benchLatency(c *cli.Context) error {
+func benchLatency(c *ucli.Context) error {
 	n, poll := c.Int("jobs"), c.Duration("poll")
 	if n < 1 {
 		return fmt.Errorf("--jobs must be at least 1")
@@ -93,17 +94,17 @@ func benchLatency(c *cli.Context) error {
 	res.StartP50MS, res.StartP95MS, res.StartP99MS = percentileMS(start, 50), percentileMS(start, 95), percentileMS(start, 99)
 	res.FinishP50MS, res.FinishP95MS, res.FinishP99MS = percentileMS(finish, 50), percentileMS(finish, 95), percentileMS(finish, 99)
 	if c.Bool("json") {
-		return printJSON(c, res)
+		return cli.PrintJSON(c, res)
 	}
-	t := newTable(stdout(c), "", "P50", "P95", "P99")
+	t := cli.NewTable(cli.Stdout(c), "", "P50", "P95", "P99")
 	ms := func(f float64) string { return fmt.Sprintf("%.1fms", f) }
-	t.row("submit (ack)", ms(res.SubmitP50MS), "", "")
-	t.row("submit → start", ms(res.StartP50MS), ms(res.StartP95MS), ms(res.StartP99MS))
-	t.row("submit → finish", ms(res.FinishP50MS), ms(res.FinishP95MS), ms(res.FinishP99MS))
+	t.Row("submit (ack)", ms(res.SubmitP50MS), "", "")
+	t.Row("submit → start", ms(res.StartP50MS), ms(res.StartP95MS), ms(res.StartP99MS))
+	t.Row("submit → finish", ms(res.FinishP50MS), ms(res.FinishP95MS), ms(res.FinishP99MS))
 	if errs > 0 {
-		stderrf("%d of %d jobs did not succeed", errs, n)
+		cli.Stderrf("%d of %d jobs did not succeed", errs, n)
 	}
-	return t.flush()
+	return t.Flush()
 }
 
 func attemptStarted(d *httpapi.JobDetail) bool {
@@ -131,7 +132,7 @@ type throughputResult struct {
 	CompletedPerSecond float64 `json:"completed_per_second"`
 }
 
-func benchThroughput(c *cli.Context) error {
+func benchThroughput(c *ucli.Context) error {
 	n, batch := c.Int("jobs"), c.Int("batch")
 	if n < 1 || batch < 1 {
 		return fmt.Errorf("--jobs and --batch must be at least 1")
@@ -169,7 +170,7 @@ func benchThroughput(c *cli.Context) error {
 		jobs.add(subs)
 	}
 	submitted := time.Since(t0)
-	stderrf("bench throughput: %d jobs submitted in %s", n, roundDur(submitted))
+	cli.Stderrf("bench throughput: %d jobs submitted in %s", n, cli.RoundDur(submitted))
 	end, err := waitAllTerminal(ctx, cl, jobs, 10*time.Millisecond)
 	if err != nil {
 		return err
@@ -189,15 +190,15 @@ func benchThroughput(c *cli.Context) error {
 		CompletedPerSecond: round3(float64(n) / secs),
 	}
 	if c.Bool("json") {
-		return printJSON(c, res)
+		return cli.PrintJSON(c, res)
 	}
-	t := newTable(stdout(c), "JOBS", "SUCCEEDED", "FAILED", "SUBMIT", "TOTAL", "COMPLETED/S")
-	t.row(n, res.Succeeded, res.Failed, fmt.Sprintf("%.2fs", res.SubmitSeconds), fmt.Sprintf("%.2fs", secs), fmt.Sprintf("%.0f", res.CompletedPerSecond))
-	return t.flush()
+	t := cli.NewTable(cli.Stdout(c), "JOBS", "SUCCEEDED", "FAILED", "SUBMIT", "TOTAL", "COMPLETED/S")
+	t.Row(n, res.Succeeded, res.Failed, fmt.Sprintf("%.2fs", res.SubmitSeconds), fmt.Sprintf("%.2fs", secs), fmt.Sprintf("%.0f", res.CompletedPerSecond))
+	return t.Flush()
 }
 
-// sleepResult is the outcome of foreman bench sleep.
-type sleepResult struct {
+// SleepResult is the outcome of foreman bench sleep.
+type SleepResult struct {
 	Jobs          int     `json:"jobs"`
 	Nodes         int     `json:"nodes"`
 	Slots         int     `json:"slots"`
@@ -215,7 +216,7 @@ type sleepResult struct {
 // starts polling for the jobs' ends.
 const sleepPollLead = 100 * time.Millisecond
 
-func benchSleep(c *cli.Context) error {
+func benchSleep(c *ucli.Context) error {
 	n, dur, perNode := c.Int("jobs"), c.Duration("duration"), c.Int("per-node")
 	if n < 1 || perNode < 1 || dur <= 0 {
 		return fmt.Errorf("--jobs and --per-node must be at least 1, --duration positive")
@@ -263,7 +264,7 @@ func benchSleep(c *cli.Context) error {
 	for i := range specs {
 		specs[i] = spec
 	}
-	stderrf("bench sleep: %d jobs × %s on %d nodes, %d slots of %dm CPU: ideal %s", n, dur, len(usable), slots, cpu, ideal)
+	cli.Stderrf("bench sleep: %d jobs × %s on %d nodes, %d slots of %dm CPU: ideal %s", n, dur, len(usable), slots, cpu, ideal)
 	jobs := &benchRun{label: run}
 	t0 := time.Now()
 	subs, err := cl.SubmitJobs(ctx, specs)
@@ -294,7 +295,7 @@ func benchSleep(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	res := sleepResult{
+	res := SleepResult{
 		Jobs: n, Nodes: len(usable), Slots: slots, CPUPerJob: cpu, Duration: dur.Seconds(),
 		Succeeded: counts[fsm.JobSucceeded], WallSeconds: round3(wall.Seconds()),
 		IdealSeconds: ideal.Seconds(), SerialSeconds: float64(n) * dur.Seconds(),
@@ -302,15 +303,15 @@ func benchSleep(c *cli.Context) error {
 		Efficiency: round3(ideal.Seconds() / wall.Seconds()),
 	}
 	if c.Bool("json") {
-		return printJSON(c, res)
+		return cli.PrintJSON(c, res)
 	}
-	t := newTable(stdout(c), "JOBS", "NODES", "SLOTS", "WALL", "IDEAL", "SPEED-UP", "EFFICIENCY")
-	t.row(n, res.Nodes, slots, fmt.Sprintf("%.3fs", res.WallSeconds), fmt.Sprintf("%.1fs", res.IdealSeconds),
+	t := cli.NewTable(cli.Stdout(c), "JOBS", "NODES", "SLOTS", "WALL", "IDEAL", "SPEED-UP", "EFFICIENCY")
+	t.Row(n, res.Nodes, slots, fmt.Sprintf("%.3fs", res.WallSeconds), fmt.Sprintf("%.1fs", res.IdealSeconds),
 		fmt.Sprintf("%.2f×", res.Speedup), fmt.Sprintf("%.1f%%", 100*res.Efficiency))
 	if res.Succeeded != n {
-		stderrf("%d of %d jobs did not succeed", n-res.Succeeded, n)
+		cli.Stderrf("%d of %d jobs did not succeed", n-res.Succeeded, n)
 	}
-	return t.flush()
+	return t.Flush()
 }
 
 // waitNodesReady waits until every node is ready (/v1/ready: it knows the
@@ -361,7 +362,7 @@ func waitNodesReady(ctx context.Context, cl *httpapi.Client, nodes []fsm.Node) e
 				break
 			}
 			if first {
-				stderrf("bench sleep: waiting for %s to catch up (%v)", nd.Name, err)
+				cli.Stderrf("bench sleep: waiting for %s to catch up (%v)", nd.Name, err)
 			}
 			select {
 			case <-ctx.Done():

@@ -1,10 +1,9 @@
-package main
+package agent
 
 import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"runtime"
 
 	"github.com/foreman-sched/foreman/exec"
 	"github.com/foreman-sched/foreman/exec/container"
@@ -37,25 +36,11 @@ func (s containerSettings) export() {
 	os.Setenv(envCgroupParent, s.cgroupParent)
 }
 
-// A supervisor's main goroutine keeps the main thread to itself. Each
-// container start runs a libcontainer goroutine that locks its thread and
-// joins the container's mount namespace; the thread ends with the goroutine,
-// except the main thread, which cannot exit and would stay in that
-// namespace (pinning it, and the old attempt's mounts) for the life of the
-// process. A recycled supervisor serves many attempts, so it must never
-// lend the main thread out (exec's cleanliness check also compares the main
-// thread's mount namespace). LockOSThread in init makes main run locked.
-func init() {
-	if len(os.Args) > 1 && os.Args[1] == "supervise" {
-		runtime.LockOSThread()
-	}
-}
-
-// registerContainerDriver adds the container driver to exec's registry,
+// RegisterContainerDriver adds the container driver to exec's registry,
 // configured from the environment (set by the agent) or the defaults. A
 // driver that cannot be configured is simply absent; DetectDrivers then
 // reports the process driver only.
-func registerContainerDriver() {
+func RegisterContainerDriver() {
 	cfg := container.DefaultConfig()
 	if v := os.Getenv(envStateRoot); v != "" {
 		cfg.StateRoot = v

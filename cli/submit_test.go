@@ -1,7 +1,8 @@
-package main
+package cli
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -13,7 +14,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/urfave/cli/v2"
+	ucli "github.com/urfave/cli/v2"
 
 	"github.com/foreman-sched/foreman/fsm"
 	"github.com/foreman-sched/foreman/httpapi"
@@ -46,14 +47,14 @@ func (r *recorder) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 func runCLI(t *testing.T, args ...string) (string, error) {
 	t.Helper()
 	var out bytes.Buffer
-	app := &cli.App{
+	app := &ucli.App{
 		Name:           "foreman",
 		Commands:       clientCommands(),
 		Writer:         &out,
 		ErrWriter:      io.Discard,
-		ExitErrHandler: func(*cli.Context, error) {},
+		ExitErrHandler: func(*ucli.Context, error) {},
 	}
-	err := app.Run(append([]string{"foreman"}, args...))
+	err := Run(context.Background(), app, append([]string{"foreman"}, args...))
 	return out.String(), err
 }
 
@@ -140,13 +141,13 @@ func TestSubmitBadUnits(t *testing.T) {
 	assertOneLineExit(t, err, "no command")
 }
 
-// assertOneLineExit checks an error is a one-line cli.ExitCoder with a
+// assertOneLineExit checks an error is a one-line ucli.ExitCoder with a
 // non-zero code that mentions want.
 func assertOneLineExit(t *testing.T, err error, want string) {
 	t.Helper()
-	var ec cli.ExitCoder
+	var ec ucli.ExitCoder
 	if !errors.As(err, &ec) || ec.ExitCode() == 0 {
-		t.Fatalf("err %v (%T), want a cli.ExitCoder with a non-zero code", err, err)
+		t.Fatalf("err %v (%T), want a ucli.ExitCoder with a non-zero code", err, err)
 	}
 	msg := err.Error()
 	if strings.Contains(msg, "\n") || msg == "" || !strings.Contains(msg, want) {
@@ -243,7 +244,7 @@ func TestJobOutcome(t *testing.T) {
 				}
 				return
 			}
-			var ec cli.ExitCoder
+			var ec ucli.ExitCoder
 			if !errors.As(err, &ec) || ec.ExitCode() != tc.code || !strings.Contains(err.Error(), tc.msg) || strings.Contains(err.Error(), "\n") {
 				t.Fatalf("err %q code %v, want %d with %q", err, ec, tc.code, tc.msg)
 			}
@@ -269,8 +270,8 @@ func TestAddrResolution(t *testing.T) {
 	t.Setenv(httpapi.EnvAddr, env.URL)
 	run := func(args ...string) {
 		t.Helper()
-		a := &cli.App{Name: "foreman", Flags: clientFlags(), Commands: clientCommands(), Writer: io.Discard, ExitErrHandler: func(*cli.Context, error) {}}
-		if err := a.Run(append([]string{"foreman"}, args...)); err != nil {
+		a := &ucli.App{Name: "foreman", Flags: clientFlags(), Commands: clientCommands(), Writer: io.Discard, ExitErrHandler: func(*ucli.Context, error) {}}
+		if err := Run(context.Background(), a, append([]string{"foreman"}, args...)); err != nil {
 			t.Fatal(err)
 		}
 	}

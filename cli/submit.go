@@ -1,27 +1,27 @@
-package main
+package cli
 
 import (
 	"fmt"
 	"time"
 
-	"github.com/urfave/cli/v2"
+	ucli "github.com/urfave/cli/v2"
 
 	"github.com/foreman-sched/foreman/httpapi"
 )
 
-func submitCommand() *cli.Command {
-	return &cli.Command{
+func submitCommand() *ucli.Command {
+	return &ucli.Command{
 		Name:      "submit",
 		Usage:     "submit a job and print its ID",
 		ArgsUsage: "[flags] -- CMD [ARGS...]",
 		Description: "Submits one job (or, with -f, a spec file that may hold a batch {\"jobs\": [...]}).\n" +
 			"A single quoted argument with shell syntax runs under /bin/sh -c.",
-		Flags:  withClientFlags(append(specFlags(), jsonFlag)...),
-		Action: func(c *cli.Context) error { return cliError(submit(c)) },
+		Flags:  WithClientFlags(append(specFlags(), JSONFlag)...),
+		Action: func(c *ucli.Context) error { return Error(submit(c)) },
 	}
 }
 
-func submit(c *cli.Context) error {
+func submit(c *ucli.Context) error {
 	cl, err := newClient(c)
 	if err != nil {
 		return err
@@ -43,10 +43,10 @@ func submit(c *cli.Context) error {
 				return err
 			}
 			if c.Bool("json") {
-				return printJSON(c, map[string]any{"jobs": res})
+				return PrintJSON(c, map[string]any{"jobs": res})
 			}
 			for _, r := range res {
-				fmt.Fprintln(stdout(c), r.ID)
+				fmt.Fprintln(Stdout(c), r.ID)
 			}
 			return nil
 		}
@@ -60,11 +60,11 @@ func submit(c *cli.Context) error {
 		return err
 	}
 	if c.Bool("json") {
-		return printJSON(c, map[string]any{"id": id, "duplicate": dup})
+		return PrintJSON(c, map[string]any{"id": id, "duplicate": dup})
 	}
-	fmt.Fprintln(stdout(c), id)
+	fmt.Fprintln(Stdout(c), id)
 	if dup {
-		stderrf("idempotency key %q already names job %s; not submitted again", key, id)
+		Stderrf("idempotency key %q already names job %s; not submitted again", key, id)
 	}
 	return nil
 }

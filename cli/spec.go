@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/urfave/cli/v2"
+	ucli "github.com/urfave/cli/v2"
 	"gopkg.in/yaml.v3"
 
 	"github.com/foreman-sched/foreman/httpapi"
@@ -26,38 +26,38 @@ func (m *multi) String() string     { return strings.Join(*m, " ") }
 
 // specFlags are the job flags shared by submit and run. They are built
 // fresh for each command so repeatable values never leak between runs.
-func specFlags() []cli.Flag {
-	return []cli.Flag{
-		&cli.StringFlag{Name: "file", Aliases: []string{"f"}, Usage: "job spec file (YAML or JSON); flags override its fields"},
-		&cli.StringFlag{Name: "name", Usage: "job name"},
-		&cli.StringFlag{Name: "cpu", Usage: "CPU: 500m, 0.5 or 2 (cores), 500 (millicores; bare integers from 64 up)"},
-		&cli.StringFlag{Name: "memory", Usage: "memory: 256MiB, 1GiB, or 256 (MiB)"},
-		&cli.IntFlag{Name: "priority", Usage: "0..100 (default 50)"},
-		&cli.IntFlag{Name: "max-attempts", Usage: "attempts before the job fails (default 3)"},
-		&cli.StringFlag{Name: "timeout", Usage: "per-attempt time limit, e.g. 10m"},
-		&cli.GenericFlag{Name: "env", Value: &multi{}, Usage: "K=V environment variable (repeatable)"},
-		&cli.GenericFlag{Name: "label", Value: &multi{}, Usage: "k=v label (repeatable)"},
-		&cli.StringFlag{Name: "driver", Usage: "container or process (default: the node's)"},
-		&cli.StringFlag{Name: "image", Usage: "OCI image for the container driver"},
-		&cli.StringFlag{Name: "network", Usage: "none (default) or host"},
-		&cli.StringFlag{Name: "user", Usage: "user to run as (name or uid[:gid])"},
-		&cli.StringFlag{Name: "kill-signal", Usage: "signal sent on cancel or timeout (default SIGTERM)"},
-		&cli.StringFlag{Name: "kill-timeout", Usage: "grace period before SIGKILL (default 10s)"},
-		&cli.StringFlag{Name: "queue", Usage: "queue name"},
-		&cli.GenericFlag{Name: "constraint", Value: &multi{}, Usage: "node label constraint, e.g. 'zone == a' (repeatable)"},
-		&cli.StringFlag{Name: "placement", Usage: "binpack (default) or spread"},
-		&cli.StringFlag{Name: "run-at", Usage: "start no earlier than this RFC 3339 time"},
-		&cli.StringFlag{Name: "in", Usage: "start no earlier than this long from now, e.g. 10m"},
-		&cli.StringFlag{Name: "deadline", Usage: "fail the job if not done by this RFC 3339 time (or duration from now)"},
-		&cli.StringFlag{Name: "idempotency-key", Usage: "deduplicate retried submits"},
-		&cli.BoolFlag{Name: "allow-unplaceable", Usage: "accept resources larger than any node has now"},
+func specFlags() []ucli.Flag {
+	return []ucli.Flag{
+		&ucli.StringFlag{Name: "file", Aliases: []string{"f"}, Usage: "job spec file (YAML or JSON); flags override its fields"},
+		&ucli.StringFlag{Name: "name", Usage: "job name"},
+		&ucli.StringFlag{Name: "cpu", Usage: "CPU: 500m, 0.5 or 2 (cores), 500 (millicores; bare integers from 64 up)"},
+		&ucli.StringFlag{Name: "memory", Usage: "memory: 256MiB, 1GiB, or 256 (MiB)"},
+		&ucli.IntFlag{Name: "priority", Usage: "0..100 (default 50)"},
+		&ucli.IntFlag{Name: "max-attempts", Usage: "attempts before the job fails (default 3)"},
+		&ucli.StringFlag{Name: "timeout", Usage: "per-attempt time limit, e.g. 10m"},
+		&ucli.GenericFlag{Name: "env", Value: &multi{}, Usage: "K=V environment variable (repeatable)"},
+		&ucli.GenericFlag{Name: "label", Value: &multi{}, Usage: "k=v label (repeatable)"},
+		&ucli.StringFlag{Name: "driver", Usage: "container or process (default: the node's)"},
+		&ucli.StringFlag{Name: "image", Usage: "OCI image for the container driver"},
+		&ucli.StringFlag{Name: "network", Usage: "none (default) or host"},
+		&ucli.StringFlag{Name: "user", Usage: "user to run as (name or uid[:gid])"},
+		&ucli.StringFlag{Name: "kill-signal", Usage: "signal sent on cancel or timeout (default SIGTERM)"},
+		&ucli.StringFlag{Name: "kill-timeout", Usage: "grace period before SIGKILL (default 10s)"},
+		&ucli.StringFlag{Name: "queue", Usage: "queue name"},
+		&ucli.GenericFlag{Name: "constraint", Value: &multi{}, Usage: "node label constraint, e.g. 'zone == a' (repeatable)"},
+		&ucli.StringFlag{Name: "placement", Usage: "binpack (default) or spread"},
+		&ucli.StringFlag{Name: "run-at", Usage: "start no earlier than this RFC 3339 time"},
+		&ucli.StringFlag{Name: "in", Usage: "start no earlier than this long from now, e.g. 10m"},
+		&ucli.StringFlag{Name: "deadline", Usage: "fail the job if not done by this RFC 3339 time (or duration from now)"},
+		&ucli.StringFlag{Name: "idempotency-key", Usage: "deduplicate retried submits"},
+		&ucli.BoolFlag{Name: "allow-unplaceable", Usage: "accept resources larger than any node has now"},
 	}
 }
 
 // specFromFlags builds a job spec from base (the -f file's, or nil) and
 // the flags, and the command from the arguments after "--". The
 // idempotency key is returned apart because it travels in a header.
-func specFromFlags(c *cli.Context, now time.Time, base *httpapi.JobSpecInput) (httpapi.JobSpecInput, string, error) {
+func specFromFlags(c *ucli.Context, now time.Time, base *httpapi.JobSpecInput) (httpapi.JobSpecInput, string, error) {
 	var spec httpapi.JobSpecInput
 	if base != nil {
 		spec = *base
@@ -74,7 +74,7 @@ func specFromFlags(c *cli.Context, now time.Time, base *httpapi.JobSpecInput) (h
 }
 
 // singleSpec reads -f (if given) as one job spec; a batch file is refused.
-func singleSpec(c *cli.Context) (*httpapi.JobSpecInput, error) {
+func singleSpec(c *ucli.Context) (*httpapi.JobSpecInput, error) {
 	f := c.String("file")
 	if f == "" {
 		return nil, nil
@@ -90,7 +90,7 @@ func singleSpec(c *cli.Context) (*httpapi.JobSpecInput, error) {
 }
 
 // applyFlags overrides spec fields with the flags that were given.
-func applyFlags(c *cli.Context, spec *httpapi.JobSpecInput, now time.Time) error {
+func applyFlags(c *ucli.Context, spec *httpapi.JobSpecInput, now time.Time) error {
 	if args := c.Args().Slice(); len(args) > 0 {
 		if len(args) == 1 && strings.ContainsAny(args[0], " \t|&;<>$") {
 			spec.Command = httpapi.JSONString(args[0]) // one quoted shell line
@@ -206,7 +206,7 @@ func applyFlags(c *cli.Context, spec *httpapi.JobSpecInput, now time.Time) error
 	return nil
 }
 
-func multiValues(c *cli.Context, name string) []string {
+func multiValues(c *ucli.Context, name string) []string {
 	if m, ok := c.Generic(name).(*multi); ok && m != nil {
 		return *m
 	}

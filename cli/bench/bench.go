@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -13,54 +13,55 @@ import (
 	"sort"
 	"time"
 
-	"github.com/urfave/cli/v2"
+	ucli "github.com/urfave/cli/v2"
 
+	"github.com/foreman-sched/foreman/cli"
 	"github.com/foreman-sched/foreman/fsm"
 	"github.com/foreman-sched/foreman/httpapi"
 )
 
-// benchCommand measures a running cluster through the public API only, so
+// Command is `foreman bench`: it measures a running cluster through the public API only, so
 // the numbers are what any client sees. Every job it submits carries the
 // label bench=<run id>; progress goes to stderr, results to stdout.
-func benchCommand() *cli.Command {
-	driver := &cli.StringFlag{Name: "driver", Usage: "driver for the jobs (process or container; default: the node's)"}
-	return &cli.Command{
+func Command() *ucli.Command {
+	driver := &ucli.StringFlag{Name: "driver", Usage: "driver for the jobs (process or container; default: the node's)"}
+	return &ucli.Command{
 		Name:  "bench",
 		Usage: "measure a running cluster: submit rate, latency, throughput, waves of sleeps",
 		Description: "Runs against the agent at --addr / $FOREMAN_ADDR. Times are taken on the client's clock only\n" +
 			"(never compared with a node's clock). See docs/benchmarks.md for what each number means.",
-		Subcommands: []*cli.Command{
+		Subcommands: []*ucli.Command{
 			{
 				Name:  "submit",
 				Usage: "accepted (durable, replicated) submits per second",
 				Description: "Jobs carry run_at one hour ahead, so they are accepted and stored but do not run\n" +
 					"during the measurement (use --runnable to let them run).",
-				Flags: withClientFlags(jsonFlag, driver,
-					&cli.IntFlag{Name: "jobs", Value: 20000, Usage: "jobs to submit"},
-					&cli.IntFlag{Name: "concurrency", Aliases: []string{"c"}, Value: 64, Usage: "concurrent clients"},
-					&cli.IntFlag{Name: "batch", Value: 1, Usage: "jobs per request (1 = single-job submits)"},
-					&cli.BoolFlag{Name: "runnable", Usage: "submit runnable no-op jobs instead of delayed ones"},
+				Flags: cli.WithClientFlags(cli.JSONFlag, driver,
+					&ucli.IntFlag{Name: "jobs", Value: 20000, Usage: "jobs to submit"},
+					&ucli.IntFlag{Name: "concurrency", Aliases: []string{"c"}, Value: 64, Usage: "concurrent clients"},
+					&ucli.IntFlag{Name: "batch", Value: 1, Usage: "jobs per request (1 = single-job submits)"},
+					&ucli.BoolFlag{Name: "runnable", Usage: "submit runnable no-op jobs instead of delayed ones"},
 				),
-				Action: func(c *cli.Context) error { return cliError(benchSubmit(c)) },
+				Action: func(c *ucli.Context) error { return cli.Error(benchSubmit(c)) },
 			},
 			{
 				Name:  "latency",
 				Usage: "submit → start and submit → finish of no-op jobs, one at a time",
-				Flags: withClientFlags(jsonFlag, driver,
-					&cli.IntFlag{Name: "jobs", Value: 200, Usage: "jobs to run (sequentially)"},
-					&cli.DurationFlag{Name: "poll", Value: time.Millisecond, Usage: "interval between GETs of the job"},
+				Flags: cli.WithClientFlags(cli.JSONFlag, driver,
+					&ucli.IntFlag{Name: "jobs", Value: 200, Usage: "jobs to run (sequentially)"},
+					&ucli.DurationFlag{Name: "poll", Value: time.Millisecond, Usage: "interval between GETs of the job"},
 				),
-				Action: func(c *cli.Context) error { return cliError(benchLatency(c)) },
+				Action: func(c *ucli.Context) error { return cli.Error(benchLatency(c)) },
 			},
 			{
 				Name:  "throughput",
 				Usage: "completed no-op jobs per second",
-				Flags: withClientFlags(jsonFlag, driver,
-					&cli.IntFlag{Name: "jobs", Value: 5000, Usage: "jobs to run"},
-					&cli.IntFlag{Name: "batch", Value: 1000, Usage: "jobs per submit request"},
-					&cli.DurationFlag{Name: "timeout", Value: 10 * time.Minute, Usage: "give up after"},
+				Flags: cli.WithClientFlags(cli.JSONFlag, driver,
+					&ucli.IntFlag{Name: "jobs", Value: 5000, Usage: "jobs to run"},
+					&ucli.IntFlag{Name: "batch", Value: 1000, Usage: "jobs per submit request"},
+					&ucli.DurationFlag{Name: "timeout", Value: 10 * time.Minute, Usage: "give up after"},
 				),
-				Action: func(c *cli.Context) error { return cliError(benchThroughput(c)) },
+				Action: func(c *ucli.Context) error { return cli.Error(benchThroughput(c)) },
 			},
 			{
 				Name:  "sleep",
@@ -68,13 +69,13 @@ func benchCommand() *cli.Command {
 				Description: "Each job asks for the smallest node's CPU divided by --per-node, so every node runs\n" +
 					"--per-node jobs at a time and the cluster runs (sum over nodes) slots at once.\n" +
 					"ideal = ceil(jobs/slots) × duration.",
-				Flags: withClientFlags(jsonFlag, driver,
-					&cli.IntFlag{Name: "jobs", Value: 20, Usage: "jobs to run"},
-					&cli.DurationFlag{Name: "duration", Value: 2 * time.Second, Usage: "how long each job sleeps"},
-					&cli.IntFlag{Name: "per-node", Value: 1, Usage: "jobs each node runs at once"},
-					&cli.DurationFlag{Name: "timeout", Value: 10 * time.Minute, Usage: "give up after"},
+				Flags: cli.WithClientFlags(cli.JSONFlag, driver,
+					&ucli.IntFlag{Name: "jobs", Value: 20, Usage: "jobs to run"},
+					&ucli.DurationFlag{Name: "duration", Value: 2 * time.Second, Usage: "how long each job sleeps"},
+					&ucli.IntFlag{Name: "per-node", Value: 1, Usage: "jobs each node runs at once"},
+					&ucli.DurationFlag{Name: "timeout", Value: 10 * time.Minute, Usage: "give up after"},
 				),
-				Action: func(c *cli.Context) error { return cliError(benchSleep(c)) },
+				Action: func(c *ucli.Context) error { return cli.Error(benchSleep(c)) },
 			},
 		},
 	}
@@ -82,7 +83,7 @@ func benchCommand() *cli.Command {
 
 // benchClient is an API client whose connection pool fits conc concurrent
 // requests (the default client keeps 32 idle connections).
-func benchClient(c *cli.Context, conc int) (*httpapi.Client, error) {
+func benchClient(c *ucli.Context, conc int) (*httpapi.Client, error) {
 	addr := ""
 	for _, x := range c.Lineage() {
 		for _, n := range x.LocalFlagNames() {
@@ -99,7 +100,7 @@ func benchClient(c *cli.Context, conc int) (*httpapi.Client, error) {
 	}}
 	cl, err := httpapi.NewClient(addr, httpapi.ClientOptions{HTTPClient: hc})
 	if err != nil {
-		return nil, exitError(1, "%v", err)
+		return nil, cli.Exitf(1, "%v", err)
 	}
 	return cl, nil
 }
@@ -306,7 +307,7 @@ func retryTransient(ctx context.Context, what string, fn func() error) error {
 		if err == nil || (errors.As(err, &ae) && ae.Status < 500) || ctx.Err() != nil {
 			return err
 		}
-		stderrf("bench: %s failed, retrying: %v", what, err)
+		cli.Stderrf("bench: %s failed, retrying: %v", what, err)
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("%s: %w (last error: %v)", what, ctx.Err(), err)

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"encoding/json"
@@ -10,39 +10,39 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/urfave/cli/v2"
+	ucli "github.com/urfave/cli/v2"
 
 	"github.com/foreman-sched/foreman/fsm"
 	"github.com/foreman-sched/foreman/httpapi"
 )
 
-// jsonFlag is on every read command.
-var jsonFlag = &cli.BoolFlag{Name: "json", Usage: "print JSON instead of a table"}
+// JSONFlag is on every read command.
+var JSONFlag = &ucli.BoolFlag{Name: "json", Usage: "print JSON instead of a table"}
 
-// printJSON writes v as indented JSON to the command's stdout.
-func printJSON(c *cli.Context, v any) error {
-	enc := json.NewEncoder(stdout(c))
+// PrintJSON writes v as indented JSON to the command's stdout.
+func PrintJSON(c *ucli.Context, v any) error {
+	enc := json.NewEncoder(Stdout(c))
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
 }
 
-func stdout(c *cli.Context) io.Writer {
+func Stdout(c *ucli.Context) io.Writer {
 	if c != nil && c.App != nil && c.App.Writer != nil {
 		return c.App.Writer
 	}
 	return os.Stdout
 }
 
-// table is an aligned text table.
-type table struct{ tw *tabwriter.Writer }
+// Table is an aligned text table.
+type Table struct{ tw *tabwriter.Writer }
 
-func newTable(w io.Writer, header ...string) *table {
-	t := &table{tw: tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)}
-	t.row(toAny(header)...)
+func NewTable(w io.Writer, header ...string) *Table {
+	t := &Table{tw: tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)}
+	t.Row(toAny(header)...)
 	return t
 }
 
-func (t *table) row(cols ...any) {
+func (t *Table) Row(cols ...any) {
 	for i, c := range cols {
 		if i > 0 {
 			fmt.Fprint(t.tw, "\t")
@@ -52,7 +52,7 @@ func (t *table) row(cols ...any) {
 	fmt.Fprintln(t.tw)
 }
 
-func (t *table) flush() error { return t.tw.Flush() }
+func (t *Table) Flush() error { return t.tw.Flush() }
 
 func toAny(ss []string) []any {
 	out := make([]any, len(ss))
@@ -69,12 +69,12 @@ func ago(t, now time.Time) string {
 	}
 	d := now.Sub(t)
 	if d < 0 {
-		return "in " + roundDur(-d)
+		return "in " + RoundDur(-d)
 	}
-	return roundDur(d) + " ago"
+	return RoundDur(d) + " ago"
 }
 
-func roundDur(d time.Duration) string {
+func RoundDur(d time.Duration) string {
 	switch {
 	case d < time.Second:
 		return d.Round(time.Millisecond).String()

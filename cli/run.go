@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/urfave/cli/v2"
+	ucli "github.com/urfave/cli/v2"
 
 	"github.com/foreman-sched/foreman/fsm"
 	"github.com/foreman-sched/foreman/httpapi"
@@ -26,8 +26,8 @@ const (
 	exitOther     = 1
 )
 
-func runCommand() *cli.Command {
-	return &cli.Command{
+func runCommand() *ucli.Command {
+	return &ucli.Command{
 		Name:      "run",
 		Usage:     "submit a job, stream its output and exit with its exit code",
 		ArgsUsage: "[flags] -- CMD [ARGS...]",
@@ -35,14 +35,14 @@ func runCommand() *cli.Command {
 			"until the job ends. Exits with the job's exit code; a job killed for a timeout exits 124,\n" +
 			"for memory (oom) 137, when cancelled 130. Ctrl-C cancels the job. Unlike submit, run makes\n" +
 			"one attempt unless --max-attempts says otherwise.",
-		Flags: withClientFlags(append(specFlags(),
-			&cli.BoolFlag{Name: "detach", Aliases: []string{"d"}, Usage: "print the job ID and return at once"},
+		Flags: WithClientFlags(append(specFlags(),
+			&ucli.BoolFlag{Name: "detach", Aliases: []string{"d"}, Usage: "print the job ID and return at once"},
 		)...),
-		Action: func(c *cli.Context) error { return cliError(runJob(c)) },
+		Action: func(c *ucli.Context) error { return Error(runJob(c)) },
 	}
 }
 
-func runJob(c *cli.Context) error {
+func runJob(c *ucli.Context) error {
 	cl, err := newClient(c)
 	if err != nil {
 		return err
@@ -66,12 +66,15 @@ func runJob(c *cli.Context) error {
 		return err
 	}
 	if c.Bool("detach") {
-		fmt.Fprintln(stdout(c), id)
+		fmt.Fprintln(Stdout(c), id)
 		return nil
 	}
-	stderrf("job %s submitted", id)
+	Stderrf("job %s submitted", id)
 
-	w := &runWatcher{cl: cl, id: id, stdout: stdout(c), stderr: os.Stderr, poll: 5 * time.Millisecond}
+	w := &runWatcher{cl: cl, id: id, stdout: Stdout(c), stderr: os.Stderr, poll: 5 * time.Millisecond}
+	followCtx, stopFollow := context.WithCancel(c.Context)
+	defer stopFollow()
+	w.follow(followCtx)
 	sigCtx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 	d, err := w.watch(sigCtx)
 	interrupted := sigCtx.Err() != nil && c.Context.Err() == nil // read before stop() cancels sigCtx
@@ -79,7 +82,7 @@ func runJob(c *cli.Context) error {
 	if interrupted {
 		// Ctrl-C: cancel the job, then wait for it to end; a second Ctrl-C
 		// stops waiting.
-		stderrf("cancelling job %s (Ctrl-C again to stop waiting)", id)
+		Stderrf("cancelling job %s (Ctrl-C again to stop waiting)", id)
 		cctx, cancel := context.WithTimeout(c.Context, 15*time.Second)
 		_, err := cl.CancelJob(cctx, id, "cancelled from foreman run")
 		cancel()
@@ -90,7 +93,7 @@ func runJob(c *cli.Context) error {
 		defer stop()
 		d, err = w.waitFor(waitCtx, func(d *httpapi.JobDetail) bool { return d.Job.State.Terminal() })
 		if waitCtx.Err() != nil {
-			return exitError(exitCancelled, "stopped waiting; job %s is being cancelled", id)
+			return Exitf(exitCancelled, "stopped waiting; job %s is being cancelled", id)
 		}
 		if err != nil {
 			return err
@@ -125,10 +128,10 @@ func jobOutcome(d *httpapi.JobDetail) error {
 		case fsm.ReasonCancelled:
 			code = exitCancelled
 		}
-		return exitError(code, "job %s %s: attempt %d killed (%s)", j.ID, j.State, last.Num, orDash(last.Reason))
+		return Exitf(code, "job %s %s: attempt %d killed (%s)", j.ID, j.State, last.Num, orDash(last.Reason))
 	}
 	if j.State == fsm.JobCancelled {
-		return exitError(exitCancelled, "job %s cancelled%s", j.ID, reasonSuffix(j.Reason))
+		return Exitf(exitCancelled, "job %s cancelled%s", j.ID, reasonSuffix(j.Reason))
 	}
 	if last != nil && last.State == fsm.AttemptFailed && last.ExitCode != nil && *last.ExitCode != 0 {
 		return silentExit(*last.ExitCode)
@@ -137,7 +140,7 @@ func jobOutcome(d *httpapi.JobDetail) error {
 	if why == "" && last != nil {
 		why = fmt.Sprintf("attempt %d %s%s", last.Num, last.State, reasonSuffix(last.Reason))
 	}
-	return exitError(exitOther, "job %s %s%s", j.ID, j.State, reasonSuffix(why))
+	return Exitf(exitOther, "job %s %s%s", j.ID, j.State, reasonSuffix(why))
 }
 
 func reasonSuffix(r string) string {
@@ -153,6 +156,45 @@ type runWatcher struct {
 	id             string
 	stdout, stderr io.Writer
 	poll           time.Duration // first poll interval; it backs off to 1s
+
+	// The job's events (GET /v1/events?job=ID) wake the waits at once;
+	// the polls stay as a safety net (an agent without the stream, a
+	// broken stream), so they back off quickly then.
+	mu      sync.Mutex
+	changed chan struct{} // closed (and replaced) by each event of the job
+}
+
+// follow opens the job's event stream and waits (briefly) until it is
+// open, so that no change after the next read is missed.
+func (w *runWatcher) follow(ctx context.Context) {
+	w.changed = make(chan struct{})
+	opened := make(chan struct{})
+	go func() {
+		_ = w.cl.StreamEvents(ctx, httpapi.EventQuery{Job: w.id, Opened: func() { close(opened) }}, func(fsm.Event) error {
+			w.mu.Lock()
+			close(w.changed)
+			w.changed = make(chan struct{})
+			w.mu.Unlock()
+			return nil
+		})
+	}()
+	select {
+	case <-opened:
+	case <-ctx.Done():
+	case <-time.After(time.Second): // polling alone then
+	}
+}
+
+// sleep waits for d, an event of the job, or ctx.
+func (w *runWatcher) sleep(ctx context.Context, d time.Duration) {
+	w.mu.Lock()
+	ch := w.changed
+	w.mu.Unlock()
+	select {
+	case <-ctx.Done():
+	case <-ch:
+	case <-time.After(d):
+	}
 }
 
 // watch streams every attempt's output until the job is terminal.
@@ -182,7 +224,7 @@ func (w *runWatcher) watch(ctx context.Context) (*httpapi.JobDetail, error) {
 		if a.ExitCode != nil {
 			what = fmt.Sprintf("%s (exit %d)", a.State, *a.ExitCode)
 		}
-		stderrf("attempt %d on %s %s%s; the job will be retried", n, a.Node, what, reasonSuffix(a.Reason))
+		Stderrf("attempt %d on %s %s%s; the job will be retried", n, a.Node, what, reasonSuffix(a.Reason))
 	}
 }
 
@@ -215,17 +257,14 @@ func (w *runWatcher) streamOne(ctx context.Context, n int, stream string, out io
 		var ae *httpapi.APIError
 		retryable := errors.As(err, &ae) && (ae.Status == http.StatusNotFound || ae.Status >= 500)
 		if !retryable || cw.n > 0 {
-			stderrf("%s of attempt %d: %v", stream, n, err)
+			Stderrf("%s of attempt %d: %v", stream, n, err)
 			return
 		}
 		d, gerr := w.cl.GetJob(ctx, w.id, false)
 		if gerr == nil && (len(d.Attempts) < n || !d.Attempts[n-1].State.Live()) {
 			return // finished without a log we can reach
 		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(wait):
-		}
+		w.sleep(ctx, wait)
 		wait = min(wait*3/2, time.Second)
 	}
 }
@@ -244,7 +283,7 @@ func (w *runWatcher) waitFor(ctx context.Context, done func(*httpapi.JobDetail) 
 				return d, nil
 			}
 			if r := d.Job.Reason; r != "" && r != lastReason && !d.Job.State.Terminal() {
-				stderrf("job %s %s: %s", w.id, d.Job.State, r)
+				Stderrf("job %s %s: %s", w.id, d.Job.State, r)
 				lastReason = r
 			}
 		case ctx.Err() != nil:
@@ -258,10 +297,9 @@ func (w *runWatcher) waitFor(ctx context.Context, done func(*httpapi.JobDetail) 
 				return nil, fmt.Errorf("following job %s: %w", w.id, err)
 			}
 		}
-		select {
-		case <-ctx.Done():
+		w.sleep(ctx, wait)
+		if ctx.Err() != nil {
 			return nil, ctx.Err()
-		case <-time.After(wait):
 		}
 		wait = min(wait*3/2, time.Second)
 	}

@@ -1,37 +1,37 @@
-package main
+package cli
 
 import (
 	"fmt"
 	"strings"
 	"time"
 
-	"github.com/urfave/cli/v2"
+	ucli "github.com/urfave/cli/v2"
 
 	"github.com/foreman-sched/foreman/fsm"
 	"github.com/foreman-sched/foreman/httpapi"
 )
 
-func nodeCommand() *cli.Command {
-	return &cli.Command{
+func nodeCommand() *ucli.Command {
+	return &ucli.Command{
 		Name:  "node",
 		Usage: "list nodes, drain them, change their eligibility",
-		Subcommands: []*cli.Command{
+		Subcommands: []*ucli.Command{
 			{
 				Name:   "ls",
 				Usage:  "list nodes with capacity and what is placed on them",
-				Flags:  withClientFlags(jsonFlag),
-				Action: func(c *cli.Context) error { return cliError(nodeList(c)) },
+				Flags:  WithClientFlags(JSONFlag),
+				Action: func(c *ucli.Context) error { return Error(nodeList(c)) },
 			},
 			{
 				Name:      "drain",
 				Usage:     "stop placing attempts on a node; running ones get --deadline to finish",
 				ArgsUsage: "NAME",
-				Flags: withClientFlags(
-					&cli.DurationFlag{Name: "deadline", Usage: "stop attempts still running after this long (0 = let them finish)"},
-					jsonFlag,
+				Flags: WithClientFlags(
+					&ucli.DurationFlag{Name: "deadline", Usage: "stop attempts still running after this long (0 = let them finish)"},
+					JSONFlag,
 				),
-				Action: func(c *cli.Context) error {
-					return cliError(nodeChange(c, func(cl *httpapi.Client, name string) (*httpapi.NodeDetail, error) {
+				Action: func(c *ucli.Context) error {
+					return Error(nodeChange(c, func(cl *httpapi.Client, name string) (*httpapi.NodeDetail, error) {
 						return cl.DrainNode(c.Context, name, c.Duration("deadline"))
 					}))
 				},
@@ -40,13 +40,13 @@ func nodeCommand() *cli.Command {
 				Name:      "eligibility",
 				Usage:     "mark a node eligible or ineligible for new attempts",
 				ArgsUsage: "NAME eligible|ineligible",
-				Flags:     withClientFlags(jsonFlag),
-				Action: func(c *cli.Context) error {
+				Flags:     WithClientFlags(JSONFlag),
+				Action: func(c *ucli.Context) error {
 					if c.NArg() != 2 {
-						return exitError(2, "node eligibility takes NAME and eligible|ineligible")
+						return Exitf(2, "node eligibility takes NAME and eligible|ineligible")
 					}
 					e := fsm.Eligibility(c.Args().Get(1))
-					return cliError(nodeChange(c, func(cl *httpapi.Client, name string) (*httpapi.NodeDetail, error) {
+					return Error(nodeChange(c, func(cl *httpapi.Client, name string) (*httpapi.NodeDetail, error) {
 						return cl.SetEligibility(c.Context, name, e)
 					}))
 				},
@@ -55,7 +55,7 @@ func nodeCommand() *cli.Command {
 	}
 }
 
-func nodeList(c *cli.Context) error {
+func nodeList(c *ucli.Context) error {
 	cl, err := newClient(c)
 	if err != nil {
 		return err
@@ -65,25 +65,25 @@ func nodeList(c *cli.Context) error {
 		return err
 	}
 	if c.Bool("json") {
-		return printJSON(c, map[string]any{"nodes": nodes})
+		return PrintJSON(c, map[string]any{"nodes": nodes})
 	}
-	t := newTable(stdout(c), "NAME", "ADDRESS", "GOSSIP", "ELIGIBILITY", "CPU", "MEMORY", "RUNNING", "DRIVERS", "LABELS")
+	t := NewTable(Stdout(c), "NAME", "ADDRESS", "GOSSIP", "ELIGIBILITY", "CPU", "MEMORY", "RUNNING", "DRIVERS", "LABELS")
 	for _, n := range nodes {
 		elig := string(n.Eligibility)
 		if n.Eligibility == fsm.Draining && !n.DrainDeadline.IsZero() {
 			elig += " (deadline " + ago(n.DrainDeadline, time.Now()) + ")"
 		}
-		t.row(n.Name, orDash(n.HTTPAddr), n.Gossip, elig,
+		t.Row(n.Name, orDash(n.HTTPAddr), n.Gossip, elig,
 			httpapi.FormatCPU(n.Allocated.CPU)+"/"+httpapi.FormatCPU(n.Capacity.CPU),
 			httpapi.FormatMemory(n.Allocated.MemoryMB)+"/"+httpapi.FormatMemory(n.Capacity.MemoryMB),
 			n.Running, orDash(strings.Join(n.Drivers, ",")), labels(n.Labels))
 	}
-	return t.flush()
+	return t.Flush()
 }
 
-func nodeChange(c *cli.Context, fn func(*httpapi.Client, string) (*httpapi.NodeDetail, error)) error {
+func nodeChange(c *ucli.Context, fn func(*httpapi.Client, string) (*httpapi.NodeDetail, error)) error {
 	if c.NArg() < 1 {
-		return exitError(2, "%s needs a node NAME", c.Command.FullName())
+		return Exitf(2, "%s needs a node NAME", c.Command.FullName())
 	}
 	cl, err := newClient(c)
 	if err != nil {
@@ -94,7 +94,7 @@ func nodeChange(c *cli.Context, fn func(*httpapi.Client, string) (*httpapi.NodeD
 		return err
 	}
 	if c.Bool("json") {
-		return printJSON(c, d)
+		return PrintJSON(c, d)
 	}
 	msg := fmt.Sprintf("node %s is %s", d.Name, d.Eligibility)
 	if d.Eligibility == fsm.Draining {
@@ -103,24 +103,24 @@ func nodeChange(c *cli.Context, fn func(*httpapi.Client, string) (*httpapi.NodeD
 			msg += " until " + d.DrainDeadline.Local().Format(time.RFC3339)
 		}
 	}
-	fmt.Fprintln(stdout(c), msg)
+	fmt.Fprintln(Stdout(c), msg)
 	return nil
 }
 
-func queueCommand() *cli.Command {
-	return &cli.Command{
+func queueCommand() *ucli.Command {
+	return &ucli.Command{
 		Name:  "queue",
 		Usage: "set and list queue concurrency limits",
-		Subcommands: []*cli.Command{
+		Subcommands: []*ucli.Command{
 			{
 				Name:      "set",
 				Usage:     "limit how many of a queue's jobs run at once",
 				ArgsUsage: "NAME",
-				Flags: withClientFlags(
-					&cli.IntFlag{Name: "max-running", Required: true, Usage: "the limit (0 = unlimited)"},
-					jsonFlag,
+				Flags: WithClientFlags(
+					&ucli.IntFlag{Name: "max-running", Required: true, Usage: "the limit (0 = unlimited)"},
+					JSONFlag,
 				),
-				Action: func(c *cli.Context) error {
+				Action: func(c *ucli.Context) error {
 					name, err := oneArg(c, "queue NAME")
 					if err != nil {
 						return err
@@ -131,40 +131,40 @@ func queueCommand() *cli.Command {
 					}
 					q, err := cl.SetQueue(c.Context, name, c.Int("max-running"))
 					if err != nil {
-						return cliError(err)
+						return Error(err)
 					}
 					if c.Bool("json") {
-						return printJSON(c, q)
+						return PrintJSON(c, q)
 					}
-					fmt.Fprintf(stdout(c), "queue %s: max_running %d\n", q.Name, q.MaxRunning)
+					fmt.Fprintf(Stdout(c), "queue %s: max_running %d\n", q.Name, q.MaxRunning)
 					return nil
 				},
 			},
 			{
 				Name:  "ls",
 				Usage: "list queues with limits or running work",
-				Flags: withClientFlags(jsonFlag),
-				Action: func(c *cli.Context) error {
+				Flags: WithClientFlags(JSONFlag),
+				Action: func(c *ucli.Context) error {
 					cl, err := newClient(c)
 					if err != nil {
 						return err
 					}
 					qs, err := cl.Queues(c.Context)
 					if err != nil {
-						return cliError(err)
+						return Error(err)
 					}
 					if c.Bool("json") {
-						return printJSON(c, map[string]any{"queues": qs})
+						return PrintJSON(c, map[string]any{"queues": qs})
 					}
-					t := newTable(stdout(c), "QUEUE", "RUNNING", "MAX")
+					t := NewTable(Stdout(c), "QUEUE", "RUNNING", "MAX")
 					for _, q := range qs {
 						max := "unlimited"
 						if q.MaxRunning > 0 {
 							max = fmt.Sprint(q.MaxRunning)
 						}
-						t.row(orDash(q.Name), q.Running, max)
+						t.Row(orDash(q.Name), q.Running, max)
 					}
-					return t.flush()
+					return t.Flush()
 				},
 			},
 		},

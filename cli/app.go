@@ -1,0 +1,70 @@
+// Package cli is foreman's command line: the App, the client commands
+// (one file per command group), their output helpers, and the argument
+// normalisation that lets flags follow positional arguments. The agent's
+// wiring (cli/agent) and the bench client (cli/bench) are commands built in
+// their own packages; main.go hands them to NewApp.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	ucli "github.com/urfave/cli/v2"
+)
+
+// NewApp is the whole command line: agent first, then version, the client
+// commands of this package, and the commands in more (bench).
+func NewApp(version string, agent *ucli.Command, more ...*ucli.Command) *ucli.App {
+	cmds := append([]*ucli.Command{agent, versionCommand(version)}, clientCommands()...)
+	return &ucli.App{
+		Name:                 "foreman",
+		Usage:                "a distributed job scheduler in one binary",
+		Version:              version,
+		EnableBashCompletion: true,
+		HideVersion:          true,
+		Commands:             append(cmds, more...),
+		ExitErrHandler:       func(*ucli.Context, error) {}, // Main prints errors itself, once
+	}
+}
+
+// Run runs app with args (args[0] is the program name) after moving each
+// leaf command's flags in front of its positional arguments (flags.go).
+func Run(ctx context.Context, app *ucli.App, args []string) error {
+	args, err := normalizeArgs(app, args)
+	if err != nil {
+		return err
+	}
+	return app.RunContext(ctx, args)
+}
+
+// Main runs app and returns the process's exit code, having printed any
+// error as one line on stderr.
+func Main(app *ucli.App, args []string, stderr io.Writer) int {
+	err := Run(context.Background(), app, args)
+	if err == nil {
+		return 0
+	}
+	// An empty message means the command already said everything (foreman
+	// run passing on a job's exit code); only the code remains.
+	if msg := err.Error(); msg != "" {
+		fmt.Fprintln(stderr, "foreman:", msg)
+	}
+	var ec ucli.ExitCoder
+	if errors.As(err, &ec) && ec.ExitCode() != 0 {
+		return ec.ExitCode()
+	}
+	return 1
+}
+
+func versionCommand(version string) *ucli.Command {
+	return &ucli.Command{
+		Name:  "version",
+		Usage: "print the version of this binary",
+		Action: func(c *ucli.Context) error {
+			fmt.Fprintf(c.App.Writer, "foreman %s\n", version)
+			return nil
+		},
+	}
+}

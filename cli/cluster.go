@@ -1,0 +1,129 @@
+package cli
+
+import (
+	"fmt"
+
+	ucli "github.com/urfave/cli/v2"
+)
+
+func clusterCommand() *ucli.Command {
+	return &ucli.Command{
+		Name:  "cluster",
+		Usage: "inspect and change cluster membership",
+		Subcommands: []*ucli.Command{
+			{
+				Name:   "members",
+				Usage:  "list gossip members with their raft roles",
+				Flags:  WithClientFlags(JSONFlag),
+				Action: func(c *ucli.Context) error { return Error(clusterMembers(c)) },
+			},
+			{
+				Name:   "raft",
+				Usage:  "show the agent's raft state",
+				Flags:  WithClientFlags(JSONFlag),
+				Action: func(c *ucli.Context) error { return Error(clusterRaft(c)) },
+			},
+			{
+				Name:      "join",
+				Usage:     "make the agent at --addr join the cluster at ADDR",
+				ArgsUsage: "ADDR...",
+				Flags:     WithClientFlags(),
+				Action: func(c *ucli.Context) error {
+					if c.NArg() == 0 {
+						return Exitf(2, "cluster join needs at least one ADDR (host[:port] of a member)")
+					}
+					cl, err := newClient(c)
+					if err != nil {
+						return err
+					}
+					if err := cl.Join(c.Context, c.Args().Slice()); err != nil {
+						return Error(err)
+					}
+					fmt.Fprintf(Stdout(c), "joined %v\n", c.Args().Slice())
+					return nil
+				},
+			},
+			{
+				Name:  "leave",
+				Usage: "make the agent at --addr leave the cluster gracefully",
+				Flags: WithClientFlags(),
+				Action: func(c *ucli.Context) error {
+					cl, err := newClient(c)
+					if err != nil {
+						return err
+					}
+					if err := cl.Leave(c.Context); err != nil {
+						return Error(err)
+					}
+					fmt.Fprintf(Stdout(c), "%s left the cluster\n", cl.Addr())
+					return nil
+				},
+			},
+		},
+	}
+}
+
+func clusterMembers(c *ucli.Context) error {
+	cl, err := newClient(c)
+	if err != nil {
+		return err
+	}
+	ms, err := cl.Members(c.Context)
+	if err != nil {
+		return err
+	}
+	if c.Bool("json") {
+		return PrintJSON(c, map[string]any{"members": ms})
+	}
+	t := NewTable(Stdout(c), "NAME", "ADDRESS", "API", "STATUS", "RAFT", "VOTER", "LEADER")
+	for _, m := range ms {
+		leader := ""
+		if m.Leader {
+			leader = "*"
+		}
+		t.Row(m.Name, orDash(m.Addr), orDash(m.HTTPAddr), m.Status, orDash(m.RaftRole), m.Voter, leader)
+	}
+	return t.Flush()
+}
+
+func clusterRaft(c *ucli.Context) error {
+	cl, err := newClient(c)
+	if err != nil {
+		return err
+	}
+	r, err := cl.Raft(c.Context)
+	if err != nil {
+		return err
+	}
+	if c.Bool("json") {
+		return PrintJSON(c, r)
+	}
+	kv := NewTable(Stdout(c))
+	kv.Row("Node:", r.Node)
+	kv.Row("State:", r.State)
+	kv.Row("Leader:", orDash(r.Leader)+" "+r.LeaderAddr)
+	kv.Row("Term:", r.Term)
+	kv.Row("Commit index:", r.CommitIndex)
+	kv.Row("Applied index:", r.AppliedIndex)
+	kv.Row("Last index:", r.LastIndex)
+	kv.Row("First index:", r.FirstIndex)
+	kv.Row("Snapshot index:", r.SnapshotIndex)
+	kv.Row("Last contact:", orDash(r.LastContact))
+	kv.Row("Voters:", r.Voters)
+	if err := kv.Flush(); err != nil {
+		return err
+	}
+	if len(r.Servers) > 0 {
+		fmt.Fprintln(Stdout(c))
+		t := NewTable(Stdout(c), "SERVER", "ADDRESS", "ROLE", "SUFFRAGE")
+		for _, s := range r.Servers {
+			role := s.Role
+			if s.Suffrage == "nonvoter" {
+				role = "nonvoter"
+			}
+			t.Row(s.ID, s.Address, role, s.Suffrage)
+		}
+		return t.Flush()
+	}
+	return nil
+}

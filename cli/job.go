@@ -1,0 +1,269 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	ucli "github.com/urfave/cli/v2"
+
+	"github.com/foreman-sched/foreman/fsm"
+	"github.com/foreman-sched/foreman/httpapi"
+)
+
+func logsCommand() *ucli.Command {
+	return &ucli.Command{
+		Name:      "logs",
+		Usage:     "print a job's output (the latest attempt unless --attempt)",
+		ArgsUsage: "JOB_ID",
+		Flags: WithClientFlags(
+			&ucli.BoolFlag{Name: "follow", Aliases: []string{"f"}, Usage: "keep streaming until the attempt ends"},
+			&ucli.BoolFlag{Name: "stderr", Usage: "print stderr instead of stdout"},
+			&ucli.IntFlag{Name: "attempt", Usage: "attempt number (default: the latest)"},
+		),
+		Action: func(c *ucli.Context) error {
+			id, err := oneArg(c, "JOB_ID")
+			if err != nil {
+				return Error(err)
+			}
+			cl, err := newClient(c)
+			if err != nil {
+				return err
+			}
+			stream, out := "stdout", Stdout(c)
+			if c.Bool("stderr") {
+				stream, out = "stderr", os.Stderr
+			}
+			return Error(cl.StreamLogs(c.Context, id, stream, c.Bool("follow"), c.Int("attempt"), out))
+		},
+	}
+}
+
+func jobCommand() *ucli.Command {
+	return &ucli.Command{
+		Name:  "job",
+		Usage: "list, inspect, cancel and retry jobs",
+		Subcommands: []*ucli.Command{
+			{
+				Name:  "ls",
+				Usage: "list jobs, newest first",
+				Flags: WithClientFlags(
+					&ucli.StringFlag{Name: "state", Usage: "only jobs in this state"},
+					&ucli.StringSliceFlag{Name: "label", Usage: "only jobs with this k=v label (repeatable)"},
+					&ucli.StringFlag{Name: "name", Usage: "only jobs whose name starts with this"},
+					&ucli.IntFlag{Name: "limit", Value: 50, Usage: "at most this many jobs (0 = all)"},
+					&ucli.BoolFlag{Name: "consistent", Usage: "read through the leader"},
+					JSONFlag,
+				),
+				Action: func(c *ucli.Context) error { return Error(jobList(c)) },
+			},
+			{
+				Name:      "status",
+				Usage:     "show a job and its attempts",
+				ArgsUsage: "JOB_ID",
+				Flags:     WithClientFlags(&ucli.BoolFlag{Name: "consistent", Usage: "read through the leader"}, JSONFlag),
+				Action:    func(c *ucli.Context) error { return Error(jobStatus(c)) },
+			},
+			{
+				Name:      "cancel",
+				Usage:     "cancel a job (its running attempt is killed)",
+				ArgsUsage: "JOB_ID",
+				Flags:     WithClientFlags(&ucli.StringFlag{Name: "reason", Usage: "recorded on the job"}, JSONFlag),
+				Action: func(c *ucli.Context) error {
+					return Error(jobChange(c, func(cl *httpapi.Client, id string) (*httpapi.JobDetail, error) {
+						return cl.CancelJob(c.Context, id, c.String("reason"))
+					}))
+				},
+			},
+			{
+				Name:      "retry",
+				Usage:     "re-queue a failed or cancelled job with a fresh attempt budget",
+				ArgsUsage: "JOB_ID",
+				Flags:     WithClientFlags(JSONFlag),
+				Action: func(c *ucli.Context) error {
+					return Error(jobChange(c, func(cl *httpapi.Client, id string) (*httpapi.JobDetail, error) {
+						return cl.RetryJob(c.Context, id)
+					}))
+				},
+			},
+		},
+	}
+}
+
+func jobList(c *ucli.Context) error {
+	cl, err := newClient(c)
+	if err != nil {
+		return err
+	}
+	q := httpapi.JobListQuery{
+		State:      fsm.JobState(c.String("state")),
+		Name:       c.String("name"),
+		Consistent: c.Bool("consistent"),
+	}
+	for _, kv := range c.StringSlice("label") {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return fmt.Errorf("--label %q: want key=value", kv)
+		}
+		if q.Labels == nil {
+			q.Labels = map[string]string{}
+		}
+		q.Labels[k] = v
+	}
+	limit := c.Int("limit")
+	var jobs []fsm.Job
+	for {
+		q.Limit = 0
+		if limit > 0 {
+			q.Limit = min(limit-len(jobs), 1000)
+		}
+		page, err := cl.ListJobs(c.Context, q)
+		if err != nil {
+			return err
+		}
+		jobs = append(jobs, page.Jobs...)
+		if page.NextCursor == "" || (limit > 0 && len(jobs) >= limit) {
+			break
+		}
+		q.Cursor = page.NextCursor
+	}
+	if c.Bool("json") {
+		return PrintJSON(c, map[string]any{"jobs": jobs})
+	}
+	now := time.Now()
+	t := NewTable(Stdout(c), "ID", "NAME", "STATE", "PRI", "ATTEMPTS", "QUEUE", "SUBMITTED", "REASON")
+	for _, j := range jobs {
+		t.Row(j.ID, orDash(truncate(j.Spec.Name, 40)), j.State, j.Spec.Priority,
+			fmt.Sprintf("%d/%d", j.CountedAttempts, j.Spec.MaxAttempts), orDash(j.Spec.Queue),
+			ago(j.SubmittedAt, now), orDash(truncate(j.Reason, 60)))
+	}
+	return t.Flush()
+}
+
+func jobStatus(c *ucli.Context) error {
+	id, err := oneArg(c, "JOB_ID")
+	if err != nil {
+		return err
+	}
+	cl, err := newClient(c)
+	if err != nil {
+		return err
+	}
+	d, err := cl.GetJob(c.Context, id, c.Bool("consistent"))
+	if err != nil {
+		return err
+	}
+	if c.Bool("json") {
+		return PrintJSON(c, d)
+	}
+	if err := printJobDetail(c, d); err != nil {
+		return err
+	}
+	// An agent older than timelines answers 404: no section then.
+	if evs, err := cl.JobEvents(c.Context, id); err == nil && len(evs) > 0 {
+		fmt.Fprintln(Stdout(c), "\nTIMELINE")
+		t := NewTable(Stdout(c), "TIME", "EVENT", "ATTEMPT", "NODE", "REASON")
+		for _, e := range evs {
+			att := "-"
+			if e.Attempt > 0 {
+				att = fmt.Sprint(e.Attempt)
+			}
+			t.Row(e.At.Local().Format("15:04:05.000"), e.Kind(), att, orDash(e.Node), orDash(e.Reason))
+		}
+		return t.Flush()
+	}
+	return nil
+}
+
+func printJobDetail(c *ucli.Context, d *httpapi.JobDetail) error {
+	now := time.Now()
+	j := d.Job
+	kv := NewTable(Stdout(c))
+	kv.Row("ID:", j.ID)
+	kv.Row("Name:", orDash(j.Spec.Name))
+	kv.Row("State:", string(j.State)+reasonSuffix(j.Reason))
+	kv.Row("Command:", strings.Join(j.Spec.Command, " "))
+	kv.Row("Resources:", resources(j.Spec.Resources))
+	kv.Row("Priority:", j.Spec.Priority)
+	kv.Row("Attempts:", fmt.Sprintf("%d counted of %d allowed", j.CountedAttempts, j.Spec.MaxAttempts))
+	if j.Spec.Queue != "" {
+		kv.Row("Queue:", j.Spec.Queue)
+	}
+	if len(j.Spec.Labels) > 0 {
+		kv.Row("Labels:", labels(j.Spec.Labels))
+	}
+	kv.Row("Submitted:", j.SubmittedAt.Local().Format(time.RFC3339)+" ("+ago(j.SubmittedAt, now)+")")
+	if !j.NextRunAt.IsZero() && !j.State.Terminal() {
+		kv.Row("Next run:", j.NextRunAt.Local().Format(time.RFC3339)+" ("+ago(j.NextRunAt, now)+")")
+	}
+	if !j.FinishedAt.IsZero() {
+		kv.Row("Finished:", j.FinishedAt.Local().Format(time.RFC3339)+" ("+ago(j.FinishedAt, now)+")")
+	}
+	if j.ExitCode != nil {
+		kv.Row("Exit code:", *j.ExitCode)
+	}
+	if err := kv.Flush(); err != nil {
+		return err
+	}
+	if len(d.Attempts) == 0 {
+		fmt.Fprintln(Stdout(c), "\nNo attempts yet.")
+		return nil
+	}
+	fmt.Fprintln(Stdout(c))
+	t := NewTable(Stdout(c), "ATTEMPT", "NODE", "STATE", "EXIT", "REASON", "STARTED", "DURATION", "TOKEN")
+	for _, a := range d.Attempts {
+		dur := "-"
+		if !a.StartedAt.IsZero() {
+			end := a.FinishedAt
+			if end.IsZero() {
+				end = now
+			}
+			dur = RoundDur(end.Sub(a.StartedAt))
+		}
+		reason := a.Reason
+		if a.CancelRequested != "" && a.State.Live() {
+			reason = "stopping: " + a.CancelRequested
+		}
+		t.Row(a.Num, a.Node, a.State, exitCode(a.ExitCode), orDash(reason), ago(a.StartedAt, now), dur, a.FencingToken)
+	}
+	if err := t.Flush(); err != nil {
+		return err
+	}
+	if last := d.Attempts[len(d.Attempts)-1]; last.StderrTail != "" && !last.State.Live() && last.State != fsm.AttemptSucceeded {
+		fmt.Fprintf(Stdout(c), "\nstderr tail of attempt %d:\n%s\n", last.Num, strings.TrimRight(last.StderrTail, "\n"))
+	}
+	return nil
+}
+
+func jobChange(c *ucli.Context, fn func(*httpapi.Client, string) (*httpapi.JobDetail, error)) error {
+	id, err := oneArg(c, "JOB_ID")
+	if err != nil {
+		return err
+	}
+	cl, err := newClient(c)
+	if err != nil {
+		return err
+	}
+	d, err := fn(cl, id)
+	if err != nil {
+		return err
+	}
+	if c.Bool("json") {
+		return PrintJSON(c, d)
+	}
+	msg := fmt.Sprintf("job %s is %s", d.Job.ID, d.Job.State)
+	if d.Job.Current > 0 && len(d.Attempts) >= d.Job.Current && d.Attempts[d.Job.Current-1].CancelRequested != "" {
+		msg += fmt.Sprintf("; attempt %d on %s is being stopped", d.Job.Current, d.Attempts[d.Job.Current-1].Node)
+	}
+	fmt.Fprintln(Stdout(c), msg)
+	return nil
+}
+
+// oneArg returns the single positional argument a command takes.
+func oneArg(c *ucli.Context, what string) (string, error) {
+	if c.NArg() != 1 {
+		return "", Exitf(2, "%s takes exactly one %s (got %d arguments)", c.Command.FullName(), what, c.NArg())
+	}
+	return c.Args().First(), nil
+}

@@ -1,0 +1,205 @@
+package fsm
+
+import (
+	"encoding/json"
+	"sync"
+	"sync/atomic"
+)
+
+// DefaultEventBuffer is how many events a node keeps for stream readers.
+const DefaultEventBuffer = 16384
+
+// EventRing holds this node's most recent events for stream readers (the
+// SSE endpoint). Apply appends after each commit and never waits for a
+// reader: readers keep their own position and come back for more; one
+// that falls further behind than the ring holds is told so (Read's ok is
+// false) and must re-list. Memory is the ring, whatever the number of
+// readers, so a reader that stops reading costs nothing here.
+//
+// Positions are absolute counts of appended events; the ring holds
+// positions [start, next). Each slot memoizes its JSON, so a hundred
+// readers encode an event once.
+type EventRing struct {
+	mu    sync.RWMutex // readers share it; append holds it briefly
+	encMu sync.Mutex   // one reader encodes a slot, the others wait for its memo
+	slots []ringSlot
+	start uint64 // oldest position held
+	next  uint64 // position of the next event
+	// floor: every event after it is in the ring or was dropped from its
+	// front (then start moved past it). A reader resuming at or after
+	// floor misses nothing the ring still holds.
+	floor   EventID
+	changed chan struct{} // closed (and replaced) by every append or reset
+	counts  map[string]uint64
+}
+
+type ringSlot struct {
+	ev   Event
+	json atomic.Pointer[ringJSON]
+}
+
+// ringJSON is a slot's memoized encoding, tagged with its position so a
+// memo written late for an overwritten slot is never taken for the new one.
+type ringJSON struct {
+	pos  uint64
+	data []byte
+}
+
+// RingEvent is an event read from the ring with its JSON encoding.
+type RingEvent struct {
+	Event
+	JSON []byte
+}
+
+func newEventRing(size int, floor uint64) *EventRing {
+	if size < 1 {
+		size = DefaultEventBuffer
+	}
+	return &EventRing{
+		slots:   make([]ringSlot, size),
+		floor:   EventID{Index: floor, Seq: SeqAll},
+		changed: make(chan struct{}),
+		counts:  map[string]uint64{},
+	}
+}
+
+// append adds a committed batch's events.
+func (r *EventRing) append(events []Event) {
+	if len(events) == 0 {
+		return
+	}
+	r.mu.Lock()
+	for i := range events {
+		e := &events[i]
+		if r.next-r.start == uint64(len(r.slots)) {
+			r.floor = r.slots[r.start%uint64(len(r.slots))].ev.ID()
+			r.start++
+		}
+		s := &r.slots[r.next%uint64(len(r.slots))]
+		s.ev = *e
+		s.json.Store(nil)
+		r.next++
+		r.counts[e.Kind()]++
+	}
+	close(r.changed)
+	r.changed = make(chan struct{})
+	r.mu.Unlock()
+}
+
+// reset drops everything: the state jumped to index (a snapshot restore),
+// so no reader can know what it missed. A hole of one position makes every
+// reader's next Read fail, including one that was up to date.
+func (r *EventRing) reset(index uint64) {
+	r.mu.Lock()
+	r.next++
+	r.start = r.next
+	r.floor = EventID{Index: index, Seq: SeqAll}
+	close(r.changed)
+	r.changed = make(chan struct{})
+	r.mu.Unlock()
+}
+
+// Changed returns a channel closed at the next append or reset.
+func (r *EventRing) Changed() <-chan struct{} {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.changed
+}
+
+// Tail is the position after the newest event, and the ID a reader that
+// starts there has seen up to (the newest event's, or the floor).
+func (r *EventRing) Tail() (pos uint64, last EventID) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.next, r.lastLocked()
+}
+
+func (r *EventRing) lastLocked() EventID {
+	if r.next == r.start {
+		return r.floor
+	}
+	return r.slots[(r.next-1)%uint64(len(r.slots))].ev.ID()
+}
+
+// Seek returns the position of the first event after id. ok is false when
+// events after id may have left the ring (or never reached it): the
+// reader must re-list and start at Tail.
+func (r *EventRing) Seek(after EventID) (pos uint64, ok bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if after.Less(r.floor) {
+		return 0, false
+	}
+	// Binary search: the ring is in ID order.
+	lo, hi := r.start, r.next
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		if after.Less(r.slots[mid%uint64(len(r.slots))].ev.ID()) {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	return lo, true
+}
+
+// Read copies events from pos on into dst (up to its capacity) and
+// returns them with the position after the last. ok is false when pos has
+// left the ring: the reader lost events and must re-list.
+func (r *EventRing) Read(pos uint64, dst []RingEvent) (out []RingEvent, next uint64, ok bool) {
+	out = dst[:0]
+	r.mu.RLock()
+	if pos < r.start {
+		r.mu.RUnlock()
+		return out, pos, false
+	}
+	for ; pos < r.next && len(out) < cap(dst); pos++ {
+		s := &r.slots[pos%uint64(len(r.slots))]
+		var data []byte
+		if m := s.json.Load(); m != nil && m.pos == pos {
+			data = m.data
+		}
+		out = append(out, RingEvent{Event: s.ev, JSON: data})
+	}
+	r.mu.RUnlock()
+	// Encode outside the ring's lock (Apply appends under it), but one
+	// reader at a time: readers woken together by one append would
+	// otherwise all encode the same events.
+	encoding := false
+	for i := range out {
+		if out[i].JSON != nil {
+			continue
+		}
+		if !encoding {
+			r.encMu.Lock()
+			encoding = true
+		}
+		p := pos - uint64(len(out)-i)
+		s := &r.slots[p%uint64(len(r.slots))]
+		if m := s.json.Load(); m != nil && m.pos == p {
+			out[i].JSON = m.data // another reader encoded it meanwhile
+			continue
+		}
+		out[i].JSON, _ = json.Marshal(out[i].Event)
+		s.json.Store(&ringJSON{pos: p, data: out[i].JSON}) // a late one for an overwritten slot is never used
+	}
+	if encoding {
+		r.encMu.Unlock()
+	}
+	return out, pos, true
+}
+
+// Counts returns how many events of each kind ("attempt.lost") this node
+// has applied since it started.
+func (r *EventRing) Counts() map[string]uint64 {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make(map[string]uint64, len(r.counts))
+	for k, v := range r.counts {
+		out[k] = v
+	}
+	return out
+}
+
+// Events is this node's ring of recent events.
+func (f *FSM) Events() *EventRing { return f.events }

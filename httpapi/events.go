@@ -1,0 +1,280 @@
+package httpapi
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/foreman-sched/foreman/fsm"
+)
+
+// EventSource is the node's ring of recent events (*fsm.FSM satisfies it);
+// Deps.State offers it or GET /v1/events answers 503.
+type EventSource interface {
+	Events() *fsm.EventRing
+}
+
+// HeaderLastEventID is how an SSE client resumes (browsers send it on
+// reconnect by themselves).
+const HeaderLastEventID = "Last-Event-ID"
+
+// eventFilter is what one stream reader asked for.
+type eventFilter struct {
+	topics    []string // empty: every topic
+	job       string
+	workflow  string
+	schedule  string
+	namespace string
+}
+
+func (f *eventFilter) match(e *fsm.Event) bool {
+	if len(f.topics) > 0 && !slices.Contains(f.topics, e.Topic()) {
+		return false
+	}
+	return (f.job == "" || e.JobID == f.job) &&
+		(f.workflow == "" || e.Workflow == f.workflow) &&
+		(f.schedule == "" || e.Schedule == f.schedule) &&
+		(f.namespace == "" || e.Namespace == f.namespace)
+}
+
+// parseEventQuery reads the filters and the resume point (nil: from now).
+func parseEventQuery(r *http.Request) (*eventFilter, *fsm.EventID, error) {
+	q := r.URL.Query()
+	f := &eventFilter{job: q.Get("job"), workflow: q.Get("workflow"), schedule: q.Get("schedule"), namespace: q.Get("namespace")}
+	for _, v := range q["topic"] {
+		for _, t := range strings.Split(v, ",") {
+			t = strings.TrimSpace(t)
+			if t == "" {
+				continue
+			}
+			if !slices.Contains(fsm.Topics, t) {
+				return nil, nil, invalid("topic", "unknown topic %q (want %s)", t, strings.Join(fsm.Topics, ", "))
+			}
+			f.topics = append(f.topics, t)
+		}
+	}
+	var from *fsm.EventID
+	if v := r.Header.Get(HeaderLastEventID); v != "" {
+		id, err := fsm.ParseEventID(v)
+		if err != nil {
+			return nil, nil, invalid(HeaderLastEventID, "%v", err)
+		}
+		from = &id
+	} else if v := q.Get("index"); v != "" {
+		i, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			return nil, nil, invalid("index", "%q is not a raft index", v)
+		}
+		from = &fsm.EventID{Index: i, Seq: fsm.SeqAll}
+	}
+	return f, from, nil
+}
+
+// subscribers counts open streams (GET /v1/metrics).
+type subscribers struct {
+	mu sync.Mutex
+	n  int
+}
+
+func (c *subscribers) add(d int) {
+	c.mu.Lock()
+	c.n += d
+	c.mu.Unlock()
+}
+
+func (c *subscribers) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n
+}
+
+// heartbeat is one timer shared by every stream: its channel closes every
+// interval, and no goroutine runs while nobody waits on it.
+type heartbeat struct {
+	every time.Duration
+	mu    sync.Mutex
+	ch    chan struct{}
+}
+
+func (h *heartbeat) C() <-chan struct{} {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.ch == nil {
+		ch := make(chan struct{})
+		h.ch = ch
+		time.AfterFunc(h.every, func() {
+			h.mu.Lock()
+			h.ch = nil
+			h.mu.Unlock()
+			close(ch)
+		})
+	}
+	return h.ch
+}
+
+// events serves GET /v1/events as Server-Sent Events. Every stream reads
+// the node's event ring at its own position: a reader never slows Apply
+// and costs no buffer of its own. A reader that falls further behind than
+// the ring gets a reset event and goes on from the newest; a reader that
+// stops reading is dropped when a write blocks for EventWriteTimeout.
+func (s *server) events(w http.ResponseWriter, r *http.Request) {
+	src, ok := s.state.(EventSource)
+	if !ok {
+		s.writeError(w, r, fmt.Errorf("%w: this node keeps no event stream", ErrUnavailable))
+		return
+	}
+	filter, from, err := parseEventQuery(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	ring := src.Events()
+	pos, last := ring.Tail()
+	behind := false
+	if from != nil {
+		if p, ok := ring.Seek(*from); ok {
+			pos = p
+		} else {
+			behind = true
+		}
+	}
+	s.subscribers.add(1)
+	defer s.subscribers.add(-1)
+
+	rc := http.NewResponseController(w)
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	// No buffer of our own: net/http's per-connection one is enough, and
+	// ten thousand idle streams should cost as little as possible. The
+	// write deadline is set before each burst, since a write may block.
+	bw := &streamWriter{w: w}
+	deadline := func() { _ = rc.SetWriteDeadline(time.Now().Add(s.cfg.EventWriteTimeout)) }
+	flush := func() error {
+		if bw.err != nil {
+			return bw.err
+		}
+		return rc.Flush()
+	}
+	deadline()
+	w.WriteHeader(http.StatusOK)
+	fmt.Fprintf(bw, ": foreman events from %s\n\n", s.cluster.NodeName())
+	if behind {
+		writeReset(bw, last, "events after "+from.String()+" are no longer held by "+s.cluster.NodeName()+"; re-list and resume from this id")
+	}
+	if flush() != nil {
+		return
+	}
+	for {
+		changed := ring.Changed()
+		// The read buffer is pooled, not held while waiting: an idle
+		// stream then costs its goroutine and connection only.
+		buf := readBufs.Get().(*[]fsm.RingEvent)
+		evs, next, ok := ring.Read(pos, *buf)
+		more := len(evs) == cap(*buf)
+		deadline()
+		if !ok {
+			readBufs.Put(buf)
+			pos, last = ring.Tail()
+			writeReset(bw, last, "this stream fell behind the node's event buffer (or the node restored a snapshot); re-list and resume from this id")
+			if flush() != nil {
+				return
+			}
+			continue
+		}
+		pos = next
+		wrote := false
+		for i := range evs {
+			if filter.match(&evs[i].Event) {
+				writeEvent(bw, &evs[i])
+				wrote = true
+			}
+		}
+		clear(evs) // drop the references before pooling
+		readBufs.Put(buf)
+		if wrote && flush() != nil {
+			return
+		}
+		if more {
+			continue // more to read now
+		}
+		select {
+		case <-r.Context().Done():
+			return
+		case <-changed:
+		case <-s.beat.C():
+			deadline()
+			io.WriteString(bw, ": heartbeat\n\n")
+			if flush() != nil {
+				return
+			}
+		}
+	}
+}
+
+// readBufs holds the streams' read buffers (256 events, ~70 KB each).
+var readBufs = sync.Pool{New: func() any { b := make([]fsm.RingEvent, 0, 256); return &b }}
+
+// streamWriter keeps the first write error, so a burst is checked once.
+type streamWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (s *streamWriter) Write(p []byte) (int, error) {
+	if s.err != nil {
+		return 0, s.err
+	}
+	n, err := s.w.Write(p)
+	s.err = err
+	return n, err
+}
+
+func writeEvent(w io.Writer, e *fsm.RingEvent) {
+	io.WriteString(w, "id: ")
+	io.WriteString(w, e.ID().String())
+	io.WriteString(w, "\ndata: ")
+	w.Write(e.JSON)
+	io.WriteString(w, "\n\n")
+}
+
+// writeReset tells the reader it missed events; id is where to resume
+// after re-listing.
+func writeReset(w io.Writer, id fsm.EventID, reason string) {
+	data, _ := (fsm.Event{Index: id.Index, Seq: id.Seq, Type: fsm.EventReset, Reason: reason}).MarshalJSON()
+	fmt.Fprintf(w, "id: %s\nevent: reset\ndata: %s\n\n", id, data)
+}
+
+// jobEvents serves GET /v1/jobs/{id}/events: the job's timeline.
+func (s *server) jobEvents(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	var evs []fsm.Event
+	err := s.state.View(func(tx *fsm.Tx) error {
+		if _, err := tx.Job(id); err != nil {
+			return err
+		}
+		var err error
+		evs, err = tx.JobEvents(id)
+		return err
+	})
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if evs == nil {
+		evs = []fsm.Event{}
+	}
+	writeJSON(w, http.StatusOK, JobTimeline{JobID: id, Events: evs})
+}
+
+// JobTimeline is the body of GET /v1/jobs/{id}/events.
+type JobTimeline struct {
+	JobID  string      `json:"job_id"`
+	Events []fsm.Event `json:"events"`
+}

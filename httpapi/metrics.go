@@ -1,0 +1,188 @@
+package httpapi
+
+import (
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/foreman-sched/foreman/fsm"
+)
+
+// GET /v1/metrics serves two registries: the process-wide default one
+// (Go runtime and process collectors, and the histograms other packages
+// observe where they measure: fsm's latencies, cluster's commit time,
+// sched's plans, exec's container starts) and this server's own, which
+// reads the replicated state, raft and the event counts at scrape time
+// and counts the HTTP requests this node served.
+
+// metrics is one server's registry.
+type metrics struct {
+	s        *server
+	reg      *prometheus.Registry
+	requests *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+	handler  http.Handler
+}
+
+func newMetrics(s *server) *metrics {
+	m := &metrics{s: s, reg: prometheus.NewRegistry()}
+	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "foreman_http_requests_total",
+		Help: "HTTP requests this node served, by route pattern, method and status code.",
+	}, []string{"route", "method", "code"})
+	m.duration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "foreman_http_request_duration_seconds",
+		Help:    "Time to serve an HTTP request (event streams: their whole life), by route pattern.",
+		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+	}, []string{"route"})
+	m.reg.MustRegister(m.requests, m.duration, stateCollector{s})
+	m.handler = promhttp.HandlerFor(prometheus.Gatherers{prometheus.DefaultGatherer, m.reg},
+		promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
+	return m
+}
+
+func (m *metrics) serve(w http.ResponseWriter, r *http.Request) { m.handler.ServeHTTP(w, r) }
+
+// observe records one served request.
+func (m *metrics) observe(r *http.Request, status int, d time.Duration) {
+	route := r.Pattern
+	if route == "" || route == "/" {
+		route = "other" // unmatched paths must not grow the label set
+	} else if _, p, ok := strings.Cut(route, " "); ok {
+		route = p
+	}
+	m.requests.WithLabelValues(route, r.Method, statusText(status)).Inc()
+	m.duration.WithLabelValues(route).Observe(d.Seconds())
+}
+
+func statusText(code int) string {
+	const digits = "0123456789"
+	if code < 100 || code > 999 {
+		return "other"
+	}
+	return string([]byte{digits[code/100], digits[code/10%10], digits[code%10]})
+}
+
+var (
+	descJobs          = prometheus.NewDesc("foreman_jobs", "Jobs in each state, from this node's replica.", []string{"state"}, nil)
+	descQueueJobs     = prometheus.NewDesc("foreman_queue_jobs", "Active (non-terminal) jobs per queue and state.", []string{"queue", "state"}, nil)
+	descEvents        = prometheus.NewDesc("foreman_events_total", "Events this node applied since it started, by type.", []string{"type"}, nil)
+	descAttempts      = prometheus.NewDesc("foreman_attempts_total", "Attempts that ended, by outcome, as applied on this node since it started.", []string{"outcome"}, nil)
+	descSubmitted     = prometheus.NewDesc("foreman_jobs_submitted_total", "Jobs submitted (cluster-wide), as applied on this node since it started.", nil, nil)
+	descLeaderChanges = prometheus.NewDesc("foreman_raft_leader_changes_total", "Leader changes applied on this node since it started.", nil, nil)
+	descSubscribers   = prometheus.NewDesc("foreman_event_subscribers", "Open GET /v1/events streams on this node.", nil, nil)
+	descRaftState     = prometheus.NewDesc("foreman_raft_state", "1 for this node's current raft state.", []string{"state"}, nil)
+	descRaftTerm      = prometheus.NewDesc("foreman_raft_term", "Current raft term.", nil, nil)
+	descRaftCommit    = prometheus.NewDesc("foreman_raft_commit_index", "Raft commit index.", nil, nil)
+	descRaftApplied   = prometheus.NewDesc("foreman_raft_applied_index", "Index of the last entry applied to this node's state.", nil, nil)
+	descRaftLast      = prometheus.NewDesc("foreman_raft_last_index", "Index of the last entry in this node's raft log.", nil, nil)
+	descNodeCapacity  = prometheus.NewDesc("foreman_node_capacity", "A node's advertised capacity (cpu in millicores, memory in MiB, named resources as counts).", []string{"node", "resource"}, nil)
+	descNodeAlloc     = prometheus.NewDesc("foreman_node_allocated", "Resources held by live attempts on a node (same units as foreman_node_capacity).", []string{"node", "resource"}, nil)
+	descNodeUp        = prometheus.NewDesc("foreman_node_alive", "1 when the node's committed gossip state is alive.", []string{"node"}, nil)
+)
+
+var raftStates = []string{"Leader", "Follower", "Candidate", "Shutdown"}
+
+// stateCollector reads everything it reports at scrape time.
+type stateCollector struct{ s *server }
+
+func (c stateCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descJobs, descQueueJobs, descEvents, descAttempts, descSubmitted, descLeaderChanges,
+		descSubscribers, descRaftState, descRaftTerm, descRaftCommit, descRaftApplied, descRaftLast,
+		descNodeCapacity, descNodeAlloc, descNodeUp} {
+		ch <- d
+	}
+}
+
+func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.s
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	counter := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
+	}
+	gauge(descSubscribers, float64(s.subscribers.count()))
+
+	ri := s.cluster.RaftInfo()
+	for _, st := range raftStates {
+		v := 0.0
+		if st == ri.State {
+			v = 1
+		}
+		gauge(descRaftState, v, strings.ToLower(st))
+	}
+	gauge(descRaftTerm, float64(ri.Term))
+	gauge(descRaftCommit, float64(ri.CommitIndex))
+	gauge(descRaftApplied, float64(ri.AppliedIndex))
+	gauge(descRaftLast, float64(ri.LastIndex))
+
+	if src, ok := s.state.(EventSource); ok {
+		counts := src.Events().Counts()
+		for k, v := range counts {
+			counter(descEvents, float64(v), k)
+		}
+		for _, o := range []fsm.AttemptState{fsm.AttemptSucceeded, fsm.AttemptFailed, fsm.AttemptLost, fsm.AttemptKilled} {
+			counter(descAttempts, float64(counts[string(fsm.EventAttempt)+"."+string(o)]), string(o))
+		}
+		counter(descSubmitted, float64(counts[string(fsm.EventJob)+"."+fsm.NameSubmitted]))
+		counter(descLeaderChanges, float64(counts[string(fsm.EventLeader)+"."+fsm.NameChanged]))
+	}
+
+	_ = s.state.View(func(tx *fsm.Tx) error {
+		for _, st := range fsm.AllStates {
+			gauge(descJobs, float64(tx.CountJobsInState(st)), string(st))
+		}
+		if qs, err := tx.CountActiveByQueue(); err == nil {
+			// The default queue always has its series (zero included), so
+			// the family exists on an idle cluster too.
+			seen := map[fsm.JobState]bool{}
+			for _, q := range qs {
+				name := q.Queue
+				if name == "" {
+					name = "default"
+					seen[q.State] = true
+				}
+				gauge(descQueueJobs, float64(q.Jobs), name, string(q.State))
+			}
+			for _, st := range fsm.ActiveStates {
+				if !seen[st] {
+					gauge(descQueueJobs, 0, "default", string(st))
+				}
+			}
+		}
+		nodes, err := tx.Nodes()
+		if err != nil {
+			return err
+		}
+		alloc, err := tx.AllocatedByNode()
+		if err != nil {
+			return err
+		}
+		for _, n := range nodes {
+			up := 0.0
+			if n.Gossip == fsm.NodeAlive {
+				up = 1
+			}
+			gauge(descNodeUp, up, n.Name)
+			resources(n.Capacity, func(res string, v int64) { gauge(descNodeCapacity, float64(v), n.Name, res) })
+			resources(alloc[n.Name], func(res string, v int64) { gauge(descNodeAlloc, float64(v), n.Name, res) })
+		}
+		return nil
+	})
+}
+
+// resources calls fn for cpu, memory and each named resource.
+func resources(r fsm.Resources, fn func(string, int64)) {
+	fn("cpu", r.CPU)
+	fn("memory", r.MemoryMB)
+	for k, v := range r.Named {
+		if k == "cpu" || k == "memory" {
+			continue
+		}
+		fn(k, v)
+	}
+}
