@@ -22,6 +22,7 @@ func clientCommands() []*ucli.Command {
 		logsCommand(),
 		eventsCommand(),
 		jobCommand(),
+		workflowCommand(),
 		nodeCommand(),
 		queueCommand(),
 		clusterCommand(),

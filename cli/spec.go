@@ -12,7 +12,6 @@ import (
 	"time"
 
 	ucli "github.com/urfave/cli/v2"
-	"gopkg.in/yaml.v3"
 
 	"github.com/foreman-sched/foreman/httpapi"
 )
@@ -51,6 +50,8 @@ func specFlags() []ucli.Flag {
 		&ucli.StringFlag{Name: "deadline", Usage: "fail the job if not done by this RFC 3339 time (or duration from now)"},
 		&ucli.StringFlag{Name: "idempotency-key", Usage: "deduplicate retried submits"},
 		&ucli.BoolFlag{Name: "allow-unplaceable", Usage: "accept resources larger than any node has now"},
+		&ucli.GenericFlag{Name: "depends-on", Value: &multi{}, Usage: "run after these jobs: ID[,ID] (repeatable)"},
+		&ucli.StringFlag{Name: "condition", Usage: "with --depends-on: success (default: all succeeded), failure (one failed), always (all finished), one_success"},
 	}
 }
 
@@ -203,6 +204,16 @@ func applyFlags(c *ucli.Context, spec *httpapi.JobSpecInput, now time.Time) erro
 		spec.Labels[k] = v
 	}
 	spec.Constraints = append(spec.Constraints, multiValues(c, "constraint")...)
+	for _, v := range multiValues(c, "depends-on") {
+		for _, id := range strings.Split(v, ",") {
+			if id = strings.TrimSpace(id); id != "" {
+				spec.DependsOn = append(spec.DependsOn, id)
+			}
+		}
+	}
+	if c.IsSet("condition") {
+		spec.Condition = c.String("condition")
+	}
 	return nil
 }
 
@@ -242,15 +253,7 @@ func parseSpecFile(path string, b []byte) (specs []httpapi.JobSpecInput, batch b
 	trimmed := bytes.TrimSpace(b)
 	isJSON := len(trimmed) > 0 && (trimmed[0] == '{' || trimmed[0] == '[')
 	if ext := strings.ToLower(filepath.Ext(path)); ext == ".yaml" || ext == ".yml" || !isJSON {
-		var v any
-		if err := yaml.Unmarshal(b, &v); err != nil {
-			return nil, false, fmt.Errorf("%s: %w", path, err)
-		}
-		v, err = yamlToJSON(v)
-		if err != nil {
-			return nil, false, fmt.Errorf("%s: %w", path, err)
-		}
-		if b, err = json.Marshal(v); err != nil {
+		if b, err = httpapi.YAMLToJSON(b); err != nil {
 			return nil, false, fmt.Errorf("%s: %w", path, err)
 		}
 	}
@@ -274,42 +277,4 @@ func parseSpecFile(path string, b []byte) (specs []httpapi.JobSpecInput, batch b
 		}
 	}
 	return out, probe.Jobs != nil, nil
-}
-
-// yamlToJSON makes a decoded YAML value encodable as JSON (string keys,
-// times as RFC 3339).
-func yamlToJSON(v any) (any, error) {
-	switch x := v.(type) {
-	case map[string]any:
-		for k, e := range x {
-			c, err := yamlToJSON(e)
-			if err != nil {
-				return nil, err
-			}
-			x[k] = c
-		}
-		return x, nil
-	case map[any]any:
-		m := make(map[string]any, len(x))
-		for k, e := range x {
-			c, err := yamlToJSON(e)
-			if err != nil {
-				return nil, err
-			}
-			m[fmt.Sprint(k)] = c
-		}
-		return m, nil
-	case []any:
-		for i, e := range x {
-			c, err := yamlToJSON(e)
-			if err != nil {
-				return nil, err
-			}
-			x[i] = c
-		}
-		return x, nil
-	case time.Time:
-		return x.UTC().Format(time.RFC3339Nano), nil
-	}
-	return v, nil
 }

@@ -61,6 +61,9 @@ type Result struct {
 	PeakMemoryB int64            `json:"peak_memory_bytes,omitempty"`
 	CPUTimeNs   int64            `json:"cpu_time_ns,omitempty"`
 	StderrTail  string           `json:"stderr_tail,omitempty"`
+	// JobResult is what the job wrote to its result file (result.go).
+	JobResult          []byte `json:"job_result,omitempty"`
+	JobResultTruncated bool   `json:"job_result_truncated,omitempty"`
 }
 
 // Report turns a result into the executor's report for attempt tf.
@@ -80,6 +83,9 @@ func (r *Result) Report(tf *TaskFile) fsm.ReportAttempt {
 		PeakMemoryB:  r.PeakMemoryB,
 		CPUTimeNs:    r.CPUTimeNs,
 		StderrTail:   r.StderrTail,
+
+		Result:          r.JobResult,
+		ResultTruncated: r.JobResultTruncated,
 	}
 }
 

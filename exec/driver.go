@@ -35,6 +35,9 @@ type Task struct {
 	Dir string
 	// WorkDir is the host directory mounted at /task (the job's working directory).
 	WorkDir string
+	// ResultFile is the host file mounted at /foreman/result and InputsDir
+	// the host directory mounted (read-only) at /foreman/inputs (result.go).
+	ResultFile, InputsDir string
 	// ArtifactsDir and CheckpointDir are host directories mounted at
 	// /foreman/artifacts and /foreman/checkpoint (may be empty = not mounted).
 	ArtifactsDir  string

@@ -142,13 +142,16 @@ func (s *fakeState) InContactWithLeader() bool { return s.contact.Load() }
 func (s *fakeState) InSync() bool              { return !s.stale.Load() }
 
 // assign adds a new live attempt on node "n1" and returns its TaskID.
-func (s *fakeState) assign(jobID string, spec fsm.JobSpec) string {
+func (s *fakeState) assign(jobID string, spec fsm.JobSpec, mods ...func(*Assignment)) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.token++
 	a := Assignment{Spec: spec, Attempt: fsm.Attempt{
 		JobID: jobID, Num: 1, Node: "n1", State: fsm.AttemptAssigned, FencingToken: 100 + s.token,
 	}}
+	for _, m := range mods {
+		m(&a)
+	}
 	id := TaskID(jobID, 1)
 	s.live[id] = a
 	s.notifyLocked()

@@ -39,10 +39,13 @@ type pendingReport struct {
 
 // Batching defaults: two batches overlap (one being committed while the
 // next forms); a batch holds at most 256 reports (each ≤ ~5 KiB with its
-// stderr tail, so an entry stays around a megabyte at worst).
+// stderr tail, so an entry stays around a megabyte at worst) and at most
+// reportBatchResultBytes of job results (each up to fsm.ResultMax, 64 KiB:
+// 256 of them would make a 16 MiB entry).
 const (
 	DefaultReportsInFlight = 2
 	DefaultReportBatchMax  = 256
+	reportBatchResultBytes = 1 << 20
 )
 
 // NewBatchingReporter returns a BatchingReporter with the defaults.
@@ -78,7 +81,14 @@ func (b *BatchingReporter) Report(ctx context.Context, rep fsm.ReportAttempt) er
 // kickLocked starts a batch for the queued reports while a slot is free.
 func (b *BatchingReporter) kickLocked() {
 	for b.inFlight < b.maxInFlight && len(b.queue) > 0 {
-		n := min(len(b.queue), b.maxBatch)
+		n, bytes := 0, 0
+		for n < min(len(b.queue), b.maxBatch) {
+			bytes += len(b.queue[n].rep.Result)
+			if n > 0 && bytes > reportBatchResultBytes {
+				break
+			}
+			n++
+		}
 		batch := b.queue[:n:n]
 		b.queue = append([]*pendingReport(nil), b.queue[n:]...)
 		b.inFlight++

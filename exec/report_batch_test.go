@@ -156,3 +156,47 @@ func TestBatchingReporterDropsAbandoned(t *testing.T) {
 		t.Errorf("third batch %+v, want only the kept report", third)
 	}
 }
+
+// TestBatchingReporterResultBytes: reports carrying big job results are
+// split so one batch holds about reportBatchResultBytes of them.
+func TestBatchingReporterResultBytes(t *testing.T) {
+	f := &fakeBatchSender{release: make(chan error, 100)}
+	for range 100 {
+		f.release <- nil
+	}
+	b := NewBatchingReporter(f)
+	b.maxInFlight = 1
+	big := make([]byte, fsm.ResultMax)
+	n := 2 * reportBatchResultBytes / fsm.ResultMax // two batches' worth
+	b.mu.Lock()
+	b.inFlight = 1 // hold the queue until all are in
+	b.mu.Unlock()
+	done := make(chan error, n)
+	for i := range n {
+		go func() { done <- b.Report(context.Background(), fsm.ReportAttempt{JobID: fmt.Sprint(i), Result: big}) }()
+	}
+	waitFor(t, waitShort, "reports queued", func() bool { b.mu.Lock(); defer b.mu.Unlock(); return len(b.queue) == n })
+	b.mu.Lock()
+	b.inFlight = 0
+	b.kickLocked()
+	b.mu.Unlock()
+	for range n {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, batch := range f.batches {
+		size := 0
+		for _, r := range batch {
+			size += len(r.Result)
+		}
+		if size > reportBatchResultBytes {
+			t.Fatalf("a batch of %d reports carries %d result bytes (cap %d)", len(batch), size, reportBatchResultBytes)
+		}
+	}
+	if len(f.batches) < 2 {
+		t.Fatalf("%d batches for %d reports of %d bytes", len(f.batches), n, fsm.ResultMax)
+	}
+}

@@ -222,7 +222,8 @@ func (s *supervisor) execute(srv *controlServer) *Result {
 	id := TaskID(s.tf.Attempt.JobID, s.tf.Attempt.Num)
 	task := &Task{
 		ID: id, Spec: s.tf.Spec, Env: s.tf.Env, Dir: s.dir,
-		WorkDir:      filepath.Join(s.dir, WorkDirName),
+		WorkDir:    filepath.Join(s.dir, WorkDirName),
+		ResultFile: resultPath(s.dir), InputsDir: inputsDir(s.dir),
 		ArtifactsDir: s.tf.ArtifactsDir, CheckpointDir: s.tf.CheckpointDir,
 		Stdout: stdout.w, Stderr: stderr.w, ImageCache: s.tf.ImageCache,
 	}
@@ -334,7 +335,12 @@ func (s *supervisor) execute(srv *controlServer) *Result {
 			}
 			stdout.finish()
 			stderr.finish()
-			return s.result(st, reason, startedAt, stderr.lw.Tail())
+			r := s.result(st, reason, startedAt, stderr.lw.Tail())
+			var err error
+			if r.JobResult, r.JobResultTruncated, err = readResultFile(s.dir); err != nil {
+				s.log.Warn("job result not read", "err", err)
+			}
+			return r
 		case <-leaseTimer.C:
 			if s.lease.Expired() {
 				// Fencing must finish within the leader's margin, so no grace.

@@ -223,6 +223,11 @@ func (r *attemptRun) start(a Assignment) (*leaseClient, error) {
 	if err := os.Mkdir(filepath.Join(r.dir, WorkDirName), 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 		return nil, err
 	}
+	ioEnv, err := prepareIO(r.dir, driver, a.Inputs)
+	if err != nil {
+		return nil, fmt.Errorf("result file and inputs: %w", err)
+	}
+	r.tf.Env = append(r.tf.Env, ioEnv...)
 	if err := writeJSONAtomic(filepath.Join(r.dir, TaskFileName), r.tf, false); err != nil {
 		return nil, fmt.Errorf("write task file: %w", err)
 	}
@@ -260,6 +265,7 @@ var errSupervisorExited = errors.New("supervisor exited before the lease connect
 
 var reservedEnv = map[string]bool{
 	"FOREMAN_JOB_ID": true, "FOREMAN_ATTEMPT": true, "FOREMAN_FENCING_TOKEN": true, "FOREMAN_NODE": true,
+	"FOREMAN_RESULT": true, "FOREMAN_INPUTS": true,
 }
 
 // jobEnv is the spec's env (sorted for stable output) plus the FOREMAN_*

@@ -16,6 +16,9 @@ import (
 type Assignment struct {
 	Attempt fsm.Attempt
 	Spec    fsm.JobSpec
+	// Inputs are the parents' results of a job with dependencies (read
+	// only for attempts not yet started).
+	Inputs []Input
 }
 
 // Assignments is the worker's view of the replicated state (main adapts the

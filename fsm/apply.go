@@ -85,6 +85,12 @@ func (f *FSM) applyOnce(logs []*raft.Log, out []any, refused map[int]error) ([]E
 		}
 		a.begin(l.Index)
 		err := a.applyEntry(l.Data, res)
+		if err == nil {
+			err = a.flushWorkflows()
+		}
+		if err != nil {
+			a.dropWorkflows()
+		}
 		if err == nil && f.faultHook != nil {
 			err = f.faultHook(l.Index)
 		}
@@ -98,7 +104,7 @@ func (f *FSM) applyOnce(logs []*raft.Log, out []any, refused map[int]error) ([]E
 			return nil, -1, err
 		}
 		res.Err = err
-		res.Jobs, res.Skipped, res.Submits = nil, nil, nil
+		res.Jobs, res.Skipped, res.Submits, res.Workflow = nil, nil, nil, ""
 		if a.wrote {
 			refused[i] = err
 			return nil, i, nil
@@ -142,6 +148,13 @@ type applier struct {
 	wrote                                bool    // the current entry changed something
 	events                               []Event // committed entries' events
 	pending                              []Event // the current entry's events
+
+	// The current entry's workflow records, written once at its end
+	// (apply_workflow.go); holdDecisions pauses dependency decisions
+	// while a workflow is being cancelled (dag.go).
+	wfs           map[string]*Workflow
+	wfDirty       bool
+	holdDecisions bool
 }
 
 // appendFill packs pages fuller in buckets whose keys mostly arrive in
@@ -163,6 +176,7 @@ func newApplier(tx *bolt.Tx) *applier {
 		byDue:         tx.Bucket(bucketJobsByDue),
 		queuedByGroup: tx.Bucket(bucketQueuedByGroup),
 		byFinish:      tx.Bucket(bucketJobsByFinish),
+		wfs:           map[string]*Workflow{},
 		timeline:      tx.Bucket(bucketJobEvents),
 	}
 	a.timeline.FillPercent = appendFill
@@ -252,6 +266,12 @@ func (a *applier) applyEntry(data []byte, res *Result) error {
 		return run(a, cmd, res, (*applier).stopAttempts)
 	case CmdGC:
 		return run(a, cmd, res, (*applier).gc)
+	case CmdSubmitWorkflow:
+		return run(a, cmd, res, (*applier).submitWorkflow)
+	case CmdCancelWorkflow:
+		return run(a, cmd, res, (*applier).cancelWorkflow)
+	case CmdRetryWorkflow:
+		return run(a, cmd, res, (*applier).retryWorkflow)
 	case CmdLeader:
 		return run(a, cmd, res, (*applier).leaderChanged)
 	}

@@ -118,6 +118,11 @@ func (a *applier) report(p *ReportAttempt, res *Result) error {
 	if len(at.StderrTail) > StderrTailMax {
 		at.StderrTail = at.StderrTail[len(at.StderrTail)-StderrTailMax:]
 	}
+	at.Result = p.Result
+	if len(at.Result) > ResultMax || p.ResultTruncated {
+		at.Result = at.Result[:min(len(at.Result), ResultMax)]
+		at.Warning = fmt.Sprintf("result truncated to %d bytes (the job wrote more)", ResultMax)
+	}
 	if p.OOM && at.Reason == "" {
 		at.Reason = ReasonOOM
 	}

@@ -29,6 +29,16 @@ func (a *applier) submitJobs(p *SubmitJobs, res *Result) error {
 			return fmt.Errorf("%w: jobs[%d].idempotency_key: %d bytes (max %d)", ErrBadCommand, i, len(nj.IdempotencyKey), maxKeyLen)
 		}
 	}
+	withDeps := false
+	for _, nj := range p.Jobs {
+		withDeps = withDeps || len(nj.Spec.DependsOn) > 0 || nj.Spec.Condition != ""
+	}
+	if withDeps {
+		if err := a.checkDeps(p.Jobs, func(i int) string { return fmt.Sprintf("jobs[%d]", i) }); err != nil {
+			return err
+		}
+	}
+	var created []*Job
 	res.Jobs = make([]SubmitResult, 0, len(p.Jobs))
 	for _, nj := range p.Jobs {
 		if nj.IdempotencyKey != "" {
@@ -49,19 +59,12 @@ func (a *applier) submitJobs(p *SubmitJobs, res *Result) error {
 			res.Jobs = append(res.Jobs, SubmitResult{ID: nj.ID, Duplicate: true})
 			continue
 		}
-		j := &Job{
-			ID:             nj.ID,
-			Spec:           nj.Spec,
-			State:          JobQueued,
-			IdempotencyKey: nj.IdempotencyKey,
-			SubmittedAt:    a.at,
-			CreateIndex:    a.index,
-		}
-		if rt := nj.Spec.RunAt; rt != nil && rt.After(a.at) {
-			j.State, j.NextRunAt = JobWaiting, *rt
-		}
-		if err := a.saveJob(j, ""); err != nil {
+		j, err := a.createJob(nj, "")
+		if err != nil {
 			return err
+		}
+		if withDeps {
+			created = append(created, j)
 		}
 		if nj.IdempotencyKey != "" {
 			if a.atText == "" {
@@ -73,6 +76,9 @@ func (a *applier) submitJobs(p *SubmitJobs, res *Result) error {
 			}
 		}
 		res.Jobs = append(res.Jobs, SubmitResult{ID: nj.ID})
+	}
+	if withDeps {
+		return a.linkParents(created)
 	}
 	return nil
 }
@@ -120,7 +126,7 @@ func batchItemErr(s string) error {
 
 // due reports whether a waiting/retrying job may start at the entry's time.
 func (a *applier) due(j *Job) bool {
-	return (j.State == JobWaiting || j.State == JobRetrying) && !j.NextRunAt.After(a.at)
+	return (j.State == JobWaiting || j.State == JobRetrying) && !j.NextRunAt.After(a.at) && !j.blocked()
 }
 
 func (a *applier) release(p *ReleaseJobs, res *Result) error {
@@ -151,7 +157,11 @@ func (a *applier) cancelJob(p *CancelJob, res *Result) error {
 	if j.State.Terminal() {
 		return fmt.Errorf("%w: job %s is already %s", ErrConflict, j.ID, j.State)
 	}
-	reason := p.Reason
+	return a.cancel(j, p.Reason)
+}
+
+// cancel cancels the non-terminal job j (see CancelJob).
+func (a *applier) cancel(j *Job, reason string) error {
 	if reason == "" {
 		reason = ReasonCancelled
 	}
@@ -182,13 +192,20 @@ func (a *applier) retryJob(p *RetryJob, res *Result) error {
 	if err != nil {
 		return err
 	}
-	if j.State != JobFailed && j.State != JobCancelled {
-		return fmt.Errorf("%w: job %s is %s; only failed or cancelled jobs can be retried", ErrConflict, j.ID, j.State)
+	if j.State != JobFailed && j.State != JobCancelled && j.State != JobSkipped {
+		return fmt.Errorf("%w: job %s is %s; only failed, cancelled or skipped jobs can be retried", ErrConflict, j.ID, j.State)
 	}
-	from := j.State
-	j.State, j.Reason, j.CountedAttempts = JobQueued, "", 0
-	j.FinishedAt, j.NextRunAt = zeroTime, zeroTime
-	return a.saveJob(j, from)
+	if err := a.rerun(j); err != nil {
+		return err
+	}
+	if !j.blocked() {
+		return nil
+	}
+	// It waits for its parents again: released at once if they allow.
+	if err := a.countParents(j); err != nil {
+		return err
+	}
+	return a.saveJob(j, JobWaiting)
 }
 
 func (a *applier) failJobs(p *FailJobs, res *Result) error {
@@ -273,6 +290,9 @@ func (a *applier) gc(p *GC, res *Result) error {
 			if err := a.deleteJob(j); err != nil {
 				return err
 			}
+		}
+		if err := a.gcWorkflows(p.Before); err != nil {
+			return err
 		}
 	}
 	if !p.KeysBefore.IsZero() {

@@ -31,6 +31,10 @@ func (s AttemptState) Live() bool { return s == AttemptAssigned || s == AttemptR
 // StderrTailMax is how much of an attempt's stderr is kept in the state machine.
 const StderrTailMax = 4096
 
+// ResultMax is the most of a job's result kept with its attempt (in raft,
+// so it survives the node): 64 KiB. More is truncated with a warning.
+const ResultMax = 64 << 10
+
 // Attempt is one execution of a job on one node.
 type Attempt struct {
 	JobID string       `json:"job_id"`
@@ -60,5 +64,9 @@ type Attempt struct {
 	PeakMemoryB int64  `json:"peak_memory_bytes,omitempty"`
 	CPUTimeNs   int64  `json:"cpu_time_ns,omitempty"`
 	StderrTail  string `json:"stderr_tail,omitempty"`
+	// Result is what the job wrote to its result file (children get it
+	// as an input); Warning says what went wrong with it.
+	Result      []byte `json:"result,omitempty"`
+	Warning     string `json:"warning,omitempty"`
 	ModifyIndex uint64 `json:"modify_index"`
 }

@@ -65,6 +65,10 @@ var payloadTypes = map[CommandType]any{
 	CmdSetQueue:     SetQueue{},
 	CmdStopAttempts: StopAttempts{},
 	CmdGC:           GC{},
+
+	CmdSubmitWorkflow: SubmitWorkflow{},
+	CmdCancelWorkflow: CancelWorkflow{},
+	CmdRetryWorkflow:  RetryWorkflow{},
 }
 
 // Command is the versioned envelope of every raft entry. At is stamped by
@@ -254,6 +258,11 @@ type ReportAttempt struct {
 	PeakMemoryB  int64        `json:"peak_memory_bytes,omitempty"`
 	CPUTimeNs    int64        `json:"cpu_time_ns,omitempty"`
 	StderrTail   string       `json:"stderr_tail,omitempty"` // at most StderrTailMax bytes
+	// Result is what the job wrote to its result file, at most ResultMax
+	// bytes; ResultTruncated says it wrote more (the attempt then carries
+	// a warning).
+	Result          []byte `json:"result,omitempty"`
+	ResultTruncated bool   `json:"result_truncated,omitempty"`
 }
 
 // ReleaseJobs moves waiting or retrying jobs whose NextRunAt <= At to
@@ -334,6 +343,9 @@ type Result struct {
 	Skipped map[string]string `json:"skipped,omitempty"`
 	// Submits has one entry per member of a SubmitGroup, in order.
 	Submits []MemberResult `json:"submits,omitempty"`
+	// Workflow is the ID of the workflow a SubmitWorkflow created (or
+	// found, for a repeated ID or idempotency key).
+	Workflow string `json:"workflow,omitempty"`
 }
 
 // MemberResult is the outcome of one member of a SubmitGroup: the jobs it

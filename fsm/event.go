@@ -17,6 +17,9 @@ const (
 	EventAttempt EventType = "attempt" // an attempt was created or changed
 	EventNode    EventType = "node"    // a node record changed
 	EventLeader  EventType = "leader"  // a new leader took office (CmdLeader)
+	// EventWorkflow: a workflow finished ("workflow.finished"; State is
+	// its final state, Reason its job counts).
+	EventWorkflow EventType = "workflow"
 	// EventReset means the whole state was replaced by a snapshot restore
 	// (or, on the stream, that the reader missed events): subscribers must
 	// re-read what they cache.
@@ -34,6 +37,7 @@ const (
 	NameJoined        = "joined"         // node: first registration
 	NameUpdated       = "updated"        // node: description changed, no state change
 	NameChanged       = "changed"        // leader: a new term's leader
+	NameFinished      = "finished"       // workflow: every job is terminal
 )
 
 // Topics group event types for the stream's ?topic= filter. Job covers

@@ -81,6 +81,11 @@ type JobSpec struct {
 	RunAt            *time.Time `json:"run_at,omitempty"`
 	Deadline         *time.Time `json:"deadline,omitempty"`
 	AllowUnplaceable bool       `json:"allow_unplaceable,omitempty"`
+
+	// Dependencies (issue 15): the parent jobs' IDs and when this job may
+	// run once they finish (dag.go). "" means ConditionSuccess.
+	DependsOn []string  `json:"depends_on,omitempty"`
+	Condition Condition `json:"condition,omitempty"`
 }
 
 // Job is the replicated record of one submitted job.
@@ -105,6 +110,10 @@ type Job struct {
 	Current int `json:"current_attempt,omitempty"`
 	// ExitCode of the last finished attempt, if it exited.
 	ExitCode *int `json:"exit_code,omitempty"`
+	// Workflow is the ID of the workflow the job belongs to ("" for none).
+	Workflow string `json:"workflow,omitempty"`
+	// Deps follows the parents of a job with DependsOn (dag.go).
+	Deps *Deps `json:"deps,omitempty"`
 
 	CreateIndex uint64 `json:"create_index"`
 	ModifyIndex uint64 `json:"modify_index"`

@@ -41,13 +41,15 @@ type storedJob struct {
 	CountedAttempts int             `json:"counted_attempts"`
 	Current         int             `json:"current_attempt,omitempty"`
 	ExitCode        *int            `json:"exit_code,omitempty"`
+	Workflow        string          `json:"workflow,omitempty"`
+	Deps            *Deps           `json:"deps,omitempty"`
 	CreateIndex     uint64          `json:"create_index"`
 	ModifyIndex     uint64          `json:"modify_index"`
 }
 
 // schedSpec is JobSpec as Apply reads it: the placement group and
-// priority (queued_by_group), the deadline (jobs_by_due) and the retry
-// policy (finishJob). The other fields are skipped without being decoded.
+// priority (queued_by_group), the deadline (jobs_by_due), the retry
+// policy (finishJob) and the dependencies (dag.go). The other fields are skipped without being decoded.
 // Every JobSpec field is here with its tag (TestViewsMirrorRecords), so no
 // key is unknown: an unknown key costs allocations and a duplicate check.
 type schedSpec struct {
@@ -73,6 +75,8 @@ type schedSpec struct {
 	RunAt            skipped    `json:"run_at,omitempty"`
 	Deadline         *time.Time `json:"deadline,omitempty"`
 	AllowUnplaceable skipped    `json:"allow_unplaceable,omitempty"`
+	DependsOn        []string   `json:"depends_on,omitempty"`
+	Condition        Condition  `json:"condition,omitempty"`
 }
 
 // skipped is a field a view type does not read: the decoder checks the
@@ -97,6 +101,8 @@ type jobCurrentView struct {
 	CountedAttempts skipped `json:"counted_attempts"`
 	Current         int     `json:"current_attempt,omitempty"`
 	ExitCode        skipped `json:"exit_code,omitempty"`
+	Workflow        skipped `json:"workflow,omitempty"`
+	Deps            skipped `json:"deps,omitempty"`
 	CreateIndex     skipped `json:"create_index"`
 	ModifyIndex     skipped `json:"modify_index"`
 }
@@ -116,6 +122,8 @@ type jobSpecView struct {
 	CountedAttempts skipped `json:"counted_attempts"`
 	Current         skipped `json:"current_attempt,omitempty"`
 	ExitCode        skipped `json:"exit_code,omitempty"`
+	Workflow        skipped `json:"workflow,omitempty"`
+	Deps            skipped `json:"deps,omitempty"`
 	CreateIndex     skipped `json:"create_index"`
 	ModifyIndex     skipped `json:"modify_index"`
 }
@@ -135,7 +143,7 @@ func decodeStoredJob(v []byte) (j *Job, raw []byte, err error) {
 		ID: s.ID, State: s.State, Reason: s.Reason, IdempotencyKey: s.IdempotencyKey,
 		SubmittedAt: s.SubmittedAt, UpdatedAt: s.UpdatedAt, FinishedAt: s.FinishedAt, NextRunAt: s.NextRunAt,
 		Attempts: s.Attempts, CountedAttempts: s.CountedAttempts, Current: s.Current, ExitCode: s.ExitCode,
-		CreateIndex: s.CreateIndex, ModifyIndex: s.ModifyIndex,
+		Workflow: s.Workflow, Deps: s.Deps, CreateIndex: s.CreateIndex, ModifyIndex: s.ModifyIndex,
 	}
 	if bytes.IndexByte(s.Spec, cborNull) >= 0 {
 		if err := decode(s.Spec, &j.Spec); err != nil {
@@ -150,7 +158,7 @@ func decodeStoredJob(v []byte) (j *Job, raw []byte, err error) {
 	j.Spec = JobSpec{
 		Resources: ss.Resources, Priority: ss.Priority, MaxAttempts: ss.MaxAttempts, Driver: ss.Driver,
 		Queue: ss.Queue, Constraints: ss.Constraints, Backoff: ss.Backoff, NoRetryExitCodes: ss.NoRetryExitCodes,
-		Deadline: ss.Deadline,
+		Deadline: ss.Deadline, DependsOn: ss.DependsOn, Condition: ss.Condition,
 	}
 	return j, s.Spec, nil
 }
@@ -165,6 +173,6 @@ func encodeJob(j *Job, raw []byte) ([]byte, error) {
 		ID: j.ID, Spec: raw, State: j.State, Reason: j.Reason, IdempotencyKey: j.IdempotencyKey,
 		SubmittedAt: j.SubmittedAt, UpdatedAt: j.UpdatedAt, FinishedAt: j.FinishedAt, NextRunAt: j.NextRunAt,
 		Attempts: j.Attempts, CountedAttempts: j.CountedAttempts, Current: j.Current, ExitCode: j.ExitCode,
-		CreateIndex: j.CreateIndex, ModifyIndex: j.ModifyIndex,
+		Workflow: j.Workflow, Deps: j.Deps, CreateIndex: j.CreateIndex, ModifyIndex: j.ModifyIndex,
 	})
 }

@@ -45,6 +45,16 @@ var (
 	// bucketJobEvents: job ID + "/" + 8-byte raft index + 4-byte seq →
 	// timelineRecord, every event of the job (its timeline, timeline.go).
 	bucketJobEvents = []byte("job_events")
+
+	// Created by the first workflow or dependency, not at Open, so a
+	// state that has none hashes as before they existed:
+	//
+	// bucketJobChildren: parent job ID + "/" + child job ID → empty.
+	bucketJobChildren = []byte("job_children")
+	// bucketWorkflows: workflow ID (a ULID) → Workflow.
+	bucketWorkflows = []byte("workflows")
+	// bucketWorkflowJobs: workflow ID + "/" + 8-digit position → job ID.
+	bucketWorkflowJobs = []byte("workflow_jobs")
 )
 
 // allBuckets is created at Open; order is irrelevant (bbolt sorts them).

@@ -114,7 +114,9 @@ func statusFor(err error) (int, string) {
 		return http.StatusRequestEntityTooLarge, CodeBatchTooLarge
 	case errors.Is(err, ErrOverloaded):
 		return http.StatusTooManyRequests, CodeOverloaded
-	case errors.Is(err, ErrInvalid):
+	case errors.Is(err, ErrInvalid), errors.Is(err, fsm.ErrBadCommand):
+		// ErrBadCommand: Apply refused the input (a parent that does not
+		// exist, a cycle); the message names the field.
 		return http.StatusBadRequest, CodeInvalid
 	case errors.Is(err, ErrNoAttempt):
 		return http.StatusNotFound, CodeNoAttempt

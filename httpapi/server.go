@@ -108,6 +108,13 @@ func (s *server) routes() {
 	m.HandleFunc("GET /v1/jobs/{id}/events", s.read(s.jobEvents))
 	m.HandleFunc("GET /v1/events", s.local(s.events))
 	m.HandleFunc("GET /v1/metrics", s.local(s.metrics.serve))
+	m.HandleFunc("GET /v1/jobs/{id}/result", s.read(s.jobResult))
+
+	m.HandleFunc("POST /v1/workflows", s.write(s.submitWorkflow))
+	m.HandleFunc("GET /v1/workflows", s.read(s.listWorkflows))
+	m.HandleFunc("GET /v1/workflows/{id}", s.read(s.getWorkflow))
+	m.HandleFunc("DELETE /v1/workflows/{id}", s.write(s.cancelWorkflow))
+	m.HandleFunc("POST /v1/workflows/{id}/retry", s.write(s.retryWorkflow))
 
 	m.HandleFunc("GET /v1/nodes", s.read(s.listNodes))
 	m.HandleFunc("GET /v1/nodes/{name}", s.read(s.getNode))

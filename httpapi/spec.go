@@ -39,6 +39,12 @@ type JobSpecInput struct {
 	Deadline         json.RawMessage `json:"deadline,omitempty"`
 	AllowUnplaceable bool            `json:"allow_unplaceable,omitempty"`
 
+	// DependsOn lists the parents: job IDs in POST /v1/jobs, job names
+	// of the same workflow in POST /v1/workflows. Condition is success
+	// (the default), failure, always or one_success.
+	DependsOn []string `json:"depends_on,omitempty"`
+	Condition string   `json:"condition,omitempty"`
+
 	// IdempotencyKey deduplicates submissions (inside the raft apply): a
 	// second submit with the same key returns the first job's ID.
 	IdempotencyKey string `json:"idempotency_key,omitempty"`

@@ -32,6 +32,7 @@ const (
 	MaxImageLen       = 1024
 	MaxBackoffFactor  = 100
 	MaxKillTimeout    = time.Hour
+	MaxDependsOn      = 1000
 	reservedEnvPrefix = "FOREMAN_"
 )
 
@@ -171,6 +172,10 @@ func (in *JobSpecInput) Normalize() (fsm.JobSpec, error) {
 		return out, invalid("deadline", "must be after run_at (%s)", out.RunAt.Format(time.RFC3339))
 	}
 	out.AllowUnplaceable = in.AllowUnplaceable
+	if err := checkDepends(in.DependsOn, in.Condition); err != nil {
+		return out, err
+	}
+	out.DependsOn, out.Condition = in.DependsOn, fsm.Condition(in.Condition)
 
 	if len(in.IdempotencyKey) > MaxIdemKeyLen || hasControl(in.IdempotencyKey) {
 		return out, invalid("idempotency_key", "must be at most %d printable characters", MaxIdemKeyLen)
@@ -400,4 +405,29 @@ func CheckQueueName(field, name string) error {
 
 func hasControl(s string) bool {
 	return strings.ContainsFunc(s, unicode.IsControl)
+}
+
+// checkDepends checks the shape of depends_on and condition; that the
+// parents exist (and form no cycle) is checked where they are resolved.
+func checkDepends(deps []string, cond string) error {
+	if len(deps) > MaxDependsOn {
+		return invalid("depends_on", "at most %d parents (got %d)", MaxDependsOn, len(deps))
+	}
+	seen := make(map[string]bool, len(deps))
+	for i, d := range deps {
+		if d == "" || len(d) > MaxNameLen || hasControl(d) {
+			return invalid(fmt.Sprintf("depends_on[%d]", i), "must be a job ID or name of at most %d printable characters", MaxNameLen)
+		}
+		if seen[d] {
+			return invalid(fmt.Sprintf("depends_on[%d]", i), "%q is listed twice", d)
+		}
+		seen[d] = true
+	}
+	if !fsm.Condition(cond).Valid() {
+		return invalid("condition", "must be one of %v (got %q)", fsm.Conditions, cond)
+	}
+	if cond != "" && len(deps) == 0 {
+		return invalid("condition", "needs depends_on")
+	}
+	return nil
 }

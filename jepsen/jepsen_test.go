@@ -95,7 +95,8 @@ func runMatrix(t *testing.T, matrix []Scenario) {
 }
 
 // TestJepsenSmoke is the short matrix: baseline, halves, kill the leader,
-// pause the leader; 3 nodes, one seed.
+// pause the leader; 3 nodes, one seed; then the DAG workload under
+// kill-leader and halves.
 func TestJepsenSmoke(t *testing.T) {
 	if os.Getenv("FOREMAN_JEPSEN") == "full" {
 		t.Skip("FOREMAN_JEPSEN=full runs TestJepsenFull instead")
@@ -105,7 +106,26 @@ func TestJepsenSmoke(t *testing.T) {
 		m = append(m, Scenario{Name: n, Nemesis: n, Nodes: 3, Seed: 1,
 			Warmup: 5 * time.Second, Fault: 12 * time.Second, Recover: 8 * time.Second, Drain: 60 * time.Second})
 	}
-	runMatrix(t, m)
+	runMatrix(t, append(m, dagScenarios()...))
+}
+
+// TestJepsenDAG runs only the workflow scenarios (FOREMAN_JEPSEN=dag).
+func TestJepsenDAG(t *testing.T) {
+	if os.Getenv("FOREMAN_JEPSEN") != "dag" {
+		t.Skip("set FOREMAN_JEPSEN=dag to run the DAG scenarios alone (the smoke runs them too)")
+	}
+	runMatrix(t, dagScenarios())
+}
+
+// dagScenarios run the workflow workload (checker.DAG: invariant 4 and
+// cascades) under kill-leader and halves: ~30 s each.
+func dagScenarios() []Scenario {
+	var m []Scenario
+	for _, n := range []string{"kill-leader", "halves"} {
+		m = append(m, Scenario{Name: "dag-" + n, Nemesis: n, Nodes: 3, Seed: 1, Workload: "dag",
+			Warmup: 5 * time.Second, Fault: 12 * time.Second, Recover: 8 * time.Second, Drain: 60 * time.Second})
+	}
+	return m
 }
 
 // TestJepsenFull runs every nemesis with three seeds; ring and bridge on
@@ -132,6 +152,12 @@ func TestJepsenFull(t *testing.T) {
 				nodes = 5
 			}
 			m = append(m, Scenario{Name: fmt.Sprintf("%s-s%d", n, seed), Nemesis: n, Nodes: nodes, Seed: seed})
+			// The workflow workload under the faults that move or split
+			// the leader, and kill executors.
+			switch n {
+			case "halves", "isolate-leader", "kill-leader", "kill-random", "pause-leader":
+				m = append(m, Scenario{Name: fmt.Sprintf("dag-%s-s%d", n, seed), Nemesis: n, Nodes: nodes, Seed: seed, Workload: "dag"})
+			}
 		}
 	}
 	runMatrix(t, m)

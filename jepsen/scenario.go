@@ -38,6 +38,8 @@ type Scenario struct {
 	Sleeps []string
 	// Workers overrides the number of client workers.
 	Workers int
+	// Workload is "submit" (the default) or "dag" (workflows, invariant 4).
+	Workload string
 }
 
 // Defaults fills zero durations.
@@ -139,12 +141,23 @@ func Run(bin, outDir string, sc Scenario, cleanup func(func())) report.Summary {
 		env.Clients = append(env.Clients, c.Client(i))
 	}
 	env.SetAlive(func(i int) bool { return i < len(c.Nodes) && c.Nodes[i].Running() })
-	wl := workload.NewSubmit()
-	if len(sc.Sleeps) > 0 {
-		wl.Sleeps = sc.Sleeps
-	}
-	if sc.Workers > 0 {
-		wl.Workers = sc.Workers
+	var wl workload.Workload
+	switch sc.Workload {
+	case "dag":
+		d := workload.NewDAG()
+		if sc.Workers > 0 {
+			d.Workers = sc.Workers
+		}
+		wl = d
+	default:
+		s := workload.NewSubmit()
+		if len(sc.Sleeps) > 0 {
+			s.Sleeps = sc.Sleeps
+		}
+		if sc.Workers > 0 {
+			s.Workers = sc.Workers
+		}
+		wl = s
 	}
 
 	pollCtx, stopPoll := context.WithCancel(ctx)

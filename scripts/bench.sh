@@ -165,6 +165,7 @@ run_cluster() {
     bench throughput_container "$lead" throughput --jobs "$(q 300 50)" --batch 100 --driver container
   fi
   bench throughput "$lead" throughput --jobs "$(q 5000 1000)" --batch 1000 --driver process
+  bench dag "$lead" dag --driver process --fan-out "$(q 10000 1000)"
   log "a fourth agent joins for the sleep waves"
   start_agent 4 --join "127.0.0.1:$(port 1)"
   wait_nodes 4
@@ -259,6 +260,10 @@ rows = [
   ("Submit -> start p50 (container)", "<= 40 ms", med("latency_container", "start_p50_ms") + " ms", "foreman bench latency --driver container"),
   ("Completed no-op jobs (process)", ">= 2,500/s", med("throughput", "completed_per_second", "{:,.0f}") + "/s", "foreman bench throughput --jobs 5000 --batch 1000"),
   ("Completed no-op jobs (container)", ">= 100/s", med("throughput_container", "completed_per_second", "{:,.0f}") + "/s", "foreman bench throughput --driver container --jobs 300"),
+  ("Workflow chain of 100: release p50 / p99 (parent finished -> child started)", "p50 <= 10 ms", med("dag", "release_p50_ms") + " / " + med("dag", "release_p99_ms") + " ms", "foreman bench dag --driver process"),
+  ("... the same chain submitted one by one by a waiting client: p50 / p99", "", med("dag", "one_by_one_p50_ms") + " / " + med("dag", "one_by_one_p99_ms") + " ms", ""),
+  ("Workflow fan-out of 10,000: submit / all done", "", med("dag", "fan_out_submit_ms") + " ms / " + med("dag", "fan_out_seconds") + " s", ""),
+  ("10,000-job random DAG accepted", "< 1 s", med("dag", "random_submit_ms") + " ms", ""),
   ("20 x sleep 2s on 4 nodes: efficiency", ">= 99%", med("sleep", "efficiency", "{:.3f}") + " (wall " + med("sleep", "wall_seconds", "{:.2f}") + " s)", "foreman bench sleep --jobs 20 --duration 2s"),
   ("Pure scheduler, 5,000 nodes", ">= 50,000 placements/s", go(r"BenchmarkPlan5000Nodes100kJobs", "placements/s") + " placements/s", "go test -bench BenchmarkPlan5000Nodes100kJobs ./sched"),
   ("FSM apply, 1 job per entry / 1,000 per entry (one node)", "", go(r"BenchmarkApplySubmitBatch/jobs=1-", "jobs/s") + " / " + go(r"BenchmarkApplySubmitBatch/jobs=1000-", "jobs/s") + " jobs/s", "go test -bench BenchmarkApplySubmitBatch ./fsm"),

@@ -57,7 +57,19 @@ func (a assignments) LiveAttempts(node string) ([]exec.Assignment, error) {
 				spec = *s
 			}
 			next[k] = spec
-			out = append(out, exec.Assignment{Attempt: *at, Spec: spec})
+			as := exec.Assignment{Attempt: *at, Spec: spec}
+			if len(spec.DependsOn) > 0 {
+				// The parents' results, for the child's inputs directory.
+				in, err := tx.JobInputs(&spec)
+				if err != nil {
+					firstErr = err
+					return false
+				}
+				for _, x := range in {
+					as.Inputs = append(as.Inputs, exec.Input{Name: x.Name, Result: x.Result})
+				}
+			}
+			out = append(out, as)
 			return true
 		})
 		if firstErr != nil {

@@ -159,6 +159,16 @@ func (d *Driver) Start(ctx context.Context, t *exec.Task) (exec.Handle, error) {
 		cpuMilli: t.Spec.Resources.CPU, memoryMB: t.Spec.Resources.MemoryMB,
 	}
 	view := rootView{workDir: t.WorkDir}
+	// An image extracted by an older binary lacks the result and inputs
+	// mountpoints: the job then runs without them (it writes no result).
+	withIO := func(rootfs string) {
+		if t.ResultFile != "" && exists(filepath.Join(rootfs, ResultFile)) {
+			spec.result = t.ResultFile
+		}
+		if t.InputsDir != "" && exists(filepath.Join(rootfs, InputsDir)) {
+			spec.inputs = t.InputsDir
+		}
+	}
 	argv, env, userSpec := t.Spec.Command, t.Env, t.Spec.User
 	if t.Spec.Image != "" {
 		store, err := d.imageStore(t.ImageCache)
@@ -170,6 +180,7 @@ func (d *Driver) Start(ctx context.Context, t *exec.Task) (exec.Handle, error) {
 			return nil, err
 		}
 		spec.rootfs, view.image = img.Rootfs, img.Rootfs
+		withIO(img.Rootfs)
 		if len(argv) == 0 {
 			argv = append(append([]string(nil), img.Config.Entrypoint...), img.Config.Cmd...)
 		}
@@ -183,6 +194,7 @@ func (d *Driver) Start(ctx context.Context, t *exec.Task) (exec.Handle, error) {
 			return nil, fmt.Errorf("%w: %v", ErrStart, err)
 		}
 		spec.rootfs, spec.hostBinds, view.host = hr.dir, hr.binds, hr
+		withIO(hr.dir)
 	}
 	if len(argv) == 0 {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidTask, ErrNoCommand)
@@ -285,4 +297,9 @@ func hasWord(s, w string) bool {
 		}
 	}
 	return false
+}
+
+func exists(p string) bool {
+	_, err := os.Lstat(p)
+	return err == nil
 }

@@ -21,14 +21,16 @@ const (
 	TaskDir       = "/task"
 	ArtifactsDir  = "/foreman/artifacts"
 	CheckpointDir = "/foreman/checkpoint"
+	ResultFile    = "/foreman/result" // the job's result (exec.ContainerResultPath)
+	InputsDir     = "/foreman/inputs" // its parents' results (exec.ContainerInputsDir)
 	ShimTarget    = "/.foreman/init"
 )
 
 // MountDirs and MountFiles are the mountpoints pre-created in every rootfs;
 // pass them to image.Config so extracted images have them too.
 var (
-	MountDirs  = []string{"/proc", "/dev", "/sys", "/tmp", TaskDir, ArtifactsDir, CheckpointDir}
-	MountFiles = []string{ShimTarget, "/etc/hosts", "/etc/resolv.conf"}
+	MountDirs  = []string{"/proc", "/dev", "/sys", "/tmp", TaskDir, ArtifactsDir, CheckpointDir, InputsDir}
+	MountFiles = []string{ShimTarget, "/etc/hosts", "/etc/resolv.conf", ResultFile}
 )
 
 // hostTopDirs are the host directories a host-rootfs job sees (read-only).
@@ -182,7 +184,7 @@ func hostInputsFingerprint() string {
 }
 
 // skeletonVersion changes whenever the skeleton layout changes.
-const skeletonVersion = "1"
+const skeletonVersion = "2" // 2: /foreman/result and /foreman/inputs
 
 // buildHostRootfs creates (once per content hash) <stateRoot>/hostroot-<h>:
 // empty mountpoints, the merged-/usr symlinks and the curated /etc. The

@@ -61,6 +61,8 @@ type containerSpec struct {
 	workDir     string
 	artifacts   string
 	checkpoint  string
+	result      string // host file bound at ResultFile ("" = none)
+	inputs      string // host dir bound read-only at InputsDir ("" = none)
 	shim        string // "" = no shim
 	hostNetwork bool
 	uid         int
@@ -114,6 +116,12 @@ func (d *Driver) buildConfig(s containerSpec) *configs.Config {
 	}
 	if s.checkpoint != "" {
 		mounts = append(mounts, &configs.Mount{Source: s.checkpoint, Destination: CheckpointDir, Device: "bind", Flags: rwBind})
+	}
+	if s.result != "" {
+		mounts = append(mounts, &configs.Mount{Source: s.result, Destination: ResultFile, Device: "bind", Flags: rwBind})
+	}
+	if s.inputs != "" {
+		mounts = append(mounts, &configs.Mount{Source: s.inputs, Destination: InputsDir, Device: "bind", Flags: roBind})
 	}
 	if s.shim != "" {
 		mounts = append(mounts, &configs.Mount{Source: s.shim, Destination: ShimTarget, Device: "bind", Flags: unix.MS_BIND | unix.MS_RDONLY | unix.MS_NOSUID | unix.MS_NODEV})

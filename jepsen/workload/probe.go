@@ -21,6 +21,7 @@ while [ "$i" -lt "$t" ]; do
 done
 echo "end $r $(date +%s%N)" >> "$d/exec-$n.log"
 echo "effect $r $(date +%s%N)" >> "$d/sink.log"
+exit "${JEPSEN_EXIT:-0}"
 `
 
 // TickEvery is the probe's tick period.

@@ -1,0 +1,213 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	ucli "github.com/urfave/cli/v2"
+
+	"github.com/foreman-sched/foreman/fsm"
+	"github.com/foreman-sched/foreman/httpapi"
+)
+
+func workflowCommand() *ucli.Command {
+	return &ucli.Command{
+		Name:  "workflow",
+		Usage: "submit, list, inspect, cancel and retry workflows (DAGs of named jobs)",
+		Subcommands: []*ucli.Command{
+			{
+				Name:  "submit",
+				Usage: "submit a workflow file (YAML or JSON): all its jobs or none",
+				Flags: WithClientFlags(
+					&ucli.StringFlag{Name: "file", Aliases: []string{"f"}, Usage: "workflow file (YAML or JSON)"},
+					JSONFlag,
+				),
+				Action: func(c *ucli.Context) error { return Error(workflowSubmit(c)) },
+			},
+			{
+				Name:  "ls",
+				Usage: "list workflows, newest first",
+				Flags: WithClientFlags(
+					&ucli.IntFlag{Name: "limit", Value: 50, Usage: "at most this many workflows (0 = all)"},
+					&ucli.BoolFlag{Name: "consistent", Usage: "read through the leader"},
+					JSONFlag,
+				),
+				Action: func(c *ucli.Context) error { return Error(workflowList(c)) },
+			},
+			{
+				Name:      "status",
+				Usage:     "show a workflow and every job with the edge that released or skipped it",
+				ArgsUsage: "WORKFLOW_ID",
+				Flags:     WithClientFlags(&ucli.BoolFlag{Name: "consistent", Usage: "read through the leader"}, JSONFlag),
+				Action:    func(c *ucli.Context) error { return Error(workflowStatus(c)) },
+			},
+			{
+				Name:      "cancel",
+				Usage:     "cancel every job of the workflow that has not finished",
+				ArgsUsage: "WORKFLOW_ID",
+				Flags:     WithClientFlags(&ucli.StringFlag{Name: "reason", Usage: "recorded on the jobs"}, JSONFlag),
+				Action: func(c *ucli.Context) error {
+					return Error(workflowChange(c, func(cl *httpapi.Client, id string) (*httpapi.WorkflowDetail, error) {
+						return cl.CancelWorkflow(c.Context, id, c.String("reason"))
+					}))
+				},
+			},
+			{
+				Name:      "retry",
+				Usage:     "re-run the failed, cancelled and skipped jobs (keeping the succeeded ones)",
+				ArgsUsage: "WORKFLOW_ID",
+				Flags:     WithClientFlags(JSONFlag),
+				Action: func(c *ucli.Context) error {
+					return Error(workflowChange(c, func(cl *httpapi.Client, id string) (*httpapi.WorkflowDetail, error) {
+						return cl.RetryWorkflow(c.Context, id)
+					}))
+				},
+			},
+		},
+	}
+}
+
+func workflowSubmit(c *ucli.Context) error {
+	path := c.String("file")
+	if path == "" {
+		return Exitf(2, "workflow submit needs -f FILE (YAML or JSON)")
+	}
+	if c.NArg() > 0 {
+		return Exitf(2, "workflow submit takes no arguments (got %q); the jobs are in -f FILE", c.Args().First())
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if t := strings.TrimSpace(string(b)); !strings.HasPrefix(t, "{") {
+		if b, err = httpapi.YAMLToJSON(b); err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+	}
+	cl, err := newClient(c)
+	if err != nil {
+		return err
+	}
+	res, err := cl.SubmitWorkflowBody(c.Context, b)
+	if err != nil {
+		return err
+	}
+	if c.Bool("json") {
+		return PrintJSON(c, res)
+	}
+	fmt.Fprintln(Stdout(c), res.ID)
+	return nil
+}
+
+func workflowList(c *ucli.Context) error {
+	cl, err := newClient(c)
+	if err != nil {
+		return err
+	}
+	limit := c.Int("limit")
+	var all []fsm.Workflow
+	cursor := ""
+	for {
+		n := 0
+		if limit > 0 {
+			n = min(limit-len(all), 1000)
+		}
+		page, err := cl.ListWorkflows(c.Context, cursor, n, c.Bool("consistent"))
+		if err != nil {
+			return err
+		}
+		all = append(all, page.Workflows...)
+		if page.NextCursor == "" || (limit > 0 && len(all) >= limit) {
+			break
+		}
+		cursor = page.NextCursor
+	}
+	if c.Bool("json") {
+		return PrintJSON(c, map[string]any{"workflows": all})
+	}
+	now := time.Now()
+	t := NewTable(Stdout(c), "ID", "NAME", "STATE", "JOBS", "DONE", "FAILED", "SKIPPED", "SUBMITTED", "FINISHED")
+	for _, w := range all {
+		done := 0
+		for s, n := range w.Counts {
+			if s.Terminal() {
+				done += n
+			}
+		}
+		t.Row(w.ID, orDash(truncate(w.Name, 40)), w.State, w.Jobs, done, w.Counts[fsm.JobFailed], w.Counts[fsm.JobSkipped],
+			ago(w.SubmittedAt, now), ago(w.FinishedAt, now))
+	}
+	return t.Flush()
+}
+
+func workflowStatus(c *ucli.Context) error {
+	id, err := oneArg(c, "WORKFLOW_ID")
+	if err != nil {
+		return err
+	}
+	cl, err := newClient(c)
+	if err != nil {
+		return err
+	}
+	d, err := cl.GetWorkflowAll(c.Context, id, c.Bool("consistent"))
+	if err != nil {
+		return err
+	}
+	if c.Bool("json") {
+		return PrintJSON(c, d)
+	}
+	return printWorkflow(c, d)
+}
+
+func printWorkflow(c *ucli.Context, d *httpapi.WorkflowDetail) error {
+	now := time.Now()
+	kv := NewTable(Stdout(c))
+	kv.Row("ID:", d.ID)
+	kv.Row("Name:", d.Name)
+	kv.Row("State:", d.State)
+	kv.Row("Jobs:", d.Jobs)
+	kv.Row("Submitted:", d.SubmittedAt.Local().Format(time.RFC3339)+" ("+ago(d.SubmittedAt, now)+")")
+	if !d.FinishedAt.IsZero() {
+		kv.Row("Finished:", d.FinishedAt.Local().Format(time.RFC3339)+" ("+ago(d.FinishedAt, now)+")")
+	}
+	if err := kv.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(Stdout(c))
+	t := NewTable(Stdout(c), "NAME", "STATE", "DEPENDS ON", "CONDITION", "DECIDED BY", "ATTEMPTS", "EXIT", "ID", "REASON")
+	for _, j := range d.JobList {
+		decided := "-"
+		if j.Decision != "" {
+			decided = j.Decision + " by " + j.DecidedBy
+		}
+		cond := string(j.Condition)
+		if cond == "" && len(j.DependsOn) > 0 {
+			cond = "success"
+		}
+		t.Row(j.Name, j.State, orDash(strings.Join(j.DependsOn, ",")), orDash(cond), decided, j.Attempts,
+			exitCode(j.ExitCode), j.ID, orDash(truncate(j.Reason, 60)))
+	}
+	return t.Flush()
+}
+
+func workflowChange(c *ucli.Context, fn func(*httpapi.Client, string) (*httpapi.WorkflowDetail, error)) error {
+	id, err := oneArg(c, "WORKFLOW_ID")
+	if err != nil {
+		return err
+	}
+	cl, err := newClient(c)
+	if err != nil {
+		return err
+	}
+	d, err := fn(cl, id)
+	if err != nil {
+		return err
+	}
+	if c.Bool("json") {
+		return PrintJSON(c, d)
+	}
+	fmt.Fprintf(Stdout(c), "workflow %s is %s\n", d.ID, d.State)
+	return nil
+}

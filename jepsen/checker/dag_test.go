@@ -1,0 +1,48 @@
+package checker
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestDAGChecker(t *testing.T) {
+	recs := func(lines ...string) []Record {
+		out, _, err := ParseRecords(strings.NewReader(strings.Join(lines, "\n")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	diamond := []DAGJob{
+		{ID: "a", Name: "a", State: "succeeded"},
+		{ID: "b", Name: "b", State: "failed", Parents: []string{"a"}},
+		{ID: "c", Name: "c", State: "succeeded", Parents: []string{"a"}},
+		{ID: "d", Name: "d", State: "skipped", Parents: []string{"b", "c"}},
+		{ID: "e", Name: "e", State: "succeeded", Parents: []string{"b", "c"}, Condition: "failure"},
+		{ID: "f", Name: "f", State: "succeeded", Parents: []string{"d"}, Condition: "always"},
+	}
+	good := []string{
+		"start a 1 5 n1 100", "end a 1 5 n1 200",
+		"start b 1 6 n2 210", "end b 1 6 n2 300",
+		"start c 1 7 n3 220", "end c 1 7 n3 400",
+		"start e 1 8 n1 310", "end e 1 8 n1 320",
+		"start f 1 9 n1 410", "end f 1 9 n1 420", // its parent d was skipped: no run, no bound
+	}
+	tests := []struct {
+		name  string
+		lines []string
+		want  string // "" = valid
+	}{
+		{"ok", good, ""},
+		{"child before parent", append(good[2:], "start a 1 5 n1 100", "end a 1 5 n1 250"), "started"},
+		{"skipped ran", append(good, "start d 1 9 n2 500"), "is skipped but started"},
+		{"failure child before the failure", append(append([]string{}, good[:6]...), "start e 1 8 n1 290"), "before its parents' deciding finish"},
+	}
+	for _, tc := range tests {
+		r := DAG(recs(tc.lines...), diamond, time.Nanosecond)
+		if tc.want == "" && !r.Valid || tc.want != "" && (r.Valid || !strings.Contains(strings.Join(r.Errors, "\n"), tc.want)) {
+			t.Errorf("%s: valid=%v errors=%v, want %q", tc.name, r.Valid, r.Errors, tc.want)
+		}
+	}
+}

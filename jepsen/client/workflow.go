@@ -1,0 +1,92 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+
+	"github.com/foreman-sched/foreman/jepsen/checker"
+)
+
+// SubmitWorkflow posts a workflow and returns its ID.
+func (c *Client) SubmitWorkflow(ctx context.Context, wf any) (string, error) {
+	var out struct {
+		ID string `json:"id"`
+	}
+	_, err := c.do(ctx, http.MethodPost, "/v1/workflows", nil, wf, &out)
+	if err == nil && out.ID == "" {
+		err = fmt.Errorf("submit workflow: empty id in answer")
+	}
+	return out.ID, err
+}
+
+// Workflow reads a workflow's state and every job of it (all pages), as
+// checker.DAGJobs with their parents' IDs.
+func (c *Client) Workflow(ctx context.Context, id string) (state string, jobs []checker.DAGJob, err error) {
+	from := 0
+	names := map[string]string{} // name → ID, for depends_on
+	var deps [][]string
+	for page := 0; page < 100; page++ {
+		var out struct {
+			State   string `json:"state"`
+			JobList []struct {
+				Name      string   `json:"name"`
+				ID        string   `json:"id"`
+				State     string   `json:"state"`
+				DependsOn []string `json:"depends_on"`
+				Condition string   `json:"condition"`
+			} `json:"job_list"`
+			NextFrom int `json:"next_from"`
+		}
+		q := url.Values{"from": {fmt.Sprint(from)}}
+		if _, err := c.do(ctx, http.MethodGet, "/v1/workflows/"+url.PathEscape(id)+"?"+q.Encode(), nil, nil, &out); err != nil {
+			return "", nil, err
+		}
+		state = out.State
+		for _, j := range out.JobList {
+			names[j.Name] = j.ID
+			jobs = append(jobs, checker.DAGJob{ID: j.ID, Workflow: id, Name: j.Name, State: j.State, Condition: j.Condition})
+			deps = append(deps, j.DependsOn)
+		}
+		if out.NextFrom == 0 {
+			break
+		}
+		from = out.NextFrom
+	}
+	for i, ds := range deps {
+		for _, n := range ds {
+			jobs[i].Parents = append(jobs[i].Parents, names[n])
+		}
+	}
+	return state, jobs, nil
+}
+
+// WorkflowIDs lists every workflow's ID (newest first).
+func (c *Client) WorkflowIDs(ctx context.Context) ([]string, error) {
+	var ids []string
+	cursor := ""
+	for page := 0; page < 1000; page++ {
+		q := url.Values{"limit": {"500"}}
+		if cursor != "" {
+			q.Set("cursor", cursor)
+		}
+		var out struct {
+			Workflows []struct {
+				ID string `json:"id"`
+			} `json:"workflows"`
+			NextCursor string `json:"next_cursor"`
+		}
+		if _, err := c.do(ctx, http.MethodGet, "/v1/workflows?"+q.Encode(), nil, nil, &out); err != nil {
+			return nil, err
+		}
+		for _, w := range out.Workflows {
+			ids = append(ids, w.ID)
+		}
+		if out.NextCursor == "" {
+			return ids, nil
+		}
+		cursor = out.NextCursor
+	}
+	return ids, fmt.Errorf("list workflows: too many pages")
+}

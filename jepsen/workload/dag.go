@@ -1,0 +1,191 @@
+package workload
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/foreman-sched/foreman/jepsen/checker"
+	"github.com/foreman-sched/foreman/jepsen/client"
+	"github.com/foreman-sched/foreman/jepsen/history"
+)
+
+// DAG submits workflows of probe jobs — diamonds with a failing branch
+// (children with success, failure and always conditions), chains, and
+// fan-outs joined by an always job — and checks invariant 4 on the probes'
+// records (checker.DAG: no child starts before its parents' deciding
+// finish; no skipped job ever starts) and that every workflow finishes.
+type DAG struct {
+	Workers  int
+	Interval time.Duration
+
+	mu    sync.Mutex
+	final []checker.DAGJob
+	open  []string // workflows still running after the drain
+}
+
+// NewDAG returns the default DAG workload.
+func NewDAG() *DAG { return &DAG{Workers: 2, Interval: 700 * time.Millisecond} }
+
+func (d *DAG) Name() string { return "dag" }
+
+func (d *DAG) Run(ctx context.Context, env *Env) {
+	var wg sync.WaitGroup
+	for w := 0; w < d.Workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := env.Rand(100 + w)
+			cl := env.Clients[w%len(env.Clients)]
+			for seq := 0; ; seq++ {
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(d.Interval/2 + time.Duration(rng.Int64N(int64(d.Interval)))):
+				}
+				wf := d.shape(env, rng, fmt.Sprintf("s%d-w%d-%d", env.Seed, w, seq))
+				op := history.Op{Process: w, Kind: history.Submit, Node: cl.Node, Key: wf["name"].(string), Call: env.Rec.Now()}
+				sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+				id, err := cl.SubmitWorkflow(sctx, wf)
+				cancel()
+				op.Return, op.JobID, op.Outcome = env.Rec.Now(), id, client.Classify(err)
+				if err != nil {
+					op.Err = err.Error()
+				}
+				env.Rec.Add(op)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// shape builds one random workflow body.
+func (d *DAG) shape(env *Env, rng *rand.Rand, name string) map[string]any {
+	job := func(n string, sleep string, exit int, deps []string, cond string) map[string]any {
+		spec := ProbeSpec(n, env.Dir, sleep)
+		spec["max_attempts"] = 1
+		spec["env"].(map[string]string)["JEPSEN_EXIT"] = fmt.Sprint(exit)
+		if len(deps) > 0 {
+			spec["depends_on"] = deps
+		}
+		if cond != "" {
+			spec["condition"] = cond
+		}
+		return spec
+	}
+	var jobs []map[string]any
+	switch rng.IntN(3) {
+	case 0: // diamond with a branch that fails half the time
+		jobs = []map[string]any{
+			job("a", "0.3", 0, nil, ""),
+			job("b", "0.5", rng.IntN(2), []string{"a"}, ""),
+			job("c", "0.3", 0, []string{"a"}, ""),
+			job("d", "0.2", 0, []string{"b", "c"}, ""),
+			job("e", "0.2", 0, []string{"b"}, "failure"),
+			job("f", "0.2", 0, []string{"d"}, "always"),
+			job("g", "0.2", 0, []string{"b", "c"}, "one_success"),
+		}
+	case 1: // chain, the middle link failing sometimes
+		fail := rng.IntN(3) == 0
+		prev := ""
+		for i := range 5 {
+			exit := 0
+			if fail && i == 2 {
+				exit = 1
+			}
+			var deps []string
+			if prev != "" {
+				deps = []string{prev}
+			}
+			n := fmt.Sprint("c", i)
+			jobs = append(jobs, job(n, "0.2", exit, deps, ""))
+			prev = n
+		}
+	default: // fan-out joined by an always job
+		jobs = append(jobs, job("root", "0.2", 0, nil, ""))
+		var leaves []string
+		for i := range 8 {
+			n := fmt.Sprint("leaf", i)
+			jobs = append(jobs, job(n, "0.3", rng.IntN(4)/3, []string{"root"}, ""))
+			leaves = append(leaves, n)
+		}
+		jobs = append(jobs, job("join", "0.2", 0, leaves, "always"))
+	}
+	return map[string]any{"name": name, "jobs": jobs}
+}
+
+// Drain waits, at most dur, until no workflow is running, then collects
+// every workflow's jobs (indeterminate submits included: whatever was
+// stored is checked).
+func (d *DAG) Drain(ctx context.Context, env *Env, dur time.Duration) error {
+	deadline := time.Now().Add(dur)
+	var lastErr error
+	for {
+		open, jobs, err := d.collect(ctx, env)
+		if err == nil {
+			d.mu.Lock()
+			d.final, d.open = jobs, open
+			d.mu.Unlock()
+			if len(open) == 0 {
+				return nil
+			}
+		}
+		lastErr = err
+		if time.Now().After(deadline) {
+			if lastErr != nil {
+				return fmt.Errorf("dag drain: %w", lastErr)
+			}
+			return nil // the check reports the open workflows
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+func (d *DAG) collect(ctx context.Context, env *Env) (open []string, jobs []checker.DAGJob, err error) {
+	for i, cl := range env.Clients {
+		if !env.Alive(i) {
+			continue
+		}
+		cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		ids, err := cl.WorkflowIDs(cctx)
+		if err != nil {
+			cancel()
+			continue
+		}
+		for _, id := range ids {
+			state, js, err := cl.Workflow(cctx, id)
+			if err != nil {
+				cancel()
+				return nil, nil, err
+			}
+			if state == "running" {
+				open = append(open, id)
+			}
+			jobs = append(jobs, js...)
+		}
+		cancel()
+		return open, jobs, nil
+	}
+	return nil, nil, errors.New("no node answered the workflow listing")
+}
+
+func (d *DAG) Check(env *Env, opt CheckOptions) []checker.Result {
+	exec, _, err := checker.ReadRecordFiles(filepath.Join(env.Dir, "exec-*.log"))
+	d.mu.Lock()
+	final, open := d.final, d.open
+	d.mu.Unlock()
+	r := checker.DAG(exec, final, opt.ClockBound)
+	if err != nil {
+		r.Valid = false
+		r.Errors = append(r.Errors, "records: "+err.Error())
+	}
+	done := checker.Result{Name: "dag-finished", Valid: len(open) == 0, Stats: map[string]int{"open": len(open)}}
+	if len(open) > 0 {
+		done.Errors = append(done.Errors, fmt.Sprintf("%d workflows still running after the drain, e.g. %s", len(open), open[0]))
+	}
+	return []checker.Result{r, done}
+}
