@@ -46,8 +46,9 @@ type Node struct {
 	leaving   map[string]time.Time // servers that asked the leader to remove them
 
 	started     atomic.Bool
-	leavingSelf atomic.Bool // Leave was called: gossip says so before leaving
-	inSync      atomic.Bool // see sync.go
+	leavingSelf atomic.Bool   // Leave was called: gossip says so before leaving
+	inSync      atomic.Bool   // see sync.go
+	syncFlipped chan struct{} // inSync changed: gossip it (syncmeta.go)
 	closing     chan struct{}
 	closeMu     sync.Mutex
 	closed      bool
@@ -81,10 +82,13 @@ func New(cfg Config, f *fsm.FSM, self fsm.Node, logger *slog.Logger) (*Node, err
 	if err != nil {
 		return nil, err
 	}
+	if self.Slots == 0 {
+		self.Slots = cfg.Slots
+	}
 	n := &Node{
 		cfg: cfg, logger: logger, fsm: f, self: self, heard: newHeardTracker(),
 		members: newMemberTable(), state: state, client: newForwardClient(cfg.Network),
-		notifyCh: make(chan bool, 16), closing: make(chan struct{}),
+		notifyCh: make(chan bool, 16), closing: make(chan struct{}), syncFlipped: make(chan struct{}, 1),
 	}
 	n.ld.init()
 
@@ -157,6 +161,7 @@ func (n *Node) Start(ctx context.Context) error {
 	n.goLoop(n.clusterIDLoop)
 	n.goLoop(n.peersLoop)
 	n.goLoop(n.syncLoop)
+	n.goLoop(n.syncGossipLoop)
 	n.goLoop(n.compactLoop)
 
 	targets := n.joinTargets()
@@ -358,7 +363,9 @@ func (n *Node) refreshMeta() error {
 	} else if ok, err := n.storage.hasState(); err == nil {
 		hasState = ok
 	}
-	b, err := metaFromNode(n.self, n.ClusterID(), hasState, n.leavingSelf.Load()).encode()
+	m := metaFromNode(n.self, n.ClusterID(), hasState, n.leavingSelf.Load())
+	m.Applied, m.Behind = n.fsm.AppliedIndex(), !n.InSync()
+	b, err := m.encode()
 	if err != nil {
 		return err
 	}

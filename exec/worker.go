@@ -22,6 +22,7 @@ type Worker struct {
 	deps        WorkerDeps
 	log         *slog.Logger
 	attemptsDir string
+	jobsProcs   string // cgroup.procs supervisors join (priority.go)
 
 	mu   sync.Mutex
 	runs map[string]*attemptRun // by TaskID
@@ -63,9 +64,11 @@ func NewWorker(cfg WorkerConfig, deps WorkerDeps) (*Worker, error) {
 	if log == nil {
 		log = slog.Default()
 	}
+	log = log.With("component", "exec")
 	return &Worker{
 		cfg: cfg, deps: deps,
-		log:         log.With("component", "exec"),
+		log:         log,
+		jobsProcs:   jobsCgroupProcs(&cfg, log),
 		attemptsDir: filepath.Join(cfg.DataDir, "attempts"),
 		runs:        map[string]*attemptRun{},
 		orphans:     map[string]bool{},

@@ -40,6 +40,7 @@ type server struct {
 	transport *http.Transport
 	mux       *http.ServeMux
 	submits   *groupCommit
+	over      overload
 
 	beat        heartbeat   // shared by every event stream
 	subscribers subscribers // open event streams

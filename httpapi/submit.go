@@ -29,7 +29,13 @@ func (s *server) submitJobs(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	release, err := s.admit(len(jobs))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	res, node, err := s.submits.submit(r.Context(), jobs, batch)
+	release()
 	if node != "" {
 		w.Header().Set(HeaderNode, node) // the leader committed it
 	}
@@ -234,7 +240,7 @@ func (s *server) parseBatch(body []byte, headerKey string) ([]fsm.NewJob, bool, 
 		return nil, true, invalid("jobs", "must contain at least one job")
 	}
 	if len(req.Jobs) > s.cfg.MaxBatchJobs {
-		return nil, true, invalid("jobs", "at most %d jobs per batch (got %d); split the batch", s.cfg.MaxBatchJobs, len(req.Jobs))
+		return nil, true, fmt.Errorf("%w: jobs: at most %d jobs per batch (got %d); split the batch", ErrBatchTooLarge, s.cfg.MaxBatchJobs, len(req.Jobs))
 	}
 	out := make([]fsm.NewJob, len(req.Jobs))
 	for i, raw := range req.Jobs {
