@@ -27,6 +27,7 @@ func clientCommands() []*ucli.Command {
 		queueCommand(),
 		scheduleCommand(),
 		clusterCommand(),
+		operatorCommand(),
 	}
 }
 

@@ -284,6 +284,8 @@ func (a *applier) applyEntry(data []byte, res *Result) error {
 		return run(a, cmd, res, (*applier).retryWorkflow)
 	case CmdLeader:
 		return run(a, cmd, res, (*applier).leaderChanged)
+	case CmdDeliveries:
+		return run(a, cmd, res, (*applier).deliveries)
 	}
 	return fmt.Errorf("%w: unknown command type %q", ErrBadCommand, cmd.Type)
 }

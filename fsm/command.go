@@ -73,6 +73,7 @@ var payloadTypes = map[CommandType]any{
 	CmdSubmitWorkflow: SubmitWorkflow{},
 	CmdCancelWorkflow: CancelWorkflow{},
 	CmdRetryWorkflow:  RetryWorkflow{},
+	CmdDeliveries:     DeliveryOutcomes{},
 }
 
 // Command is the versioned envelope of every raft entry. At is stamped by

@@ -89,7 +89,7 @@ type Event struct {
 // Topic is the stream topic of e.
 func (e *Event) Topic() string {
 	switch e.Type {
-	case EventJob, EventAttempt:
+	case EventJob, EventAttempt, EventWebhook:
 		return TopicJob
 	}
 	return string(e.Type)

@@ -175,7 +175,7 @@ func TestJepsenFull(t *testing.T) {
 	if v, err := strconv.ParseUint(os.Getenv("FOREMAN_JEPSEN_SEEDS"), 10, 64); err == nil && v > 0 {
 		seeds = v
 	}
-	nemeses := []string{"none", "halves", "isolate-leader", "ring", "bridge", "kill-leader", "kill-random", "pause-leader", "pause-random", "member", "pause-flicker", "clock"}
+	nemeses := []string{"none", "halves", "isolate-leader", "ring", "bridge", "kill-leader", "kill-random", "pause-leader", "pause-random", "member", "pause-flicker", "clock", "storm"}
 	if v := os.Getenv("FOREMAN_JEPSEN_NEMESES"); v != "" {
 		nemeses = strings.Split(v, ",")
 	}
