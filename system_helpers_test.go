@@ -577,6 +577,12 @@ type sysCluster struct {
 // every node is registered alive.
 func newSysCluster(t testing.TB, n int, extra ...string) *sysCluster {
 	t.Helper()
+	return newSysClusterNamed(t, n, "n", extra...)
+}
+
+// newSysClusterNamed is newSysCluster with nodes named prefix1..prefixN.
+func newSysClusterNamed(t testing.TB, n int, prefix string, extra ...string) *sysCluster {
+	t.Helper()
 	bin := foremanBin(t)
 	root, err := os.MkdirTemp("", "foreman-systest-")
 	if err != nil {
@@ -595,14 +601,14 @@ func newSysCluster(t testing.TB, n int, extra ...string) *sysCluster {
 			return nil
 		})
 	})
-	prefix := subnet()
+	net24 := subnet()
 	var ips []string
 	for i := 1; i <= n; i++ {
-		ips = append(ips, fmt.Sprintf("%s.%d", prefix, i))
+		ips = append(ips, fmt.Sprintf("%s.%d", net24, i))
 	}
 	base := freeBaseOn(t, ips...)
 	for i, ip := range ips {
-		name := fmt.Sprintf("n%d", i+1)
+		name := fmt.Sprintf("%s%d", prefix, i+1)
 		args := append([]string{"--bootstrap-expect", fmt.Sprint(n), "--label", "sysnode=" + name,
 			"--default-driver", "process"}, extra...)
 		if i > 0 {

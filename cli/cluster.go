@@ -18,10 +18,11 @@ func clusterCommand() *ucli.Command {
 				Action: func(c *ucli.Context) error { return Error(clusterMembers(c)) },
 			},
 			{
-				Name:   "raft",
-				Usage:  "show the agent's raft state",
-				Flags:  WithClientFlags(JSONFlag),
-				Action: func(c *ucli.Context) error { return Error(clusterRaft(c)) },
+				Name:        "raft",
+				Usage:       "show the agent's raft state; remove a peer or transfer leadership",
+				Flags:       WithClientFlags(JSONFlag),
+				Action:      func(c *ucli.Context) error { return Error(clusterRaft(c)) },
+				Subcommands: raftCommands(),
 			},
 			{
 				Name:      "join",
@@ -115,13 +116,13 @@ func clusterRaft(c *ucli.Context) error {
 	}
 	if len(r.Servers) > 0 {
 		fmt.Fprintln(Stdout(c))
-		t := NewTable(Stdout(c), "SERVER", "ADDRESS", "ROLE", "SUFFRAGE")
+		t := NewTable(Stdout(c), "SERVER", "ADDRESS", "ROLE", "SUFFRAGE", "LAST HEARD")
 		for _, s := range r.Servers {
 			role := s.Role
 			if s.Suffrage == "nonvoter" {
 				role = "nonvoter"
 			}
-			t.Row(s.ID, s.Address, role, s.Suffrage)
+			t.Row(s.ID, s.Address, role, s.Suffrage, orDash(s.LastHeardAgo))
 		}
 		return t.Flush()
 	}

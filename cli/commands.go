@@ -25,7 +25,9 @@ func clientCommands() []*ucli.Command {
 		workflowCommand(),
 		nodeCommand(),
 		queueCommand(),
+		scheduleCommand(),
 		clusterCommand(),
+		operatorCommand(),
 	}
 }
 

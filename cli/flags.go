@@ -22,7 +22,8 @@ import (
 //   - A command whose arguments are a command line (ArgsUsage "-- CMD ...":
 //     submit, run) treats its first positional argument as the start of that
 //     command line, so `foreman submit sh -c 'echo hi'` still passes -c to
-//     the job; flags go before the command (or before "--").
+//     the job; flags go before the command (or before "--"). One whose
+//     ArgsUsage starts "NAME " (schedule create) takes one argument first.
 //   - An unknown flag is kept among the flags, so the App reports it
 //     ("flag provided but not defined") rather than taking it as an argument.
 //   - A flag that takes a value consumes the next argument unless written
@@ -78,6 +79,7 @@ func normalizeArgs(app *ucli.App, args []string) ([]string, error) {
 func reorderLeaf(cmd *ucli.Command, name string, args []string) ([]string, error) {
 	specs := flagSpecs(cmd.Flags)
 	commandLine := takesCommandLine(cmd)
+	lead := namesBeforeCommandLine(cmd)
 	var flags, pos []string
 	seen := map[string]bool{}
 	for i := 0; i < len(args); i++ {
@@ -87,7 +89,7 @@ func reorderLeaf(cmd *ucli.Command, name string, args []string) ([]string, error
 			break
 		}
 		if !isFlag(a) {
-			if commandLine {
+			if commandLine && len(pos) >= lead {
 				pos = append(pos, args[i:]...)
 				break
 			}
@@ -161,6 +163,16 @@ func flagSpecs(flags []ucli.Flag) map[string]*flagSpec {
 // line to run (its usage says "-- CMD"), which keeps its own flags.
 func takesCommandLine(cmd *ucli.Command) bool {
 	return strings.Contains(cmd.ArgsUsage, "-- CMD")
+}
+
+// namesBeforeCommandLine is how many positional arguments come before a
+// command line: `schedule create NAME [flags] -- CMD` names its schedule
+// first, and flags may follow the name.
+func namesBeforeCommandLine(cmd *ucli.Command) int {
+	if strings.HasPrefix(cmd.ArgsUsage, "NAME ") {
+		return 1
+	}
+	return 0
 }
 
 // isFlag: "-x", "--x", "--x=v"; not "-" (stdin, by convention) nor "--".

@@ -221,6 +221,9 @@ func TestDoubleDash(t *testing.T) {
 		{[]string{"submit", "--cpu", "1", "--", "sh", "-c", "echo hi", "--not-a-flag"}, []string{"sh", "-c", "echo hi", "--not-a-flag"}, "true 1"},
 		{[]string{"submit", "--cpu", "1", "sh", "-c", "echo hi", "--cpu", "2"}, []string{"sh", "-c", "echo hi", "--cpu", "2"}, "true 1"},
 		{[]string{"run", "--", "--cpu", "3"}, []string{"--cpu", "3"}, "false "},
+		// schedule create names the schedule first; its flags may follow the name.
+		{[]string{"schedule", "create", "nightly", "--cpu", "1", "--", "sh", "-c", "echo hi"}, []string{"nightly", "sh", "-c", "echo hi"}, "true 1"},
+		{[]string{"schedule", "create", "nightly", "--cpu", "1", "sh", "--cpu", "2"}, []string{"nightly", "sh", "--cpu", "2"}, "true 1"},
 	} {
 		got, err := parse(t, tc.args...)
 		if err != nil {

@@ -183,7 +183,11 @@ func printJobDetail(c *ucli.Context, d *httpapi.JobDetail) error {
 	kv.Row("ID:", j.ID)
 	kv.Row("Name:", orDash(j.Spec.Name))
 	kv.Row("State:", string(j.State)+reasonSuffix(j.Reason))
-	kv.Row("Command:", strings.Join(j.Spec.Command, " "))
+	if j.Spec.HTTP != nil {
+		kv.Row("Request:", requestLine(j.Spec.HTTP))
+	} else {
+		kv.Row("Command:", strings.Join(j.Spec.Command, " "))
+	}
 	kv.Row("Resources:", resources(j.Spec.Resources))
 	kv.Row("Priority:", j.Spec.Priority)
 	kv.Row("Attempts:", fmt.Sprintf("%d counted of %d allowed", j.CountedAttempts, j.Spec.MaxAttempts))
@@ -208,7 +212,7 @@ func printJobDetail(c *ucli.Context, d *httpapi.JobDetail) error {
 	}
 	if len(d.Attempts) == 0 {
 		fmt.Fprintln(Stdout(c), "\nNo attempts yet.")
-		return nil
+		return printDeliveries(Stdout(c), d.Deliveries, now)
 	}
 	fmt.Fprintln(Stdout(c))
 	t := NewTable(Stdout(c), "ATTEMPT", "NODE", "STATE", "EXIT", "REASON", "STARTED", "DURATION", "TOKEN")
@@ -233,7 +237,7 @@ func printJobDetail(c *ucli.Context, d *httpapi.JobDetail) error {
 	if last := d.Attempts[len(d.Attempts)-1]; last.StderrTail != "" && !last.State.Live() && last.State != fsm.AttemptSucceeded {
 		fmt.Fprintf(Stdout(c), "\nstderr tail of attempt %d:\n%s\n", last.Num, strings.TrimRight(last.StderrTail, "\n"))
 	}
-	return nil
+	return printDeliveries(Stdout(c), d.Deliveries, now)
 }
 
 func jobChange(c *ucli.Context, fn func(*httpapi.Client, string) (*httpapi.JobDetail, error)) error {

@@ -26,7 +26,7 @@ func (m *multi) String() string     { return strings.Join(*m, " ") }
 // specFlags are the job flags shared by submit and run. They are built
 // fresh for each command so repeatable values never leak between runs.
 func specFlags() []ucli.Flag {
-	return []ucli.Flag{
+	return append([]ucli.Flag{
 		&ucli.StringFlag{Name: "file", Aliases: []string{"f"}, Usage: "job spec file (YAML or JSON); flags override its fields"},
 		&ucli.StringFlag{Name: "name", Usage: "job name"},
 		&ucli.StringFlag{Name: "cpu", Usage: "CPU: 500m, 0.5 or 2 (cores), 500 (millicores; bare integers from 64 up)"},
@@ -36,7 +36,7 @@ func specFlags() []ucli.Flag {
 		&ucli.StringFlag{Name: "timeout", Usage: "per-attempt time limit, e.g. 10m"},
 		&ucli.GenericFlag{Name: "env", Value: &multi{}, Usage: "K=V environment variable (repeatable)"},
 		&ucli.GenericFlag{Name: "label", Value: &multi{}, Usage: "k=v label (repeatable)"},
-		&ucli.StringFlag{Name: "driver", Usage: "container or process (default: the node's)"},
+		&ucli.StringFlag{Name: "driver", Usage: "container, process or http (default: the node's; http with --url)"},
 		&ucli.StringFlag{Name: "image", Usage: "OCI image for the container driver"},
 		&ucli.StringFlag{Name: "network", Usage: "none (default) or host"},
 		&ucli.StringFlag{Name: "user", Usage: "user to run as (name or uid[:gid])"},
@@ -52,7 +52,7 @@ func specFlags() []ucli.Flag {
 		&ucli.BoolFlag{Name: "allow-unplaceable", Usage: "accept resources larger than any node has now"},
 		&ucli.GenericFlag{Name: "depends-on", Value: &multi{}, Usage: "run after these jobs: ID[,ID] (repeatable)"},
 		&ucli.StringFlag{Name: "condition", Usage: "with --depends-on: success (default: all succeeded), failure (one failed), always (all finished), one_success"},
-	}
+	}, httpJobFlags()...)
 }
 
 // specFromFlags builds a job spec from base (the -f file's, or nil) and
@@ -68,7 +68,7 @@ func specFromFlags(c *ucli.Context, now time.Time, base *httpapi.JobSpecInput) (
 	}
 	key := spec.IdempotencyKey
 	spec.IdempotencyKey = ""
-	if len(spec.Command) == 0 {
+	if len(spec.Command) == 0 && spec.HTTP == nil {
 		return spec, "", fmt.Errorf("no command: put it after --, e.g. foreman %s -- echo hello", c.Command.Name)
 	}
 	return spec, key, nil
@@ -214,7 +214,7 @@ func applyFlags(c *ucli.Context, spec *httpapi.JobSpecInput, now time.Time) erro
 	if c.IsSet("condition") {
 		spec.Condition = c.String("condition")
 	}
-	return nil
+	return applyHTTPFlags(c, spec)
 }
 
 func multiValues(c *ucli.Context, name string) []string {

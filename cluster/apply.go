@@ -88,6 +88,13 @@ func (n *Node) applyLocal(ctx context.Context, cmd *fsm.Command) (*fsm.Result, e
 }
 
 func (n *Node) applyBytes(ctx context.Context, body []byte) (*fsm.Result, error) {
+	// A restore holds this exclusively (backup.go): a write waits for it
+	// and then applies on top of the restored state.
+	n.restoreMu.RLock()
+	defer n.restoreMu.RUnlock()
+	if err := ctx.Err(); err != nil {
+		return nil, err // waited out a restore; nothing was sent
+	}
 	timeout := n.cfg.ForwardTimeout
 	if dl, ok := ctx.Deadline(); ok {
 		timeout = max(time.Until(dl), time.Millisecond)

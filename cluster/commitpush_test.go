@@ -56,7 +56,7 @@ func TestFollowersLearnPlacementsAndStopsWithoutCommitTimeout(t *testing.T) {
 	}
 }
 
-func apply(t *testing.T, nd *clustertest.Node, typ fsm.CommandType, payload any) {
+func apply(t *testing.T, nd *clustertest.Node, typ fsm.CommandType, payload any) *fsm.Result {
 	t.Helper()
 	cmd, err := fsm.NewCommand(typ, time.Now(), payload)
 	if err != nil {
@@ -74,6 +74,7 @@ func apply(t *testing.T, nd *clustertest.Node, typ fsm.CommandType, payload any)
 	if err != nil {
 		t.Fatalf("%s through %s: %v", typ, nd.Name, err)
 	}
+	return res
 }
 
 // liveAttempt is job id's live attempt in nd's local FSM.

@@ -73,13 +73,15 @@ func TestJoinAddrAndBootstrapExpect(t *testing.T) {
 func TestMetaFitsAndRefusesOversize(t *testing.T) {
 	m := nodeMeta{ClusterID: "01HZX3J5T0Q5Z8Y9W8V7U6T5S4", HTTPAddr: "255.255.255.255:65533", RaftAddr: "255.255.255.255:65534",
 		Version: "v1.2.3", CPU: 64000, MemoryMB: 512000, Named: map[string]int64{"gpu": 8},
-		Labels: map[string]string{"zone": "eu-west-1a", "rack": "r12"}, Drivers: []string{"container", "process", "http"}, HasState: true}
+		Labels: map[string]string{"zone": "eu-west-1a", "rack": "r12"}, Drivers: []string{"container", "process", "http"}, HasState: true,
+		Slots: 1024, Applied: 1 << 40, Behind: true}
 	b, err := m.encode()
 	if err != nil {
 		t.Fatalf("typical meta: %v", err)
 	}
 	back, err := decodeMeta(b)
-	if err != nil || back.ClusterID != m.ClusterID || back.Labels["zone"] != "eu-west-1a" {
+	if err != nil || back.ClusterID != m.ClusterID || back.Labels["zone"] != "eu-west-1a" ||
+		back.Slots != 1024 || back.Applied != 1<<40 || !back.Behind || back.node("n1", "a:1").Slots != 1024 {
 		t.Fatalf("round trip: %+v, %v", back, err)
 	}
 	m.Labels["big"] = strings.Repeat("x", 600)

@@ -24,4 +24,17 @@ var (
 	// ErrMetaTooLarge means the node's self-description does not fit in the
 	// gossip meta (512 bytes); trim labels or drivers.
 	ErrMetaTooLarge = errors.New("node description too large for gossip")
+	// ErrNotEmpty means a restore was refused because the state holds jobs
+	// that it would replace (RestoreOptions.Force overrides).
+	ErrNotEmpty = errors.New("restore refused")
+	// ErrNothingToSave means a snapshot was asked for before the cluster
+	// applied anything.
+	ErrNothingToSave = errors.New("nothing to snapshot")
+	// ErrRefused means a raft operator request was refused because it
+	// would lose quorum or its target cannot take the role; the message
+	// says why.
+	ErrRefused = errors.New("refused")
+	// ErrUnknownServer means a raft operator request named a server that
+	// is not in the raft configuration.
+	ErrUnknownServer = errors.New("no such raft server")
 )

@@ -24,8 +24,12 @@ type Member struct {
 	Capacity  fsm.Resources     `json:"capacity"`
 	Labels    map[string]string `json:"labels,omitempty"`
 	Drivers   []string          `json:"drivers,omitempty"`
-	HasState  bool              `json:"has_raft_state"`
-	Leaving   bool              `json:"leaving,omitempty"`
+	Slots     int               `json:"slots,omitempty"`
+	// Applied and Behind are the member's last gossiped sync state (meta.go).
+	Applied  uint64 `json:"applied_index,omitempty"`
+	Behind   bool   `json:"behind,omitempty"`
+	HasState bool   `json:"has_raft_state"`
+	Leaving  bool   `json:"leaving,omitempty"`
 	// Since is when this node saw the status change (monotonic, local).
 	Since time.Time `json:"-"`
 }
@@ -56,6 +60,7 @@ func (t *memberTable) set(n *memberlist.Node, status fsm.GossipState) {
 		m.HTTPAddr, m.RaftAddr, m.ClusterID, m.Version = meta.HTTPAddr, meta.RaftAddr, meta.ClusterID, meta.Version
 		m.Capacity = fsm.Resources{CPU: meta.CPU, MemoryMB: meta.MemoryMB, Named: meta.Named}
 		m.Labels, m.Drivers, m.HasState, m.Leaving = meta.Labels, meta.Drivers, meta.HasState, meta.Leaving
+		m.Slots, m.Applied, m.Behind = meta.Slots, meta.Applied, meta.Behind
 	}
 	t.mu.Lock()
 	old, ok := t.members[n.Name]

@@ -27,6 +27,13 @@ type nodeMeta struct {
 	Named     map[string]int64  `json:"n,omitempty"`
 	Labels    map[string]string `json:"l,omitempty"`
 	Drivers   []string          `json:"d,omitempty"`
+	Slots     int               `json:"sl,omitempty"`
+	// Applied is this node's FSM applied index and Behind is set while the
+	// node is not in sync with the leader (sync.go); the leader places
+	// nothing on a node that is behind (NodesBehind). Neither is part of
+	// the replicated node record.
+	Applied uint64 `json:"ap,omitempty"`
+	Behind  bool   `json:"b,omitempty"`
 	// HasState is true once this node has raft state (bootstrapped or added
 	// by a leader); bootstrap-expect counts only nodes without it.
 	HasState bool `json:"s,omitempty"`
@@ -39,7 +46,7 @@ func metaFromNode(n fsm.Node, clusterID string, hasState, leaving bool) nodeMeta
 	return nodeMeta{
 		ClusterID: clusterID, HTTPAddr: n.HTTPAddr, RaftAddr: n.RaftAddr, Version: n.Version,
 		CPU: n.Capacity.CPU, MemoryMB: n.Capacity.MemoryMB, Named: n.Capacity.Named,
-		Labels: n.Labels, Drivers: n.Drivers, HasState: hasState, Leaving: leaving,
+		Labels: n.Labels, Drivers: n.Drivers, Slots: n.Slots, HasState: hasState, Leaving: leaving,
 	}
 }
 
@@ -69,7 +76,7 @@ func (m nodeMeta) node(name, gossipAddr string) fsm.Node {
 	return fsm.Node{
 		Name: name, HTTPAddr: m.HTTPAddr, RaftAddr: m.RaftAddr, GossipAddr: gossipAddr,
 		Capacity: fsm.Resources{CPU: m.CPU, MemoryMB: m.MemoryMB, Named: m.Named},
-		Labels:   m.Labels, Drivers: m.Drivers, Version: m.Version,
+		Labels:   m.Labels, Drivers: m.Drivers, Version: m.Version, Slots: m.Slots,
 	}
 }
 

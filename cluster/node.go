@@ -38,12 +38,17 @@ type Node struct {
 	notifyCh chan bool
 	ld       leadership
 
+	// restoreMu is held shared by every raft apply of this node and
+	// exclusively by a snapshot restore (backup.go).
+	restoreMu sync.RWMutex
+
 	leavingMu sync.Mutex
 	leaving   map[string]time.Time // servers that asked the leader to remove them
 
 	started     atomic.Bool
-	leavingSelf atomic.Bool // Leave was called: gossip says so before leaving
-	inSync      atomic.Bool // see sync.go
+	leavingSelf atomic.Bool   // Leave was called: gossip says so before leaving
+	inSync      atomic.Bool   // see sync.go
+	syncFlipped chan struct{} // inSync changed: gossip it (syncmeta.go)
 	closing     chan struct{}
 	closeMu     sync.Mutex
 	closed      bool
@@ -77,13 +82,17 @@ func New(cfg Config, f *fsm.FSM, self fsm.Node, logger *slog.Logger) (*Node, err
 	if err != nil {
 		return nil, err
 	}
+	if self.Slots == 0 {
+		self.Slots = cfg.Slots
+	}
 	n := &Node{
 		cfg: cfg, logger: logger, fsm: f, self: self, heard: newHeardTracker(),
 		members: newMemberTable(), state: state, client: newForwardClient(cfg.Network),
-		notifyCh: make(chan bool, 16), closing: make(chan struct{}),
+		notifyCh: make(chan bool, 16), closing: make(chan struct{}), syncFlipped: make(chan struct{}, 1),
 	}
 	n.ld.init()
 
+	removeTempFiles(cfg.DataDir, logger)
 	if n.storage, err = openRaftStorage(cfg.DataDir, cfg.NoSync, logger); err != nil {
 		return nil, err
 	}
@@ -152,6 +161,7 @@ func (n *Node) Start(ctx context.Context) error {
 	n.goLoop(n.clusterIDLoop)
 	n.goLoop(n.peersLoop)
 	n.goLoop(n.syncLoop)
+	n.goLoop(n.syncGossipLoop)
 	n.goLoop(n.compactLoop)
 
 	targets := n.joinTargets()
@@ -353,7 +363,9 @@ func (n *Node) refreshMeta() error {
 	} else if ok, err := n.storage.hasState(); err == nil {
 		hasState = ok
 	}
-	b, err := metaFromNode(n.self, n.ClusterID(), hasState, n.leavingSelf.Load()).encode()
+	m := metaFromNode(n.self, n.ClusterID(), hasState, n.leavingSelf.Load())
+	m.Applied, m.Behind = n.fsm.AppliedIndex(), !n.InSync()
+	b, err := m.encode()
 	if err != nil {
 		return err
 	}

@@ -129,7 +129,7 @@ func (n *Node) memberNode(m Member) fsm.Node {
 	}
 	return fsm.Node{
 		Name: m.Name, HTTPAddr: m.HTTPAddr, RaftAddr: m.RaftAddr, GossipAddr: m.Addr,
-		Capacity: m.Capacity, Labels: m.Labels, Drivers: m.Drivers, Version: m.Version,
+		Capacity: m.Capacity, Labels: m.Labels, Drivers: m.Drivers, Version: m.Version, Slots: m.Slots,
 	}
 }
 
@@ -139,6 +139,7 @@ func describe(nd fsm.Node) string {
 	b, _ := json.Marshal(fsm.Node{
 		Name: nd.Name, HTTPAddr: nd.HTTPAddr, RaftAddr: nd.RaftAddr, GossipAddr: nd.GossipAddr,
 		Capacity: nd.Capacity, Labels: nonEmpty(nd.Labels), Drivers: nd.Drivers, Version: nd.Version,
+		Slots: nd.Slots,
 	})
 	return string(b)
 }

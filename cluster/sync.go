@@ -27,6 +27,13 @@ const syncPoll = 25 * time.Millisecond
 // since. The worker starts no attempt while it is false.
 func (n *Node) InSync() bool { return n.inSync.Load() }
 
+func (n *Node) signalSyncFlip() {
+	select {
+	case n.syncFlipped <- struct{}{}:
+	default:
+	}
+}
+
 func (n *Node) syncLoop() {
 	t := time.NewTicker(syncPoll)
 	defer t.Stop()
@@ -39,6 +46,7 @@ func (n *Node) syncLoop() {
 		if !n.InContactWithLeader() {
 			if n.inSync.Swap(false) {
 				n.logger.Info("lost contact with the leader; out of sync")
+				n.signalSyncFlip()
 			}
 			continue
 		}
@@ -55,6 +63,7 @@ func (n *Node) syncLoop() {
 		if n.InContactWithLeader() {
 			n.inSync.Store(true)
 			n.logger.Info("in sync with the leader", "index", idx)
+			n.signalSyncFlip()
 		}
 	}
 }

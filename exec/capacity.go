@@ -11,11 +11,17 @@ import (
 	"github.com/foreman-sched/foreman/fsm"
 )
 
+// AgentCPUReserve is the CPU the agent keeps for itself (raft, gossip, the
+// API, its worker) out of the detected capacity: an eighth of a core per
+// core, at most 500m. Jobs placed up to the advertised capacity then leave
+// the control plane room (docs/operations.md).
+func AgentCPUReserve() int64 { return min(int64(runtime.NumCPU())*125, 500) }
+
 // DetectCapacity returns this host's schedulable capacity: every core as
-// 1000 millicores and MemTotal from /proc/meminfo in MiB. The agent may
-// subtract a reserve before advertising it.
+// 1000 millicores less AgentCPUReserve, and MemTotal from /proc/meminfo in
+// MiB. The agent may subtract an operator's reserve before advertising it.
 func DetectCapacity() (fsm.Resources, error) {
-	res := fsm.Resources{CPU: int64(runtime.NumCPU()) * 1000}
+	res := fsm.Resources{CPU: int64(runtime.NumCPU())*1000 - AgentCPUReserve()}
 	mem, err := memTotalMiB("/proc/meminfo")
 	if err != nil {
 		return res, err

@@ -9,12 +9,12 @@ import (
 // The driver registry is process-wide because the supervisor (a separate
 // process started as `foreman supervise`) must find drivers by name without
 // any wiring of its own: main registers the container driver before it
-// dispatches to SuperviseMain or starts the agent. The process driver is
-// always present.
+// dispatches to SuperviseMain or starts the agent. The process and HTTP
+// drivers are always present.
 var registry = struct {
 	sync.RWMutex
 	m map[string]Driver
-}{m: map[string]Driver{ProcessDriverName: NewProcessDriver()}}
+}{m: map[string]Driver{ProcessDriverName: NewProcessDriver(), HTTPDriverName: NewHTTPDriver()}}
 
 // RegisterDriver makes d available under d.Name(), replacing any driver of
 // the same name. Call it from main before starting the worker or supervisor.

@@ -62,9 +62,7 @@ func (w *Worker) spawnSpare() (*spare, error) {
 	// stdin, stdout and stderr are /dev/null except during an attempt,
 	// when the supervisor points stdout/stderr at its supervisor.log.
 	cmd.ExtraFiles = []*os.File{theirs}
-	if len(w.cfg.SupervisorEnv) > 0 {
-		cmd.Env = append(os.Environ(), w.cfg.SupervisorEnv...)
-	}
+	cmd.Env = w.supervisorEnv()
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
 		return nil, err
@@ -287,9 +285,7 @@ func (w *Worker) startSupervisor(dir string, ln *os.File) (done <-chan struct{},
 	cmd := osexec.Command(w.cfg.SupervisorPath, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf // stdin stays /dev/null
 	cmd.ExtraFiles = []*os.File{ln}
-	if len(w.cfg.SupervisorEnv) > 0 {
-		cmd.Env = append(os.Environ(), w.cfg.SupervisorEnv...)
-	}
+	cmd.Env = w.supervisorEnv()
 	// Its own session: no signal aimed at the agent's group or terminal
 	// reaches it, so it outlives the agent.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -149,7 +150,7 @@ func TestDetect(t *testing.T) {
 		t.Errorf("process driver not usable: %v", unusable)
 	}
 	res, err := DetectCapacity()
-	if err != nil || res.CPU < 1000 || res.MemoryMB < 64 {
+	if err != nil || res.CPU != int64(runtime.NumCPU())*1000-AgentCPUReserve() || res.MemoryMB < 64 {
 		t.Errorf("capacity %+v, %v", res, err)
 	}
 }

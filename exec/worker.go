@@ -22,6 +22,7 @@ type Worker struct {
 	deps        WorkerDeps
 	log         *slog.Logger
 	attemptsDir string
+	jobsProcs   string // cgroup.procs supervisors join (priority.go)
 
 	mu   sync.Mutex
 	runs map[string]*attemptRun // by TaskID
@@ -63,9 +64,11 @@ func NewWorker(cfg WorkerConfig, deps WorkerDeps) (*Worker, error) {
 	if log == nil {
 		log = slog.Default()
 	}
+	log = log.With("component", "exec")
 	return &Worker{
 		cfg: cfg, deps: deps,
-		log:         log.With("component", "exec"),
+		log:         log,
+		jobsProcs:   jobsCgroupProcs(&cfg, log),
 		attemptsDir: filepath.Join(cfg.DataDir, "attempts"),
 		runs:        map[string]*attemptRun{},
 		orphans:     map[string]bool{},
@@ -178,6 +181,13 @@ func (w *Worker) reconcile(ctx context.Context) (deferred bool) {
 		r := w.runs[id]
 		w.mu.Unlock()
 		if r != nil {
+			if r.token != a.Attempt.FencingToken {
+				// An earlier attempt with this number, dropped by a
+				// restore: stop it; the live one starts once it is gone.
+				r.vanished(true)
+				deferred = true
+				continue
+			}
 			r.update(a)
 			continue
 		}
@@ -185,7 +195,9 @@ func (w *Worker) reconcile(ctx context.Context) (deferred bool) {
 			deferred = true
 			continue
 		}
-		w.ensure(ctx, id, a)
+		if w.ensure(ctx, id, a) {
+			deferred = true
+		}
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -199,17 +211,22 @@ func (w *Worker) reconcile(ctx context.Context) (deferred bool) {
 	return deferred
 }
 
-// ensure handles a live attempt that has no run in this worker.
-func (w *Worker) ensure(ctx context.Context, id string, a Assignment) {
+// ensure handles a live attempt that has no run in this worker. It says
+// whether to look again soon although the state may not change meanwhile.
+func (w *Worker) ensure(ctx context.Context, id string, a Assignment) (again bool) {
 	dir := filepath.Join(w.attemptsDir, id)
+	if !w.ownDir(ctx, id, dir, a) {
+		return true
+	}
 	switch {
 	case exists(filepath.Join(dir, ReportedName)):
-		return // reported; the local FSM has not caught up yet
+		// Reported; the local FSM has not caught up yet (or, past
+		// reportedLag, ownDir checks that the dir is this attempt's).
+		return true
 	case exists(filepath.Join(dir, TaskFileName)):
 		// A directory without a run: finished-but-unreported, or a
 		// supervisor we lost track of. Either way adoption sorts it out.
 		w.adoptDir(ctx, id, dir)
-		return
 	case a.Attempt.State == fsm.AttemptAssigned:
 		w.launch(ctx, id, dir, a)
 	default:
@@ -225,7 +242,45 @@ func (w *Worker) ensure(ctx context.Context, id string, a Assignment) {
 			}()
 		}
 	}
+	return false
 }
+
+// ownDir makes sure dir, if it exists, belongs to the live attempt a. A
+// dir left by an earlier attempt with the same number and another token
+// (one a snapshot restore dropped) is adopted when its supervisor may still
+// run (the next reconcile stops it as superseded) and removed once it has
+// ended, so a can start. False: not yet. A dir reported less than
+// reportedLag ago is taken as a's own (the local FSM has not applied the
+// report yet) without reading its task file: that is the common case.
+func (w *Worker) ownDir(ctx context.Context, id, dir string, a Assignment) bool {
+	st, err := os.Stat(filepath.Join(dir, ReportedName))
+	reported := err == nil
+	switch {
+	case reported && time.Since(st.ModTime()) < reportedLag:
+		return true
+	case !reported && !exists(filepath.Join(dir, TaskFileName)):
+		return true
+	}
+	tf, err := ReadTaskFile(dir)
+	if err != nil || tf.Attempt.FencingToken == a.Attempt.FencingToken {
+		return true
+	}
+	if !reported && !exists(filepath.Join(dir, ResultFileName)) {
+		w.adoptDir(ctx, id, dir)
+		return false
+	}
+	w.log.Info("removing the directory of a superseded attempt", "task", id,
+		"token", tf.Attempt.FencingToken, "live_token", a.Attempt.FencingToken)
+	if err := os.RemoveAll(dir); err != nil {
+		w.log.Warn("remove superseded attempt dir", "dir", dir, "err", err)
+		return false
+	}
+	return true
+}
+
+// reportedLag is how long a reported attempt may stay live in the local
+// FSM before its directory is checked for a superseded attempt.
+const reportedLag = time.Second
 
 // reportOrphan fails an attempt that is running on this node according to
 // the leader but left no trace here (the data dir was wiped or replaced).

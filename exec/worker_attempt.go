@@ -29,6 +29,11 @@ type attemptRun struct {
 	dir string
 	tf  *TaskFile
 
+	// token is the fencing token of the attempt this run executes. A live
+	// attempt with the same number but another token (the state was
+	// restored from a snapshot) supersedes it.
+	token uint64
+
 	mu        sync.Mutex
 	seenLive  bool
 	cancelReq string // CancelRequested from the live set
@@ -115,6 +120,7 @@ func (r *attemptRun) isGone() bool {
 // wait before it reschedules the job elsewhere (invariant 2).
 func (w *Worker) launch(ctx context.Context, id, dir string, a Assignment) {
 	r := newRun(w, id, dir)
+	r.token = a.Attempt.FencingToken
 	r.seenLive = true
 	r.cancelReq = a.Attempt.CancelRequested
 	r.trace.assigned, r.trace.seen = a.Attempt.AssignedAt, time.Now()
@@ -175,7 +181,7 @@ func (w *Worker) adoptDir(ctx context.Context, id, dir string) (live bool) {
 		return false
 	}
 	r := newRun(w, id, dir)
-	r.tf = tf
+	r.tf, r.token = tf, tf.Attempt.FencingToken
 	if !w.register(r) {
 		return true
 	}

@@ -540,3 +540,34 @@ func TestWorkerStartsNothingUntilInSync(t *testing.T) {
 		t.Fatalf("the replaced attempt started after the catch-up: %v", err)
 	}
 }
+
+// After a snapshot restore the state may list an attempt whose number this
+// node already used under another fencing token: a finished one's dir is
+// replaced, a running one is stopped, and the live attempt runs.
+func TestAttemptNumberReusedWithNewToken(t *testing.T) {
+	state := newFakeState()
+	h := startWorker(t, state, testConfig(t, dataDir(t)))
+
+	state.assign("done-before", fsm.JobSpec{Command: []string{"true"}})
+	first := h.waitFinal(t, "done-before", waitShort)
+	state.mu.Lock()
+	state.reports = nil
+	state.mu.Unlock()
+	state.assign("done-before", fsm.JobSpec{Command: []string{"true"}})
+	if again := h.waitFinal(t, "done-before", waitShort+2*reportedLag); again.FencingToken == first.FencingToken || again.State != fsm.AttemptSucceeded {
+		t.Fatalf("second attempt reported %+v (first %+v)", again, first)
+	}
+
+	id := state.assign("running-before", fsm.JobSpec{Command: []string{"sleep", "60"}})
+	waitFor(t, waitShort, "running", func() bool { return state.running("running-before") })
+	pid := jobPID(t, h.dir("running-before"))
+	state.edit(id, func(a *Assignment) {
+		a.Attempt.FencingToken += 1000
+		a.Attempt.State = fsm.AttemptAssigned
+		a.Spec = fsm.JobSpec{Command: []string{"true"}}
+	})
+	waitFor(t, waitShort, "the superseded copy to die", func() bool { return !alive(pid) })
+	if r := h.waitFinal(t, "running-before", waitShort+2*reportedLag); r.State != fsm.AttemptSucceeded || r.FencingToken < 1000 {
+		t.Fatalf("live attempt reported %+v", r)
+	}
+}

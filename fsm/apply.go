@@ -139,6 +139,7 @@ type applier struct {
 	jobs, byState, attempts, live, nodes *bolt.Bucket
 	idem, queues, meta                   *bolt.Bucket
 	byDue, queuedByGroup, byFinish       *bolt.Bucket
+	schedules                            *bolt.Bucket
 	timeline                             *bolt.Bucket
 	dueOf                                dueMemo         // see schedindex.go
 	specOf                               map[*Job][]byte // stored spec of jobs read by getJob
@@ -176,6 +177,7 @@ func newApplier(tx *bolt.Tx) *applier {
 		byDue:         tx.Bucket(bucketJobsByDue),
 		queuedByGroup: tx.Bucket(bucketQueuedByGroup),
 		byFinish:      tx.Bucket(bucketJobsByFinish),
+		schedules:     tx.Bucket(bucketSchedules),
 		wfs:           map[string]*Workflow{},
 		timeline:      tx.Bucket(bucketJobEvents),
 	}
@@ -266,6 +268,14 @@ func (a *applier) applyEntry(data []byte, res *Result) error {
 		return run(a, cmd, res, (*applier).stopAttempts)
 	case CmdGC:
 		return run(a, cmd, res, (*applier).gc)
+	case CmdPutSchedule:
+		return run(a, cmd, res, (*applier).putSchedule)
+	case CmdDeleteSchedule:
+		return run(a, cmd, res, (*applier).deleteSchedule)
+	case CmdPauseSchedule:
+		return run(a, cmd, res, (*applier).pauseSchedule)
+	case CmdFireSchedules:
+		return run(a, cmd, res, (*applier).fireSchedules)
 	case CmdSubmitWorkflow:
 		return run(a, cmd, res, (*applier).submitWorkflow)
 	case CmdCancelWorkflow:
@@ -274,6 +284,8 @@ func (a *applier) applyEntry(data []byte, res *Result) error {
 		return run(a, cmd, res, (*applier).retryWorkflow)
 	case CmdLeader:
 		return run(a, cmd, res, (*applier).leaderChanged)
+	case CmdDeliveries:
+		return run(a, cmd, res, (*applier).deliveries)
 	}
 	return fmt.Errorf("%w: unknown command type %q", ErrBadCommand, cmd.Type)
 }

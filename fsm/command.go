@@ -66,9 +66,14 @@ var payloadTypes = map[CommandType]any{
 	CmdStopAttempts: StopAttempts{},
 	CmdGC:           GC{},
 
+	CmdPutSchedule:    PutSchedule{},
+	CmdDeleteSchedule: DeleteSchedule{},
+	CmdPauseSchedule:  PauseSchedule{},
+	CmdFireSchedules:  FireSchedules{},
 	CmdSubmitWorkflow: SubmitWorkflow{},
 	CmdCancelWorkflow: CancelWorkflow{},
 	CmdRetryWorkflow:  RetryWorkflow{},
+	CmdDeliveries:     DeliveryOutcomes{},
 }
 
 // Command is the versioned envelope of every raft entry. At is stamped by

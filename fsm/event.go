@@ -17,6 +17,9 @@ const (
 	EventAttempt EventType = "attempt" // an attempt was created or changed
 	EventNode    EventType = "node"    // a node record changed
 	EventLeader  EventType = "leader"  // a new leader took office (CmdLeader)
+	// EventSchedule: a schedule was created, updated, paused, resumed,
+	// deleted, fired (JobID is the job it created) or a tick skipped.
+	EventSchedule EventType = "schedule"
 	// EventWorkflow: a workflow finished ("workflow.finished"; State is
 	// its final state, Reason its job counts).
 	EventWorkflow EventType = "workflow"
@@ -41,7 +44,7 @@ const (
 )
 
 // Topics group event types for the stream's ?topic= filter. Job covers
-// its attempts. Schedule and workflow are reserved for their events.
+// its attempts.
 const (
 	TopicJob      = "job"
 	TopicNode     = "node"
@@ -86,7 +89,7 @@ type Event struct {
 // Topic is the stream topic of e.
 func (e *Event) Topic() string {
 	switch e.Type {
-	case EventJob, EventAttempt:
+	case EventJob, EventAttempt, EventWebhook:
 		return TopicJob
 	}
 	return string(e.Type)

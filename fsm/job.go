@@ -82,10 +82,28 @@ type JobSpec struct {
 	Deadline         *time.Time `json:"deadline,omitempty"`
 	AllowUnplaceable bool       `json:"allow_unplaceable,omitempty"`
 
+	// Set by a schedule's fire, never by a submit (issue 14).
+	Schedule    string     `json:"schedule,omitempty"`
+	ScheduledAt *time.Time `json:"scheduled_at,omitempty"` // the tick
 	// Dependencies (issue 15): the parent jobs' IDs and when this job may
 	// run once they finish (dag.go). "" means ConditionSuccess.
 	DependsOn []string  `json:"depends_on,omitempty"`
 	Condition Condition `json:"condition,omitempty"`
+
+	// HTTP jobs and webhooks (issue 12).
+	HTTP   *HTTPRequest `json:"http,omitempty"`   // the request of a driver "http" job
+	Notify []Webhook    `json:"notify,omitempty"` // webhooks called on the job's transitions
+}
+
+// HTTPRequest is an HTTP job: the request one attempt makes. The attempt
+// succeeds when the response status is in ExpectStatus (empty: any 2xx).
+// The job's Timeout bounds the whole request, body included.
+type HTTPRequest struct {
+	Method       string            `json:"method"`
+	URL          string            `json:"url"`
+	Headers      map[string]string `json:"headers,omitempty"`
+	Body         string            `json:"body,omitempty"`
+	ExpectStatus []int             `json:"expect_status,omitempty"`
 }
 
 // Job is the replicated record of one submitted job.

@@ -49,7 +49,8 @@ type storedJob struct {
 
 // schedSpec is JobSpec as Apply reads it: the placement group and
 // priority (queued_by_group), the deadline (jobs_by_due), the retry
-// policy (finishJob) and the dependencies (dag.go). The other fields are skipped without being decoded.
+// policy (finishJob), the dependencies (dag.go) and the webhooks
+// (delivery.go). The other fields are skipped without being decoded.
 // Every JobSpec field is here with its tag (TestViewsMirrorRecords), so no
 // key is unknown: an unknown key costs allocations and a duplicate check.
 type schedSpec struct {
@@ -75,8 +76,12 @@ type schedSpec struct {
 	RunAt            skipped    `json:"run_at,omitempty"`
 	Deadline         *time.Time `json:"deadline,omitempty"`
 	AllowUnplaceable skipped    `json:"allow_unplaceable,omitempty"`
+	Schedule         skipped    `json:"schedule,omitempty"`
+	ScheduledAt      skipped    `json:"scheduled_at,omitempty"`
 	DependsOn        []string   `json:"depends_on,omitempty"`
 	Condition        Condition  `json:"condition,omitempty"`
+	HTTP             skipped    `json:"http,omitempty"`
+	Notify           []Webhook  `json:"notify,omitempty"`
 }
 
 // skipped is a field a view type does not read: the decoder checks the
@@ -158,7 +163,7 @@ func decodeStoredJob(v []byte) (j *Job, raw []byte, err error) {
 	j.Spec = JobSpec{
 		Resources: ss.Resources, Priority: ss.Priority, MaxAttempts: ss.MaxAttempts, Driver: ss.Driver,
 		Queue: ss.Queue, Constraints: ss.Constraints, Backoff: ss.Backoff, NoRetryExitCodes: ss.NoRetryExitCodes,
-		Deadline: ss.Deadline, DependsOn: ss.DependsOn, Condition: ss.Condition,
+		Deadline: ss.Deadline, DependsOn: ss.DependsOn, Condition: ss.Condition, Notify: ss.Notify,
 	}
 	return j, s.Spec, nil
 }

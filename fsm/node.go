@@ -33,6 +33,10 @@ type Node struct {
 	Labels     map[string]string `json:"labels,omitempty"`
 	Drivers    []string          `json:"drivers,omitempty"`
 	Version    string            `json:"version,omitempty"`
+	// Slots bounds the live attempts on the node (its supervisors): the
+	// scheduler places nothing beyond it, the excess stays queued
+	// (0 = unbounded, as nodes before slots existed).
+	Slots int `json:"slots,omitempty"`
 
 	Gossip        GossipState `json:"gossip"`
 	Eligibility   Eligibility `json:"eligibility"`

@@ -42,6 +42,8 @@ var (
 	// bucketJobsByFinish: 8-byte sortable FinishedAt + job ID → empty, for
 	// terminal jobs, so GC reads only what it drops (schedindex.go).
 	bucketJobsByFinish = []byte("jobs_by_finish")
+	// bucketSchedules: schedule name → Schedule.
+	bucketSchedules = []byte("schedules")
 	// bucketJobEvents: job ID + "/" + 8-byte raft index + 4-byte seq →
 	// timelineRecord, every event of the job (its timeline, timeline.go).
 	bucketJobEvents = []byte("job_events")
@@ -61,7 +63,7 @@ var (
 var allBuckets = [][]byte{
 	bucketMeta, bucketJobs, bucketJobsByState, bucketAttempts,
 	bucketLiveByNode, bucketNodes, bucketIdempotency, bucketQueues,
-	bucketJobsByDue, bucketQueuedByGroup, bucketJobsByFinish, bucketJobEvents,
+	bucketJobsByDue, bucketQueuedByGroup, bucketJobsByFinish, bucketJobEvents, bucketSchedules,
 }
 
 // Keys in bucketMeta.

@@ -61,6 +61,11 @@ func (a *applier) saveJob(j *Job, from JobState) error {
 		return err
 	}
 	a.emit(Event{Type: EventJob, Name: jobEventName(from, j.State), JobID: j.ID, Attempt: j.Attempts, State: string(j.State), Reason: j.Reason, Workflow: j.Workflow})
+	if len(j.Spec.Notify) > 0 {
+		if err := a.queueDeliveries(j, len(a.pending)-1); err != nil {
+			return err
+		}
+	}
 	if j.Workflow != "" {
 		if err := a.memberChanged(j.Workflow, from, j.State); err != nil {
 			return err
@@ -89,6 +94,9 @@ func (a *applier) deleteJob(j *Job) error {
 		return err
 	}
 	if err := a.deleteTimeline(j.ID); err != nil {
+		return err
+	}
+	if err := a.deleteDeliveries(j.ID); err != nil {
 		return err
 	}
 	prefix := attemptPrefix(j.ID)

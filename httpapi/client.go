@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -29,6 +30,8 @@ type APIError struct {
 	Status  int    // HTTP status
 	Code    string // ErrorBody.Code, e.g. "invalid", "not_found", "no_leader"
 	Message string // ErrorBody.Error
+	// RetryAfter is the server's Retry-After on a 429 (zero otherwise).
+	RetryAfter time.Duration
 }
 
 func (e *APIError) Error() string {
@@ -112,28 +115,77 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 // send returns a 2xx response (whose body the caller closes) or an error.
 func (c *Client) send(ctx context.Context, method, path string, query url.Values, in any, hdr http.Header) (*http.Response, error) {
 	u := *c.base
-	u.Path += path
+	// path comes escaped (names go through url.PathEscape): keep it so,
+	// or "a b" would be sent as a%2520b.
+	u.RawPath = u.EscapedPath() + path
+	if p, err := url.PathUnescape(u.RawPath); err == nil {
+		u.Path = p
+	}
 	u.RawQuery = query.Encode()
 	var body io.Reader
-	if in != nil {
-		b, ok := in.([]byte)
-		if !ok {
-			var err error
-			if b, err = json.Marshal(in); err != nil {
-				return nil, fmt.Errorf("encoding the request: %w", err)
-			}
+	ctype := "application/json"
+	switch v := in.(type) {
+	case nil:
+	case io.Reader: // a file streamed as it is (a snapshot)
+		body, ctype = v, "application/octet-stream"
+	case []byte:
+		body = bytes.NewReader(v)
+	default:
+		b, err := json.Marshal(in)
+		if err != nil {
+			return nil, fmt.Errorf("encoding the request: %w", err)
 		}
 		body = bytes.NewReader(b)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, u.String(), body)
+	if in == nil {
+		ctype = ""
+	}
+	for {
+		resp, err := c.sendOnce(ctx, method, u.String(), body, ctype, hdr)
+		var ae *APIError
+		if !errors.As(err, &ae) || ae.Status != http.StatusTooManyRequests {
+			return resp, err
+		}
+		br, rewindable := body.(*bytes.Reader)
+		if body != nil && !rewindable {
+			return nil, err // a streamed body (a snapshot) cannot be sent again
+		}
+		// 429 means the server took nothing (httpapi/overload.go): wait as
+		// it asks and send the same request again, while ctx allows.
+		wait := ae.RetryAfter
+		if wait <= 0 {
+			wait = time.Second
+		}
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
+			return nil, err
+		}
+		t := time.NewTimer(min(wait, maxRetryAfter))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, err
+		case <-t.C:
+		}
+		if br != nil {
+			br.Seek(0, io.SeekStart)
+		}
+	}
+}
+
+// maxRetryAfter caps how long the client waits on one 429.
+const maxRetryAfter = 30 * time.Second
+
+// sendOnce sends one request; ctype is empty for a request without a body.
+func (c *Client) sendOnce(ctx context.Context, method, target string, body io.Reader, ctype string, hdr http.Header) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, method, target, body)
 	if err != nil {
 		return nil, err
 	}
 	for k, vs := range hdr {
 		req.Header[k] = vs
 	}
-	if in != nil {
-		req.Header.Set("Content-Type", "application/json")
+	if ctype != "" {
+		req.Header.Set("Content-Type", ctype)
 	}
 	req.Header.Set("Accept", "application/json")
 	if c.token != "" {
@@ -157,6 +209,9 @@ func (c *Client) send(ctx context.Context, method, path string, query url.Values
 func decodeAPIError(resp *http.Response) error {
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	e := &APIError{Status: resp.StatusCode}
+	if secs, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && secs > 0 {
+		e.RetryAfter = time.Duration(secs) * time.Second
+	}
 	var body ErrorBody
 	if json.Unmarshal(b, &body) == nil && body.Error != "" {
 		e.Code, e.Message = body.Code, body.Error

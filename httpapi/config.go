@@ -31,6 +31,15 @@ type Config struct {
 	// (measured: 2 and 4 cost 5-20% more CPU per job, 8 over 40%), which
 	// is what bounds the rate when the agents share a few cores.
 	SubmitGroupInflight int
+
+	// MaxPendingJobs and MaxQueuedJobs bound what a submit may add to
+	// (overload.go): with this many jobs accepted by this node and not yet
+	// committed, or this many queued jobs in the state, submits get 429
+	// with Retry-After instead of waiting or timing out.
+	MaxPendingJobs int
+	MaxQueuedJobs  int
+	// RetryAfter is what a 429 asks the client to wait (whole seconds).
+	RetryAfter time.Duration
 	// EventHeartbeat is how often an idle event stream gets a comment line
 	// (keeps proxies from closing it, and finds dead clients).
 	EventHeartbeat time.Duration
@@ -52,6 +61,9 @@ func DefaultConfig() Config {
 		SubmitGroupJobs:     5000,
 		SubmitGroupInflight: 1,
 
+		MaxPendingJobs:    20000,  // four full batches in flight, or 20,000 single submits
+		MaxQueuedJobs:     100000, // a backlog of minutes for a small cluster
+		RetryAfter:        time.Second,
 		EventHeartbeat:    15 * time.Second,
 		EventWriteTimeout: 10 * time.Second,
 	}
@@ -80,6 +92,15 @@ func (c Config) Validate() error {
 	}
 	if c.SubmitGroupInflight < 1 {
 		errs = append(errs, fmt.Errorf("SubmitGroupInflight (%d) must be at least 1", c.SubmitGroupInflight))
+	}
+	if c.MaxPendingJobs < c.MaxBatchJobs {
+		errs = append(errs, fmt.Errorf("MaxPendingJobs (%d) must be at least MaxBatchJobs (%d)", c.MaxPendingJobs, c.MaxBatchJobs))
+	}
+	if c.MaxQueuedJobs < 1 {
+		errs = append(errs, fmt.Errorf("MaxQueuedJobs (%d) must be at least 1", c.MaxQueuedJobs))
+	}
+	if c.RetryAfter < time.Second {
+		errs = append(errs, fmt.Errorf("RetryAfter (%s) must be at least 1s", c.RetryAfter))
 	}
 	if c.EventHeartbeat <= 0 {
 		errs = append(errs, fmt.Errorf("EventHeartbeat (%s) must be positive", c.EventHeartbeat))

@@ -67,15 +67,16 @@ type IDs interface{ NewID() string }
 
 // Deps are what the handler needs from the rest of the agent. Cluster and
 // State are required; the rest default (Logs: log requests for attempts on
-// this node fail with 503; Clock: the system clock; IDs: NewULIDs; Logger:
-// slog.Default()).
+// this node fail with 503; Operator: operator requests fail with 503;
+// Clock: the system clock; IDs: NewULIDs; Logger: slog.Default()).
 type Deps struct {
-	Cluster Cluster
-	State   State
-	Logs    Logs
-	Clock   Clock
-	IDs     IDs
-	Logger  *slog.Logger
+	Cluster  Cluster
+	State    State
+	Logs     Logs
+	Operator Operator
+	Clock    Clock
+	IDs      IDs
+	Logger   *slog.Logger
 }
 
 // Member is one gossip member as the API reports it.
@@ -115,4 +116,7 @@ type RaftServer struct {
 	Address  string `json:"address"`
 	Suffrage string `json:"suffrage"` // voter | nonvoter | staging
 	Role     string `json:"role"`     // leader | follower
+	// LastHeardAgo is, when the answering node leads, how long since the
+	// server last answered it (e.g. "40ms").
+	LastHeardAgo string `json:"last_heard_ago,omitempty"`
 }

@@ -32,6 +32,8 @@ var (
 	ErrLoop = errors.New("forwarding loop")
 	// ErrNoAttempt means a job has no attempt yet, so it has no logs.
 	ErrNoAttempt = errors.New("no attempt yet")
+	// ErrBatchTooLarge means a batch holds more than Config.MaxBatchJobs jobs.
+	ErrBatchTooLarge = errors.New("batch too large")
 	// ErrUnavailable means a dependency was not wired in (for example no
 	// log streamer on this node).
 	ErrUnavailable = errors.New("unavailable")
@@ -84,6 +86,8 @@ const (
 	CodeConflict      = "conflict"
 	CodeStaleToken    = "stale_token"
 	CodeTooLarge      = "body_too_large"
+	CodeBatchTooLarge = "batch_too_large"
+	CodeOverloaded    = "overloaded"
 	CodeNoLeader      = "no_leader"
 	CodeNotReady      = "not_ready"
 	CodeUnreachable   = "node_unreachable"
@@ -93,6 +97,9 @@ const (
 	CodeMethod        = "method_not_allowed"
 	CodeInternal      = "internal"
 	CodeUnsupportedV  = "unsupported_version"
+	CodeBadSnapshot   = "bad_snapshot"
+	CodeNewerSnapshot = "unsupported_snapshot"
+	CodeRefused       = "refused"
 	codeClientClosed  = "client_closed"
 	statusClientClose = 499 // nginx's convention; only ever logged
 )
@@ -106,10 +113,20 @@ func statusFor(err error) (int, string) {
 		return re.status, re.code // the leader's answer to a forwarded submit
 	case errors.As(err, &mbe), errors.Is(err, ErrTooLarge):
 		return http.StatusRequestEntityTooLarge, CodeTooLarge
+	case errors.Is(err, ErrBatchTooLarge):
+		return http.StatusRequestEntityTooLarge, CodeBatchTooLarge
+	case errors.Is(err, ErrOverloaded):
+		return http.StatusTooManyRequests, CodeOverloaded
 	case errors.Is(err, ErrInvalid), errors.Is(err, fsm.ErrBadCommand):
 		// ErrBadCommand: Apply refused the input (a parent that does not
 		// exist, a cycle); the message names the field.
 		return http.StatusBadRequest, CodeInvalid
+	case errors.Is(err, fsm.ErrBadBackup):
+		return http.StatusBadRequest, CodeBadSnapshot
+	case errors.Is(err, fsm.ErrBackupVersion):
+		return http.StatusBadRequest, CodeNewerSnapshot
+	case errors.Is(err, ErrRefused):
+		return http.StatusConflict, CodeRefused
 	case errors.Is(err, ErrNoAttempt):
 		return http.StatusNotFound, CodeNoAttempt
 	case errors.Is(err, fsm.ErrNotFound), errors.Is(err, fs.ErrNotExist):
@@ -143,6 +160,9 @@ func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
 		msg = fmt.Sprintf("request body is larger than the limit of %d bytes", mbe.Limit)
+	}
+	if status == http.StatusTooManyRequests {
+		s.setRetryAfter(w)
 	}
 	if status >= 500 {
 		s.log.WarnContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "status", status, "err", err)

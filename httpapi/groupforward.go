@@ -190,14 +190,26 @@ func (s *server) forwardedSubmits(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, invalid("body", "%v", err))
 		return
 	}
+	// Each member is admitted on its own (overload.go): a refused one gets
+	// its 429 in the reply and changed nothing; the others go on.
 	pending := make([]*pendingSubmit, len(p.Submits))
+	var admitted []*pendingSubmit
 	for i, m := range p.Submits {
 		for k := range m.Jobs {
 			m.Jobs[k].ID = "" // the leader mints IDs
 		}
-		pending[i] = &pendingSubmit{jobs: m.Jobs, batch: batches[i] == '1', forwarded: true, done: make(chan struct{})}
+		ps := &pendingSubmit{jobs: m.Jobs, batch: batches[i] == '1', forwarded: true, done: make(chan struct{})}
+		pending[i] = ps
+		release, err := s.admit(len(m.Jobs))
+		if err != nil {
+			ps.err = err
+			close(ps.done)
+			continue
+		}
+		defer release()
+		admitted = append(admitted, ps)
 	}
-	s.submits.enqueue(pending...)
+	s.submits.enqueue(admitted...)
 	reply := forwardedReply{Node: s.cluster.NodeName(), Submits: make([]forwardedMember, len(pending))}
 	for i, ps := range pending {
 		select {

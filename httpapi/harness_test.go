@@ -174,13 +174,19 @@ func newTestAPI(t *testing.T, mod ...func(*Config)) *testAPI {
 
 func newTestAPIOn(t *testing.T, f *fsm.FSM, name string, leader bool, mod ...func(*Config)) *testAPI {
 	t.Helper()
+	return newTestAPIWith(t, f, name, leader, nil, mod...)
+}
+
+// newTestAPIWith is newTestAPIOn with an Operator (nil: none).
+func newTestAPIWith(t *testing.T, f *fsm.FSM, name string, leader bool, ops Operator, mod ...func(*Config)) *testAPI {
+	t.Helper()
 	cfg := DefaultConfig()
 	for _, m := range mod {
 		m(&cfg)
 	}
 	a := &testAPI{t: t, f: f, logs: &fakeLogs{logs: map[string]string{}}}
 	a.cluster = &fakeCluster{t: t, name: name, f: f, leader: leader}
-	h := New(cfg, Deps{Cluster: a.cluster, State: f, Logs: a.logs, Clock: fixedClock{t0}, Logger: slog.New(slog.DiscardHandler)})
+	h := New(cfg, Deps{Cluster: a.cluster, State: f, Logs: a.logs, Operator: ops, Clock: fixedClock{t0}, Logger: slog.New(slog.DiscardHandler)})
 	a.srv = httptest.NewServer(h)
 	t.Cleanup(a.srv.Close)
 	if leader {

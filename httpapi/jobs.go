@@ -19,6 +19,8 @@ type JobList struct {
 type JobDetail struct {
 	Job      fsm.Job       `json:"job"`
 	Attempts []fsm.Attempt `json:"attempts"`
+	// Deliveries are the job's webhook deliveries, oldest event first.
+	Deliveries []fsm.Delivery `json:"deliveries,omitempty"`
 }
 
 // CancelRequest is the optional body of POST /v1/jobs/{id}/cancel.
@@ -48,6 +50,9 @@ func (s *server) listJobs(w http.ResponseWriter, r *http.Request) {
 	}
 	if out.Jobs == nil {
 		out.Jobs = []fsm.Job{}
+	}
+	for i := range out.Jobs {
+		redactJob(&out.Jobs[i])
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -104,7 +109,11 @@ func (s *server) jobDetail(id string) (*JobDetail, error) {
 			return err
 		}
 		d.Job = *j
-		d.Attempts, err = tx.Attempts(id)
+		redactJob(&d.Job)
+		if d.Attempts, err = tx.Attempts(id); err != nil {
+			return err
+		}
+		d.Deliveries, err = tx.Deliveries(id)
 		return err
 	})
 	if err != nil {

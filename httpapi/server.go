@@ -33,12 +33,14 @@ type server struct {
 	cluster   Cluster
 	state     State
 	logs      Logs
+	ops       Operator
 	clock     Clock
 	ids       IDs
 	log       *slog.Logger
 	transport *http.Transport
 	mux       *http.ServeMux
 	submits   *groupCommit
+	over      overload
 
 	beat        heartbeat   // shared by every event stream
 	subscribers subscribers // open event streams
@@ -60,6 +62,7 @@ func New(cfg Config, deps Deps) http.Handler {
 		cluster: deps.Cluster,
 		state:   deps.State,
 		logs:    deps.Logs,
+		ops:     deps.Operator,
 		clock:   deps.Clock,
 		ids:     deps.IDs,
 		log:     deps.Logger,
@@ -120,6 +123,8 @@ func (s *server) routes() {
 	m.HandleFunc("POST /v1/nodes/{name}/drain", s.write(s.drainNode))
 	m.HandleFunc("POST /v1/nodes/{name}/eligibility", s.write(s.setEligibility))
 
+	s.scheduleRoutes(m)
+
 	m.HandleFunc("GET /v1/queues", s.read(s.listQueues))
 	m.HandleFunc("PUT /v1/queues/{name}", s.write(s.setQueue))
 
@@ -128,6 +133,12 @@ func (s *server) routes() {
 	m.HandleFunc("POST /v1/cluster/join", s.local(s.join))
 	m.HandleFunc("POST /v1/cluster/leave", s.local(s.leave))
 	m.HandleFunc("GET /v1/cluster/hash", s.local(s.hash))
+	m.HandleFunc("DELETE /v1/cluster/raft/peers/{name}", s.write(s.removePeer))
+	m.HandleFunc("POST /v1/cluster/raft/transfer-leadership", s.write(s.transferLeadership))
+
+	m.HandleFunc("GET /v1/operator/snapshot", s.write(s.saveSnapshot))
+	m.HandleFunc("PUT /v1/operator/snapshot", s.write(s.restoreSnapshot))
+	m.HandleFunc("POST /v1/operator/snapshot", s.write(s.restoreSnapshot))
 	m.HandleFunc("POST "+submitsPath, s.local(s.forwardedSubmits))
 	m.HandleFunc("GET /v1/health", s.local(s.health))
 	m.HandleFunc("GET /v1/ready", s.local(s.ready))

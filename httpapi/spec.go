@@ -45,6 +45,11 @@ type JobSpecInput struct {
 	DependsOn []string `json:"depends_on,omitempty"`
 	Condition string   `json:"condition,omitempty"`
 
+	// HTTP makes the job an HTTP request (driver "http"); Notify lists
+	// webhooks (notify.go).
+	HTTP   *HTTPRequestInput `json:"http,omitempty"`
+	Notify []WebhookInput    `json:"notify,omitempty"`
+
 	// IdempotencyKey deduplicates submissions (inside the raft apply): a
 	// second submit with the same key returns the first job's ID.
 	IdempotencyKey string `json:"idempotency_key,omitempty"`

@@ -29,7 +29,13 @@ func (s *server) submitJobs(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	release, err := s.admit(len(jobs))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	res, node, err := s.submits.submit(r.Context(), jobs, batch)
+	release()
 	if node != "" {
 		w.Header().Set(HeaderNode, node) // the leader committed it
 	}
@@ -234,7 +240,7 @@ func (s *server) parseBatch(body []byte, headerKey string) ([]fsm.NewJob, bool, 
 		return nil, true, invalid("jobs", "must contain at least one job")
 	}
 	if len(req.Jobs) > s.cfg.MaxBatchJobs {
-		return nil, true, invalid("jobs", "at most %d jobs per batch (got %d); split the batch", s.cfg.MaxBatchJobs, len(req.Jobs))
+		return nil, true, fmt.Errorf("%w: jobs: at most %d jobs per batch (got %d); split the batch", ErrBatchTooLarge, s.cfg.MaxBatchJobs, len(req.Jobs))
 	}
 	out := make([]fsm.NewJob, len(req.Jobs))
 	for i, raw := range req.Jobs {
@@ -260,6 +266,7 @@ func (s *server) parseBatch(body []byte, headerKey string) ([]fsm.NewJob, bool, 
 type capacityLimits struct {
 	cpu, mem *fsm.Node            // largest CPU / memory; nil: no nodes yet
 	named    map[string]*fsm.Node // largest of each named resource
+	agents   agentAddrs           // the nodes' API addresses (webhooks must not call them)
 }
 
 // capacityLimits reads the nodes' capacities from the local state.
@@ -272,7 +279,7 @@ func (s *server) capacityLimits() (*capacityLimits, error) {
 	}); err != nil {
 		return nil, err
 	}
-	l := &capacityLimits{named: map[string]*fsm.Node{}}
+	l := &capacityLimits{named: map[string]*fsm.Node{}, agents: newAgentAddrs(nodes)}
 	for i := range nodes {
 		n := &nodes[i]
 		if n.Gossip == fsm.NodeLeft {
@@ -298,6 +305,9 @@ func (s *server) capacityLimits() (*capacityLimits, error) {
 // registered yet there is nothing to compare with, so all pass. batch
 // says whether to name fields jobs[i].x.
 func (l *capacityLimits) check(jobs []fsm.NewJob, batch bool) error {
+	if err := l.agents.check(jobs, batch); err != nil {
+		return err
+	}
 	if l.cpu == nil {
 		return nil
 	}

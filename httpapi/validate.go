@@ -54,7 +54,14 @@ func (in *JobSpecInput) Normalize() (fsm.JobSpec, error) {
 	var out fsm.JobSpec
 	var err error
 
-	if out.Command, err = parseCommand(in.Command); err != nil {
+	if in.HTTP != nil || in.Driver == HTTPDriver {
+		if out.HTTP, err = in.normalizeHTTP(); err != nil {
+			return out, err
+		}
+	} else if out.Command, err = parseCommand(in.Command); err != nil {
+		return out, err
+	}
+	if out.Notify, err = normalizeNotify(in.Notify); err != nil {
 		return out, err
 	}
 	if n := utf8.RuneCountInString(in.Name); n > MaxNameLen {
@@ -91,18 +98,25 @@ func (in *JobSpecInput) Normalize() (fsm.JobSpec, error) {
 		}
 		out.MaxAttempts = *in.MaxAttempts
 	}
-	if out.Timeout, err = parseDuration("timeout", in.Timeout, 0); err != nil {
+	defTimeout := time.Duration(0)
+	if out.HTTP != nil {
+		defTimeout = DefaultHTTPTimeout
+	}
+	if out.Timeout, err = parseDuration("timeout", in.Timeout, defTimeout); err != nil {
 		return out, err
 	}
 
 	switch in.Driver {
-	case "", "container", "process":
+	case "", "container", "process", HTTPDriver:
 		out.Driver = in.Driver
 	default:
-		return out, invalid("driver", "must be \"container\" or \"process\" (got %q)", in.Driver)
+		return out, invalid("driver", "must be \"container\", \"process\" or \"http\" (got %q)", in.Driver)
 	}
-	if in.Image != "" && in.Driver == "process" {
-		return out, invalid("image", "the process driver cannot run an image; use driver \"container\"")
+	if out.HTTP != nil {
+		out.Driver = HTTPDriver
+	}
+	if in.Image != "" && out.Driver != "container" && out.Driver != "" {
+		return out, invalid("image", "the %s driver cannot run an image; use driver \"container\"", out.Driver)
 	}
 	if len(in.Image) > MaxImageLen || hasControl(in.Image) || strings.ContainsAny(in.Image, " \t") {
 		return out, invalid("image", "must be an image reference of at most %d characters without spaces", MaxImageLen)

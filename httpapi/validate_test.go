@@ -39,7 +39,7 @@ func TestSubmitValidation(t *testing.T) {
 		{"fractional memory number", `{"command":"true","resources":{"memory":1.5}}`, "resources.memory: a bare number is whole MiB"},
 		{"negative timeout", `{"command":"true","timeout":"-1s"}`, "timeout: must not be negative"},
 		{"bad timeout", `{"command":"true","timeout":"soon"}`, "timeout: invalid duration"},
-		{"bad driver", `{"command":"true","driver":"docker"}`, `driver: must be "container" or "process"`},
+		{"bad driver", `{"command":"true","driver":"docker"}`, `driver: must be "container", "process" or "http"`},
 		{"image with process", `{"command":"true","driver":"process","image":"alpine"}`, "image: the process driver cannot run an image"},
 		{"bad network", `{"command":"true","network":"bridge"}`, `network: must be "none" or "host"`},
 		{"bad signal", `{"command":"true","kill_signal":"SIGNOPE"}`, `kill_signal: unknown signal "SIGNOPE"`},

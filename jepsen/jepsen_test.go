@@ -37,14 +37,7 @@ func binary(t *testing.T) string {
 		}
 		return abs
 	}
-	out := filepath.Join(t.TempDir(), "foreman")
-	cmd := exec.Command("go", "build", "-tags", "netgo osusergo jepsenclock", "-o", out, ".")
-	cmd.Dir = ".."
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building foreman: %v\n%s", err, b)
-	}
-	return out
+	return buildClockBinary(t)
 }
 
 func resultsDir(t *testing.T) string {
@@ -60,6 +53,37 @@ func resultsDir(t *testing.T) string {
 	return dir
 }
 
+// clockBinary is the binary for clock scenarios: $FOREMAN_JEPSEN_CLOCK_BIN
+// (built with -tags jepsenclock) when set; bin when the test built it
+// (with the tag); else one built with the tag (make test passes a normal
+// FOREMAN_BIN).
+func clockBinary(t *testing.T, bin string) string {
+	if b := os.Getenv("FOREMAN_JEPSEN_CLOCK_BIN"); b != "" {
+		abs, err := filepath.Abs(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return abs
+	}
+	if os.Getenv("FOREMAN_BIN") == "" {
+		return bin
+	}
+	return buildClockBinary(t)
+}
+
+// buildClockBinary builds the module's binary with the clock hook.
+func buildClockBinary(t *testing.T) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "foreman-jepsen")
+	cmd := exec.Command("go", "build", "-tags", "netgo osusergo jepsenclock", "-o", out, ".")
+	cmd.Dir = ".."
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building foreman with the clock hook: %v\n%s", err, b)
+	}
+	return out
+}
+
 func runMatrix(t *testing.T, matrix []Scenario) {
 	requireRealTier(t)
 	bin := binary(t)
@@ -67,7 +91,11 @@ func runMatrix(t *testing.T, matrix []Scenario) {
 	var sums []report.Summary
 	for _, sc := range matrix {
 		ok := t.Run(sc.Name, func(t *testing.T) {
-			s := Run(bin, filepath.Join(dir, sc.Name), sc, t.Cleanup)
+			b := bin
+			if sc.Nemesis == "clock" {
+				b = clockBinary(t, bin)
+			}
+			s := Run(b, filepath.Join(dir, sc.Name), sc, t.Cleanup)
 			sums = append(sums, s)
 			// Run skips it when the harness failed early (ERROR).
 			if _, err := os.Stat(filepath.Join(dir, sc.Name, "summary.json")); err != nil {
@@ -95,8 +123,10 @@ func runMatrix(t *testing.T, matrix []Scenario) {
 }
 
 // TestJepsenSmoke is the short matrix: baseline, halves, kill the leader,
-// pause the leader; 3 nodes, one seed; then the DAG workload under
-// kill-leader and halves.
+// pause the leader; then the cron workload under no fault, a killed leader
+// and skewed clocks (shorter phases: a tick a second gives plenty to
+// check), and the DAG workload under kill-leader and halves; 3 nodes, one
+// seed.
 func TestJepsenSmoke(t *testing.T) {
 	if os.Getenv("FOREMAN_JEPSEN") == "full" {
 		t.Skip("FOREMAN_JEPSEN=full runs TestJepsenFull instead")
@@ -105,6 +135,10 @@ func TestJepsenSmoke(t *testing.T) {
 	for _, n := range []string{"none", "halves", "kill-leader", "pause-leader"} {
 		m = append(m, Scenario{Name: n, Nemesis: n, Nodes: 3, Seed: 1,
 			Warmup: 5 * time.Second, Fault: 12 * time.Second, Recover: 8 * time.Second, Drain: 60 * time.Second})
+	}
+	for _, n := range []string{"none", "kill-leader", "clock"} {
+		m = append(m, Scenario{Name: "cron-" + n, Nemesis: n, Nodes: 3, Seed: 1, Workload: "cron",
+			Warmup: 4 * time.Second, Fault: 8 * time.Second, Recover: 4 * time.Second, Drain: 45 * time.Second, Converge: 20 * time.Second})
 	}
 	runMatrix(t, append(m, dagScenarios()...))
 }
@@ -131,7 +165,8 @@ func dagScenarios() []Scenario {
 // TestJepsenFull runs every nemesis with three seeds; ring and bridge on
 // five nodes. Gated by FOREMAN_JEPSEN=full (about 10 minutes per seed).
 // The clock nemesis needs a binary built with -tags jepsenclock.
-// FOREMAN_JEPSEN_SEEDS and FOREMAN_JEPSEN_NEMESES (comma list) narrow it.
+// FOREMAN_JEPSEN_SEEDS, FOREMAN_JEPSEN_NEMESES (comma list) and
+// FOREMAN_JEPSEN_WORKLOADS (submit or cron; both by default) narrow it.
 func TestJepsenFull(t *testing.T) {
 	if os.Getenv("FOREMAN_JEPSEN") != "full" {
 		t.Skip("set FOREMAN_JEPSEN=full to run the full matrix")
@@ -140,7 +175,7 @@ func TestJepsenFull(t *testing.T) {
 	if v, err := strconv.ParseUint(os.Getenv("FOREMAN_JEPSEN_SEEDS"), 10, 64); err == nil && v > 0 {
 		seeds = v
 	}
-	nemeses := []string{"none", "halves", "isolate-leader", "ring", "bridge", "kill-leader", "kill-random", "pause-leader", "pause-random", "member", "pause-flicker", "clock"}
+	nemeses := []string{"none", "halves", "isolate-leader", "ring", "bridge", "kill-leader", "kill-random", "pause-leader", "pause-random", "member", "pause-flicker", "clock", "storm"}
 	if v := os.Getenv("FOREMAN_JEPSEN_NEMESES"); v != "" {
 		nemeses = strings.Split(v, ",")
 	}
@@ -151,12 +186,21 @@ func TestJepsenFull(t *testing.T) {
 			if n == "ring" || n == "bridge" {
 				nodes = 5
 			}
-			m = append(m, Scenario{Name: fmt.Sprintf("%s-s%d", n, seed), Nemesis: n, Nodes: nodes, Seed: seed})
+			wl := os.Getenv("FOREMAN_JEPSEN_WORKLOADS") // "submit", "cron", "dag" or all (unset)
+			if wl == "" || wl == "submit" {
+				m = append(m, Scenario{Name: fmt.Sprintf("%s-s%d", n, seed), Nemesis: n, Nodes: nodes, Seed: seed})
+			}
+			if wl == "" || wl == "cron" {
+				m = append(m, Scenario{Name: fmt.Sprintf("cron-%s-s%d", n, seed), Nemesis: n, Nodes: nodes, Seed: seed,
+					Workload: "cron", Warmup: 5 * time.Second, Fault: 15 * time.Second, Recover: 8 * time.Second, Drain: 60 * time.Second})
+			}
 			// The workflow workload under the faults that move or split
 			// the leader, and kill executors.
 			switch n {
 			case "halves", "isolate-leader", "kill-leader", "kill-random", "pause-leader":
-				m = append(m, Scenario{Name: fmt.Sprintf("dag-%s-s%d", n, seed), Nemesis: n, Nodes: nodes, Seed: seed, Workload: "dag"})
+				if wl == "" || wl == "dag" {
+					m = append(m, Scenario{Name: fmt.Sprintf("dag-%s-s%d", n, seed), Nemesis: n, Nodes: nodes, Seed: seed, Workload: "dag"})
+				}
 			}
 		}
 	}

@@ -38,7 +38,9 @@ type Scenario struct {
 	Sleeps []string
 	// Workers overrides the number of client workers.
 	Workers int
-	// Workload is "submit" (the default) or "dag" (workflows, invariant 4).
+	// Workload is "submit" (the default: jobs, reads, the queue, execution
+	// and run_at checkers), "cron" (schedules and the cron checkers) or
+	// "dag" (workflows, invariant 4).
 	Workload string
 }
 
@@ -143,6 +145,8 @@ func Run(bin, outDir string, sc Scenario, cleanup func(func())) report.Summary {
 	env.SetAlive(func(i int) bool { return i < len(c.Nodes) && c.Nodes[i].Running() })
 	var wl workload.Workload
 	switch sc.Workload {
+	case "cron":
+		wl = workload.NewCron()
 	case "dag":
 		d := workload.NewDAG()
 		if sc.Workers > 0 {

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/foreman-sched/foreman/fsm"
 )
 
 // ErrInvalidConfig wraps every Config.Validate failure.
@@ -29,6 +31,18 @@ type Config struct {
 	// MinCandidates is how many feasible nodes a placement compares before
 	// choosing (more with large clusters: max(MinCandidates, log2 nodes)).
 	MinCandidates int
+	// DefaultRequest is what a job that requests no cpu (or no memory) is
+	// placed as, so that a node's capacity bounds how many such jobs it
+	// runs at once: without it they "fit" anywhere in any number (Nomad
+	// defaults to 100 MHz / 300 MB, Kubernetes schedules them as 100m /
+	// 200 MiB). It is a placement figure only: the job gets no cgroup
+	// limit from it. Zero fields leave such jobs unbounded.
+	DefaultRequest fsm.Resources
+	// MaxSyncLag is how many log entries a node's gossiped applied index
+	// may trail the leader's commit index before Plan places nothing on it
+	// (cluster.NodesBehind; a node that says it is not in sync is skipped
+	// whatever its index).
+	MaxSyncLag uint64
 	// BatchSize caps the items in one raft command (placements, releases,
 	// reasons, failures), keeping entries small.
 	BatchSize int
@@ -50,6 +64,17 @@ type Config struct {
 	Retention time.Duration
 	// IdempotencyWindow is how long idempotency keys are remembered.
 	IdempotencyWindow time.Duration
+	// CronGrace is how late a schedule's latest tick may be found and
+	// still count as on time rather than missed (catch_up skip fires an
+	// on-time tick only; cronplan.go).
+	CronGrace time.Duration
+
+	// DeliveryConcurrency is how many webhook deliveries the leader tries
+	// at once (deliver.go); 0 turns the deliverer off.
+	DeliveryConcurrency int
+	// DeliveryTimeout bounds one try of a webhook delivery, from connect
+	// to the end of the receiver's answer.
+	DeliveryTimeout time.Duration
 }
 
 // DefaultConfig returns the production defaults; DESIGN.md explains them.
@@ -60,6 +85,8 @@ func DefaultConfig() Config {
 		AgingInterval:     time.Minute,
 		AgingCap:          MaxPriority,
 		MinCandidates:     16,
+		DefaultRequest:    fsm.Resources{CPU: 100, MemoryMB: 64},
+		MaxSyncLag:        5000,
 		BatchSize:         1000,
 		Coalesce:          20 * time.Millisecond,
 		PlansInFlight:     4,
@@ -67,6 +94,10 @@ func DefaultConfig() Config {
 		GCInterval:        time.Minute,
 		Retention:         7 * 24 * time.Hour,
 		IdempotencyWindow: 24 * time.Hour,
+		CronGrace:         5 * time.Second,
+
+		DeliveryConcurrency: 16,
+		DeliveryTimeout:     10 * time.Second,
 	}
 }
 
@@ -87,6 +118,8 @@ func (c Config) Validate() error {
 		return bad("AgingCap", "must not be negative")
 	case c.MinCandidates < 1:
 		return bad("MinCandidates", "must be at least 1")
+	case c.DefaultRequest.CPU < 0 || c.DefaultRequest.MemoryMB < 0:
+		return bad("DefaultRequest", "must not be negative")
 	case c.BatchSize < 1:
 		return bad("BatchSize", "must be at least 1")
 	case c.Coalesce < 0:
@@ -101,6 +134,12 @@ func (c Config) Validate() error {
 		return bad("Retention", "must be positive")
 	case c.IdempotencyWindow <= 0:
 		return bad("IdempotencyWindow", "must be positive")
+	case c.CronGrace < 0:
+		return bad("CronGrace", "must not be negative")
+	case c.DeliveryConcurrency < 0:
+		return bad("DeliveryConcurrency", "must not be negative")
+	case c.DeliveryConcurrency > 0 && c.DeliveryTimeout <= 0:
+		return bad("DeliveryTimeout", "must be positive")
 	}
 	return nil
 }
@@ -108,3 +147,16 @@ func (c Config) Validate() error {
 // lostAfter is how long after the last contact a dead node's attempts are
 // known to have stopped.
 func (c Config) lostAfter() time.Duration { return c.LeaseDuration + c.SafetyMargin }
+
+// request is what a job is placed as: its own request, with
+// DefaultRequest standing in for cpu and memory it left at zero.
+func (c Config) request(r *fsm.Resources) fsm.Resources {
+	out := *r
+	if out.CPU == 0 {
+		out.CPU = c.DefaultRequest.CPU
+	}
+	if out.MemoryMB == 0 {
+		out.MemoryMB = c.DefaultRequest.MemoryMB
+	}
+	return out
+}

@@ -68,6 +68,9 @@ func (ns *nodeState) take(r *fsm.Resources) {
 
 // fits is the hot path: does the request fit the free capacity?
 func (ns *nodeState) fits(r *fsm.Resources) bool {
+	if s := ns.node.Slots; s > 0 && ns.attempts >= s {
+		return false
+	}
 	if r.CPU > ns.freeCPU || r.MemoryMB > ns.freeMem {
 		return false
 	}
@@ -84,6 +87,8 @@ func (ns *nodeState) fits(r *fsm.Resources) bool {
 func (ns *nodeState) misfit(r *fsm.Resources) string {
 	c := &ns.node.Capacity
 	switch {
+	case ns.node.Slots > 0 && ns.attempts >= ns.node.Slots:
+		return "insufficient slots"
 	case r.CPU > ns.freeCPU:
 		return dimReason("cpu", r.CPU > c.CPU)
 	case r.MemoryMB > ns.freeMem:
@@ -115,9 +120,12 @@ func sortedKeys(m map[string]int64) []string {
 
 // staticMisfit checks what does not change during a plan: liveness,
 // eligibility, driver and constraints. It returns "" for a usable node.
-func staticMisfit(n *fsm.Node, driver string, cons []fsm.Constraint) string {
+func staticMisfit(n *fsm.Node, behind bool, driver string, cons []fsm.Constraint) string {
 	if n.Gossip != fsm.NodeAlive {
 		return "node " + string(n.Gossip)
+	}
+	if behind {
+		return "node behind the leader's log"
 	}
 	if n.Eligibility != fsm.Eligible {
 		return "node " + string(n.Eligibility)
@@ -157,7 +165,7 @@ func classKey(s *fsm.JobSpec) string {
 	return s.Driver + "\x00" + strings.Join(s.Constraints, "\x00")
 }
 
-func newClass(nodes []nodeState, s *fsm.JobSpec) *class {
+func newClass(nodes []nodeState, behind map[string]bool, s *fsm.JobSpec) *class {
 	cl := &class{static: map[string]int{}}
 	cons, err := fsm.ParseConstraints(s.Constraints)
 	if err != nil {
@@ -166,7 +174,7 @@ func newClass(nodes []nodeState, s *fsm.JobSpec) *class {
 		return cl
 	}
 	for i := range nodes {
-		if r := staticMisfit(nodes[i].node, s.Driver, cons); r != "" {
+		if r := staticMisfit(nodes[i].node, behind[nodes[i].node.Name], s.Driver, cons); r != "" {
 			cl.static[r]++
 			continue
 		}

@@ -28,6 +28,14 @@ type Raft interface {
 	LeaderSince() time.Time
 }
 
+// SyncView is an optional part of Raft (cluster.Node has it): the nodes
+// whose gossip says they are not in sync with the leader's log, or whose
+// applied index trails the leader's commit index by more than maxLag.
+// Plan places nothing on them (Snapshot.Behind).
+type SyncView interface {
+	NodesBehind(maxLag uint64) map[string]bool
+}
+
 // State is the local replicated state (*fsm.FSM satisfies it).
 type State interface {
 	View(fn func(tx *fsm.Tx) error) error
@@ -66,7 +74,12 @@ type Scheduler struct {
 	planNanos atomic.Int64
 
 	inf atomic.Pointer[inflight] // the running loop's plans in flight (tests read it)
+
+	cronFires atomic.Int64 // fire commands proposed (cronloop.go)
 }
+
+// CronCommits is how many fire commands the cron loop has proposed.
+func (s *Scheduler) CronCommits() int64 { return s.cronFires.Load() }
 
 // Plans is how many plans this scheduler has made (a metric; tests use it
 // to check that bursts are coalesced).
@@ -119,6 +132,22 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		}
 	}
 	s.log.Info("scheduler started")
+	cronCtx, stopCron := context.WithCancel(ctx)
+	cronDone := make(chan struct{})
+	go func() {
+		defer close(cronDone)
+		newCronLoop(s).run(cronCtx)
+	}()
+	defer func() { stopCron(); <-cronDone }()
+	if s.cfg.DeliveryConcurrency > 0 {
+		dctx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			newDeliverer(s).run(dctx)
+		}()
+		defer func() { cancel(); <-done }()
+	}
 	inf := newInflight(s.applyAll)
 	s.inf.Store(inf)
 	defer inf.wg.Wait()
@@ -394,6 +423,9 @@ func (s *Scheduler) leaderView(snap *Snapshot) error {
 	}
 	if again := s.raft.LeaderSince(); !again.Equal(since) {
 		return ErrNotLeader
+	}
+	if sv, ok := s.raft.(SyncView); ok {
+		snap.Behind = sv.NodesBehind(s.cfg.MaxSyncLag)
 	}
 	return nil
 }

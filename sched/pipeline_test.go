@@ -179,7 +179,8 @@ func TestLoopPlansWhilePlacementsCommit(t *testing.T) {
 // ends by itself); a change that frees nothing still waits it out.
 func TestLoopFreedRoomJumpsWindow(t *testing.T) {
 	e := newLoopEnv(t)
-	e.apply(fsm.CmdUpsertNode, &fsm.UpsertNode{Node: node("n1", 1000, 1024)})
+	// Room for one of a and b, and beside it for c (placed as DefaultRequest).
+	e.apply(fsm.CmdUpsertNode, &fsm.UpsertNode{Node: node("n1", 1100, 1024)})
 	cfg := loopConfig()
 	cfg.Coalesce = 20 * time.Millisecond // of the fake clock, which only the test moves
 	s, stop := e.start(cfg)

@@ -18,6 +18,7 @@ import (
 // during a plan, so a shape that fits nowhere stays unplaceable).
 type placer struct {
 	nodes   []nodeState
+	behind  map[string]bool // nodes not in sync: statically unusable
 	classes map[string]*class
 	failed  map[shapeKey]string
 	limit   int
@@ -30,12 +31,12 @@ type shapeKey struct {
 	named    string
 }
 
-func newPlacer(nodes []nodeState, minCandidates int) *placer {
+func newPlacer(nodes []nodeState, behind map[string]bool, minCandidates int) *placer {
 	limit := bits.Len(uint(len(nodes)))
 	if limit < minCandidates {
 		limit = minCandidates
 	}
-	return &placer{nodes: nodes, classes: map[string]*class{}, failed: map[shapeKey]string{}, limit: limit}
+	return &placer{nodes: nodes, behind: behind, classes: map[string]*class{}, failed: map[shapeKey]string{}, limit: limit}
 }
 
 func shapeOf(ck string, r *fsm.Resources) shapeKey {
@@ -48,19 +49,18 @@ func shapeOf(ck string, r *fsm.Resources) shapeKey {
 	return k
 }
 
-// place picks a node for the job and reserves its resources there, or
-// returns why no node can take it.
-func (p *placer) place(spec *fsm.JobSpec) (node int, reason string) {
+// place picks a node for the job and reserves req (the job's request, with
+// Config.DefaultRequest filled in) there, or returns why no node can take it.
+func (p *placer) place(spec *fsm.JobSpec, req *fsm.Resources) (node int, reason string) {
 	ck := classKey(spec)
 	cl := p.classes[ck]
 	if cl == nil {
-		cl = newClass(p.nodes, spec)
+		cl = newClass(p.nodes, p.behind, spec)
 		p.classes[ck] = cl
 	}
 	if cl.err != "" {
 		return -1, cl.err
 	}
-	req := &spec.Resources
 	sk := shapeOf(ck, req)
 	if r, ok := p.failed[sk]; ok {
 		return -1, r
@@ -68,8 +68,9 @@ func (p *placer) place(spec *fsm.JobSpec) (node int, reason string) {
 	spread := spec.Placement == "spread"
 	// A job that requests nothing gains nothing from packing, and packing
 	// puts every such process on one node: it goes where the fewest
-	// attempts run.
-	nothing := req.CPU == 0 && req.MemoryMB == 0 && len(req.Named) == 0
+	// attempts run (its default request bounds how many, not where).
+	own := &spec.Resources
+	nothing := own.CPU == 0 && own.MemoryMB == 0 && len(own.Named) == 0
 	n := len(cl.nodes)
 	best, bestK, first, found := -1, -1, -1, 0
 	var bestScore float64

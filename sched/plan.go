@@ -137,7 +137,7 @@ func (pl *planning) runnable() []candidate {
 // group is not read once the job failed: it would fail the same way, since
 // free capacity only shrinks and queue counts only grow during a plan.
 func (pl *planning) placeAll(cands []candidate) {
-	p := newPlacer(pl.nodes, pl.cfg.MinCandidates)
+	p := newPlacer(pl.nodes, pl.snap.Behind, pl.cfg.MinCandidates)
 	running := make(map[string]int, len(pl.snap.Running))
 	for q, n := range pl.snap.Running {
 		running[q] = n
@@ -164,13 +164,16 @@ func (pl *planning) placeAll(cands []candidate) {
 		var reason string
 		if lim := pl.snap.QueueLimits[q]; lim > 0 && running[q] >= lim {
 			reason = "queue " + queueName(q) + " at max_running " + itoa(lim)
-		} else if ni, r := p.place(&j.Spec); ni >= 0 {
-			running[q]++
-			p := fsm.Placement{JobID: j.ID, Node: pl.nodes[ni].node.Name, Resources: j.Spec.Resources}
-			pl.placed = append(pl.placed, p)
-			pl.placings = append(pl.placings, Placing{Placement: p, Queue: q})
-			continue
 		} else {
+			req := pl.cfg.request(&j.Spec.Resources)
+			ni, r := p.place(&j.Spec, &req)
+			if ni >= 0 {
+				running[q]++
+				p := fsm.Placement{JobID: j.ID, Node: pl.nodes[ni].node.Name, Resources: req}
+				pl.placed = append(pl.placed, p)
+				pl.placings = append(pl.placings, Placing{Placement: p, Queue: q})
+				continue
+			}
 			reason = r
 		}
 		queue.unplaced(j)

@@ -41,6 +41,14 @@ func randomSnapshot(rng *rand.Rand, nNodes, nJobs int) *Snapshot {
 			n.Eligibility = fsm.Ineligible
 		case 2:
 			n.Drivers = []string{"process"}
+		case 3:
+			if s.Behind == nil {
+				s.Behind = map[string]bool{}
+			}
+			s.Behind[n.Name] = true
+		}
+		if rng.Intn(3) == 0 {
+			n.Slots = 1 + rng.Intn(6)
 		}
 		s.Nodes = append(s.Nodes, n)
 		// Some pre-existing load.
@@ -66,6 +74,9 @@ func randomSnapshot(rng *rand.Rand, nNodes, nJobs int) *Snapshot {
 		}
 		if rng.Intn(10) == 0 {
 			j.Spec.Queue = "q1"
+		}
+		if rng.Intn(6) == 0 { // requests nothing: placed as DefaultRequest
+			j.Spec.Resources = fsm.Resources{}
 		}
 		s.Pending = append(s.Pending, j)
 	}
@@ -119,7 +130,7 @@ func checkInvariants(t *testing.T, s *Snapshot, dec *Decision, cfg Config) {
 		if err != nil {
 			t.Fatalf("placed %s with bad constraints", j.ID)
 		}
-		if r := staticMisfit(ns.node, j.Spec.Driver, cons); r != "" {
+		if r := staticMisfit(ns.node, s.Behind[p.Node], j.Spec.Driver, cons); r != "" {
 			t.Fatalf("placed %s on %s although %s", j.ID, p.Node, r)
 		}
 		for _, c := range cons {
@@ -127,10 +138,14 @@ func checkInvariants(t *testing.T, s *Snapshot, dec *Decision, cfg Config) {
 				t.Fatalf("placed %s on %s violating %s", j.ID, p.Node, c)
 			}
 		}
-		if !ns.fits(&j.Spec.Resources) {
-			t.Fatalf("placing %s on %s over-commits it (%s)", j.ID, p.Node, ns.misfit(&j.Spec.Resources))
+		req := cfg.request(&j.Spec.Resources)
+		if p.Resources.CPU != req.CPU || p.Resources.MemoryMB != req.MemoryMB {
+			t.Fatalf("placed %s as %+v, want its request with the defaults %+v", j.ID, p.Resources, req)
 		}
-		ns.take(&j.Spec.Resources)
+		if !ns.fits(&req) {
+			t.Fatalf("placing %s on %s over-commits it (%s)", j.ID, p.Node, ns.misfit(&req))
+		}
+		ns.take(&req)
 	}
 	placed := d.placedOn()
 	for _, j := range s.Pending {
@@ -149,7 +164,8 @@ func checkInvariants(t *testing.T, s *Snapshot, dec *Decision, cfg Config) {
 		}
 		cons, _ := fsm.ParseConstraints(j.Spec.Constraints)
 		for i := range nodes {
-			if staticMisfit(nodes[i].node, j.Spec.Driver, cons) == "" && nodes[i].fits(&j.Spec.Resources) {
+			req := cfg.request(&j.Spec.Resources)
+			if staticMisfit(nodes[i].node, s.Behind[nodes[i].node.Name], j.Spec.Driver, cons) == "" && nodes[i].fits(&req) {
 				t.Fatalf("%s (reason %q) left queued but fits on %s after the plan", j.ID, r, nodes[i].node.Name)
 			}
 		}
@@ -219,7 +235,8 @@ func TestPlanPropertyEventuallyPlaced(t *testing.T) {
 		for _, j := range s.Pending {
 			cons, _ := fsm.ParseConstraints(j.Spec.Constraints)
 			for i := range empty {
-				if staticMisfit(empty[i].node, j.Spec.Driver, cons) == "" && empty[i].fits(&j.Spec.Resources) {
+				req := cfg.request(&j.Spec.Resources)
+				if staticMisfit(empty[i].node, s.Behind[empty[i].node.Name], j.Spec.Driver, cons) == "" && empty[i].fits(&req) {
 					feasible[j.ID] = true
 				}
 			}

@@ -81,9 +81,10 @@ func BenchmarkPlaceOnly5000Nodes(b *testing.B) {
 	b.ResetTimer()
 	for b.Loop() {
 		nodes, _ := newNodeStates(s.Nodes, nil)
-		p := newPlacer(nodes, cfg.MinCandidates)
+		p := newPlacer(nodes, nil, cfg.MinCandidates)
 		for _, j := range s.Pending {
-			if ni, _ := p.place(&j.Spec); ni >= 0 {
+			req := cfg.request(&j.Spec.Resources)
+			if ni, _ := p.place(&j.Spec, &req); ni >= 0 {
 				placed++
 			}
 		}

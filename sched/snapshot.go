@@ -51,6 +51,9 @@ type Snapshot struct {
 	// heartbeats, monotonic). A node absent from it has not been heard from
 	// during this leader's term.
 	LastHeard map[string]time.Time
+	// Behind names nodes that are not in sync with the leader's log (the
+	// leader loop fills it from gossip): Plan places nothing on them.
+	Behind map[string]bool
 	// LeaderSince is when this node became leader. A new leader knows
 	// nothing about earlier contacts, so it waits out a lease from here.
 	LeaderSince time.Time

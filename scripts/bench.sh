@@ -135,6 +135,7 @@ run_go() {
     go test -run '^$' -bench 'BenchmarkApplySubmitBatch' -benchtime "$(q 200x 20x)" -count "$RUNS" ./fsm
     FOREMAN_BENCH_JOBS=$(q 1000000 100000) go test -run '^$' -bench 'BenchmarkSnapshotRestore' -benchtime 1x -count 1 -timeout 20m ./fsm
     go test -run '^$' -bench 'BenchmarkPlan5000Nodes100kJobs|BenchmarkPlaceOnly5000Nodes' -benchtime 3x -count 1 ./sched
+    go test -run '^$' -bench 'BenchmarkDeliverer' -benchtime 3x -count 1 ./sched
     go test -run '^$' -bench 'BenchmarkApplyThreeNodes' -benchtime "$(q 20000x 2000x)" -count 1 ./cluster
     go test -run '^$' -bench 'BenchmarkProcessStart|BenchmarkWorkerStart' -benchtime "$(q 100x 20x)" -count 1 ./exec
     go test -run '^$' -bench 'BenchmarkContainerStart' -benchtime "$(q 50x 10x)" -count 1 ./exec/container
@@ -266,6 +267,7 @@ rows = [
   ("10,000-job random DAG accepted", "< 1 s", med("dag", "random_submit_ms") + " ms", ""),
   ("20 x sleep 2s on 4 nodes: efficiency", ">= 99%", med("sleep", "efficiency", "{:.3f}") + " (wall " + med("sleep", "wall_seconds", "{:.2f}") + " s)", "foreman bench sleep --jobs 20 --duration 2s"),
   ("Pure scheduler, 5,000 nodes", ">= 50,000 placements/s", go(r"BenchmarkPlan5000Nodes100kJobs", "placements/s") + " placements/s", "go test -bench BenchmarkPlan5000Nodes100kJobs ./sched"),
+  ("Webhook deliveries to a local receiver (one deliverer, outcomes applied to a real FSM)", "", go(r"BenchmarkDeliverer", "deliveries/s") + " deliveries/s", "go test -bench BenchmarkDeliverer ./sched"),
   ("FSM apply, 1 job per entry / 1,000 per entry (one node)", "", go(r"BenchmarkApplySubmitBatch/jobs=1-", "jobs/s") + " / " + go(r"BenchmarkApplySubmitBatch/jobs=1000-", "jobs/s") + " jobs/s", "go test -bench BenchmarkApplySubmitBatch ./fsm"),
   ("Raft apply, 3 in-process nodes, 64 clients: rate, p50, p99", "", go(r"BenchmarkApplyThreeNodes/leader", "jobs/s") + " jobs/s, " + go(r"BenchmarkApplyThreeNodes/leader", "p50-ms") + " ms, " + go(r"BenchmarkApplyThreeNodes/leader", "p99-ms") + " ms", "go test -bench BenchmarkApplyThreeNodes ./cluster"),
   ("Restore of a 1,000,000-job snapshot", "<= 15 s", go(r"BenchmarkSnapshotRestore", "restore-s") + " s", "FOREMAN_BENCH_JOBS=1000000 go test -bench BenchmarkSnapshotRestore ./fsm"),

@@ -164,7 +164,7 @@ func (c clusterAdapter) RaftInfo() httpapi.RaftInfo {
 		if s.Suffrage == "voter" {
 			out.Voters++
 		}
-		out.Servers = append(out.Servers, httpapi.RaftServer{ID: s.ID, Address: s.Address, Suffrage: s.Suffrage, Role: s.Role})
+		out.Servers = append(out.Servers, httpapi.RaftServer{ID: s.ID, Address: s.Address, Suffrage: s.Suffrage, Role: s.Role, LastHeardAgo: s.LastHeardAgo})
 	}
 	return out
 }

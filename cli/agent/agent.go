@@ -69,6 +69,15 @@ later agents only --join (they become non-voters and still run jobs).
 			&ucli.StringFlag{Name: "reserve-memory", Value: "256MiB", Usage: "memory kept back from jobs"},
 			&ucli.StringFlag{Name: "default-driver", Usage: "driver for jobs that name none (default: container when available, else process)"},
 			&ucli.DurationFlag{Name: "lease", Value: exec.DefaultLeaseDuration, Usage: "attempt lease: a cut-off node's jobs are killed after this long"},
+			&ucli.IntFlag{Name: "slots", Value: cluster.DefaultConfig().Slots, Usage: "live attempts this node takes at once; the leader queues the rest (0: unbounded)"},
+			&ucli.StringFlag{Name: "default-cpu", Value: "100m", Usage: "CPU a job that requests none is placed as (not a limit)"},
+			&ucli.StringFlag{Name: "default-memory", Value: "64MiB", Usage: "memory a job that requests none is placed as (not a limit)"},
+			&ucli.IntFlag{Name: "supervisor-nice", Value: exec.DefaultWorkerConfig().SupervisorNice, Usage: "nice value of supervisors and their jobs (0-19)"},
+			&ucli.IntFlag{Name: "jobs-cpu-weight", Value: exec.DefaultWorkerConfig().JobsCPUWeight, Usage: "cpu weight of all jobs and supervisors against the agent's 100 (root only; 0: no cgroup)"},
+			&ucli.DurationFlag{Name: "raft-heartbeat-timeout", Value: cluster.DefaultConfig().Raft.HeartbeatTimeout, Usage: "raft heartbeat and election timeout (a follower elects after 1-2x this of silence)"},
+			&ucli.DurationFlag{Name: "raft-leader-lease", Value: cluster.DefaultConfig().Raft.LeaderLeaseTimeout, Usage: "a leader without quorum contact for this long steps down (<= --raft-heartbeat-timeout)"},
+			&ucli.IntFlag{Name: "max-pending-jobs", Value: httpapi.DefaultConfig().MaxPendingJobs, Usage: "submits get 429 while this node holds this many submitted jobs not yet committed"},
+			&ucli.IntFlag{Name: "max-queued-jobs", Value: httpapi.DefaultConfig().MaxQueuedJobs, Usage: "submits get 429 while this many jobs are queued (not placed)"},
 			&ucli.IntFlag{Name: "max-concurrent-starts", Value: exec.DefaultWorkerConfig().MaxConcurrentStarts, Usage: "supervisors starting at once on this node; more attempts wait in order"},
 			&ucli.IntFlag{Name: "warm-supervisors", Value: exec.DefaultWorkerConfig().WarmSupervisors, Usage: "spare supervisors kept started ahead of the next attempts (0: start each cold)"},
 			&ucli.IntFlag{Name: "idle-supervisors", Value: exec.DefaultWorkerConfig().MaxIdleSupervisors, Usage: "supervisors kept idle for reuse once their attempt is over (0: one process per attempt; else >= --warm-supervisors)"},
@@ -129,6 +138,10 @@ func agentConfigFrom(c *ucli.Context, version string) (*agentConfig, error) {
 	cc.Join = c.StringSlice("join")
 	cc.BootstrapExpect = c.Int("bootstrap-expect")
 	cc.Voters = c.Int("voters")
+	cc.Slots = c.Int("slots")
+	hb := c.Duration("raft-heartbeat-timeout")
+	cc.Raft.HeartbeatTimeout, cc.Raft.ElectionTimeout = hb, hb
+	cc.Raft.LeaderLeaseTimeout = c.Duration("raft-leader-lease")
 	if err := cc.Validate(); err != nil {
 		return nil, err
 	}
@@ -142,6 +155,8 @@ func agentConfigFrom(c *ucli.Context, version string) (*agentConfig, error) {
 	w.MaxConcurrentStarts = c.Int("max-concurrent-starts")
 	w.WarmSupervisors = c.Int("warm-supervisors")
 	w.MaxIdleSupervisors = c.Int("idle-supervisors")
+	w.SupervisorNice = c.Int("supervisor-nice")
+	w.JobsCPUWeight = c.Int("jobs-cpu-weight")
 
 	cfg.container = containerSettingsFor(cc.DataDir, cc.Name)
 	cfg.container.export()
@@ -166,8 +181,21 @@ func agentConfigFrom(c *ucli.Context, version string) (*agentConfig, error) {
 	s.LeaseDuration = lease
 	s.Retention = c.Duration("retention")
 	s.IdempotencyWindow = c.Duration("idempotency-window")
+	if s.DefaultRequest.CPU, err = httpapi.ParseCPU(c.String("default-cpu")); err != nil {
+		return nil, fmt.Errorf("--default-cpu: %w", err)
+	}
+	if s.DefaultRequest.MemoryMB, err = httpapi.ParseMemory(c.String("default-memory")); err != nil {
+		return nil, fmt.Errorf("--default-memory: %w", err)
+	}
 	if err := s.Validate(); err != nil {
 		return nil, err
+	}
+
+	a := &cfg.api
+	a.MaxPendingJobs = c.Int("max-pending-jobs")
+	a.MaxQueuedJobs = c.Int("max-queued-jobs")
+	if err := a.Validate(); err != nil {
+		return nil, fmt.Errorf("--max-pending-jobs/--max-queued-jobs: %w", err)
 	}
 
 	self, err := selfDescription(c, usable, version)
@@ -297,10 +325,11 @@ func runAgent(parent context.Context, cfg *agentConfig) error {
 	})
 
 	api := httpapi.New(cfg.api, httpapi.Deps{
-		Cluster: clusterAdapter{node},
-		State:   f,
-		Logs:    workerLogs{worker},
-		Logger:  logger,
+		Cluster:  clusterAdapter{node},
+		State:    f,
+		Logs:     workerLogs{worker},
+		Operator: operatorAdapter{node},
+		Logger:   logger,
 	})
 	srv := &http.Server{Handler: routes(api, node.InternalHandler(), cfg.pprof), ReadHeaderTimeout: 10 * time.Second}
 	srvErr := make(chan error, 1)

@@ -77,6 +77,7 @@ func Command() *ucli.Command {
 				),
 				Action: func(c *ucli.Context) error { return cli.Error(benchSleep(c)) },
 			},
+			cronCommand(),
 			dagCommand(driver),
 		},
 	}

@@ -46,6 +46,9 @@ type Options struct {
 	Configure func(i int, cfg *cluster.Config)
 	// Verbose logs at debug level to the test log; default is warnings.
 	Verbose bool
+	// NamePrefix names the nodes NamePrefix0, NamePrefix1, ... (default
+	// "node"), so two clusters in one test have different node names.
+	NamePrefix string
 }
 
 // Cluster is a set of in-process nodes.
@@ -100,6 +103,9 @@ func NewCluster(t testing.TB, n int, opts Options) *Cluster {
 	if opts.SnapshotThreshold == 0 {
 		opts.SnapshotThreshold = 1024
 	}
+	if opts.NamePrefix == "" {
+		opts.NamePrefix = "node"
+	}
 	level := slog.LevelWarn
 	if opts.Verbose {
 		level = slog.LevelDebug
@@ -108,7 +114,7 @@ func NewCluster(t testing.TB, n int, opts Options) *Cluster {
 		logger: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: level}))}
 	for i := 0; i < n; i++ {
 		port := freeBase(t)
-		nd := &Node{Index: i, Name: fmt.Sprintf("node%d", i), Dir: t.TempDir(), Port: port, c: c}
+		nd := &Node{Index: i, Name: fmt.Sprintf("%s%d", opts.NamePrefix, i), Dir: t.TempDir(), Port: port, c: c}
 		c.fabric.register(i, port)
 		c.nodes = append(c.nodes, nd)
 	}

@@ -37,6 +37,7 @@ func TestQueue(t *testing.T) {
 		{"lost job detected", []FinalJob{{"j1", "succeeded", "k1", nil}, {"j5", "succeeded", "k5", nil}}, false, "lost", 1},
 		{"recovered info", []FinalJob{{"j1", "succeeded", "k1", nil}, {"j2", "succeeded", "k2", nil}, {"j3", "succeeded", "k3", nil}, {"j5", "succeeded", "k5", nil}}, true, "recovered", 1},
 		{"duplicate key", []FinalJob{{"j1", "succeeded", "k1", nil}, {"j1b", "succeeded", "k1", nil}, {"j2", "succeeded", "k2", nil}, {"j5", "succeeded", "k5", nil}}, false, "duplicated", 1},
+		{"nemesis load left out", []FinalJob{{"j1", "succeeded", "k1", nil}, {"j2", "succeeded", "k2", nil}, {"j5", "succeeded", "k5", nil}, {"x", "running", LoadKeyPrefix + "1-0", nil}}, true, "unexpected", 0},
 		{"unexpected", []FinalJob{{"j1", "succeeded", "k1", nil}, {"j2", "succeeded", "k2", nil}, {"j5", "succeeded", "k5", nil}, {"x", "succeeded", "zz", nil}}, false, "unexpected", 1},
 		{"stuck", []FinalJob{{"j1", "running", "k1", nil}, {"j2", "succeeded", "k2", nil}, {"j5", "succeeded", "k5", nil}}, false, "stuck", 1},
 	}

@@ -2,6 +2,7 @@ package checker
 
 import (
 	"sort"
+	"strings"
 
 	"github.com/foreman-sched/foreman/jepsen/history"
 )
@@ -33,11 +34,18 @@ func Terminal(s string) bool {
 
 // Queue is Jepsen's total-queue adapted to submissions: an attempted submit
 // is an enqueue of its idempotency key, the final listing is the drain.
+// LoadKeyPrefix marks the idempotency keys of jobs a nemesis submits as
+// load (the storm nemesis).
+const LoadKeyPrefix = "nemesis-load-"
+
 // lost = acknowledged keys with no job; unexpected = jobs whose key was never
 // attempted; duplicated = keys with more than one job (an idempotency
 // violation, so it fails here, unlike at-least-once queues); recovered = jobs
 // whose submit was never acknowledged; stuck = acknowledged jobs not terminal
 // after the drain deadline (liveness).
+//
+// Jobs whose key starts with LoadKeyPrefix are a nemesis's load, not the
+// workload's, and are left out.
 func Queue(ops []history.Op, final []FinalJob) Result {
 	r := Result{Name: "submit-queue", Valid: true, Stats: map[string]int{}}
 	attempted := map[string]bool{}
@@ -56,6 +64,9 @@ func Queue(ops []history.Op, final []FinalJob) Result {
 	}
 	byKey := map[string][]FinalJob{}
 	for _, j := range final {
+		if strings.HasPrefix(j.IdempotencyKey, LoadKeyPrefix) {
+			continue
+		}
 		byKey[j.IdempotencyKey] = append(byKey[j.IdempotencyKey], j)
 	}
 	r.Stats["attempted"] = len(attempted)

@@ -98,6 +98,12 @@ func (c *Client) do(ctx context.Context, method, path string, hdr map[string]str
 	return resp.StatusCode, nil
 }
 
+// Cancel asks for a job to be cancelled; the status says how it ended
+// (409: already terminal).
+func (c *Client) Cancel(ctx context.Context, id string) (int, error) {
+	return c.do(ctx, http.MethodPost, "/v1/jobs/"+url.PathEscape(id)+"/cancel", nil, nil, nil)
+}
+
 // Submit posts a job spec with an idempotency key.
 func (c *Client) Submit(ctx context.Context, spec any, key string) (id string, duplicate bool, err error) {
 	var out struct {

@@ -20,7 +20,7 @@ type Nemesis interface {
 
 // ByName returns a nemesis of the given name: none, halves,
 // isolate-leader, ring, bridge, kill-leader, kill-random, pause-leader,
-// pause-random, member, pause-flicker, clock.
+// pause-random, member, pause-flicker, clock, storm.
 func ByName(name string) (Nemesis, error) {
 	switch name {
 	case "none":
@@ -41,6 +41,8 @@ func ByName(name string) (Nemesis, error) {
 		return &Flicker{}, nil
 	case "clock":
 		return &Clock{}, nil
+	case "storm":
+		return &Storm{}, nil
 	}
 	return nil, fmt.Errorf("unknown nemesis %q", name)
 }

@@ -59,7 +59,8 @@ func (n *Node) Start(bin string, flags []string) error {
 	}
 	fmt.Fprintf(logf, "\n=== jepsen: start %s at %s ===\n", n.Name, time.Now().Format(time.RFC3339Nano))
 	args := append([]string{"netns", "exec", n.NS, bin, "agent",
-		"--data-dir", n.DataDir, "--name", n.Name, "--bind", n.IP, "--port", fmt.Sprint(Port)}, flags...)
+		"--data-dir", n.DataDir, "--name", n.Name, "--bind", n.IP, "--port", fmt.Sprint(Port),
+		"--label", "jepsen_node=" + n.Name}, flags...)
 	cmd := exec.Command("ip", args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Env = append(os.Environ(), ClockEnv+"="+n.ClockFile)

@@ -1,0 +1,293 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	ucli "github.com/urfave/cli/v2"
+
+	"github.com/foreman-sched/foreman/fsm"
+	"github.com/foreman-sched/foreman/httpapi"
+)
+
+func operatorCommand() *ucli.Command {
+	return &ucli.Command{
+		Name:  "operator",
+		Usage: "back up and restore the cluster's state",
+		Subcommands: []*ucli.Command{{
+			Name:  "snapshot",
+			Usage: "save, inspect and restore snapshots of the whole state",
+			Subcommands: []*ucli.Command{
+				{
+					Name:      "save",
+					Usage:     "save a snapshot of the whole state (taken by the leader now) to FILE",
+					ArgsUsage: "FILE",
+					Flags:     WithClientFlags(JSONFlag),
+					Action:    func(c *ucli.Context) error { return Error(snapshotSave(c)) },
+				},
+				{
+					Name:      "inspect",
+					Usage:     "check a snapshot file and print what it holds (no agent needed)",
+					ArgsUsage: "FILE",
+					Flags:     []ucli.Flag{JSONFlag},
+					Action:    func(c *ucli.Context) error { return Error(snapshotInspect(c)) },
+				},
+				{
+					Name:      "restore",
+					Usage:     "replace the whole state of the cluster with the snapshot in FILE",
+					ArgsUsage: "FILE",
+					Flags: WithClientFlags(JSONFlag, &ucli.BoolFlag{
+						Name:  "force",
+						Usage: "replace a state that holds jobs (they are lost)",
+					}),
+					Action: func(c *ucli.Context) error { return Error(snapshotRestore(c)) },
+				},
+			},
+		}},
+	}
+}
+
+func raftCommands() []*ucli.Command {
+	return []*ucli.Command{
+		{
+			Name:      "remove-peer",
+			Usage:     "remove a server that is gone for good from the raft configuration (refused if it would lose quorum)",
+			ArgsUsage: "NAME|RAFT-ADDRESS",
+			Flags:     WithClientFlags(JSONFlag),
+			Action: func(c *ucli.Context) error {
+				name, err := oneArg(c, "NAME")
+				if err != nil {
+					return err
+				}
+				cl, err := newClient(c)
+				if err != nil {
+					return err
+				}
+				if err := cl.RemovePeer(c.Context, name); err != nil {
+					return Error(err)
+				}
+				if c.Bool("json") {
+					return PrintJSON(c, httpapi.RemovePeerResponse{Removed: name})
+				}
+				fmt.Fprintf(Stdout(c), "removed %s from the raft configuration\n", name)
+				return nil
+			},
+		},
+		{
+			Name:  "transfer-leadership",
+			Usage: "hand leadership to another voter (refused for non-voters and voters that do not answer)",
+			Flags: WithClientFlags(JSONFlag, &ucli.StringFlag{Name: "to", Usage: "the voter to lead (default: any healthy voter)"}),
+			Action: func(c *ucli.Context) error {
+				if c.NArg() > 0 {
+					return Exitf(2, "transfer-leadership takes no arguments (got %q); name the target with --to", c.Args().Slice())
+				}
+				cl, err := newClient(c)
+				if err != nil {
+					return err
+				}
+				leader, err := cl.TransferLeadership(c.Context, c.String("to"))
+				if err != nil {
+					return Error(err)
+				}
+				if c.Bool("json") {
+					return PrintJSON(c, httpapi.TransferResponse{Leader: leader})
+				}
+				fmt.Fprintf(Stdout(c), "leader is now %s\n", leader)
+				return nil
+			},
+		},
+	}
+}
+
+// snapshotClient is the API client without a response-header timeout: the
+// leader answers a save or restore only when the snapshot is taken or
+// installed, which grows with the state.
+func snapshotClient(c *ucli.Context) (*httpapi.Client, error) {
+	cl, err := newClient(c)
+	if err != nil {
+		return nil, err
+	}
+	hc := &http.Client{Transport: &http.Transport{
+		Proxy:       http.ProxyFromEnvironment,
+		DialContext: (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+	}}
+	return httpapi.NewClient(cl.Addr(), httpapi.ClientOptions{HTTPClient: hc})
+}
+
+// snapshotSave downloads into FILE.tmp, checks the file (a transfer cut
+// short fails its checksum) and only then renames it to FILE.
+func snapshotSave(c *ucli.Context) error {
+	path, err := oneArg(c, "FILE")
+	if err != nil {
+		return err
+	}
+	cl, err := snapshotClient(c)
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	done := false
+	defer func() {
+		if !done {
+			f.Close()
+			os.Remove(tmp)
+		}
+	}()
+	if _, err := cl.SaveSnapshot(c.Context, f); err != nil {
+		return fmt.Errorf("save snapshot: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	hdr, size, err := checkBackupFile(tmp)
+	if err != nil {
+		return fmt.Errorf("the downloaded snapshot is unusable: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return err
+	}
+	done = true
+	if c.Bool("json") {
+		return PrintJSON(c, snapshotView{File: path, FileSize: size, BackupHeader: hdr})
+	}
+	fmt.Fprintf(Stdout(c), "saved snapshot at index %d (term %d, %d jobs, %d bytes) to %s\n",
+		hdr.Index, hdr.Term, hdr.Counts.Jobs, size, path)
+	return nil
+}
+
+// checkBackupFile verifies a backup file's checksum and header.
+func checkBackupFile(path string) (fsm.BackupHeader, int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return fsm.BackupHeader{}, 0, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return fsm.BackupHeader{}, 0, err
+	}
+	hdr, err := fsm.ReadBackup(f, io.Discard)
+	return hdr, st.Size(), err
+}
+
+// snapshotView is what save and inspect print with --json.
+type snapshotView struct {
+	File     string `json:"file"`
+	FileSize int64  `json:"file_size"`
+	fsm.BackupHeader
+}
+
+func snapshotInspect(c *ucli.Context) error {
+	path, err := oneArg(c, "FILE")
+	if err != nil {
+		return err
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	img, err := os.CreateTemp("", "foreman-inspect-*.db")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(img.Name())
+	hdr, err := fsm.ReadBackup(f, img)
+	if cerr := img.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	// The header's counts are the leader's; open the image to prove it
+	// restores, and show what it holds.
+	info, err := fsm.CheckImage(img.Name(), nil, nil)
+	if err != nil {
+		return err
+	}
+	hdr.Counts = info.Counts
+	if c.Bool("json") {
+		return PrintJSON(c, snapshotView{File: path, FileSize: st.Size(), BackupHeader: hdr})
+	}
+	kv := NewTable(Stdout(c))
+	kv.Row("File:", fmt.Sprintf("%s (%d bytes)", filepath.Base(path), st.Size()))
+	kv.Row("Index:", hdr.Index)
+	kv.Row("Term:", hdr.Term)
+	kv.Row("Created:", hdr.CreatedAt.Format(time.RFC3339)+" by "+orDash(hdr.Node))
+	kv.Row("Cluster ID:", orDash(hdr.ClusterID))
+	kv.Row("Schema version:", hdr.SchemaVersion)
+	kv.Row("State size:", fmt.Sprintf("%d bytes", hdr.Size))
+	var states []string
+	for _, s := range sortedKeys(hdr.Counts.JobsByState) {
+		states = append(states, fmt.Sprintf("%s %d", s, hdr.Counts.JobsByState[s]))
+	}
+	jobs := fmt.Sprint(hdr.Counts.Jobs)
+	if len(states) > 0 {
+		jobs += " (" + strings.Join(states, ", ") + ")"
+	}
+	kv.Row("Jobs:", jobs)
+	kv.Row("Attempts:", fmt.Sprintf("%d (%d live)", hdr.Counts.Attempts, hdr.Counts.LiveAttempts))
+	kv.Row("Nodes:", fmt.Sprintf("%d %s", hdr.Counts.Nodes, strings.Join(hdr.Counts.NodeNames, ",")))
+	kv.Row("Queues:", hdr.Counts.Queues)
+	kv.Row("Idempotency keys:", hdr.Counts.IdempotencyKeys)
+	return kv.Flush()
+}
+
+func snapshotRestore(c *ucli.Context) error {
+	path, err := oneArg(c, "FILE")
+	if err != nil {
+		return err
+	}
+	// Refuse a bad file here, before sending it anywhere.
+	if _, _, err := checkBackupFile(path); err != nil {
+		return err
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	cl, err := snapshotClient(c)
+	if err != nil {
+		return err
+	}
+	res, err := cl.RestoreSnapshot(c.Context, f, c.Bool("force"))
+	if err != nil {
+		var ae *httpapi.APIError
+		if errors.As(err, &ae) && ae.Code == httpapi.CodeRefused && !c.Bool("force") {
+			return fmt.Errorf("%s (--force)", ae.Message)
+		}
+		return fmt.Errorf("restore: %w", err)
+	}
+	if c.Bool("json") {
+		return PrintJSON(c, res)
+	}
+	fmt.Fprintf(Stdout(c), "restored snapshot index %d (%d jobs) at raft index %d\n",
+		res.Snapshot.Index, res.Snapshot.Counts.Jobs, res.Index)
+	if res.Replaced.Jobs > 0 {
+		fmt.Fprintf(Stdout(c), "replaced %d jobs (%d not finished)\n", res.Replaced.Jobs, res.Replaced.Unfinished())
+	}
+	if len(res.DeadNodes) > 0 {
+		fmt.Fprintf(Stdout(c), "nodes not in this cluster, restored dead (their running jobs are re-queued): %s\n",
+			strings.Join(res.DeadNodes, ", "))
+	}
+	return nil
+}

@@ -1,0 +1,152 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/foreman-sched/foreman/fsm"
+)
+
+// MaxCatchUp bounds max_catch_up: the leader enumerates at most this many
+// missed ticks of one schedule per wake.
+const MaxCatchUp = 10000
+
+// ScheduleInput is a schedule as a client writes it (POST /v1/schedules,
+// PUT /v1/schedules/{name}, `foreman schedule create -f`). Normalize turns
+// it into an fsm.ScheduleSpec with every default filled in.
+type ScheduleInput struct {
+	Name       string          `json:"name"`
+	Cron       string          `json:"cron"`
+	TimeZone   string          `json:"time_zone,omitempty"` // IANA; default UTC
+	Job        *JobSpecInput   `json:"job"`
+	StartAt    json.RawMessage `json:"start_at,omitempty"`
+	EndAt      json.RawMessage `json:"end_at,omitempty"`
+	Overlap    string          `json:"overlap,omitempty"`      // allow (default) | forbid | replace
+	CatchUp    string          `json:"catch_up,omitempty"`     // skip | latest (default) | all
+	MaxCatchUp *int            `json:"max_catch_up,omitempty"` // default 100
+	Paused     bool            `json:"paused,omitempty"`
+}
+
+// Schedule defaults filled in by Normalize.
+const (
+	DefaultOverlap = fsm.OverlapAllow
+	DefaultCatchUp = fsm.CatchUpLatest
+)
+
+// CheckScheduleName refuses names that cannot be a key or a URL segment.
+func CheckScheduleName(field, name string) error {
+	switch {
+	case name == "":
+		return invalid(field, "is required")
+	case utf8.RuneCountInString(name) > MaxNameLen:
+		return invalid(field, "must be at most %d characters", MaxNameLen)
+	case !queueNameRe.MatchString(name):
+		return invalid(field, "%q: use letters, digits, '.', '_' and '-', starting with a letter or digit", name)
+	}
+	return nil
+}
+
+// Normalize validates the schedule and returns the spec to commit. The
+// job template goes through the same checks as a submit (prefixed
+// "job."), minus run_at and deadline, which a template cannot have: every
+// fire would share them. Errors wrap ErrInvalid and name the field.
+func (in *ScheduleInput) Normalize() (fsm.ScheduleSpec, error) {
+	var out fsm.ScheduleSpec
+	if err := CheckScheduleName("name", in.Name); err != nil {
+		return out, err
+	}
+	if _, err := fsm.ParseCron(in.Cron, in.TimeZone); err != nil {
+		var ce *fsm.CronError
+		if errors.As(err, &ce) {
+			return out, invalid(ce.Field, "%s", ce.Reason)
+		}
+		return out, invalid("cron", "%v", err)
+	}
+	if in.Job == nil {
+		return out, invalid("job", "is required (the job each tick submits)")
+	}
+	if !isNull(in.Job.RunAt) {
+		return out, invalid("job.run_at", "is not allowed in a schedule's job (the tick is its start time)")
+	}
+	if !isNull(in.Job.Deadline) {
+		return out, invalid("job.deadline", "is not allowed in a schedule's job (every fire would share it)")
+	}
+	if in.Job.IdempotencyKey != "" {
+		return out, invalid("job.idempotency_key", "is not allowed in a schedule's job (each tick is already fired once)")
+	}
+	job, err := in.Job.Normalize()
+	if err != nil {
+		return out, prefixField("job", err)
+	}
+	var start, end *time.Time
+	if start, err = parseTime("start_at", in.StartAt); err != nil {
+		return out, err
+	}
+	if end, err = parseTime("end_at", in.EndAt); err != nil {
+		return out, err
+	}
+	if start != nil && end != nil && end.Before(*start) {
+		return out, invalid("end_at", "%s is before start_at %s", end.Format(time.RFC3339), start.Format(time.RFC3339))
+	}
+	overlap := fsm.OverlapPolicy(strings.ToLower(in.Overlap))
+	if overlap == "" {
+		overlap = DefaultOverlap
+	}
+	if !overlap.Valid() {
+		return out, invalid("overlap", "unknown policy %q (want allow, forbid or replace)", in.Overlap)
+	}
+	catchUp := fsm.CatchUpPolicy(strings.ToLower(in.CatchUp))
+	if catchUp == "" {
+		catchUp = DefaultCatchUp
+	}
+	if !catchUp.Valid() {
+		return out, invalid("catch_up", "unknown policy %q (want skip, latest or all)", in.CatchUp)
+	}
+	maxCatchUp := fsm.DefaultMaxCatchUp
+	if in.MaxCatchUp != nil {
+		maxCatchUp = *in.MaxCatchUp
+	}
+	if maxCatchUp < 1 || maxCatchUp > MaxCatchUp {
+		return out, invalid("max_catch_up", "must be between 1 and %d (got %d)", MaxCatchUp, maxCatchUp)
+	}
+	zone := in.TimeZone
+	if zone == "UTC" {
+		zone = ""
+	}
+	return fsm.ScheduleSpec{Name: in.Name, Cron: strings.TrimSpace(in.Cron), TimeZone: zone, Job: job,
+		StartAt: start, EndAt: end, Overlap: overlap, CatchUp: catchUp, MaxCatchUp: maxCatchUp, Paused: in.Paused}, nil
+}
+
+// ScheduleInfo is a schedule as the API shows it: the record, its next
+// tick (in its zone and in UTC) and its recent fires with their jobs'
+// outcomes.
+type ScheduleInfo struct {
+	fsm.Schedule
+	// NextFire is the next tick in the schedule's zone, NextFireUTC the
+	// same instant in UTC; both empty when it will not fire again (paused,
+	// past end_at, or a spec such as Feb 30 that never matches).
+	NextFire    string      `json:"next_fire,omitempty"`
+	NextFireUTC string      `json:"next_fire_utc,omitempty"`
+	Fires       []FireState `json:"fires"`
+}
+
+// FireState is one recent fire with the state of the job it created.
+type FireState struct {
+	fsm.FireRecord
+	// Outcome is the job's state (empty for a skipped tick, "gone" once
+	// the job was garbage-collected).
+	Outcome string `json:"outcome,omitempty"`
+}
+
+// TriggerResponse is the reply to POST /v1/schedules/{name}/trigger.
+type TriggerResponse struct {
+	JobID string `json:"job_id"`
+}
+
+// ScheduleList is the reply to GET /v1/schedules.
+type ScheduleList struct {
+	Schedules []ScheduleInfo `json:"schedules"`
+}
