@@ -197,7 +197,13 @@ func TestRecycledSupervisorFencesOnLeaseExpiry(t *testing.T) {
 	if r := h.waitFinal(t, job, waitShort); r.Reason != fsm.ReasonFenced {
 		t.Errorf("reported reason %q", r.Reason)
 	}
-	// And it serves again after a fenced attempt.
+	// And it serves again after a fenced attempt, once back in the pool (an
+	// attempt assigned before that gets a fresh supervisor, which is right
+	// but not what this checks).
+	waitFor(t, waitShort, "the fenced supervisor back in the pool", func() bool {
+		pids := h.w.pool.pids()
+		return len(pids) == 1 && pids[0] == pid1
+	})
 	state.assign("after-fence", fsm.JobSpec{Command: []string{"true"}})
 	if r := h.waitFinal(t, "after-fence", waitLong); r.State != fsm.AttemptSucceeded {
 		t.Fatalf("after-fence: %s %s", r.State, r.Reason)
