@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -109,19 +111,29 @@ func fuzzSeeds(tb testing.TB, tok uint64) [][]byte {
 // the same way on every node and keeps the indexes consistent; replaying it
 // at the next index is also safe.
 func FuzzApply(f *testing.F) {
-	seedH := newHarness(f)
+	// The state is built once and copied for every input: opening a copy
+	// is much cheaper than applying the commands again.
+	dir := f.TempDir()
+	seedH := &harness{t: f, f: openFuzzFSM(f, filepath.Join(dir, "state.db"), nil), now: t0}
 	tok := fuzzState(seedH)
 	for _, s := range fuzzSeeds(f, tok) {
 		f.Add(s)
 	}
+	idx := seedH.idx + 1
+	if err := seedH.f.Close(); err != nil {
+		f.Fatal(err)
+	}
+	state, err := os.ReadFile(filepath.Join(dir, "state.db"))
+	if err != nil {
+		f.Fatal(err)
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		a, b := newHarness(t), newHarness(t)
-		fuzzState(a)
-		fuzzState(b)
-		idx := a.idx + 1
-		r := applyRaw(t, a.f, idx, data)
+		dir := t.TempDir()
+		a := openFuzzFSM(t, filepath.Join(dir, "a.db"), state)
+		b := openFuzzFSM(t, filepath.Join(dir, "b.db"), state)
+		r := applyRaw(t, a, idx, data)
 		if r.Err == nil {
-			applyRaw(t, b.f, idx, data)
+			applyRaw(t, b, idx, data)
 		} else {
 			if !isRefusal(r.Err) {
 				t.Fatalf("refusal %v wraps no refusal sentinel", r.Err)
@@ -131,18 +143,44 @@ func FuzzApply(f *testing.F) {
 			}
 			// A configuration entry only advances the index: the state
 			// the refused entry must have left.
-			b.f.Apply(&raft.Log{Index: idx, Term: 1, Type: raft.LogNoop})
+			b.Apply(&raft.Log{Index: idx, Term: 1, Type: raft.LogNoop})
 		}
-		if ha, hb := a.hash(), b.hash(); ha != hb {
+		ha, hb := fuzzHash(t, a), fuzzHash(t, b)
+		if ha != hb {
 			t.Fatalf("state differs from the reference (err=%v): %s vs %s", r.Err, ha, hb)
 		}
-		checkIndexes(t, a.f)
-		applyRaw(t, a.f, idx+1, data) // the same command again, later in the log
-		checkIndexes(t, a.f)
+		checkIndexes(t, a)
+		applyRaw(t, a, idx+1, data) // the same command again, later in the log
+		checkIndexes(t, a)
 		// The node still applies ordinary commands afterwards.
-		a.idx = idx + 1
-		a.addNode("after")
+		h := &harness{t: t, f: a, idx: idx + 1, now: t0}
+		h.addNode("after")
 	})
+}
+
+// openFuzzFSM opens a small FSM at path, first writing state there if given.
+func openFuzzFSM(tb testing.TB, path string, state []byte) *FSM {
+	tb.Helper()
+	if state != nil {
+		if err := os.WriteFile(path, state, 0o600); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	f, err := Open(path, Options{NoSync: true, InitialMmapSize: 4 << 20, EventBuffer: 16, ReleaseInterval: -1})
+	if err != nil {
+		tb.Fatalf("open: %v", err)
+	}
+	tb.Cleanup(func() { _ = f.Close() })
+	return f
+}
+
+func fuzzHash(t *testing.T, f *FSM) string {
+	t.Helper()
+	_, s, err := f.StateHash()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
 
 func applyRaw(t *testing.T, f *FSM, idx uint64, data []byte) *Result {
