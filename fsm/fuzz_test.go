@@ -364,7 +364,7 @@ func openFuzzFSM(tb testing.TB, path string, state []byte) *FSM {
 			tb.Fatal(err)
 		}
 	}
-	f, err := Open(path, Options{NoSync: true, InitialMmapSize: 4 << 20, EventBuffer: 16, ReleaseInterval: -1})
+	f, err := Open(path, Options{NoSync: true, InitialMmapSize: 1 << 16, EventBuffer: 16, ReleaseInterval: -1})
 	if err != nil {
 		tb.Fatalf("open: %v", err)
 	}
