@@ -11,7 +11,7 @@ LDFLAGS   := -s -w -X main.version=$(VERSION) -linkmode external -extldflags -st
 TESTFLAGS ?= -count=1 -timeout 25m
 # make fuzz: how long each fuzz target runs; make test fuzzes each for FUZZSMOKE.
 FUZZTIME  ?= 60s
-FUZZSMOKE ?= 3s
+FUZZSMOKE ?= 2s
 
 .PHONY: build run test test-deps lint fuzz bench cluster cluster-stop jepsen jepsen-smoke storm clean
 

@@ -4,7 +4,7 @@
 # Go fuzzes one target per run. Plain `go test` already replays each target's seeds and its
 # testdata/fuzz/FuzzXxx/ corpus; this mutates new inputs.
 #
-#   FUZZTIME      how long each target fuzzes (default 60s; make test uses 3s)
+#   FUZZTIME      how long each target fuzzes (default 60s; make test uses 2s)
 #   FUZZ          a regexp: only the targets whose name matches (e.g. FUZZ=Apply)
 #   FUZZPARALLEL  fuzzing workers per target (default: go's, GOMAXPROCS)
 #   FUZZMINIMIZE  time spent shrinking each new input (default 5s; go's 60s per input starves
