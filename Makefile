@@ -9,8 +9,11 @@ VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo de
 TAGS      := netgo osusergo urfave_cli_no_docs
 LDFLAGS   := -s -w -X main.version=$(VERSION) -linkmode external -extldflags -static
 TESTFLAGS ?= -count=1 -timeout 25m
+# make fuzz: how long each fuzz target runs; make test fuzzes each for FUZZSMOKE.
+FUZZTIME  ?= 60s
+FUZZSMOKE ?= 2s
 
-.PHONY: build run test test-deps lint bench cluster cluster-stop jepsen jepsen-smoke storm clean
+.PHONY: build run test test-deps lint fuzz bench cluster cluster-stop jepsen jepsen-smoke storm clean
 
 build:
 	CGO_ENABLED=1 $(GO) build -trimpath -tags '$(TAGS)' -ldflags '$(LDFLAGS)' -o $(BIN) .
@@ -19,11 +22,13 @@ build:
 run: build
 	$(BIN) agent --dev
 
-# The whole suite (unit, package, in-process cluster, system tests, jepsen smoke), after lint.
+# The whole suite (unit, package, in-process cluster, system tests, jepsen smoke), after lint,
+# then a short fuzzing smoke of every fuzz target (plain go test already replays their corpora).
 # test-deps installs what the suite needs (ip, iptables, ...) when missing, as root on Debian,
 # or fails with the command to run: the suite must run, not skip, on a fresh machine.
 test: test-deps lint build
 	FOREMAN_BIN=$(CURDIR)/$(BIN) CGO_ENABLED=1 $(GO) test $(TESTFLAGS) -p 2 ./...
+	GO=$(GO) FUZZTIME=$(FUZZSMOKE) ./scripts/fuzz.sh
 
 test-deps:
 	./scripts/test-deps.sh
@@ -36,6 +41,11 @@ lint:
 	@test -z "$$(gofmt -l $(GOFILES))" || (echo "gofmt would change:"; gofmt -l $(GOFILES); exit 1)
 	$(GO) vet ./...
 	$(GO) vet -tags jepsenclock ./...
+
+# Every fuzz target for FUZZTIME each, one after the other (FUZZ=regexp picks targets); a
+# failing input lands in <package>/testdata/fuzz/<target>/ (docs/security.md, "Fuzzing").
+fuzz:
+	GO=$(GO) FUZZTIME=$(FUZZTIME) ./scripts/fuzz.sh
 
 bench: build
 	FOREMAN_BIN=$(CURDIR)/$(BIN) ./scripts/bench.sh

@@ -50,7 +50,13 @@ func jsonError(err error) error {
 	}
 	msg := err.Error()
 	if name, ok := strings.CutPrefix(msg, "json: unknown field "); ok {
-		return invalid(strings.Trim(name, `"`), "unknown field")
+		// encoding/json quotes the key without escaping it: strip one
+		// quote each side, and name the body when the key is empty.
+		name = strings.TrimSuffix(strings.TrimPrefix(name, `"`), `"`)
+		if name == "" {
+			return invalid("body", `unknown field ""`)
+		}
+		return invalid(name, "unknown field")
 	}
 	return invalid("body", "%s", strings.TrimPrefix(msg, "json: "))
 }

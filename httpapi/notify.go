@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"fmt"
+	"maps"
 	"net"
 	"net/url"
 	"regexp"
@@ -79,7 +80,8 @@ func (in *JobSpecInput) normalizeHTTP() (*fsm.HTTPRequest, error) {
 	if len(h.Headers) > MaxHTTPHeaders {
 		return nil, invalid("http.headers", "at most %d headers (got %d)", MaxHTTPHeaders, len(h.Headers))
 	}
-	for k, v := range h.Headers {
+	for _, k := range slices.Sorted(maps.Keys(h.Headers)) { // the first error in a stable order
+		v := h.Headers[k]
 		f := "http.headers." + k
 		if !headerNameRe.MatchString(k) {
 			return nil, invalid(f, "is not a valid header name")

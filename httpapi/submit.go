@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"reflect"
+	"slices"
 	"strconv"
 
 	"github.com/foreman-sched/foreman/fsm"
@@ -331,7 +333,8 @@ func (l *capacityLimits) check(jobs []fsm.NewJob, batch bool) error {
 			return invalid(field("resources.memory"), "%s is more than any node has (largest: %s with %s)%s",
 				FormatMemory(res.MemoryMB), l.mem.Name, FormatMemory(l.mem.Capacity.MemoryMB), hint)
 		}
-		for k, v := range res.Named {
+		for _, k := range slices.Sorted(maps.Keys(res.Named)) {
+			v := res.Named[k]
 			if v == 0 {
 				continue
 			}

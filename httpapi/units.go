@@ -41,17 +41,41 @@ func ParseCPU(s string) (int64, error) {
 		}
 		return v, nil
 	}
+	// Only plain decimals: the unit of a CPU number depends on how it is
+	// written, so "1e3", "0x10" or "1_000" (which ParseFloat takes) would
+	// be guesses.
+	if !plainDecimal(s) {
+		return 0, fmt.Errorf("%q is not a CPU quantity (want e.g. 500m, 0.5 or 2)", s)
+	}
 	f, err := strconv.ParseFloat(s, 64)
-	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+	if err != nil {
 		return 0, fmt.Errorf("%q is not a CPU quantity (want e.g. 500m, 0.5 or 2)", s)
 	}
 	if f < 0 {
 		return 0, fmt.Errorf("%q is negative", s)
 	}
-	if f > MaxCPUMillis {
+	if f > MaxCPUMillis/1000 {
 		return 0, fmt.Errorf("%q is more than %d cores", s, MaxCPUMillis/1000)
 	}
 	return int64(math.Round(f * 1000)), nil
+}
+
+// plainDecimal reports whether s is digits with at most one '.', after an
+// optional sign.
+func plainDecimal(s string) bool {
+	s = strings.TrimLeft(s, "+-")
+	digits, dots := 0, 0
+	for _, r := range s {
+		switch {
+		case r >= '0' && r <= '9':
+			digits++
+		case r == '.':
+			dots++
+		default:
+			return false
+		}
+	}
+	return digits > 0 && dots <= 1
 }
 
 // memUnits are the suffixes ParseMemory knows, as a factor of bytes. The
@@ -97,9 +121,13 @@ func ParseMemory(s string) (int64, error) {
 	return int64(mib), nil
 }
 
-// FormatCPU renders millicores the way ParseCPU reads them back.
+// FormatCPU renders millicores the way ParseCPU reads them back: whole
+// cores as "2", or "64.0" from 64 cores on (a bare "64" is millicores).
 func FormatCPU(m int64) string {
 	if m%1000 == 0 {
+		if m/1000 >= 64 {
+			return strconv.FormatInt(m/1000, 10) + ".0"
+		}
 		return strconv.FormatInt(m/1000, 10)
 	}
 	return strconv.FormatInt(m, 10) + "m"

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 	"unicode"
@@ -252,7 +254,8 @@ func (r *ResourcesInput) normalize() (fsm.Resources, error) {
 	if out.MemoryMB, err = parseQuantity("resources.memory", r.Memory, ParseMemory, MaxMemoryMiB, "MiB"); err != nil {
 		return out, err
 	}
-	for k, v := range r.Named {
+	for _, k := range slices.Sorted(maps.Keys(r.Named)) {
+		v := r.Named[k]
 		f := "resources.named." + k
 		if !labelKeyRe.MatchString(k) || len(k) > MaxLabelKeyLen {
 			return out, invalid(f, "resource names use letters, digits, '_', '-', '.', '/' (at most %d characters)", MaxLabelKeyLen)
@@ -379,7 +382,8 @@ func checkEnv(env map[string]string) error {
 	if len(env) > MaxEnv {
 		return invalid("env", "at most %d variables (got %d)", MaxEnv, len(env))
 	}
-	for k, v := range env {
+	for _, k := range slices.Sorted(maps.Keys(env)) { // the first error in a stable order
+		v := env[k]
 		if !envKeyRe.MatchString(k) {
 			return invalid("env."+k, "variable names use letters, digits and '_' and do not start with a digit")
 		}
@@ -398,7 +402,8 @@ func checkLabels(field string, labels map[string]string) error {
 	if len(labels) > MaxLabels {
 		return invalid(field, "at most %d labels (got %d)", MaxLabels, len(labels))
 	}
-	for k, v := range labels {
+	for _, k := range slices.Sorted(maps.Keys(labels)) {
+		v := labels[k]
 		if len(k) > MaxLabelKeyLen || !labelKeyRe.MatchString(k) {
 			return invalid(field+"."+k, "label keys are 1 to %d letters, digits, '_', '-', '.', '/' and start and end with a letter or digit", MaxLabelKeyLen)
 		}

@@ -14,6 +14,16 @@ import (
 // extractStats counts entries that were deliberately not written.
 type extractStats struct {
 	files, skippedDevices, droppedSetid int
+	entries                             int   // tar entries read
+	bytes                               int64 // regular-file bytes written
+}
+
+// extractLimits bound what one image may put on the host's disk: a layer
+// of a few KiB can decompress to terabytes of zeros (a gzip or sparse-file
+// bomb) or to millions of empty files.
+type extractLimits struct {
+	maxBytes   int64 // total size of regular files
+	maxEntries int   // tar entries of the flattened image
 }
 
 // untar writes a flattened image tar into dir through an os.Root, which
@@ -21,7 +31,10 @@ type extractStats struct {
 // planted by an earlier entry) that would resolve outside dir. Names that
 // are absolute or contain `..` are refused before the Root even sees them,
 // so the error names the entry.
-func untar(r io.Reader, dir string) (extractStats, error) {
+//
+// An image over lim is refused (ErrUnsafe) before the entry that crosses
+// a limit is written.
+func untar(r io.Reader, dir string, lim extractLimits) (extractStats, error) {
 	var st extractStats
 	root, err := os.OpenRoot(dir)
 	if err != nil {
@@ -51,8 +64,19 @@ func untar(r io.Reader, dir string) (extractStats, error) {
 		if err != nil {
 			return st, err
 		}
+		if st.entries++; st.entries > lim.maxEntries {
+			return st, fmt.Errorf("%w: more than %d entries (a tar bomb?)", ErrUnsafe, lim.maxEntries)
+		}
 		if name == "." {
 			continue
+		}
+		if hdr.Typeflag == tar.TypeReg {
+			// Size is the file's full length, holes of a sparse file included.
+			if hdr.Size < 0 || hdr.Size > lim.maxBytes-st.bytes {
+				return st, fmt.Errorf("%w: %q: %d bytes would take the image over %d bytes (a tar bomb?)",
+					ErrUnsafe, hdr.Name, hdr.Size, lim.maxBytes)
+			}
+			st.bytes += hdr.Size
 		}
 		if err := writeEntry(root, tr, hdr, name, &st); err != nil {
 			return st, fmt.Errorf("%w: %q: %v", ErrUnsafe, hdr.Name, err)
@@ -90,14 +114,16 @@ func writeEntry(root *os.Root, r io.Reader, hdr *tar.Header, name string, st *ex
 	}
 	switch hdr.Typeflag {
 	case tar.TypeDir:
-		if err := root.Mkdir(name, mode); err != nil && !errors.Is(err, fs.ErrExist) {
+		// Mkdir takes permission bits only (os.Root refuses the sticky bit
+		// of every /tmp); the Chmod below sets the full mode.
+		if err := root.Mkdir(name, mode.Perm()); err != nil && !errors.Is(err, fs.ErrExist) {
 			return err
 		}
 	case tar.TypeReg:
 		if err := removeNonDir(root, name); err != nil {
 			return err
 		}
-		f, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
+		f, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode.Perm())
 		if err != nil {
 			return err
 		}

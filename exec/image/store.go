@@ -127,7 +127,7 @@ func (s *Store) ensure(d v1.Hash, img v1.Image, ref string) (*Image, error) {
 		return nil, err
 	}
 	rc := mutate.Extract(img)
-	st, err := untar(rc, rootfs)
+	st, err := untar(rc, rootfs, extractLimits{maxBytes: s.cfg.MaxBytes, maxEntries: s.cfg.MaxEntries})
 	rc.Close()
 	if err != nil {
 		return nil, fmt.Errorf("image %q: %w", ref, err)
@@ -150,7 +150,7 @@ func (s *Store) ensure(d v1.Hash, img v1.Image, ref string) (*Image, error) {
 		return nil, fmt.Errorf("image %q: install %s: %w", ref, final, err)
 	}
 	ok = true
-	s.log.Info("image extracted", "ref", ref, "digest", d.String(), "files", st.files,
+	s.log.Info("image extracted", "ref", ref, "digest", d.String(), "files", st.files, "bytes", st.bytes,
 		"skipped_devices", st.skippedDevices, "dropped_setid", st.droppedSetid, "took", time.Since(start))
 	return &Image{Ref: ref, Digest: d.String(), Rootfs: filepath.Join(final, "rootfs"), Config: rcfg}, nil
 }

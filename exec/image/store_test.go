@@ -400,7 +400,7 @@ func TestUntarRefusesEscapes(t *testing.T) {
 			}
 			tw.Close()
 			dir := t.TempDir()
-			_, err := untar(&buf, dir)
+			_, err := untar(&buf, dir, testLimits)
 			if !errors.Is(err, ErrUnsafe) {
 				t.Fatalf("want ErrUnsafe, got %v", err)
 			}
