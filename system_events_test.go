@@ -256,6 +256,9 @@ func checkDashboard(t *testing.T, a *agentProc) {
 	}
 	for _, name := range regexp.MustCompile(`\b(foreman|go|process)_[a-z_]+`).FindAllString(string(dash), -1) {
 		name = strings.TrimSuffix(name, "_bucket")
+		if strings.HasPrefix(name, "foreman_node_used_") && !strings.Contains(body, "# TYPE foreman_node_used_") {
+			continue // read from the node's jobs cgroup: absent where it has none (docs/api.md)
+		}
 		if !strings.Contains(body, "# TYPE "+name+" ") {
 			t.Errorf("contrib/grafana.json uses %s, which /v1/metrics does not serve", name)
 		}
