@@ -176,49 +176,63 @@ func benchJSON(t testing.TB, a *agentProc, v any, args ...string) {
 
 // BenchmarkEventsSubscribersCost: submit and throughput figures with 0
 // and 100 subscribers, alternating in one run, and the events the 100
-// deliver per second meanwhile.
+// deliver per second meanwhile (foreman bench events).
 func BenchmarkEventsSubscribersCost(b *testing.B) {
-	const rounds = 3
 	runIsolated(b, func(t testing.TB) {
 		a := benchAgent(t)
-		var submit, thr [2][]float64
-		var delivered []float64
-		for r := 0; r < rounds; r++ {
-			for si, k := range []int{0, 100} {
-				var got *atomic.Int64
-				stop := func() {}
-				if k > 0 {
-					got, stop = subscribers(context.Background(), t, a, k)
-				}
-				var s struct {
-					JobsPerSecond float64 `json:"jobs_per_second"`
-				}
-				benchJSON(t, a, &s, "submit", "--jobs", "5000")
-				var th struct {
-					CompletedPerSecond float64 `json:"completed_per_second"`
-					Seconds            float64 `json:"seconds"`
-				}
-				start := int64(0)
-				if got != nil {
-					start = got.Load()
-				}
-				t0 := time.Now()
-				benchJSON(t, a, &th, "throughput", "--jobs", "2000")
-				if got != nil {
-					delivered = append(delivered, float64(got.Load()-start)/time.Since(t0).Seconds())
-				}
-				stop()
-				submit[si] = append(submit[si], s.JobsPerSecond)
-				thr[si] = append(thr[si], th.CompletedPerSecond)
-				b.Logf("round %d, %3d subscribers: submit %.0f jobs/s, throughput %.0f jobs/s", r, k, s.JobsPerSecond, th.CompletedPerSecond)
-			}
+		var r benchEventsResult
+		benchJSON(t, a, &r, "events", "--subscribers", "100", "--rounds", "3", "--jobs", "5000", "--throughput-jobs", "2000")
+		for _, run := range r.Runs {
+			b.Logf("round %d, %3d subscribers: submit %.0f jobs/s, throughput %.0f jobs/s", run.Round, run.Subscribers, run.Submit, run.Throughput)
 		}
-		b.ReportMetric(median(submit[0]), "submit-0subs-jobs/s")
-		b.ReportMetric(median(submit[1]), "submit-100subs-jobs/s")
-		b.ReportMetric(median(thr[0]), "throughput-0subs-jobs/s")
-		b.ReportMetric(median(thr[1]), "throughput-100subs-jobs/s")
-		b.ReportMetric(median(delivered), "events-delivered/s")
+		b.ReportMetric(r.Submit0, "submit-0subs-jobs/s")
+		b.ReportMetric(r.SubmitN, "submit-100subs-jobs/s")
+		b.ReportMetric(r.Throughput0, "throughput-0subs-jobs/s")
+		b.ReportMetric(r.ThroughputN, "throughput-100subs-jobs/s")
+		b.ReportMetric(r.Delivered, "events-delivered/s")
 		b.ReportMetric(0, "ns/op")
+	})
+}
+
+// benchEventsResult is what foreman bench events --json prints.
+type benchEventsResult struct {
+	Submit0     float64 `json:"submit_jobs_per_second_0"`
+	SubmitN     float64 `json:"submit_jobs_per_second_n"`
+	Throughput0 float64 `json:"throughput_jobs_per_second_0"`
+	ThroughputN float64 `json:"throughput_jobs_per_second_n"`
+	Delivered   float64 `json:"events_delivered_per_second"`
+	Runs        []struct {
+		Round       int     `json:"round"`
+		Subscribers int     `json:"subscribers"`
+		Submit      float64 `json:"submit_jobs_per_second"`
+		Throughput  float64 `json:"throughput_jobs_per_second"`
+		Delivered   float64 `json:"events_delivered_per_second"`
+	} `json:"runs"`
+}
+
+// TestSystemBenchEvents: foreman bench events runs its rounds (0 streams,
+// then N) and its streams receive the jobs' events. A smoke test of the
+// command; the figures are BenchmarkEventsSubscribersCost's.
+func TestSystemBenchEvents(t *testing.T) {
+	a := benchAgent(t)
+	var r benchEventsResult
+	benchJSON(t, a, &r, "events", "--subscribers", "3", "--rounds", "1", "--jobs", "40", "--throughput-jobs", "10")
+	if len(r.Runs) != 2 || r.Runs[0].Subscribers != 0 || r.Runs[1].Subscribers != 3 {
+		t.Fatalf("runs %+v, want one round of 0 then 3 streams", r.Runs)
+	}
+	if r.Submit0 <= 0 || r.SubmitN <= 0 || r.Throughput0 <= 0 || r.ThroughputN <= 0 {
+		t.Fatalf("figures %+v", r)
+	}
+	// Ten jobs run while the streams are open: each stream sees at least
+	// their submits, placements, starts and ends.
+	if r.Delivered <= 0 || r.Runs[1].Delivered <= 0 {
+		t.Fatalf("no events delivered: %+v", r)
+	}
+	eventually(t, systemTimeout, "the bench's streams closed on the node", func() error {
+		if got := metricValue(t, a, "foreman_event_subscribers"); got != 0 {
+			return fmt.Errorf("%v streams still open", got)
+		}
+		return nil
 	})
 }
 

@@ -93,6 +93,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.mu.Lock()
 	w.ctx = ctx
 	w.mu.Unlock()
+	defer usage.watch(w.cfg.Node, w.jobsCgroup())() // metrics.go
 	w.adopt(ctx)
 	if w.pool.max > 0 {
 		w.wg.Add(1)

@@ -17,8 +17,9 @@ const DefaultEventBuffer = 16384
 // readers, so a reader that stops reading costs nothing here.
 //
 // Positions are absolute counts of appended events; the ring holds
-// positions [start, next). Each slot memoizes its JSON, so a hundred
-// readers encode an event once.
+// positions [start, next). Each slot memoizes its encoding (the whole SSE
+// frame), so a hundred readers encode an event once and write the same
+// bytes.
 type EventRing struct {
 	mu    sync.RWMutex // readers share it; append holds it briefly
 	encMu sync.Mutex   // one reader encodes a slot, the others wait for its memo
@@ -30,7 +31,13 @@ type EventRing struct {
 	// floor misses nothing the ring still holds.
 	floor   EventID
 	changed chan struct{} // closed (and replaced) by every append or reset
-	counts  map[string]uint64
+	counts  map[eventKind]uint64
+}
+
+// eventKind keys the counts without building Kind's string per event.
+type eventKind struct {
+	typ  EventType
+	name string
 }
 
 type ringSlot struct {
@@ -41,14 +48,38 @@ type ringSlot struct {
 // ringJSON is a slot's memoized encoding, tagged with its position so a
 // memo written late for an overwritten slot is never taken for the new one.
 type ringJSON struct {
-	pos  uint64
-	data []byte
+	pos   uint64
+	frame []byte // "id: ID\ndata: JSON\n\n"
+	json  int    // where the JSON starts in frame
 }
 
-// RingEvent is an event read from the ring with its JSON encoding.
+// RingEvent is an event read from the ring with its encodings, shared
+// between readers: never modify them.
 type RingEvent struct {
 	Event
 	JSON []byte
+	// Frame is the event as one Server-Sent Events message:
+	// "id: ID\ndata: JSON\n\n".
+	Frame []byte
+}
+
+// encodeFrame encodes e once for every reader.
+func encodeFrame(e *Event, pos uint64) *ringJSON {
+	data, _ := json.Marshal(e)
+	id := e.ID().String()
+	frame := make([]byte, 0, len("id: \ndata: \n\n")+len(id)+len(data))
+	frame = append(frame, "id: "...)
+	frame = append(frame, id...)
+	frame = append(frame, "\ndata: "...)
+	at := len(frame)
+	frame = append(frame, data...)
+	frame = append(frame, "\n\n"...)
+	return &ringJSON{pos: pos, frame: frame, json: at}
+}
+
+func (m *ringJSON) set(out *RingEvent) {
+	out.Frame = m.frame
+	out.JSON = m.frame[m.json : len(m.frame)-2]
 }
 
 func newEventRing(size int, floor uint64) *EventRing {
@@ -59,7 +90,7 @@ func newEventRing(size int, floor uint64) *EventRing {
 		slots:   make([]ringSlot, size),
 		floor:   EventID{Index: floor, Seq: SeqAll},
 		changed: make(chan struct{}),
-		counts:  map[string]uint64{},
+		counts:  map[eventKind]uint64{},
 	}
 }
 
@@ -79,7 +110,7 @@ func (r *EventRing) append(events []Event) {
 		s.ev = *e
 		s.json.Store(nil)
 		r.next++
-		r.counts[e.Kind()]++
+		r.counts[eventKind{e.Type, e.Name}]++
 	}
 	close(r.changed)
 	r.changed = make(chan struct{})
@@ -155,11 +186,10 @@ func (r *EventRing) Read(pos uint64, dst []RingEvent) (out []RingEvent, next uin
 	}
 	for ; pos < r.next && len(out) < cap(dst); pos++ {
 		s := &r.slots[pos%uint64(len(r.slots))]
-		var data []byte
+		out = append(out, RingEvent{Event: s.ev})
 		if m := s.json.Load(); m != nil && m.pos == pos {
-			data = m.data
+			m.set(&out[len(out)-1])
 		}
-		out = append(out, RingEvent{Event: s.ev, JSON: data})
 	}
 	r.mu.RUnlock()
 	// Encode outside the ring's lock (Apply appends under it), but one
@@ -167,7 +197,7 @@ func (r *EventRing) Read(pos uint64, dst []RingEvent) (out []RingEvent, next uin
 	// otherwise all encode the same events.
 	encoding := false
 	for i := range out {
-		if out[i].JSON != nil {
+		if out[i].Frame != nil {
 			continue
 		}
 		if !encoding {
@@ -177,11 +207,12 @@ func (r *EventRing) Read(pos uint64, dst []RingEvent) (out []RingEvent, next uin
 		p := pos - uint64(len(out)-i)
 		s := &r.slots[p%uint64(len(r.slots))]
 		if m := s.json.Load(); m != nil && m.pos == p {
-			out[i].JSON = m.data // another reader encoded it meanwhile
+			m.set(&out[i]) // another reader encoded it meanwhile
 			continue
 		}
-		out[i].JSON, _ = json.Marshal(out[i].Event)
-		s.json.Store(&ringJSON{pos: p, data: out[i].JSON}) // a late one for an overwritten slot is never used
+		m := encodeFrame(&out[i].Event, p)
+		m.set(&out[i])
+		s.json.Store(m) // a late one for an overwritten slot is never used
 	}
 	if encoding {
 		r.encMu.Unlock()
@@ -196,7 +227,8 @@ func (r *EventRing) Counts() map[string]uint64 {
 	defer r.mu.RUnlock()
 	out := make(map[string]uint64, len(r.counts))
 	for k, v := range r.counts {
-		out[k] = v
+		e := Event{Type: k.typ, Name: k.name}
+		out[e.Kind()] += v
 	}
 	return out
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -29,26 +30,15 @@ type EventQuery struct {
 // events and should re-list, then carry on). It returns when ctx ends
 // (nil), fn returns an error (that error), or the stream breaks.
 func (c *Client) StreamEvents(ctx context.Context, q EventQuery, fn func(fsm.Event) error) error {
-	query := url.Values{}
-	if len(q.Topics) > 0 {
-		query.Set("topic", strings.Join(q.Topics, ","))
-	}
-	if q.Job != "" {
-		query.Set("job", q.Job)
-	}
-	hdr := http.Header{"Accept": {"text/event-stream"}}
-	if q.After != "" {
-		hdr.Set(HeaderLastEventID, q.After)
-	}
-	resp, err := c.send(ctx, http.MethodGet, "/v1/events", query, nil, hdr)
+	body, err := c.OpenEventStream(ctx, q)
 	if err != nil {
 		return err
 	}
-	defer resp.Body.Close()
+	defer body.Close()
 	if q.Opened != nil {
 		q.Opened()
 	}
-	sc := bufio.NewScanner(resp.Body)
+	sc := bufio.NewScanner(body)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	var data []byte
 	for sc.Scan() {
@@ -81,6 +71,29 @@ func (c *Client) StreamEvents(ctx context.Context, q EventQuery, fn func(fsm.Eve
 		return fmt.Errorf("event stream from %s: %w", c.base.Host, err)
 	}
 	return fmt.Errorf("event stream from %s: closed by the server", c.base.Host)
+}
+
+// OpenEventStream opens GET /v1/events for q (q.Opened is not called)
+// and returns the raw text/event-stream body, for a caller that counts or
+// forwards events without decoding them (foreman bench events). The
+// caller closes it.
+func (c *Client) OpenEventStream(ctx context.Context, q EventQuery) (io.ReadCloser, error) {
+	query := url.Values{}
+	if len(q.Topics) > 0 {
+		query.Set("topic", strings.Join(q.Topics, ","))
+	}
+	if q.Job != "" {
+		query.Set("job", q.Job)
+	}
+	hdr := http.Header{"Accept": {"text/event-stream"}}
+	if q.After != "" {
+		hdr.Set(HeaderLastEventID, q.After)
+	}
+	resp, err := c.send(ctx, http.MethodGet, "/v1/events", query, nil, hdr)
+	if err != nil {
+		return nil, err
+	}
+	return resp.Body, nil
 }
 
 // JobEvents returns a job's timeline.

@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"strconv"
@@ -122,6 +121,11 @@ func (h *heartbeat) C() <-chan struct{} {
 // and costs no buffer of its own. A reader that falls further behind than
 // the ring gets a reset event and goes on from the newest; a reader that
 // stops reading is dropped when a write blocks for EventWriteTimeout.
+//
+// The cost that matters is per stream and per committed batch (a hundred
+// streams are woken by every batch): each wake-up writes everything it
+// read as one burst of the ring's shared, pre-encoded frames, in one write
+// to the socket (events_stream.go).
 func (s *server) events(w http.ResponseWriter, r *http.Request) {
 	src, ok := s.state.(EventSource)
 	if !ok {
@@ -146,109 +150,88 @@ func (s *server) events(w http.ResponseWriter, r *http.Request) {
 	s.subscribers.add(1)
 	defer s.subscribers.add(-1)
 
-	rc := http.NewResponseController(w)
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
-	// No buffer of our own: net/http's per-connection one is enough, and
-	// ten thousand idle streams should cost as little as possible. The
-	// write deadline is set before each burst, since a write may block.
-	bw := &streamWriter{w: w}
-	deadline := func() { _ = rc.SetWriteDeadline(time.Now().Add(s.cfg.EventWriteTimeout)) }
-	flush := func() error {
-		if bw.err != nil {
-			return bw.err
-		}
-		return rc.Flush()
-	}
-	deadline()
-	w.WriteHeader(http.StatusOK)
-	fmt.Fprintf(bw, ": foreman events from %s\n\n", s.cluster.NodeName())
+	out := openStream(w, r, s.cfg.EventWriteTimeout)
+	defer out.close()
+
+	burst := []byte(": foreman events from " + s.cluster.NodeName() + "\n\n")
 	if behind {
-		writeReset(bw, last, "events after "+from.String()+" are no longer held by "+s.cluster.NodeName()+"; re-list and resume from this id")
+		burst = appendReset(burst, last, "events after "+from.String()+" are no longer held by "+s.cluster.NodeName()+"; re-list and resume from this id")
 	}
-	if flush() != nil {
+	if out.write(burst) != nil {
 		return
 	}
 	for {
 		changed := ring.Changed()
-		// The read buffer is pooled, not held while waiting: an idle
-		// stream then costs its goroutine and connection only.
+		// The read and write buffers are pooled, not held while waiting:
+		// an idle stream then costs its goroutines and connection only.
 		buf := readBufs.Get().(*[]fsm.RingEvent)
 		evs, next, ok := ring.Read(pos, *buf)
 		more := len(evs) == cap(*buf)
-		deadline()
 		if !ok {
 			readBufs.Put(buf)
 			pos, last = ring.Tail()
-			writeReset(bw, last, "this stream fell behind the node's event buffer (or the node restored a snapshot); re-list and resume from this id")
-			if flush() != nil {
+			b := appendReset(nil, last, "this stream fell behind the node's event buffer (or the node restored a snapshot); re-list and resume from this id")
+			if out.write(b) != nil {
 				return
 			}
 			continue
 		}
 		pos = next
-		wrote := false
+		wb := burstBufs.Get().(*[]byte)
+		b := (*wb)[:0]
 		for i := range evs {
 			if filter.match(&evs[i].Event) {
-				writeEvent(bw, &evs[i])
-				wrote = true
+				b = append(b, evs[i].Frame...)
 			}
 		}
 		clear(evs) // drop the references before pooling
 		readBufs.Put(buf)
-		if wrote && flush() != nil {
+		err := error(nil)
+		if len(b) > 0 {
+			err = out.write(b)
+		}
+		if cap(b) <= maxPooledBurst {
+			*wb = b[:0]
+			burstBufs.Put(wb)
+		}
+		if err != nil {
 			return
 		}
 		if more {
 			continue // more to read now
 		}
 		select {
-		case <-r.Context().Done():
+		case <-out.gone():
 			return
 		case <-changed:
 		case <-s.beat.C():
-			deadline()
-			io.WriteString(bw, ": heartbeat\n\n")
-			if flush() != nil {
+			if out.write([]byte(": heartbeat\n\n")) != nil {
 				return
 			}
 		}
 	}
 }
 
-// readBufs holds the streams' read buffers (256 events, ~70 KB each).
-var readBufs = sync.Pool{New: func() any { b := make([]fsm.RingEvent, 0, 256); return &b }}
+// readBufs holds the streams' read buffers (256 events, ~80 KB each);
+// burstBufs what one wake-up writes.
+var (
+	readBufs  = sync.Pool{New: func() any { b := make([]fsm.RingEvent, 0, 256); return &b }}
+	burstBufs = sync.Pool{New: func() any { b := make([]byte, 0, 16<<10); return &b }}
+)
 
-// streamWriter keeps the first write error, so a burst is checked once.
-type streamWriter struct {
-	w   io.Writer
-	err error
-}
+// maxPooledBurst: a larger burst buffer (a reader catching up) is left
+// to the collector rather than kept.
+const maxPooledBurst = 256 << 10
 
-func (s *streamWriter) Write(p []byte) (int, error) {
-	if s.err != nil {
-		return 0, s.err
-	}
-	n, err := s.w.Write(p)
-	s.err = err
-	return n, err
-}
-
-func writeEvent(w io.Writer, e *fsm.RingEvent) {
-	io.WriteString(w, "id: ")
-	io.WriteString(w, e.ID().String())
-	io.WriteString(w, "\ndata: ")
-	w.Write(e.JSON)
-	io.WriteString(w, "\n\n")
-}
-
-// writeReset tells the reader it missed events; id is where to resume
+// appendReset tells the reader it missed events; id is where to resume
 // after re-listing.
-func writeReset(w io.Writer, id fsm.EventID, reason string) {
+func appendReset(b []byte, id fsm.EventID, reason string) []byte {
 	data, _ := (fsm.Event{Index: id.Index, Seq: id.Seq, Type: fsm.EventReset, Reason: reason}).MarshalJSON()
-	fmt.Fprintf(w, "id: %s\nevent: reset\ndata: %s\n\n", id, data)
+	return fmt.Appendf(b, "id: %s\nevent: reset\ndata: %s\n\n", id, data)
 }
 
 // jobEvents serves GET /v1/jobs/{id}/events: the job's timeline.

@@ -2,7 +2,9 @@ package httpapi
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 
 	"github.com/foreman-sched/foreman/fsm"
@@ -38,6 +40,10 @@ type pendingSubmit struct {
 	jobs      []fsm.NewJob
 	batch     bool // the body was {"jobs": [...]} (field names in errors)
 	forwarded bool // a follower forwarded it here: never forward it again
+	// reqID is the client's X-Request-ID (requestid.go): the group's log
+	// lines name every member's, so each client's request can be followed
+	// into the raft entry it shared, on the follower and on the leader.
+	reqID string
 
 	done chan struct{} // closed when res/err are set
 	res  []fsm.SubmitResult
@@ -49,7 +55,7 @@ type pendingSubmit struct {
 // returns one result per job, in order, and the node that committed them
 // (empty: this one). The jobs get their IDs in the group.
 func (g *groupCommit) submit(ctx context.Context, jobs []fsm.NewJob, batch bool) ([]fsm.SubmitResult, string, error) {
-	p := &pendingSubmit{jobs: jobs, batch: batch, done: make(chan struct{})}
+	p := &pendingSubmit{jobs: jobs, batch: batch, reqID: RequestIDFrom(ctx), done: make(chan struct{})}
 	if len(jobs) >= soloJobs {
 		// A big batch already shares its entry's costs among its jobs;
 		// waiting for a slot would only stop raft from pipelining
@@ -141,6 +147,7 @@ func (g *groupCommit) queued() int {
 // apply commits one group and hands every member its outcome.
 func (g *groupCommit) apply(group []*pendingSubmit) {
 	defer func() {
+		g.logOutcomes(group)
 		for _, p := range group {
 			close(p.done)
 		}
@@ -215,6 +222,35 @@ func (g *groupCommit) applyOne(p *pendingSubmit) {
 		return
 	}
 	p.res, p.err = checkResults(p.jobs, res.Jobs)
+}
+
+// logOutcomes logs a committed group at debug level with every member's
+// request ID, and each member that failed for a reason of the node's (5xx)
+// on its own, with its request ID, as writeError logs a request's.
+func (g *groupCommit) logOutcomes(group []*pendingSubmit) {
+	log := g.s.log
+	ids, jobs := make([]string, 0, len(group)), 0
+	for _, p := range group {
+		if p.err == nil {
+			ids = append(ids, p.reqID)
+			jobs += len(p.jobs)
+			continue
+		}
+		status, _ := statusFor(p.err)
+		var re *remoteError
+		if errors.As(p.err, &re) {
+			status = re.status
+		}
+		ctx := withRequestID(context.Background(), p.reqID)
+		if status >= 500 {
+			log.WarnContext(ctx, "grouped submit failed", "status", status, "forwarded", p.forwarded, "err", p.err)
+		} else {
+			log.DebugContext(ctx, "grouped submit refused", "status", status, "forwarded", p.forwarded, "err", p.err)
+		}
+	}
+	if len(ids) > 0 && log.Enabled(context.Background(), slog.LevelDebug) {
+		log.Debug("submits committed", "request_ids", ids, "jobs", jobs, "group", len(group))
+	}
 }
 
 func checkResults(jobs []fsm.NewJob, res []fsm.SubmitResult) ([]fsm.SubmitResult, error) {

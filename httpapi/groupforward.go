@@ -34,6 +34,12 @@ const submitsPath = ForwardedSubmitsPath
 // this package rather than to cluster.
 const ForwardedSubmitsPath = "/v1/internal/submits"
 
+// headerRequestIDs carries the members' request IDs, space-separated in
+// member order (an ID never holds a space: requestid.go), so the leader's
+// log lines about each member name the client's request, not only the
+// group's.
+const headerRequestIDs = "X-Foreman-Request-IDs"
+
 // headerBatches says, one character per member ('0' single, '1' batch),
 // how each forwarded member names fields in its errors.
 const headerBatches = "X-Foreman-Batches"
@@ -67,6 +73,7 @@ func (e *remoteError) Error() string { return e.msg }
 // forwarded here are never forwarded again.
 func (g *groupCommit) forward(group []*pendingSubmit) {
 	defer func() {
+		g.logOutcomes(group)
 		for _, p := range group {
 			close(p.done)
 		}
@@ -87,16 +94,20 @@ func (g *groupCommit) forward(group []*pendingSubmit) {
 		return
 	}
 	payload := fsm.SubmitGroup{Submits: make([]fsm.SubmitJobs, len(members))}
-	var batches strings.Builder
+	var batches, ids strings.Builder
 	for i, p := range members {
 		payload.Submits[i].Jobs = p.jobs
+		if i > 0 {
+			ids.WriteByte(' ')
+		}
+		ids.WriteString(p.reqID)
 		if p.batch {
 			batches.WriteByte('1')
 		} else {
 			batches.WriteByte('0')
 		}
 	}
-	reply, err := g.post(name, addr, payload, batches.String())
+	reply, err := g.post(name, addr, payload, batches.String(), ids.String())
 	if err == nil && len(reply.Submits) != len(members) {
 		err = fmt.Errorf("%w: %s answered %d submits for %d", ErrUnreachable, name, len(reply.Submits), len(members))
 	}
@@ -120,7 +131,7 @@ func (g *groupCommit) forward(group []*pendingSubmit) {
 // post sends one group to the leader. The payload travels as an encoded
 // fsm command (CBOR: cheaper than JSON to write and to read); the leader
 // only reads its members and stamps its own time and IDs.
-func (g *groupCommit) post(name, addr string, payload fsm.SubmitGroup, batches string) (*forwardedReply, error) {
+func (g *groupCommit) post(name, addr string, payload fsm.SubmitGroup, batches, reqIDs string) (*forwardedReply, error) {
 	cmd, err := fsm.NewCommand(fsm.CmdSubmitGroup, g.s.clock.Now(), payload)
 	if err != nil {
 		return nil, err
@@ -138,6 +149,7 @@ func (g *groupCommit) post(name, addr string, payload fsm.SubmitGroup, batches s
 	req.Header.Set("Content-Type", "application/cbor")
 	req.Header.Set(HeaderForwarded, "1")
 	req.Header.Set(headerBatches, batches)
+	req.Header.Set(headerRequestIDs, reqIDs)
 	resp, err := g.s.transport.RoundTrip(req)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s at %s: %v", ErrUnreachable, name, addr, err)
@@ -190,6 +202,12 @@ func (s *server) forwardedSubmits(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, invalid("body", "%v", err))
 		return
 	}
+	// Members keep their clients' request IDs; a follower that sends none
+	// (or a count that does not match) leaves them to the group's.
+	reqIDs := strings.Fields(r.Header.Get(headerRequestIDs))
+	if len(reqIDs) != len(p.Submits) {
+		reqIDs = nil
+	}
 	// Each member is admitted on its own (overload.go): a refused one gets
 	// its 429 in the reply and changed nothing; the others go on.
 	pending := make([]*pendingSubmit, len(p.Submits))
@@ -198,7 +216,10 @@ func (s *server) forwardedSubmits(w http.ResponseWriter, r *http.Request) {
 		for k := range m.Jobs {
 			m.Jobs[k].ID = "" // the leader mints IDs
 		}
-		ps := &pendingSubmit{jobs: m.Jobs, batch: batches[i] == '1', forwarded: true, done: make(chan struct{})}
+		ps := &pendingSubmit{jobs: m.Jobs, batch: batches[i] == '1', forwarded: true, reqID: RequestIDFrom(r.Context()), done: make(chan struct{})}
+		if reqIDs != nil && len(reqIDs[i]) <= 128 && printableASCII(reqIDs[i]) {
+			ps.reqID = reqIDs[i]
+		}
 		pending[i] = ps
 		release, err := s.admit(len(m.Jobs))
 		if err != nil {

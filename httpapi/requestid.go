@@ -37,6 +37,14 @@ func printableASCII(s string) bool {
 	return true
 }
 
+// withRequestID returns ctx carrying id (logged as request_id).
+func withRequestID(ctx context.Context, id string) context.Context {
+	if id == "" {
+		return ctx
+	}
+	return context.WithValue(ctx, requestIDKey{}, id)
+}
+
 // RequestIDFrom returns the request ID carried by ctx ("" if none).
 func RequestIDFrom(ctx context.Context) string {
 	id, _ := ctx.Value(requestIDKey{}).(string)

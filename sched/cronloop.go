@@ -310,6 +310,9 @@ func (l *cronLoop) fireDue(ctx context.Context) error {
 			case res != nil && len(res.Skipped) > 0:
 				l.s.log.Debug("fires refused by apply", "count", len(res.Skipped))
 			}
+			if errs[i] == nil {
+				observeFires(b, l.s.clk.Now())
+			}
 		}()
 	}
 	wg.Wait()

@@ -1,8 +1,12 @@
 package sched
 
 import (
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"github.com/foreman-sched/foreman/fsm"
 )
 
 // Registered with the default registry (GET /v1/metrics). The scheduler's
@@ -22,4 +26,21 @@ var (
 		Name: "foreman_scheduler_unplaced",
 		Help: "Runnable jobs (or blocked placement groups) the last plan left queued.",
 	})
+	// fireLateness: a fire is late by the leader's cron loop waking, the
+	// fire command's commit, and (a catch-up fire) the leader's absence.
+	fireLateness = promauto.NewHistogram(prometheus.HistogramOpts{
+		Name:    "foreman_schedule_fire_lateness_seconds",
+		Help:    "Time from a schedule's tick to its fire committed by the leader (catch-up fires of missed ticks included; skipped ticks not).",
+		Buckets: prometheus.ExponentialBuckets(0.001, 2, 18),
+	})
 )
+
+// observeFires records the lateness of committed fires (skips are not
+// runs).
+func observeFires(fires []fsm.Fire, committed time.Time) {
+	for i := range fires {
+		if fires[i].Skip == "" {
+			fireLateness.Observe(committed.Sub(fires[i].Tick).Seconds())
+		}
+	}
+}

@@ -79,6 +79,7 @@ func Command() *ucli.Command {
 			},
 			cronCommand(),
 			dagCommand(driver),
+			eventsCommand(driver),
 		},
 	}
 }
