@@ -33,6 +33,7 @@ type server struct {
 	cluster   Cluster
 	state     State
 	logs      Logs
+	artifacts Artifacts
 	ops       Operator
 	clock     Clock
 	ids       IDs
@@ -58,14 +59,15 @@ func New(cfg Config, deps Deps) http.Handler {
 		panic("httpapi.New: Deps.Cluster and Deps.State are required")
 	}
 	s := &server{
-		cfg:     cfg,
-		cluster: deps.Cluster,
-		state:   deps.State,
-		logs:    deps.Logs,
-		ops:     deps.Operator,
-		clock:   deps.Clock,
-		ids:     deps.IDs,
-		log:     deps.Logger,
+		cfg:       cfg,
+		cluster:   deps.Cluster,
+		state:     deps.State,
+		logs:      deps.Logs,
+		artifacts: deps.Artifacts,
+		ops:       deps.Operator,
+		clock:     deps.Clock,
+		ids:       deps.IDs,
+		log:       deps.Logger,
 	}
 	if s.clock == nil {
 		s.clock = systemClock{}
@@ -111,6 +113,8 @@ func (s *server) routes() {
 	m.HandleFunc("GET /v1/events", s.local(s.events))
 	m.HandleFunc("GET /v1/metrics", s.local(s.metrics.serve))
 	m.HandleFunc("GET /v1/jobs/{id}/result", s.read(s.jobResult))
+	m.HandleFunc("GET /v1/jobs/{id}/artifacts", s.read(s.listArtifacts))
+	m.HandleFunc("GET /v1/jobs/{id}/artifacts/{path...}", s.read(s.getArtifact))
 
 	m.HandleFunc("POST /v1/workflows", s.write(s.submitWorkflow))
 	m.HandleFunc("GET /v1/workflows", s.read(s.listWorkflows))
