@@ -208,6 +208,33 @@ func TestSystemWorkflow(t *testing.T) {
 		t.Errorf("submit with an unknown parent: %d %s", r.code, r.stderr)
 	}
 
+	// A schedule that fires a workflow (the testdata example), triggered
+	// now: the workflow runs, extract's artifact reaches transform.
+	if r := runForeman(t, bin, addr, "schedule", "create", "-f", "testdata/schedules/nightly-etl.yaml"); r.code != 0 {
+		t.Fatalf("schedule create: %d %s", r.code, r.stderr)
+	}
+	r = runForeman(t, bin, addr, "schedule", "trigger", "nightly-etl", "--json")
+	var trig httpapi.TriggerResponse
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &trig) != nil || !trig.Workflow {
+		t.Fatalf("schedule trigger: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	eventually(t, systemTimeout, "the scheduled workflow succeeded", func() error {
+		d, err := cl.GetWorkflowAll(ctx, trig.JobID, false)
+		if err != nil {
+			return err
+		}
+		if d.State != fsm.WorkflowSucceeded {
+			return fmt.Errorf("workflow is %s: %+v", d.State, d.JobList)
+		}
+		if res, err := cl.JobResult(ctx, d.JobList[1].ID, false); err != nil || strings.TrimSpace(string(res)) != "1" {
+			return fmt.Errorf("transform's result %q %v", res, err)
+		}
+		return nil
+	})
+	if r := runForeman(t, bin, addr, "schedule", "status", "nightly-etl"); r.code != 0 || !strings.Contains(r.stdout, "workflow "+trig.JobID) {
+		t.Errorf("schedule status: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+
 	// The only copy of a's artifacts is on wf1: with wf1 down, the error
 	// says so by name.
 	agents[0].kill9()
