@@ -66,9 +66,20 @@ func artifactsDir(dir string) string { return filepath.Join(dir, IODirName, Arti
 // fsm.ArtifactsMaxFiles, removes everything else, and says what it dropped.
 func collectArtifacts(dir string, maxBytes int64) ([]fsm.Artifact, string) {
 	root := artifactsDir(dir)
-	if _, err := os.Lstat(root); err != nil {
+	if fi, err := os.Lstat(root); err != nil {
 		return nil, ""
+	} else if !fi.IsDir() { // replaced by a symlink or a file: keep nothing
+		os.Remove(root)
+		return nil, "the artifacts directory was replaced by a non-directory; nothing kept"
 	}
+	// Deletions go through os.Root: a process the job left behind could
+	// swap a directory for a symlink during the walk, and a plain
+	// os.Remove would then follow it out of the directory (as root).
+	r, err := os.OpenRoot(root)
+	if err != nil {
+		return nil, fmt.Sprintf("artifacts not read: %v", err)
+	}
+	defer r.Close()
 	type file struct {
 		rel  string
 		size int64
@@ -82,10 +93,6 @@ func collectArtifacts(dir string, maxBytes int64) ([]fsm.Artifact, string) {
 			return nil
 		}
 		if p == root {
-			if !d.IsDir() { // replaced by a symlink or a file: keep nothing
-				os.Remove(p)
-				removed++
-			}
 			return nil
 		}
 		rel := filepath.ToSlash(strings.TrimPrefix(p, root+string(filepath.Separator)))
@@ -93,7 +100,7 @@ func collectArtifacts(dir string, maxBytes int64) ([]fsm.Artifact, string) {
 		case d.IsDir():
 			return nil
 		case !d.Type().IsRegular() || fsm.ValidArtifactPath(rel) != nil:
-			os.Remove(p)
+			r.Remove(filepath.FromSlash(rel))
 			removed++
 			return nil
 		}
@@ -109,7 +116,7 @@ func collectArtifacts(dir string, maxBytes int64) ([]fsm.Artifact, string) {
 	var total int64
 	for _, f := range files {
 		if len(out) >= fsm.ArtifactsMaxFiles || total+f.size > maxBytes {
-			os.Remove(filepath.Join(root, filepath.FromSlash(f.rel)))
+			r.Remove(filepath.FromSlash(f.rel))
 			over++
 			continue
 		}
