@@ -286,6 +286,9 @@ func checkArtifacts(t *testing.T, bin string, agents []*agentProc, id string) {
 	if b, err := os.ReadFile(filepath.Join(dir, "out", "data.txt")); err != nil || string(b) != "artifact-of-a" {
 		t.Errorf("artifacts get wrote %q %v", b, err)
 	}
+	if r := runForeman(t, bin, addr, "job", "status", id); r.code != 0 || !strings.Contains(r.stdout, "Artifacts of attempt 1: 2 files, 14 bytes on node wf1") {
+		t.Errorf("job status: %d %s %s", r.code, r.stdout, r.stderr)
+	}
 	if r := runForeman(t, bin, addr, "artifacts", "ls", id); r.code != 0 || !strings.Contains(r.stdout, "out/data.txt") {
 		t.Errorf("artifacts ls: %d %s %s", r.code, r.stdout, r.stderr)
 	}
