@@ -42,13 +42,13 @@ type TaskFile struct {
 	// Lease is how long the supervisor lets the job run without a renewal.
 	Lease fsm.Duration `json:"lease"`
 	// LogMaxBytes caps each of stdout.log and stderr.log (one rotated copy is kept).
-	LogMaxBytes  int64  `json:"log_max_bytes"`
-	ImageCache   string `json:"image_cache,omitempty"`
-	ArtifactsDir string `json:"artifacts_dir,omitempty"`
+	LogMaxBytes   int64     `json:"log_max_bytes"`
+	ImageCache    string    `json:"image_cache,omitempty"`
+	ArtifactsDir  string    `json:"artifacts_dir,omitempty"`
+	CheckpointDir string    `json:"checkpoint_dir,omitempty"`
+	CreatedAt     time.Time `json:"created_at"`
 	// ArtifactsMaxBytes caps what is kept of the artifacts (0: the default).
-	ArtifactsMaxBytes int64     `json:"artifacts_max_bytes,omitempty"`
-	CheckpointDir     string    `json:"checkpoint_dir,omitempty"`
-	CreatedAt         time.Time `json:"created_at"`
+	ArtifactsMaxBytes int64 `json:"artifacts_max_bytes,omitempty"`
 }
 
 // Result is result.json: how the attempt ended, as the supervisor saw it.
@@ -90,8 +90,9 @@ func (r *Result) Report(tf *TaskFile) fsm.ReportAttempt {
 		CPUTimeNs:    r.CPUTimeNs,
 		StderrTail:   r.StderrTail,
 
-		Result:           r.JobResult,
-		ResultTruncated:  r.JobResultTruncated,
+		Result:          r.JobResult,
+		ResultTruncated: r.JobResultTruncated,
+
 		Artifacts:        r.Artifacts,
 		ArtifactsWarning: r.ArtifactsWarning,
 	}

@@ -66,10 +66,10 @@ type Attempt struct {
 	StderrTail  string `json:"stderr_tail,omitempty"`
 	// Result is what the job wrote to its result file (children get it
 	// as an input); Warning says what went wrong with it.
-	Result  []byte `json:"result,omitempty"`
-	Warning string `json:"warning,omitempty"`
+	Result      []byte `json:"result,omitempty"`
+	Warning     string `json:"warning,omitempty"`
+	ModifyIndex uint64 `json:"modify_index"`
 	// Artifacts lists the files the attempt left in its artifacts
 	// directory; the bytes stay on Node (artifact.go).
-	Artifacts   []Artifact `json:"artifacts,omitempty"`
-	ModifyIndex uint64     `json:"modify_index"`
+	Artifacts []Artifact `json:"artifacts,omitempty"`
 }

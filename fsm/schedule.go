@@ -55,18 +55,18 @@ const (
 // (the cron spec parses, the zone exists, the template passes the submit
 // checks, defaults are filled) before it goes into a command.
 type ScheduleSpec struct {
-	Name     string  `json:"name"`
-	Cron     string  `json:"cron"`
-	TimeZone string  `json:"time_zone,omitempty"` // IANA name; "" = UTC
-	Job      JobSpec `json:"job"`
+	Name       string        `json:"name"`
+	Cron       string        `json:"cron"`
+	TimeZone   string        `json:"time_zone,omitempty"` // IANA name; "" = UTC
+	Job        JobSpec       `json:"job"`
+	StartAt    *time.Time    `json:"start_at,omitempty"`
+	EndAt      *time.Time    `json:"end_at,omitempty"`
+	Overlap    OverlapPolicy `json:"overlap"`
+	CatchUp    CatchUpPolicy `json:"catch_up"`
+	MaxCatchUp int           `json:"max_catch_up"`
+	Paused     bool          `json:"paused,omitempty"`
 	// Workflow, when set, is fired instead of Job (schedule_workflow.go).
-	Workflow   *WorkflowTemplate `json:"workflow,omitempty"`
-	StartAt    *time.Time        `json:"start_at,omitempty"`
-	EndAt      *time.Time        `json:"end_at,omitempty"`
-	Overlap    OverlapPolicy     `json:"overlap"`
-	CatchUp    CatchUpPolicy     `json:"catch_up"`
-	MaxCatchUp int               `json:"max_catch_up"`
-	Paused     bool              `json:"paused,omitempty"`
+	Workflow *WorkflowTemplate `json:"workflow,omitempty"`
 }
 
 // Schedule is the replicated record of one schedule.
@@ -104,14 +104,14 @@ func (s *Schedule) DecidedThrough() time.Time {
 // FireRecord is one decided tick (or, with Count > 1, a run of skipped
 // ticks ending at Tick).
 type FireRecord struct {
-	Tick  time.Time `json:"tick"`
-	At    time.Time `json:"at"` // when the fire was applied (leader's clock)
-	JobID string    `json:"job_id,omitempty"`
+	Tick    time.Time `json:"tick"`
+	At      time.Time `json:"at"` // when the fire was applied (leader's clock)
+	JobID   string    `json:"job_id,omitempty"`
+	Manual  bool      `json:"manual,omitempty"`
+	Skipped string    `json:"skipped,omitempty"` // why no job was created
+	Count   int       `json:"count,omitempty"`   // skipped ticks this record stands for (0 = 1)
 	// Workflow says JobID is the ID of the workflow the fire created.
-	Workflow bool   `json:"workflow,omitempty"`
-	Manual   bool   `json:"manual,omitempty"`
-	Skipped  string `json:"skipped,omitempty"` // why no job was created
-	Count    int    `json:"count,omitempty"`   // skipped ticks this record stands for (0 = 1)
+	Workflow bool `json:"workflow,omitempty"`
 }
 
 // Schedule commands.

@@ -79,16 +79,16 @@ type IDs interface{ NewID() string }
 // this node fail with 503; Operator: operator requests fail with 503;
 // Clock: the system clock; IDs: NewULIDs; Logger: slog.Default()).
 type Deps struct {
-	Cluster Cluster
-	State   State
-	Logs    Logs
+	Cluster  Cluster
+	State    State
+	Logs     Logs
+	Operator Operator
+	Clock    Clock
+	IDs      IDs
+	Logger   *slog.Logger
 	// Artifacts serves this node's artifacts (nil: requests for artifacts
 	// kept here fail with 503).
 	Artifacts Artifacts
-	Operator  Operator
-	Clock     Clock
-	IDs       IDs
-	Logger    *slog.Logger
 }
 
 // Member is one gossip member as the API reports it.

@@ -59,16 +59,16 @@ func New(cfg Config, deps Deps) http.Handler {
 		panic("httpapi.New: Deps.Cluster and Deps.State are required")
 	}
 	s := &server{
-		cfg:       cfg,
-		cluster:   deps.Cluster,
-		state:     deps.State,
-		logs:      deps.Logs,
-		artifacts: deps.Artifacts,
-		ops:       deps.Operator,
-		clock:     deps.Clock,
-		ids:       deps.IDs,
-		log:       deps.Logger,
+		cfg:     cfg,
+		cluster: deps.Cluster,
+		state:   deps.State,
+		logs:    deps.Logs,
+		ops:     deps.Operator,
+		clock:   deps.Clock,
+		ids:     deps.IDs,
+		log:     deps.Logger,
 	}
+	s.artifacts = deps.Artifacts
 	if s.clock == nil {
 		s.clock = systemClock{}
 	}

@@ -340,12 +340,13 @@ func runAgent(parent context.Context, cfg *agentConfig) error {
 	})
 
 	api := httpapi.New(cfg.api, httpapi.Deps{
-		Cluster:   clusterAdapter{node},
-		State:     f,
-		Logs:      workerLogs{worker},
+		Cluster:  clusterAdapter{node},
+		State:    f,
+		Logs:     workerLogs{worker},
+		Operator: operatorAdapter{node},
+		Logger:   logger,
+
 		Artifacts: workerArtifacts{worker},
-		Operator:  operatorAdapter{node},
-		Logger:    logger,
 	})
 	srv := &http.Server{Handler: routes(api, node.InternalHandler(), cfg.pprof), ReadHeaderTimeout: 10 * time.Second}
 	srvErr := make(chan error, 1)
