@@ -146,6 +146,14 @@ func scheduleCreate(c *ucli.Context) error {
 	if in.Name == "" {
 		return fmt.Errorf("no schedule name: foreman schedule create NAME --cron SPEC -- CMD")
 	}
+	if in.Workflow != nil {
+		// A workflow template comes from the file whole; job flags and a
+		// command are for job templates.
+		if len(args) > 1 {
+			return fmt.Errorf("%s fires a workflow: a command after -- is for a schedule that fires a job", c.String("file"))
+		}
+		return createSchedule(c, in)
+	}
 	job := httpapi.JobSpecInput{}
 	if in.Job != nil {
 		job = *in.Job
@@ -167,6 +175,12 @@ func scheduleCreate(c *ucli.Context) error {
 		return fmt.Errorf("no command: put it after --, e.g. foreman schedule create %s --cron @hourly -- echo hello", in.Name)
 	}
 	in.Job = &job
+	return createSchedule(c, in)
+}
+
+// createSchedule applies the schedule flags (which override the file) and
+// creates the schedule.
+func createSchedule(c *ucli.Context, in httpapi.ScheduleInput) error {
 	str := map[string]*string{"cron": &in.Cron, "tz": &in.TimeZone, "overlap": &in.Overlap, "catch-up": &in.CatchUp}
 	for flag, dst := range str {
 		if c.IsSet(flag) {
