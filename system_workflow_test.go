@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -65,9 +66,12 @@ func TestSystemWorkflow(t *testing.T) {
 		}
 	}
 	wf := httpapi.WorkflowInput{Name: "system", Jobs: []httpapi.JobSpecInput{
-		job("a", "1", `printf "from-a@$FOREMAN_NODE" > "$FOREMAN_RESULT"`, nil, ""),
+		job("a", "1", `printf "from-a@$FOREMAN_NODE" > "$FOREMAN_RESULT" && mkdir -p "$FOREMAN_ARTIFACTS/out" &&
+			printf "artifact-of-a" > "$FOREMAN_ARTIFACTS/out/data.txt" && printf x > "$FOREMAN_ARTIFACTS/top" &&
+			ln -s /etc/passwd "$FOREMAN_ARTIFACTS/evil"`, nil, ""),
 		job("b", "2", "test -e "+marker, []string{"a"}, ""),
-		job("c", "2", `cat "$FOREMAN_INPUTS/a/result" > "$FOREMAN_RESULT" && printf " via $FOREMAN_NODE" >> "$FOREMAN_RESULT"`, []string{"a"}, ""),
+		job("c", "2", `cat "$FOREMAN_INPUTS/a/result" > "$FOREMAN_RESULT" && printf " via $FOREMAN_NODE" >> "$FOREMAN_RESULT" &&
+			printf " +%s" "$(cat "$FOREMAN_INPUTS/a/artifacts/out/data.txt")" >> "$FOREMAN_RESULT" && test ! -e "$FOREMAN_INPUTS/a/artifacts/evil"`, []string{"a"}, ""),
 		job("d", "3", "true", []string{"b", "c"}, ""),
 		job("e", "3", "true", []string{"b"}, "failure"),
 		job("f", "3", `cat "$FOREMAN_INPUTS/c/result" > "$FOREMAN_RESULT"`, []string{"c"}, ""),
@@ -114,9 +118,10 @@ func TestSystemWorkflow(t *testing.T) {
 	}
 	// The result crossed two nodes: written on wf1, read and extended on wf2, read on wf3.
 	res, err := cl.JobResult(ctx, st["f"].ID, false)
-	if err != nil || string(res) != "from-a@wf1 via wf2" {
-		t.Errorf("f's result: %q, %v", res, err)
+	if err != nil || string(res) != "from-a@wf1 via wf2 +artifact-of-a" {
+		t.Errorf("f's result (with a's artifact fetched by wf2 from wf1): %q, %v", res, err)
 	}
+	checkArtifacts(t, bin, agents, st["a"].ID)
 	// Invariant 4 on real timestamps: each child started after its
 	// deciding parent's attempt finished.
 	for child, parent := range map[string]string{"c": "a", "e": "b", "f": "c", "g": "a"} {
@@ -201,5 +206,93 @@ func TestSystemWorkflow(t *testing.T) {
 	waitJobState(t, agents[0], strings.TrimSpace(r.stdout), "succeeded")
 	if r := runForeman(t, bin, addr, "submit", "--depends-on", "01NOSUCHJOB", "--", "true"); r.code == 0 || !strings.Contains(r.stderr, "no job") {
 		t.Errorf("submit with an unknown parent: %d %s", r.code, r.stderr)
+	}
+
+	// A schedule that fires a workflow (the testdata example), triggered
+	// now: the workflow runs, extract's artifact reaches transform.
+	if r := runForeman(t, bin, addr, "schedule", "create", "-f", "testdata/schedules/nightly-etl.yaml"); r.code != 0 {
+		t.Fatalf("schedule create: %d %s", r.code, r.stderr)
+	}
+	r = runForeman(t, bin, addr, "schedule", "trigger", "nightly-etl", "--json")
+	var trig httpapi.TriggerResponse
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &trig) != nil || !trig.Workflow {
+		t.Fatalf("schedule trigger: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	eventually(t, systemTimeout, "the scheduled workflow succeeded", func() error {
+		d, err := cl.GetWorkflowAll(ctx, trig.JobID, false)
+		if err != nil {
+			return err
+		}
+		if d.State != fsm.WorkflowSucceeded {
+			return fmt.Errorf("workflow is %s: %+v", d.State, d.JobList)
+		}
+		if res, err := cl.JobResult(ctx, d.JobList[1].ID, false); err != nil || strings.TrimSpace(string(res)) != "1" {
+			return fmt.Errorf("transform's result %q %v", res, err)
+		}
+		return nil
+	})
+	if r := runForeman(t, bin, addr, "schedule", "status", "nightly-etl"); r.code != 0 || !strings.Contains(r.stdout, "workflow "+trig.JobID) {
+		t.Errorf("schedule status: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+
+	// The only copy of a's artifacts is on wf1: with wf1 down, the error
+	// says so by name.
+	agents[0].kill9()
+	r = runForeman(t, bin, addr, "artifacts", "get", st["a"].ID, "top", "-o", "-")
+	if r.code == 0 || !strings.Contains(r.stderr, "wf1") {
+		t.Errorf("artifact on a dead node: %d %q", r.code, r.stderr)
+	}
+}
+
+// checkArtifacts checks the artifacts of job a (run on wf1, which wrote
+// out/data.txt, top and a symlink out): listed from any node without the
+// symlink, downloaded through wf3 (proxied to wf1) by the API and the CLI,
+// and a path that escapes the directory refused.
+func checkArtifacts(t *testing.T, bin string, agents []*agentProc, id string) {
+	t.Helper()
+	ctx := context.Background()
+	via, err := httpapi.NewClient(agents[2].url(""), httpapi.ClientOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := via.ListArtifacts(ctx, id, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Node != "wf1" || len(l.Artifacts) != 2 || l.Artifacts[0] != (fsm.Artifact{Path: "out/data.txt", Size: 13}) ||
+		l.Artifacts[1] != (fsm.Artifact{Path: "top", Size: 1}) || !strings.Contains(l.Warning, "not regular files") {
+		t.Errorf("artifact list: %+v", l)
+	}
+	var buf strings.Builder
+	if _, err := via.GetArtifact(ctx, id, 0, "out/data.txt", &buf); err != nil || buf.String() != "artifact-of-a" {
+		t.Errorf("artifact through wf3: %q %v", buf.String(), err)
+	}
+	for _, bad := range []string{"..%2F..%2F..%2Fetc%2Fpasswd", "evil", "out%2F..%2F..%2Ftask.json"} {
+		resp, err := http.Get(agents[2].url("/v1/jobs/" + id + "/artifacts/" + bad))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest && resp.StatusCode != http.StatusNotFound {
+			t.Errorf("GET artifact %s: %d, want 400 or 404", bad, resp.StatusCode)
+		}
+	}
+	dir := t.TempDir()
+	addr := agents[1].url("")
+	r := runForeman(t, bin, addr, "artifacts", "get", id, "-o", dir, "--json")
+	if r.code != 0 {
+		t.Fatalf("artifacts get: %d %s", r.code, r.stderr)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "out", "data.txt")); err != nil || string(b) != "artifact-of-a" {
+		t.Errorf("artifacts get wrote %q %v", b, err)
+	}
+	if r := runForeman(t, bin, addr, "job", "status", id); r.code != 0 || !strings.Contains(r.stdout, "Artifacts of attempt 1: 2 files, 14 bytes on node wf1") {
+		t.Errorf("job status: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	if r := runForeman(t, bin, addr, "artifacts", "ls", id); r.code != 0 || !strings.Contains(r.stdout, "out/data.txt") {
+		t.Errorf("artifacts ls: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	if r := runForeman(t, bin, addr, "artifacts", "get", id, "../x"); r.code != 2 || !strings.Contains(r.stderr, "escapes") {
+		t.Errorf("artifacts get ../x: %d %s", r.code, r.stderr)
 	}
 }

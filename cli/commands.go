@@ -23,6 +23,7 @@ func clientCommands() []*ucli.Command {
 		eventsCommand(),
 		jobCommand(),
 		workflowCommand(),
+		artifactsCommand(),
 		nodeCommand(),
 		queueCommand(),
 		scheduleCommand(),

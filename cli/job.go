@@ -234,6 +234,13 @@ func printJobDetail(c *ucli.Context, d *httpapi.JobDetail) error {
 	if err := t.Flush(); err != nil {
 		return err
 	}
+	if last := d.Attempts[len(d.Attempts)-1]; len(last.Artifacts) > 0 {
+		var bytes int64
+		for _, a := range last.Artifacts {
+			bytes += a.Size
+		}
+		fmt.Fprintf(Stdout(c), "\nArtifacts of attempt %d: %d files, %d bytes on node %s (foreman artifacts ls %s)\n", last.Num, len(last.Artifacts), bytes, last.Node, d.Job.ID)
+	}
 	if last := d.Attempts[len(d.Attempts)-1]; last.StderrTail != "" && !last.State.Live() && last.State != fsm.AttemptSucceeded {
 		fmt.Fprintf(Stdout(c), "\nstderr tail of attempt %d:\n%s\n", last.Num, strings.TrimRight(last.StderrTail, "\n"))
 	}

@@ -85,13 +85,13 @@ func scheduleCommand() *ucli.Command {
 				}
 				return any(s), nil
 			}),
-			simple("trigger", "run the schedule's job once now (recorded as manual); prints the job ID", func(c *ucli.Context, cl *httpapi.Client, n string) (any, error) {
-				id, err := cl.TriggerSchedule(c.Context, n)
+			simple("trigger", "run the schedule's job (or workflow) once now (recorded as manual); prints its ID", func(c *ucli.Context, cl *httpapi.Client, n string) (any, error) {
+				id, wf, err := cl.TriggerScheduleFire(c.Context, n)
 				if err != nil {
 					return nil, err
 				}
 				if c.Bool("json") {
-					return httpapi.TriggerResponse{JobID: id}, nil
+					return httpapi.TriggerResponse{JobID: id, Workflow: wf}, nil
 				}
 				return id, nil
 			}),
@@ -146,6 +146,14 @@ func scheduleCreate(c *ucli.Context) error {
 	if in.Name == "" {
 		return fmt.Errorf("no schedule name: foreman schedule create NAME --cron SPEC -- CMD")
 	}
+	if in.Workflow != nil {
+		// A workflow template comes from the file whole; job flags and a
+		// command are for job templates.
+		if len(args) > 1 {
+			return fmt.Errorf("%s fires a workflow: a command after -- is for a schedule that fires a job", c.String("file"))
+		}
+		return createSchedule(c, in)
+	}
 	job := httpapi.JobSpecInput{}
 	if in.Job != nil {
 		job = *in.Job
@@ -167,6 +175,12 @@ func scheduleCreate(c *ucli.Context) error {
 		return fmt.Errorf("no command: put it after --, e.g. foreman schedule create %s --cron @hourly -- echo hello", in.Name)
 	}
 	in.Job = &job
+	return createSchedule(c, in)
+}
+
+// createSchedule applies the schedule flags (which override the file) and
+// creates the schedule.
+func createSchedule(c *ucli.Context, in httpapi.ScheduleInput) error {
 	str := map[string]*string{"cron": &in.Cron, "tz": &in.TimeZone, "overlap": &in.Overlap, "catch-up": &in.CatchUp}
 	for flag, dst := range str {
 		if c.IsSet(flag) {
@@ -252,6 +266,9 @@ func lastResult(s *httpapi.ScheduleInfo) string {
 	if f.JobID == "" {
 		return "skipped: " + truncate(f.Skipped, 40)
 	}
+	if f.Workflow {
+		return f.Outcome + " workflow " + f.JobID
+	}
 	return f.Outcome + " " + f.JobID
 }
 
@@ -303,10 +320,16 @@ func scheduleStatus(c *ucli.Context, name string) error {
 	if sp.Paused {
 		state = "paused"
 	}
+	if sp.Workflow != nil {
+		fmt.Fprintf(w, "Fires:      workflow %s (%d jobs)\n", sp.Workflow.Name, len(sp.Workflow.Jobs))
+	}
 	fmt.Fprintf(w, "State:      %s, %d fired, %d skipped\nNext fire:  %s\n\n", state, s.Fired, s.Skipped, nextFire(s))
 	t := NewTable(w, "TICK", "FIRED AT", "LATE", "JOB", "OUTCOME")
 	for _, f := range s.Fires {
 		job, outcome := orDash(f.JobID), orDash(f.Outcome)
+		if f.Workflow {
+			job = "workflow " + f.JobID
+		}
 		if f.Manual {
 			outcome += " (manual)"
 		}

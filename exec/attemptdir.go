@@ -47,6 +47,8 @@ type TaskFile struct {
 	ArtifactsDir  string    `json:"artifacts_dir,omitempty"`
 	CheckpointDir string    `json:"checkpoint_dir,omitempty"`
 	CreatedAt     time.Time `json:"created_at"`
+	// ArtifactsMaxBytes caps what is kept of the artifacts (0: the default).
+	ArtifactsMaxBytes int64 `json:"artifacts_max_bytes,omitempty"`
 }
 
 // Result is result.json: how the attempt ended, as the supervisor saw it.
@@ -64,6 +66,10 @@ type Result struct {
 	// JobResult is what the job wrote to its result file (result.go).
 	JobResult          []byte `json:"job_result,omitempty"`
 	JobResultTruncated bool   `json:"job_result_truncated,omitempty"`
+	// Artifacts lists the files kept in the artifacts directory;
+	// ArtifactsWarning says what was removed (artifacts.go).
+	Artifacts        []fsm.Artifact `json:"artifacts,omitempty"`
+	ArtifactsWarning string         `json:"artifacts_warning,omitempty"`
 }
 
 // Report turns a result into the executor's report for attempt tf.
@@ -86,6 +92,9 @@ func (r *Result) Report(tf *TaskFile) fsm.ReportAttempt {
 
 		Result:          r.JobResult,
 		ResultTruncated: r.JobResultTruncated,
+
+		Artifacts:        r.Artifacts,
+		ArtifactsWarning: r.ArtifactsWarning,
 	}
 }
 

@@ -32,6 +32,12 @@ const (
 type Input struct {
 	Name   string // the directory name: the parent's name (or its ID)
 	Result []byte
+	// JobID, Attempt and Node name the parent's deciding attempt, whose
+	// Artifacts are copied under <Name>/artifacts/ (artifacts.go).
+	JobID     string
+	Attempt   int
+	Node      string
+	Artifacts []fsm.Artifact
 }
 
 // resultPath and inputsDir are the host paths of an attempt's result file
@@ -59,6 +65,12 @@ func prepareIO(dir, driver string, inputs []Input) ([]string, error) {
 	if err := os.Mkdir(inputsDir(dir), 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 		return nil, err
 	}
+	if err := os.Mkdir(artifactsDir(dir), 0o777); err != nil && !errors.Is(err, os.ErrExist) {
+		return nil, err
+	}
+	if err := os.Chmod(artifactsDir(dir), 0o777); err != nil { // past the umask
+		return nil, err
+	}
 	for _, in := range inputs {
 		if in.Name == "" || in.Name == "." || in.Name == ".." || filepath.Base(in.Name) != in.Name {
 			continue // fsm.ValidJobName keeps workflow names safe; IDs are too
@@ -72,9 +84,9 @@ func prepareIO(dir, driver string, inputs []Input) ([]string, error) {
 		}
 	}
 	if driver == "process" {
-		return []string{"FOREMAN_RESULT=" + resultPath(dir), "FOREMAN_INPUTS=" + inputsDir(dir)}, nil
+		return []string{"FOREMAN_RESULT=" + resultPath(dir), "FOREMAN_INPUTS=" + inputsDir(dir), "FOREMAN_ARTIFACTS=" + artifactsDir(dir)}, nil
 	}
-	return []string{"FOREMAN_RESULT=" + ContainerResultPath, "FOREMAN_INPUTS=" + ContainerInputsDir}, nil
+	return []string{"FOREMAN_RESULT=" + ContainerResultPath, "FOREMAN_INPUTS=" + ContainerInputsDir, "FOREMAN_ARTIFACTS=" + ContainerArtifactsDir}, nil
 }
 
 // readResultFile reads what the job wrote, at most fsm.ResultMax bytes;

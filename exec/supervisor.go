@@ -340,6 +340,11 @@ func (s *supervisor) execute(srv *controlServer) *Result {
 			if r.JobResult, r.JobResultTruncated, err = readResultFile(s.dir); err != nil {
 				s.log.Warn("job result not read", "err", err)
 			}
+			max := s.tf.ArtifactsMaxBytes
+			if max <= 0 {
+				max = DefaultArtifactsMaxBytes
+			}
+			r.Artifacts, r.ArtifactsWarning = collectArtifacts(s.dir, max)
 			return r
 		case <-leaseTimer.C:
 			if s.lease.Expired() {

@@ -148,7 +148,7 @@ func (w *Worker) launch(ctx context.Context, id, dir string, a Assignment) {
 		}
 		hold := time.AfterFunc(startSlotHold, release)
 		defer hold.Stop()
-		lc2, err := r.start(a)
+		lc2, err := r.start(ctx, a)
 		if errors.Is(err, errSupervisorExited) {
 			release()
 			r.finish(ctx, r.collect())
@@ -206,7 +206,7 @@ func (w *Worker) adoptDir(ctx context.Context, id, dir string) (live bool) {
 // start writes task.json, pre-listens on lease.sock, and starts the
 // detached supervisor. Because the socket exists before the supervisor
 // runs, the worker can connect at once.
-func (r *attemptRun) start(a Assignment) (*leaseClient, error) {
+func (r *attemptRun) start(ctx context.Context, a Assignment) (*leaseClient, error) {
 	w := r.w
 	driver := a.Spec.Driver
 	if driver == "" {
@@ -218,6 +218,7 @@ func (r *attemptRun) start(a Assignment) (*leaseClient, error) {
 		Driver: driver, Env: jobEnv(a, w.cfg.Node),
 		Lease: fsm.Duration(w.cfg.LeaseDuration), LogMaxBytes: w.cfg.LogMaxBytes,
 		ImageCache: w.cfg.ImageCache, CreatedAt: time.Now().UTC(),
+		ArtifactsDir: artifactsDir(r.dir), ArtifactsMaxBytes: w.cfg.ArtifactsMaxBytes,
 	}
 	// Two mkdirs, not MkdirAll + chmod: this is on every attempt's path.
 	// The dir may exist (a start that failed before task.json was written);
@@ -234,6 +235,9 @@ func (r *attemptRun) start(a Assignment) (*leaseClient, error) {
 		return nil, fmt.Errorf("result file and inputs: %w", err)
 	}
 	r.tf.Env = append(r.tf.Env, ioEnv...)
+	if err := w.fetchInputArtifacts(ctx, r.dir, a.Inputs); err != nil {
+		return nil, fmt.Errorf("inputs: %w", err)
+	}
 	if err := writeJSONAtomic(filepath.Join(r.dir, TaskFileName), r.tf, false); err != nil {
 		return nil, fmt.Errorf("write task file: %w", err)
 	}
@@ -271,7 +275,7 @@ var errSupervisorExited = errors.New("supervisor exited before the lease connect
 
 var reservedEnv = map[string]bool{
 	"FOREMAN_JOB_ID": true, "FOREMAN_ATTEMPT": true, "FOREMAN_FENCING_TOKEN": true, "FOREMAN_NODE": true,
-	"FOREMAN_RESULT": true, "FOREMAN_INPUTS": true,
+	"FOREMAN_RESULT": true, "FOREMAN_INPUTS": true, "FOREMAN_ARTIFACTS": true,
 }
 
 // jobEnv is the spec's env (sorted for stable output) plus the FOREMAN_*
@@ -414,6 +418,9 @@ func (r *attemptRun) finish(ctx context.Context, res *Result) {
 	}
 	os.WriteFile(filepath.Join(r.dir, ReportedName), nil, 0o644)
 	os.RemoveAll(filepath.Join(r.dir, WorkDirName))
+	if len(res.Artifacts) > 0 {
+		w.enforceNodeCap()
+	}
 	w.log.Info("attempt done", "task", r.id, "state", res.State, "reason", res.Reason, "superseded", superseded)
 }
 

@@ -55,7 +55,10 @@ type WorkerDeps struct {
 	Assignments   Assignments
 	Reporter      Reporter
 	LeaderContact LeaderContact
-	Logger        *slog.Logger // nil = slog.Default()
+	// Artifacts fetches parents' artifacts from other nodes for a child's
+	// inputs (nil: a child whose parent ran elsewhere fails to start).
+	Artifacts ArtifactFetcher
+	Logger    *slog.Logger // nil = slog.Default()
 }
 
 // Defaults. The lease must stay below what the leader waits before it
@@ -126,6 +129,13 @@ type WorkerConfig struct {
 	// to the pool unless it holds this many; 0 = no reuse, every attempt
 	// gets a process of its own. Must be 0 or >= WarmSupervisors.
 	MaxIdleSupervisors int
+	// ArtifactsMaxBytes caps the artifacts kept of one attempt (files past
+	// it, in path order, are deleted with a warning); ArtifactsNodeMaxBytes
+	// caps those of all finished attempts on this node (the oldest are
+	// evicted first; 0 = no node cap). Artifacts go with the attempt dir
+	// after KeepFinished.
+	ArtifactsMaxBytes     int64
+	ArtifactsNodeMaxBytes int64
 }
 
 // DefaultWorkerConfig returns the defaults; Node and DataDir must be set.
@@ -145,6 +155,9 @@ func DefaultWorkerConfig() WorkerConfig {
 		JobsCPUWeight:       20,
 		WarmSupervisors:     2,
 		MaxIdleSupervisors:  8 * runtime.NumCPU(),
+
+		ArtifactsMaxBytes:     DefaultArtifactsMaxBytes,
+		ArtifactsNodeMaxBytes: DefaultArtifactsNodeMaxBytes,
 	}
 }
 
@@ -176,6 +189,8 @@ func (c *WorkerConfig) Validate() error {
 		return fmt.Errorf("%w: JobsCPUWeight %d must be in 0..10000 (0: no cgroup)", ErrInvalidConfig, c.JobsCPUWeight)
 	case c.MaxConcurrentStarts < 1:
 		return fmt.Errorf("%w: MaxConcurrentStarts %d must be >= 1", ErrInvalidConfig, c.MaxConcurrentStarts)
+	case c.ArtifactsMaxBytes < 0 || c.ArtifactsNodeMaxBytes < 0:
+		return fmt.Errorf("%w: ArtifactsMaxBytes and ArtifactsNodeMaxBytes must be >= 0", ErrInvalidConfig)
 	case c.WarmSupervisors < 0:
 		return fmt.Errorf("%w: WarmSupervisors %d must be >= 0", ErrInvalidConfig, c.WarmSupervisors)
 	case c.MaxIdleSupervisors < 0 || (c.MaxIdleSupervisors > 0 && c.MaxIdleSupervisors < c.WarmSupervisors):

@@ -3,6 +3,7 @@ package fsm
 import (
 	"fmt"
 	"slices"
+	"strings"
 )
 
 func (a *applier) place(p *Place, res *Result) error {
@@ -122,6 +123,13 @@ func (a *applier) report(p *ReportAttempt, res *Result) error {
 	if len(at.Result) > ResultMax || p.ResultTruncated {
 		at.Result = at.Result[:min(len(at.Result), ResultMax)]
 		at.Warning = fmt.Sprintf("result truncated to %d bytes (the job wrote more)", ResultMax)
+	}
+	var dropped string
+	at.Artifacts, dropped = sanitizeArtifacts(p.Artifacts)
+	for _, w := range []string{p.ArtifactsWarning, dropped} {
+		if w = truncateString(w, 512); w != "" {
+			at.Warning = strings.TrimPrefix(at.Warning+"; "+w, "; ")
+		}
 	}
 	if p.OOM && at.Reason == "" {
 		at.Reason = ReasonOOM

@@ -56,6 +56,9 @@ func checkScheduleSpec(sp *ScheduleSpec) error {
 	case sp.StartAt != nil && sp.EndAt != nil && sp.EndAt.Before(*sp.StartAt):
 		return fmt.Errorf("%w: schedule.end_at: before start_at", ErrBadCommand)
 	}
+	if sp.Workflow != nil {
+		return checkWorkflowTemplate(sp.Workflow)
+	}
 	return nil
 }
 
@@ -194,6 +197,9 @@ func (a *applier) fire(s *Schedule, f *Fire, res *Result) error {
 	if !f.Manual {
 		s.Cursor = f.Tick
 	}
+	if rec.Skipped == "" && s.Spec.Workflow != nil {
+		return a.fireWorkflowTick(s, f, rec, res)
+	}
 	if rec.Skipped == "" {
 		// Refuse a bad job ID before overlap may cancel anything.
 		if err := validKey("job_id", f.JobID, maxIDLen); err != nil {
@@ -220,11 +226,56 @@ func (a *applier) fire(s *Schedule, f *Fire, res *Result) error {
 	} else {
 		s.Skipped += int64(max(1, rec.Count))
 	}
+	return a.recordFire(s, rec, state)
+}
+
+// recordFire appends a decided tick to the schedule's bounded history and
+// saves it.
+func (a *applier) recordFire(s *Schedule, rec FireRecord, state string) error {
 	s.History = append(s.History, rec)
 	if n := len(s.History) - ScheduleHistoryMax; n > 0 {
 		s.History = append([]FireRecord(nil), s.History[n:]...)
 	}
-	return a.saveScheduleJob(s, state, rec.JobID)
+	jobID := rec.JobID
+	if rec.Workflow {
+		jobID = ""
+	}
+	return a.saveScheduleJob(s, state, jobID)
+}
+
+// fireWorkflowTick is fire for a schedule with a workflow template: the
+// IDs are checked before overlap may cancel anything.
+func (a *applier) fireWorkflowTick(s *Schedule, f *Fire, rec FireRecord, res *Result) error {
+	if err := validKey("job_id", f.JobID, maxIDLen); err != nil {
+		skip(res, FireKey(f.Schedule, f.Tick), err.Error())
+		return nil
+	}
+	p, why := fireWorkflow(s, f, a.at)
+	if why == "" {
+		why = a.idsFree(p)
+	}
+	if why != "" {
+		skip(res, FireKey(f.Schedule, f.Tick), why)
+		return nil
+	}
+	why, err := a.overlapWorkflow(s, f)
+	if err != nil {
+		return err
+	}
+	if why == "" {
+		if why, err = a.createFiredWorkflow(p); err != nil {
+			return err
+		}
+	}
+	state := "fired"
+	if rec.Skipped = why; why == "" {
+		rec.JobID, rec.Workflow, s.LastJob = p.ID, true, p.ID
+		s.Fired++
+	} else {
+		state = "skipped"
+		s.Skipped++
+	}
+	return a.recordFire(s, rec, state)
 }
 
 // overlap applies the overlap policy against the schedule's last job: the

@@ -3,6 +3,7 @@ package fsm
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -99,6 +100,8 @@ func (a *applier) submitWorkflow(p *SubmitWorkflow, res *Result) error {
 		return err
 	}
 	created := make([]*Job, 0, len(p.Jobs))
+	a.pending = slices.Grow(a.pending, len(p.Jobs)) // an event per job
+
 	res.Jobs = make([]SubmitResult, 0, len(p.Jobs))
 	for i, nj := range p.Jobs {
 		if err := a.put(members, memberKey(w.ID, i), []byte(nj.ID)); err != nil {

@@ -69,4 +69,7 @@ type Attempt struct {
 	Result      []byte `json:"result,omitempty"`
 	Warning     string `json:"warning,omitempty"`
 	ModifyIndex uint64 `json:"modify_index"`
+	// Artifacts lists the files the attempt left in its artifacts
+	// directory; the bytes stay on Node (artifact.go).
+	Artifacts []Artifact `json:"artifacts,omitempty"`
 }

@@ -268,6 +268,11 @@ type ReportAttempt struct {
 	// a warning).
 	Result          []byte `json:"result,omitempty"`
 	ResultTruncated bool   `json:"result_truncated,omitempty"`
+	// Artifacts lists the files kept in the attempt's artifacts directory
+	// (at most ArtifactsMaxFiles; bad entries are dropped with a warning);
+	// ArtifactsWarning is the executor's note about what it did not keep.
+	Artifacts        []Artifact `json:"artifacts,omitempty"`
+	ArtifactsWarning string     `json:"artifacts_warning,omitempty"`
 }
 
 // ReleaseJobs moves waiting or retrying jobs whose NextRunAt <= At to

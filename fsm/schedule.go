@@ -65,6 +65,8 @@ type ScheduleSpec struct {
 	CatchUp    CatchUpPolicy `json:"catch_up"`
 	MaxCatchUp int           `json:"max_catch_up"`
 	Paused     bool          `json:"paused,omitempty"`
+	// Workflow, when set, is fired instead of Job (schedule_workflow.go).
+	Workflow *WorkflowTemplate `json:"workflow,omitempty"`
 }
 
 // Schedule is the replicated record of one schedule.
@@ -108,6 +110,8 @@ type FireRecord struct {
 	Manual  bool      `json:"manual,omitempty"`
 	Skipped string    `json:"skipped,omitempty"` // why no job was created
 	Count   int       `json:"count,omitempty"`   // skipped ticks this record stands for (0 = 1)
+	// Workflow says JobID is the ID of the workflow the fire created.
+	Workflow bool `json:"workflow,omitempty"`
 }
 
 // Schedule commands.

@@ -6,6 +6,17 @@ import "fmt"
 // one that decided the job's state) and that attempt's number, or
 // ErrNotFound when no attempt has finished.
 func (t *Tx) JobResult(jobID string) ([]byte, int, error) {
+	at, err := t.LastFinishedAttempt(jobID)
+	if err != nil {
+		return nil, 0, err
+	}
+	return at.Result, at.Num, nil
+}
+
+// LastFinishedAttempt returns the job's last attempt that is no longer
+// live (the one that decided the job's state, whose result and artifacts
+// its children get), or ErrNotFound when none has finished.
+func (t *Tx) LastFinishedAttempt(jobID string) (*Attempt, error) {
 	c := t.tx.Bucket(bucketAttempts).Cursor()
 	prefix := attemptPrefix(jobID)
 	// The attempts of a job sort by number: walk back from the last.
@@ -18,16 +29,16 @@ func (t *Tx) JobResult(jobID string) ([]byte, int, error) {
 	for ; k != nil && hasPrefix(k, prefix); k, v = c.Prev() {
 		var at Attempt
 		if err := decode(v, &at); err != nil {
-			return nil, 0, err
+			return nil, err
 		}
 		if !at.State.Live() {
-			return at.Result, at.Num, nil
+			return &at, nil
 		}
 	}
 	if t.tx.Bucket(bucketJobs).Get([]byte(jobID)) == nil {
-		return nil, 0, fmt.Errorf("%w: job %q", ErrNotFound, jobID)
+		return nil, fmt.Errorf("%w: job %q", ErrNotFound, jobID)
 	}
-	return nil, 0, fmt.Errorf("%w: job %s has no finished attempt", ErrNotFound, jobID)
+	return nil, fmt.Errorf("%w: job %s has no finished attempt", ErrNotFound, jobID)
 }
 
 // JobInput is one parent's result for a child (exec writes it as
@@ -36,6 +47,11 @@ type JobInput struct {
 	Name   string // the parent's name, or its ID when the name is not a safe, unique path element
 	JobID  string
 	Result []byte
+	// Attempt, Node and Artifacts say which files the parent's deciding
+	// attempt left and where (exec copies them into <inputs>/<Name>/).
+	Attempt   int
+	Node      string
+	Artifacts []Artifact
 }
 
 // JobInputs returns the results of spec's parents that have a finished
@@ -51,7 +67,7 @@ func (t *Tx) JobInputs(spec *JobSpec) ([]JobInput, error) {
 		if err != nil {
 			continue // dropped by GC
 		}
-		res, _, err := t.JobResult(pid)
+		at, err := t.LastFinishedAttempt(pid)
 		if err != nil {
 			continue
 		}
@@ -60,7 +76,7 @@ func (t *Tx) JobInputs(spec *JobSpec) ([]JobInput, error) {
 			name = pid
 		}
 		used[name] = true
-		out = append(out, JobInput{Name: name, JobID: pid, Result: res})
+		out = append(out, JobInput{Name: name, JobID: pid, Result: at.Result, Attempt: at.Num, Node: at.Node, Artifacts: at.Artifacts})
 	}
 	return out, nil
 }

@@ -72,3 +72,13 @@ func (c *Client) TriggerSchedule(ctx context.Context, name string) (string, erro
 }
 
 func schedulePath(name string) string { return "/v1/schedules/" + url.PathEscape(name) }
+
+// TriggerScheduleFire is TriggerSchedule that also says whether the ID is
+// a workflow's (a schedule with a workflow template).
+func (c *Client) TriggerScheduleFire(ctx context.Context, name string) (id string, workflow bool, err error) {
+	var out TriggerResponse
+	if _, err := c.do(ctx, http.MethodPost, schedulePath(name)+"/trigger", nil, nil, &out, nil); err != nil {
+		return "", false, err
+	}
+	return out.JobID, out.Workflow, nil
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"os"
 	"time"
 
 	"github.com/foreman-sched/foreman/fsm"
@@ -58,6 +59,14 @@ type Logs interface {
 	StreamLog(ctx context.Context, jobID string, attempt int, stream string, follow bool, out io.Writer) error
 }
 
+// Artifacts opens an artifact of an attempt that ran on this node (main
+// adapts exec.Worker). path is a clean relative path (fsm.ValidArtifactPath).
+// An artifact that is not here gives an error wrapping fs.ErrNotExist.
+// Called from request goroutines, concurrently.
+type Artifacts interface {
+	OpenArtifact(jobID string, attempt int, path string) (*os.File, error)
+}
+
 // Clock supplies "now" for the commands the leader stamps.
 type Clock interface{ Now() time.Time }
 
@@ -77,6 +86,9 @@ type Deps struct {
 	Clock    Clock
 	IDs      IDs
 	Logger   *slog.Logger
+	// Artifacts serves this node's artifacts (nil: requests for artifacts
+	// kept here fail with 503).
+	Artifacts Artifacts
 }
 
 // Member is one gossip member as the API reports it.

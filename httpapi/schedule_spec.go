@@ -3,6 +3,7 @@ package httpapi
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -18,10 +19,13 @@ const MaxCatchUp = 10000
 // PUT /v1/schedules/{name}, `foreman schedule create -f`). Normalize turns
 // it into an fsm.ScheduleSpec with every default filled in.
 type ScheduleInput struct {
-	Name       string          `json:"name"`
-	Cron       string          `json:"cron"`
-	TimeZone   string          `json:"time_zone,omitempty"` // IANA; default UTC
-	Job        *JobSpecInput   `json:"job"`
+	Name     string        `json:"name"`
+	Cron     string        `json:"cron"`
+	TimeZone string        `json:"time_zone,omitempty"` // IANA; default UTC
+	Job      *JobSpecInput `json:"job,omitempty"`
+	// Workflow, instead of Job, fires a whole workflow at each tick (its
+	// jobs' depends_on name other jobs of it).
+	Workflow   *WorkflowInput  `json:"workflow,omitempty"`
 	StartAt    json.RawMessage `json:"start_at,omitempty"`
 	EndAt      json.RawMessage `json:"end_at,omitempty"`
 	Overlap    string          `json:"overlap,omitempty"`      // allow (default) | forbid | replace
@@ -65,21 +69,22 @@ func (in *ScheduleInput) Normalize() (fsm.ScheduleSpec, error) {
 		}
 		return out, invalid("cron", "%v", err)
 	}
-	if in.Job == nil {
-		return out, invalid("job", "is required (the job each tick submits)")
-	}
-	if !isNull(in.Job.RunAt) {
-		return out, invalid("job.run_at", "is not allowed in a schedule's job (the tick is its start time)")
-	}
-	if !isNull(in.Job.Deadline) {
-		return out, invalid("job.deadline", "is not allowed in a schedule's job (every fire would share it)")
-	}
-	if in.Job.IdempotencyKey != "" {
-		return out, invalid("job.idempotency_key", "is not allowed in a schedule's job (each tick is already fired once)")
-	}
-	job, err := in.Job.Normalize()
-	if err != nil {
-		return out, prefixField("job", err)
+	var job fsm.JobSpec
+	var wf *fsm.WorkflowTemplate
+	var err error
+	switch {
+	case in.Job == nil && in.Workflow == nil:
+		return out, invalid("job", "is required (the job each tick submits), or a workflow")
+	case in.Job != nil && in.Workflow != nil:
+		return out, invalid("workflow", "a schedule fires a job or a workflow, not both")
+	case in.Job != nil:
+		if job, err = normalizeTemplateJob("job", in.Job); err != nil {
+			return out, err
+		}
+	default:
+		if wf, err = normalizeWorkflowTemplate(in.Workflow); err != nil {
+			return out, err
+		}
 	}
 	var start, end *time.Time
 	if start, err = parseTime("start_at", in.StartAt); err != nil {
@@ -116,8 +121,64 @@ func (in *ScheduleInput) Normalize() (fsm.ScheduleSpec, error) {
 	if zone == "UTC" {
 		zone = ""
 	}
-	return fsm.ScheduleSpec{Name: in.Name, Cron: strings.TrimSpace(in.Cron), TimeZone: zone, Job: job,
+	return fsm.ScheduleSpec{Name: in.Name, Cron: strings.TrimSpace(in.Cron), TimeZone: zone, Job: job, Workflow: wf,
 		StartAt: start, EndAt: end, Overlap: overlap, CatchUp: catchUp, MaxCatchUp: maxCatchUp, Paused: in.Paused}, nil
+}
+
+// normalizeTemplateJob checks a job a schedule fires: a submit's checks
+// (fields prefixed with field), minus run_at, deadline and idempotency_key.
+func normalizeTemplateJob(field string, in *JobSpecInput) (fsm.JobSpec, error) {
+	if !isNull(in.RunAt) {
+		return fsm.JobSpec{}, invalid(field+".run_at", "is not allowed in a schedule's job (the tick is its start time)")
+	}
+	if !isNull(in.Deadline) {
+		return fsm.JobSpec{}, invalid(field+".deadline", "is not allowed in a schedule's job (every fire would share it)")
+	}
+	if in.IdempotencyKey != "" {
+		return fsm.JobSpec{}, invalid(field+".idempotency_key", "is not allowed in a schedule's job (each tick is already fired once)")
+	}
+	job, err := in.Normalize()
+	if err != nil {
+		return job, prefixField(field, err)
+	}
+	return job, nil
+}
+
+// normalizeWorkflowTemplate checks a schedule's workflow as a workflow
+// submit is checked (names, depends_on, cycles; each job as a schedule's
+// job), keeping depends_on as names: Apply resolves them at each fire.
+func normalizeWorkflowTemplate(in *WorkflowInput) (*fsm.WorkflowTemplate, error) {
+	if err := checkWorkflowName(in.Name); err != nil {
+		return nil, prefixField("workflow", err)
+	}
+	if in.Namespace != "" {
+		if err := CheckQueueName("workflow.namespace", in.Namespace); err != nil {
+			return nil, err
+		}
+	}
+	if in.IdempotencyKey != "" {
+		return nil, invalid("workflow.idempotency_key", "is not allowed in a schedule's workflow (each tick is already fired once)")
+	}
+	switch n := len(in.Jobs); {
+	case n == 0:
+		return nil, invalid("workflow.jobs", "a workflow needs at least one job")
+	case n > fsm.MaxScheduleWorkflowJobs:
+		return nil, invalid("workflow.jobs", "at most %d jobs in a schedule's workflow (got %d)", fsm.MaxScheduleWorkflowJobs, n)
+	}
+	for i := range in.Jobs {
+		if _, err := normalizeTemplateJob(fmt.Sprintf("workflow.jobs[%d]", i), &in.Jobs[i]); err != nil {
+			return nil, err
+		}
+	}
+	jobs, err := normalizeWorkflowJobs(in.Jobs, "workflow.", func(i int) string { return in.Jobs[i].Name })
+	if err != nil {
+		return nil, err
+	}
+	t := &fsm.WorkflowTemplate{Name: in.Name, Namespace: in.Namespace, Jobs: make([]fsm.JobSpec, len(jobs))}
+	for i, nj := range jobs {
+		t.Jobs[i] = nj.Spec
+	}
+	return t, nil
 }
 
 // ScheduleInfo is a schedule as the API shows it: the record, its next
@@ -143,7 +204,9 @@ type FireState struct {
 
 // TriggerResponse is the reply to POST /v1/schedules/{name}/trigger.
 type TriggerResponse struct {
-	JobID string `json:"job_id"`
+	JobID string `json:"job_id"` // the workflow's ID when Workflow
+	// Workflow says the schedule fired a workflow (job_id is its ID).
+	Workflow bool `json:"workflow,omitempty"`
 }
 
 // ScheduleList is the reply to GET /v1/schedules.

@@ -38,7 +38,7 @@ func TestScheduleExampleSpecs(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", p, err)
 		}
-		if sp.Name == "" || sp.Job.MaxAttempts == 0 {
+		if sp.Name == "" || (sp.Workflow == nil && sp.Job.MaxAttempts == 0) || (sp.Workflow != nil && sp.Workflow.Jobs[0].MaxAttempts == 0) {
 			t.Fatalf("%s: %+v", p, sp)
 		}
 		if _, err := fsm.ParseCron(sp.Cron, sp.TimeZone); err != nil {

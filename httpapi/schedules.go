@@ -46,6 +46,16 @@ func (s *server) scheduleInput(w http.ResponseWriter, r *http.Request, name stri
 	if err != nil {
 		return sp, err
 	}
+	if sp.Workflow != nil {
+		jobs := make([]fsm.NewJob, len(sp.Workflow.Jobs))
+		for i, j := range sp.Workflow.Jobs {
+			jobs[i] = fsm.NewJob{Spec: j}
+		}
+		if err := limits.check(jobs, true); err != nil {
+			return sp, prefixField("workflow", err)
+		}
+		return sp, nil
+	}
 	if err := limits.check([]fsm.NewJob{{Spec: sp.Job}}, false); err != nil {
 		return sp, prefixField("job", err)
 	}
@@ -120,7 +130,7 @@ func (s *server) triggerSchedule(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusConflict, ErrorBody{Error: "trigger skipped: " + lastSkip(info), Code: CodeConflict})
 		return
 	}
-	writeJSON(w, http.StatusCreated, TriggerResponse{JobID: id})
+	writeJSON(w, http.StatusCreated, TriggerResponse{JobID: id, Workflow: info.Fires[len(info.Fires)-1].Workflow})
 }
 
 func lastSkip(info *ScheduleInfo) string {
@@ -202,7 +212,11 @@ func describeSchedule(tx *fsm.Tx, sc *fsm.Schedule, now time.Time) ScheduleInfo 
 		fs := FireState{FireRecord: f}
 		if f.JobID != "" {
 			fs.Outcome = "gone"
-			if j, err := tx.Job(f.JobID); err == nil {
+			if f.Workflow {
+				if w, err := tx.Workflow(f.JobID); err == nil {
+					fs.Outcome = string(w.State)
+				}
+			} else if j, err := tx.Job(f.JobID); err == nil {
 				fs.Outcome = string(j.State)
 			}
 		}

@@ -33,6 +33,7 @@ type server struct {
 	cluster   Cluster
 	state     State
 	logs      Logs
+	artifacts Artifacts
 	ops       Operator
 	clock     Clock
 	ids       IDs
@@ -67,6 +68,7 @@ func New(cfg Config, deps Deps) http.Handler {
 		ids:     deps.IDs,
 		log:     deps.Logger,
 	}
+	s.artifacts = deps.Artifacts
 	if s.clock == nil {
 		s.clock = systemClock{}
 	}
@@ -111,6 +113,8 @@ func (s *server) routes() {
 	m.HandleFunc("GET /v1/events", s.local(s.events))
 	m.HandleFunc("GET /v1/metrics", s.local(s.metrics.serve))
 	m.HandleFunc("GET /v1/jobs/{id}/result", s.read(s.jobResult))
+	m.HandleFunc("GET /v1/jobs/{id}/artifacts", s.read(s.listArtifacts))
+	m.HandleFunc("GET /v1/jobs/{id}/artifacts/{path...}", s.read(s.getArtifact))
 
 	m.HandleFunc("POST /v1/workflows", s.write(s.submitWorkflow))
 	m.HandleFunc("GET /v1/workflows", s.read(s.listWorkflows))

@@ -139,6 +139,10 @@ func (s *server) parseWorkflow(body []byte, contentType string) (*fsm.SubmitWork
 		}
 	}
 	var in WorkflowInput
+	// encoding/json appends to the slice it is given: sized from the body,
+	// the jobs array is not grown (and its large elements copied) by
+	// reflection again and again (~40 ms of a 10,000-job accept).
+	in.Jobs = make([]JobSpecInput, 0, min(bytes.Count(body, []byte(`"name"`)), fsm.MaxWorkflowJobs+1))
 	if err := decodeStrict(body, &in); err != nil {
 		return nil, err
 	}
@@ -156,52 +160,63 @@ func (s *server) parseWorkflow(body []byte, contentType string) (*fsm.SubmitWork
 	case n > fsm.MaxWorkflowJobs:
 		return nil, invalid("jobs", "at most %d jobs per workflow (got %d)", fsm.MaxWorkflowJobs, n)
 	}
-	p := &fsm.SubmitWorkflow{ID: s.ids.NewID(), Name: in.Name, Namespace: in.Namespace, Jobs: make([]fsm.NewJob, len(in.Jobs)),
-		IdempotencyKey: in.IdempotencyKey}
-	byName := make(map[string]int, len(in.Jobs))
-	for i := range in.Jobs {
-		field := fmt.Sprintf("jobs[%d]", i)
-		if err := fsm.ValidJobName(in.Jobs[i].Name); err != nil {
+	p := &fsm.SubmitWorkflow{ID: s.ids.NewID(), Name: in.Name, Namespace: in.Namespace, IdempotencyKey: in.IdempotencyKey}
+	var err error
+	if p.Jobs, err = normalizeWorkflowJobs(in.Jobs, "", func(int) string { return s.ids.NewID() }); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// normalizeWorkflowJobs validates a workflow's jobs (fields prefixed with
+// prefix) and resolves depends_on names to the IDs id gives each job (a
+// schedule's template keeps the names: its id returns them).
+func normalizeWorkflowJobs(jobs []JobSpecInput, prefix string, id func(i int) string) ([]fsm.NewJob, error) {
+	out := make([]fsm.NewJob, len(jobs))
+	byName := make(map[string]int, len(jobs))
+	for i := range jobs {
+		field := fmt.Sprintf("%sjobs[%d]", prefix, i)
+		if err := fsm.ValidJobName(jobs[i].Name); err != nil {
 			return nil, invalid(field+".name", "%v", err)
 		}
-		if j, dup := byName[in.Jobs[i].Name]; dup {
-			return nil, invalid(field+".name", "%q is also the name of jobs[%d]; names are unique within a workflow", in.Jobs[i].Name, j)
+		if j, dup := byName[jobs[i].Name]; dup {
+			return nil, invalid(field+".name", "%q is also the name of jobs[%d]; names are unique within a workflow", jobs[i].Name, j)
 		}
-		byName[in.Jobs[i].Name] = i
-		if in.Jobs[i].IdempotencyKey != "" {
+		byName[jobs[i].Name] = i
+		if jobs[i].IdempotencyKey != "" {
 			return nil, invalid(field+".idempotency_key", "not supported inside a workflow")
 		}
-		spec, err := in.Jobs[i].Normalize()
+		spec, err := jobs[i].Normalize()
 		if err != nil {
 			return nil, prefixField(field, err)
 		}
-		p.Jobs[i] = fsm.NewJob{ID: s.ids.NewID(), Spec: spec}
+		out[i] = fsm.NewJob{ID: id(i), Spec: spec}
 	}
-	for i := range p.Jobs {
-		deps := p.Jobs[i].Spec.DependsOn
+	for i := range out {
+		deps := out[i].Spec.DependsOn
 		ids := make([]string, len(deps))
 		for k, name := range deps {
 			j, ok := byName[name]
 			switch {
 			case !ok:
-				return nil, invalid(fmt.Sprintf("jobs[%d].depends_on[%d]", i, k), "no job named %q in this workflow", name)
+				return nil, invalid(fmt.Sprintf("%sjobs[%d].depends_on[%d]", prefix, i, k), "no job named %q in this workflow", name)
 			case j == i:
-				return nil, invalid(fmt.Sprintf("jobs[%d].depends_on[%d]", i, k), "%q depends on itself", name)
+				return nil, invalid(fmt.Sprintf("%sjobs[%d].depends_on[%d]", prefix, i, k), "%q depends on itself", name)
 			}
-			ids[k] = p.Jobs[j].ID
+			ids[k] = out[j].ID
 		}
 		if len(ids) > 0 {
-			p.Jobs[i].Spec.DependsOn = ids
+			out[i].Spec.DependsOn = ids
 		}
 	}
-	if cyc := fsm.FindCycle(p.Jobs); cyc != nil {
+	if cyc := fsm.FindCycle(out); cyc != nil {
 		names := make([]string, len(cyc))
 		for k, i := range cyc {
-			names[k] = p.Jobs[i].Spec.Name
+			names[k] = out[i].Spec.Name
 		}
-		return nil, invalid(fmt.Sprintf("jobs[%d].depends_on", cyc[0]), "cycle %s", strings.Join(names, " -> "))
+		return nil, invalid(fmt.Sprintf("%sjobs[%d].depends_on", prefix, cyc[0]), "cycle %s", strings.Join(names, " -> "))
 	}
-	return p, nil
+	return out, nil
 }
 
 func checkWorkflowName(name string) error {

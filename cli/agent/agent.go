@@ -81,6 +81,9 @@ later agents only --join (they become non-voters and still run jobs).
 			&ucli.IntFlag{Name: "max-concurrent-starts", Value: exec.DefaultWorkerConfig().MaxConcurrentStarts, Usage: "supervisors starting at once on this node; more attempts wait in order"},
 			&ucli.IntFlag{Name: "warm-supervisors", Value: exec.DefaultWorkerConfig().WarmSupervisors, Usage: "spare supervisors kept started ahead of the next attempts (0: start each cold)"},
 			&ucli.IntFlag{Name: "idle-supervisors", Value: exec.DefaultWorkerConfig().MaxIdleSupervisors, Usage: "supervisors kept idle for reuse once their attempt is over (0: one process per attempt; else >= --warm-supervisors)"},
+			&ucli.DurationFlag{Name: "keep-finished", Value: exec.DefaultKeepFinished, Usage: "how long a finished attempt's logs and artifacts stay on this node"},
+			&ucli.StringFlag{Name: "artifacts-max", Value: "1GiB", Usage: "artifacts kept of one attempt (files past it, in path order, are deleted with a warning)"},
+			&ucli.StringFlag{Name: "artifacts-node-max", Value: "10GiB", Usage: "artifacts kept of all finished attempts on this node (the oldest are evicted first; 0: no cap)"},
 			&ucli.DurationFlag{Name: "retention", Value: 7 * 24 * time.Hour, Usage: "how long terminal jobs are kept"},
 			&ucli.DurationFlag{Name: "idempotency-window", Value: 24 * time.Hour, Usage: "how long idempotency keys are remembered"},
 			&ucli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error"},
@@ -157,6 +160,17 @@ func agentConfigFrom(c *ucli.Context, version string) (*agentConfig, error) {
 	w.MaxIdleSupervisors = c.Int("idle-supervisors")
 	w.SupervisorNice = c.Int("supervisor-nice")
 	w.JobsCPUWeight = c.Int("jobs-cpu-weight")
+	w.KeepFinished = c.Duration("keep-finished")
+	for _, f := range []struct {
+		flag string
+		dst  *int64
+	}{{"artifacts-max", &w.ArtifactsMaxBytes}, {"artifacts-node-max", &w.ArtifactsNodeMaxBytes}} {
+		mb, err := httpapi.ParseMemory(c.String(f.flag))
+		if err != nil {
+			return nil, fmt.Errorf("--%s: %w", f.flag, err)
+		}
+		*f.dst = mb << 20
+	}
 
 	cfg.container = containerSettingsFor(cc.DataDir, cc.Name)
 	cfg.container.export()
@@ -305,6 +319,7 @@ func runAgent(parent context.Context, cfg *agentConfig) error {
 		Assignments:   newAssignments(f),
 		Reporter:      exec.NewBatchingReporter(reportBatch{n: node, now: wallclock.Now}),
 		LeaderContact: node,
+		Artifacts:     artifactFetcher{f: f},
 		Logger:        logger,
 	})
 	if err != nil {
@@ -330,6 +345,8 @@ func runAgent(parent context.Context, cfg *agentConfig) error {
 		Logs:     workerLogs{worker},
 		Operator: operatorAdapter{node},
 		Logger:   logger,
+
+		Artifacts: workerArtifacts{worker},
 	})
 	srv := &http.Server{Handler: routes(api, node.InternalHandler(), cfg.pprof), ReadHeaderTimeout: 10 * time.Second}
 	srvErr := make(chan error, 1)

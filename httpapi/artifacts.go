@@ -1,0 +1,144 @@
+package httpapi
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/foreman-sched/foreman/fsm"
+)
+
+// Artifacts (issue 15): the list lives in the attempt record (raft), the
+// bytes on the node that ran the attempt. Any node lists them; a download
+// is served by the holding node, proxied like logs (logs.go).
+
+// ArtifactList is GET /v1/jobs/{id}/artifacts.
+type ArtifactList struct {
+	JobID   string `json:"job_id"`
+	Attempt int    `json:"attempt"`
+	// Node holds the bytes; NodeStatus is its gossip state as this node
+	// sees it (a dead node's artifacts cannot be downloaded).
+	Node       string         `json:"node"`
+	NodeStatus string         `json:"node_status,omitempty"`
+	Artifacts  []fsm.Artifact `json:"artifacts"`
+	TotalBytes int64          `json:"total_bytes"`
+	Warning    string         `json:"warning,omitempty"`
+}
+
+// artifactAttempt finds the attempt whose artifacts a request names:
+// ?attempt=N, else the job's last finished attempt; and its node.
+func (s *server) artifactAttempt(r *http.Request) (*fsm.Attempt, *fsm.Node, error) {
+	id := r.PathValue("id")
+	num := 0
+	if a := r.URL.Query().Get("attempt"); a != "" {
+		n, err := strconv.Atoi(a)
+		if err != nil || n < 1 {
+			return nil, nil, invalid("attempt", "must be an attempt number, 1 or more (got %q)", a)
+		}
+		num = n
+	}
+	var at *fsm.Attempt
+	var node *fsm.Node
+	err := s.state.View(func(tx *fsm.Tx) error {
+		var err error
+		if num > 0 {
+			at, err = tx.Attempt(id, num)
+		} else {
+			at, err = tx.LastFinishedAttempt(id)
+		}
+		if err != nil {
+			return err
+		}
+		node, err = tx.Node(at.Node)
+		if errors.Is(err, fsm.ErrNotFound) {
+			err = nil // garbage-collected: the artifacts are gone with it
+		}
+		return err
+	})
+	return at, node, err
+}
+
+// listArtifacts handles GET /v1/jobs/{id}/artifacts[?attempt=N].
+func (s *server) listArtifacts(w http.ResponseWriter, r *http.Request) {
+	at, node, err := s.artifactAttempt(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	out := ArtifactList{JobID: at.JobID, Attempt: at.Num, Node: at.Node, Artifacts: at.Artifacts, Warning: at.Warning}
+	if out.Artifacts == nil {
+		out.Artifacts = []fsm.Artifact{}
+	}
+	if node != nil {
+		out.NodeStatus = string(node.Gossip)
+	}
+	for _, a := range at.Artifacts {
+		out.TotalBytes += a.Size
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// getArtifact handles GET /v1/jobs/{id}/artifacts/{path...}[?attempt=N]:
+// the file's bytes, from this node or proxied from the one that holds it.
+// Only listed paths are served, and the holding node resolves them inside
+// the attempt's artifacts directory (no "..", no symlinks out).
+func (s *server) getArtifact(w http.ResponseWriter, r *http.Request) {
+	path := r.PathValue("path")
+	if err := fsm.ValidArtifactPath(path); err != nil {
+		s.writeError(w, r, invalid("path", "%v", err))
+		return
+	}
+	at, node, err := s.artifactAttempt(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	var listed *fsm.Artifact
+	for i := range at.Artifacts {
+		if at.Artifacts[i].Path == path {
+			listed = &at.Artifacts[i]
+			break
+		}
+	}
+	if listed == nil {
+		s.writeError(w, r, fmt.Errorf("%w: job %s attempt %d has no artifact %q", fsm.ErrNotFound, at.JobID, at.Num, path))
+		return
+	}
+	if at.Node != s.cluster.NodeName() {
+		if node == nil || node.HTTPAddr == "" || node.Gossip == fsm.NodeDead || node.Gossip == fsm.NodeLeft {
+			state := "gone from the cluster"
+			if node != nil {
+				state = string(node.Gossip)
+			}
+			s.writeError(w, r, fmt.Errorf("%w: artifact %q of job %s attempt %d is kept only on node %s, which is %s", ErrUnreachable, path, at.JobID, at.Num, at.Node, state))
+			return
+		}
+		s.proxy(w, r, at.Node, node.HTTPAddr)
+		return
+	}
+	if s.artifacts == nil {
+		s.writeError(w, r, fmt.Errorf("%w: this node has no executor to read artifacts from", ErrUnavailable))
+		return
+	}
+	f, err := s.artifacts.OpenArtifact(at.JobID, at.Num, path)
+	if err != nil {
+		s.writeError(w, r, fmt.Errorf("artifact %q of job %s attempt %d on node %s (evicted or expired?): %w", path, at.JobID, at.Num, at.Node, err))
+		return
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set(HeaderAttempt, strconv.Itoa(at.Num))
+	w.Header().Set(HeaderArtifactNode, at.Node)
+	// ServeContent: Content-Length, Range and If-Modified-Since.
+	http.ServeContent(w, r, "", st.ModTime(), f)
+}
+
+// HeaderArtifactNode names the node that served an artifact's bytes.
+const HeaderArtifactNode = "X-Foreman-Artifact-Node"
