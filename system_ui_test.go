@@ -355,6 +355,22 @@ func TestSystemUI(t *testing.T) {
 		b.shot("overview")
 	})
 
+	t.Run("lost connection: banner, then resume", func(t *testing.T) {
+		b.t = t
+		b.open(via.url("/ui/jobs"), "#jobs tbody tr[data-job]")
+		b.wait("live", `document.querySelector("#live").classList.contains("live")`)
+		via.kill9()
+		b.wait("the banner", `!document.querySelector("#banner").hidden && document.querySelector("#banner").textContent.includes("reconnecting")`)
+		b.shot("disconnected")
+		submitJob(t, leader, map[string]any{"name": "ui-while-away", "command": "true"}) // missed while away
+		via.restart(t)
+		b.wait("live again, banner gone", `document.querySelector("#live").classList.contains("live") && document.querySelector("#banner").hidden`)
+		// Resumed from the last event: the submit made while away is
+		// announced (or, if the restarted node's ring no longer holds our
+		// position, the list says it is stale).
+		b.wait("the missed submit", `!document.querySelector(".notice").hidden`)
+	})
+
 	t.Run("assets served well", func(t *testing.T) {
 		b.t = t
 		asset := eval[string](b, `document.querySelector('script[type=module]').getAttribute("src")`)

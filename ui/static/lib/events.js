@@ -38,10 +38,10 @@ function parser(onEvent) {
   let buf = "", id = "", type = "", data = [];
   return (chunk) => {
     buf += chunk;
-    let nl;
-    while ((nl = buf.indexOf("\n")) >= 0) {
-      let line = buf.slice(0, nl);
-      buf = buf.slice(nl + 1);
+    let pos = 0, nl;
+    while ((nl = buf.indexOf("\n", pos)) >= 0) {
+      let line = buf.slice(pos, nl);
+      pos = nl + 1;
       if (line.endsWith("\r")) line = line.slice(0, -1);
       if (line === "") {
         if (data.length) onEvent({ id, type: type || "message", data: data.join("\n") });
@@ -57,10 +57,9 @@ function parser(onEvent) {
       else if (field === "event") type = value;
       else if (field === "data") data.push(value);
     }
+    buf = buf.slice(pos);
   };
 }
-
-const IDLE_MS = 40000; // the server sends a heartbeat every 15 s
 
 /** start connects and keeps reconnecting; call once. */
 export function start() {

@@ -54,8 +54,7 @@ export async function mount(el, _params, q) {
   const p = new URLSearchParams({ limit: PAGE });
   for (const k of ["state", "queue", "name", "label"]) if (f[k]) p.set(k, f[k]);
   if (cursor) p.set("cursor", cursor);
-  const list = await api("/v1/jobs?" + p);
-  const counts = await api("/v1/jobs/counts").catch(() => null);
+  const [list, counts] = await Promise.all([api("/v1/jobs?" + p), api("/v1/jobs/counts").catch(() => null)]);
 
   const row = (j) => {
     const cb = h("input", { type: "checkbox", "aria-label": "Select " + (j.spec.name || j.id), checked: selected.has(j.id) });
@@ -74,7 +73,8 @@ export async function mount(el, _params, q) {
     return tr;
   };
   replace(tbody, list.jobs.length ? list.jobs.map(row) : h("tr", null, h("td", { colspan: 9, class: "muted" }, "No jobs match.")));
-  el.dataset.renderMs = String(Math.round(performance.now() - t0));
+  el.dataset.renderMs = String(Math.round(performance.now() - t0)); // this view: fetch + DOM
+  el.dataset.firstRender = String(Math.round(performance.now()));    // since navigation start
 
   const total = counts ? (f.state ? counts.counts[f.state] : counts.total) : null;
   replace(info, total != null && !f.name && !f.queue && !f.label ? total.toLocaleString() + " jobs" : "");
@@ -115,14 +115,15 @@ export async function mount(el, _params, q) {
   }
 
   // Live: update visible rows in place; count new submits on the first page.
-  let fresh = 0;
+  let fresh = 0, stale = false;
   const showFresh = throttle(() => {
-    newBanner.hidden = !fresh;
-    replace(newBanner, fresh.toLocaleString() + " new job" + (fresh === 1 ? "" : "s") + " submitted — ",
-      h("a", { href: query({}), "data-link": true }, "show"));
+    newBanner.hidden = !fresh && !stale;
+    replace(newBanner, stale ? "The event stream was reset; this list may be out of date — " :
+      fresh.toLocaleString() + " new job" + (fresh === 1 ? "" : "s") + " submitted — ",
+    h("a", { href: query({ cursor, back: back.join(".") }), "data-link": true }, stale ? "reload" : "show"));
   }, 500);
   const unsub = subscribe((ev) => {
-    if (ev.type === "reset") { fresh = 1; showFresh(); return; }
+    if (ev.type === "reset") { stale = true; showFresh(); return; }
     if (ev.topic !== "job" || !ev.job_id) return;
     const r = rows.get(ev.job_id);
     if (r && ev.type.startsWith("job.") && ev.state) {
