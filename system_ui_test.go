@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/cdproto/log"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
@@ -353,6 +354,21 @@ func TestSystemUI(t *testing.T) {
 		b.open(ui, "#counts .card")
 		b.wait("charts", `document.querySelectorAll("figure.spark").length === 3`)
 		b.shot("overview")
+		// Dark mode follows the system setting.
+		dark := func(on bool) {
+			v := "light"
+			if on {
+				v = "dark"
+			}
+			if _, err := chromedp.Call(b.ctx, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{
+				Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: v}}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		dark(true)
+		defer dark(false)
+		b.wait("dark background", `getComputedStyle(document.body).backgroundColor === "rgb(16, 20, 27)"`)
+		b.shot("overview-dark")
 	})
 
 	t.Run("lost connection: banner, then resume", func(t *testing.T) {
