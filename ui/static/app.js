@@ -25,7 +25,15 @@ const navOf = { job: "jobs", workflow: "workflows", schedule: "schedules", node:
 const main = document.getElementById("main");
 let cleanup = null;
 let leaving = false;
-window.addEventListener("pagehide", () => { leaving = true; });
+// Leaving the page ends its streams: a page kept in the back/forward cache
+// would otherwise hold its connections, and the browser allows six per
+// server. Coming back from that cache starts afresh.
+window.addEventListener("pagehide", () => {
+  leaving = true;
+  if (cleanup) { try { cleanup(); } catch { /* going away */ } cleanup = null; }
+  events.stop();
+});
+window.addEventListener("pageshow", (e) => { if (e.persisted) location.reload(); });
 let seq = 0;
 
 async function render() {

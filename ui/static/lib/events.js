@@ -12,6 +12,11 @@ let state = "connecting";
 const stateSubs = new Set();
 let abort = null;
 let lastByte = 0;
+let stopped = false;
+
+/** stop ends the stream for good (the page is going away: an open stream
+ * would keep its connection, and the browser allows only six per server). */
+export function stop() { stopped = true; if (abort) abort.abort(); }
 
 /** subscribe(fn): fn(event) for every event; returns the unsubscribe. */
 export function subscribe(fn) { subs.add(fn); return () => subs.delete(fn); }
@@ -61,11 +66,13 @@ function parser(onEvent) {
   };
 }
 
+const IDLE_MS = 40000; // the server sends a heartbeat every 15 s
+
 /** start connects and keeps reconnecting; call once. */
 export function start() {
   let delay = 500;
   const loop = async () => {
-    for (;;) {
+    while (!stopped) {
       abort = new AbortController();
       const ctl = abort;
       lastByte = Date.now();
@@ -90,6 +97,7 @@ export function start() {
       } finally {
         clearInterval(watchdog);
       }
+      if (stopped) return;
       await new Promise((r) => setTimeout(r, delay));
       delay = Math.min(delay * 2, 8000);
     }
