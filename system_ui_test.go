@@ -147,7 +147,7 @@ func (b *browser) fail(what string, err error) {
 		_ = os.WriteFile(p, png, 0o644)
 		b.t.Logf("screenshot of the failure: %s", p)
 	}
-	loc, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`location.href`))
+	loc, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`location.href + " " + JSON.stringify(window.foremanStats || null)`))
 	body, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.body.innerText.slice(0, 3000)`))
 	b.t.Fatalf("%s: %v\nat %s, page text:\n%s", what, err, loc, body)
 }

@@ -168,6 +168,7 @@ async function refreshVia() {
   }
 }
 
+window.foremanStats = events.stats; // read by the browser tests
 events.start();
 refreshVia();
 render();

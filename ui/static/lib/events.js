@@ -4,7 +4,7 @@
 // Last-Event-ID, so nothing is missed; a "reset" (the node's ring no longer
 // holds our position) tells views to re-read what they show.
 
-import { stream } from "./api.js";
+import { api, stream } from "./api.js";
 
 const subs = new Set();
 let lastID = "";
@@ -32,7 +32,12 @@ function setState(s, detail) {
   for (const fn of stateSubs) fn(s, detail ?? lastID);
 }
 
+/** stats: counters for the browser tests. */
+export const stats = { events: 0, connects: 0, resets: 0 };
+
 function dispatch(ev) {
+  stats.events++;
+  if (ev.type === "reset") stats.resets++;
   for (const fn of subs) {
     try { fn(ev); } catch (e) { console.error("event handler", e); }
   }
@@ -72,12 +77,22 @@ const IDLE_MS = 40000; // the server sends a heartbeat every 15 s
 export function start() {
   let delay = 500;
   const loop = async () => {
+    // Where to resume before any event has arrived: the index the node had
+    // applied when the page started, so events missed during a first
+    // disconnection are replayed too (or a reset says they are gone).
+    let startIndex = "";
+    try {
+      const r = await api("/v1/cluster/raft");
+      if (r.applied_index) startIndex = String(r.applied_index);
+    } catch { /* the stream starts from now */ }
     while (!stopped) {
       abort = new AbortController();
       const ctl = abort;
       lastByte = Date.now();
+      stats.connects++;
       const watchdog = setInterval(() => { if (Date.now() - lastByte > IDLE_MS) ctl.abort(); }, 5000);
       const headers = lastID ? { "Last-Event-ID": lastID } : undefined;
+      const path = !lastID && startIndex ? "/v1/events?index=" + startIndex : "/v1/events";
       const onChunk = parser((m) => {
         if (m.id) lastID = m.id;
         let ev;
@@ -86,7 +101,7 @@ export function start() {
         dispatch(ev);
       });
       try {
-        await stream("/v1/events", (chunk) => {
+        await stream(path, (chunk) => {
           lastByte = Date.now();
           if (state !== "live") { setState("live"); delay = 500; }
           onChunk(chunk);
