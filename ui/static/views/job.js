@@ -9,6 +9,17 @@ import { logView } from "../lib/logview.js";
 const TERMINAL = new Set(["succeeded", "failed", "cancelled", "skipped"]);
 
 export async function mount(el, [id]) {
+  // Subscribe before the first read, keeping what arrives meanwhile: a
+  // short job can finish while the page loads.
+  const early = [];
+  let onEvent = (ev) => early.push(ev);
+  const unsub = subscribe((ev) => onEvent(ev));
+  try {
+    return await load(el, id, unsub, early, (fn) => { onEvent = fn; });
+  } catch (e) { unsub(); throw e; }
+}
+
+async function load(el, id, unsub, early, setHandler) {
   const base = "/v1/jobs/" + enc(id);
   let d = await api(base);
   const head = h("div", { class: "head" });
@@ -148,12 +159,14 @@ export async function mount(el, [id]) {
       startTail();
     } catch (e) { if (e.status === 404) replace(head, h("h1", null, "Job " + id + " is gone (garbage-collected)")); }
   }, 300);
-  const unsub = subscribe((ev) => {
+  const handle = (ev) => {
     if (ev.type === "reset") { reload(); return; }
     if (ev.job_id !== id) return;
     addEvent(ev);
     reload();
-  });
+  };
+  setHandler(handle);
+  early.splice(0).forEach(handle);
   return () => { unsub(); if (tail) tail.abort(); };
 }
 

@@ -54,7 +54,7 @@ export async function mount(el, [id]) {
       jobs = fresh; drawAll();
     } catch { /* keep what we show */ }
   }, 1000);
-  return subscribe((ev) => {
+  const unsub = subscribe((ev) => {
     if (ev.type === "reset") { reload(); return; }
     if (ev.workflow !== id && !(ev.job_id && byID.has(ev.job_id))) return;
     const j = ev.job_id && byID.get(ev.job_id);
@@ -65,4 +65,6 @@ export async function mount(el, [id]) {
     }
     reload();
   });
+  reload(); // what changed while the page loaded
+  return unsub;
 }
