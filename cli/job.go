@@ -52,11 +52,18 @@ func jobCommand() *ucli.Command {
 					&ucli.StringFlag{Name: "state", Usage: "only jobs in this state"},
 					&ucli.StringSliceFlag{Name: "label", Usage: "only jobs with this k=v label (repeatable)"},
 					&ucli.StringFlag{Name: "name", Usage: "only jobs whose name starts with this"},
+					&ucli.StringFlag{Name: "queue", Usage: "only jobs of this queue"},
 					&ucli.IntFlag{Name: "limit", Value: 50, Usage: "at most this many jobs (0 = all)"},
 					&ucli.BoolFlag{Name: "consistent", Usage: "read through the leader"},
 					JSONFlag,
 				),
 				Action: func(c *ucli.Context) error { return Error(jobList(c)) },
+			},
+			{
+				Name:   "counts",
+				Usage:  "how many jobs are in each state",
+				Flags:  WithClientFlags(JSONFlag),
+				Action: func(c *ucli.Context) error { return Error(jobCounts(c)) },
 			},
 			{
 				Name:      "status",
@@ -91,6 +98,26 @@ func jobCommand() *ucli.Command {
 	}
 }
 
+func jobCounts(c *ucli.Context) error {
+	cl, err := newClient(c)
+	if err != nil {
+		return err
+	}
+	out, err := cl.JobCounts(c.Context)
+	if err != nil {
+		return err
+	}
+	if c.Bool("json") {
+		return PrintJSON(c, out)
+	}
+	w := NewTable(Stdout(c), "STATE", "JOBS")
+	for _, st := range fsm.AllStates {
+		w.Row(st, out.Counts[st])
+	}
+	w.Row("total", out.Total)
+	return w.Flush()
+}
+
 func jobList(c *ucli.Context) error {
 	cl, err := newClient(c)
 	if err != nil {
@@ -99,6 +126,7 @@ func jobList(c *ucli.Context) error {
 	q := httpapi.JobListQuery{
 		State:      fsm.JobState(c.String("state")),
 		Name:       c.String("name"),
+		Queue:      c.String("queue"),
 		Consistent: c.Bool("consistent"),
 	}
 	for _, kv := range c.StringSlice("label") {

@@ -17,6 +17,7 @@ type JobQuery struct {
 	State      JobState
 	Labels     map[string]string // every pair must match the job's labels
 	NamePrefix string
+	Queue      string // the job's spec.queue; "" does not filter
 	Cursor     string // from the previous page's next; "" = newest
 	Limit      int    // 0 = DefaultListLimit
 }
@@ -39,6 +40,9 @@ func ParseLabelSelector(s string) (map[string]string, error) {
 
 func (q *JobQuery) match(j *Job) bool {
 	if q.NamePrefix != "" && !strings.HasPrefix(j.Spec.Name, q.NamePrefix) {
+		return false
+	}
+	if q.Queue != "" && j.Spec.Queue != q.Queue {
 		return false
 	}
 	for k, v := range q.Labels {

@@ -75,6 +75,7 @@ type JobListQuery struct {
 	State      fsm.JobState
 	Labels     map[string]string
 	Name       string // prefix
+	Queue      string
 	Limit      int
 	Cursor     string
 	Consistent bool
@@ -89,6 +90,9 @@ func (c *Client) ListJobs(ctx context.Context, q JobListQuery) (*JobList, error)
 	}
 	if q.Name != "" {
 		v.Set("name", q.Name)
+	}
+	if q.Queue != "" {
+		v.Set("queue", q.Queue)
 	}
 	if q.Limit > 0 {
 		v.Set("limit", strconv.Itoa(q.Limit))
@@ -106,6 +110,15 @@ func (c *Client) ListJobs(ctx context.Context, q JobListQuery) (*JobList, error)
 	}
 	var out JobList
 	if _, err := c.do(ctx, http.MethodGet, "/v1/jobs", v, nil, &out, nil); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// JobCounts returns how many jobs are in each state.
+func (c *Client) JobCounts(ctx context.Context) (*JobCounts, error) {
+	var out JobCounts
+	if _, err := c.do(ctx, http.MethodGet, "/v1/jobs/counts", nil, nil, &out, nil); err != nil {
 		return nil, err
 	}
 	return &out, nil

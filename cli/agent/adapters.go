@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net/http"
 	"sync"
 
 	"github.com/foreman-sched/foreman/cluster"
@@ -169,4 +170,4 @@ func (c clusterAdapter) RaftInfo() httpapi.RaftInfo {
 	return out
 }
 
-func uiAssets() fs.FS { return ui.Assets() }
+func uiHandler() http.Handler { return ui.Handler() }

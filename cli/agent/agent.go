@@ -411,7 +411,7 @@ func routes(api, internal http.Handler, withPprof bool) http.Handler {
 	}
 	mux.Handle("/v1/internal/", internal)
 	mux.Handle(httpapi.ForwardedSubmitsPath, api) // followers' grouped submits: the API's, not raft's
-	mux.Handle("/ui/", http.StripPrefix("/ui/", http.FileServerFS(uiAssets())))
+	mux.Handle("/ui/", uiHandler())
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/ui/", http.StatusFound)
 	})

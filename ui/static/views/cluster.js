@@ -1,0 +1,32 @@
+// Cluster: this node's raft view (leader, term, indexes), the raft
+// servers and the gossip members with their versions, side by side.
+
+import { h, replace, badge, throttle } from "../lib/dom.js";
+import { api } from "../lib/api.js";
+import { subscribe } from "../lib/events.js";
+
+export async function mount(el) {
+  const load = async () => {
+    const [r, m] = await Promise.all([api("/v1/cluster/raft"), api("/v1/cluster/members")]);
+    replace(el, h("h1", null, "Cluster"),
+      h("p", { class: "muted" }, "As seen by ", h("b", null, r.node), " (" + String(r.state).toLowerCase() + "). Another node may see gossip differently."),
+      h("div", { class: "grid2" },
+        h("dl", { class: "kv card", id: "raft" }, [["Leader", r.leader || "none"], ["Leader address", r.leader_addr || "—"], ["Term", r.term],
+          ["Commit index", r.commit_index], ["Applied index", r.applied_index], ["Last index", r.last_index], ["First index", r.first_index],
+          ["Snapshot index", r.snapshot_index || "none"], ["Voters", r.voters], ["Last contact", r.last_contact || "—"]]
+          .map(([k, v]) => [h("dt", null, k), h("dd", null, v)])),
+        h("section", null, h("h2", null, "Raft servers"), h("table", { id: "raft-servers" },
+          h("thead", null, h("tr", null, ["ID", "Address", "Suffrage", "Role", "Last heard"].map((x) => h("th", null, x)))),
+          h("tbody", null, (r.servers || []).map((s) => h("tr", { "data-role": s.role || "" }, h("td", null, s.id, s.id === r.leader ? " ★" : ""), h("td", null, s.address),
+            h("td", null, s.suffrage), h("td", null, s.role || ""), h("td", null, s.last_heard_ago || ""))))))),
+      h("h2", null, "Members (gossip)"),
+      h("table", { id: "members" }, h("thead", null, h("tr", null, ["Name", "Gossip address", "API", "Status", "Raft role", "Voter", "Version"].map((x) => h("th", null, x)))),
+        h("tbody", null, (m.members || []).map((x) => h("tr", null, h("td", null, x.name), h("td", null, x.addr), h("td", null, x.http_addr),
+          h("td", null, badge(x.status)), h("td", null, x.raft_role), h("td", null, x.voter ? "yes" : "no"), h("td", null, x.version || ""))))));
+  };
+  const again = throttle(() => load().catch(() => {}), 1000);
+  await load();
+  const tick = setInterval(again, 5000); // indexes move with every entry; a slow refresh is enough
+  const unsub = subscribe((ev) => { if (ev.topic === "leader" || ev.topic === "node") again(); });
+  return () => { clearInterval(tick); unsub(); };
+}

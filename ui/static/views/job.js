@@ -1,0 +1,180 @@
+// Job: spec, attempts, timeline, live log tail, result, cancel/retry.
+
+import { h, replace, link, badge, enc, confirmDialog, toast, throttle, add } from "../lib/dom.js";
+import { api, post, stream, request, ApiError } from "../lib/api.js";
+import { subscribe } from "../lib/events.js";
+import { time, between, ago, bytes, cpu, mem, labels, dur } from "../lib/fmt.js";
+import { logView } from "../lib/logview.js";
+
+const TERMINAL = new Set(["succeeded", "failed", "cancelled", "skipped"]);
+
+export async function mount(el, [id]) {
+  // Subscribe before the first read, keeping what arrives meanwhile: a
+  // short job can finish while the page loads.
+  const early = [];
+  let onEvent = (ev) => early.push(ev);
+  const unsub = subscribe((ev) => onEvent(ev));
+  try {
+    return await load(el, id, unsub, early, (fn) => { onEvent = fn; });
+  } catch (e) { unsub(); throw e; }
+}
+
+async function load(el, id, unsub, early, setHandler) {
+  const base = "/v1/jobs/" + enc(id);
+  let d = await api(base);
+  const head = h("div", { class: "head" });
+  const summary = h("section", { class: "card" });
+  const attempts = h("section");
+  const timeline = h("ol", { class: "timeline", id: "timeline" });
+  const result = h("section");
+  const logBox = h("section", { class: "logs" });
+  const spec = h("pre", { class: "spec" });
+  replace(el, head, h("div", { class: "grid2" }, summary, h("section", null, h("h2", null, "Timeline"), timeline)),
+    attempts, logBox, result, h("details", null, h("summary", null, "Spec (JSON)"), spec));
+
+  const draw = () => {
+    const j = d.job;
+    const canCancel = !TERMINAL.has(j.state);
+    const canRetry = ["failed", "cancelled", "skipped"].includes(j.state);
+    replace(head,
+      h("h1", { class: "jobname" }, j.spec.name || "(no name)"),
+      badge(j.state),
+      h("code", { class: "muted" }, j.id),
+      h("span", { class: "spacer" }),
+      h("button", { type: "button", class: "danger", id: "cancel", disabled: !canCancel, onclick: cancel }, "Cancel"),
+      h("button", { type: "button", id: "retry", disabled: !canRetry, onclick: retry }, "Retry"));
+    const s = j.spec;
+    const kv = [
+      ["State", h("span", { id: "job-state" }, badge(j.state))],
+      ["Reason", j.reason || "—"],
+      ["Attempts", `${j.counted_attempts} counted of ${s.max_attempts || 3} (${j.attempts} made)`],
+      ["Exit code", j.exit_code ?? "—"],
+      ["Submitted", time(j.submitted_at)],
+      ["Finished", time(j.finished_at)],
+      ["Run time", between(j.submitted_at, j.finished_at)],
+      ["Command", s.http ? s.http.method + " " + s.http.url : (s.command || []).join(" ")],
+      ["Driver", s.driver || "node default"],
+      ["Resources", `${cpu(s.resources?.cpu)} · ${mem(s.resources?.memory)}`],
+      ["Priority", s.priority], ["Queue", s.queue || "default"],
+      ["Labels", labels(s.labels) || "—"],
+    ];
+    if (j.workflow) kv.push(["Workflow", link("workflows/" + enc(j.workflow), j.workflow)]);
+    if (s.schedule) kv.push(["Schedule", link("schedules/" + enc(s.schedule), s.schedule)]);
+    if (s.depends_on?.length) kv.push(["Depends on", s.depends_on.map((p, i) => [i ? ", " : "", link("jobs/" + enc(p), p)])]);
+    replace(summary, h("dl", { class: "kv" }, kv.map(([k, v]) => [h("dt", null, k), h("dd", null, v)])));
+    replace(attempts, h("h2", null, "Attempts"), d.attempts.length ? h("table", { id: "attempts" },
+      h("thead", null, h("tr", null, ["#", "Node", "State", "Reason", "Exit", "Started", "Duration", "Peak memory", "CPU time"].map((x) => h("th", null, x)))),
+      h("tbody", null, d.attempts.map((a) => h("tr", null,
+        h("td", null, a.attempt),
+        h("td", null, a.node ? link("nodes/" + enc(a.node), a.node) : "—"),
+        h("td", null, badge(a.state)),
+        h("td", { class: a.oom || a.reason === "timeout" ? "bad" : "" }, a.oom ? "OOM killed" : a.reason || "", a.signal ? " (" + a.signal + ")" : "", a.warning ? " ⚠ " + a.warning : ""),
+        h("td", null, a.exit_code ?? "—"),
+        h("td", null, time(a.started_at)),
+        h("td", null, a.started_at ? between(a.started_at, a.finished_at) : "—"),
+        h("td", null, a.peak_memory_bytes ? bytes(a.peak_memory_bytes) : "—"),
+        h("td", null, a.cpu_time_ns ? dur(a.cpu_time_ns / 1e6) : "—"))))) : h("p", { class: "muted" }, "Not placed yet."));
+    const last = d.attempts.filter((a) => a.result).pop();
+    replace(result, last ? [h("h2", null, "Result (attempt " + last.attempt + ")"),
+      h("pre", { class: "result" }, resultText(last.result)),
+      h("button", { type: "button", onclick: download }, "Download result")] : "");
+    spec.textContent = JSON.stringify(j.spec, null, 2);
+    if (d.deliveries?.length) {
+      add(result, h("h2", null, "Webhook deliveries"), h("table", null, h("tbody", null, d.deliveries.map((x) =>
+        h("tr", null, h("td", null, x.event?.type), h("td", null, x.url || ""), h("td", null, badge(x.state)), h("td", null, x.attempts + " tries"), h("td", null, x.last_status ?? x.last_error ?? ""))))));
+    }
+  };
+  async function cancel() {
+    if (!(await confirmDialog("Cancel this job?", h("p", null, "A running attempt is killed.")))) return;
+    try { d = await post(base + "/cancel"); draw(); toast("Cancel requested"); } catch (e) { toast(e.message, "error"); }
+  }
+  async function retry() {
+    try { d = await post(base + "/retry"); draw(); toast("Queued again"); } catch (e) { toast(e.message, "error"); }
+  }
+  async function download() {
+    const r = await request(base + "/result");
+    if (!r.ok) { toast("No result: " + r.status, "error"); return; }
+    const url = URL.createObjectURL(await r.blob());
+    const a = h("a", { href: url, download: (d.job.spec.name || d.job.id) + ".result" });
+    document.body.append(a); a.click(); a.remove();
+    setTimeout(() => URL.revokeObjectURL(url), 1000);
+  }
+
+  // Timeline: the stored events, then live ones.
+  const seen = new Set();
+  const addEvent = (ev) => {
+    if (seen.has(ev.id)) return;
+    seen.add(ev.id);
+    timeline.append(h("li", { class: "ev-" + ev.type.replace(/\W/g, "-") },
+      h("time", { datetime: ev.at, title: ev.at }, time(ev.at)), " ",
+      h("b", null, ev.type), ev.attempt ? " #" + ev.attempt : "", ev.node ? " on " + ev.node : "",
+      ev.reason ? h("span", { class: "muted" }, " — " + ev.reason) : ""));
+  };
+  const tl = await api(base + "/events").catch(() => ({ events: [] }));
+  (tl.events || []).forEach(addEvent);
+
+  // Logs: follow the latest attempt; a new attempt starts a new tail.
+  const log = logView();
+  const streamSel = h("select", { "aria-label": "Stream" }, h("option", { value: "stdout" }, "stdout"), h("option", { value: "stderr" }, "stderr"));
+  const attemptSel = h("select", { "aria-label": "Attempt" });
+  const logState = h("span", { class: "muted", id: "log-state" });
+  replace(logBox, h("div", { class: "head" }, h("h2", null, "Log"), streamSel, attemptSel, logState), log.el);
+  let tail = null; let tailKey = ""; let tailRunning = false; let tailFollowed = false;
+  const fillAttempts = () => {
+    const cur = attemptSel.value;
+    replace(attemptSel, d.attempts.map((a) => h("option", { value: a.attempt }, "attempt " + a.attempt)));
+    attemptSel.value = cur && d.attempts.some((a) => String(a.attempt) === cur) ? cur : String(d.attempts.length ? d.attempts[d.attempts.length - 1].attempt : "");
+  };
+  const startTail = (force) => {
+    const n = attemptSel.value;
+    if (!n) { logState.textContent = "waiting for the job to be placed…"; return; }
+    const key = n + "/" + streamSel.value;
+    const a0 = d.attempts.find((x) => String(x.attempt) === n);
+    const live0 = a0 && (a0.state === "assigned" || a0.state === "running");
+    // Same attempt and stream: restart only when the tail ended while the
+    // attempt still runs (it was read before the attempt started).
+    if (key === tailKey && !force && (tailRunning || !live0 || tailFollowed)) return;
+    if (tail) tail.abort();
+    tailKey = key; tail = new AbortController();
+    log.clear();
+    const a = d.attempts.find((x) => String(x.attempt) === n);
+    const live = a && (a.state === "assigned" || a.state === "running");
+    logState.textContent = live ? "following…" : "";
+    const ctl = tail;
+    tailRunning = true; tailFollowed = !!live && a.state === "running";
+    stream(`${base}/logs?attempt=${n}&stream=${streamSel.value}${live ? "&follow=true" : ""}`, (c) => log.write(c), ctl.signal)
+      .then(() => { if (!ctl.signal.aborted) { tailRunning = false; log.end(); logState.textContent = "end of log"; } })
+      .catch((e) => { if (!ctl.signal.aborted) { tailRunning = false; log.end(); logState.textContent = e instanceof ApiError ? e.message : "log stream ended: " + e.message; } });
+  };
+  streamSel.addEventListener("change", () => startTail());
+  attemptSel.addEventListener("change", () => startTail());
+
+  draw(); fillAttempts(); startTail();
+
+  const reload = throttle(async () => {
+    try {
+      const wasLast = attemptSel.value === String(d.attempts.length ? d.attempts[d.attempts.length - 1].attempt : "");
+      d = await api(base); draw(); fillAttempts();
+      if (wasLast && d.attempts.length) attemptSel.value = String(d.attempts[d.attempts.length - 1].attempt);
+      startTail();
+    } catch (e) { if (e.status === 404) replace(head, h("h1", null, "Job " + id + " is gone (garbage-collected)")); }
+  }, 300);
+  const handle = (ev) => {
+    if (ev.type === "reset") { reload(); return; }
+    if (ev.job_id !== id) return;
+    addEvent(ev);
+    reload();
+  };
+  setHandler(handle);
+  early.splice(0).forEach(handle);
+  return () => { unsub(); if (tail) tail.abort(); };
+}
+
+function resultText(b64) {
+  try {
+    const bin = atob(b64);
+    const u8 = Uint8Array.from(bin, (c) => c.charCodeAt(0));
+    const t = new TextDecoder("utf-8", { fatal: false }).decode(u8);
+    return t.length > 65536 ? t.slice(0, 65536) + "\n…" : t;
+  } catch { return "(binary)"; }
+}

@@ -1,0 +1,28 @@
+// One node: its record and the attempts running on it.
+
+import { h, replace, link, badge, enc, throttle } from "../lib/dom.js";
+import { api } from "../lib/api.js";
+import { subscribe } from "../lib/events.js";
+import { time, between, labels, cpu, mem } from "../lib/fmt.js";
+import { nodeActions, capacityBars } from "./nodes.js";
+
+export async function mount(el, [name]) {
+  const load = async () => {
+    const n = await api("/v1/nodes/" + enc(name));
+    replace(el,
+      h("div", { class: "head" }, h("h1", null, n.name), badge(n.gossip), badge(n.eligibility), h("span", { class: "spacer" }), nodeActions(n, () => again())),
+      h("div", { class: "grid2" },
+        h("dl", { class: "kv card" }, [["API", n.http_addr], ["Raft", n.raft_addr], ["Gossip", n.gossip_addr], ["Version", n.version || "—"],
+          ["Drivers", (n.drivers || []).join(", ")], ["Labels", labels(n.labels) || "—"], ["Slots", n.slots || "unbounded"], ["State since", time(n.state_changed_at)]]
+          .map(([k, v]) => [h("dt", null, k), h("dd", null, v)])),
+        h("div", { class: "card" }, h("h2", null, "Capacity vs allocated"), capacityBars(n))),
+      h("h2", null, "Running attempts (" + (n.attempts || []).length + ")"),
+      h("table", { id: "node-attempts" }, h("thead", null, h("tr", null, ["Job", "Attempt", "State", "Requested", "Running for"].map((x) => h("th", null, x)))),
+        h("tbody", null, (n.attempts || []).map((a) => h("tr", null,
+          h("td", null, link("jobs/" + enc(a.job_id), a.job_id)), h("td", null, a.attempt), h("td", null, badge(a.state)),
+          h("td", null, cpu(a.resources?.cpu) + " · " + mem(a.resources?.memory)), h("td", null, between(a.started_at || a.assigned_at)))))));
+  };
+  const again = throttle(() => load().catch(() => {}), 1000);
+  await load();
+  return subscribe((ev) => { if (ev.node === name || ev.type === "reset") again(); });
+}
