@@ -17,6 +17,10 @@ type JobQuery struct {
 	State      JobState
 	Labels     map[string]string // every pair must match the job's labels
 	NamePrefix string
+	// Namespace keeps jobs of one namespace (stored form: "" is the
+	// default one) unless AnyNamespace.
+	Namespace    string
+	AnyNamespace bool
 	Cursor     string // from the previous page's next; "" = newest
 	Limit      int    // 0 = DefaultListLimit
 }
@@ -38,6 +42,9 @@ func ParseLabelSelector(s string) (map[string]string, error) {
 }
 
 func (q *JobQuery) match(j *Job) bool {
+	if !q.AnyNamespace && j.Spec.Namespace != q.Namespace {
+		return false
+	}
 	if q.NamePrefix != "" && !strings.HasPrefix(j.Spec.Name, q.NamePrefix) {
 		return false
 	}

@@ -77,6 +77,9 @@ type Deps struct {
 	Clock    Clock
 	IDs      IDs
 	Logger   *slog.Logger
+	// ACL guards the routes; nil: one from Config.ACL. The agent passes
+	// the one its own routes (UI, pprof, internal) share.
+	ACL *ACL
 }
 
 // Member is one gossip member as the API reports it.

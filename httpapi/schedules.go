@@ -10,14 +10,14 @@ import (
 
 // scheduleRoutes registers /v1/schedules.
 func (s *server) scheduleRoutes(m *http.ServeMux) {
-	m.HandleFunc("POST /v1/schedules", s.write(s.createSchedule))
-	m.HandleFunc("GET /v1/schedules", s.read(s.listSchedules))
-	m.HandleFunc("GET /v1/schedules/{name}", s.read(s.getSchedule))
-	m.HandleFunc("PUT /v1/schedules/{name}", s.write(s.updateSchedule))
-	m.HandleFunc("DELETE /v1/schedules/{name}", s.write(s.deleteSchedule))
-	m.HandleFunc("POST /v1/schedules/{name}/trigger", s.write(s.triggerSchedule))
-	m.HandleFunc("POST /v1/schedules/{name}/pause", s.write(s.pauseSchedule(true)))
-	m.HandleFunc("POST /v1/schedules/{name}/resume", s.write(s.pauseSchedule(false)))
+	s.handle(m, "POST /v1/schedules", s.write(s.createSchedule))
+	s.handle(m, "GET /v1/schedules", s.read(s.listSchedules))
+	s.handle(m, "GET /v1/schedules/{name}", s.read(s.getSchedule))
+	s.handle(m, "PUT /v1/schedules/{name}", s.write(s.updateSchedule))
+	s.handle(m, "DELETE /v1/schedules/{name}", s.write(s.deleteSchedule))
+	s.handle(m, "POST /v1/schedules/{name}/trigger", s.write(s.triggerSchedule))
+	s.handle(m, "POST /v1/schedules/{name}/pause", s.write(s.pauseSchedule(true)))
+	s.handle(m, "POST /v1/schedules/{name}/resume", s.write(s.pauseSchedule(false)))
 }
 
 // scheduleInput reads and normalises a schedule body; name (from the

@@ -72,9 +72,19 @@ func (s *server) submitWorkflow(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	p, err := s.parseWorkflow(body, r.Header.Get("Content-Type"))
+	qns, err := queryNamespace(r, false)
+	var p *fsm.SubmitWorkflow
+	if err == nil {
+		p, err = s.parseWorkflow(body, r.Header.Get("Content-Type"), r.URL.Query().Get("namespace"), qns)
+	}
 	if err == nil {
 		err = settleKey(&p.IdempotencyKey, r.Header.Get(HeaderIdempotencyKey))
+	}
+	if err == nil {
+		err = s.allow(r, PermWrite, p.Namespace)
+	}
+	if err == nil && p.Namespace != "" && p.IdempotencyKey != "" {
+		p.IdempotencyKey = p.Namespace + "/" + p.IdempotencyKey // scoped like job keys
 	}
 	if err != nil {
 		s.writeError(w, r, err)
@@ -131,7 +141,8 @@ func settleKey(key *string, header string) error {
 
 // parseWorkflow decodes, validates and resolves a workflow body into the
 // command: IDs minted, depends_on names turned into IDs.
-func (s *server) parseWorkflow(body []byte, contentType string) (*fsm.SubmitWorkflow, error) {
+// q and qns are ?namespace= as given and in stored form.
+func (s *server) parseWorkflow(body []byte, contentType, q, qns string) (*fsm.SubmitWorkflow, error) {
 	if isYAML(body, contentType) {
 		var err error
 		if body, err = YAMLToJSON(body); err != nil {
@@ -146,9 +157,15 @@ func (s *server) parseWorkflow(body []byte, contentType string) (*fsm.SubmitWork
 		return nil, err
 	}
 	if in.Namespace != "" {
-		if err := CheckQueueName("namespace", in.Namespace); err != nil {
+		if err := CheckNamespace("namespace", in.Namespace); err != nil {
 			return nil, err
 		}
+		in.Namespace = fsm.StoredNamespace(in.Namespace)
+		if q != "" && in.Namespace != qns {
+			return nil, invalid("namespace", "%q differs from ?namespace=%s; give one or make them agree", fsm.NamespaceOf(in.Namespace), q)
+		}
+	} else {
+		in.Namespace = qns
 	}
 	switch n := len(in.Jobs); {
 	case n == 0:
@@ -175,6 +192,10 @@ func (s *server) parseWorkflow(body []byte, contentType string) (*fsm.SubmitWork
 		if err != nil {
 			return nil, prefixField(field, err)
 		}
+		if spec.Namespace != "" && spec.Namespace != in.Namespace {
+			return nil, invalid(field+".namespace", "%q differs from the workflow's namespace %q; a workflow's jobs share its namespace", fsm.NamespaceOf(spec.Namespace), fsm.NamespaceOf(in.Namespace))
+		}
+		spec.Namespace = in.Namespace
 		p.Jobs[i] = fsm.NewJob{ID: s.ids.NewID(), Spec: spec}
 	}
 	for i := range p.Jobs {
@@ -230,15 +251,35 @@ func isYAML(body []byte, contentType string) bool {
 // listWorkflows handles GET /v1/workflows (newest first, paged).
 func (s *server) listWorkflows(w http.ResponseWriter, r *http.Request) {
 	limit, err := s.limitParam(r)
+	var ns string
+	if err == nil {
+		ns, err = queryNamespace(r, true)
+	}
+	if err == nil {
+		err = s.allow(r, PermRead, ns)
+	}
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
 	var out WorkflowList
 	err = s.state.View(func(tx *fsm.Tx) error {
-		var err error
-		out.Workflows, out.NextCursor, err = tx.ListWorkflows(r.URL.Query().Get("cursor"), limit)
-		return err
+		cursor := r.URL.Query().Get("cursor")
+		for {
+			page, next, err := tx.ListWorkflows(cursor, limit)
+			if err != nil {
+				return err
+			}
+			for _, wf := range page {
+				if ns == AllNamespaces || wf.Namespace == ns {
+					out.Workflows = append(out.Workflows, wf)
+				}
+			}
+			out.NextCursor, cursor = next, next
+			if next == "" || len(out.Workflows) >= limit {
+				return nil
+			}
+		}
 	})
 	if err != nil {
 		s.writeError(w, r, err)
