@@ -21,8 +21,8 @@ type JobQuery struct {
 	// default one) unless AnyNamespace.
 	Namespace    string
 	AnyNamespace bool
-	Cursor     string // from the previous page's next; "" = newest
-	Limit      int    // 0 = DefaultListLimit
+	Cursor       string // from the previous page's next; "" = newest
+	Limit        int    // 0 = DefaultListLimit
 }
 
 // ParseLabelSelector turns "k=v,k2=v2" into a map for JobQuery.Labels.

@@ -59,7 +59,7 @@ type ClientOptions struct {
 
 // Client talks to one agent's API. It is safe for concurrent use.
 type Client struct {
-	base  *url.URL
+	base      *url.URL
 	token     string
 	namespace string
 	hc        *http.Client
