@@ -18,7 +18,9 @@ const MaxCatchUp = 10000
 // PUT /v1/schedules/{name}, `foreman schedule create -f`). Normalize turns
 // it into an fsm.ScheduleSpec with every default filled in.
 type ScheduleInput struct {
-	Name       string          `json:"name"`
+	Name string `json:"name"`
+	// Namespace of the schedule and its jobs ("" = ?namespace=, else default).
+	Namespace  string          `json:"namespace,omitempty"`
 	Cron       string          `json:"cron"`
 	TimeZone   string          `json:"time_zone,omitempty"` // IANA; default UTC
 	Job        *JobSpecInput   `json:"job"`
