@@ -347,3 +347,108 @@ func TestACLTokens(t *testing.T) {
 		t.Errorf("health without a token: %d", code)
 	}
 }
+
+// TestNamespacedWorkflowsSchedulesEvents: workflows and schedules belong
+// to a namespace (their jobs too), names are per namespace, and listings,
+// reads by ID and the event stream keep tenants apart.
+func TestNamespacedWorkflowsSchedulesEvents(t *testing.T) {
+	a, _ := newACLAPI(t)
+	mgmt, readA := secretFor("management"), secretFor("read-a")
+	auth := func(s string) []string { return []string{"Authorization", "Bearer " + s} }
+	code, body := a.do("POST", "/v1/workflows?namespace=b", `{"name":"w","jobs":[{"name":"x","command":"true","allow_unplaceable":true}]}`, auth(mgmt)...)
+	if code != http.StatusCreated {
+		t.Fatalf("workflow in b: %d %s", code, body)
+	}
+	var wr WorkflowSubmitResponse
+	mustJSON(t, body, &wr)
+	if ns := a.job(wr.Jobs[0].ID).Spec.Namespace; ns != "b" {
+		t.Errorf("workflow job namespace %q, want b", ns)
+	}
+	if code, _ := a.send("GET", "/v1/workflows/"+wr.ID, readA); code != http.StatusForbidden {
+		t.Errorf("read-a reads b's workflow: %d, want 403", code)
+	}
+	if code, body := a.send("GET", "/v1/workflows?namespace=a", readA); code != http.StatusOK || strings.Contains(body, wr.ID) {
+		t.Errorf("list a's workflows: %d %s", code, body)
+	}
+	if code, body := a.do("POST", "/v1/workflows?namespace=a", `{"name":"w","namespace":"b","jobs":[{"name":"x","command":"true"}]}`, auth(mgmt)...); code != http.StatusBadRequest {
+		t.Errorf("namespace mismatch: %d %s, want 400", code, body)
+	}
+
+	// The same schedule name in two namespaces.
+	for _, ns := range []string{"a", "b"} {
+		code, body := a.do("POST", "/v1/schedules?namespace="+ns, `{"name":"nightly","cron":"@every 1h","job":{"command":"true","allow_unplaceable":true}}`, auth(mgmt)...)
+		if code != http.StatusCreated {
+			t.Fatalf("schedule in %s: %d %s", ns, code, body)
+		}
+		var info ScheduleInfo
+		mustJSON(t, body, &info)
+		if info.Spec.Name != "nightly" || fsm.NamespaceOf(info.Spec.Namespace) != ns || fsm.NamespaceOf(info.Spec.Job.Namespace) != ns {
+			t.Errorf("schedule in %s: %+v", ns, info.Spec)
+		}
+	}
+	if code, body := a.send("GET", "/v1/schedules/nightly?namespace=a", readA); code != http.StatusOK {
+		t.Errorf("read-a gets a's schedule: %d %s", code, body)
+	}
+	if code, _ := a.send("GET", "/v1/schedules/nightly?namespace=b", readA); code != http.StatusForbidden {
+		t.Errorf("read-a gets b's schedule: %d, want 403", code)
+	}
+	code, body = a.send("GET", "/v1/schedules?namespace=*", mgmt)
+	if code != http.StatusOK || strings.Count(body, `"name": "nightly"`) != 2 {
+		t.Errorf("every namespace's schedules: %d %s", code, body)
+	}
+	if code, _ := a.send("DELETE", "/v1/schedules/nightly?namespace=b", secretFor("write")); code != http.StatusNoContent {
+		t.Errorf("delete b's nightly: %d", code)
+	}
+	if code, _ := a.send("GET", "/v1/schedules/nightly?namespace=a", mgmt); code != http.StatusOK {
+		t.Errorf("a's nightly after deleting b's: %d", code)
+	}
+
+	// The event stream: read-a sees only a's events.
+	filter := &eventFilter{cluster: false, may: func(ns string) bool { return fsm.NamespaceOf(ns) == "a" }}
+	for _, tc := range []struct {
+		e    fsm.Event
+		want bool
+	}{
+		{fsm.Event{Type: fsm.EventJob, Namespace: "a"}, true},
+		{fsm.Event{Type: fsm.EventAttempt, Namespace: "b"}, false},
+		{fsm.Event{Type: fsm.EventJob}, false}, // default
+		{fsm.Event{Type: fsm.EventNode}, false},
+		{fsm.Event{Type: fsm.EventSchedule, Namespace: "a"}, true},
+	} {
+		if got := filter.match(&tc.e); got != tc.want {
+			t.Errorf("read-a stream, %+v: %v, want %v", tc.e, got, tc.want)
+		}
+	}
+	if code, _ := a.send("GET", "/v1/events?namespace=b", readA); code != http.StatusForbidden {
+		t.Errorf("read-a streams b: %d, want 403", code)
+	}
+}
+
+// TestAttemptEventsCarryNamespace: the stream can filter attempt events
+// because Apply stamps them with their job's namespace.
+func TestAttemptEventsCarryNamespace(t *testing.T) {
+	a, _ := newACLAPI(t)
+	a.addNode("w1", "", 4000, 4096)
+	code, body := a.do("POST", "/v1/jobs?namespace=a", `{"command":"true"}`, "Authorization", "Bearer "+secretFor("management"))
+	if code != http.StatusCreated {
+		t.Fatalf("submit: %d %s", code, body)
+	}
+	var sr SubmitResponse
+	mustJSON(t, body, &sr)
+	ring := a.f.Events()
+	pos, _ := ring.Tail()
+	a.place(sr.ID, "w1")
+	evs, _, _ := ring.Read(pos, make([]fsm.RingEvent, 0, 64))
+	seen := 0
+	for _, e := range evs {
+		if e.JobID == sr.ID {
+			seen++
+			if e.Namespace != "a" {
+				t.Errorf("%s event: namespace %q, want a", e.Kind(), e.Namespace)
+			}
+		}
+	}
+	if seen < 2 {
+		t.Fatalf("saw %d events of the job: %+v", seen, evs)
+	}
+}
