@@ -287,10 +287,12 @@ func identityOf(r *http.Request) *identity {
 }
 
 // InternalSecret is the cluster-internal secret this node presents to
-// another's /v1/internal/ endpoints ("" with ACL off or before the leader
-// set one). cluster.Config.InternalAuth calls it through SetInternalAuth.
+// another's /v1/internal/ endpoints ("" before an ACL leader set one). It
+// is sent even by an agent without --acl, so a rolling restart that turns
+// ACL on keeps forwarding working. cluster.Config.InternalAuth calls it
+// through SetInternalAuth.
 func (a *ACL) InternalSecret() string {
-	if !a.Enabled() {
+	if a == nil || a.state == nil {
 		return ""
 	}
 	var s string
@@ -299,7 +301,7 @@ func (a *ACL) InternalSecret() string {
 }
 
 // SetInternalAuth adds the cluster-internal secret to h (a node-to-node
-// request's headers); it does nothing with ACL off.
+// request's headers) once the state holds one.
 func (a *ACL) SetInternalAuth(h http.Header) {
 	if s := a.InternalSecret(); s != "" {
 		h.Set(HeaderInternalToken, s)
