@@ -87,13 +87,11 @@ func (s *server) aclBootstrap(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	res, err := s.apply(r.Context(), fsm.CmdACLBootstrap, fsm.ACLBootstrap{Token: tok})
-	if err != nil {
+	if _, err := s.apply(r.Context(), fsm.CmdACLBootstrap, fsm.ACLBootstrap{Token: tok}); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
 	tok.CreatedAt = s.clock.Now().UTC()
-	_ = res
 	s.log.InfoContext(r.Context(), "ACL bootstrapped", "accessor", tok.AccessorID)
 	writeJSON(w, http.StatusCreated, NewToken{TokenInfo: tokenInfo(&tok, s.clock.Now()), Secret: secret})
 }
