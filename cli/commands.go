@@ -29,6 +29,7 @@ func clientCommands() []*ucli.Command {
 		scheduleCommand(),
 		clusterCommand(),
 		operatorCommand(),
+		aclCommand(),
 	}
 }
 
@@ -42,6 +43,16 @@ func clientFlags() []ucli.Flag {
 			Usage:       "address of any agent's API (default $" + httpapi.EnvAddr + ", else " + httpapi.DefaultAddr + ")",
 			DefaultText: "$" + httpapi.EnvAddr,
 		},
+		&ucli.StringFlag{
+			Name:        "token",
+			Usage:       "ACL token secret, sent as Authorization: Bearer (default $" + httpapi.EnvToken + ")",
+			DefaultText: "$" + httpapi.EnvToken,
+		},
+		&ucli.StringFlag{
+			Name:        "namespace",
+			Usage:       "namespace to act in (default $" + httpapi.EnvNamespace + ", else default; \"*\" lists every namespace)",
+			DefaultText: "$" + httpapi.EnvNamespace,
+		},
 	}
 }
 
@@ -53,23 +64,27 @@ func WithClientFlags(flags ...ucli.Flag) []ucli.Flag {
 // newClient builds the API client from --addr (the innermost command that
 // set it explicitly, then FOREMAN_ADDR, then the default) and FOREMAN_TOKEN.
 func newClient(c *ucli.Context) (*httpapi.Client, error) {
-	addr := ""
-	for _, x := range c.Lineage() {
-		for _, n := range x.LocalFlagNames() {
-			if n == "addr" {
-				addr = x.String("addr")
-				break
-			}
-		}
-		if addr != "" {
-			break
-		}
-	}
-	cl, err := httpapi.NewClient(addr, httpapi.ClientOptions{})
+	addr, token, ns := innermost(c, "addr"), innermost(c, "token"), innermost(c, "namespace")
+	cl, err := httpapi.NewClient(addr, httpapi.ClientOptions{Token: token, Namespace: ns})
 	if err != nil {
 		return nil, Exitf(1, "%v", err)
 	}
 	return cl, nil
+}
+
+// innermost is the value of flag from the innermost command that set it
+// explicitly ("" when none did; the client then reads the environment).
+func innermost(c *ucli.Context, flag string) string {
+	for _, x := range c.Lineage() {
+		for _, n := range x.LocalFlagNames() {
+			if n == flag {
+				if v := x.String(flag); v != "" {
+					return v
+				}
+			}
+		}
+	}
+	return ""
 }
 
 // Error turns any error into a one-line ucli.ExitCoder, so Main prints

@@ -199,6 +199,7 @@ func TestReadmeForms(t *testing.T) {
 		{[]string{"logs", "ID", "-f"}, "follow", "true true"},
 		{[]string{"node", "drain", "NAME", "--deadline", "5m"}, "deadline", "true 5m0s"},
 		{[]string{"node", "drain", "NAME", "--deadline=5m"}, "deadline", "true 5m0s"},
+		{[]string{"acl", "token", "revoke", "ACCESSOR_ID", "--token", "fmn_x"}, "token", "true fmn_x"},
 	} {
 		got, err := parse(t, tc.args...)
 		if err != nil {

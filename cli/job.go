@@ -210,6 +210,7 @@ func printJobDetail(c *ucli.Context, d *httpapi.JobDetail) error {
 	kv := NewTable(Stdout(c))
 	kv.Row("ID:", j.ID)
 	kv.Row("Name:", orDash(j.Spec.Name))
+	kv.Row("Namespace:", fsm.NamespaceOf(j.Spec.Namespace))
 	kv.Row("State:", string(j.State)+reasonSuffix(j.Reason))
 	if j.Spec.HTTP != nil {
 		kv.Row("Request:", requestLine(j.Spec.HTTP))

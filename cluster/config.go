@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"runtime"
 	"strconv"
@@ -74,6 +75,10 @@ type Config struct {
 	// Network, when set, decides which peers are reachable (tests use it to
 	// partition nodes in-process). Nil means every peer is reachable.
 	Network Network
+	// InternalAuth, when set, adds this node's credential to every request
+	// it makes to another node's /v1/internal/ endpoints (ACL's
+	// cluster-internal secret, docs/security.md). Nil adds nothing.
+	InternalAuth func(http.Header)
 	// RaftLogLevel is hclog's level for raft's own log lines (default warn).
 	RaftLogLevel string
 }

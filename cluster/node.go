@@ -91,6 +91,9 @@ func New(cfg Config, f *fsm.FSM, self fsm.Node, logger *slog.Logger) (*Node, err
 		notifyCh: make(chan bool, 16), closing: make(chan struct{}), syncFlipped: make(chan struct{}, 1),
 	}
 	n.ld.init()
+	if cfg.InternalAuth != nil {
+		n.client.Transport = internalAuth{base: n.client.Transport, set: cfg.InternalAuth}
+	}
 
 	removeTempFiles(cfg.DataDir, logger)
 	if n.storage, err = openRaftStorage(cfg.DataDir, cfg.NoSync, logger); err != nil {

@@ -141,8 +141,9 @@ type applier struct {
 	byDue, queuedByGroup, byFinish       *bolt.Bucket
 	schedules                            *bolt.Bucket
 	timeline                             *bolt.Bucket
-	dueOf                                dueMemo         // see schedindex.go
-	specOf                               map[*Job][]byte // stored spec of jobs read by getJob
+	dueOf                                dueMemo           // see schedindex.go
+	specOf                               map[*Job][]byte   // stored spec of jobs read by getJob
+	jobNS                                map[string]string // job ID → stored namespace, for attempt events
 	index                                uint64
 	at                                   time.Time
 	atText                               string  // rfc3339Text(at), once needed
@@ -286,6 +287,14 @@ func (a *applier) applyEntry(data []byte, res *Result) error {
 		return run(a, cmd, res, (*applier).leaderChanged)
 	case CmdDeliveries:
 		return run(a, cmd, res, (*applier).deliveries)
+	case CmdACLBootstrap:
+		return run(a, cmd, res, (*applier).aclBootstrap)
+	case CmdACLCreateToken:
+		return run(a, cmd, res, (*applier).aclCreateToken)
+	case CmdACLRevokeToken:
+		return run(a, cmd, res, (*applier).aclRevokeToken)
+	case CmdACLInternal:
+		return run(a, cmd, res, (*applier).aclInternal)
 	}
 	return fmt.Errorf("%w: unknown command type %q", ErrBadCommand, cmd.Type)
 }

@@ -34,7 +34,7 @@ func (a *applier) saveScheduleJob(s *Schedule, state, jobID string) error {
 	if err := a.put(a.schedules, []byte(s.Spec.Name), v); err != nil {
 		return err
 	}
-	a.emit(Event{Type: EventSchedule, Name: state, Schedule: s.Spec.Name, JobID: jobID, State: state})
+	a.emit(Event{Type: EventSchedule, Name: state, Schedule: s.Spec.Name, JobID: jobID, State: state, Namespace: s.Spec.Namespace})
 	return nil
 }
 
@@ -110,13 +110,14 @@ func sameTime(x, y *time.Time) bool {
 }
 
 func (a *applier) deleteSchedule(p *DeleteSchedule, res *Result) error {
-	if _, err := a.getSchedule(p.Name); err != nil {
+	old, err := a.getSchedule(p.Name)
+	if err != nil {
 		return err
 	}
 	if err := a.del(a.schedules, []byte(p.Name)); err != nil {
 		return err
 	}
-	a.emit(Event{Type: EventSchedule, Name: "deleted", Schedule: p.Name, State: "deleted"})
+	a.emit(Event{Type: EventSchedule, Name: "deleted", Schedule: p.Name, State: "deleted", Namespace: old.Spec.Namespace})
 	return nil
 }
 

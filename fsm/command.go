@@ -74,6 +74,11 @@ var payloadTypes = map[CommandType]any{
 	CmdCancelWorkflow: CancelWorkflow{},
 	CmdRetryWorkflow:  RetryWorkflow{},
 	CmdDeliveries:     DeliveryOutcomes{},
+
+	CmdACLBootstrap:   ACLBootstrap{},
+	CmdACLCreateToken: ACLCreateToken{},
+	CmdACLRevokeToken: ACLRevokeToken{},
+	CmdACLInternal:    ACLInternal{},
 }
 
 // Command is the versioned envelope of every raft entry. At is stamped by

@@ -267,7 +267,7 @@ func (a *applier) deliveries(p *DeliveryOutcomes, res *Result) error {
 			return err
 		}
 		if d.State != DeliveryPending {
-			a.emit(Event{Type: EventWebhook, Name: string(d.State), JobID: d.Event.JobID, Reason: deliverySummary(&d)})
+			a.emit(Event{Type: EventWebhook, Name: string(d.State), JobID: d.Event.JobID, Reason: deliverySummary(&d), Namespace: a.namespaceOf(d.Event.JobID)})
 		}
 	}
 	return nil

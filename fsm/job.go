@@ -55,7 +55,10 @@ type Backoff struct {
 // layer (defaults filled in) before it is put into a command, so Apply never
 // has to guess. Add new fields with omitempty so old entries still decode.
 type JobSpec struct {
-	Name        string            `json:"name,omitempty"`
+	Name string `json:"name,omitempty"`
+	// Namespace the job belongs to; "" is the default namespace (stored
+	// that way so records from before namespaces need no migration).
+	Namespace   string            `json:"namespace,omitempty"`
 	Command     []string          `json:"command"` // argv; a JSON string becomes ["/bin/sh","-c",s]
 	Env         map[string]string `json:"env,omitempty"`
 	Resources   Resources         `json:"resources,omitempty"`

@@ -55,6 +55,7 @@ type storedJob struct {
 // key is unknown: an unknown key costs allocations and a duplicate check.
 type schedSpec struct {
 	Name             skipped    `json:"name,omitempty"`
+	Namespace        string     `json:"namespace,omitempty"` // events and quotas
 	Command          skipped    `json:"command"`
 	Env              skipped    `json:"env,omitempty"`
 	Resources        Resources  `json:"resources,omitempty"`
@@ -164,6 +165,7 @@ func decodeStoredJob(v []byte) (j *Job, raw []byte, err error) {
 		Resources: ss.Resources, Priority: ss.Priority, MaxAttempts: ss.MaxAttempts, Driver: ss.Driver,
 		Queue: ss.Queue, Constraints: ss.Constraints, Backoff: ss.Backoff, NoRetryExitCodes: ss.NoRetryExitCodes,
 		Deadline: ss.Deadline, DependsOn: ss.DependsOn, Condition: ss.Condition, Notify: ss.Notify,
+		Namespace: ss.Namespace,
 	}
 	return j, s.Spec, nil
 }

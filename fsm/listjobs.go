@@ -18,8 +18,12 @@ type JobQuery struct {
 	Labels     map[string]string // every pair must match the job's labels
 	NamePrefix string
 	Queue      string // the job's spec.queue; "" does not filter
-	Cursor     string // from the previous page's next; "" = newest
-	Limit      int    // 0 = DefaultListLimit
+	// Namespace keeps jobs of one namespace (stored form: "" is the
+	// default one) unless AnyNamespace.
+	Namespace    string
+	AnyNamespace bool
+	Cursor       string // from the previous page's next; "" = newest
+	Limit        int    // 0 = DefaultListLimit
 }
 
 // ParseLabelSelector turns "k=v,k2=v2" into a map for JobQuery.Labels.
@@ -39,6 +43,9 @@ func ParseLabelSelector(s string) (map[string]string, error) {
 }
 
 func (q *JobQuery) match(j *Job) bool {
+	if !q.AnyNamespace && j.Spec.Namespace != q.Namespace {
+		return false
+	}
 	if q.NamePrefix != "" && !strings.HasPrefix(j.Spec.Name, q.NamePrefix) {
 		return false
 	}

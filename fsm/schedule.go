@@ -55,7 +55,12 @@ const (
 // (the cron spec parses, the zone exists, the template passes the submit
 // checks, defaults are filled) before it goes into a command.
 type ScheduleSpec struct {
-	Name       string        `json:"name"`
+	// Name is the schedule's key: the name the user gave in the default
+	// namespace, "NAMESPACE:name" in another (names are unique per
+	// namespace; ':' is not allowed in a name, so keys cannot collide).
+	Name string `json:"name"`
+	// Namespace is where the schedule and its jobs live ("" = default).
+	Namespace  string        `json:"namespace,omitempty"`
 	Cron       string        `json:"cron"`
 	TimeZone   string        `json:"time_zone,omitempty"` // IANA name; "" = UTC
 	Job        JobSpec       `json:"job"`

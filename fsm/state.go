@@ -21,6 +21,7 @@ func (a *applier) getJob(id string) (*Job, error) {
 		return nil, err
 	}
 	a.rememberDue(j)
+	a.noteNamespace(j)
 	if raw != nil {
 		if a.specOf == nil {
 			a.specOf = map[*Job][]byte{}
@@ -60,7 +61,8 @@ func (a *applier) saveJob(j *Job, from JobState) error {
 	if err := a.put(a.byState, jobStateKey(j.State, j.ID), nil); err != nil {
 		return err
 	}
-	a.emit(Event{Type: EventJob, Name: jobEventName(from, j.State), JobID: j.ID, Attempt: j.Attempts, State: string(j.State), Reason: j.Reason, Workflow: j.Workflow})
+	a.emit(Event{Type: EventJob, Name: jobEventName(from, j.State), JobID: j.ID, Attempt: j.Attempts, State: string(j.State), Reason: j.Reason, Workflow: j.Workflow, Namespace: j.Spec.Namespace})
+	a.noteNamespace(j)
 	if len(j.Spec.Notify) > 0 {
 		if err := a.queueDeliveries(j, len(a.pending)-1); err != nil {
 			return err
@@ -155,9 +157,36 @@ func (a *applier) saveAttempt(at *Attempt, from AttemptState) error {
 		return err
 	}
 	if from != at.State {
-		a.emit(Event{Type: EventAttempt, Name: attemptEventName(from, at.State), JobID: at.JobID, Attempt: at.Num, Node: at.Node, State: string(at.State), Reason: at.Reason})
+		a.emit(Event{Type: EventAttempt, Name: attemptEventName(from, at.State), JobID: at.JobID, Attempt: at.Num, Node: at.Node, State: string(at.State), Reason: at.Reason, Namespace: a.namespaceOf(at.JobID)})
 	}
 	return nil
+}
+
+// noteNamespace remembers j's namespace for the attempt events of this
+// batch (a job's namespace never changes).
+func (a *applier) noteNamespace(j *Job) {
+	if a.jobNS == nil {
+		a.jobNS = map[string]string{}
+	}
+	a.jobNS[j.ID] = j.Spec.Namespace
+}
+
+// namespaceOf is the stored namespace of a job ("" = default), read
+// through the batch's memo: the job is almost always read already.
+func (a *applier) namespaceOf(jobID string) string {
+	if ns, ok := a.jobNS[jobID]; ok {
+		return ns
+	}
+	v := a.jobs.Get([]byte(jobID))
+	if v == nil {
+		return ""
+	}
+	j, _, err := decodeStoredJob(v)
+	if err != nil {
+		return ""
+	}
+	a.noteNamespace(j)
+	return j.Spec.Namespace
 }
 
 func hasPrefix(k, prefix []byte) bool {

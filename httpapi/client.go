@@ -23,6 +23,9 @@ const DefaultAddr = "http://127.0.0.1:7070"
 const (
 	EnvAddr  = "FOREMAN_ADDR"
 	EnvToken = "FOREMAN_TOKEN"
+	// EnvNamespace is the namespace requests act in when ClientOptions
+	// leaves it empty ("" = the server's default namespace).
+	EnvNamespace = "FOREMAN_NAMESPACE"
 )
 
 // APIError is a non-2xx reply, decoded from the JSON error body.
@@ -46,6 +49,9 @@ type ClientOptions struct {
 	// Token is sent as "Authorization: Bearer <token>"; empty reads
 	// FOREMAN_TOKEN.
 	Token string
+	// Namespace is sent as ?namespace= on every request that has none
+	// ("": FOREMAN_NAMESPACE, else the server's default).
+	Namespace string
 	// HTTPClient replaces the default client (which has no overall timeout,
 	// so log follows can last; bound calls with their context instead).
 	HTTPClient *http.Client
@@ -53,9 +59,10 @@ type ClientOptions struct {
 
 // Client talks to one agent's API. It is safe for concurrent use.
 type Client struct {
-	base  *url.URL
-	token string
-	hc    *http.Client
+	base      *url.URL
+	token     string
+	namespace string
+	hc        *http.Client
 }
 
 // NewClient returns a client for the agent at addr ("http://host:port",
@@ -78,6 +85,10 @@ func NewClient(addr string, opts ClientOptions) (*Client, error) {
 	c := &Client{base: u, token: opts.Token, hc: opts.HTTPClient}
 	if c.token == "" {
 		c.token = os.Getenv(EnvToken)
+	}
+	c.namespace = opts.Namespace
+	if c.namespace == "" {
+		c.namespace = os.Getenv(EnvNamespace)
 	}
 	if c.hc == nil {
 		c.hc = &http.Client{Transport: &http.Transport{
@@ -120,6 +131,10 @@ func (c *Client) send(ctx context.Context, method, path string, query url.Values
 	u.RawPath = u.EscapedPath() + path
 	if p, err := url.PathUnescape(u.RawPath); err == nil {
 		u.Path = p
+	}
+	if c.namespace != "" && query.Get("namespace") == "" {
+		query = cloneValues(query)
+		query.Set("namespace", c.namespace)
 	}
 	u.RawQuery = query.Encode()
 	var body io.Reader
@@ -235,3 +250,14 @@ func (c *Client) Ready(ctx context.Context) error {
 	_, err := c.do(ctx, http.MethodGet, "/v1/ready", nil, nil, nil, nil)
 	return err
 }
+
+func cloneValues(v url.Values) url.Values {
+	out := url.Values{}
+	for k, vs := range v {
+		out[k] = append([]string(nil), vs...)
+	}
+	return out
+}
+
+// Namespace is the namespace the client sends ("" = the server's default).
+func (c *Client) Namespace() string { return c.namespace }

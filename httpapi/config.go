@@ -46,6 +46,9 @@ type Config struct {
 	// EventWriteTimeout drops a stream whose client stops reading: a
 	// write that blocks this long ends it.
 	EventWriteTimeout time.Duration
+	// ACL requires a token on every route but the open ones (used only
+	// when Deps.ACL is nil; docs/security.md).
+	ACL bool
 }
 
 // DefaultConfig returns the settings an agent uses unless told otherwise.

@@ -89,6 +89,9 @@ type Deps struct {
 	// Artifacts serves this node's artifacts (nil: requests for artifacts
 	// kept here fail with 503).
 	Artifacts Artifacts
+	// ACL guards the routes; nil: one from Config.ACL. The agent passes
+	// the one its own routes (UI, pprof, internal) share.
+	ACL *ACL
 }
 
 // Member is one gossip member as the API reports it.

@@ -100,6 +100,9 @@ const (
 	CodeBadSnapshot   = "bad_snapshot"
 	CodeNewerSnapshot = "unsupported_snapshot"
 	CodeRefused       = "refused"
+	CodeUnauthorized  = "unauthorized"
+	CodeForbidden     = "forbidden"
+	CodeACLDisabled   = "acl_disabled"
 	codeClientClosed  = "client_closed"
 	statusClientClose = 499 // nginx's convention; only ever logged
 )
@@ -115,6 +118,12 @@ func statusFor(err error) (int, string) {
 		return http.StatusRequestEntityTooLarge, CodeTooLarge
 	case errors.Is(err, ErrBatchTooLarge):
 		return http.StatusRequestEntityTooLarge, CodeBatchTooLarge
+	case errors.Is(err, ErrUnauthenticated):
+		return http.StatusUnauthorized, CodeUnauthorized
+	case errors.Is(err, ErrForbidden):
+		return http.StatusForbidden, CodeForbidden
+	case errors.Is(err, ErrACLDisabled):
+		return http.StatusBadRequest, CodeACLDisabled
 	case errors.Is(err, ErrOverloaded):
 		return http.StatusTooManyRequests, CodeOverloaded
 	case errors.Is(err, ErrInvalid), errors.Is(err, fsm.ErrBadCommand):

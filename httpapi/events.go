@@ -28,7 +28,12 @@ type eventFilter struct {
 	job       string
 	workflow  string
 	schedule  string
-	namespace string
+	namespace string // stored form ("" = default), when nsSet
+	nsSet     bool
+	// may says whether the reader may see a namespace's events (nil: all);
+	// cluster says whether it may see node and leader events.
+	may     func(ns string) bool
+	cluster bool
 }
 
 func (f *eventFilter) match(e *fsm.Event) bool {
@@ -38,13 +43,32 @@ func (f *eventFilter) match(e *fsm.Event) bool {
 	return (f.job == "" || e.JobID == f.job) &&
 		(f.workflow == "" || e.Workflow == f.workflow) &&
 		(f.schedule == "" || e.Schedule == f.schedule) &&
-		(f.namespace == "" || e.Namespace == f.namespace)
+		f.matchNamespace(e)
+}
+
+// matchNamespace: job, workflow and schedule events carry their
+// namespace; node and leader events belong to none and need operator.
+func (f *eventFilter) matchNamespace(e *fsm.Event) bool {
+	switch e.Topic() {
+	case fsm.TopicNode, fsm.TopicLeader:
+		return f.cluster && !f.nsSet
+	}
+	if f.nsSet && e.Namespace != f.namespace {
+		return false
+	}
+	return f.may == nil || f.may(e.Namespace)
 }
 
 // parseEventQuery reads the filters and the resume point (nil: from now).
 func parseEventQuery(r *http.Request) (*eventFilter, *fsm.EventID, error) {
 	q := r.URL.Query()
-	f := &eventFilter{job: q.Get("job"), workflow: q.Get("workflow"), schedule: q.Get("schedule"), namespace: q.Get("namespace")}
+	f := &eventFilter{job: q.Get("job"), workflow: q.Get("workflow"), schedule: q.Get("schedule"), cluster: true}
+	if ns := q.Get("namespace"); ns != "" && ns != AllNamespaces {
+		if err := CheckNamespace("namespace", ns); err != nil {
+			return nil, nil, err
+		}
+		f.namespace, f.nsSet = fsm.StoredNamespace(ns), true
+	}
 	for _, v := range q["topic"] {
 		for _, t := range strings.Split(v, ",") {
 			t = strings.TrimSpace(t)
@@ -133,9 +157,17 @@ func (s *server) events(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	filter, from, err := parseEventQuery(r)
+	if err == nil && filter.nsSet {
+		err = s.allow(r, PermRead, filter.namespace)
+	}
 	if err != nil {
 		s.writeError(w, r, err)
 		return
+	}
+	if s.acl.Enabled() {
+		// Without ?namespace=, every namespace the token may read.
+		filter.may = func(ns string) bool { return s.allow(r, PermRead, ns) == nil }
+		filter.cluster = s.allow(r, PermOperator, "") == nil
 	}
 	ring := src.Events()
 	pos, last := ring.Tail()

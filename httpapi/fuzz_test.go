@@ -182,7 +182,7 @@ func FuzzParseWorkflow(f *testing.F) {
 	z := newFuzzFSM(f)
 	s := &server{cfg: DefaultConfig(), ids: NewULIDs(fixedClock{t0})}
 	f.Fuzz(func(t *testing.T, body []byte, contentType string) {
-		p, err := s.parseWorkflow(body, contentType)
+		p, err := s.parseWorkflow(body, contentType, "", "")
 		if err != nil {
 			checkRefusal(t, err)
 			return

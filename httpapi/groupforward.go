@@ -150,6 +150,9 @@ func (g *groupCommit) post(name, addr string, payload fsm.SubmitGroup, batches, 
 	req.Header.Set(HeaderForwarded, "1")
 	req.Header.Set(headerBatches, batches)
 	req.Header.Set(headerRequestIDs, reqIDs)
+	if s := g.s.acl.InternalSecret(); s != "" {
+		req.Header.Set(HeaderInternalToken, s) // the members were authorized here
+	}
 	resp, err := g.s.transport.RoundTrip(req)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s at %s: %v", ErrUnreachable, name, addr, err)

@@ -88,6 +88,14 @@ func (s *server) jobQuery(r *http.Request) (fsm.JobQuery, error) {
 		Cursor:     v.Get("cursor"),
 		Limit:      s.cfg.DefaultListLimit,
 	}
+	ns, err := queryNamespace(r, true)
+	if err != nil {
+		return q, err
+	}
+	if err := s.allow(r, PermRead, ns); err != nil {
+		return q, err
+	}
+	q.Namespace, q.AnyNamespace = ns, ns == AllNamespaces
 	if q.State != "" && !q.State.Valid() {
 		return q, invalid("state", "unknown job state %q (want waiting, queued, running, retrying, succeeded, failed, cancelled or skipped)", q.State)
 	}

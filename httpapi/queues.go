@@ -77,6 +77,11 @@ func (s *server) listQueues(w http.ResponseWriter, r *http.Request) {
 // setQueue handles PUT /v1/queues/{name} (leader only).
 func (s *server) setQueue(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
+	// Queues are shared by every namespace: changing one needs write on all.
+	if err := s.allow(r, PermWrite, AllNamespaces); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	if err := CheckQueueName("name", name); err != nil {
 		s.writeError(w, r, err)
 		return

@@ -19,10 +19,12 @@ const MaxCatchUp = 10000
 // PUT /v1/schedules/{name}, `foreman schedule create -f`). Normalize turns
 // it into an fsm.ScheduleSpec with every default filled in.
 type ScheduleInput struct {
-	Name     string        `json:"name"`
-	Cron     string        `json:"cron"`
-	TimeZone string        `json:"time_zone,omitempty"` // IANA; default UTC
-	Job      *JobSpecInput `json:"job,omitempty"`
+	Name string `json:"name"`
+	// Namespace of the schedule and its jobs ("" = ?namespace=, else default).
+	Namespace string        `json:"namespace,omitempty"`
+	Cron      string        `json:"cron"`
+	TimeZone  string        `json:"time_zone,omitempty"` // IANA; default UTC
+	Job       *JobSpecInput `json:"job,omitempty"`
 	// Workflow, instead of Job, fires a whole workflow at each tick (its
 	// jobs' depends_on name other jobs of it).
 	Workflow   *WorkflowInput  `json:"workflow,omitempty"`
@@ -152,7 +154,7 @@ func normalizeWorkflowTemplate(in *WorkflowInput) (*fsm.WorkflowTemplate, error)
 		return nil, prefixField("workflow", err)
 	}
 	if in.Namespace != "" {
-		if err := CheckQueueName("workflow.namespace", in.Namespace); err != nil {
+		if err := CheckNamespace("workflow.namespace", in.Namespace); err != nil {
 			return nil, err
 		}
 	}
@@ -170,11 +172,11 @@ func normalizeWorkflowTemplate(in *WorkflowInput) (*fsm.WorkflowTemplate, error)
 			return nil, err
 		}
 	}
-	jobs, err := normalizeWorkflowJobs(in.Jobs, "workflow.", func(i int) string { return in.Jobs[i].Name })
+	jobs, err := normalizeWorkflowJobs(in.Jobs, "workflow.", fsm.StoredNamespace(in.Namespace), func(i int) string { return in.Jobs[i].Name })
 	if err != nil {
 		return nil, err
 	}
-	t := &fsm.WorkflowTemplate{Name: in.Name, Namespace: in.Namespace, Jobs: make([]fsm.JobSpec, len(jobs))}
+	t := &fsm.WorkflowTemplate{Name: in.Name, Namespace: fsm.StoredNamespace(in.Namespace), Jobs: make([]fsm.JobSpec, len(jobs))}
 	for i, nj := range jobs {
 		t.Jobs[i] = nj.Spec
 	}

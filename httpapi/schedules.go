@@ -3,6 +3,7 @@ package httpapi
 import (
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/foreman-sched/foreman/fsm"
@@ -10,14 +11,14 @@ import (
 
 // scheduleRoutes registers /v1/schedules.
 func (s *server) scheduleRoutes(m *http.ServeMux) {
-	m.HandleFunc("POST /v1/schedules", s.write(s.createSchedule))
-	m.HandleFunc("GET /v1/schedules", s.read(s.listSchedules))
-	m.HandleFunc("GET /v1/schedules/{name}", s.read(s.getSchedule))
-	m.HandleFunc("PUT /v1/schedules/{name}", s.write(s.updateSchedule))
-	m.HandleFunc("DELETE /v1/schedules/{name}", s.write(s.deleteSchedule))
-	m.HandleFunc("POST /v1/schedules/{name}/trigger", s.write(s.triggerSchedule))
-	m.HandleFunc("POST /v1/schedules/{name}/pause", s.write(s.pauseSchedule(true)))
-	m.HandleFunc("POST /v1/schedules/{name}/resume", s.write(s.pauseSchedule(false)))
+	s.handle(m, "POST /v1/schedules", s.write(s.createSchedule))
+	s.handle(m, "GET /v1/schedules", s.read(s.listSchedules))
+	s.handle(m, "GET /v1/schedules/{name}", s.read(s.scheduleScoped(PermRead, s.getSchedule)))
+	s.handle(m, "PUT /v1/schedules/{name}", s.write(s.scheduleScoped(PermWrite, s.updateSchedule)))
+	s.handle(m, "DELETE /v1/schedules/{name}", s.write(s.scheduleScoped(PermWrite, s.deleteSchedule)))
+	s.handle(m, "POST /v1/schedules/{name}/trigger", s.write(s.scheduleScoped(PermWrite, s.triggerSchedule)))
+	s.handle(m, "POST /v1/schedules/{name}/pause", s.write(s.scheduleScoped(PermWrite, s.pauseSchedule(true))))
+	s.handle(m, "POST /v1/schedules/{name}/resume", s.write(s.scheduleScoped(PermWrite, s.pauseSchedule(false))))
 }
 
 // scheduleInput reads and normalises a schedule body; name (from the
@@ -31,16 +32,47 @@ func (s *server) scheduleInput(w http.ResponseWriter, r *http.Request, name stri
 	if err != nil {
 		return fsm.ScheduleSpec{}, err
 	}
-	if name != "" {
-		if in.Name != "" && in.Name != name {
-			return fsm.ScheduleSpec{}, invalid("name", "%q differs from the name in the path %q", in.Name, name)
+	qns, err := queryNamespace(r, false)
+	if err != nil {
+		return fsm.ScheduleSpec{}, err
+	}
+	if in.Namespace != "" {
+		if err := CheckNamespace("namespace", in.Namespace); err != nil {
+			return fsm.ScheduleSpec{}, err
 		}
-		in.Name = name
+		if q := r.URL.Query().Get("namespace"); q != "" && fsm.StoredNamespace(in.Namespace) != qns {
+			return fsm.ScheduleSpec{}, invalid("namespace", "%q differs from ?namespace=%s; give one or make them agree", in.Namespace, q)
+		}
+		qns = fsm.StoredNamespace(in.Namespace)
+	}
+	if name != "" {
+		_, short := splitScheduleKey(name)
+		if in.Name != "" && in.Name != short {
+			return fsm.ScheduleSpec{}, invalid("name", "%q differs from the name in the path %q", in.Name, short)
+		}
+		in.Name = short
+	}
+	if in.Job != nil && in.Job.Namespace != "" && fsm.StoredNamespace(in.Job.Namespace) != qns {
+		return fsm.ScheduleSpec{}, invalid("job.namespace", "%q differs from the schedule's namespace %q", in.Job.Namespace, fsm.NamespaceOf(qns))
 	}
 	sp, err := in.Normalize()
 	if err != nil {
 		return sp, err
 	}
+	if err := s.allow(r, PermWrite, qns); err != nil {
+		return sp, err
+	}
+	sp.Namespace, sp.Job.Namespace = qns, qns
+	if wf := sp.Workflow; wf != nil {
+		if wf.Namespace != "" && wf.Namespace != qns {
+			return sp, invalid("workflow.namespace", "%q differs from the schedule's namespace %q", fsm.NamespaceOf(wf.Namespace), fsm.NamespaceOf(qns))
+		}
+		wf.Namespace = qns
+		for i := range wf.Jobs {
+			wf.Jobs[i].Namespace = qns
+		}
+	}
+	sp.Name = scheduleKey(qns, sp.Name)
 	// The template must pass what a submit checks against the nodes.
 	limits, err := s.capacityLimits()
 	if err != nil {
@@ -161,8 +193,19 @@ func (s *server) getSchedule(w http.ResponseWriter, r *http.Request) {
 func (s *server) listSchedules(w http.ResponseWriter, r *http.Request) {
 	out := ScheduleList{Schedules: []ScheduleInfo{}}
 	now := s.clock.Now()
-	err := s.state.View(func(tx *fsm.Tx) error {
+	ns, err := queryNamespace(r, true)
+	if err == nil {
+		err = s.allow(r, PermRead, ns)
+	}
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	err = s.state.View(func(tx *fsm.Tx) error {
 		return tx.ForEachSchedule(func(sc *fsm.Schedule) bool {
+			if ns != AllNamespaces && sc.Spec.Namespace != ns {
+				return true
+			}
 			out.Schedules = append(out.Schedules, describeSchedule(tx, sc, now))
 			return true
 		})
@@ -175,7 +218,7 @@ func (s *server) listSchedules(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *server) scheduleInfo(name string) (*ScheduleInfo, error) {
-	if err := CheckScheduleName("name", name); err != nil {
+	if _, short := splitScheduleKey(name); CheckScheduleName("name", short) != nil {
 		return nil, fmt.Errorf("%w: schedule %q", fsm.ErrNotFound, name)
 	}
 	var info ScheduleInfo
@@ -197,6 +240,7 @@ func (s *server) scheduleInfo(name string) (*ScheduleInfo, error) {
 // describeSchedule adds the next tick and the fired jobs' states.
 func describeSchedule(tx *fsm.Tx, sc *fsm.Schedule, now time.Time) ScheduleInfo {
 	info := ScheduleInfo{Schedule: *sc, Fires: make([]FireState, 0, len(sc.History))}
+	_, info.Spec.Name = splitScheduleKey(sc.Spec.Name) // the name the user gave; Spec.Namespace says where
 	if c, err := fsm.ParseCron(sc.Spec.Cron, sc.Spec.TimeZone); err == nil && !sc.Spec.Paused {
 		from := sc.DecidedThrough()
 		if now.After(from) {
@@ -224,4 +268,44 @@ func describeSchedule(tx *fsm.Tx, sc *fsm.Schedule, now time.Time) ScheduleInfo 
 	}
 	info.History = nil // shown as Fires
 	return info
+}
+
+// scheduleKey is the stored name of schedule name in namespace ns (stored
+// form): the name itself in the default namespace, "ns:name" elsewhere.
+func scheduleKey(ns, name string) string {
+	if ns == "" {
+		return name
+	}
+	return ns + ":" + name
+}
+
+// splitScheduleKey is the inverse of scheduleKey.
+func splitScheduleKey(key string) (ns, name string) {
+	if i := strings.LastIndexByte(key, ':'); i >= 0 {
+		return key[:i], key[i+1:]
+	}
+	return "", key
+}
+
+// scheduleScoped turns {name} into the schedule's key in ?namespace= and
+// checks perm there before h runs.
+func (s *server) scheduleScoped(perm Permission, h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		ns, err := queryNamespace(r, false)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		if err := s.allow(r, perm, ns); err != nil {
+			s.acl.refuse(w, r, err)
+			return
+		}
+		name := r.PathValue("name")
+		if strings.Contains(name, ":") {
+			s.writeError(w, r, invalid("name", "%q: use ?namespace= to name another namespace's schedule", name))
+			return
+		}
+		r.SetPathValue("name", scheduleKey(ns, name))
+		h(w, r)
+	}
 }

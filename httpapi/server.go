@@ -46,6 +46,12 @@ type server struct {
 	beat        heartbeat   // shared by every event stream
 	subscribers subscribers // open event streams
 	metrics     *metrics
+	acl         *ACL
+}
+
+// handle registers h behind the ACL route table (acl_routes.go).
+func (s *server) handle(m *http.ServeMux, pattern string, h http.HandlerFunc) {
+	s.acl.Handle(m, pattern, h)
 }
 
 // New returns the /v1/ API handler. It panics when cfg does not validate or
@@ -90,6 +96,10 @@ func New(cfg Config, deps Deps) http.Handler {
 		MaxIdleConnsPerHost: 256,
 		IdleConnTimeout:     90 * time.Second,
 	}
+	s.acl = deps.ACL
+	if s.acl == nil {
+		s.acl = NewACL(cfg.ACL, s.state, s.clock, s.log)
+	}
 	s.submits = &groupCommit{s: s}
 	s.beat.every = cfg.EventHeartbeat
 	s.metrics = newMetrics(s)
@@ -103,52 +113,53 @@ func New(cfg Config, deps Deps) http.Handler {
 // here.
 func (s *server) routes() {
 	m := http.NewServeMux()
-	m.HandleFunc("POST /v1/jobs", s.submitWrite(s.submitJobs))
-	m.HandleFunc("GET /v1/jobs", s.read(s.listJobs))
-	m.HandleFunc("GET /v1/jobs/counts", s.read(s.jobCounts))
-	m.HandleFunc("GET /v1/jobs/{id}", s.read(s.getJob))
-	m.HandleFunc("POST /v1/jobs/{id}/cancel", s.write(s.cancelJob))
-	m.HandleFunc("POST /v1/jobs/{id}/retry", s.write(s.retryJob))
-	m.HandleFunc("GET /v1/jobs/{id}/logs", s.read(s.jobLogs))
-	m.HandleFunc("GET /v1/jobs/{id}/events", s.read(s.jobEvents))
-	m.HandleFunc("GET /v1/events", s.local(s.events))
-	m.HandleFunc("GET /v1/metrics", s.local(s.metrics.serve))
-	m.HandleFunc("GET /v1/jobs/{id}/result", s.read(s.jobResult))
-	m.HandleFunc("GET /v1/jobs/{id}/artifacts", s.read(s.listArtifacts))
-	m.HandleFunc("GET /v1/jobs/{id}/artifacts/{path...}", s.read(s.getArtifact))
+	s.handle(m, "POST /v1/jobs", s.submitWrite(s.submitJobs))
+	s.handle(m, "GET /v1/jobs", s.read(s.listJobs))
+	s.handle(m, "GET /v1/jobs/counts", s.read(s.jobCounts))
+	s.handle(m, "GET /v1/jobs/{id}", s.read(s.jobScoped(PermRead, s.getJob)))
+	s.handle(m, "POST /v1/jobs/{id}/cancel", s.write(s.jobScoped(PermSubmit, s.cancelJob)))
+	s.handle(m, "POST /v1/jobs/{id}/retry", s.write(s.jobScoped(PermSubmit, s.retryJob)))
+	s.handle(m, "GET /v1/jobs/{id}/logs", s.read(s.jobScoped(PermRead, s.jobLogs)))
+	s.handle(m, "GET /v1/jobs/{id}/events", s.read(s.jobScoped(PermRead, s.jobEvents)))
+	s.handle(m, "GET /v1/events", s.local(s.events))
+	s.handle(m, "GET /v1/metrics", s.local(s.metrics.serve))
+	s.handle(m, "GET /v1/jobs/{id}/result", s.read(s.jobScoped(PermRead, s.jobResult)))
+	s.handle(m, "GET /v1/jobs/{id}/artifacts", s.read(s.jobScoped(PermRead, s.listArtifacts)))
+	s.handle(m, "GET /v1/jobs/{id}/artifacts/{path...}", s.read(s.jobScoped(PermRead, s.getArtifact)))
 
-	m.HandleFunc("POST /v1/workflows", s.write(s.submitWorkflow))
-	m.HandleFunc("GET /v1/workflows", s.read(s.listWorkflows))
-	m.HandleFunc("GET /v1/workflows/{id}", s.read(s.getWorkflow))
-	m.HandleFunc("DELETE /v1/workflows/{id}", s.write(s.cancelWorkflow))
-	m.HandleFunc("POST /v1/workflows/{id}/retry", s.write(s.retryWorkflow))
+	s.handle(m, "POST /v1/workflows", s.write(s.submitWorkflow))
+	s.handle(m, "GET /v1/workflows", s.read(s.listWorkflows))
+	s.handle(m, "GET /v1/workflows/{id}", s.read(s.workflowScoped(PermRead, s.getWorkflow)))
+	s.handle(m, "DELETE /v1/workflows/{id}", s.write(s.workflowScoped(PermWrite, s.cancelWorkflow)))
+	s.handle(m, "POST /v1/workflows/{id}/retry", s.write(s.workflowScoped(PermWrite, s.retryWorkflow)))
 
-	m.HandleFunc("GET /v1/nodes", s.read(s.listNodes))
-	m.HandleFunc("GET /v1/nodes/{name}", s.read(s.getNode))
-	m.HandleFunc("POST /v1/nodes/{name}/drain", s.write(s.drainNode))
-	m.HandleFunc("POST /v1/nodes/{name}/eligibility", s.write(s.setEligibility))
+	s.handle(m, "GET /v1/nodes", s.read(s.listNodes))
+	s.handle(m, "GET /v1/nodes/{name}", s.read(s.getNode))
+	s.handle(m, "POST /v1/nodes/{name}/drain", s.write(s.drainNode))
+	s.handle(m, "POST /v1/nodes/{name}/eligibility", s.write(s.setEligibility))
 
 	s.scheduleRoutes(m)
 
-	m.HandleFunc("GET /v1/queues", s.read(s.listQueues))
-	m.HandleFunc("PUT /v1/queues/{name}", s.write(s.setQueue))
+	s.handle(m, "GET /v1/queues", s.read(s.listQueues))
+	s.handle(m, "PUT /v1/queues/{name}", s.write(s.setQueue))
 
-	m.HandleFunc("GET /v1/cluster/members", s.local(s.members))
-	m.HandleFunc("GET /v1/cluster/raft", s.local(s.raftInfo))
-	m.HandleFunc("POST /v1/cluster/join", s.local(s.join))
-	m.HandleFunc("POST /v1/cluster/leave", s.local(s.leave))
-	m.HandleFunc("GET /v1/cluster/hash", s.local(s.hash))
-	m.HandleFunc("DELETE /v1/cluster/raft/peers/{name}", s.write(s.removePeer))
-	m.HandleFunc("POST /v1/cluster/raft/transfer-leadership", s.write(s.transferLeadership))
+	s.handle(m, "GET /v1/cluster/members", s.local(s.members))
+	s.handle(m, "GET /v1/cluster/raft", s.local(s.raftInfo))
+	s.handle(m, "POST /v1/cluster/join", s.local(s.join))
+	s.handle(m, "POST /v1/cluster/leave", s.local(s.leave))
+	s.handle(m, "GET /v1/cluster/hash", s.local(s.hash))
+	s.handle(m, "DELETE /v1/cluster/raft/peers/{name}", s.write(s.removePeer))
+	s.handle(m, "POST /v1/cluster/raft/transfer-leadership", s.write(s.transferLeadership))
 
-	m.HandleFunc("GET /v1/operator/snapshot", s.write(s.saveSnapshot))
-	m.HandleFunc("PUT /v1/operator/snapshot", s.write(s.restoreSnapshot))
-	m.HandleFunc("POST /v1/operator/snapshot", s.write(s.restoreSnapshot))
-	m.HandleFunc("POST "+submitsPath, s.local(s.forwardedSubmits))
-	m.HandleFunc("GET /v1/health", s.local(s.health))
-	m.HandleFunc("GET /v1/ready", s.local(s.ready))
+	s.handle(m, "GET /v1/operator/snapshot", s.write(s.saveSnapshot))
+	s.handle(m, "PUT /v1/operator/snapshot", s.write(s.restoreSnapshot))
+	s.handle(m, "POST /v1/operator/snapshot", s.write(s.restoreSnapshot))
+	s.handle(m, "POST "+submitsPath, s.local(s.forwardedSubmits))
+	s.handle(m, "GET /v1/health", s.local(s.health))
+	s.handle(m, "GET /v1/ready", s.local(s.ready))
 
-	m.HandleFunc("/", s.notFound(m))
+	s.aclRoutes(m)
+	s.handle(m, "/", s.notFound(m))
 	s.mux = m
 }
 

@@ -14,7 +14,9 @@ import (
 // errors name the field. Normalize turns it into an fsm.JobSpec with every
 // default filled in, so Apply never guesses.
 type JobSpecInput struct {
-	Name        string            `json:"name,omitempty"`
+	Name string `json:"name,omitempty"`
+	// Namespace the job belongs to ("" = ?namespace=, else "default").
+	Namespace   string            `json:"namespace,omitempty"`
 	Command     json.RawMessage   `json:"command"` // ["argv", ...] or "shell string"
 	Env         map[string]string `json:"env,omitempty"`
 	Resources   *ResourcesInput   `json:"resources,omitempty"`

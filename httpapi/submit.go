@@ -27,6 +27,9 @@ func (s *server) submitJobs(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	jobs, batch, err := s.parseSubmit(body, r.Header.Get(HeaderIdempotencyKey))
+	if err == nil {
+		err = s.settleNamespaces(r, jobs, batch)
+	}
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -345,6 +348,54 @@ func (l *capacityLimits) check(jobs []fsm.NewJob, batch bool) error {
 			if v > b.Capacity.Named[k] {
 				return invalid(field("resources.named."+k), "%d is more than any node has (largest: %s with %d)%s", v, b.Name, b.Capacity.Named[k], hint)
 			}
+		}
+	}
+	return nil
+}
+
+// queryNamespace reads ?namespace= in its stored form ("" = default);
+// allowAll lets "*" (every namespace) through for listings.
+func queryNamespace(r *http.Request, allowAll bool) (string, error) {
+	ns := r.URL.Query().Get("namespace")
+	switch {
+	case ns == "":
+		return "", nil
+	case ns == AllNamespaces && allowAll:
+		return AllNamespaces, nil
+	}
+	if err := CheckNamespace("namespace", ns); err != nil {
+		return "", err
+	}
+	return fsm.StoredNamespace(ns), nil
+}
+
+// settleNamespaces gives every job the namespace of its spec or of
+// ?namespace= (they must agree), checks the token may submit there, and
+// scopes idempotency keys to the namespace, so one tenant cannot learn
+// another's job IDs by reusing its keys.
+func (s *server) settleNamespaces(r *http.Request, jobs []fsm.NewJob, batch bool) error {
+	qns, err := queryNamespace(r, false)
+	if err != nil {
+		return err
+	}
+	q := r.URL.Query().Get("namespace")
+	for i := range jobs {
+		sp := &jobs[i].Spec
+		if q != "" && sp.Namespace != qns && sp.Namespace != "" {
+			f := "namespace"
+			if batch {
+				f = fmt.Sprintf("jobs[%d].namespace", i)
+			}
+			return invalid(f, "%q differs from ?namespace=%s; give one or make them agree", fsm.NamespaceOf(sp.Namespace), q)
+		}
+		if sp.Namespace == "" {
+			sp.Namespace = qns
+		}
+		if err := s.allow(r, PermSubmit, sp.Namespace); err != nil {
+			return err
+		}
+		if sp.Namespace != "" && jobs[i].IdempotencyKey != "" {
+			jobs[i].IdempotencyKey = sp.Namespace + "/" + jobs[i].IdempotencyKey
 		}
 	}
 	return nil

@@ -56,6 +56,12 @@ func (in *JobSpecInput) Normalize() (fsm.JobSpec, error) {
 	var out fsm.JobSpec
 	var err error
 
+	if in.Namespace != "" {
+		if err := CheckNamespace("namespace", in.Namespace); err != nil {
+			return out, err
+		}
+		out.Namespace = fsm.StoredNamespace(in.Namespace)
+	}
 	if in.HTTP != nil || in.Driver == HTTPDriver {
 		if out.HTTP, err = in.normalizeHTTP(); err != nil {
 			return out, err
@@ -447,6 +453,20 @@ func checkDepends(deps []string, cond string) error {
 	}
 	if cond != "" && len(deps) == 0 {
 		return invalid("condition", "needs depends_on")
+	}
+	return nil
+}
+
+// CheckNamespace validates a namespace name (the same rule as queue and
+// schedule names).
+func CheckNamespace(field, ns string) error {
+	switch {
+	case ns == "":
+		return invalid(field, "is empty")
+	case len(ns) > MaxNameLen:
+		return invalid(field, "must be at most %d characters", MaxNameLen)
+	case !queueNameRe.MatchString(ns):
+		return invalid(field, "%q: use letters, digits, '.', '_' and '-', starting with a letter or digit", ns)
 	}
 	return nil
 }

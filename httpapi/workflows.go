@@ -72,9 +72,19 @@ func (s *server) submitWorkflow(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	p, err := s.parseWorkflow(body, r.Header.Get("Content-Type"))
+	qns, err := queryNamespace(r, false)
+	var p *fsm.SubmitWorkflow
+	if err == nil {
+		p, err = s.parseWorkflow(body, r.Header.Get("Content-Type"), r.URL.Query().Get("namespace"), qns)
+	}
 	if err == nil {
 		err = settleKey(&p.IdempotencyKey, r.Header.Get(HeaderIdempotencyKey))
+	}
+	if err == nil {
+		err = s.allow(r, PermWrite, p.Namespace)
+	}
+	if err == nil && p.Namespace != "" && p.IdempotencyKey != "" {
+		p.IdempotencyKey = p.Namespace + "/" + p.IdempotencyKey // scoped like job keys
 	}
 	if err != nil {
 		s.writeError(w, r, err)
@@ -131,7 +141,8 @@ func settleKey(key *string, header string) error {
 
 // parseWorkflow decodes, validates and resolves a workflow body into the
 // command: IDs minted, depends_on names turned into IDs.
-func (s *server) parseWorkflow(body []byte, contentType string) (*fsm.SubmitWorkflow, error) {
+// q and qns are ?namespace= as given and in stored form.
+func (s *server) parseWorkflow(body []byte, contentType, q, qns string) (*fsm.SubmitWorkflow, error) {
 	if isYAML(body, contentType) {
 		var err error
 		if body, err = YAMLToJSON(body); err != nil {
@@ -150,9 +161,15 @@ func (s *server) parseWorkflow(body []byte, contentType string) (*fsm.SubmitWork
 		return nil, err
 	}
 	if in.Namespace != "" {
-		if err := CheckQueueName("namespace", in.Namespace); err != nil {
+		if err := CheckNamespace("namespace", in.Namespace); err != nil {
 			return nil, err
 		}
+		in.Namespace = fsm.StoredNamespace(in.Namespace)
+		if q != "" && in.Namespace != qns {
+			return nil, invalid("namespace", "%q differs from ?namespace=%s; give one or make them agree", fsm.NamespaceOf(in.Namespace), q)
+		}
+	} else {
+		in.Namespace = qns
 	}
 	switch n := len(in.Jobs); {
 	case n == 0:
@@ -162,16 +179,16 @@ func (s *server) parseWorkflow(body []byte, contentType string) (*fsm.SubmitWork
 	}
 	p := &fsm.SubmitWorkflow{ID: s.ids.NewID(), Name: in.Name, Namespace: in.Namespace, IdempotencyKey: in.IdempotencyKey}
 	var err error
-	if p.Jobs, err = normalizeWorkflowJobs(in.Jobs, "", func(int) string { return s.ids.NewID() }); err != nil {
+	if p.Jobs, err = normalizeWorkflowJobs(in.Jobs, "", in.Namespace, func(int) string { return s.ids.NewID() }); err != nil {
 		return nil, err
 	}
 	return p, nil
 }
 
 // normalizeWorkflowJobs validates a workflow's jobs (fields prefixed with
-// prefix) and resolves depends_on names to the IDs id gives each job (a
+// prefix), puts them in namespace ns (stored form), and resolves depends_on names to the IDs id gives each job (a
 // schedule's template keeps the names: its id returns them).
-func normalizeWorkflowJobs(jobs []JobSpecInput, prefix string, id func(i int) string) ([]fsm.NewJob, error) {
+func normalizeWorkflowJobs(jobs []JobSpecInput, prefix, ns string, id func(i int) string) ([]fsm.NewJob, error) {
 	out := make([]fsm.NewJob, len(jobs))
 	byName := make(map[string]int, len(jobs))
 	for i := range jobs {
@@ -190,6 +207,10 @@ func normalizeWorkflowJobs(jobs []JobSpecInput, prefix string, id func(i int) st
 		if err != nil {
 			return nil, prefixField(field, err)
 		}
+		if spec.Namespace != "" && spec.Namespace != ns {
+			return nil, invalid(field+".namespace", "%q differs from the workflow's namespace %q; a workflow's jobs share its namespace", fsm.NamespaceOf(spec.Namespace), fsm.NamespaceOf(ns))
+		}
+		spec.Namespace = ns
 		out[i] = fsm.NewJob{ID: id(i), Spec: spec}
 	}
 	for i := range out {
@@ -245,15 +266,35 @@ func isYAML(body []byte, contentType string) bool {
 // listWorkflows handles GET /v1/workflows (newest first, paged).
 func (s *server) listWorkflows(w http.ResponseWriter, r *http.Request) {
 	limit, err := s.limitParam(r)
+	var ns string
+	if err == nil {
+		ns, err = queryNamespace(r, true)
+	}
+	if err == nil {
+		err = s.allow(r, PermRead, ns)
+	}
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
 	var out WorkflowList
 	err = s.state.View(func(tx *fsm.Tx) error {
-		var err error
-		out.Workflows, out.NextCursor, err = tx.ListWorkflows(r.URL.Query().Get("cursor"), limit)
-		return err
+		cursor := r.URL.Query().Get("cursor")
+		for {
+			page, next, err := tx.ListWorkflows(cursor, limit)
+			if err != nil {
+				return err
+			}
+			for _, wf := range page {
+				if ns == AllNamespaces || wf.Namespace == ns {
+					out.Workflows = append(out.Workflows, wf)
+				}
+			}
+			out.NextCursor, cursor = next, next
+			if next == "" || len(out.Workflows) >= limit {
+				return nil
+			}
+		}
 	})
 	if err != nil {
 		s.writeError(w, r, err)

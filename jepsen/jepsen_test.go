@@ -140,6 +140,10 @@ func TestJepsenSmoke(t *testing.T) {
 		m = append(m, Scenario{Name: "cron-" + n, Nemesis: n, Nodes: 3, Seed: 1, Workload: "cron",
 			Warmup: 4 * time.Second, Fault: 8 * time.Second, Recover: 4 * time.Second, Drain: 45 * time.Second, Converge: 20 * time.Second})
 	}
+	// One scenario with ACL on: every client sends the bootstrap token,
+	// and followers forward writes with the cluster-internal secret.
+	m = append(m, Scenario{Name: "acl-kill-leader", Nemesis: "kill-leader", Nodes: 3, Seed: 1, ACL: true,
+		Warmup: 5 * time.Second, Fault: 12 * time.Second, Recover: 8 * time.Second, Drain: 60 * time.Second})
 	runMatrix(t, append(m, dagScenarios()...))
 }
 

@@ -42,6 +42,9 @@ type Scenario struct {
 	// and run_at checkers), "cron" (schedules and the cron checkers) or
 	// "dag" (workflows, invariant 4).
 	Workload string
+	// ACL runs the agents with --acl; the harness bootstraps a management
+	// token and every client sends it.
+	ACL bool
 }
 
 // Defaults fills zero durations.
@@ -103,6 +106,9 @@ func Run(bin, outDir string, sc Scenario, cleanup func(func())) report.Summary {
 		return sum
 	}
 	c := rig.NewCluster(bin, tmp, topo, min(sc.Nodes, 3))
+	if sc.ACL {
+		c.ExtraFlags = append(c.ExtraFlags, "--acl")
+	}
 	var once sync.Once
 	teardown := func() {
 		once.Do(func() {
@@ -127,6 +133,13 @@ func Run(bin, outDir string, sc Scenario, cleanup func(func())) report.Summary {
 		harness("start: %v", err)
 		sum.Decide()
 		return sum
+	}
+	if sc.ACL {
+		if err := c.BootstrapACL(ctx, 60*time.Second); err != nil {
+			harness("%v", err)
+			sum.Decide()
+			return sum
+		}
 	}
 	if _, err := c.WaitLeader(ctx, 60*time.Second); err != nil {
 		harness("bootstrap: %v", err)
@@ -279,6 +292,7 @@ func pollLeaders(ctx context.Context, c *rig.Cluster, rec *history.Recorder) <-c
 				}
 				if clients[i] == nil {
 					clients[i] = client.New(n.Name, n.URL(), time.Second)
+					clients[i].Token = c.Token
 				}
 				ri, err := clients[i].Raft(ctx)
 				if err == nil {

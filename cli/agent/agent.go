@@ -87,7 +87,8 @@ later agents only --join (they become non-voters and still run jobs).
 			&ucli.DurationFlag{Name: "retention", Value: 7 * 24 * time.Hour, Usage: "how long terminal jobs are kept"},
 			&ucli.DurationFlag{Name: "idempotency-window", Value: 24 * time.Hour, Usage: "how long idempotency keys are remembered"},
 			&ucli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error"},
-			&ucli.BoolFlag{Name: "pprof", Usage: "serve Go runtime profiles under /debug/pprof on the HTTP port (unauthenticated: debugging only)"},
+			&ucli.BoolFlag{Name: "pprof", Usage: "serve Go runtime profiles under /debug/pprof on the HTTP port (needs an operator token with --acl)"},
+			&ucli.BoolFlag{Name: "acl", Usage: "require a token on every API route but health (turn it on for every agent; then run foreman acl bootstrap)"},
 		},
 		Action: func(c *ucli.Context) error {
 			if err := applyConfigFile(c); err != nil {
@@ -111,6 +112,7 @@ func agentConfigFrom(c *ucli.Context, version string) (*agentConfig, error) {
 		api:     httpapi.DefaultConfig(),
 		pprof:   c.Bool("pprof"),
 	}
+	cfg.api.ACL = c.Bool("acl")
 	if err := cfg.logLevel.UnmarshalText([]byte(c.String("log-level"))); err != nil {
 		return nil, fmt.Errorf("--log-level: %q is not one of debug, info, warn, error", c.String("log-level"))
 	}
@@ -300,6 +302,8 @@ func runAgent(parent context.Context, cfg *agentConfig) error {
 	if err != nil {
 		return fmt.Errorf("open state: %w", err)
 	}
+	acl := httpapi.NewACL(cfg.api.ACL, f, nil, logger)
+	cfg.cluster.InternalAuth = acl.SetInternalAuth
 	node, err := cluster.New(cfg.cluster, f, cfg.self, logger)
 	if err != nil {
 		f.Close()
@@ -339,7 +343,11 @@ func runAgent(parent context.Context, cfg *agentConfig) error {
 		}
 	})
 
+	if acl.Enabled() {
+		node.OnLeadership(func(lctx context.Context) { ensureInternalSecret(lctx, node, f, logger) })
+	}
 	api := httpapi.New(cfg.api, httpapi.Deps{
+		ACL:      acl,
 		Cluster:  clusterAdapter{node},
 		State:    f,
 		Logs:     workerLogs{worker},
@@ -348,7 +356,7 @@ func runAgent(parent context.Context, cfg *agentConfig) error {
 
 		Artifacts: workerArtifacts{worker},
 	})
-	srv := &http.Server{Handler: routes(api, node.InternalHandler(), cfg.pprof), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: routes(acl, api, node.InternalHandler(), cfg.pprof), ReadHeaderTimeout: 10 * time.Second}
 	srvErr := make(chan error, 1)
 	go func() { srvErr <- srv.Serve(ln) }()
 
@@ -400,21 +408,23 @@ func bindHost(c cluster.Config) string {
 
 // routes puts the API, the internal raft-forwarding endpoints and the UI on
 // one mux, and the Go profiles under /debug/pprof/ only when withPprof.
-func routes(api, internal http.Handler, withPprof bool) http.Handler {
+// Every route goes through acl.Handle, which guards it by the route table
+// (httpapi/acl_routes.go) and refuses a pattern missing there.
+func routes(acl *httpapi.ACL, api, internal http.Handler, withPprof bool) http.Handler {
 	mux := http.NewServeMux()
 	if withPprof {
-		mux.HandleFunc("/debug/pprof/", pprof.Index) // also serves heap, goroutine, allocs, block, mutex…
-		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		acl.Handle(mux, "/debug/pprof/", http.HandlerFunc(pprof.Index)) // also serves heap, goroutine, allocs, block, mutex…
+		acl.Handle(mux, "/debug/pprof/cmdline", http.HandlerFunc(pprof.Cmdline))
+		acl.Handle(mux, "/debug/pprof/profile", http.HandlerFunc(pprof.Profile))
+		acl.Handle(mux, "/debug/pprof/symbol", http.HandlerFunc(pprof.Symbol))
+		acl.Handle(mux, "/debug/pprof/trace", http.HandlerFunc(pprof.Trace))
 	}
-	mux.Handle("/v1/internal/", internal)
-	mux.Handle(httpapi.ForwardedSubmitsPath, api) // followers' grouped submits: the API's, not raft's
-	mux.Handle("/ui/", uiHandler())
-	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+	acl.Handle(mux, "/v1/internal/", internal)
+	acl.Handle(mux, httpapi.ForwardedSubmitsPath, api) // followers' grouped submits: the API's, not raft's
+	acl.Handle(mux, "/ui/", uiHandler())
+	acl.Handle(mux, "GET /{$}", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/ui/", http.StatusFound)
-	})
-	mux.Handle("/", api)
+	}))
+	acl.Handle(mux, "/", api) // the API guards its own routes
 	return mux
 }

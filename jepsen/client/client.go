@@ -20,6 +20,8 @@ type Client struct {
 	Node string // node name, for the history
 	Base string // http://ip:port
 	HTTP *http.Client
+	// Token, when set, is sent as "Authorization: Bearer" (agents with --acl).
+	Token string
 }
 
 // New returns a client for one node with a per-request timeout.
@@ -69,6 +71,9 @@ func (c *Client) do(ctx context.Context, method, path string, hdr map[string]str
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.Token)
 	}
 	for k, v := range hdr {
 		req.Header.Set(k, v)
@@ -239,4 +244,16 @@ func (c *Client) Hash(ctx context.Context) checker.NodeHash {
 func (c *Client) Ready(ctx context.Context) error {
 	_, err := c.do(ctx, http.MethodGet, "/v1/ready", nil, nil, nil)
 	return err
+}
+
+// ACLBootstrap issues the cluster's first (management) token and returns
+// its secret.
+func (c *Client) ACLBootstrap(ctx context.Context) (string, error) {
+	var out struct {
+		Secret string `json:"secret"`
+	}
+	if _, err := c.do(ctx, http.MethodPost, "/v1/acl/bootstrap", nil, nil, &out); err != nil {
+		return "", err
+	}
+	return out.Secret, nil
 }

@@ -22,6 +22,9 @@ type Cluster struct {
 	ExtraFlags []string
 	// Timeout is the per-request timeout of the harness's clients.
 	Timeout time.Duration
+	// Token is the ACL token every client of the harness sends (set by
+	// BootstrapACL when the agents run with --acl).
+	Token string
 }
 
 // NewCluster prepares (does not start) one node per namespace of topo.
@@ -89,7 +92,38 @@ func (c *Cluster) AddNode() (*Node, error) {
 // Client returns a fresh client for node i.
 func (c *Cluster) Client(i int) *client.Client {
 	n := c.Nodes[i]
-	return client.New(n.Name, n.URL(), c.Timeout)
+	cl := client.New(n.Name, n.URL(), c.Timeout)
+	cl.Token = c.Token
+	return cl
+}
+
+// BootstrapACL issues the management token (agents started with --acl)
+// through any node, retrying while the cluster elects its first leader,
+// and makes every later client send it.
+func (c *Cluster) BootstrapACL(ctx context.Context, d time.Duration) error {
+	deadline := time.Now().Add(d)
+	var last error
+	for time.Now().Before(deadline) {
+		for i, n := range c.Nodes {
+			if !n.Running() {
+				continue
+			}
+			cl := c.Client(i)
+			secret, err := cl.ACLBootstrap(ctx)
+			cl.Close()
+			if err == nil {
+				c.Token = secret
+				return nil
+			}
+			last = err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("ACL bootstrap within %v: %v", d, last)
 }
 
 // Leader asks every running node and returns the index of the leader a

@@ -1,0 +1,203 @@
+package cli
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	ucli "github.com/urfave/cli/v2"
+
+	"github.com/foreman-sched/foreman/fsm"
+	"github.com/foreman-sched/foreman/httpapi"
+)
+
+// aclCommand is `foreman acl`: bootstrap and tokens (docs/security.md).
+func aclCommand() *ucli.Command {
+	return &ucli.Command{
+		Name:  "acl",
+		Usage: "bootstrap access control and manage tokens",
+		Subcommands: []*ucli.Command{
+			{
+				Name:   "bootstrap",
+				Usage:  "issue the first management token (works once per cluster; the secret is shown only now)",
+				Flags:  WithClientFlags(JSONFlag),
+				Action: func(c *ucli.Context) error { return Error(aclBootstrap(c)) },
+			},
+			{
+				Name:  "token",
+				Usage: "create, list and revoke tokens",
+				Subcommands: []*ucli.Command{
+					{
+						Name:  "create",
+						Usage: "create a token; prints its secret once",
+						Flags: WithClientFlags(JSONFlag,
+							&ucli.StringFlag{Name: "name", Usage: "a description"},
+							&ucli.StringSliceFlag{Name: "role", Required: true, Usage: "ROLE[:NAMESPACE] (repeatable): read:NS, submit:NS, write:NS (NS or *), operator, management"},
+							&ucli.DurationFlag{Name: "ttl", Usage: "expire after this long (default: never)"},
+						),
+						Action: func(c *ucli.Context) error { return Error(aclTokenCreate(c)) },
+					},
+					{
+						Name:   "ls",
+						Usage:  "list tokens (never their secrets)",
+						Flags:  WithClientFlags(JSONFlag),
+						Action: func(c *ucli.Context) error { return Error(aclTokenList(c)) },
+					},
+					{
+						Name:      "revoke",
+						Usage:     "revoke a token by accessor ID: it is refused from then on",
+						ArgsUsage: "ACCESSOR_ID",
+						Flags:     WithClientFlags(),
+						Action:    func(c *ucli.Context) error { return Error(aclTokenRevoke(c)) },
+					},
+					{
+						Name:   "self",
+						Usage:  "show the token this command sends",
+						Flags:  WithClientFlags(JSONFlag),
+						Action: func(c *ucli.Context) error { return Error(aclTokenSelf(c)) },
+					},
+				},
+			},
+		},
+	}
+}
+
+// ParseRole reads ROLE[:NAMESPACE].
+func ParseRole(s string) (fsm.ACLRole, error) {
+	role, ns, _ := strings.Cut(strings.TrimSpace(s), ":")
+	switch role {
+	case httpapi.RoleRead, httpapi.RoleSubmit, httpapi.RoleWrite:
+		if ns == "" {
+			return fsm.ACLRole{}, fmt.Errorf("--role %s: %s needs a namespace: %s:NAMESPACE (or %s:* for every one)", s, role, role, role)
+		}
+	case httpapi.RoleOperator, httpapi.RoleManagement:
+		if ns != "" {
+			return fsm.ACLRole{}, fmt.Errorf("--role %s: %s is cluster-wide and takes no namespace", s, role)
+		}
+	default:
+		return fsm.ACLRole{}, fmt.Errorf("--role %s: unknown role %q (want read, submit, write, operator or management)", s, role)
+	}
+	return fsm.ACLRole{Role: role, Namespace: ns}, nil
+}
+
+func rolesString(roles []fsm.ACLRole) string {
+	parts := make([]string, len(roles))
+	for i, r := range roles {
+		parts[i] = r.Role
+		if r.Namespace != "" {
+			parts[i] += ":" + r.Namespace
+		}
+	}
+	return strings.Join(parts, ",")
+}
+
+func printNewToken(c *ucli.Context, t *httpapi.NewToken) error {
+	if c.Bool("json") {
+		return PrintJSON(c, t)
+	}
+	w := Stdout(c)
+	fmt.Fprintf(w, "Accessor ID: %s\n", t.AccessorID)
+	fmt.Fprintf(w, "Secret:      %s\n", t.Secret)
+	fmt.Fprintf(w, "Roles:       %s\n", rolesString(t.Roles))
+	if t.ExpiresAt != nil {
+		fmt.Fprintf(w, "Expires:     %s\n", t.ExpiresAt.UTC().Format(time.RFC3339))
+	}
+	fmt.Fprintln(w, "The secret is shown only now; keep it (export FOREMAN_TOKEN=...).")
+	return nil
+}
+
+func aclBootstrap(c *ucli.Context) error {
+	cl, err := newClient(c)
+	if err != nil {
+		return err
+	}
+	t, err := cl.ACLBootstrap(c.Context)
+	if err != nil {
+		return err
+	}
+	return printNewToken(c, t)
+}
+
+func aclTokenCreate(c *ucli.Context) error {
+	req := httpapi.TokenRequest{Name: c.String("name")}
+	for _, r := range c.StringSlice("role") {
+		role, err := ParseRole(r)
+		if err != nil {
+			return Exitf(2, "%v", err)
+		}
+		req.Roles = append(req.Roles, role)
+	}
+	if d := c.Duration("ttl"); d > 0 {
+		req.TTL = d.String()
+	} else if d < 0 {
+		return Exitf(2, "--ttl %s: must be positive", d)
+	}
+	cl, err := newClient(c)
+	if err != nil {
+		return err
+	}
+	t, err := cl.CreateToken(c.Context, req)
+	if err != nil {
+		return err
+	}
+	return printNewToken(c, t)
+}
+
+func aclTokenList(c *ucli.Context) error {
+	cl, err := newClient(c)
+	if err != nil {
+		return err
+	}
+	l, err := cl.ListTokens(c.Context)
+	if err != nil {
+		return err
+	}
+	if c.Bool("json") {
+		return PrintJSON(c, l)
+	}
+	t := NewTable(Stdout(c), "ACCESSOR", "NAME", "ROLES", "EXPIRES", "CREATED")
+	now := time.Now()
+	for _, tok := range l.Tokens {
+		exp := "never"
+		if tok.ExpiresAt != nil {
+			exp = tok.ExpiresAt.UTC().Format(time.RFC3339)
+			if tok.Expired {
+				exp += " (expired)"
+			}
+		}
+		t.Row(tok.AccessorID, orDash(tok.Name), rolesString(tok.Roles), exp, ago(tok.CreatedAt, now))
+	}
+	return t.Flush()
+}
+
+func aclTokenRevoke(c *ucli.Context) error {
+	id, err := oneArg(c, "ACCESSOR_ID")
+	if err != nil {
+		return err
+	}
+	cl, err := newClient(c)
+	if err != nil {
+		return err
+	}
+	if err := cl.RevokeToken(c.Context, id); err != nil {
+		return err
+	}
+	fmt.Fprintf(Stdout(c), "token %s revoked\n", id)
+	return nil
+}
+
+func aclTokenSelf(c *ucli.Context) error {
+	cl, err := newClient(c)
+	if err != nil {
+		return err
+	}
+	t, err := cl.TokenSelf(c.Context)
+	if err != nil {
+		return err
+	}
+	if c.Bool("json") {
+		return PrintJSON(c, t)
+	}
+	fmt.Fprintf(Stdout(c), "Accessor ID: %s\nName:        %s\nRoles:       %s\n", t.AccessorID, orDash(t.Name), rolesString(t.Roles))
+	return nil
+}

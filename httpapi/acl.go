@@ -1,0 +1,359 @@
+package httpapi
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/foreman-sched/foreman/fsm"
+)
+
+// Access control (issue 16, docs/security.md). With ACL on, every route
+// but the open ones needs a bearer token whose roles grant the route's
+// permission (acl_routes.go). The guard checks that the token holds the
+// permission somewhere; a handler that touches a namespaced object checks
+// it again for that object's namespace (server.allow).
+
+// Permission is what a route needs.
+type Permission string
+
+const (
+	PermOpen       Permission = "open"       // no token, ACL or not
+	PermToken      Permission = "token"      // any valid token
+	PermRead       Permission = "read"       // per namespace
+	PermSubmit     Permission = "submit"     // per namespace: read + submit/cancel/retry jobs
+	PermWrite      Permission = "write"      // per namespace: submit + schedules, workflows, queues
+	PermOperator   Permission = "operator"   // cluster-wide: nodes, drain, raft, snapshots, metrics
+	PermManagement Permission = "management" // cluster-wide: tokens; implies every other permission
+	PermInternal   Permission = "internal"   // node-to-node only: the cluster-internal secret
+)
+
+// The fixed roles a token can carry. read, submit and write are per
+// namespace ("*" = every namespace); operator and management are
+// cluster-wide. Each namespaced role includes the ones before it.
+const (
+	RoleRead       = "read"
+	RoleSubmit     = "submit"
+	RoleWrite      = "write"
+	RoleOperator   = "operator"
+	RoleManagement = "management"
+)
+
+// AllNamespaces in a role (or ?namespace=) means every namespace.
+const AllNamespaces = "*"
+
+// rank orders the namespaced permissions and roles.
+var rank = map[string]int{RoleRead: 1, RoleSubmit: 2, RoleWrite: 3}
+
+// Headers of the ACL.
+const (
+	// HeaderInternalToken carries the cluster-internal secret on
+	// node-to-node requests to /v1/internal/.
+	HeaderInternalToken = "X-Foreman-Internal-Token"
+)
+
+var (
+	// ErrUnauthenticated means no usable token: missing, malformed,
+	// unknown (revoked) or expired. 401.
+	ErrUnauthenticated = errors.New("unauthenticated")
+	// ErrForbidden means the token is valid but lacks the permission. 403.
+	ErrForbidden = errors.New("permission denied")
+	// ErrACLDisabled means an ACL endpoint was called on an agent without --acl.
+	ErrACLDisabled = errors.New("ACL disabled")
+)
+
+// ACL authenticates requests against the tokens in the replicated state.
+// One per agent, shared by the API and the agent's own routes (UI, pprof,
+// /v1/internal/), so every route goes through the same table.
+type ACL struct {
+	enabled bool
+	state   State
+	clock   Clock
+	log     *slog.Logger
+
+	mu       sync.Mutex
+	patterns []string // every pattern registered through Handle
+}
+
+// NewACL returns the guard; with enabled false it lets everything through
+// (and still refuses patterns missing from the route table).
+func NewACL(enabled bool, state State, clock Clock, log *slog.Logger) *ACL {
+	if clock == nil {
+		clock = systemClock{}
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	return &ACL{enabled: enabled, state: state, clock: clock, log: log.With("component", "acl")}
+}
+
+// Enabled reports whether tokens are required.
+func (a *ACL) Enabled() bool { return a != nil && a.enabled }
+
+// Handle registers h on m under pattern behind the permission Routes gives
+// the pattern. A pattern missing from Routes panics: a route without an
+// entry must not start unguarded.
+func (a *ACL) Handle(m *http.ServeMux, pattern string, h http.Handler) {
+	rule, ok := Routes[pattern]
+	if !ok {
+		panic(fmt.Sprintf("httpapi: route %q has no entry in the ACL route table (httpapi/acl_routes.go)", pattern))
+	}
+	a.mu.Lock()
+	a.patterns = append(a.patterns, pattern)
+	a.mu.Unlock()
+	m.Handle(pattern, a.guard(rule.Perm, h))
+}
+
+// Patterns lists every pattern registered through Handle, sorted.
+func (a *ACL) Patterns() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := append([]string(nil), a.patterns...)
+	sort.Strings(out)
+	return out
+}
+
+// identity is who a request authenticated as.
+type identity struct {
+	token    *fsm.ACLToken // nil for the cluster-internal credential
+	internal bool
+}
+
+type identityKey struct{}
+
+func (a *ACL) guard(perm Permission, h http.Handler) http.Handler {
+	if perm == PermOpen {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !a.enabled {
+			h.ServeHTTP(w, r)
+			return
+		}
+		id, err := a.authenticate(r, perm)
+		if err == nil && !id.internal {
+			err = id.allow(perm, "")
+		}
+		if err != nil {
+			a.refuse(w, r, err)
+			return
+		}
+		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), identityKey{}, id)))
+	})
+}
+
+// refuse answers 401/403; the log names the route and the token's
+// accessor, never the secret.
+func (a *ACL) refuse(w http.ResponseWriter, r *http.Request, err error) {
+	status, code := statusFor(err)
+	a.log.InfoContext(r.Context(), "request refused", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr, "status", status, "reason", err.Error())
+	if status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="foreman"`)
+	}
+	writeJSON(w, status, ErrorBody{Error: err.Error(), Code: code})
+}
+
+// HashSecret is how a token's secret is stored: hex SHA-256.
+func HashSecret(secret string) string {
+	h := sha256.Sum256([]byte(secret))
+	return hex.EncodeToString(h[:])
+}
+
+func (a *ACL) authenticate(r *http.Request, perm Permission) (*identity, error) {
+	if perm == PermInternal {
+		got := r.Header.Get(HeaderInternalToken)
+		if got == "" {
+			return nil, fmt.Errorf("%w: %s is for cluster nodes only (no %s header)", ErrUnauthenticated, r.URL.Path, HeaderInternalToken)
+		}
+		var want string
+		_ = a.state.View(func(tx *fsm.Tx) error { want = tx.ACLInternalSecret(); return nil })
+		if want == "" {
+			return nil, fmt.Errorf("%w: this node has no cluster-internal secret yet (the leader sets one when it takes office); retry", ErrUnauthenticated)
+		}
+		if subtle.ConstantTimeCompare([]byte(got), []byte(want)) != 1 {
+			return nil, fmt.Errorf("%w: %s header does not match this cluster's internal secret", ErrUnauthenticated, HeaderInternalToken)
+		}
+		return &identity{internal: true}, nil
+	}
+	secret, err := bearer(r)
+	if err != nil {
+		return nil, err
+	}
+	var tok *fsm.ACLToken
+	err = a.state.View(func(tx *fsm.Tx) error {
+		var err error
+		tok, err = tx.ACLTokenByHash(HashSecret(secret))
+		return err
+	})
+	if errors.Is(err, fsm.ErrNotFound) {
+		return nil, fmt.Errorf("%w: token not recognised (revoked, never issued, or not yet replicated to this node)", ErrUnauthenticated)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if now := a.clock.Now(); tok.Expired(now) {
+		return nil, fmt.Errorf("%w: token %s expired at %s", ErrUnauthenticated, tok.AccessorID, tok.ExpiresAt.UTC().Format(time.RFC3339))
+	}
+	return &identity{token: tok}, nil
+}
+
+// bearer reads the secret from "Authorization: Bearer SECRET".
+func bearer(r *http.Request) (string, error) {
+	h := r.Header.Get("Authorization")
+	if h == "" {
+		return "", fmt.Errorf("%w: no token: send \"Authorization: Bearer <secret>\" (foreman --token or FOREMAN_TOKEN)", ErrUnauthenticated)
+	}
+	scheme, secret, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(secret) == "" || strings.ContainsAny(strings.TrimSpace(secret), " \t") {
+		return "", fmt.Errorf("%w: Authorization header: want \"Bearer <secret>\"", ErrUnauthenticated)
+	}
+	return strings.TrimSpace(secret), nil
+}
+
+// allow reports whether the identity holds perm. ns is the namespace of
+// the object ("" = in some namespace, the guard's check; "*" = in every
+// namespace, which only a "*" grant gives).
+func (id *identity) allow(perm Permission, ns string) error {
+	if id == nil || id.internal {
+		return nil
+	}
+	for _, role := range id.token.Roles {
+		if role.Role == RoleManagement {
+			return nil
+		}
+		switch perm {
+		case PermToken:
+			return nil
+		case PermOperator:
+			if role.Role == RoleOperator {
+				return nil
+			}
+		case PermRead, PermSubmit, PermWrite:
+			if rank[role.Role] >= rank[string(perm)] && (ns == "" || role.Namespace == AllNamespaces || role.Namespace == ns) {
+				return nil
+			}
+		}
+	}
+	where := ""
+	switch {
+	case ns == AllNamespaces:
+		where = " on every namespace (a grant for \"*\")"
+	case ns != "":
+		where = fmt.Sprintf(" on namespace %q", ns)
+	}
+	return fmt.Errorf("%w: this needs the %s permission%s; token %s has %s", ErrForbidden, perm, where, id.token.AccessorID, describeRoles(id.token.Roles))
+}
+
+func describeRoles(roles []fsm.ACLRole) string {
+	parts := make([]string, len(roles))
+	for i, r := range roles {
+		parts[i] = r.Role
+		if r.Namespace != "" {
+			parts[i] += ":" + r.Namespace
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// allow checks perm for namespace ns (stored or display form) against the
+// request's identity; nil when ACL is off.
+func (s *server) allow(r *http.Request, perm Permission, ns string) error {
+	if !s.acl.Enabled() {
+		return nil
+	}
+	id, _ := r.Context().Value(identityKey{}).(*identity)
+	if id == nil {
+		return fmt.Errorf("%w: no identity on the request", ErrUnauthenticated)
+	}
+	if ns != AllNamespaces {
+		ns = fsm.NamespaceOf(ns)
+	}
+	return id.allow(perm, ns)
+}
+
+// identityOf returns the request's identity (nil with ACL off).
+func identityOf(r *http.Request) *identity {
+	id, _ := r.Context().Value(identityKey{}).(*identity)
+	return id
+}
+
+// InternalSecret is the cluster-internal secret this node presents to
+// another's /v1/internal/ endpoints ("" before an ACL leader set one). It
+// is sent even by an agent without --acl, so a rolling restart that turns
+// ACL on keeps forwarding working. cluster.Config.InternalAuth calls it
+// through SetInternalAuth.
+func (a *ACL) InternalSecret() string {
+	if a == nil || a.state == nil {
+		return ""
+	}
+	var s string
+	_ = a.state.View(func(tx *fsm.Tx) error { s = tx.ACLInternalSecret(); return nil })
+	return s
+}
+
+// SetInternalAuth adds the cluster-internal secret to h (a node-to-node
+// request's headers) once the state holds one.
+func (a *ACL) SetInternalAuth(h http.Header) {
+	if s := a.InternalSecret(); s != "" {
+		h.Set(HeaderInternalToken, s)
+	}
+}
+
+// jobScoped runs h after checking perm on the namespace of the job named
+// by the path's {id}; an unknown job goes on to h (its 404). With ACL off
+// it costs nothing.
+func (s *server) jobScoped(perm Permission, h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if s.acl.Enabled() {
+			var ns string
+			found := false
+			_ = s.state.View(func(tx *fsm.Tx) error {
+				sp, err := tx.JobSpec(r.PathValue("id"))
+				if err == nil {
+					ns, found = sp.Namespace, true
+				}
+				return nil
+			})
+			if found {
+				if err := s.allow(r, perm, ns); err != nil {
+					s.acl.refuse(w, r, err)
+					return
+				}
+			}
+		}
+		h(w, r)
+	}
+}
+
+// workflowScoped is jobScoped for the workflow named by {id}.
+func (s *server) workflowScoped(perm Permission, h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if s.acl.Enabled() {
+			var ns string
+			found := false
+			_ = s.state.View(func(tx *fsm.Tx) error {
+				wf, err := tx.Workflow(r.PathValue("id"))
+				if err == nil {
+					ns, found = wf.Namespace, true
+				}
+				return nil
+			})
+			if found {
+				if err := s.allow(r, perm, ns); err != nil {
+					s.acl.refuse(w, r, err)
+					return
+				}
+			}
+		}
+		h(w, r)
+	}
+}

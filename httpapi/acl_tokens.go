@@ -1,0 +1,265 @@
+package httpapi
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"fmt"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/foreman-sched/foreman/fsm"
+)
+
+// SecretPrefix starts every token secret, so secret scanners and people
+// can tell one when they see it.
+const SecretPrefix = "fmn_"
+
+// TokenRequest is the body of POST /v1/acl/tokens.
+type TokenRequest struct {
+	Name  string        `json:"name,omitempty"`
+	Roles []fsm.ACLRole `json:"roles"`
+	// TTL is how long the token lives ("24h"); "" = until revoked.
+	TTL string `json:"ttl,omitempty"`
+	// ExpiresAt is an absolute expiry instead of TTL.
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+}
+
+// TokenInfo is a token as the API shows it: never the secret's hash.
+type TokenInfo struct {
+	AccessorID string        `json:"accessor_id"`
+	Name       string        `json:"name,omitempty"`
+	Roles      []fsm.ACLRole `json:"roles"`
+	ExpiresAt  *time.Time    `json:"expires_at,omitempty"`
+	Expired    bool          `json:"expired,omitempty"`
+	CreatedAt  time.Time     `json:"created_at"`
+}
+
+// NewToken is the answer to bootstrap and create: the only time the
+// secret is shown.
+type NewToken struct {
+	TokenInfo
+	Secret string `json:"secret"`
+}
+
+// TokenList is the body of GET /v1/acl/tokens.
+type TokenList struct {
+	Tokens []TokenInfo `json:"tokens"`
+}
+
+func (s *server) aclRoutes(m *http.ServeMux) {
+	s.handle(m, "POST /v1/acl/bootstrap", s.write(s.aclBootstrap))
+	s.handle(m, "GET /v1/acl/tokens", s.read(s.listTokens))
+	s.handle(m, "POST /v1/acl/tokens", s.write(s.createToken))
+	s.handle(m, "DELETE /v1/acl/tokens/{accessor}", s.write(s.revokeToken))
+	s.handle(m, "GET /v1/acl/token/self", s.local(s.tokenSelf))
+}
+
+func tokenInfo(t *fsm.ACLToken, now time.Time) TokenInfo {
+	return TokenInfo{AccessorID: t.AccessorID, Name: t.Name, Roles: t.Roles, ExpiresAt: t.ExpiresAt, Expired: t.Expired(now), CreatedAt: t.CreatedAt}
+}
+
+func newSecret() (string, error) {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("token secret: %w", err)
+	}
+	return SecretPrefix + base64.RawURLEncoding.EncodeToString(b), nil
+}
+
+// mint builds a token record and its secret; only the hash goes to raft.
+func (s *server) mint(name string, roles []fsm.ACLRole, exp *time.Time) (fsm.ACLToken, string, error) {
+	secret, err := newSecret()
+	if err != nil {
+		return fsm.ACLToken{}, "", err
+	}
+	return fsm.ACLToken{AccessorID: s.ids.NewID(), Name: name, SecretHash: HashSecret(secret), Roles: roles, ExpiresAt: exp}, secret, nil
+}
+
+func (s *server) aclBootstrap(w http.ResponseWriter, r *http.Request) {
+	if !s.acl.Enabled() {
+		s.writeError(w, r, fmt.Errorf("%w: this agent runs without --acl; start every agent with --acl (or acl: true in the config file), then bootstrap", ErrACLDisabled))
+		return
+	}
+	tok, secret, err := s.mint("bootstrap", []fsm.ACLRole{{Role: RoleManagement}}, nil)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if _, err := s.apply(r.Context(), fsm.CmdACLBootstrap, fsm.ACLBootstrap{Token: tok}); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	tok.CreatedAt = s.clock.Now().UTC()
+	s.log.InfoContext(r.Context(), "ACL bootstrapped", "accessor", tok.AccessorID)
+	writeJSON(w, http.StatusCreated, NewToken{TokenInfo: tokenInfo(&tok, s.clock.Now()), Secret: secret})
+}
+
+// checkRoles validates roles: namespaced roles need a namespace (a name
+// or "*"), cluster-wide ones must not have one.
+func checkRoles(roles []fsm.ACLRole) error {
+	if len(roles) == 0 {
+		return invalid("roles", "at least one role is required (read, submit, write with a namespace; operator; management)")
+	}
+	for i, rl := range roles {
+		f := fmt.Sprintf("roles[%d]", i)
+		switch rl.Role {
+		case RoleRead, RoleSubmit, RoleWrite:
+			if rl.Namespace == "" {
+				return invalid(f+".namespace", "role %s needs a namespace (a name, or \"*\" for every namespace)", rl.Role)
+			}
+			if rl.Namespace != AllNamespaces {
+				if err := CheckNamespace(f+".namespace", rl.Namespace); err != nil {
+					return err
+				}
+			}
+		case RoleOperator, RoleManagement:
+			if rl.Namespace != "" {
+				return invalid(f+".namespace", "role %s is cluster-wide and takes no namespace", rl.Role)
+			}
+		default:
+			return invalid(f+".role", "unknown role %q (want read, submit, write, operator or management)", rl.Role)
+		}
+	}
+	return nil
+}
+
+func (s *server) createToken(w http.ResponseWriter, r *http.Request) {
+	if !s.acl.Enabled() {
+		s.writeError(w, r, fmt.Errorf("%w: tokens are only used with --acl", ErrACLDisabled))
+		return
+	}
+	var in TokenRequest
+	if err := s.decodeOptional(w, r, &in); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if err := checkRoles(in.Roles); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	for i := range in.Roles {
+		in.Roles[i].Namespace = fsm.StoredNamespace(in.Roles[i].Namespace)
+		if in.Roles[i].Namespace == "" && rank[in.Roles[i].Role] > 0 {
+			in.Roles[i].Namespace = fsm.DefaultNamespace // a grant names its namespace in full
+		}
+	}
+	if len(in.Name) > MaxNameLen {
+		s.writeError(w, r, invalid("name", "must be at most %d characters", MaxNameLen))
+		return
+	}
+	now := s.clock.Now().UTC()
+	exp := in.ExpiresAt
+	switch {
+	case in.TTL != "" && exp != nil:
+		s.writeError(w, r, invalid("ttl", "give ttl or expires_at, not both"))
+		return
+	case in.TTL != "":
+		d, err := time.ParseDuration(in.TTL)
+		if err != nil || d <= 0 {
+			s.writeError(w, r, invalid("ttl", "%q is not a positive duration such as 1h or 30m", in.TTL))
+			return
+		}
+		e := now.Add(d)
+		exp = &e
+	case exp != nil && !exp.After(now):
+		s.writeError(w, r, invalid("expires_at", "%s is in the past", exp.UTC().Format(time.RFC3339)))
+		return
+	}
+	if exp != nil {
+		e := exp.UTC()
+		exp = &e
+	}
+	tok, secret, err := s.mint(in.Name, in.Roles, exp)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if _, err := s.apply(r.Context(), fsm.CmdACLCreateToken, fsm.ACLCreateToken{Token: tok}); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	tok.CreatedAt = now
+	s.log.InfoContext(r.Context(), "token created", "accessor", tok.AccessorID, "roles", describeRoles(tok.Roles))
+	writeJSON(w, http.StatusCreated, NewToken{TokenInfo: tokenInfo(&tok, now), Secret: secret})
+}
+
+func (s *server) listTokens(w http.ResponseWriter, r *http.Request) {
+	var toks []fsm.ACLToken
+	if err := s.state.View(func(tx *fsm.Tx) error {
+		var err error
+		toks, err = tx.ACLTokens()
+		return err
+	}); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	now := s.clock.Now()
+	out := TokenList{Tokens: []TokenInfo{}}
+	for i := range toks {
+		out.Tokens = append(out.Tokens, tokenInfo(&toks[i], now))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *server) revokeToken(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("accessor")
+	if _, err := s.apply(r.Context(), fsm.CmdACLRevokeToken, fsm.ACLRevokeToken{AccessorID: id}); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.log.InfoContext(r.Context(), "token revoked", "accessor", id)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *server) tokenSelf(w http.ResponseWriter, r *http.Request) {
+	id := identityOf(r)
+	if id == nil || id.token == nil {
+		s.writeError(w, r, fmt.Errorf("%w: ACL is off on this agent, so requests carry no token", ErrACLDisabled))
+		return
+	}
+	writeJSON(w, http.StatusOK, tokenInfo(id.token, s.clock.Now()))
+}
+
+// ACLBootstrap issues the first management token (once per cluster).
+func (c *Client) ACLBootstrap(ctx context.Context) (*NewToken, error) {
+	var out NewToken
+	if _, err := c.do(ctx, http.MethodPost, "/v1/acl/bootstrap", nil, nil, &out, nil); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// CreateToken creates a token; the secret is in the answer only.
+func (c *Client) CreateToken(ctx context.Context, req TokenRequest) (*NewToken, error) {
+	var out NewToken
+	if _, err := c.do(ctx, http.MethodPost, "/v1/acl/tokens", nil, req, &out, nil); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// ListTokens lists every token (never their secrets).
+func (c *Client) ListTokens(ctx context.Context) (*TokenList, error) {
+	var out TokenList
+	if _, err := c.do(ctx, http.MethodGet, "/v1/acl/tokens", nil, nil, &out, nil); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// RevokeToken deletes a token by accessor ID.
+func (c *Client) RevokeToken(ctx context.Context, accessor string) error {
+	_, err := c.do(ctx, http.MethodDelete, "/v1/acl/tokens/"+url.PathEscape(accessor), nil, nil, nil, nil)
+	return err
+}
+
+// TokenSelf describes the token the client sends.
+func (c *Client) TokenSelf(ctx context.Context) (*TokenInfo, error) {
+	var out TokenInfo
+	if _, err := c.do(ctx, http.MethodGet, "/v1/acl/token/self", nil, nil, &out, nil); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
