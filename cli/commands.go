@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"os"
@@ -41,6 +42,9 @@ func clientFlags() []ucli.Flag {
 			Usage:       "address of any agent's API (default $" + httpapi.EnvAddr + ", else " + httpapi.DefaultAddr + ")",
 			DefaultText: "$" + httpapi.EnvAddr,
 		},
+		&ucli.StringFlag{Name: "ca-cert", Usage: "CA certificate (PEM) to verify an https agent with (default $" + httpapi.EnvCACert + ")"},
+		&ucli.StringFlag{Name: "client-cert", Usage: "client certificate (PEM) to present (default $" + httpapi.EnvClientCert + ")"},
+		&ucli.StringFlag{Name: "client-key", Usage: "key of --client-cert (default $" + httpapi.EnvClientKey + ")"},
 	}
 }
 
@@ -64,11 +68,44 @@ func newClient(c *ucli.Context) (*httpapi.Client, error) {
 			break
 		}
 	}
-	cl, err := httpapi.NewClient(addr, httpapi.ClientOptions{})
+	cl, err := httpapi.NewClient(addr, tlsOptions(c))
 	if err != nil {
 		return nil, Exitf(1, "%v", err)
 	}
 	return cl, nil
+}
+
+// ClientOptions are the API client options of a command: its TLS files
+// (see tlsOptions). Commands that build their own http.Client use
+// ClientTLS for the same files.
+func ClientOptions(c *ucli.Context) httpapi.ClientOptions { return tlsOptions(c) }
+
+// ClientTLS is the TLS config of --ca-cert, --client-cert, --client-key (or
+// their environment variables); nil when none is set.
+func ClientTLS(c *ucli.Context) (*tls.Config, error) {
+	o := tlsOptions(c)
+	cfg, err := httpapi.ClientTLS(o.CACert, o.ClientCert, o.ClientKey)
+	if err != nil {
+		return nil, Exitf(1, "%v", err)
+	}
+	return cfg, nil
+}
+
+// tlsOptions reads --ca-cert, --client-cert and --client-key from the
+// innermost command that set each (empty ones fall back to FOREMAN_CACERT,
+// FOREMAN_CLIENT_CERT, FOREMAN_CLIENT_KEY in httpapi.NewClient).
+func tlsOptions(c *ucli.Context) httpapi.ClientOptions {
+	get := func(name string) string {
+		for _, x := range c.Lineage() {
+			for _, n := range x.LocalFlagNames() {
+				if n == name {
+					return x.String(name)
+				}
+			}
+		}
+		return ""
+	}
+	return httpapi.ClientOptions{CACert: get("ca-cert"), ClientCert: get("client-cert"), ClientKey: get("client-key")}
 }
 
 // Error turns any error into a one-line ucli.ExitCoder, so Main prints

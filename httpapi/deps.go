@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"crypto/tls"
 	"io"
 	"log/slog"
 	"time"
@@ -77,6 +78,11 @@ type Deps struct {
 	Clock    Clock
 	IDs      IDs
 	Logger   *slog.Logger
+	// PeerTLS, when set, is the TLS config this node dials other nodes'
+	// APIs with (proxied reads and log follows, grouped submits to the
+	// leader): the agent's own certificate, verifying theirs. Nil: plain
+	// http between nodes.
+	PeerTLS *tls.Config
 }
 
 // Member is one gossip member as the API reports it.

@@ -38,6 +38,7 @@ type server struct {
 	ids       IDs
 	log       *slog.Logger
 	transport *http.Transport
+	scheme    string // of other nodes' API: "https" with Deps.PeerTLS
 	mux       *http.ServeMux
 	submits   *groupCommit
 	over      overload
@@ -87,6 +88,12 @@ func New(cfg Config, deps Deps) http.Handler {
 		// with 256).
 		MaxIdleConnsPerHost: 256,
 		IdleConnTimeout:     90 * time.Second,
+	}
+	s.scheme = "http"
+	if deps.PeerTLS != nil {
+		s.transport.TLSClientConfig = deps.PeerTLS
+		s.transport.TLSHandshakeTimeout = cfg.ProxyDialTimeout + 5*time.Second
+		s.scheme = "https"
 	}
 	s.submits = &groupCommit{s: s}
 	s.beat.every = cfg.EventHeartbeat

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -18,6 +19,7 @@ import (
 
 	ucli "github.com/urfave/cli/v2"
 
+	"github.com/foreman-sched/foreman/certs"
 	"github.com/foreman-sched/foreman/cluster"
 	"github.com/foreman-sched/foreman/exec"
 	"github.com/foreman-sched/foreman/fsm"
@@ -38,6 +40,11 @@ type agentConfig struct {
 	tempData  bool // --dev without --data-dir: removed at exit
 	container containerSettings
 	pprof     bool // serve net/http/pprof under /debug/pprof
+	// tls is the agent's certificate, key and CA (nil: no TLS); reloaded
+	// on SIGHUP.
+	tls               *certs.Store
+	requireClientCert bool // the API port requires a client certificate
+	maxConnsPerIP     int
 }
 
 // Command is `foreman agent`; version is what this node advertises.
@@ -85,6 +92,12 @@ later agents only --join (they become non-voters and still run jobs).
 			&ucli.DurationFlag{Name: "idempotency-window", Value: 24 * time.Hour, Usage: "how long idempotency keys are remembered"},
 			&ucli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error"},
 			&ucli.BoolFlag{Name: "pprof", Usage: "serve Go runtime profiles under /debug/pprof on the HTTP port (unauthenticated: debugging only)"},
+			&ucli.StringFlag{Name: "tls-cert", Usage: "this agent's certificate (PEM, from `foreman tls cert create --server`): turns on HTTPS for the API and mutual TLS between agents"},
+			&ucli.StringFlag{Name: "tls-key", Usage: "the key of --tls-cert"},
+			&ucli.StringFlag{Name: "tls-ca", Usage: "the cluster CA (PEM) every agent's and client's certificate must be signed by"},
+			&ucli.BoolFlag{Name: "tls-require-client-cert", Usage: "the API port refuses clients without a certificate of the CA (agent-only paths always require an agent certificate)"},
+			&ucli.StringSliceFlag{Name: "gossip-key", EnvVars: []string{"FOREMAN_GOSSIP_KEY"}, Usage: "base64 key (16, 24 or 32 bytes; `foreman tls gossip-key`) encrypting gossip; repeat to rotate: the first encrypts, all decrypt"},
+			&ucli.IntFlag{Name: "max-conns-per-ip", Value: DefaultMaxConnsPerIP, Usage: "open HTTP connections one client IP may hold; more are closed at once (0: unlimited)"},
 		},
 		Action: func(c *ucli.Context) error {
 			if err := applyConfigFile(c); err != nil {
@@ -142,6 +155,20 @@ func agentConfigFrom(c *ucli.Context, version string) (*agentConfig, error) {
 	hb := c.Duration("raft-heartbeat-timeout")
 	cc.Raft.HeartbeatTimeout, cc.Raft.ElectionTimeout = hb, hb
 	cc.Raft.LeaderLeaseTimeout = c.Duration("raft-leader-lease")
+	if cfg.tls, err = loadTLS(c); err != nil {
+		return nil, err
+	}
+	cc.TLS = cfg.tls
+	cfg.requireClientCert = c.Bool("tls-require-client-cert")
+	if cfg.requireClientCert && cfg.tls == nil {
+		return nil, errors.New("--tls-require-client-cert needs --tls-cert, --tls-key and --tls-ca")
+	}
+	if cc.GossipKeys, err = gossipKeys(c.StringSlice("gossip-key")); err != nil {
+		return nil, err
+	}
+	if cfg.maxConnsPerIP = c.Int("max-conns-per-ip"); cfg.maxConnsPerIP < 0 {
+		return nil, errors.New("--max-conns-per-ip: must be >= 0 (0: unlimited)")
+	}
 	if err := cc.Validate(); err != nil {
 		return nil, err
 	}
@@ -300,6 +327,12 @@ func runAgent(parent context.Context, cfg *agentConfig) error {
 		_ = node.Shutdown(context.Background())
 		return fmt.Errorf("listen for HTTP: %w", err)
 	}
+	ln = wrapListener(ln, cfg.maxConnsPerIP, cfg.tls, cfg.requireClientCert)
+	var peerTLS *tls.Config
+	if cfg.tls != nil {
+		peerTLS = cfg.tls.PeerClientConfig()
+		go reloadOnSIGHUP(ctx, cfg.tls, logger)
+	}
 
 	worker, err := exec.NewWorker(cfg.worker, exec.WorkerDeps{
 		Assignments:   newAssignments(f),
@@ -330,8 +363,9 @@ func runAgent(parent context.Context, cfg *agentConfig) error {
 		Logs:     workerLogs{worker},
 		Operator: operatorAdapter{node},
 		Logger:   logger,
+		PeerTLS:  peerTLS,
 	})
-	srv := &http.Server{Handler: routes(api, node.InternalHandler(), cfg.pprof), ReadHeaderTimeout: 10 * time.Second}
+	srv := newHTTPServer(routes(api, node.InternalHandler(), cfg.pprof, cfg.tls != nil), logger)
 	srvErr := make(chan error, 1)
 	go func() { srvErr <- srv.Serve(ln) }()
 
@@ -344,7 +378,8 @@ func runAgent(parent context.Context, cfg *agentConfig) error {
 	workerDone := make(chan error, 1)
 	go func() { workerDone <- worker.Run(workerCtx) }()
 
-	logger.Info("agent started", "component", "agent", "node", self.Name, "http", self.HTTPAddr,
+	logger.Info("agent started", "component", "agent", "node", self.Name, "http", self.HTTPAddr, "tls", cfg.tls != nil,
+		"gossip_encrypted", len(cfg.cluster.GossipKeys) > 0,
 		"data_dir", cfg.cluster.DataDir, "drivers", strings.Join(cfg.self.Drivers, ","), "default_driver", cfg.worker.DefaultDriver)
 
 	var runErr error
@@ -383,7 +418,9 @@ func bindHost(c cluster.Config) string {
 
 // routes puts the API, the internal raft-forwarding endpoints and the UI on
 // one mux, and the Go profiles under /debug/pprof/ only when withPprof.
-func routes(api, internal http.Handler, withPprof bool) http.Handler {
+// With tlsOn the followers' grouped submits need an agent certificate (the
+// internal handler checks its own).
+func routes(api, internal http.Handler, withPprof, tlsOn bool) http.Handler {
 	mux := http.NewServeMux()
 	if withPprof {
 		mux.HandleFunc("/debug/pprof/", pprof.Index) // also serves heap, goroutine, allocs, block, mutex…
@@ -393,7 +430,7 @@ func routes(api, internal http.Handler, withPprof bool) http.Handler {
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
 	mux.Handle("/v1/internal/", internal)
-	mux.Handle(httpapi.ForwardedSubmitsPath, api) // followers' grouped submits: the API's, not raft's
+	mux.Handle(httpapi.ForwardedSubmitsPath, agentOnly(api, tlsOn)) // followers' grouped submits: the API's, not raft's
 	mux.Handle("/ui/", http.StripPrefix("/ui/", http.FileServerFS(uiAssets())))
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/ui/", http.StatusFound)
