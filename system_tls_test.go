@@ -84,6 +84,14 @@ func TestSystemTLSCluster(t *testing.T) {
 		return nil
 	})
 
+	eventually(t, systemTimeout, "three nodes registered alive", func() error {
+		r := runForeman(t, bin, addr(agents[0]), "node", "ls", "--ca-cert", ca)
+		if r.code != 0 || strings.Count(r.stdout, " alive ") != 3 {
+			return fmt.Errorf("exit %d: %s%s", r.code, r.stdout, r.stderr)
+		}
+		return nil
+	})
+
 	run := func(via *agentProc, on, word string) {
 		t.Helper()
 		r := runForeman(t, bin, addr(via), "run", "--ca-cert", ca, "--constraint", "sysnode == "+on, "--", "echo", word)
