@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -277,8 +278,14 @@ var reservedEnv = map[string]bool{
 // jobEnv is the spec's env (sorted for stable output) plus the FOREMAN_*
 // variables, which the job cannot override.
 func jobEnv(a Assignment, node string) []string {
-	keys := make([]string, 0, len(a.Spec.Env))
-	for k := range a.Spec.Env {
+	vars := a.Spec.Env
+	if len(a.Spec.SecretEnv) > 0 {
+		vars = make(map[string]string, len(a.Spec.Env)+len(a.Spec.SecretEnv))
+		maps.Copy(vars, a.Spec.Env)
+		maps.Copy(vars, a.Spec.SecretEnv)
+	}
+	keys := make([]string, 0, len(vars))
+	for k := range vars {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
@@ -288,7 +295,7 @@ func jobEnv(a Assignment, node string) []string {
 		if reservedEnv[k] {
 			continue // getenv takes the first match, so a job could spoof these
 		}
-		env = append(env, k+"="+a.Spec.Env[k])
+		env = append(env, k+"="+vars[k])
 		hasPath = hasPath || k == "PATH"
 	}
 	if !hasPath {

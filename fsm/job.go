@@ -55,9 +55,13 @@ type Backoff struct {
 // layer (defaults filled in) before it is put into a command, so Apply never
 // has to guess. Add new fields with omitempty so old entries still decode.
 type JobSpec struct {
-	Name        string            `json:"name,omitempty"`
-	Command     []string          `json:"command"` // argv; a JSON string becomes ["/bin/sh","-c",s]
-	Env         map[string]string `json:"env,omitempty"`
+	Name    string            `json:"name,omitempty"`
+	Command []string          `json:"command"` // argv; a JSON string becomes ["/bin/sh","-c",s]
+	Env     map[string]string `json:"env,omitempty"`
+	// SecretEnv is set in the job's environment like Env, but the API
+	// never returns its values (docs/security.md, "Hardening"). Stored in
+	// the raft log and state like the rest of the spec: not encrypted at rest.
+	SecretEnv   map[string]string `json:"secret_env,omitempty"`
 	Resources   Resources         `json:"resources,omitempty"`
 	Priority    int               `json:"priority"` // 0..100, default 50
 	MaxAttempts int               `json:"max_attempts,omitempty"`

@@ -57,6 +57,7 @@ type schedSpec struct {
 	Name             skipped    `json:"name,omitempty"`
 	Command          skipped    `json:"command"`
 	Env              skipped    `json:"env,omitempty"`
+	SecretEnv        skipped    `json:"secret_env,omitempty"`
 	Resources        Resources  `json:"resources,omitempty"`
 	Priority         int        `json:"priority"`
 	MaxAttempts      int        `json:"max_attempts,omitempty"`

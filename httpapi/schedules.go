@@ -187,6 +187,7 @@ func (s *server) scheduleInfo(name string) (*ScheduleInfo, error) {
 // describeSchedule adds the next tick and the fired jobs' states.
 func describeSchedule(tx *fsm.Tx, sc *fsm.Schedule, now time.Time) ScheduleInfo {
 	info := ScheduleInfo{Schedule: *sc, Fires: make([]FireState, 0, len(sc.History))}
+	redactSpec(&info.Schedule.Spec.Job) // a copy of the template: state is not edited
 	if c, err := fsm.ParseCron(sc.Spec.Cron, sc.Spec.TimeZone); err == nil && !sc.Spec.Paused {
 		from := sc.DecidedThrough()
 		if now.After(from) {
