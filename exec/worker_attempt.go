@@ -157,8 +157,13 @@ func (w *Worker) launch(ctx context.Context, id, dir string, a Assignment) {
 		}
 		if err != nil {
 			release()
-			w.log.Error("cannot start supervisor", "task", id, "err", err)
-			res := &Result{State: fsm.AttemptFailed, Reason: "start supervisor: " + err.Error(), FinishedAt: time.Now().UTC()}
+			reason := "start supervisor: " + err.Error()
+			if errors.Is(err, ErrUserNotAllowed) {
+				reason = err.Error()
+			} else {
+				w.log.Error("cannot start supervisor", "task", id, "err", err)
+			}
+			res := &Result{State: fsm.AttemptFailed, Reason: reason, FinishedAt: time.Now().UTC()}
 			writeJSONAtomic(filepath.Join(dir, ResultFileName), res, false)
 			r.finish(ctx, res)
 			return
@@ -213,6 +218,9 @@ func (r *attemptRun) start(a Assignment) (*leaseClient, error) {
 	if driver == "" {
 		driver = w.cfg.DefaultDriver
 	}
+	if a.Spec.User == "" && driver == ProcessDriverName && w.cfg.DefaultJobUser != "" {
+		a.Spec.User = w.cfg.DefaultJobUser // a copy: the replicated spec is not edited
+	}
 	// Set first: a failed start is reported from it.
 	r.tf = &TaskFile{
 		Version: TaskFileVersion, Node: w.cfg.Node, Attempt: a.Attempt, Spec: a.Spec,
@@ -229,6 +237,14 @@ func (r *attemptRun) start(a Assignment) (*leaseClient, error) {
 	}
 	if err := os.Mkdir(filepath.Join(r.dir, WorkDirName), 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 		return nil, err
+	}
+	if err := w.checkUser(a.Spec.User, driver); err != nil {
+		return nil, err
+	}
+	if driver == ProcessDriverName && a.Spec.User != "" {
+		if err := handOver(w.cfg.DataDir, r.dir, a.Spec.User); err != nil {
+			return nil, err
+		}
 	}
 	ioEnv, err := prepareIO(r.dir, driver, a.Inputs)
 	if err != nil {

@@ -97,6 +97,8 @@ later agents only --join (they become non-voters and still run jobs).
 			&ucli.StringFlag{Name: "tls-ca", Usage: "the cluster CA (PEM) every agent's and client's certificate must be signed by"},
 			&ucli.BoolFlag{Name: "tls-require-client-cert", Usage: "the API port refuses clients without a certificate of the CA (agent-only paths always require an agent certificate)"},
 			&ucli.StringSliceFlag{Name: "gossip-key", EnvVars: []string{"FOREMAN_GOSSIP_KEY"}, Usage: "base64 key (16, 24 or 32 bytes; `foreman tls gossip-key`) encrypting gossip; repeat to rotate: the first encrypts, all decrypt"},
+			&ucli.StringSliceFlag{Name: "job-users", Value: ucli.NewStringSlice("nobody"), Usage: "users jobs may name in user: (repeatable; \"*\": any, root included); applies when the agent runs as root"},
+			&ucli.StringFlag{Name: "job-default-user", Value: "nobody", Usage: "user of process-driver jobs that name none (\"\": the agent's own user); applies when the agent runs as root"},
 			&ucli.IntFlag{Name: "max-conns-per-ip", Value: DefaultMaxConnsPerIP, Usage: "open HTTP connections one client IP may hold; more are closed at once (0: unlimited)"},
 		},
 		Action: func(c *ucli.Context) error {
@@ -184,6 +186,14 @@ func agentConfigFrom(c *ucli.Context, version string) (*agentConfig, error) {
 	w.MaxIdleSupervisors = c.Int("idle-supervisors")
 	w.SupervisorNice = c.Int("supervisor-nice")
 	w.JobsCPUWeight = c.Int("jobs-cpu-weight")
+	if os.Geteuid() == 0 {
+		// Only root can switch users; an unprivileged agent runs every job
+		// as itself (and refuses a job naming another user).
+		w.JobUsers, w.DefaultJobUser = c.StringSlice("job-users"), c.String("job-default-user")
+		if err := checkJobUsers(w.JobUsers, w.DefaultJobUser); err != nil {
+			return nil, err
+		}
+	}
 
 	cfg.container = containerSettingsFor(cc.DataDir, cc.Name)
 	cfg.container.export()
