@@ -51,6 +51,7 @@ bench: build
 	FOREMAN_BIN=$(CURDIR)/$(BIN) ./scripts/bench.sh
 
 # Three local agents on 127.0.0.1:7070/7080/7090, data under ./.cluster (stop with make cluster-stop).
+# TLS=1 make cluster: HTTPS, mutual TLS between agents and encrypted gossip (certificates in .cluster/tls).
 cluster: build
 	./scripts/cluster.sh start
 

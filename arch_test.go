@@ -19,14 +19,15 @@ const module = "github.com/foreman-sched/foreman"
 // nothing below it may import it.
 var allowedImports = map[string][]string{
 	"wallclock": {},
+	"certs":     {},
 	"fsm":       {},
-	"cluster":   {"fsm", "wallclock"},
+	"cluster":   {"fsm", "wallclock", "certs"},
 	"sched":     {"fsm", "wallclock"},
 	"exec":      {"fsm"},
-	"httpapi":   {"fsm", "wallclock"},
+	"httpapi":   {"fsm", "wallclock", "certs"},
 	"ui":        {},
-	"jepsen":    {"fsm", "httpapi", "cluster", "wallclock"},
-	"cli":       {"fsm", "cluster", "sched", "exec", "httpapi", "ui", "wallclock"},
+	"jepsen":    {"fsm", "httpapi", "cluster", "wallclock", "certs"},
+	"cli":       {"fsm", "cluster", "sched", "exec", "httpapi", "ui", "wallclock", "certs"},
 }
 
 // externalBans keeps heavy or wrong-layer libraries out of low packages.

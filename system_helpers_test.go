@@ -155,8 +155,10 @@ func startAgent(t testing.TB, bin, name, dir string, base int, extra ...string) 
 // <dir>/../<name>.log and is printed (tail) when the test fails.
 func startAgentAt(t testing.TB, bin, name, dir, ip string, base int, extra ...string) *agentProc {
 	t.Helper()
+	// Jobs of these tests write into the tests' 0700 temp dirs: they run as
+	// the agent's user (TestSystemJobUsers covers the unprivileged default).
 	args := append([]string{"agent", "--name", name, "--data-dir", dir, "--bind", ip,
-		"--port", fmt.Sprint(base)}, extra...)
+		"--port", fmt.Sprint(base), "--job-users", "*", "--job-default-user="}, extra...)
 	a := &agentProc{name: name, dir: dir, ip: ip, base: base, args: args, bin: bin,
 		logPath: filepath.Join(filepath.Dir(dir), name+".log")}
 	a.start(t)

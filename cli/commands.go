@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"os"
@@ -53,6 +54,9 @@ func clientFlags() []ucli.Flag {
 			Usage:       "namespace to act in (default $" + httpapi.EnvNamespace + ", else default; \"*\" lists every namespace)",
 			DefaultText: "$" + httpapi.EnvNamespace,
 		},
+		&ucli.StringFlag{Name: "ca-cert", Usage: "CA certificate (PEM) to verify an https agent with (default $" + httpapi.EnvCACert + ")"},
+		&ucli.StringFlag{Name: "client-cert", Usage: "client certificate (PEM) to present (default $" + httpapi.EnvClientCert + ")"},
+		&ucli.StringFlag{Name: "client-key", Usage: "key of --client-cert (default $" + httpapi.EnvClientKey + ")"},
 	}
 }
 
@@ -64,8 +68,7 @@ func WithClientFlags(flags ...ucli.Flag) []ucli.Flag {
 // newClient builds the API client from --addr (the innermost command that
 // set it explicitly, then FOREMAN_ADDR, then the default) and FOREMAN_TOKEN.
 func newClient(c *ucli.Context) (*httpapi.Client, error) {
-	addr, token, ns := innermost(c, "addr"), innermost(c, "token"), innermost(c, "namespace")
-	cl, err := httpapi.NewClient(addr, httpapi.ClientOptions{Token: token, Namespace: ns})
+	cl, err := httpapi.NewClient(innermost(c, "addr"), tlsOptions(c))
 	if err != nil {
 		return nil, Exitf(1, "%v", err)
 	}
@@ -85,6 +88,40 @@ func innermost(c *ucli.Context, flag string) string {
 		}
 	}
 	return ""
+}
+
+// ClientOptions are the API client options of a command: its TLS files,
+// token and namespace (see tlsOptions). Commands that build their own http.Client use
+// ClientTLS for the same files.
+func ClientOptions(c *ucli.Context) httpapi.ClientOptions { return tlsOptions(c) }
+
+// ClientTLS is the TLS config of --ca-cert, --client-cert, --client-key (or
+// their environment variables); nil when none is set.
+func ClientTLS(c *ucli.Context) (*tls.Config, error) {
+	o := tlsOptions(c)
+	cfg, err := httpapi.ClientTLS(o.CACert, o.ClientCert, o.ClientKey)
+	if err != nil {
+		return nil, Exitf(1, "%v", err)
+	}
+	return cfg, nil
+}
+
+// tlsOptions reads --ca-cert, --client-cert and --client-key from the
+// innermost command that set each (empty ones fall back to FOREMAN_CACERT,
+// FOREMAN_CLIENT_CERT, FOREMAN_CLIENT_KEY in httpapi.NewClient).
+func tlsOptions(c *ucli.Context) httpapi.ClientOptions {
+	get := func(name string) string {
+		for _, x := range c.Lineage() {
+			for _, n := range x.LocalFlagNames() {
+				if n == name {
+					return x.String(name)
+				}
+			}
+		}
+		return ""
+	}
+	return httpapi.ClientOptions{CACert: get("ca-cert"), ClientCert: get("client-cert"), ClientKey: get("client-key"),
+		Token: innermost(c, "token"), Namespace: innermost(c, "namespace")}
 }
 
 // Error turns any error into a one-line ucli.ExitCoder, so Main prints

@@ -114,9 +114,14 @@ func snapshotClient(c *ucli.Context) (*httpapi.Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	tlsCfg, err := ClientTLS(c)
+	if err != nil {
+		return nil, err
+	}
 	hc := &http.Client{Transport: &http.Transport{
-		Proxy:       http.ProxyFromEnvironment,
-		DialContext: (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		Proxy:           http.ProxyFromEnvironment,
+		DialContext:     (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		TLSClientConfig: tlsCfg,
 	}}
 	return httpapi.NewClient(cl.Addr(), httpapi.ClientOptions{HTTPClient: hc})
 }

@@ -35,6 +35,7 @@ func specFlags() []ucli.Flag {
 		&ucli.IntFlag{Name: "max-attempts", Usage: "attempts before the job fails (default 3)"},
 		&ucli.StringFlag{Name: "timeout", Usage: "per-attempt time limit, e.g. 10m"},
 		&ucli.GenericFlag{Name: "env", Value: &multi{}, Usage: "K=V environment variable (repeatable)"},
+		&ucli.GenericFlag{Name: "secret-env", Value: &multi{}, Usage: "K (value from this shell's $K, kept out of argv) or K=V: set in the job's environment, never shown by the API (repeatable)"},
 		&ucli.GenericFlag{Name: "label", Value: &multi{}, Usage: "k=v label (repeatable)"},
 		&ucli.StringFlag{Name: "driver", Usage: "container, process or http (default: the node's; http with --url)"},
 		&ucli.StringFlag{Name: "image", Usage: "OCI image for the container driver"},
@@ -192,6 +193,21 @@ func applyFlags(c *ucli.Context, spec *httpapi.JobSpecInput, now time.Time) erro
 			spec.Env = map[string]string{}
 		}
 		spec.Env[k] = v
+	}
+	for _, kv := range multiValues(c, "secret-env") {
+		k, v, ok := strings.Cut(kv, "=")
+		if k == "" {
+			return fmt.Errorf("--secret-env: want KEY or KEY=VALUE")
+		}
+		if !ok {
+			if v, ok = os.LookupEnv(k); !ok {
+				return fmt.Errorf("--secret-env %s: $%s is not set in this shell", k, k)
+			}
+		}
+		if spec.SecretEnv == nil {
+			spec.SecretEnv = map[string]string{}
+		}
+		spec.SecretEnv[k] = v
 	}
 	for _, kv := range multiValues(c, "label") {
 		k, v, ok := strings.Cut(kv, "=")

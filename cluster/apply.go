@@ -14,6 +14,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/foreman-sched/foreman/certs"
 	"github.com/foreman-sched/foreman/fsm"
 )
 
@@ -150,7 +151,7 @@ func (n *Node) forward(ctx context.Context, addr string, body []byte) (*fsm.Resu
 	var wrote bool
 	trace := &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { wrote = true }}
 	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), http.MethodPost,
-		"http://"+addr+InternalPrefix+"apply", bytes.NewReader(body))
+		n.internalURL(addr, "apply"), bytes.NewReader(body))
 	if err != nil {
 		return nil, err
 	}
@@ -187,8 +188,9 @@ func (n *Node) forward(ctx context.Context, addr string, body []byte) (*fsm.Resu
 }
 
 // newForwardClient keeps connections to the leader alive: every follower
-// write goes to the same host.
-func newForwardClient(network Network) *http.Client {
+// write goes to the same host. With tlsStore it speaks https with this
+// agent's certificate (see Node.internalURL).
+func newForwardClient(network Network, tlsStore *certs.Store) *http.Client {
 	d := &net.Dialer{Timeout: 2 * time.Second, KeepAlive: 30 * time.Second}
 	t := &http.Transport{
 		DialContext: func(ctx context.Context, netw, addr string) (net.Conn, error) {
@@ -204,6 +206,10 @@ func newForwardClient(network Network) *http.Client {
 		MaxIdleConns:        1024,
 		MaxIdleConnsPerHost: 512,
 		IdleConnTimeout:     90 * time.Second,
+	}
+	if tlsStore != nil {
+		t.TLSClientConfig = tlsStore.PeerClientConfig()
+		t.TLSHandshakeTimeout = 5 * time.Second
 	}
 	return &http.Client{Transport: t}
 }

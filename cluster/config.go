@@ -11,6 +11,8 @@ import (
 	"time"
 
 	sockaddr "github.com/hashicorp/go-sockaddr"
+
+	"github.com/foreman-sched/foreman/certs"
 )
 
 // DefaultPort is the base port: HTTP on it, raft on +1, gossip on +2.
@@ -81,6 +83,15 @@ type Config struct {
 	InternalAuth func(http.Header)
 	// RaftLogLevel is hclog's level for raft's own log lines (default warn).
 	RaftLogLevel string
+	// TLS, when set, puts raft and this node's calls to other nodes'
+	// internal HTTP endpoints under mutual TLS with agent certificates
+	// (certs.ServerName), and InternalHandler refuses callers without one.
+	// The caller must then serve the HTTP port with TLS too. Nil: plain TCP.
+	TLS *certs.Store
+	// GossipKeys, when set, encrypts and authenticates gossip (memberlist's
+	// AES-GCM keyring): the first key encrypts, all of them decrypt, so a
+	// key can be rotated in. Each is 16, 24 or 32 bytes. Empty: clear text.
+	GossipKeys [][]byte
 }
 
 // RaftTimings are hashicorp/raft's knobs that matter for failure detection
@@ -216,6 +227,11 @@ func (c *Config) Validate() error {
 	}
 	if c.ForwardTimeout <= 0 {
 		return errors.New("cluster: ForwardTimeout must be positive")
+	}
+	for i, k := range c.GossipKeys {
+		if l := len(k); l != 16 && l != 24 && l != 32 {
+			return fmt.Errorf("cluster: GossipKeys[%d] is %d bytes; want 16, 24 or 32", i, l)
+		}
 	}
 	r := c.Raft
 	if r.HeartbeatTimeout < 5*time.Millisecond || r.ElectionTimeout < r.HeartbeatTimeout {

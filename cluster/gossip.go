@@ -183,6 +183,16 @@ func (n *Node) newMemberlist(bindIP, advertiseIP string) (*memberlist.Memberlist
 	mc.Logger = log.New(slogWriter(n.logger, "memberlist"), "", 0)
 	d := gossipDelegate{n: n}
 	mc.Delegate, mc.Events, mc.Merge, mc.Alive = d, d, d, d
+	if len(n.cfg.GossipKeys) > 0 {
+		// Every packet and stream is AES-GCM sealed with the primary key;
+		// a packet no key opens is dropped (and logged by memberlist).
+		kr, err := memberlist.NewKeyring(n.cfg.GossipKeys, n.cfg.GossipKeys[0])
+		if err != nil {
+			return nil, fmt.Errorf("gossip keyring: %w", err)
+		}
+		mc.Keyring = kr
+		mc.GossipVerifyIncoming, mc.GossipVerifyOutgoing = true, true
+	}
 
 	inner, err := memberlist.NewNetTransport(&memberlist.NetTransportConfig{
 		BindAddrs: []string{bindIP}, BindPort: n.cfg.Port + 2, Logger: mc.Logger,

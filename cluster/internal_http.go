@@ -11,6 +11,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/foreman-sched/foreman/certs"
 	"github.com/foreman-sched/foreman/fsm"
 )
 
@@ -25,12 +26,43 @@ const ForwardedHeader = "X-Foreman-Forwarded"
 // POST apply (a follower's forwarded write; applied only if this node leads),
 // POST leave (a follower asking the leader to remove it from raft) and GET
 // index (a follower catching up; see sync.go).
+//
+// With Config.TLS, only callers that presented an agent certificate of the
+// cluster CA get through (RequireAgentCert); anyone else gets 403.
 func (n *Node) InternalHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST "+InternalPrefix+"apply", n.handleApply)
 	mux.HandleFunc("POST "+InternalPrefix+"leave", n.handleLeave)
 	mux.HandleFunc("GET "+InternalPrefix+"index", n.handleIndex)
-	return mux
+	if n.cfg.TLS == nil {
+		return mux
+	}
+	return RequireAgentCert(mux)
+}
+
+// RequireAgentCert lets through only requests whose TLS client certificate
+// verified against the cluster CA and is an agent's (certs.PeerIsServer):
+// the guard of every agent-only path on the shared HTTP port.
+func RequireAgentCert(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !certs.PeerIsServer(r.TLS) {
+			writeApply(w, http.StatusForbidden, applyResponse{
+				Error: "this path is for foreman agents only: present an agent certificate of the cluster CA",
+				Code:  "forbidden",
+			})
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// internalURL is the URL of another node's internal endpoint.
+func (n *Node) internalURL(addr, endpoint string) string {
+	scheme := "http://"
+	if n.cfg.TLS != nil {
+		scheme = "https://"
+	}
+	return scheme + addr + InternalPrefix + endpoint
 }
 
 func (n *Node) handleApply(w http.ResponseWriter, r *http.Request) {
@@ -135,7 +167,7 @@ func (n *Node) askLeave(ctx context.Context) error {
 		return ErrNoLeader
 	}
 	b, _ := json.Marshal(leaveRequest{Name: n.cfg.Name})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+InternalPrefix+"leave", bytes.NewReader(b))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, n.internalURL(addr, "leave"), bytes.NewReader(b))
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -9,6 +10,8 @@ import (
 
 	"github.com/hashicorp/memberlist"
 	"github.com/hashicorp/raft"
+
+	"github.com/foreman-sched/foreman/certs"
 )
 
 // Network decides which peers this node may reach right now. Production
@@ -84,20 +87,28 @@ func (c *filteredConn) Write(b []byte) (int, error) {
 	return c.Conn.Write(b)
 }
 
-// streamLayer is raft's transport: plain TCP through the Network filter.
+// streamLayer is raft's transport: TCP through the Network filter, under
+// mutual TLS when tlsStore is set (both ends must present an agent
+// certificate of the cluster CA; see certs.PeerServerConfig).
 type streamLayer struct {
 	net.Listener
 	advertise net.Addr
 	network   Network
 	heard     *heardTracker
+	tlsStore  *certs.Store
 }
 
-func newStreamLayer(bind string, advertise *net.TCPAddr, network Network, heard *heardTracker) (*streamLayer, error) {
+func newStreamLayer(bind string, advertise *net.TCPAddr, network Network, heard *heardTracker, tlsStore *certs.Store) (*streamLayer, error) {
 	l, err := net.Listen("tcp", bind)
 	if err != nil {
 		return nil, fmt.Errorf("raft listener on %s: %w", bind, err)
 	}
-	return &streamLayer{Listener: l, advertise: advertise, network: network, heard: heard}, nil
+	if tlsStore != nil {
+		// The handshake runs on raft's first read, in the connection's own
+		// goroutine, so a slow or hostile peer never blocks Accept.
+		l = tls.NewListener(l, tlsStore.PeerServerConfig())
+	}
+	return &streamLayer{Listener: l, advertise: advertise, network: network, heard: heard, tlsStore: tlsStore}, nil
 }
 
 // Dial implements raft.StreamLayer.
@@ -110,7 +121,18 @@ func (s *streamLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.
 	if err != nil {
 		return nil, err
 	}
-	return &filteredConn{Conn: c, peer: peer, network: s.network, heard: s.heard}, nil
+	fc := &filteredConn{Conn: c, peer: peer, network: s.network, heard: s.heard}
+	if s.tlsStore == nil {
+		return fc, nil
+	}
+	tc := tls.Client(fc, s.tlsStore.PeerClientConfig())
+	_ = tc.SetDeadline(time.Now().Add(timeout))
+	if err := tc.Handshake(); err != nil {
+		tc.Close()
+		return nil, fmt.Errorf("raft TLS handshake with %s: %w", peer, err)
+	}
+	_ = tc.SetDeadline(time.Time{})
+	return tc, nil
 }
 
 // Addr implements net.Listener with the advertised address, which raft

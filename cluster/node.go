@@ -87,7 +87,7 @@ func New(cfg Config, f *fsm.FSM, self fsm.Node, logger *slog.Logger) (*Node, err
 	}
 	n := &Node{
 		cfg: cfg, logger: logger, fsm: f, self: self, heard: newHeardTracker(),
-		members: newMemberTable(), state: state, client: newForwardClient(cfg.Network),
+		members: newMemberTable(), state: state, client: newForwardClient(cfg.Network, cfg.TLS),
 		notifyCh: make(chan bool, 16), closing: make(chan struct{}), syncFlipped: make(chan struct{}, 1),
 	}
 	n.ld.init()
@@ -123,7 +123,7 @@ func (n *Node) startRaft(bindIP, advertiseIP string) error {
 	if err != nil {
 		return fmt.Errorf("raft advertise address: %w", err)
 	}
-	stream, err := newStreamLayer(hostPort(bindIP, n.cfg.Port+1), adv, n.cfg.Network, n.heard)
+	stream, err := newStreamLayer(hostPort(bindIP, n.cfg.Port+1), adv, n.cfg.Network, n.heard, n.cfg.TLS)
 	if err != nil {
 		return err
 	}

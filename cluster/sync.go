@@ -109,7 +109,7 @@ func (n *Node) leaderIndex(ctx context.Context) (uint64, error) {
 	if addr == "" {
 		return 0, ErrNoLeader
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+InternalPrefix+"index", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, n.internalURL(addr, "index"), nil)
 	if err != nil {
 		return 0, err
 	}

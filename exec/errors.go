@@ -17,6 +17,9 @@ var (
 	ErrBadTaskFile = errors.New("bad task file")
 	// ErrBadSignal means a kill_signal names no known signal.
 	ErrBadSignal = errors.New("bad signal")
+	// ErrUserNotAllowed means a job asks to run as a user this node's
+	// WorkerConfig.JobUsers does not list.
+	ErrUserNotAllowed = errors.New("user not allowed on this node")
 	// ErrInvalidConfig means a WorkerConfig failed Validate.
 	ErrInvalidConfig = errors.New("invalid exec config")
 )

@@ -158,10 +158,11 @@ func TestDetect(t *testing.T) {
 func TestJobEnv(t *testing.T) {
 	env := jobEnv(Assignment{
 		Attempt: fsm.Attempt{JobID: "J", Num: 2, FencingToken: 77},
-		Spec:    fsm.JobSpec{Env: map[string]string{"B": "2", "A": "1", "FOREMAN_NODE": "fake"}},
+		Spec: fsm.JobSpec{Env: map[string]string{"B": "2", "A": "1", "FOREMAN_NODE": "fake"},
+			SecretEnv: map[string]string{"S": "secret", "FOREMAN_ATTEMPT": "9"}},
 	}, "n9")
 	got := strings.Join(env, " ")
-	want := "A=1 B=2 PATH=" + defaultPath + " FOREMAN_JOB_ID=J FOREMAN_ATTEMPT=2 FOREMAN_FENCING_TOKEN=77 FOREMAN_NODE=n9"
+	want := "A=1 B=2 S=secret PATH=" + defaultPath + " FOREMAN_JOB_ID=J FOREMAN_ATTEMPT=2 FOREMAN_FENCING_TOKEN=77 FOREMAN_NODE=n9"
 	if got != want {
 		t.Errorf("env\n got %s\nwant %s", got, want)
 	}

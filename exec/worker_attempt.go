@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -156,8 +157,13 @@ func (w *Worker) launch(ctx context.Context, id, dir string, a Assignment) {
 		}
 		if err != nil {
 			release()
-			w.log.Error("cannot start supervisor", "task", id, "err", err)
-			res := &Result{State: fsm.AttemptFailed, Reason: "start supervisor: " + err.Error(), FinishedAt: time.Now().UTC()}
+			reason := "start supervisor: " + err.Error()
+			if errors.Is(err, ErrUserNotAllowed) {
+				reason = err.Error()
+			} else {
+				w.log.Error("cannot start supervisor", "task", id, "err", err)
+			}
+			res := &Result{State: fsm.AttemptFailed, Reason: reason, FinishedAt: time.Now().UTC()}
 			writeJSONAtomic(filepath.Join(dir, ResultFileName), res, false)
 			r.finish(ctx, res)
 			return
@@ -212,6 +218,9 @@ func (r *attemptRun) start(ctx context.Context, a Assignment) (*leaseClient, err
 	if driver == "" {
 		driver = w.cfg.DefaultDriver
 	}
+	if a.Spec.User == "" && driver == ProcessDriverName && w.cfg.DefaultJobUser != "" {
+		a.Spec.User = w.cfg.DefaultJobUser // a copy: the replicated spec is not edited
+	}
 	// Set first: a failed start is reported from it.
 	r.tf = &TaskFile{
 		Version: TaskFileVersion, Node: w.cfg.Node, Attempt: a.Attempt, Spec: a.Spec,
@@ -229,6 +238,14 @@ func (r *attemptRun) start(ctx context.Context, a Assignment) (*leaseClient, err
 	}
 	if err := os.Mkdir(filepath.Join(r.dir, WorkDirName), 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 		return nil, err
+	}
+	if err := w.checkUser(a.Spec.User, driver); err != nil {
+		return nil, err
+	}
+	if driver == ProcessDriverName && a.Spec.User != "" {
+		if err := handOver(w.cfg.DataDir, r.dir, a.Spec.User); err != nil {
+			return nil, err
+		}
 	}
 	ioEnv, err := prepareIO(r.dir, driver, a.Inputs)
 	if err != nil {
@@ -281,8 +298,14 @@ var reservedEnv = map[string]bool{
 // jobEnv is the spec's env (sorted for stable output) plus the FOREMAN_*
 // variables, which the job cannot override.
 func jobEnv(a Assignment, node string) []string {
-	keys := make([]string, 0, len(a.Spec.Env))
-	for k := range a.Spec.Env {
+	vars := a.Spec.Env
+	if len(a.Spec.SecretEnv) > 0 {
+		vars = make(map[string]string, len(a.Spec.Env)+len(a.Spec.SecretEnv))
+		maps.Copy(vars, a.Spec.Env)
+		maps.Copy(vars, a.Spec.SecretEnv)
+	}
+	keys := make([]string, 0, len(vars))
+	for k := range vars {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
@@ -292,7 +315,7 @@ func jobEnv(a Assignment, node string) []string {
 		if reservedEnv[k] {
 			continue // getenv takes the first match, so a job could spoof these
 		}
-		env = append(env, k+"="+a.Spec.Env[k])
+		env = append(env, k+"="+vars[k])
 		hasPath = hasPath || k == "PATH"
 	}
 	if !hasPath {

@@ -75,6 +75,15 @@ const maxDataDirLen = 56
 type WorkerConfig struct {
 	// Node is this agent's name (fsm.Node.Name); FOREMAN_NODE in jobs.
 	Node string
+	// JobUsers lists the users (names or uids, the part of a job's
+	// `user:` before any ":group") jobs may run as on this node; "*"
+	// allows any. An attempt naming another user fails at once with
+	// ErrUserNotAllowed. Nil allows any (the agent passes its
+	// --job-users, default "nobody").
+	JobUsers []string
+	// DefaultJobUser is the user of jobs that name none; "" runs them as
+	// the agent's own user.
+	DefaultJobUser string
 	// DataDir is the agent's data dir; attempts live in DataDir/attempts.
 	DataDir string
 	// SupervisorPath and SupervisorArgs start a supervisor:

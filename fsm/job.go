@@ -58,9 +58,13 @@ type JobSpec struct {
 	Name string `json:"name,omitempty"`
 	// Namespace the job belongs to; "" is the default namespace (stored
 	// that way so records from before namespaces need no migration).
-	Namespace   string            `json:"namespace,omitempty"`
-	Command     []string          `json:"command"` // argv; a JSON string becomes ["/bin/sh","-c",s]
-	Env         map[string]string `json:"env,omitempty"`
+	Namespace string            `json:"namespace,omitempty"`
+	Command   []string          `json:"command"` // argv; a JSON string becomes ["/bin/sh","-c",s]
+	Env       map[string]string `json:"env,omitempty"`
+	// SecretEnv is set in the job's environment like Env, but the API
+	// never returns its values (docs/security.md, "Hardening"). Stored in
+	// the raft log and state like the rest of the spec: not encrypted at rest.
+	SecretEnv   map[string]string `json:"secret_env,omitempty"`
 	Resources   Resources         `json:"resources,omitempty"`
 	Priority    int               `json:"priority"` // 0..100, default 50
 	MaxAttempts int               `json:"max_attempts,omitempty"`

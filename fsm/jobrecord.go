@@ -58,6 +58,7 @@ type schedSpec struct {
 	Namespace        string     `json:"namespace,omitempty"` // events and quotas
 	Command          skipped    `json:"command"`
 	Env              skipped    `json:"env,omitempty"`
+	SecretEnv        skipped    `json:"secret_env,omitempty"`
 	Resources        Resources  `json:"resources,omitempty"`
 	Priority         int        `json:"priority"`
 	MaxAttempts      int        `json:"max_attempts,omitempty"`

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,6 +15,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/foreman-sched/foreman/certs"
 )
 
 // DefaultAddr is where the client looks for an agent without FOREMAN_ADDR.
@@ -26,6 +29,13 @@ const (
 	// EnvNamespace is the namespace requests act in when ClientOptions
 	// leaves it empty ("" = the server's default namespace).
 	EnvNamespace = "FOREMAN_NAMESPACE"
+	// EnvCACert names the CA certificate (PEM) to verify an https agent
+	// with; empty uses the system's roots.
+	EnvCACert = "FOREMAN_CACERT"
+	// EnvClientCert and EnvClientKey name a client certificate and key
+	// to present (needed when agents require one).
+	EnvClientCert = "FOREMAN_CLIENT_CERT"
+	EnvClientKey  = "FOREMAN_CLIENT_KEY"
 )
 
 // APIError is a non-2xx reply, decoded from the JSON error body.
@@ -55,6 +65,10 @@ type ClientOptions struct {
 	// HTTPClient replaces the default client (which has no overall timeout,
 	// so log follows can last; bound calls with their context instead).
 	HTTPClient *http.Client
+	// CACert, ClientCert and ClientKey are PEM files for https agents;
+	// each empty one reads its FOREMAN_CACERT, FOREMAN_CLIENT_CERT,
+	// FOREMAN_CLIENT_KEY. Ignored when HTTPClient is set.
+	CACert, ClientCert, ClientKey string
 }
 
 // Client talks to one agent's API. It is safe for concurrent use.
@@ -91,15 +105,39 @@ func NewClient(addr string, opts ClientOptions) (*Client, error) {
 		c.namespace = os.Getenv(EnvNamespace)
 	}
 	if c.hc == nil {
+		tlsCfg, err := ClientTLS(opts.CACert, opts.ClientCert, opts.ClientKey)
+		if err != nil {
+			return nil, err
+		}
 		c.hc = &http.Client{Transport: &http.Transport{
 			Proxy:                 http.ProxyFromEnvironment,
 			DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+			TLSClientConfig:       tlsCfg,
+			TLSHandshakeTimeout:   10 * time.Second,
 			MaxIdleConnsPerHost:   32,
 			IdleConnTimeout:       90 * time.Second,
 			ResponseHeaderTimeout: 60 * time.Second,
 		}}
 	}
 	return c, nil
+}
+
+// ClientTLS is the TLS config of a client of the API: the CA to trust and
+// the certificate to present, each empty argument read from its
+// environment variable (EnvCACert, EnvClientCert, EnvClientKey). Nil when
+// none is set (the system's roots, no certificate).
+func ClientTLS(caCert, clientCert, clientKey string) (*tls.Config, error) {
+	or := func(v, env string) string {
+		if v == "" {
+			return os.Getenv(env)
+		}
+		return v
+	}
+	caCert, clientCert, clientKey = or(caCert, EnvCACert), or(clientCert, EnvClientCert), or(clientKey, EnvClientKey)
+	if caCert == "" && clientCert == "" && clientKey == "" {
+		return nil, nil
+	}
+	return certs.ClientConfig(caCert, clientCert, clientKey)
 }
 
 // Addr is the base URL the client talks to.

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"crypto/tls"
 	"io"
 	"log/slog"
 	"os"
@@ -92,6 +93,11 @@ type Deps struct {
 	// ACL guards the routes; nil: one from Config.ACL. The agent passes
 	// the one its own routes (UI, pprof, internal) share.
 	ACL *ACL
+	// PeerTLS, when set, is the TLS config this node dials other nodes'
+	// APIs with (proxied reads and log follows, grouped submits to the
+	// leader): the agent's own certificate, verifying theirs. Nil: plain
+	// http between nodes.
+	PeerTLS *tls.Config
 }
 
 // Member is one gossip member as the API reports it.

@@ -32,7 +32,7 @@ func (s *server) proxy(w http.ResponseWriter, r *http.Request, name, addr string
 	w.Header().Del(HeaderNode) // the node that really answers sets it
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
-			pr.SetURL(&url.URL{Scheme: "http", Host: addr})
+			pr.SetURL(&url.URL{Scheme: s.scheme, Host: addr})
 			pr.SetXForwarded()
 			pr.Out.Header.Set(HeaderForwarded, "1")
 		},

@@ -142,7 +142,7 @@ func (g *groupCommit) post(name, addr string, payload fsm.SubmitGroup, batches, 
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), g.s.cfg.ApplyTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+submitsPath, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, g.s.scheme+"://"+addr+submitsPath, bytes.NewReader(body))
 	if err != nil {
 		return nil, err
 	}

@@ -225,15 +225,31 @@ func (a agentAddrs) check(jobs []fsm.NewJob, batch bool) error {
 	return nil
 }
 
-// redactJob drops webhook secrets from a job about to be sent to a client
-// (they are write-only). It copies the notify list, never editing state.
+// redactJob drops webhook secrets and secret_env values from a job about
+// to be sent to a client (they are write-only). It copies what it changes,
+// never editing state.
 func redactJob(j *fsm.Job) {
-	if len(j.Spec.Notify) == 0 {
+	redactSpec(&j.Spec)
+}
+
+// RedactedValue replaces each secret_env value in API replies.
+const RedactedValue = "(redacted)"
+
+// redactSpec is redactJob for a bare spec (a schedule's job template).
+func redactSpec(sp *fsm.JobSpec) {
+	if len(sp.SecretEnv) > 0 {
+		m := make(map[string]string, len(sp.SecretEnv))
+		for k := range sp.SecretEnv {
+			m[k] = RedactedValue
+		}
+		sp.SecretEnv = m
+	}
+	if len(sp.Notify) == 0 {
 		return
 	}
-	hooks := slices.Clone(j.Spec.Notify)
+	hooks := slices.Clone(sp.Notify)
 	for i := range hooks {
 		hooks[i].Secret = ""
 	}
-	j.Spec.Notify = hooks
+	sp.Notify = hooks
 }

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -241,6 +242,15 @@ func (s *server) scheduleInfo(name string) (*ScheduleInfo, error) {
 func describeSchedule(tx *fsm.Tx, sc *fsm.Schedule, now time.Time) ScheduleInfo {
 	info := ScheduleInfo{Schedule: *sc, Fires: make([]FireState, 0, len(sc.History))}
 	_, info.Spec.Name = splitScheduleKey(sc.Spec.Name) // the name the user gave; Spec.Namespace says where
+	redactSpec(&info.Schedule.Spec.Job)                // a copy of the template: state is not edited
+	if wf := info.Spec.Workflow; wf != nil {           // a pointer into state: redact copies
+		c := *wf
+		c.Jobs = slices.Clone(wf.Jobs)
+		for i := range c.Jobs {
+			redactSpec(&c.Jobs[i])
+		}
+		info.Spec.Workflow = &c
+	}
 	if c, err := fsm.ParseCron(sc.Spec.Cron, sc.Spec.TimeZone); err == nil && !sc.Spec.Paused {
 		from := sc.DecidedThrough()
 		if now.After(from) {

@@ -39,6 +39,7 @@ type server struct {
 	ids       IDs
 	log       *slog.Logger
 	transport *http.Transport
+	scheme    string // of other nodes' API: "https" with Deps.PeerTLS
 	mux       *http.ServeMux
 	submits   *groupCommit
 	over      overload
@@ -99,6 +100,12 @@ func New(cfg Config, deps Deps) http.Handler {
 	s.acl = deps.ACL
 	if s.acl == nil {
 		s.acl = NewACL(cfg.ACL, s.state, s.clock, s.log)
+	}
+	s.scheme = "http"
+	if deps.PeerTLS != nil {
+		s.transport.TLSClientConfig = deps.PeerTLS
+		s.transport.TLSHandshakeTimeout = cfg.ProxyDialTimeout + 5*time.Second
+		s.scheme = "https"
 	}
 	s.submits = &groupCommit{s: s}
 	s.beat.every = cfg.EventHeartbeat

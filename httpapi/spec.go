@@ -19,6 +19,7 @@ type JobSpecInput struct {
 	Namespace   string            `json:"namespace,omitempty"`
 	Command     json.RawMessage   `json:"command"` // ["argv", ...] or "shell string"
 	Env         map[string]string `json:"env,omitempty"`
+	SecretEnv   map[string]string `json:"secret_env,omitempty"` // like env; values never returned
 	Resources   *ResourcesInput   `json:"resources,omitempty"`
 	Priority    *int              `json:"priority,omitempty"`
 	MaxAttempts *int              `json:"max_attempts,omitempty"`

@@ -80,10 +80,22 @@ func (in *JobSpecInput) Normalize() (fsm.JobSpec, error) {
 	}
 	out.Name = in.Name
 
-	if err := checkEnv(in.Env); err != nil {
+	if err := checkEnv("env", in.Env); err != nil {
 		return out, err
 	}
 	out.Env = in.Env
+	if err := checkEnv("secret_env", in.SecretEnv); err != nil {
+		return out, err
+	}
+	if len(in.Env)+len(in.SecretEnv) > MaxEnv {
+		return out, invalid("secret_env", "env and secret_env hold at most %d variables together (got %d)", MaxEnv, len(in.Env)+len(in.SecretEnv))
+	}
+	for k := range in.SecretEnv {
+		if _, dup := in.Env[k]; dup {
+			return out, invalid("secret_env."+k, "is also in env; set it in one of them")
+		}
+	}
+	out.SecretEnv = in.SecretEnv
 	if err := checkLabels("labels", in.Labels); err != nil {
 		return out, err
 	}
@@ -384,20 +396,20 @@ func normalizeSignal(s string) (string, error) {
 	return up, nil
 }
 
-func checkEnv(env map[string]string) error {
+func checkEnv(field string, env map[string]string) error {
 	if len(env) > MaxEnv {
-		return invalid("env", "at most %d variables (got %d)", MaxEnv, len(env))
+		return invalid(field, "at most %d variables (got %d)", MaxEnv, len(env))
 	}
 	for _, k := range slices.Sorted(maps.Keys(env)) { // the first error in a stable order
 		v := env[k]
 		if !envKeyRe.MatchString(k) {
-			return invalid("env."+k, "variable names use letters, digits and '_' and do not start with a digit")
+			return invalid(field+"."+k, "variable names use letters, digits and '_' and do not start with a digit")
 		}
 		if strings.HasPrefix(strings.ToUpper(k), reservedEnvPrefix) {
-			return invalid("env."+k, "names starting with %s are set by foreman", reservedEnvPrefix)
+			return invalid(field+"."+k, "names starting with %s are set by foreman", reservedEnvPrefix)
 		}
 		if strings.ContainsRune(v, 0) {
-			return invalid("env."+k, "must not contain NUL bytes")
+			return invalid(field+"."+k, "must not contain NUL bytes")
 		}
 	}
 	return nil

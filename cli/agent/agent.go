@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -18,6 +19,7 @@ import (
 
 	ucli "github.com/urfave/cli/v2"
 
+	"github.com/foreman-sched/foreman/certs"
 	"github.com/foreman-sched/foreman/cluster"
 	"github.com/foreman-sched/foreman/exec"
 	"github.com/foreman-sched/foreman/fsm"
@@ -38,6 +40,11 @@ type agentConfig struct {
 	tempData  bool // --dev without --data-dir: removed at exit
 	container containerSettings
 	pprof     bool // serve net/http/pprof under /debug/pprof
+	// tls is the agent's certificate, key and CA (nil: no TLS); reloaded
+	// on SIGHUP.
+	tls               *certs.Store
+	requireClientCert bool // the API port requires a client certificate
+	maxConnsPerIP     int
 }
 
 // Command is `foreman agent`; version is what this node advertises.
@@ -89,6 +96,14 @@ later agents only --join (they become non-voters and still run jobs).
 			&ucli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error"},
 			&ucli.BoolFlag{Name: "pprof", Usage: "serve Go runtime profiles under /debug/pprof on the HTTP port (needs an operator token with --acl)"},
 			&ucli.BoolFlag{Name: "acl", Usage: "require a token on every API route but health (turn it on for every agent; then run foreman acl bootstrap)"},
+			&ucli.StringFlag{Name: "tls-cert", Usage: "this agent's certificate (PEM, from `foreman tls cert create --server`): turns on HTTPS for the API and mutual TLS between agents"},
+			&ucli.StringFlag{Name: "tls-key", Usage: "the key of --tls-cert"},
+			&ucli.StringFlag{Name: "tls-ca", Usage: "the cluster CA (PEM) every agent's and client's certificate must be signed by"},
+			&ucli.BoolFlag{Name: "tls-require-client-cert", Usage: "the API port refuses clients without a certificate of the CA (agent-only paths always require an agent certificate)"},
+			&ucli.StringSliceFlag{Name: "gossip-key", EnvVars: []string{"FOREMAN_GOSSIP_KEY"}, Usage: "base64 key (16, 24 or 32 bytes; `foreman tls gossip-key`) encrypting gossip; repeat to rotate: the first encrypts, all decrypt"},
+			&ucli.StringSliceFlag{Name: "job-users", Value: ucli.NewStringSlice("nobody"), Usage: "users jobs may name in user: (repeatable; \"*\": any, root included); applies when the agent runs as root"},
+			&ucli.StringFlag{Name: "job-default-user", Value: "nobody", Usage: "user of process-driver jobs that name none (\"\": the agent's own user); applies when the agent runs as root"},
+			&ucli.IntFlag{Name: "max-conns-per-ip", Value: DefaultMaxConnsPerIP, Usage: "open HTTP connections one client IP may hold; more are closed at once (0: unlimited)"},
 		},
 		Action: func(c *ucli.Context) error {
 			if err := applyConfigFile(c); err != nil {
@@ -147,6 +162,20 @@ func agentConfigFrom(c *ucli.Context, version string) (*agentConfig, error) {
 	hb := c.Duration("raft-heartbeat-timeout")
 	cc.Raft.HeartbeatTimeout, cc.Raft.ElectionTimeout = hb, hb
 	cc.Raft.LeaderLeaseTimeout = c.Duration("raft-leader-lease")
+	if cfg.tls, err = loadTLS(c); err != nil {
+		return nil, err
+	}
+	cc.TLS = cfg.tls
+	cfg.requireClientCert = c.Bool("tls-require-client-cert")
+	if cfg.requireClientCert && cfg.tls == nil {
+		return nil, errors.New("--tls-require-client-cert needs --tls-cert, --tls-key and --tls-ca")
+	}
+	if cc.GossipKeys, err = gossipKeys(c.StringSlice("gossip-key")); err != nil {
+		return nil, err
+	}
+	if cfg.maxConnsPerIP = c.Int("max-conns-per-ip"); cfg.maxConnsPerIP < 0 {
+		return nil, errors.New("--max-conns-per-ip: must be >= 0 (0: unlimited)")
+	}
 	if err := cc.Validate(); err != nil {
 		return nil, err
 	}
@@ -172,6 +201,14 @@ func agentConfigFrom(c *ucli.Context, version string) (*agentConfig, error) {
 			return nil, fmt.Errorf("--%s: %w", f.flag, err)
 		}
 		*f.dst = mb << 20
+	}
+	if os.Geteuid() == 0 {
+		// Only root can switch users; an unprivileged agent runs every job
+		// as itself (and refuses a job naming another user).
+		w.JobUsers, w.DefaultJobUser = c.StringSlice("job-users"), c.String("job-default-user")
+		if err := checkJobUsers(w.JobUsers, w.DefaultJobUser); err != nil {
+			return nil, err
+		}
 	}
 
 	cfg.container = containerSettingsFor(cc.DataDir, cc.Name)
@@ -318,6 +355,12 @@ func runAgent(parent context.Context, cfg *agentConfig) error {
 		_ = node.Shutdown(context.Background())
 		return fmt.Errorf("listen for HTTP: %w", err)
 	}
+	ln = wrapListener(ln, cfg.maxConnsPerIP, cfg.tls, cfg.requireClientCert)
+	var peerTLS *tls.Config
+	if cfg.tls != nil {
+		peerTLS = cfg.tls.PeerClientConfig()
+		go reloadOnSIGHUP(ctx, cfg.tls, logger)
+	}
 
 	worker, err := exec.NewWorker(cfg.worker, exec.WorkerDeps{
 		Assignments:   newAssignments(f),
@@ -355,8 +398,9 @@ func runAgent(parent context.Context, cfg *agentConfig) error {
 		Logger:   logger,
 
 		Artifacts: workerArtifacts{worker},
+		PeerTLS:   peerTLS,
 	})
-	srv := &http.Server{Handler: routes(acl, api, node.InternalHandler(), cfg.pprof), ReadHeaderTimeout: 10 * time.Second}
+	srv := newHTTPServer(routes(acl, api, node.InternalHandler(), cfg.pprof, cfg.tls != nil), logger)
 	srvErr := make(chan error, 1)
 	go func() { srvErr <- srv.Serve(ln) }()
 
@@ -369,7 +413,8 @@ func runAgent(parent context.Context, cfg *agentConfig) error {
 	workerDone := make(chan error, 1)
 	go func() { workerDone <- worker.Run(workerCtx) }()
 
-	logger.Info("agent started", "component", "agent", "node", self.Name, "http", self.HTTPAddr,
+	logger.Info("agent started", "component", "agent", "node", self.Name, "http", self.HTTPAddr, "tls", cfg.tls != nil,
+		"gossip_encrypted", len(cfg.cluster.GossipKeys) > 0,
 		"data_dir", cfg.cluster.DataDir, "drivers", strings.Join(cfg.self.Drivers, ","), "default_driver", cfg.worker.DefaultDriver)
 
 	var runErr error
@@ -410,7 +455,9 @@ func bindHost(c cluster.Config) string {
 // one mux, and the Go profiles under /debug/pprof/ only when withPprof.
 // Every route goes through acl.Handle, which guards it by the route table
 // (httpapi/acl_routes.go) and refuses a pattern missing there.
-func routes(acl *httpapi.ACL, api, internal http.Handler, withPprof bool) http.Handler {
+// With tlsOn the followers' grouped submits need an agent certificate (the
+// internal handler checks its own).
+func routes(acl *httpapi.ACL, api, internal http.Handler, withPprof, tlsOn bool) http.Handler {
 	mux := http.NewServeMux()
 	if withPprof {
 		acl.Handle(mux, "/debug/pprof/", http.HandlerFunc(pprof.Index)) // also serves heap, goroutine, allocs, block, mutex…
@@ -420,7 +467,7 @@ func routes(acl *httpapi.ACL, api, internal http.Handler, withPprof bool) http.H
 		acl.Handle(mux, "/debug/pprof/trace", http.HandlerFunc(pprof.Trace))
 	}
 	acl.Handle(mux, "/v1/internal/", internal)
-	acl.Handle(mux, httpapi.ForwardedSubmitsPath, api) // followers' grouped submits: the API's, not raft's
+	acl.Handle(mux, httpapi.ForwardedSubmitsPath, agentOnly(api, tlsOn)) // followers' grouped submits: the API's, not raft's
 	acl.Handle(mux, "/ui/", uiHandler())
 	acl.Handle(mux, "GET /{$}", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/ui/", http.StatusFound)

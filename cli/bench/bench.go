@@ -95,7 +95,12 @@ func benchClient(c *ucli.Context, conc int) (*httpapi.Client, error) {
 			}
 		}
 	}
+	tlsCfg, err := cli.ClientTLS(c)
+	if err != nil {
+		return nil, err
+	}
 	hc := &http.Client{Transport: &http.Transport{
+		TLSClientConfig:     tlsCfg,
 		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 		MaxIdleConns:        conc + 8,
 		MaxIdleConnsPerHost: conc + 8,

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"time"
 
 	ucli "github.com/urfave/cli/v2"
@@ -245,7 +246,7 @@ func benchSleep(c *ucli.Context) error {
 	if len(usable) == 0 {
 		return fmt.Errorf("no alive, eligible node with CPU capacity")
 	}
-	if err := waitNodesReady(ctx, cl, usable); err != nil {
+	if err := waitNodesReady(ctx, cl, usable, cli.ClientOptions(c)); err != nil {
 		return err
 	}
 	cpu := minCPU / int64(perNode)
@@ -321,7 +322,7 @@ func benchSleep(c *ucli.Context) error {
 // first sleep run on a just-joined fourth node lost half a second to a
 // second to it (efficiency 0.895 instead of 0.98), a property of the set-up,
 // not of the waves being measured.
-func waitNodesReady(ctx context.Context, cl *httpapi.Client, nodes []fsm.Node) error {
+func waitNodesReady(ctx context.Context, cl *httpapi.Client, nodes []fsm.Node, opts httpapi.ClientOptions) error {
 	members, err := cl.Members(ctx)
 	if err != nil {
 		return err
@@ -346,7 +347,8 @@ func waitNodesReady(ctx context.Context, cl *httpapi.Client, nodes []fsm.Node) e
 		if a == "" {
 			continue // not in gossip: nothing to ask
 		}
-		nc, err := httpapi.NewClient(a, httpapi.ClientOptions{})
+		scheme, _, _ := strings.Cut(cl.Addr(), "://") // the members speak what the one we asked does
+		nc, err := httpapi.NewClient(scheme+"://"+a, opts)
 		if err != nil {
 			return err
 		}

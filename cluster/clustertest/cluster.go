@@ -2,6 +2,7 @@ package clustertest
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -216,6 +217,9 @@ func (c *Cluster) startErr(nd *Node, expect int) error {
 		cn.Kill()
 		f.Close()
 		return fmt.Errorf("http listener: %w", err)
+	}
+	if cfg.TLS != nil {
+		ln = tls.NewListener(ln, cfg.TLS.HTTPServerConfig(false))
 	}
 	mux := http.NewServeMux()
 	mux.Handle(cluster.InternalPrefix, cn.InternalHandler())

@@ -60,7 +60,10 @@ func (n *Node) Start(bin string, flags []string) error {
 	fmt.Fprintf(logf, "\n=== jepsen: start %s at %s ===\n", n.Name, time.Now().Format(time.RFC3339Nano))
 	args := append([]string{"netns", "exec", n.NS, bin, "agent",
 		"--data-dir", n.DataDir, "--name", n.Name, "--bind", n.IP, "--port", fmt.Sprint(Port),
-		"--label", "jepsen_node=" + n.Name}, flags...)
+		"--label", "jepsen_node=" + n.Name,
+		// The probe appends to files in the harness's root-owned dir: jobs
+		// run as the agent's user, not the default unprivileged one.
+		"--job-users", "*", "--job-default-user="}, flags...)
 	cmd := exec.Command("ip", args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Env = append(os.Environ(), ClockEnv+"="+n.ClockFile)

@@ -1,0 +1,81 @@
+package exec
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// checkUser refuses a job user that WorkerConfig.JobUsers does not list.
+// For the process driver "" (run as the agent's user) is allowed only when
+// JobUsers is nil or lists "*": an agent that restricts users also sets
+// DefaultJobUser. A container job without a user runs as its image's user
+// inside its own namespaces, not as the agent.
+func (w *Worker) checkUser(spec, driver string) error {
+	allowed := w.cfg.JobUsers
+	if allowed == nil || slices.Contains(allowed, "*") {
+		return nil
+	}
+	name, _, _ := strings.Cut(spec, ":")
+	if name == "" && driver != ProcessDriverName {
+		return nil
+	}
+	if name == "" {
+		return fmt.Errorf("%w: a job without user: would run as the agent's own user on node %s; set agent --job-default-user", ErrUserNotAllowed, w.cfg.Node)
+	}
+	if slices.Contains(allowed, name) {
+		return nil
+	}
+	return fmt.Errorf("%w: user %q may not run jobs on node %s (agent --job-users allows %s)", ErrUserNotAllowed, name, w.cfg.Node, strings.Join(allowed, ", "))
+}
+
+// handOver lets a process-driver job running as user spec use its attempt
+// dir: the dir and its ancestors up to the data dir become traversable
+// (o+x only: the job cannot list them, so raft's and other attempts' file
+// names stay hidden) and the work dir becomes the user's. Only root can
+// switch users; for anyone else credential() refuses the start later with
+// a clear message, so this is a no-op.
+func handOver(dataDir, dir, spec string) error {
+	if os.Geteuid() != 0 {
+		return nil
+	}
+	cred, err := credential(spec)
+	if err != nil {
+		return err
+	}
+	for d := dir; ; d = filepath.Dir(d) {
+		st, err := os.Stat(d)
+		if err != nil {
+			return err
+		}
+		if st.Mode().Perm()&0o001 == 0 {
+			if err := os.Chmod(d, st.Mode().Perm()|0o011); err != nil {
+				return err
+			}
+		}
+		if d == dataDir || d == filepath.Dir(d) || !strings.HasPrefix(d, dataDir) {
+			break
+		}
+	}
+	// Above the data dir foreman changes nothing: say which dir blocks.
+	for d := filepath.Dir(dataDir); ; d = filepath.Dir(d) {
+		if st, err := os.Stat(d); err == nil && st.Mode().Perm()&0o001 == 0 {
+			return fmt.Errorf("user %q cannot reach the attempt dir: %s is not searchable by others (chmod o+x it, or run jobs as the agent's user with agent --job-default-user=)", spec, d)
+		}
+		if d == filepath.Dir(d) {
+			break
+		}
+	}
+	for _, d := range []string{WorkDirName, IODirName} {
+		p := filepath.Join(dir, d)
+		if _, err := os.Lstat(p); err != nil {
+			continue
+		}
+		if err := os.Lchown(p, int(cred.Uid), int(cred.Gid)); err != nil {
+			return fmt.Errorf("hand %s to user %q: %w", d, spec, err)
+		}
+	}
+	return nil
+}
