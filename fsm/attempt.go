@@ -23,6 +23,8 @@ const (
 	ReasonFenced    = "fenced"
 	ReasonDeadline  = "deadline"
 	ReasonDrained   = "drained"
+	// ReasonGang stops the live siblings of a gang task that ended.
+	ReasonGang = "gang"
 )
 
 // Live reports whether the attempt may still be executing.
@@ -68,5 +70,7 @@ type Attempt struct {
 	// as an input); Warning says what went wrong with it.
 	Result      []byte `json:"result,omitempty"`
 	Warning     string `json:"warning,omitempty"`
+	// Task is set on the attempts of a gang's tasks (gang.go).
+	Task        *GangTask `json:"task,omitempty"`
 	ModifyIndex uint64 `json:"modify_index"`
 }

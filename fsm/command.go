@@ -236,6 +236,9 @@ type Placement struct {
 	JobID     string    `json:"job_id"`
 	Node      string    `json:"node"`
 	Resources Resources `json:"resources"`
+	// Tasks places a gang: one slot per task, in task order (Node is
+	// Tasks[0].Node). Apply places all of them or none (gang.go).
+	Tasks []TaskSlot `json:"tasks,omitempty"`
 }
 
 // ReportAttempt is an executor's report about its attempt. Apply rejects

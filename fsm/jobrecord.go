@@ -43,6 +43,8 @@ type storedJob struct {
 	ExitCode        *int            `json:"exit_code,omitempty"`
 	Workflow        string          `json:"workflow,omitempty"`
 	Deps            *Deps           `json:"deps,omitempty"`
+	Gang            *GangStatus     `json:"gang,omitempty"`
+	Preemptions     int             `json:"preemptions,omitempty"`
 	CreateIndex     uint64          `json:"create_index"`
 	ModifyIndex     uint64          `json:"modify_index"`
 }
@@ -82,6 +84,8 @@ type schedSpec struct {
 	Condition        Condition  `json:"condition,omitempty"`
 	HTTP             skipped    `json:"http,omitempty"`
 	Notify           []Webhook  `json:"notify,omitempty"`
+	Gang             *GangSpec  `json:"gang,omitempty"`
+	Preemptible      *bool      `json:"preemptible,omitempty"`
 }
 
 // skipped is a field a view type does not read: the decoder checks the
@@ -108,6 +112,8 @@ type jobCurrentView struct {
 	ExitCode        skipped `json:"exit_code,omitempty"`
 	Workflow        skipped `json:"workflow,omitempty"`
 	Deps            skipped `json:"deps,omitempty"`
+	Gang            *GangStatus `json:"gang,omitempty"`
+	Preemptions     skipped `json:"preemptions,omitempty"`
 	CreateIndex     skipped `json:"create_index"`
 	ModifyIndex     skipped `json:"modify_index"`
 }
@@ -129,6 +135,8 @@ type jobSpecView struct {
 	ExitCode        skipped `json:"exit_code,omitempty"`
 	Workflow        skipped `json:"workflow,omitempty"`
 	Deps            skipped `json:"deps,omitempty"`
+	Gang            skipped `json:"gang,omitempty"`
+	Preemptions     skipped `json:"preemptions,omitempty"`
 	CreateIndex     skipped `json:"create_index"`
 	ModifyIndex     skipped `json:"modify_index"`
 }
@@ -148,7 +156,8 @@ func decodeStoredJob(v []byte) (j *Job, raw []byte, err error) {
 		ID: s.ID, State: s.State, Reason: s.Reason, IdempotencyKey: s.IdempotencyKey,
 		SubmittedAt: s.SubmittedAt, UpdatedAt: s.UpdatedAt, FinishedAt: s.FinishedAt, NextRunAt: s.NextRunAt,
 		Attempts: s.Attempts, CountedAttempts: s.CountedAttempts, Current: s.Current, ExitCode: s.ExitCode,
-		Workflow: s.Workflow, Deps: s.Deps, CreateIndex: s.CreateIndex, ModifyIndex: s.ModifyIndex,
+		Workflow: s.Workflow, Deps: s.Deps, Gang: s.Gang, Preemptions: s.Preemptions,
+		CreateIndex: s.CreateIndex, ModifyIndex: s.ModifyIndex,
 	}
 	if bytes.IndexByte(s.Spec, cborNull) >= 0 {
 		if err := decode(s.Spec, &j.Spec); err != nil {
@@ -164,6 +173,7 @@ func decodeStoredJob(v []byte) (j *Job, raw []byte, err error) {
 		Resources: ss.Resources, Priority: ss.Priority, MaxAttempts: ss.MaxAttempts, Driver: ss.Driver,
 		Queue: ss.Queue, Constraints: ss.Constraints, Backoff: ss.Backoff, NoRetryExitCodes: ss.NoRetryExitCodes,
 		Deadline: ss.Deadline, DependsOn: ss.DependsOn, Condition: ss.Condition, Notify: ss.Notify,
+		Gang: ss.Gang, Preemptible: ss.Preemptible,
 	}
 	return j, s.Spec, nil
 }
@@ -178,6 +188,7 @@ func encodeJob(j *Job, raw []byte) ([]byte, error) {
 		ID: j.ID, Spec: raw, State: j.State, Reason: j.Reason, IdempotencyKey: j.IdempotencyKey,
 		SubmittedAt: j.SubmittedAt, UpdatedAt: j.UpdatedAt, FinishedAt: j.FinishedAt, NextRunAt: j.NextRunAt,
 		Attempts: j.Attempts, CountedAttempts: j.CountedAttempts, Current: j.Current, ExitCode: j.ExitCode,
-		Workflow: j.Workflow, Deps: j.Deps, CreateIndex: j.CreateIndex, ModifyIndex: j.ModifyIndex,
+		Workflow: j.Workflow, Deps: j.Deps, Gang: j.Gang, Preemptions: j.Preemptions,
+		CreateIndex: j.CreateIndex, ModifyIndex: j.ModifyIndex,
 	})
 }
