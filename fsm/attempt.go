@@ -68,9 +68,9 @@ type Attempt struct {
 	StderrTail  string `json:"stderr_tail,omitempty"`
 	// Result is what the job wrote to its result file (children get it
 	// as an input); Warning says what went wrong with it.
-	Result      []byte `json:"result,omitempty"`
-	Warning     string `json:"warning,omitempty"`
+	Result  []byte `json:"result,omitempty"`
+	Warning string `json:"warning,omitempty"`
 	// Task is set on the attempts of a gang's tasks (gang.go).
 	Task        *GangTask `json:"task,omitempty"`
-	ModifyIndex uint64 `json:"modify_index"`
+	ModifyIndex uint64    `json:"modify_index"`
 }

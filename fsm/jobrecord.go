@@ -97,25 +97,25 @@ func (*skipped) UnmarshalCBOR([]byte) error { return nil }
 // jobCurrentView is Job with only Current read (a "running" report needs
 // nothing else).
 type jobCurrentView struct {
-	ID              skipped `json:"id"`
-	Spec            skipped `json:"spec"`
-	State           skipped `json:"state"`
-	Reason          skipped `json:"reason,omitempty"`
-	IdempotencyKey  skipped `json:"idempotency_key,omitempty"`
-	SubmittedAt     skipped `json:"submitted_at"`
-	UpdatedAt       skipped `json:"updated_at"`
-	FinishedAt      skipped `json:"finished_at,omitzero"`
-	NextRunAt       skipped `json:"next_run_at,omitzero"`
-	Attempts        skipped `json:"attempts"`
-	CountedAttempts skipped `json:"counted_attempts"`
-	Current         int     `json:"current_attempt,omitempty"`
-	ExitCode        skipped `json:"exit_code,omitempty"`
-	Workflow        skipped `json:"workflow,omitempty"`
-	Deps            skipped `json:"deps,omitempty"`
+	ID              skipped     `json:"id"`
+	Spec            skipped     `json:"spec"`
+	State           skipped     `json:"state"`
+	Reason          skipped     `json:"reason,omitempty"`
+	IdempotencyKey  skipped     `json:"idempotency_key,omitempty"`
+	SubmittedAt     skipped     `json:"submitted_at"`
+	UpdatedAt       skipped     `json:"updated_at"`
+	FinishedAt      skipped     `json:"finished_at,omitzero"`
+	NextRunAt       skipped     `json:"next_run_at,omitzero"`
+	Attempts        skipped     `json:"attempts"`
+	CountedAttempts skipped     `json:"counted_attempts"`
+	Current         int         `json:"current_attempt,omitempty"`
+	ExitCode        skipped     `json:"exit_code,omitempty"`
+	Workflow        skipped     `json:"workflow,omitempty"`
+	Deps            skipped     `json:"deps,omitempty"`
 	Gang            *GangStatus `json:"gang,omitempty"`
-	Preemptions     skipped `json:"preemptions,omitempty"`
-	CreateIndex     skipped `json:"create_index"`
-	ModifyIndex     skipped `json:"modify_index"`
+	Preemptions     skipped     `json:"preemptions,omitempty"`
+	CreateIndex     skipped     `json:"create_index"`
+	ModifyIndex     skipped     `json:"modify_index"`
 }
 
 // jobSpecView is Job with only Spec read (Tx.JobSpec).
