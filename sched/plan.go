@@ -55,6 +55,7 @@ type planning struct {
 	placings []Placing
 	placing  map[string]bool // Snapshot.Placing's jobs: not examined
 	reasons  map[string]string
+	ports    *portBook // GANG_PORT allocation, built at the first gang
 	stats    Stats
 	err      error
 }
@@ -78,6 +79,14 @@ func Plan(snap *Snapshot, now time.Time, cfg Config) *Decision {
 	for i := range snap.Placing {
 		p := &snap.Placing[i]
 		pl.placing[p.JobID] = true
+		if len(p.Tasks) > 0 {
+			for _, t := range p.Tasks {
+				if ni, ok := pl.nodeIdx[t.Node]; ok {
+					pl.nodes[ni].take(&p.Resources)
+				}
+			}
+			continue
+		}
 		if ni, ok := pl.nodeIdx[p.Node]; ok {
 			pl.nodes[ni].take(&p.Resources)
 		}
@@ -166,6 +175,21 @@ func (pl *planning) placeAll(cands []candidate) {
 			reason = "queue " + queueName(q) + " at max_running " + itoa(lim)
 		} else {
 			req := pl.cfg.request(&j.Spec.Resources)
+			if j.Spec.Gang != nil {
+				if pl.ports == nil {
+					pl.ports = newPortBook(pl.snap.Live, pl.snap.Placing)
+				}
+				slots, r := p.placeGang(&j.Spec, &req, pl.ports)
+				if slots != nil {
+					running[q]++
+					p := fsm.Placement{JobID: j.ID, Node: slots[0].Node, Resources: req, Tasks: slots}
+					pl.placed = append(pl.placed, p)
+					pl.placings = append(pl.placings, Placing{Placement: p, Queue: q})
+					continue
+				}
+				reason = r
+				goto unplaced
+			}
 			ni, r := p.place(&j.Spec, &req)
 			if ni >= 0 {
 				running[q]++
@@ -176,6 +200,7 @@ func (pl *planning) placeAll(cands []candidate) {
 			}
 			reason = r
 		}
+	unplaced:
 		queue.unplaced(j)
 		pl.stats.Unplaced++
 		cur, ok := pl.snap.PendingReasons[j.ID]
