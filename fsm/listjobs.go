@@ -17,6 +17,9 @@ type JobQuery struct {
 	State      JobState
 	Labels     map[string]string // every pair must match the job's labels
 	NamePrefix string
+	// Preempted keeps only jobs that had an attempt preempted (the
+	// pseudo-state "preempted" of the API: such jobs are queued again).
+	Preempted bool
 	Cursor     string // from the previous page's next; "" = newest
 	Limit      int    // 0 = DefaultListLimit
 }
@@ -38,6 +41,9 @@ func ParseLabelSelector(s string) (map[string]string, error) {
 }
 
 func (q *JobQuery) match(j *Job) bool {
+	if q.Preempted && j.Preemptions == 0 {
+		return false
+	}
 	if q.NamePrefix != "" && !strings.HasPrefix(j.Spec.Name, q.NamePrefix) {
 		return false
 	}
