@@ -20,8 +20,8 @@ type JobQuery struct {
 	// Preempted keeps only jobs that had an attempt preempted (the
 	// pseudo-state "preempted" of the API: such jobs are queued again).
 	Preempted bool
-	Cursor     string // from the previous page's next; "" = newest
-	Limit      int    // 0 = DefaultListLimit
+	Cursor    string // from the previous page's next; "" = newest
+	Limit     int    // 0 = DefaultListLimit
 }
 
 // ParseLabelSelector turns "k=v,k2=v2" into a map for JobQuery.Labels.
