@@ -195,3 +195,30 @@ func TestGangDrainStopIsUnit(t *testing.T) {
 		}
 	}
 }
+
+func TestPreemptedAttemptRequeuedWithoutUsingAnAttempt(t *testing.T) {
+	h := newHarness(t)
+	h.addNode("a")
+	h.submit("v")
+	tok := h.place("v", "a")
+	h.must(CmdStopAttempts, StopAttempts{Reason: ReasonPreempted, By: "hi", Attempts: []AttemptRef{{JobID: "v", Attempt: 1, FencingToken: tok}}})
+	h.must(CmdReport, ReportAttempt{JobID: "v", Attempt: 1, FencingToken: tok, Node: "a", State: AttemptKilled})
+	j := h.job("v")
+	if j.State != JobQueued || j.CountedAttempts != 0 || j.Preemptions != 1 {
+		t.Fatalf("preempted job %s counted %d preemptions %d", j.State, j.CountedAttempts, j.Preemptions)
+	}
+	if at := h.attempt("v", 1); at.State != AttemptKilled || at.Reason != ReasonPreempted || at.Counted {
+		t.Fatalf("victim attempt %+v", at)
+	}
+	var evs []Event
+	if err := h.f.View(func(tx *Tx) (err error) { evs, err = tx.JobEvents("v"); return err }); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, e := range evs {
+		found = found || strings.Contains(e.Reason, "preempted by job hi")
+	}
+	if !found {
+		t.Fatalf("timeline does not say who preempted: %+v", evs)
+	}
+}

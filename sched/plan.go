@@ -1,6 +1,7 @@
 package sched
 
 import (
+	"strings"
 	"time"
 
 	"github.com/foreman-sched/foreman/fsm"
@@ -34,6 +35,7 @@ type Stats struct {
 	Failed     int // jobs failed for missing their deadline
 	Lost       int // attempts marked lost
 	Stopped    int // attempts told to stop (drain deadline)
+	Preempted  int // jobs that preempted attempts (victims are in the StopAttempts)
 	NewReasons int // reasons that changed
 	Read       int // queued jobs read from the index runs (Snapshot.Queued)
 }
@@ -56,6 +58,8 @@ type planning struct {
 	placing  map[string]bool // Snapshot.Placing's jobs: not examined
 	reasons  map[string]string
 	ports    *portBook // GANG_PORT allocation, built at the first gang
+	pre      *preemption
+	preempt  []preemptStop
 	stats    Stats
 	err      error
 }
@@ -201,6 +205,15 @@ func (pl *planning) placeAll(cands []candidate) {
 			reason = r
 		}
 	unplaced:
+		if reason != "" && !strings.HasPrefix(reason, "queue ") && pl.cfg.Preemption {
+			req := pl.cfg.request(&j.Spec.Resources)
+			if r, ok := pl.preemption().try(p, j, &req); r != "" {
+				reason = r
+				if ok {
+					pl.stats.Preempted++
+				}
+			}
+		}
 		queue.unplaced(j)
 		pl.stats.Unplaced++
 		cur, ok := pl.snap.PendingReasons[j.ID]

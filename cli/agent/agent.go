@@ -83,6 +83,8 @@ later agents only --join (they become non-voters and still run jobs).
 			&ucli.IntFlag{Name: "idle-supervisors", Value: exec.DefaultWorkerConfig().MaxIdleSupervisors, Usage: "supervisors kept idle for reuse once their attempt is over (0: one process per attempt; else >= --warm-supervisors)"},
 			&ucli.DurationFlag{Name: "retention", Value: 7 * 24 * time.Hour, Usage: "how long terminal jobs are kept"},
 			&ucli.DurationFlag{Name: "idempotency-window", Value: 24 * time.Hour, Usage: "how long idempotency keys are remembered"},
+			&ucli.IntFlag{Name: "preemption-margin", Value: sched.DefaultPreemptionMargin, Usage: "smallest priority difference (0-100) that lets a queued job preempt a preemptible one"},
+			&ucli.BoolFlag{Name: "no-preemption", Usage: "never preempt running attempts for higher priorities"},
 			&ucli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error"},
 			&ucli.BoolFlag{Name: "pprof", Usage: "serve Go runtime profiles under /debug/pprof on the HTTP port (unauthenticated: debugging only)"},
 		},
@@ -181,6 +183,8 @@ func agentConfigFrom(c *ucli.Context, version string) (*agentConfig, error) {
 	s.LeaseDuration = lease
 	s.Retention = c.Duration("retention")
 	s.IdempotencyWindow = c.Duration("idempotency-window")
+	s.PreemptionMargin = c.Int("preemption-margin")
+	s.Preemption = !c.Bool("no-preemption")
 	if s.DefaultRequest.CPU, err = httpapi.ParseCPU(c.String("default-cpu")); err != nil {
 		return nil, fmt.Errorf("--default-cpu: %w", err)
 	}
@@ -188,6 +192,9 @@ func agentConfigFrom(c *ucli.Context, version string) (*agentConfig, error) {
 		return nil, fmt.Errorf("--default-memory: %w", err)
 	}
 	if err := s.Validate(); err != nil {
+		if s.PreemptionMargin < 0 || s.PreemptionMargin > sched.MaxPriority {
+			return nil, fmt.Errorf("--preemption-margin %d: must be between 0 and %d", s.PreemptionMargin, sched.MaxPriority)
+		}
 		return nil, err
 	}
 
