@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"time"
@@ -71,6 +72,13 @@ func jobCommand() *ucli.Command {
 				ArgsUsage: "JOB_ID",
 				Flags:     WithClientFlags(JSONFlag),
 				Action:    func(c *ucli.Context) error { return Error(jobTasks(c)) },
+			},
+			{
+				Name:      "checkpoint",
+				Usage:     "store a job's checkpoint (up to 1 MiB, kept in raft) with -f FILE (- for stdin), or print it",
+				ArgsUsage: "JOB_ID",
+				Flags:     WithClientFlags(&ucli.StringFlag{Name: "file", Aliases: []string{"f"}, Usage: "file to store as the checkpoint (- = stdin; empty file clears it)"}, JSONFlag),
+				Action:    func(c *ucli.Context) error { return Error(jobCheckpoint(c)) },
 			},
 			{
 				Name:      "cancel",
@@ -347,4 +355,41 @@ func jobTasks(c *ucli.Context) error {
 		t.Row(ts.Index, a.Num, a.Node, a.State, a.Task.Port, ts.Counted, orDash(reason))
 	}
 	return t.Flush()
+}
+
+func jobCheckpoint(c *ucli.Context) error {
+	id, err := oneArg(c, "JOB_ID")
+	if err != nil {
+		return err
+	}
+	cl, err := newClient(c)
+	if err != nil {
+		return err
+	}
+	if !c.IsSet("file") {
+		b, err := cl.Checkpoint(c.Context, id)
+		if err != nil {
+			return err
+		}
+		_, err = Stdout(c).Write(b)
+		return err
+	}
+	var data []byte
+	if f := c.String("file"); f == "-" {
+		data, err = io.ReadAll(io.LimitReader(os.Stdin, fsm.CheckpointMax+1))
+	} else {
+		data, err = os.ReadFile(f)
+	}
+	if err != nil {
+		return err
+	}
+	info, err := cl.PutCheckpoint(c.Context, id, data)
+	if err != nil {
+		return err
+	}
+	if c.Bool("json") {
+		return PrintJSON(c, info)
+	}
+	fmt.Fprintf(Stdout(c), "checkpoint of %s: %d bytes\n", info.JobID, info.Bytes)
+	return nil
 }

@@ -94,6 +94,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.ctx = ctx
 	w.mu.Unlock()
 	w.adopt(ctx)
+	w.sweepCheckpoints()
 	if w.pool.max > 0 {
 		w.wg.Add(1)
 		go func() {

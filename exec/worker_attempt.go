@@ -234,6 +234,14 @@ func (r *attemptRun) start(a Assignment) (*leaseClient, error) {
 		return nil, fmt.Errorf("result file and inputs: %w", err)
 	}
 	r.tf.Env = append(r.tf.Env, ioEnv...)
+	if driver != HTTPDriverName {
+		ckDir, ckEnv, err := w.prepareCheckpoint(a, driver)
+		if err != nil {
+			return nil, fmt.Errorf("checkpoint directory: %w", err)
+		}
+		r.tf.CheckpointDir = ckDir
+		r.tf.Env = append(r.tf.Env, ckEnv...)
+	}
 	if err := writeJSONAtomic(filepath.Join(r.dir, TaskFileName), r.tf, false); err != nil {
 		return nil, fmt.Errorf("write task file: %w", err)
 	}
@@ -271,7 +279,7 @@ var errSupervisorExited = errors.New("supervisor exited before the lease connect
 
 var reservedEnv = map[string]bool{
 	"FOREMAN_JOB_ID": true, "FOREMAN_ATTEMPT": true, "FOREMAN_FENCING_TOKEN": true, "FOREMAN_NODE": true,
-	"FOREMAN_RESULT": true, "FOREMAN_INPUTS": true,
+	"FOREMAN_RESULT": true, "FOREMAN_INPUTS": true, "FOREMAN_CHECKPOINT": true,
 	"GANG_ID": true, "GANG_SIZE": true, "GANG_INDEX": true, "GANG_PEERS": true, "GANG_PORT": true,
 }
 

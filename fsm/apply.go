@@ -286,6 +286,8 @@ func (a *applier) applyEntry(data []byte, res *Result) error {
 		return run(a, cmd, res, (*applier).leaderChanged)
 	case CmdDeliveries:
 		return run(a, cmd, res, (*applier).deliveries)
+	case CmdSetCheckpoint:
+		return run(a, cmd, res, (*applier).setCheckpoint)
 	}
 	return fmt.Errorf("%w: unknown command type %q", ErrBadCommand, cmd.Type)
 }

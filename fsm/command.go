@@ -74,6 +74,7 @@ var payloadTypes = map[CommandType]any{
 	CmdCancelWorkflow: CancelWorkflow{},
 	CmdRetryWorkflow:  RetryWorkflow{},
 	CmdDeliveries:     DeliveryOutcomes{},
+	CmdSetCheckpoint:  SetCheckpoint{},
 }
 
 // Command is the versioned envelope of every raft entry. At is stamped by

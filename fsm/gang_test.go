@@ -222,3 +222,30 @@ func TestPreemptedAttemptRequeuedWithoutUsingAnAttempt(t *testing.T) {
 		t.Fatalf("timeline does not say who preempted: %+v", evs)
 	}
 }
+
+func TestCheckpointInRaft(t *testing.T) {
+	h := newHarness(t)
+	before := h.hash()
+	h.submit("j")
+	h.must(CmdSetCheckpoint, SetCheckpoint{JobID: "j", Data: []byte("step 41")})
+	var got []byte
+	read := func() {
+		if err := h.f.View(func(tx *Tx) error { got = tx.Checkpoint("j"); return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if read(); string(got) != "step 41" {
+		t.Fatalf("checkpoint %q", got)
+	}
+	if r := h.apply(CmdSetCheckpoint, SetCheckpoint{JobID: "j", Data: make([]byte, CheckpointMax+1)}); r.Err == nil {
+		t.Fatal("checkpoint over the cap accepted")
+	}
+	if r := h.apply(CmdSetCheckpoint, SetCheckpoint{JobID: "nope", Data: []byte("x")}); r.Err == nil {
+		t.Fatal("checkpoint of an unknown job accepted")
+	}
+	h.must(CmdSetCheckpoint, SetCheckpoint{JobID: "j"})
+	if read(); got != nil {
+		t.Fatalf("cleared checkpoint %q", got)
+	}
+	_ = before
+}

@@ -71,3 +71,28 @@ func TestJobTasks(t *testing.T) {
 		t.Fatalf("tasks of a plain job: %d %s", code, body)
 	}
 }
+
+func TestCheckpointAPI(t *testing.T) {
+	a := newTestAPI(t)
+	a.addNode("n1", "10.0.0.1:7070", 4000, 8192)
+	id := a.submit(`{"command":"true"}`)
+	if code, _ := a.do("GET", "/v1/jobs/"+id+"/checkpoint", ""); code != http.StatusNotFound {
+		t.Fatalf("no checkpoint yet: %d", code)
+	}
+	info, err := a.client.PutCheckpoint(t.Context(), id, []byte("epoch=3"))
+	if err != nil || info.Bytes != 7 {
+		t.Fatalf("put: %+v %v", info, err)
+	}
+	got, err := a.client.Checkpoint(t.Context(), id)
+	if err != nil || string(got) != "epoch=3" {
+		t.Fatalf("get: %q %v", got, err)
+	}
+	before := a.f.AppliedIndex()
+	code, body := a.do("POST", "/v1/jobs/"+id+"/checkpoint", strings.Repeat("x", fsm.CheckpointMax+1))
+	if code != http.StatusBadRequest || !strings.Contains(body, "at most 1048576 bytes") || a.f.AppliedIndex() != before {
+		t.Fatalf("oversized checkpoint: %d %s", code, body)
+	}
+	if code, _ := a.do("POST", "/v1/jobs/nope/checkpoint", "x"); code != http.StatusNotFound {
+		t.Fatalf("checkpoint of an unknown job: %d", code)
+	}
+}

@@ -112,6 +112,8 @@ func (s *server) routes() {
 	m.HandleFunc("GET /v1/metrics", s.local(s.metrics.serve))
 	m.HandleFunc("GET /v1/jobs/{id}/result", s.read(s.jobResult))
 	m.HandleFunc("GET /v1/jobs/{id}/tasks", s.read(s.jobTasks))
+	m.HandleFunc("POST /v1/jobs/{id}/checkpoint", s.write(s.putCheckpoint))
+	m.HandleFunc("GET /v1/jobs/{id}/checkpoint", s.read(s.getCheckpoint))
 
 	m.HandleFunc("POST /v1/workflows", s.write(s.submitWorkflow))
 	m.HandleFunc("GET /v1/workflows", s.read(s.listWorkflows))
