@@ -96,13 +96,19 @@ func TestSystemGang(t *testing.T) {
 		"backoff":      map[string]any{"initial": "1s"},
 	}
 	id := submitJob(t, leader, spec)
-	eventually(t, systemTimeout, "the gang runs", func() error {
+	eventually(t, systemTimeout, "the gang's three tasks start", func() error {
 		j, err := getJob(leader, id)
 		if err != nil {
 			return err
 		}
-		if j.Job.State != "running" {
-			return fmt.Errorf("%s", j)
+		running := 0
+		for _, a := range j.Attempts {
+			if a.State == "running" {
+				running++
+			}
+		}
+		if running != 3 {
+			return fmt.Errorf("%d running: %s", running, j)
 		}
 		return nil
 	})

@@ -79,6 +79,8 @@ func Command() *ucli.Command {
 			},
 			cronCommand(),
 			dagCommand(driver),
+			gangCommand(driver),
+			preemptCommand(driver),
 		},
 	}
 }
