@@ -1,8 +1,12 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +18,7 @@ import (
 // gangScript records the gang variables of each task's attempt in
 // gang-<attempt> and its PID in pid-<attempt>, then waits for release.
 const gangScript = `echo "$GANG_ID $GANG_SIZE $GANG_INDEX $GANG_PORT $GANG_PEERS $FOREMAN_FENCING_TOKEN $FOREMAN_NODE" > "$SYSDIR/gang-$FOREMAN_ATTEMPT.tmp" && mv "$SYSDIR/gang-$FOREMAN_ATTEMPT.tmp" "$SYSDIR/gang-$FOREMAN_ATTEMPT"
+cat "$FOREMAN_CHECKPOINT/checkpoint" > "$SYSDIR/ck-$FOREMAN_ATTEMPT" 2>/dev/null
 echo $$ > "$SYSDIR/pid-$FOREMAN_ATTEMPT.tmp" && mv "$SYSDIR/pid-$FOREMAN_ATTEMPT.tmp" "$SYSDIR/pid-$FOREMAN_ATTEMPT"
 while [ ! -e "$SYSDIR/release" ]; do sleep 0.2; done`
 
@@ -113,6 +118,14 @@ func TestSystemGang(t *testing.T) {
 		return nil
 	})
 	checkGang(t, c, d, id, 1)
+	// A checkpoint kept in raft is restored into every task of the next
+	// placement, on whichever node it lands.
+	var ck struct {
+		Bytes int `json:"bytes"`
+	}
+	if err := postRaw(leader.url("/v1/jobs/"+id+"/checkpoint"), []byte("epoch=7"), &ck); err != nil || ck.Bytes != 7 {
+		t.Fatalf("post checkpoint: %+v %v", ck, err)
+	}
 
 	// Kill task 1: the gang stops tasks 0 and 2 and is placed again.
 	pids := []int{d.pid(t, 1), d.pid(t, 2), d.pid(t, 3)}
@@ -130,6 +143,13 @@ func TestSystemGang(t *testing.T) {
 	})
 	t.Logf("all three tasks gone %.1fs after one was killed", time.Since(killed).Seconds())
 	runs := checkGang(t, c, d, id, 4)
+	for n := 4; n <= 6; n++ {
+		d.pid(t, n) // written after the checkpoint was read
+		b, err := os.ReadFile(filepath.Join(string(d), fmt.Sprintf("ck-%d", n)))
+		if err != nil || string(b) != "epoch=7" {
+			t.Fatalf("attempt %d found checkpoint %q (%v), want the posted one", n, b, err)
+		}
+	}
 	j := waitJobState(t, leader, id, "running")
 	for n := 1; n <= 3; n++ {
 		a := j.attempt(n)
@@ -247,4 +267,18 @@ func TestSystemPreemption(t *testing.T) {
 	if j.Job.CountedAttempts != 1 || j.Job.Attempts != 2 {
 		t.Fatalf("victim %s, want 2 attempts of which 1 counted", j)
 	}
+}
+
+// postRaw POSTs raw bytes and decodes the JSON reply.
+func postRaw(url string, body []byte, v any) error {
+	resp, err := http.Post(url, "application/octet-stream", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		return fmt.Errorf("POST %s: %d %s", url, resp.StatusCode, b)
+	}
+	return json.NewDecoder(resp.Body).Decode(v)
 }
