@@ -173,3 +173,18 @@ func TestPlanGangPropertyRandomClusters(t *testing.T) {
 		})
 	}
 }
+
+// A gang that needs a node still catching up with the log asks for a
+// wake: nothing committed would wake the loop when that node is in sync.
+func TestPlanGangWaitsForBehindNode(t *testing.T) {
+	s := &Snapshot{Nodes: []fsm.Node{node("a", 4000, 4096), node("b", 4000, 4096), node("c", 4000, 4096)},
+		Behind:  map[string]bool{"c": true},
+		Pending: []*fsm.Job{gangJob("g", 50, 3, 100, 64)}}
+	dec := Plan(s, t0, testConfig())
+	if d := decode(t, dec); len(d.placements) != 0 {
+		t.Fatalf("placed %+v with a node behind", d.placements)
+	}
+	if !dec.NextWake.Equal(t0.Add(BehindRecheck)) {
+		t.Fatalf("next wake %v, want %v", dec.NextWake, t0.Add(BehindRecheck))
+	}
+}

@@ -7,6 +7,10 @@ import (
 	"github.com/foreman-sched/foreman/fsm"
 )
 
+// BehindRecheck is how soon Plan asks to run again when it left jobs
+// unplaced while some node was behind the leader's log.
+const BehindRecheck = 250 * time.Millisecond
+
 // Decision is what one Plan call produced.
 type Decision struct {
 	// Commands to apply in order. Each is safe to apply late or twice:
@@ -99,6 +103,12 @@ func Plan(snap *Snapshot, now time.Time, cfg Config) *Decision {
 	cands := pl.runnable()
 	sortCandidates(cands)
 	pl.placeAll(cands)
+	if pl.stats.Unplaced > 0 && len(snap.Behind) > 0 {
+		// A node catching up with the log changes nothing in the state, so
+		// no commit would wake the loop for it: look again shortly (a gang
+		// may need exactly that node).
+		pl.wakeAt(now.Add(BehindRecheck))
+	}
 	return &Decision{Commands: pl.commands(), NextWake: pl.wake, Stats: pl.stats, Placing: pl.placings, Reasons: pl.reasons, Err: pl.err}
 }
 
