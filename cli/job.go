@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"time"
@@ -49,7 +50,7 @@ func jobCommand() *ucli.Command {
 				Name:  "ls",
 				Usage: "list jobs, newest first",
 				Flags: WithClientFlags(
-					&ucli.StringFlag{Name: "state", Usage: "only jobs in this state"},
+					&ucli.StringFlag{Name: "state", Usage: "only jobs in this state (or preempted: jobs that had an attempt preempted)"},
 					&ucli.StringSliceFlag{Name: "label", Usage: "only jobs with this k=v label (repeatable)"},
 					&ucli.StringFlag{Name: "name", Usage: "only jobs whose name starts with this"},
 					&ucli.StringFlag{Name: "queue", Usage: "only jobs of this queue"},
@@ -71,6 +72,20 @@ func jobCommand() *ucli.Command {
 				ArgsUsage: "JOB_ID",
 				Flags:     WithClientFlags(&ucli.BoolFlag{Name: "consistent", Usage: "read through the leader"}, JSONFlag),
 				Action:    func(c *ucli.Context) error { return Error(jobStatus(c)) },
+			},
+			{
+				Name:      "tasks",
+				Usage:     "show a gang's tasks: each task's latest attempt and budget",
+				ArgsUsage: "JOB_ID",
+				Flags:     WithClientFlags(JSONFlag),
+				Action:    func(c *ucli.Context) error { return Error(jobTasks(c)) },
+			},
+			{
+				Name:      "checkpoint",
+				Usage:     "store a job's checkpoint (up to 1 MiB, kept in raft) with -f FILE (- for stdin), or print it",
+				ArgsUsage: "JOB_ID",
+				Flags:     WithClientFlags(&ucli.StringFlag{Name: "file", Aliases: []string{"f"}, Usage: "file to store as the checkpoint (- = stdin; empty file clears it)"}, JSONFlag),
+				Action:    func(c *ucli.Context) error { return Error(jobCheckpoint(c)) },
 			},
 			{
 				Name:      "cancel",
@@ -220,6 +235,12 @@ func printJobDetail(c *ucli.Context, d *httpapi.JobDetail) error {
 	kv.Row("Resources:", resources(j.Spec.Resources))
 	kv.Row("Priority:", j.Spec.Priority)
 	kv.Row("Attempts:", fmt.Sprintf("%d counted of %d allowed", j.CountedAttempts, j.Spec.MaxAttempts))
+	if g := j.Spec.Gang; g != nil {
+		kv.Row("Gang:", gangLine(&j))
+	}
+	if j.Preemptions > 0 {
+		kv.Row("Preempted:", fmt.Sprintf("%d times", j.Preemptions))
+	}
 	if j.Spec.Queue != "" {
 		kv.Row("Queue:", j.Spec.Queue)
 	}
@@ -244,7 +265,12 @@ func printJobDetail(c *ucli.Context, d *httpapi.JobDetail) error {
 		return printDeliveries(Stdout(c), d.Deliveries, now)
 	}
 	fmt.Fprintln(Stdout(c))
-	t := NewTable(Stdout(c), "ATTEMPT", "NODE", "STATE", "EXIT", "REASON", "STARTED", "DURATION", "TOKEN")
+	gang := j.Spec.Gang != nil
+	cols := []string{"ATTEMPT", "NODE", "STATE", "EXIT", "REASON", "STARTED", "DURATION", "TOKEN"}
+	if gang {
+		cols = append([]string{"TASK"}, cols...)
+	}
+	t := NewTable(Stdout(c), cols...)
 	for _, a := range d.Attempts {
 		dur := "-"
 		if !a.StartedAt.IsZero() {
@@ -258,7 +284,15 @@ func printJobDetail(c *ucli.Context, d *httpapi.JobDetail) error {
 		if a.CancelRequested != "" && a.State.Live() {
 			reason = "stopping: " + a.CancelRequested
 		}
-		t.Row(a.Num, a.Node, a.State, exitCode(a.ExitCode), orDash(reason), ago(a.StartedAt, now), dur, a.FencingToken)
+		row := []any{a.Num, a.Node, a.State, exitCode(a.ExitCode), orDash(reason), ago(a.StartedAt, now), dur, a.FencingToken}
+		if gang {
+			task := "-"
+			if a.Task != nil {
+				task = fmt.Sprint(a.Task.Index)
+			}
+			row = append([]any{task}, row...)
+		}
+		t.Row(row...)
 	}
 	if err := t.Flush(); err != nil {
 		return err
@@ -306,4 +340,92 @@ func oneArg(c *ucli.Context, what string) (string, error) {
 		return "", Exitf(2, "%s takes exactly one %s (got %d arguments)", c.Command.FullName(), what, c.NArg())
 	}
 	return c.Args().First(), nil
+}
+
+// gangLine summarises a gang job: "3 tasks on distinct nodes; placement 2
+// (token 41), 3 live".
+func gangLine(j *fsm.Job) string {
+	g := j.Spec.Gang
+	s := fmt.Sprintf("%d tasks", g.Size)
+	if g.SpreadTasks() {
+		s += " on distinct nodes"
+	} else {
+		s += " (may share nodes)"
+	}
+	if st := j.Gang; st != nil && st.Placements > 0 {
+		s += fmt.Sprintf("; placement %d (token %d), %d live", st.Placements, st.Token, st.Live)
+		if st.Stop != "" && st.Live > 0 {
+			s += ", stopping: " + st.Stop
+		}
+	}
+	return s
+}
+
+func jobTasks(c *ucli.Context) error {
+	id, err := oneArg(c, "JOB_ID")
+	if err != nil {
+		return err
+	}
+	cl, err := newClient(c)
+	if err != nil {
+		return err
+	}
+	tl, err := cl.JobTasks(c.Context, id)
+	if err != nil {
+		return err
+	}
+	if c.Bool("json") {
+		return PrintJSON(c, tl)
+	}
+	t := NewTable(Stdout(c), "TASK", "ATTEMPT", "NODE", "STATE", "PORT", "COUNTED", "REASON")
+	for _, ts := range tl.Tasks {
+		a := ts.Latest
+		if a == nil {
+			t.Row(ts.Index, "-", "-", "-", "-", ts.Counted, "-")
+			continue
+		}
+		reason := a.Reason
+		if a.CancelRequested != "" && a.State.Live() {
+			reason = "stopping: " + a.CancelRequested
+		}
+		t.Row(ts.Index, a.Num, a.Node, a.State, a.Task.Port, ts.Counted, orDash(reason))
+	}
+	return t.Flush()
+}
+
+func jobCheckpoint(c *ucli.Context) error {
+	id, err := oneArg(c, "JOB_ID")
+	if err != nil {
+		return err
+	}
+	cl, err := newClient(c)
+	if err != nil {
+		return err
+	}
+	if !c.IsSet("file") {
+		b, err := cl.Checkpoint(c.Context, id)
+		if err != nil {
+			return err
+		}
+		_, err = Stdout(c).Write(b)
+		return err
+	}
+	var data []byte
+	if f := c.String("file"); f == "-" {
+		data, err = io.ReadAll(io.LimitReader(os.Stdin, fsm.CheckpointMax+1))
+	} else {
+		data, err = os.ReadFile(f)
+	}
+	if err != nil {
+		return err
+	}
+	info, err := cl.PutCheckpoint(c.Context, id, data)
+	if err != nil {
+		return err
+	}
+	if c.Bool("json") {
+		return PrintJSON(c, info)
+	}
+	fmt.Fprintf(Stdout(c), "checkpoint of %s: %d bytes\n", info.JobID, info.Bytes)
+	return nil
 }

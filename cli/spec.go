@@ -50,7 +50,10 @@ func specFlags() []ucli.Flag {
 		&ucli.StringFlag{Name: "in", Usage: "start no earlier than this long from now, e.g. 10m"},
 		&ucli.StringFlag{Name: "deadline", Usage: "fail the job if not done by this RFC 3339 time (or duration from now)"},
 		&ucli.StringFlag{Name: "idempotency-key", Usage: "deduplicate retried submits"},
-		&ucli.BoolFlag{Name: "allow-unplaceable", Usage: "accept resources larger than any node has now"},
+		&ucli.BoolFlag{Name: "allow-unplaceable", Usage: "accept resources larger than any node has now (or a gang larger than the cluster)"},
+		&ucli.IntFlag{Name: "gang", Usage: "run N tasks placed together, each on its own node (GANG_* variables)"},
+		&ucli.BoolFlag{Name: "gang-pack", Usage: "with --gang: allow several tasks on one node"},
+		&ucli.BoolFlag{Name: "preemptible", Usage: "may be preempted by higher priorities (default: true below priority 50); --preemptible=false opts out"},
 		&ucli.GenericFlag{Name: "depends-on", Value: &multi{}, Usage: "run after these jobs: ID[,ID] (repeatable)"},
 		&ucli.StringFlag{Name: "condition", Usage: "with --depends-on: success (default: all succeeded), failure (one failed), always (all finished), one_success"},
 	}, httpJobFlags()...)
@@ -183,6 +186,23 @@ func applyFlags(c *ucli.Context, spec *httpapi.JobSpecInput, now time.Time) erro
 	}
 	if c.IsSet("allow-unplaceable") {
 		spec.AllowUnplaceable = c.Bool("allow-unplaceable")
+	}
+	if c.IsSet("gang") {
+		if spec.Gang == nil {
+			spec.Gang = &httpapi.GangInput{}
+		}
+		spec.Gang.Size = c.Int("gang")
+	}
+	if c.IsSet("gang-pack") {
+		if spec.Gang == nil {
+			return fmt.Errorf("--gang-pack needs --gang N")
+		}
+		spread := !c.Bool("gang-pack")
+		spec.Gang.Spread = &spread
+	}
+	if c.IsSet("preemptible") {
+		p := c.Bool("preemptible")
+		spec.Preemptible = &p
 	}
 	for _, kv := range multiValues(c, "env") {
 		k, v, ok := strings.Cut(kv, "=")

@@ -167,3 +167,17 @@ func TestJobEnv(t *testing.T) {
 		t.Errorf("env\n got %s\nwant %s", got, want)
 	}
 }
+
+func TestJobEnvGangTask(t *testing.T) {
+	env := jobEnv(Assignment{
+		Attempt: fsm.Attempt{JobID: "G", Num: 5, FencingToken: 9, Task: &fsm.GangTask{Index: 1, Size: 3, Port: 31001,
+			Peers: []string{"10.0.0.1:31000", "10.0.0.2:31001", "10.0.0.3:31000"}}},
+		Spec: fsm.JobSpec{Env: map[string]string{"GANG_INDEX": "spoofed"}},
+	}, "n2")
+	got := strings.Join(env, " ")
+	want := "PATH=" + defaultPath + " FOREMAN_JOB_ID=G FOREMAN_ATTEMPT=5 FOREMAN_FENCING_TOKEN=9 FOREMAN_NODE=n2" +
+		" GANG_ID=G GANG_SIZE=3 GANG_INDEX=1 GANG_PORT=31001 GANG_PEERS=10.0.0.1:31000,10.0.0.2:31001,10.0.0.3:31000"
+	if got != want {
+		t.Errorf("env\n got %s\nwant %s", got, want)
+	}
+}

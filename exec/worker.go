@@ -95,6 +95,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.mu.Unlock()
 	defer usage.watch(w.cfg.Node, w.jobsCgroup())() // metrics.go
 	w.adopt(ctx)
+	w.sweepCheckpoints()
 	if w.pool.max > 0 {
 		w.wg.Add(1)
 		go func() {

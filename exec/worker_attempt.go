@@ -255,6 +255,14 @@ func (r *attemptRun) start(ctx context.Context, a Assignment) (*leaseClient, err
 	if err := w.fetchInputArtifacts(ctx, r.dir, a.Inputs); err != nil {
 		return nil, fmt.Errorf("inputs: %w", err)
 	}
+	if driver != HTTPDriverName {
+		ckDir, ckEnv, err := w.prepareCheckpoint(a, driver)
+		if err != nil {
+			return nil, fmt.Errorf("checkpoint directory: %w", err)
+		}
+		r.tf.CheckpointDir = ckDir
+		r.tf.Env = append(r.tf.Env, ckEnv...)
+	}
 	if err := writeJSONAtomic(filepath.Join(r.dir, TaskFileName), r.tf, false); err != nil {
 		return nil, fmt.Errorf("write task file: %w", err)
 	}
@@ -292,7 +300,8 @@ var errSupervisorExited = errors.New("supervisor exited before the lease connect
 
 var reservedEnv = map[string]bool{
 	"FOREMAN_JOB_ID": true, "FOREMAN_ATTEMPT": true, "FOREMAN_FENCING_TOKEN": true, "FOREMAN_NODE": true,
-	"FOREMAN_RESULT": true, "FOREMAN_INPUTS": true, "FOREMAN_ARTIFACTS": true,
+	"FOREMAN_RESULT": true, "FOREMAN_INPUTS": true, "FOREMAN_ARTIFACTS": true, "FOREMAN_CHECKPOINT": true,
+	"GANG_ID": true, "GANG_SIZE": true, "GANG_INDEX": true, "GANG_PEERS": true, "GANG_PORT": true,
 }
 
 // jobEnv is the spec's env (sorted for stable output) plus the FOREMAN_*
@@ -321,12 +330,25 @@ func jobEnv(a Assignment, node string) []string {
 	if !hasPath {
 		env = append(env, "PATH="+defaultPath)
 	}
-	return append(env,
+	env = append(env,
 		"FOREMAN_JOB_ID="+a.Attempt.JobID,
 		"FOREMAN_ATTEMPT="+strconv.Itoa(a.Attempt.Num),
 		"FOREMAN_FENCING_TOKEN="+strconv.FormatUint(a.Attempt.FencingToken, 10),
 		"FOREMAN_NODE="+node,
 	)
+	if t := a.Attempt.Task; t != nil {
+		// A gang task (fsm/gang.go): every task of one placement shares
+		// the fencing token; GANG_PEERS lists every task's host:port in
+		// task order, its own at GANG_INDEX.
+		env = append(env,
+			"GANG_ID="+a.Attempt.JobID,
+			"GANG_SIZE="+strconv.Itoa(t.Size),
+			"GANG_INDEX="+strconv.Itoa(t.Index),
+			"GANG_PORT="+strconv.Itoa(t.Port),
+			"GANG_PEERS="+strings.Join(t.Peers, ","),
+		)
+	}
+	return env
 }
 
 // follow renews the lease and relays state until the supervisor goes away.

@@ -19,6 +19,9 @@ type Assignment struct {
 	// Inputs are the parents' results of a job with dependencies (read
 	// only for attempts not yet started).
 	Inputs []Input
+	// Checkpoint is the job's checkpoint kept in raft (read only for
+	// attempts not yet started; nil: none).
+	Checkpoint []byte
 }
 
 // Assignments is the worker's view of the replicated state (main adapts the

@@ -295,6 +295,8 @@ func (a *applier) applyEntry(data []byte, res *Result) error {
 		return run(a, cmd, res, (*applier).aclRevokeToken)
 	case CmdACLInternal:
 		return run(a, cmd, res, (*applier).aclInternal)
+	case CmdSetCheckpoint:
+		return run(a, cmd, res, (*applier).setCheckpoint)
 	}
 	return fmt.Errorf("%w: unknown command type %q", ErrBadCommand, cmd.Type)
 }

@@ -20,6 +20,16 @@ func (a *applier) place(p *Place, res *Result) error {
 			skip(res, pl.JobID, fmt.Sprintf("job is %s", j.State))
 			continue
 		}
+		if (j.Spec.Gang != nil) != (len(pl.Tasks) > 0) {
+			skip(res, pl.JobID, "gang jobs are placed with tasks, other jobs without")
+			continue
+		}
+		if j.Spec.Gang != nil {
+			if err := a.placeGang(j, &pl, nodes, res); err != nil {
+				return err
+			}
+			continue
+		}
 		n := nodes[pl.Node]
 		if n == nil {
 			if n, err = a.getNode(pl.Node); err != nil {
@@ -63,7 +73,16 @@ func (a *applier) place(p *Place, res *Result) error {
 // currentAttempt returns the job's live attempt named by ref, or
 // ErrStaleToken when ref is not it.
 func (a *applier) currentAttempt(j *Job, num int, token uint64, node string) (*Attempt, error) {
-	return a.currentAttemptOf(j.ID, j.Current, num, token, node)
+	return a.currentAttemptOf(j.ID, gangCurrent(j.Gang, j.Current, num), num, token, node)
+}
+
+// gangCurrent is the attempt number a report about num must name: a gang's
+// current placement has one current attempt per task.
+func gangCurrent(g *GangStatus, current, num int) int {
+	if gangAttempt(g, current, num) {
+		return num
+	}
+	return current
 }
 
 // currentAttemptOf is currentAttempt for the job jobID whose Current is
@@ -137,6 +156,17 @@ func (a *applier) report(p *ReportAttempt, res *Result) error {
 	if p.State == AttemptKilled && at.Reason == "" {
 		at.Reason = at.CancelRequested // the stop we asked for
 	}
+	if p.State == AttemptKilled && at.Reason == ReasonPreempted {
+		j.Preemptions++
+	}
+	if at.Task != nil && j.Gang != nil {
+		jfrom := j.State
+		j.ExitCode = p.ExitCode
+		if err := a.gangTaskEnded(j, at, from); err != nil {
+			return err
+		}
+		return a.saveJob(j, jfrom)
+	}
 	// Kills that are not the job's fault do not use up an attempt.
 	if p.State == AttemptKilled && (at.Reason == ReasonFenced || at.Reason == ReasonPreempted || at.Reason == ReasonDrained) {
 		at.Counted = false
@@ -162,7 +192,7 @@ func (a *applier) reportRunning(p *ReportAttempt) error {
 	if err := decode(v, &j); err != nil {
 		return err
 	}
-	at, err := a.currentAttemptOf(p.JobID, j.Current, p.Attempt, p.FencingToken, p.Node)
+	at, err := a.currentAttemptOf(p.JobID, gangCurrent(j.Gang, j.Current, p.Attempt), p.Attempt, p.FencingToken, p.Node)
 	if err != nil {
 		return err
 	}
@@ -242,10 +272,19 @@ func (a *applier) markLost(p *MarkLost, res *Result) error {
 		}
 		from := at.State
 		at.State, at.Reason, at.Counted, at.FinishedAt = AttemptLost, reason, false, a.at
+		jfrom := j.State
+		if at.Task != nil && j.Gang != nil {
+			if err := a.gangTaskEnded(j, at, from); err != nil {
+				return err
+			}
+			if err := a.saveJob(j, jfrom); err != nil {
+				return err
+			}
+			continue
+		}
 		if err := a.saveAttempt(at, from); err != nil {
 			return err
 		}
-		jfrom := j.State
 		j.Current = 0
 		j.CountedAttempts--
 		a.finishJob(j, at)
@@ -279,7 +318,7 @@ func (a *applier) stopAttempts(p *StopAttempts, res *Result) error {
 			skip(res, ref.id(), "stop already requested: "+at.CancelRequested)
 			continue
 		}
-		if err := a.requestStop(at, p.Reason); err != nil {
+		if err := a.requestStopBy(at, p.Reason, p.By); err != nil {
 			return err
 		}
 	}
@@ -288,11 +327,21 @@ func (a *applier) stopAttempts(p *StopAttempts, res *Result) error {
 
 // requestStop marks a live attempt for the node to kill.
 func (a *applier) requestStop(at *Attempt, reason string) error {
+	return a.requestStopBy(at, reason, "")
+}
+
+// requestStopBy is requestStop naming the job that caused it (the
+// preemptor), for the victim's timeline.
+func (a *applier) requestStopBy(at *Attempt, reason, by string) error {
 	at.CancelRequested = reason
 	if err := a.saveAttempt(at, at.State); err != nil {
 		return err
 	}
-	a.emit(Event{Type: EventAttempt, Name: NameStopRequested, JobID: at.JobID, Attempt: at.Num, Node: at.Node, State: string(at.State), Reason: "stop requested: " + reason})
+	text := "stop requested: " + reason
+	if by != "" {
+		text += " by job " + by
+	}
+	a.emit(Event{Type: EventAttempt, Name: NameStopRequested, JobID: at.JobID, Attempt: at.Num, Node: at.Node, State: string(at.State), Reason: text})
 	return nil
 }
 

@@ -25,6 +25,9 @@ func (a *applier) submitJobs(p *SubmitJobs, res *Result) error {
 		if validKey("id", nj.ID, maxIDLen) != nil {
 			return validKey(fmt.Sprintf("jobs[%d].id", i), nj.ID, maxIDLen)
 		}
+		if g := nj.Spec.Gang; g != nil && (g.Size < 2 || g.Size > MaxGangSize) {
+			return fmt.Errorf("%w: jobs[%d].spec.gang.size: %d (want 2..%d)", ErrBadCommand, i, g.Size, MaxGangSize)
+		}
 		if len(nj.IdempotencyKey) > maxKeyLen {
 			return fmt.Errorf("%w: jobs[%d].idempotency_key: %d bytes (max %d)", ErrBadCommand, i, len(nj.IdempotencyKey), maxKeyLen)
 		}
@@ -164,6 +167,9 @@ func (a *applier) cancelJob(p *CancelJob, res *Result) error {
 func (a *applier) cancel(j *Job, reason string) error {
 	if reason == "" {
 		reason = ReasonCancelled
+	}
+	if j.Gang != nil && j.Current > 0 && j.Gang.Live > 0 {
+		return a.cancelGang(j, reason)
 	}
 	if j.Current > 0 {
 		at, err := a.getAttempt(j.ID, j.Current)

@@ -233,6 +233,9 @@ func (a *applier) rerun(j *Job) error {
 	from := j.State
 	j.State, j.Reason, j.CountedAttempts = JobQueued, "", 0
 	j.FinishedAt, j.NextRunAt = zeroTime, zeroTime
+	if j.Gang != nil {
+		j.Gang = &GangStatus{Size: j.Gang.Size, Counted: make([]int, j.Gang.Size), Placements: j.Gang.Placements}
+	}
 	if j.Deps != nil {
 		j.State = JobWaiting
 		j.Deps.Decision, j.Deps.DecidedBy = "", ""

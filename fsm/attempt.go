@@ -23,6 +23,8 @@ const (
 	ReasonFenced    = "fenced"
 	ReasonDeadline  = "deadline"
 	ReasonDrained   = "drained"
+	// ReasonGang stops the live siblings of a gang task that ended.
+	ReasonGang = "gang"
 )
 
 // Live reports whether the attempt may still be executing.
@@ -72,4 +74,6 @@ type Attempt struct {
 	// Artifacts lists the files the attempt left in its artifacts
 	// directory; the bytes stay on Node (artifact.go).
 	Artifacts []Artifact `json:"artifacts,omitempty"`
+	// Task is set on the attempts of a gang's tasks (gang.go).
+	Task *GangTask `json:"task,omitempty"`
 }

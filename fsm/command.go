@@ -79,6 +79,7 @@ var payloadTypes = map[CommandType]any{
 	CmdACLCreateToken: ACLCreateToken{},
 	CmdACLRevokeToken: ACLRevokeToken{},
 	CmdACLInternal:    ACLInternal{},
+	CmdSetCheckpoint:  SetCheckpoint{},
 }
 
 // Command is the versioned envelope of every raft entry. At is stamped by
@@ -241,6 +242,9 @@ type Placement struct {
 	JobID     string    `json:"job_id"`
 	Node      string    `json:"node"`
 	Resources Resources `json:"resources"`
+	// Tasks places a gang: one slot per task, in task order (Node is
+	// Tasks[0].Node). Apply places all of them or none (gang.go).
+	Tasks []TaskSlot `json:"tasks,omitempty"`
 }
 
 // ReportAttempt is an executor's report about its attempt. Apply rejects

@@ -100,6 +100,12 @@ type JobSpec struct {
 	// HTTP jobs and webhooks (issue 12).
 	HTTP   *HTTPRequest `json:"http,omitempty"`   // the request of a driver "http" job
 	Notify []Webhook    `json:"notify,omitempty"` // webhooks called on the job's transitions
+
+	// Gangs and preemption (issue 18, gang.go).
+	Gang *GangSpec `json:"gang,omitempty"` // N tasks placed all-or-nothing
+	// Preemptible says whether a higher-priority job may evict this one's
+	// attempts; nil means the default: true below DefaultPreemptibleBelow.
+	Preemptible *bool `json:"preemptible,omitempty"`
 }
 
 // HTTPRequest is an HTTP job: the request one attempt makes. The attempt
@@ -139,6 +145,10 @@ type Job struct {
 	Workflow string `json:"workflow,omitempty"`
 	// Deps follows the parents of a job with DependsOn (dag.go).
 	Deps *Deps `json:"deps,omitempty"`
+	// Gang follows the tasks of a gang job (gang.go); nil for other jobs.
+	Gang *GangStatus `json:"gang,omitempty"`
+	// Preemptions counts the attempts of this job that were preempted.
+	Preemptions int `json:"preemptions,omitempty"`
 
 	CreateIndex uint64 `json:"create_index"`
 	ModifyIndex uint64 `json:"modify_index"`

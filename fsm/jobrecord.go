@@ -43,6 +43,8 @@ type storedJob struct {
 	ExitCode        *int            `json:"exit_code,omitempty"`
 	Workflow        string          `json:"workflow,omitempty"`
 	Deps            *Deps           `json:"deps,omitempty"`
+	Gang            *GangStatus     `json:"gang,omitempty"`
+	Preemptions     int             `json:"preemptions,omitempty"`
 	CreateIndex     uint64          `json:"create_index"`
 	ModifyIndex     uint64          `json:"modify_index"`
 }
@@ -84,6 +86,8 @@ type schedSpec struct {
 	Condition        Condition  `json:"condition,omitempty"`
 	HTTP             skipped    `json:"http,omitempty"`
 	Notify           []Webhook  `json:"notify,omitempty"`
+	Gang             *GangSpec  `json:"gang,omitempty"`
+	Preemptible      *bool      `json:"preemptible,omitempty"`
 }
 
 // skipped is a field a view type does not read: the decoder checks the
@@ -95,23 +99,25 @@ func (*skipped) UnmarshalCBOR([]byte) error { return nil }
 // jobCurrentView is Job with only Current read (a "running" report needs
 // nothing else).
 type jobCurrentView struct {
-	ID              skipped `json:"id"`
-	Spec            skipped `json:"spec"`
-	State           skipped `json:"state"`
-	Reason          skipped `json:"reason,omitempty"`
-	IdempotencyKey  skipped `json:"idempotency_key,omitempty"`
-	SubmittedAt     skipped `json:"submitted_at"`
-	UpdatedAt       skipped `json:"updated_at"`
-	FinishedAt      skipped `json:"finished_at,omitzero"`
-	NextRunAt       skipped `json:"next_run_at,omitzero"`
-	Attempts        skipped `json:"attempts"`
-	CountedAttempts skipped `json:"counted_attempts"`
-	Current         int     `json:"current_attempt,omitempty"`
-	ExitCode        skipped `json:"exit_code,omitempty"`
-	Workflow        skipped `json:"workflow,omitempty"`
-	Deps            skipped `json:"deps,omitempty"`
-	CreateIndex     skipped `json:"create_index"`
-	ModifyIndex     skipped `json:"modify_index"`
+	ID              skipped     `json:"id"`
+	Spec            skipped     `json:"spec"`
+	State           skipped     `json:"state"`
+	Reason          skipped     `json:"reason,omitempty"`
+	IdempotencyKey  skipped     `json:"idempotency_key,omitempty"`
+	SubmittedAt     skipped     `json:"submitted_at"`
+	UpdatedAt       skipped     `json:"updated_at"`
+	FinishedAt      skipped     `json:"finished_at,omitzero"`
+	NextRunAt       skipped     `json:"next_run_at,omitzero"`
+	Attempts        skipped     `json:"attempts"`
+	CountedAttempts skipped     `json:"counted_attempts"`
+	Current         int         `json:"current_attempt,omitempty"`
+	ExitCode        skipped     `json:"exit_code,omitempty"`
+	Workflow        skipped     `json:"workflow,omitempty"`
+	Deps            skipped     `json:"deps,omitempty"`
+	Gang            *GangStatus `json:"gang,omitempty"`
+	Preemptions     skipped     `json:"preemptions,omitempty"`
+	CreateIndex     skipped     `json:"create_index"`
+	ModifyIndex     skipped     `json:"modify_index"`
 }
 
 // jobSpecView is Job with only Spec read (Tx.JobSpec).
@@ -131,6 +137,8 @@ type jobSpecView struct {
 	ExitCode        skipped `json:"exit_code,omitempty"`
 	Workflow        skipped `json:"workflow,omitempty"`
 	Deps            skipped `json:"deps,omitempty"`
+	Gang            skipped `json:"gang,omitempty"`
+	Preemptions     skipped `json:"preemptions,omitempty"`
 	CreateIndex     skipped `json:"create_index"`
 	ModifyIndex     skipped `json:"modify_index"`
 }
@@ -150,7 +158,8 @@ func decodeStoredJob(v []byte) (j *Job, raw []byte, err error) {
 		ID: s.ID, State: s.State, Reason: s.Reason, IdempotencyKey: s.IdempotencyKey,
 		SubmittedAt: s.SubmittedAt, UpdatedAt: s.UpdatedAt, FinishedAt: s.FinishedAt, NextRunAt: s.NextRunAt,
 		Attempts: s.Attempts, CountedAttempts: s.CountedAttempts, Current: s.Current, ExitCode: s.ExitCode,
-		Workflow: s.Workflow, Deps: s.Deps, CreateIndex: s.CreateIndex, ModifyIndex: s.ModifyIndex,
+		Workflow: s.Workflow, Deps: s.Deps, Gang: s.Gang, Preemptions: s.Preemptions,
+		CreateIndex: s.CreateIndex, ModifyIndex: s.ModifyIndex,
 	}
 	if bytes.IndexByte(s.Spec, cborNull) >= 0 {
 		if err := decode(s.Spec, &j.Spec); err != nil {
@@ -167,6 +176,7 @@ func decodeStoredJob(v []byte) (j *Job, raw []byte, err error) {
 		Queue: ss.Queue, Constraints: ss.Constraints, Backoff: ss.Backoff, NoRetryExitCodes: ss.NoRetryExitCodes,
 		Deadline: ss.Deadline, DependsOn: ss.DependsOn, Condition: ss.Condition, Notify: ss.Notify,
 		Namespace: ss.Namespace,
+		Gang:      ss.Gang, Preemptible: ss.Preemptible,
 	}
 	return j, s.Spec, nil
 }
@@ -181,6 +191,7 @@ func encodeJob(j *Job, raw []byte) ([]byte, error) {
 		ID: j.ID, Spec: raw, State: j.State, Reason: j.Reason, IdempotencyKey: j.IdempotencyKey,
 		SubmittedAt: j.SubmittedAt, UpdatedAt: j.UpdatedAt, FinishedAt: j.FinishedAt, NextRunAt: j.NextRunAt,
 		Attempts: j.Attempts, CountedAttempts: j.CountedAttempts, Current: j.Current, ExitCode: j.ExitCode,
-		Workflow: j.Workflow, Deps: j.Deps, CreateIndex: j.CreateIndex, ModifyIndex: j.ModifyIndex,
+		Workflow: j.Workflow, Deps: j.Deps, Gang: j.Gang, Preemptions: j.Preemptions,
+		CreateIndex: j.CreateIndex, ModifyIndex: j.ModifyIndex,
 	})
 }

@@ -22,8 +22,11 @@ type JobQuery struct {
 	// default one) unless AnyNamespace.
 	Namespace    string
 	AnyNamespace bool
-	Cursor       string // from the previous page's next; "" = newest
-	Limit        int    // 0 = DefaultListLimit
+	// Preempted keeps only jobs that had an attempt preempted (the
+	// pseudo-state "preempted" of the API: such jobs are queued again).
+	Preempted bool
+	Cursor    string // from the previous page's next; "" = newest
+	Limit     int    // 0 = DefaultListLimit
 }
 
 // ParseLabelSelector turns "k=v,k2=v2" into a map for JobQuery.Labels.
@@ -44,6 +47,9 @@ func ParseLabelSelector(s string) (map[string]string, error) {
 
 func (q *JobQuery) match(j *Job) bool {
 	if !q.AnyNamespace && j.Spec.Namespace != q.Namespace {
+		return false
+	}
+	if q.Preempted && j.Preemptions == 0 {
 		return false
 	}
 	if q.NamePrefix != "" && !strings.HasPrefix(j.Spec.Name, q.NamePrefix) {

@@ -3,6 +3,7 @@ package fsm
 import (
 	"bytes"
 	"maps"
+	"slices"
 	"sync"
 )
 
@@ -73,6 +74,11 @@ func copyAttempt(a *Attempt) Attempt {
 	}
 	if a.Resources.Named != nil {
 		out.Resources.Named = maps.Clone(a.Resources.Named)
+	}
+	if a.Task != nil {
+		t := *a.Task
+		t.Peers = slices.Clone(a.Task.Peers)
+		out.Task = &t
 	}
 	return out
 }

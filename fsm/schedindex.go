@@ -126,6 +126,14 @@ func appendPlacementGroup(k []byte, s *JobSpec) []byte {
 			intField(s.Resources.Named[k])
 		}
 	}
+	if g := s.Gang; g != nil {
+		// Only gangs add to the text, so other jobs keep their keys.
+		field("gang")
+		intField(int64(g.Size))
+		if g.SpreadTasks() {
+			field("spread")
+		}
+	}
 	sum := sha256.Sum256(b)
 	return append(k, sum[:groupLen]...)
 }

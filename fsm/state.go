@@ -101,6 +101,9 @@ func (a *applier) deleteJob(j *Job) error {
 	if err := a.deleteDeliveries(j.ID); err != nil {
 		return err
 	}
+	if err := a.deleteCheckpoint(j.ID); err != nil {
+		return err
+	}
 	prefix := attemptPrefix(j.ID)
 	c := a.attempts.Cursor()
 	var keys [][]byte

@@ -15,4 +15,7 @@ const CmdStopAttempts CommandType = "stop_attempts" // StopAttempts
 type StopAttempts struct {
 	Attempts []AttemptRef `json:"attempts"`
 	Reason   string       `json:"reason"`
+	// By names the job whose placement needs the room (preemption); it is
+	// recorded in each victim's timeline.
+	By string `json:"by,omitempty"`
 }

@@ -70,6 +70,15 @@ func (c *Client) GetJob(ctx context.Context, id string, consistent bool) (*JobDe
 	return &out, nil
 }
 
+// JobTasks returns a gang's tasks (GET /v1/jobs/{id}/tasks).
+func (c *Client) JobTasks(ctx context.Context, id string) (*TaskList, error) {
+	var out TaskList
+	if _, err := c.do(ctx, http.MethodGet, "/v1/jobs/"+url.PathEscape(id)+"/tasks", nil, nil, &out, nil); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
 // JobListQuery filters ListJobs; zero fields do not filter.
 type JobListQuery struct {
 	State      fsm.JobState

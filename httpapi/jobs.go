@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -96,8 +97,13 @@ func (s *server) jobQuery(r *http.Request) (fsm.JobQuery, error) {
 		return q, err
 	}
 	q.Namespace, q.AnyNamespace = ns, ns == AllNamespaces
+	if q.State == "preempted" {
+		// Not a state: preempted jobs are queued again. It lists the jobs
+		// that had an attempt preempted, whatever their state now.
+		q.State, q.Preempted = "", true
+	}
 	if q.State != "" && !q.State.Valid() {
-		return q, invalid("state", "unknown job state %q (want waiting, queued, running, retrying, succeeded, failed, cancelled or skipped)", q.State)
+		return q, invalid("state", "unknown job state %q (want waiting, queued, running, retrying, succeeded, failed, cancelled, skipped or preempted)", q.State)
 	}
 	if l := v.Get("limit"); l != "" {
 		n, err := strconv.Atoi(l)
@@ -194,4 +200,64 @@ func (s *server) jobChange(w http.ResponseWriter, r *http.Request, t fsm.Command
 		return
 	}
 	writeJSON(w, http.StatusOK, d)
+}
+
+// TaskList is the reply to GET /v1/jobs/{id}/tasks: a gang's tasks, each
+// with its own attempts (oldest first).
+type TaskList struct {
+	JobID string `json:"job_id"`
+	Size  int    `json:"size"`
+	// Token is the fencing token the tasks of the current (or last)
+	// placement share.
+	Token uint64       `json:"token,omitempty"`
+	Tasks []TaskStatus `json:"tasks"`
+}
+
+// TaskStatus is one task of a gang.
+type TaskStatus struct {
+	Index int `json:"index"`
+	// Latest is the task's latest attempt (nil before the first placement).
+	Latest *fsm.Attempt `json:"latest,omitempty"`
+	// Counted is how many of the task's attempts used up max_attempts.
+	Counted  int           `json:"counted"`
+	Attempts []fsm.Attempt `json:"attempts"`
+}
+
+// jobTasks handles GET /v1/jobs/{id}/tasks. A job that is not a gang is a
+// 409: it has no tasks.
+func (s *server) jobTasks(w http.ResponseWriter, r *http.Request) {
+	d, err := s.jobDetail(r.PathValue("id"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	g := d.Job.Spec.Gang
+	if g == nil {
+		s.writeError(w, r, fmt.Errorf("%w: job %s is not a gang (it has no tasks)", fsm.ErrConflict, d.Job.ID))
+		return
+	}
+	out := TaskList{JobID: d.Job.ID, Size: g.Size, Tasks: make([]TaskStatus, g.Size)}
+	if st := d.Job.Gang; st != nil {
+		out.Token = st.Token
+	}
+	for i := range out.Tasks {
+		out.Tasks[i] = TaskStatus{Index: i, Attempts: []fsm.Attempt{}}
+		if st := d.Job.Gang; st != nil && i < len(st.Counted) {
+			out.Tasks[i].Counted = st.Counted[i]
+		}
+	}
+	for _, a := range d.Attempts {
+		if a.Task == nil || a.Task.Index < 0 || a.Task.Index >= g.Size {
+			continue
+		}
+		t := &out.Tasks[a.Task.Index]
+		t.Attempts = append(t.Attempts, a)
+	}
+	for i := range out.Tasks {
+		if n := len(out.Tasks[i].Attempts); n > 0 {
+			last := out.Tasks[i].Attempts[n-1]
+			out.Tasks[i].Latest = &last
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
 }

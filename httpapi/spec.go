@@ -53,9 +53,21 @@ type JobSpecInput struct {
 	HTTP   *HTTPRequestInput `json:"http,omitempty"`
 	Notify []WebhookInput    `json:"notify,omitempty"`
 
+	// Gang makes the job N tasks placed together (issue 18); Preemptible
+	// overrides the default (true below priority 50).
+	Gang        *GangInput `json:"gang,omitempty"`
+	Preemptible *bool      `json:"preemptible,omitempty"`
+
 	// IdempotencyKey deduplicates submissions (inside the raft apply): a
 	// second submit with the same key returns the first job's ID.
 	IdempotencyKey string `json:"idempotency_key,omitempty"`
+}
+
+// GangInput asks for Size tasks placed all-or-nothing, on distinct nodes
+// unless spread is false.
+type GangInput struct {
+	Size   int   `json:"size"`
+	Spread *bool `json:"spread,omitempty"`
 }
 
 // ResourcesInput is a resource request. cpu is millicores as a number, or

@@ -271,6 +271,7 @@ func (s *server) parseBatch(body []byte, headerKey string) ([]fsm.NewJob, bool, 
 type capacityLimits struct {
 	cpu, mem *fsm.Node            // largest CPU / memory; nil: no nodes yet
 	named    map[string]*fsm.Node // largest of each named resource
+	nodes    []fsm.Node           // every node that has not left (gangs count them)
 	agents   agentAddrs           // the nodes' API addresses (webhooks must not call them)
 }
 
@@ -290,6 +291,7 @@ func (s *server) capacityLimits() (*capacityLimits, error) {
 		if n.Gossip == fsm.NodeLeft {
 			continue
 		}
+		l.nodes = append(l.nodes, *n)
 		if l.cpu == nil || n.Capacity.CPU > l.cpu.Capacity.CPU {
 			l.cpu = n
 		}
@@ -349,6 +351,12 @@ func (l *capacityLimits) check(jobs []fsm.NewJob, batch bool) error {
 				return invalid(field("resources.named."+k), "%d is more than any node has (largest: %s with %d)%s", v, b.Name, b.Capacity.Named[k], hint)
 			}
 		}
+		if g := j.Spec.Gang; g != nil && g.SpreadTasks() {
+			if hold := l.nodesHolding(&res); hold < g.Size {
+				return invalid(field("gang.size"), "%d tasks on distinct nodes need %d nodes that can hold one task; the cluster has %d (of %d nodes)%s",
+					g.Size, g.Size, hold, len(l.nodes), hint)
+			}
+		}
 	}
 	return nil
 }
@@ -399,4 +407,20 @@ func (s *server) settleNamespaces(r *http.Request, jobs []fsm.NewJob, batch bool
 		}
 	}
 	return nil
+}
+
+// nodesHolding counts the nodes whose whole capacity could hold req.
+func (l *capacityLimits) nodesHolding(req *fsm.Resources) int {
+	n := 0
+	for i := range l.nodes {
+		c := &l.nodes[i].Capacity
+		ok := req.CPU <= c.CPU && req.MemoryMB <= c.MemoryMB
+		for k, v := range req.Named {
+			ok = ok && v <= c.Named[k]
+		}
+		if ok {
+			n++
+		}
+	}
+	return n
 }

@@ -210,6 +210,18 @@ func (in *JobSpecInput) Normalize() (fsm.JobSpec, error) {
 		return out, err
 	}
 	out.DependsOn, out.Condition = in.DependsOn, fsm.Condition(in.Condition)
+	if g := in.Gang; g != nil {
+		switch {
+		case g.Size < 2:
+			return out, invalid("gang.size", "must be at least 2 (got %d; a single task is a plain job)", g.Size)
+		case g.Size > fsm.MaxGangSize:
+			return out, invalid("gang.size", "must be at most %d (got %d)", fsm.MaxGangSize, g.Size)
+		case out.HTTP != nil:
+			return out, invalid("gang", "an http job cannot be a gang")
+		}
+		out.Gang = &fsm.GangSpec{Size: g.Size, Spread: g.Spread}
+	}
+	out.Preemptible = in.Preemptible
 
 	if len(in.IdempotencyKey) > MaxIdemKeyLen || hasControl(in.IdempotencyKey) {
 		return out, invalid("idempotency_key", "must be at most %d printable characters", MaxIdemKeyLen)

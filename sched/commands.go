@@ -25,6 +25,9 @@ func (pl *planning) commands() []*fsm.Command {
 	for _, refs := range chunks(pl.stop, n) {
 		add(fsm.CmdStopAttempts, &fsm.StopAttempts{Attempts: refs, Reason: fsm.ReasonDrained})
 	}
+	for _, sa := range pl.preemptCommands() {
+		add(fsm.CmdStopAttempts, sa)
+	}
 	for _, ids := range chunks(pl.released, n) {
 		add(fsm.CmdRelease, &fsm.ReleaseJobs{JobIDs: ids})
 	}

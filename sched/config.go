@@ -69,6 +69,12 @@ type Config struct {
 	// on-time tick only; cronplan.go).
 	CronGrace time.Duration
 
+	// Preemption lets a queued job that fits nowhere evict preemptible
+	// attempts whose priority is at least PreemptionMargin (and at least 1)
+	// below its own (preempt.go).
+	Preemption       bool
+	PreemptionMargin int
+
 	// DeliveryConcurrency is how many webhook deliveries the leader tries
 	// at once (deliver.go); 0 turns the deliverer off.
 	DeliveryConcurrency int
@@ -95,11 +101,17 @@ func DefaultConfig() Config {
 		Retention:         7 * 24 * time.Hour,
 		IdempotencyWindow: 24 * time.Hour,
 		CronGrace:         5 * time.Second,
+		Preemption:        true,
+		PreemptionMargin:  DefaultPreemptionMargin,
 
 		DeliveryConcurrency: 16,
 		DeliveryTimeout:     10 * time.Second,
 	}
 }
+
+// DefaultPreemptionMargin is the smallest priority difference that lets a
+// job preempt another by default.
+const DefaultPreemptionMargin = 10
 
 // MaxPriority is the highest priority a user may submit.
 const MaxPriority = 100
@@ -136,6 +148,8 @@ func (c Config) Validate() error {
 		return bad("IdempotencyWindow", "must be positive")
 	case c.CronGrace < 0:
 		return bad("CronGrace", "must not be negative")
+	case c.PreemptionMargin < 0 || c.PreemptionMargin > MaxPriority:
+		return bad("PreemptionMargin", fmt.Sprintf("must be between 0 and %d (got %d)", MaxPriority, c.PreemptionMargin))
 	case c.DeliveryConcurrency < 0:
 		return bad("DeliveryConcurrency", "must not be negative")
 	case c.DeliveryConcurrency > 0 && c.DeliveryTimeout <= 0:

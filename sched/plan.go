@@ -1,10 +1,15 @@
 package sched
 
 import (
+	"strings"
 	"time"
 
 	"github.com/foreman-sched/foreman/fsm"
 )
+
+// BehindRecheck is how soon Plan asks to run again when it left jobs
+// unplaced while some node was behind the leader's log.
+const BehindRecheck = 250 * time.Millisecond
 
 // Decision is what one Plan call produced.
 type Decision struct {
@@ -34,6 +39,7 @@ type Stats struct {
 	Failed     int // jobs failed for missing their deadline
 	Lost       int // attempts marked lost
 	Stopped    int // attempts told to stop (drain deadline)
+	Preempted  int // jobs that preempted attempts (victims are in the StopAttempts)
 	NewReasons int // reasons that changed
 	Read       int // queued jobs read from the index runs (Snapshot.Queued)
 }
@@ -55,6 +61,9 @@ type planning struct {
 	placings []Placing
 	placing  map[string]bool // Snapshot.Placing's jobs: not examined
 	reasons  map[string]string
+	ports    *portBook // GANG_PORT allocation, built at the first gang
+	pre      *preemption
+	preempt  []preemptStop
 	stats    Stats
 	err      error
 }
@@ -78,6 +87,14 @@ func Plan(snap *Snapshot, now time.Time, cfg Config) *Decision {
 	for i := range snap.Placing {
 		p := &snap.Placing[i]
 		pl.placing[p.JobID] = true
+		if len(p.Tasks) > 0 {
+			for _, t := range p.Tasks {
+				if ni, ok := pl.nodeIdx[t.Node]; ok {
+					pl.nodes[ni].take(&p.Resources)
+				}
+			}
+			continue
+		}
 		if ni, ok := pl.nodeIdx[p.Node]; ok {
 			pl.nodes[ni].take(&p.Resources)
 		}
@@ -86,6 +103,12 @@ func Plan(snap *Snapshot, now time.Time, cfg Config) *Decision {
 	cands := pl.runnable()
 	sortCandidates(cands)
 	pl.placeAll(cands)
+	if pl.stats.Unplaced > 0 && len(snap.Behind) > 0 {
+		// A node catching up with the log changes nothing in the state, so
+		// no commit would wake the loop for it: look again shortly (a gang
+		// may need exactly that node).
+		pl.wakeAt(now.Add(BehindRecheck))
+	}
 	return &Decision{Commands: pl.commands(), NextWake: pl.wake, Stats: pl.stats, Placing: pl.placings, Reasons: pl.reasons, Err: pl.err}
 }
 
@@ -166,6 +189,21 @@ func (pl *planning) placeAll(cands []candidate) {
 			reason = "queue " + queueName(q) + " at max_running " + itoa(lim)
 		} else {
 			req := pl.cfg.request(&j.Spec.Resources)
+			if j.Spec.Gang != nil {
+				if pl.ports == nil {
+					pl.ports = newPortBook(pl.snap.Live, pl.snap.Placing)
+				}
+				slots, r := p.placeGang(&j.Spec, &req, pl.ports)
+				if slots != nil {
+					running[q]++
+					p := fsm.Placement{JobID: j.ID, Node: slots[0].Node, Resources: req, Tasks: slots}
+					pl.placed = append(pl.placed, p)
+					pl.placings = append(pl.placings, Placing{Placement: p, Queue: q})
+					continue
+				}
+				reason = r
+				goto unplaced
+			}
 			ni, r := p.place(&j.Spec, &req)
 			if ni >= 0 {
 				running[q]++
@@ -175,6 +213,16 @@ func (pl *planning) placeAll(cands []candidate) {
 				continue
 			}
 			reason = r
+		}
+	unplaced:
+		if reason != "" && !strings.HasPrefix(reason, "queue ") && pl.cfg.Preemption {
+			req := pl.cfg.request(&j.Spec.Resources)
+			if r, ok := pl.preemption().try(p, j, &req); r != "" {
+				reason = r
+				if ok {
+					pl.stats.Preempted++
+				}
+			}
 		}
 		queue.unplaced(j)
 		pl.stats.Unplaced++

@@ -47,6 +47,11 @@ type Snapshot struct {
 	// job's stored one, so it does not write the same reason twice.
 	PendingReasons map[string]string
 
+	// JobSpec reads the spec of a live attempt's job (preemption asks it
+	// for the priority and preemptible of possible victims, lazily, inside
+	// the plan's View); nil or a nil answer: never a victim.
+	JobSpec func(jobID string) *fsm.JobSpec
+
 	// LastHeard is when the leader last heard from each node (raft
 	// heartbeats, monotonic). A node absent from it has not been heard from
 	// during this leader's term.
@@ -110,6 +115,17 @@ func LoadSnapshot(r Reader, now time.Time) (*Snapshot, error) {
 		})
 		if err != nil {
 			return nil, err
+		}
+	}
+	if sr, ok := r.(interface {
+		JobSpec(id string) (*fsm.JobSpec, error)
+	}); ok {
+		s.JobSpec = func(id string) *fsm.JobSpec {
+			spec, err := sr.JobSpec(id)
+			if err != nil {
+				return nil
+			}
+			return spec
 		}
 	}
 	err = r.LiveAttempts(func(a *fsm.Attempt) bool {

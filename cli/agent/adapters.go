@@ -58,7 +58,7 @@ func (a assignments) LiveAttempts(node string) ([]exec.Assignment, error) {
 				spec = *s
 			}
 			next[k] = spec
-			as := exec.Assignment{Attempt: *at, Spec: spec}
+			as := exec.Assignment{Attempt: *at, Spec: spec, Checkpoint: tx.Checkpoint(at.JobID)}
 			if len(spec.DependsOn) > 0 {
 				// The parents' results, for the child's inputs directory.
 				in, err := tx.JobInputs(&spec)

@@ -93,6 +93,8 @@ later agents only --join (they become non-voters and still run jobs).
 			&ucli.StringFlag{Name: "artifacts-node-max", Value: "10GiB", Usage: "artifacts kept of all finished attempts on this node (the oldest are evicted first; 0: no cap)"},
 			&ucli.DurationFlag{Name: "retention", Value: 7 * 24 * time.Hour, Usage: "how long terminal jobs are kept"},
 			&ucli.DurationFlag{Name: "idempotency-window", Value: 24 * time.Hour, Usage: "how long idempotency keys are remembered"},
+			&ucli.IntFlag{Name: "preemption-margin", Value: sched.DefaultPreemptionMargin, Usage: "smallest priority difference (0-100) that lets a queued job preempt a preemptible one"},
+			&ucli.BoolFlag{Name: "no-preemption", Usage: "never preempt running attempts for higher priorities"},
 			&ucli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error"},
 			&ucli.BoolFlag{Name: "pprof", Usage: "serve Go runtime profiles under /debug/pprof on the HTTP port (needs an operator token with --acl)"},
 			&ucli.BoolFlag{Name: "acl", Usage: "require a token on every API route but health (turn it on for every agent; then run foreman acl bootstrap)"},
@@ -234,6 +236,8 @@ func agentConfigFrom(c *ucli.Context, version string) (*agentConfig, error) {
 	s.LeaseDuration = lease
 	s.Retention = c.Duration("retention")
 	s.IdempotencyWindow = c.Duration("idempotency-window")
+	s.PreemptionMargin = c.Int("preemption-margin")
+	s.Preemption = !c.Bool("no-preemption")
 	if s.DefaultRequest.CPU, err = httpapi.ParseCPU(c.String("default-cpu")); err != nil {
 		return nil, fmt.Errorf("--default-cpu: %w", err)
 	}
@@ -241,6 +245,9 @@ func agentConfigFrom(c *ucli.Context, version string) (*agentConfig, error) {
 		return nil, fmt.Errorf("--default-memory: %w", err)
 	}
 	if err := s.Validate(); err != nil {
+		if s.PreemptionMargin < 0 || s.PreemptionMargin > sched.MaxPriority {
+			return nil, fmt.Errorf("--preemption-margin %d: must be between 0 and %d", s.PreemptionMargin, sched.MaxPriority)
+		}
 		return nil, err
 	}
 

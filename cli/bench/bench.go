@@ -80,6 +80,8 @@ func Command() *ucli.Command {
 			cronCommand(),
 			dagCommand(driver),
 			eventsCommand(driver),
+			gangCommand(driver),
+			preemptCommand(driver),
 		},
 	}
 }
