@@ -312,39 +312,36 @@ func (a *ACL) SetInternalAuth(h http.Header) {
 // by the path's {id}; an unknown job goes on to h (its 404). With ACL off
 // it costs nothing.
 func (s *server) jobScoped(perm Permission, h http.HandlerFunc) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		if s.acl.Enabled() {
-			var ns string
-			found := false
-			_ = s.state.View(func(tx *fsm.Tx) error {
-				sp, err := tx.JobSpec(r.PathValue("id"))
-				if err == nil {
-					ns, found = sp.Namespace, true
-				}
-				return nil
-			})
-			if found {
-				if err := s.allow(r, perm, ns); err != nil {
-					s.acl.refuse(w, r, err)
-					return
-				}
-			}
+	return s.scoped(perm, h, func(tx *fsm.Tx, id string) (string, error) {
+		sp, err := tx.JobSpec(id)
+		if err != nil {
+			return "", err
 		}
-		h(w, r)
-	}
+		return sp.Namespace, nil
+	})
 }
 
 // workflowScoped is jobScoped for the workflow named by {id}.
 func (s *server) workflowScoped(perm Permission, h http.HandlerFunc) http.HandlerFunc {
+	return s.scoped(perm, h, func(tx *fsm.Tx, id string) (string, error) {
+		wf, err := tx.Workflow(id)
+		if err != nil {
+			return "", err
+		}
+		return wf.Namespace, nil
+	})
+}
+
+// scoped checks perm on the namespace that namespaceOf finds for the
+// path's {id} before h; an object it cannot find goes on to h.
+func (s *server) scoped(perm Permission, h http.HandlerFunc, namespaceOf func(tx *fsm.Tx, id string) (string, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if s.acl.Enabled() {
 			var ns string
 			found := false
 			_ = s.state.View(func(tx *fsm.Tx) error {
-				wf, err := tx.Workflow(r.PathValue("id"))
-				if err == nil {
-					ns, found = wf.Namespace, true
-				}
+				n, err := namespaceOf(tx, r.PathValue("id"))
+				ns, found = n, err == nil
 				return nil
 			})
 			if found {
