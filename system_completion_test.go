@@ -36,7 +36,7 @@ printf '%s\n' "${COMPREPLY[@]}"`
 	}{
 		{[]string{"foreman", "jo"}, "job"},
 		{[]string{"foreman", "job", "st"}, "status"},
-		{[]string{"foreman", "version", "--cl"}, "--cluster"},
+		{[]string{"foreman", "version", "--clu"}, "--cluster"},
 		{[]string{"foreman", "agent", "--conf"}, "--config"},
 	} {
 		got := complete(tc.words...)
