@@ -179,6 +179,10 @@ func (s *server) events(w http.ResponseWriter, r *http.Request) {
 			behind = true
 		}
 	}
+	// A node behind the client's last ID (it resumes here after another
+	// node) holds no events after it yet: Seek puts it at the tail, and the
+	// events it then applies up to that ID were sent already. Skip them.
+	skipTo := from
 	s.subscribers.add(1)
 	defer s.subscribers.add(-1)
 
@@ -206,6 +210,7 @@ func (s *server) events(w http.ResponseWriter, r *http.Request) {
 		if !ok {
 			readBufs.Put(buf)
 			pos, last = ring.Tail()
+			skipTo = nil
 			b := appendReset(nil, last, "this stream fell behind the node's event buffer (or the node restored a snapshot); re-list and resume from this id")
 			if out.write(b) != nil {
 				return
@@ -216,6 +221,9 @@ func (s *server) events(w http.ResponseWriter, r *http.Request) {
 		wb := burstBufs.Get().(*[]byte)
 		b := (*wb)[:0]
 		for i := range evs {
+			if skipTo != nil && !skipTo.Less(evs[i].Event.ID()) {
+				continue
+			}
 			if filter.match(&evs[i].Event) {
 				b = append(b, evs[i].Frame...)
 			}
