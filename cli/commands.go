@@ -110,17 +110,7 @@ func ClientTLS(c *ucli.Context) (*tls.Config, error) {
 // innermost command that set each (empty ones fall back to FOREMAN_CACERT,
 // FOREMAN_CLIENT_CERT, FOREMAN_CLIENT_KEY in httpapi.NewClient).
 func tlsOptions(c *ucli.Context) httpapi.ClientOptions {
-	get := func(name string) string {
-		for _, x := range c.Lineage() {
-			for _, n := range x.LocalFlagNames() {
-				if n == name {
-					return x.String(name)
-				}
-			}
-		}
-		return ""
-	}
-	return httpapi.ClientOptions{CACert: get("ca-cert"), ClientCert: get("client-cert"), ClientKey: get("client-key"),
+	return httpapi.ClientOptions{CACert: innermost(c, "ca-cert"), ClientCert: innermost(c, "client-cert"), ClientKey: innermost(c, "client-key"),
 		Token: innermost(c, "token"), Namespace: innermost(c, "namespace")}
 }
 
