@@ -120,7 +120,7 @@ func TestSystemRollingRestart(t *testing.T) {
 			t.Fatal(err)
 		}
 		if !processAlive(l.pid) || j.Job.State != "running" || j.Job.Attempts != 1 || j.attempt(1).FencingToken != l.tok {
-			t.Fatalf("after the rolling restart (pid %d alive=%v, token was %d): %s", l.pid, processAlive(l.pid), l.tok, j)
+			t.Fatalf("after the rolling restart (pid %d alive=%v, token was %d, executions %v): %s", l.pid, processAlive(l.pid), l.tok, l.d.runs(1), j)
 		}
 		l.d.release(t)
 	}
