@@ -354,13 +354,24 @@ func jobEnv(a Assignment, node string) []string {
 // follow renews the lease and relays state until the supervisor goes away.
 func (r *attemptRun) follow(ctx context.Context, lc *leaseClient) {
 	w := r.w
-	renew := time.NewTicker(w.cfg.RenewInterval)
-	defer renew.Stop()
+	ticker := time.NewTicker(w.cfg.RenewInterval)
+	defer ticker.Stop()
 	runCtx, stopRunning := context.WithCancel(ctx)
 	var reporting sync.WaitGroup
 	defer func() { stopRunning(); reporting.Wait() }()
 	sentCancel := ""
-	r.renew(lc)
+	// A renewal skipped for want of leader contact is retried every
+	// renewRetry until contact is back, not at the next tick: skipping a
+	// whole tick (an adopting agent not yet in contact, an election during a
+	// rolling restart) costs up to RenewInterval of the lease each time.
+	var retry <-chan time.Time
+	renew := func() {
+		retry = nil
+		if !r.renew(lc) {
+			retry = time.After(renewRetry)
+		}
+	}
+	renew()
 	r.poke() // deliver a cancel that was requested before we connected
 	for {
 		select {
@@ -388,8 +399,10 @@ func (r *attemptRun) follow(ctx context.Context, lc *leaseClient) {
 					r.reportRunning(runCtx, lc, startedAt)
 				}()
 			}
-		case <-renew.C:
-			r.renew(lc)
+		case <-ticker.C:
+			renew()
+		case <-retry:
+			renew()
 		case <-r.notify:
 			r.mu.Lock()
 			want := r.cancelReq
@@ -404,16 +417,27 @@ func (r *attemptRun) follow(ctx context.Context, lc *leaseClient) {
 				}
 			}
 		case <-ctx.Done():
+			// The agent stops (a restart, an upgrade): a last renewal gives
+			// the next agent the whole lease to adopt the attempt in.
+			r.renew(lc)
 			lc.close()
 			return
 		}
 	}
 }
 
-func (r *attemptRun) renew(lc *leaseClient) {
-	if r.w.deps.LeaderContact.InContactWithLeader() {
-		lc.renew()
+// renewRetry is how soon a renewal skipped for want of leader contact is
+// tried again.
+const renewRetry = 100 * time.Millisecond
+
+// renew renews the lease if this node is in contact with the leader (the
+// fence: a node cut off from the leader lets its leases run out) and says
+// whether it did.
+func (r *attemptRun) renew(lc *leaseClient) bool {
+	if !r.w.deps.LeaderContact.InContactWithLeader() {
+		return false
 	}
+	return lc.renew() == nil
 }
 
 func (r *attemptRun) reportRunning(ctx context.Context, lc *leaseClient, startedAt time.Time) {

@@ -267,6 +267,37 @@ func TestAgentRestartReadopts(t *testing.T) {
 	}
 }
 
+// A new worker that adopts a running attempt before it is in contact with
+// the leader renews the lease as soon as contact is back, not a renew tick
+// later: an agent restarted during an election otherwise lost up to a tick
+// of the lease per skipped renewal and the adopted job was fenced
+// (TestSystemRollingRestart saw that under load).
+func TestAdoptRenewsOnceContactReturns(t *testing.T) {
+	state := newFakeState()
+	cfg := testConfig(t, dataDir(t))
+	cfg.LeaseDuration, cfg.RenewInterval = 2*time.Second, time.Second
+	h1 := startWorker(t, state, cfg)
+	state.assign("adopted", fsm.JobSpec{Command: []string{"sleep", "60"}})
+	waitFor(t, waitShort, "running", func() bool { return state.running("adopted") })
+	pid := jobPID(t, h1.dir("adopted"))
+	state.contact.Store(false) // no last renewal from the stopping worker either
+	h1.stop()
+	stopped := time.Now()
+
+	startWorker(t, state, cfg)
+	// Contact returns after 1.2 s: between the new worker's first tick
+	// (skipped) and its second, which comes after the lease has run out.
+	time.Sleep(1200*time.Millisecond - time.Since(stopped)) // deliberately: a contact gap of known length
+	state.contact.Store(true)
+	time.Sleep(cfg.LeaseDuration + 500*time.Millisecond) // proving a negative over time
+	if !alive(pid) {
+		t.Fatalf("adopted job was fenced: the lease was not renewed when contact returned")
+	}
+	if r, ok := state.final("adopted"); ok {
+		t.Fatalf("adopted job reported final: %+v", r)
+	}
+}
+
 // A supervisor killed with SIGKILL takes its job with it and the worker
 // reports the attempt failed.
 func TestSupervisorCrash(t *testing.T) {
