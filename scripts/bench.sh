@@ -10,7 +10,8 @@
 #   BENCH_LAT_JOBS, BENCH_TP_JOBS  job counts of the exec phase's latency and throughput runs
 #   BENCH_AGENT_ARGS extra agent flags, e.g. "--pprof --log-level debug" (start traces, profiles)
 #
-# Usage: scripts/bench.sh [all|go|cluster|exec|start N|stop]
+# Usage: scripts/bench.sh [all|go|cluster|exec|measure|start N|stop]
+#   measure: the cluster phase's measurements into $BENCH_DIR/results, no report (bench-compare.sh)
 #   exec: only the executor's measurements (latency, throughput, sleep waves) on a fresh cluster
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,6 +23,9 @@ OUT=${BENCH_OUT:-docs/benchmarks.md}
 WORK=${BENCH_DIR:-$(mktemp -d /tmp/foreman-bench.XXXXXX)}
 RES=$WORK/results
 mkdir -p "$RES"
+# Process jobs run as nobody by default (agent --job-default-user): their attempt dirs under the
+# agents' data dirs must be reachable by others, and mktemp makes the dir 0700.
+chmod o+x "$WORK"
 
 log() { echo "bench: $*" >&2; }
 
@@ -144,12 +148,14 @@ run_go() {
 }
 
 run_cluster() {
+  # A failed measurement (an older build without that bench, a run that lost its leader) is
+  # logged and leaves no result; the other phases still run.
   log "dev agent (one node)"
   start_dev
   local dev=127.0.0.1:$(port 1)
   echo "$(rss_mb 1)" >"$RES/rss_dev_idle"
-  bench dev_latency "$dev" latency --jobs "$(q 200 50)" --driver process
-  bench dev_submit_c64 "$dev" submit --jobs "$(q 20000 5000)" --concurrency 64
+  bench dev_latency "$dev" latency --jobs "$(q 200 50)" --driver process || log "dev_latency failed"
+  bench dev_submit_c64 "$dev" submit --jobs "$(q 20000 5000)" --concurrency 64 || log "dev_submit_c64 failed"
   stop_agents
 
   log "three agents"
@@ -159,21 +165,21 @@ run_cluster() {
   local lead; lead=$(leader_addr)
   local foll=127.0.0.1:$(port 1)
   [ "$foll" = "$lead" ] && foll=127.0.0.1:$(port 2)
-  bench latency "$lead" latency --jobs "$(q 200 50)" --driver process
-  bench latency_follower "$foll" latency --jobs "$(q 100 30)" --driver process
+  bench latency "$lead" latency --jobs "$(q 200 50)" --driver process || log "latency failed"
+  bench latency_follower "$foll" latency --jobs "$(q 100 30)" --driver process || log "latency_follower failed"
   if "$BIN" node ls --addr "$lead" --json | grep -q '"container"'; then
-    bench latency_container "$lead" latency --jobs "$(q 50 10)" --driver container
-    bench throughput_container "$lead" throughput --jobs "$(q 300 50)" --batch 100 --driver container
+    bench latency_container "$lead" latency --jobs "$(q 50 10)" --driver container || log "latency_container failed"
+    bench throughput_container "$lead" throughput --jobs "$(q 300 50)" --batch 100 --driver container || log "throughput_container failed"
   fi
-  bench throughput "$lead" throughput --jobs "$(q 5000 1000)" --batch 1000 --driver process
-  bench dag "$lead" dag --driver process --fan-out "$(q 10000 1000)"
+  bench throughput "$lead" throughput --jobs "$(q 5000 1000)" --batch 1000 --driver process || log "throughput failed"
+  bench dag "$lead" dag --driver process --fan-out "$(q 10000 1000)" || log "dag failed"
   log "a fourth agent joins for the sleep waves"
   start_agent 4 --join "127.0.0.1:$(port 1)"
   wait_nodes 4
-  bench sleep "$lead" sleep --jobs 20 --duration 2s --driver process
-  bench submit_c64 "$lead" submit --jobs "$(q 20000 5000)" --concurrency 64
-  bench submit_c64_follower "$foll" submit --jobs "$(q 20000 5000)" --concurrency 64
-  bench submit_b1000 "$lead" submit --jobs "$(q 100000 20000)" --concurrency 4 --batch 1000
+  bench sleep "$lead" sleep --jobs 20 --duration 2s --driver process || log "sleep failed"
+  bench submit_c64 "$lead" submit --jobs "$(q 20000 5000)" --concurrency 64 || log "submit_c64 failed"
+  bench submit_c64_follower "$foll" submit --jobs "$(q 20000 5000)" --concurrency 64 || log "submit_c64_follower failed"
+  bench submit_b1000 "$lead" submit --jobs "$(q 100000 20000)" --concurrency 4 --batch 1000 || log "submit_b1000 failed"
   # Retained jobs: the submits above left their (delayed) jobs in the state.
   local retained=$((RUNS * ($(q 20000 5000) * 2 + $(q 100000 20000))))
   echo "$retained $(rss_mb 1) $(rss_mb 2) $(rss_mb 3)" >"$RES/rss_retained"
@@ -304,8 +310,9 @@ case "${1:-all}" in
   go) run_go ;;
   cluster) run_cluster; report ;;
   exec) run_exec; report ;;
+  measure) run_cluster ;;
   report) report ;;
   start) trap - EXIT; start_cluster "${2:-3}"; follower_runs_jobs "${2:-3}"; echo "$WORK" ;;
   stop) stop_agents ;;
-  *) echo "usage: $0 [all|go|cluster|exec|report|start N|stop]" >&2; exit 2 ;;
+  *) echo "usage: $0 [all|go|cluster|exec|measure|report|start N|stop]" >&2; exit 2 ;;
 esac
