@@ -17,7 +17,6 @@ func gangRecs(t *testing.T, text string) []GangRecord {
 
 var gangOpt = GangOptions{Bound: 10 * time.Second, TickBound: time.Second, ClockBound: time.Millisecond}
 
-
 func TestGangPartial(t *testing.T) {
 	// Task 1 fails at 2 s; task 0 is stopped at 5 s: within the bound.
 	ok := gangRecs(t, `start j 1 10 n1 0 0
