@@ -256,6 +256,11 @@ func TestSystemPreemption(t *testing.T) {
 	if len(list.Jobs) != 1 || list.Jobs[0].ID != victim {
 		t.Fatalf("state=preempted lists %+v, want %s", list.Jobs, victim)
 	}
+	// The README's form: foreman job ls --state preempted.
+	r := runForeman(t, c.bin, fmt.Sprintf("http://127.0.0.1:%d", leader.base), "job", "ls", "--state", "preempted")
+	if r.code != 0 || !strings.Contains(r.stdout, victim) || strings.Contains(r.stdout, hid) {
+		t.Fatalf("foreman job ls --state preempted: exit %d, stdout %q, stderr %q; want %s only", r.code, r.stdout, r.stderr, victim)
+	}
 	// The victim waits (queued) while the cluster is full, then completes.
 	hi.release(t)
 	waitJobState(t, leader, hid, "succeeded")

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"time"
@@ -64,7 +65,10 @@ type checkpointFetcher struct {
 }
 
 func newCheckpointFetcher(f *fsm.FSM, acl *httpapi.ACL, peerTLS *tls.Config) checkpointFetcher {
-	tr := &http.Transport{ResponseHeaderTimeout: 30 * time.Second, TLSClientConfig: peerTLS}
+	// A partitioned holder must not hold the attempt's start for long:
+	// connect and first byte are bounded apart from the transfer.
+	tr := &http.Transport{DialContext: (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
+		TLSHandshakeTimeout: 5 * time.Second, ResponseHeaderTimeout: 10 * time.Second, TLSClientConfig: peerTLS}
 	scheme := "http"
 	if peerTLS != nil {
 		scheme = "https"
