@@ -252,6 +252,9 @@ func GangPlacements(recs []GangRecord, final []FinalJob, opt GangOptions) Result
 	byPl, order := gangTasks(recs, &r)
 	attempts := map[string]map[int]FinalAttempt{}
 	for _, j := range final {
+		if len(j.Attempts) == 0 {
+			continue // not read (every node failed the final read): nothing to compare
+		}
 		m := map[int]FinalAttempt{}
 		for _, a := range j.Attempts {
 			m[a.Attempt] = a
