@@ -257,7 +257,7 @@ func TestSystemPreemption(t *testing.T) {
 		t.Fatalf("state=preempted lists %+v, want %s", list.Jobs, victim)
 	}
 	// The README's form: foreman job ls --state preempted.
-	r := runForeman(t, c.bin, fmt.Sprintf("http://127.0.0.1:%d", leader.base), "job", "ls", "--state", "preempted")
+	r := runForeman(t, c.bin, leader.url(""), "job", "ls", "--state", "preempted")
 	if r.code != 0 || !strings.Contains(r.stdout, victim) || strings.Contains(r.stdout, hid) {
 		t.Fatalf("foreman job ls --state preempted: exit %d, stdout %q, stderr %q; want %s only", r.code, r.stdout, r.stderr, victim)
 	}
