@@ -256,6 +256,11 @@ func TestSystemPreemption(t *testing.T) {
 	if len(list.Jobs) != 1 || list.Jobs[0].ID != victim {
 		t.Fatalf("state=preempted lists %+v, want %s", list.Jobs, victim)
 	}
+	// The README's form: foreman job ls --state preempted.
+	r := runForeman(t, c.bin, leader.url(""), "job", "ls", "--state", "preempted")
+	if r.code != 0 || !strings.Contains(r.stdout, victim) || strings.Contains(r.stdout, hid) {
+		t.Fatalf("foreman job ls --state preempted: exit %d, stdout %q, stderr %q; want %s only", r.code, r.stdout, r.stderr, victim)
+	}
 	// The victim waits (queued) while the cluster is full, then completes.
 	hi.release(t)
 	waitJobState(t, leader, hid, "succeeded")
@@ -281,4 +286,91 @@ func postRaw(url string, body []byte, v any) error {
 		return fmt.Errorf("POST %s: %d %s", url, resp.StatusCode, b)
 	}
 	return json.NewDecoder(resp.Body).Decode(v)
+}
+
+// drainGangScript: each task copies what its checkpoint directory holds
+// into ck-<attempt> at start, and on its kill signal writes
+// "<index>-<attempt>" there (what a training job saves in its grace).
+const drainGangScript = `cat "$FOREMAN_CHECKPOINT/state" > "$SYSDIR/ck-$FOREMAN_ATTEMPT" 2>/dev/null
+trap 'echo "$GANG_INDEX-$FOREMAN_ATTEMPT" > "$FOREMAN_CHECKPOINT/state"; exit 143' TERM
+echo "$GANG_INDEX $FOREMAN_NODE" > "$SYSDIR/gang-$FOREMAN_ATTEMPT.tmp" && mv "$SYSDIR/gang-$FOREMAN_ATTEMPT.tmp" "$SYSDIR/gang-$FOREMAN_ATTEMPT"
+while [ ! -e "$SYSDIR/release" ]; do sleep 0.2; done`
+
+// TestSystemGangDrain: draining (with a deadline) the node of one task of
+// a gang of two on three agents stops both tasks as a unit with their
+// grace (each writes its checkpoint), re-places the gang on the two other
+// nodes, and each task's next attempt finds its own checkpoint — fetched
+// from the node that ran the previous attempt whenever it moved (the
+// drained node's task always moves), through /v1/internal/checkpoints.
+func TestSystemGangDrain(t *testing.T) {
+	c := newSysCluster(t, 3)
+	leader := c.leader()
+	d := newJobDir(t, c.root)
+	id := submitJob(t, leader, map[string]any{
+		"name":         "gang-drain",
+		"command":      []string{"/bin/sh", "-c", drainGangScript},
+		"env":          map[string]string{"SYSDIR": string(d), "PATH": "/usr/local/bin:/usr/bin:/bin"},
+		"driver":       "process",
+		"gang":         map[string]any{"size": 2},
+		"kill_timeout": "5s",
+		"backoff":      map[string]any{"initial": "200ms"},
+	})
+	first := map[int]string{} // task index -> node, placement 1
+	for n := 1; n <= 2; n++ {
+		var idx int
+		var node string
+		d.scan(t, fmt.Sprintf("gang-%d", n), &idx, &node)
+		first[idx] = node
+	}
+	drained := first[1]
+	if err := postJSON(c.byName(drained).url("/v1/nodes/"+drained+"/drain"), map[string]any{"deadline": "1s"}, nil); err != nil {
+		t.Fatalf("drain %s: %v", drained, err)
+	}
+	// Placement 2: attempts 3 and 4, on the two nodes left.
+	second := map[int]string{}
+	for n := 3; n <= 4; n++ {
+		var idx int
+		var node string
+		d.scan(t, fmt.Sprintf("gang-%d", n), &idx, &node)
+		second[idx] = node
+		if node == drained {
+			t.Fatalf("attempt %d placed on the drained node %s", n, node)
+		}
+		// Task idx of placement 1 was attempt idx+1; its checkpoint says so.
+		b, err := os.ReadFile(filepath.Join(string(d), fmt.Sprintf("ck-%d", n)))
+		want := fmt.Sprintf("%d-%d", idx, idx+1)
+		if err != nil || strings.TrimSpace(string(b)) != want {
+			t.Fatalf("task %d attempt %d on %s (previous attempt on %s) found checkpoint %q (%v), want %q",
+				idx, n, node, first[idx], b, err, want)
+		}
+	}
+	if second[1] == first[1] || second[0] == second[1] {
+		t.Fatalf("placements %v then %v", first, second)
+	}
+	t.Logf("placement 1 %v, drained %s, placement 2 %v: every task found its checkpoint", first, drained, second)
+	j, err := getJob(leader, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for n := 1; n <= 2; n++ {
+		a := j.attempt(n)
+		if a == nil || a.State != "killed" || a.Counted {
+			t.Fatalf("attempt %d of the drained placement: %+v (want killed, not counted): %s", n, a, j)
+		}
+	}
+	d.release(t)
+	waitJobState(t, leader, id, "succeeded")
+}
+
+// scan waits for file name in the job dir and reads its fields into vs.
+func (d jobDir) scan(t *testing.T, name string, vs ...any) {
+	t.Helper()
+	eventually(t, systemTimeout, name+" written", func() error {
+		b, err := os.ReadFile(filepath.Join(string(d), name))
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Sscan(string(b), vs...)
+		return err
+	})
 }

@@ -1,6 +1,7 @@
 package exec
 
 import (
+	"context"
 	"errors"
 	"io/fs"
 	"os"
@@ -41,20 +42,39 @@ func (w *Worker) checkpointsRoot() string { return filepath.Join(w.cfg.DataDir, 
 
 // checkpointDir is the attempt's checkpoint directory on this node.
 func (w *Worker) checkpointDir(at *fsm.Attempt) string {
+	return filepath.Join(w.checkpointsRoot(), CheckpointName(at))
+}
+
+// CheckpointName names an attempt's checkpoint directory on every node:
+// the job ID, plus -task-<i> for a gang task.
+func CheckpointName(at *fsm.Attempt) string {
 	name := at.JobID
 	if at.Task != nil {
 		name += "-task-" + strconv.Itoa(at.Task.Index)
 	}
-	return filepath.Join(w.checkpointsRoot(), name)
+	return name
 }
 
 // prepareCheckpoint creates (or bounds) the attempt's checkpoint directory,
 // writes the API's checkpoint into it and returns the directory and the
 // job's FOREMAN_CHECKPOINT variable.
-func (w *Worker) prepareCheckpoint(a Assignment, driver string) (string, []string, error) {
+func (w *Worker) prepareCheckpoint(ctx context.Context, a Assignment, driver string) (string, []string, error) {
 	dir := w.checkpointDir(&a.Attempt)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", nil, err
+	}
+	if from := a.CheckpointFrom; from != "" && from != w.cfg.Node && w.deps.Checkpoints != nil {
+		start := time.Now()
+		n, err := w.fetchCheckpoint(ctx, from, CheckpointName(&a.Attempt), dir)
+		if err != nil {
+			// The copy on a lost node is gone with it: the attempt starts
+			// with what this node has (documented).
+			w.log.Warn("checkpoint not fetched: the attempt starts with this node's", "job", a.Attempt.JobID,
+				"attempt", a.Attempt.Num, "from", from, "err", err)
+		} else {
+			w.log.Info("checkpoint fetched", "job", a.Attempt.JobID, "attempt", a.Attempt.Num, "from", from,
+				"bytes", n, "took", time.Since(start).Round(time.Millisecond))
+		}
 	}
 	// Writable by any user the job may run as, like /tmp.
 	if err := os.Chmod(dir, 0o1777); err != nil {

@@ -256,7 +256,7 @@ func (r *attemptRun) start(ctx context.Context, a Assignment) (*leaseClient, err
 		return nil, fmt.Errorf("inputs: %w", err)
 	}
 	if driver != HTTPDriverName {
-		ckDir, ckEnv, err := w.prepareCheckpoint(a, driver)
+		ckDir, ckEnv, err := w.prepareCheckpoint(ctx, a, driver)
 		if err != nil {
 			return nil, fmt.Errorf("checkpoint directory: %w", err)
 		}

@@ -22,6 +22,10 @@ type Assignment struct {
 	// Checkpoint is the job's checkpoint kept in raft (read only for
 	// attempts not yet started; nil: none).
 	Checkpoint []byte
+	// CheckpointFrom is the node of the task's latest earlier attempt that
+	// started ("" for none): when it is another node, its checkpoint
+	// directory is fetched from there before this attempt starts.
+	CheckpointFrom string
 }
 
 // Assignments is the worker's view of the replicated state (main adapts the
@@ -61,7 +65,11 @@ type WorkerDeps struct {
 	// Artifacts fetches parents' artifacts from other nodes for a child's
 	// inputs (nil: a child whose parent ran elsewhere fails to start).
 	Artifacts ArtifactFetcher
-	Logger    *slog.Logger // nil = slog.Default()
+	// Checkpoints fetches a checkpoint directory from the node that ran a
+	// task's previous attempt (nil: the next attempt starts with what
+	// this node has).
+	Checkpoints CheckpointFetcher
+	Logger      *slog.Logger // nil = slog.Default()
 }
 
 // Defaults. The lease must stay below what the leader waits before it

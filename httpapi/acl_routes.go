@@ -92,13 +92,14 @@ var Routes = map[string]RouteRule{
 	"GET /v1/acl/token/self":           {PermToken, false},
 
 	// The agent's own routes (cli/agent/agent.go).
-	"/v1/internal/":        {PermInternal, false}, // raft forwarding, leave, catch-up
-	"/v1/internal/submits": {PermInternal, false}, // handed to the API, which checks it again
-	"/ui/":                 {PermOpen, false},     // static assets; the API calls they make are guarded
-	"GET /{$}":             {PermOpen, false},     // redirect to /ui/
-	"/debug/pprof/":        {PermOperator, false},
-	"/debug/pprof/cmdline": {PermOperator, false},
-	"/debug/pprof/profile": {PermOperator, false},
-	"/debug/pprof/symbol":  {PermOperator, false},
-	"/debug/pprof/trace":   {PermOperator, false},
+	"/v1/internal/":                       {PermInternal, false}, // raft forwarding, leave, catch-up
+	"/v1/internal/submits":                {PermInternal, false}, // handed to the API, which checks it again
+	"GET /v1/internal/checkpoints/{name}": {PermInternal, false}, // a checkpoint directory for a task's next attempt on another node
+	"/ui/":                                {PermOpen, false},     // static assets; the API calls they make are guarded
+	"GET /{$}":                            {PermOpen, false},     // redirect to /ui/
+	"/debug/pprof/":                       {PermOperator, false},
+	"/debug/pprof/cmdline":                {PermOperator, false},
+	"/debug/pprof/profile":                {PermOperator, false},
+	"/debug/pprof/symbol":                 {PermOperator, false},
+	"/debug/pprof/trace":                  {PermOperator, false},
 }

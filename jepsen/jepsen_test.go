@@ -144,7 +144,48 @@ func TestJepsenSmoke(t *testing.T) {
 	// and followers forward writes with the cluster-internal secret.
 	m = append(m, Scenario{Name: "acl-kill-leader", Nemesis: "kill-leader", Nodes: 3, Seed: 1, ACL: true,
 		Warmup: 5 * time.Second, Fault: 12 * time.Second, Recover: 8 * time.Second, Drain: 60 * time.Second})
-	runMatrix(t, append(m, dagScenarios()...))
+	m = append(m, dagScenarios()...)
+	runMatrix(t, append(m, gangSmoke()))
+}
+
+// gangSmoke is the gang workload (gangs, failing tasks, preemption) under
+// kill-random, short phases: the smoke's gang row (~45 s).
+func gangSmoke() Scenario {
+	return Scenario{Name: "gang-kill-random", Nemesis: "kill-random", Nodes: 3, Seed: 1, Workload: "gang",
+		Warmup: 4 * time.Second, Fault: 10 * time.Second, Recover: 5 * time.Second, Drain: 60 * time.Second, Converge: 20 * time.Second}
+}
+
+// TestJepsenGang runs only gang scenarios (FOREMAN_JEPSEN=gang): the smoke
+// row, or with FOREMAN_JEPSEN_NEMESES every named nemesis at seed
+// FOREMAN_JEPSEN_SEEDS (default 1) with the full matrix's phases.
+func TestJepsenGang(t *testing.T) {
+	if os.Getenv("FOREMAN_JEPSEN") != "gang" {
+		t.Skip("set FOREMAN_JEPSEN=gang to run the gang scenarios alone (the smoke runs gang-kill-random)")
+	}
+	v := os.Getenv("FOREMAN_JEPSEN_NEMESES")
+	if v == "" {
+		runMatrix(t, []Scenario{gangSmoke()})
+		return
+	}
+	seed := uint64(1)
+	if s, err := strconv.ParseUint(os.Getenv("FOREMAN_JEPSEN_SEEDS"), 10, 64); err == nil && s > 0 {
+		seed = s
+	}
+	var m []Scenario
+	for _, n := range strings.Split(v, ",") {
+		m = append(m, gangFull(n, seed))
+	}
+	runMatrix(t, m)
+}
+
+// gangFull is the full matrix's gang row for nemesis n (ring and bridge on
+// five nodes).
+func gangFull(n string, seed uint64) Scenario {
+	nodes := 3
+	if n == "ring" || n == "bridge" {
+		nodes = 5
+	}
+	return Scenario{Name: fmt.Sprintf("gang-%s-s%d", n, seed), Nemesis: n, Nodes: nodes, Seed: seed, Workload: "gang"}
 }
 
 // TestJepsenDAG runs only the workflow scenarios (FOREMAN_JEPSEN=dag).
@@ -170,7 +211,7 @@ func dagScenarios() []Scenario {
 // five nodes. Gated by FOREMAN_JEPSEN=full (about 10 minutes per seed).
 // The clock nemesis needs a binary built with -tags jepsenclock.
 // FOREMAN_JEPSEN_SEEDS, FOREMAN_JEPSEN_NEMESES (comma list) and
-// FOREMAN_JEPSEN_WORKLOADS (submit, cron or dag; all by default) narrow it.
+// FOREMAN_JEPSEN_WORKLOADS (submit, cron, dag or gang; all by default) narrow it.
 func TestJepsenFull(t *testing.T) {
 	if os.Getenv("FOREMAN_JEPSEN") != "full" {
 		t.Skip("set FOREMAN_JEPSEN=full to run the full matrix")
@@ -190,7 +231,7 @@ func TestJepsenFull(t *testing.T) {
 			if n == "ring" || n == "bridge" {
 				nodes = 5
 			}
-			wl := os.Getenv("FOREMAN_JEPSEN_WORKLOADS") // "submit", "cron", "dag" or all (unset)
+			wl := os.Getenv("FOREMAN_JEPSEN_WORKLOADS") // "submit", "cron", "dag", "gang" or all (unset)
 			if wl == "" || wl == "submit" {
 				m = append(m, Scenario{Name: fmt.Sprintf("%s-s%d", n, seed), Nemesis: n, Nodes: nodes, Seed: seed})
 			}
@@ -204,6 +245,11 @@ func TestJepsenFull(t *testing.T) {
 			// on five nodes, clock with the jepsenclock binary).
 			if wl == "" || wl == "dag" {
 				m = append(m, Scenario{Name: fmt.Sprintf("dag-%s-s%d", n, seed), Nemesis: n, Nodes: nodes, Seed: seed, Workload: "dag"})
+			}
+			// Gangs and preemption under every nemesis: gang-partial,
+			// gang-placements and preempted.
+			if wl == "" || wl == "gang" {
+				m = append(m, gangFull(n, seed))
 			}
 		}
 	}

@@ -40,7 +40,8 @@ type Scenario struct {
 	Workers int
 	// Workload is "submit" (the default: jobs, reads, the queue, execution
 	// and run_at checkers), "cron" (schedules and the cron checkers) or
-	// "dag" (workflows, invariant 4).
+	// "dag" (workflows, invariant 4) or "gang" (gangs, preemption: the
+	// gang-partial, gang-placements and preempted checkers).
 	Workload string
 	// ACL runs the agents with --acl; the harness bootstraps a management
 	// token and every client sends it.
@@ -109,6 +110,9 @@ func Run(bin, outDir string, sc Scenario, cleanup func(func())) report.Summary {
 	if sc.ACL {
 		c.ExtraFlags = append(c.ExtraFlags, "--acl")
 	}
+	if sc.Workload == "gang" {
+		c.ExtraFlags = append(c.ExtraFlags, workload.GangAgentFlags...)
+	}
 	var once sync.Once
 	teardown := func() {
 		once.Do(func() {
@@ -160,6 +164,8 @@ func Run(bin, outDir string, sc Scenario, cleanup func(func())) report.Summary {
 	switch sc.Workload {
 	case "cron":
 		wl = workload.NewCron()
+	case "gang":
+		wl = workload.NewGang(sc.Nodes)
 	case "dag":
 		d := workload.NewDAG()
 		if sc.Workers > 0 {

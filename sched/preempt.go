@@ -141,11 +141,21 @@ func (pr *preemption) try(p *placer, j *fsm.Job, req *fsm.Resources) (string, bo
 			nodes = append(nodes, p.nodes[c.node].node.Name)
 		}
 	}
-	if len(victims) == 0 {
-		if waiting > 0 {
-			return fmt.Sprintf("waiting for %d stopping attempts to free room", waiting), false
-		}
+	if len(victims) == 0 && waiting == 0 {
 		return "", false
+	}
+	// The room the preemptor counts on is its for the rest of the plan: a
+	// lower-priority job examined later must not take it (on a node
+	// without victims, or where victims are stopping), or once the victims
+	// end the preemptor does not fit and preempts again, the re-queued
+	// victims fill the room again, and so on (the jepsen gang workload
+	// saw one job preempted 170 times). In the next plan the preemptor is
+	// examined before any lower priority, so nothing needs to persist.
+	for _, c := range chosen {
+		pr.pl.nodes[c.node].take(req)
+	}
+	if len(victims) == 0 {
+		return fmt.Sprintf("waiting for %d stopping attempts to free room", waiting), false
 	}
 	for _, v := range victims {
 		pr.taken[attemptKey(v)] = true

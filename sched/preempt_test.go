@@ -157,6 +157,39 @@ func TestPreemptForGangOnNNodes(t *testing.T) {
 	}
 }
 
+// Regression (jepsen gang-kill-random): a gang preempting on one node
+// counts on the free room of the others; a lower-priority job examined
+// later in the same plan must not take it, nor the room of a node whose
+// victims are stopping. Before the fix the queued low job went to b, the
+// gang preempted again once a's victim ended, and the victims cycled.
+func TestPreemptorKeepsItsRoomInThePlan(t *testing.T) {
+	nodes := []fsm.Node{node("a", 2000, 4096), node("b", 2000, 4096), node("c", 2000, 4096)}
+	s := preemptSnap(nodes, []liveJob{
+		{id: "la1", node: "a", prio: 10, cpu: 1000},
+		{id: "la2", node: "a", prio: 10, cpu: 1000, started: time.Hour},
+		{id: "lb", node: "b", prio: 10, cpu: 1000},
+		{id: "gc", node: "c", prio: 60, cpu: 1000},
+	}, gangJob("g", 60, 3, 1000, 256), job("low", 10, 1000, 256))
+	d := decode(t, Plan(s, t0, testConfig()))
+	if by, ids := victims(d); by != "g" || len(ids) != 1 {
+		t.Fatalf("victims %v by %q, want one on a", ids, by)
+	}
+	if len(d.placements) != 0 {
+		t.Fatalf("placed %+v in the room the gang waits for", d.placements)
+	}
+	// The victim is stopping: the gang waits, and its room stays its.
+	s = preemptSnap(nodes, []liveJob{
+		{id: "la1", node: "a", prio: 10, cpu: 1000, stopping: fsm.ReasonPreempted},
+		{id: "la2", node: "a", prio: 10, cpu: 1000, started: time.Hour},
+		{id: "lb", node: "b", prio: 10, cpu: 1000},
+		{id: "gc", node: "c", prio: 60, cpu: 1000},
+	}, gangJob("g", 60, 3, 1000, 256), job("low", 10, 1000, 256))
+	d = decode(t, Plan(s, t0, testConfig()))
+	if _, ids := victims(d); len(ids) != 0 || len(d.placements) != 0 || !strings.Contains(d.reasons["g"], "waiting for 1 stopping") {
+		t.Fatalf("victims %v placements %+v reason %q: want the gang waiting and nothing placed", ids, d.placements, d.reasons["g"])
+	}
+}
+
 func TestConfigPreemptionMargin(t *testing.T) {
 	for _, m := range []int{-1, 101} {
 		c := DefaultConfig()

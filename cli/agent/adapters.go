@@ -40,6 +40,7 @@ func (a assignments) LiveAttempts(node string) ([]exec.Assignment, error) {
 	defer c.mu.Unlock()
 	var out []exec.Assignment
 	next := make(map[specKey]fsm.JobSpec, len(c.specs))
+	nextFrom := make(map[specKey]string, len(c.from))
 	err := a.f.View(func(tx *fsm.Tx) error {
 		var firstErr error
 		err := tx.LiveAttemptsOnNode(node, func(at *fsm.Attempt) bool {
@@ -59,6 +60,11 @@ func (a assignments) LiveAttempts(node string) ([]exec.Assignment, error) {
 			}
 			next[k] = spec
 			as := exec.Assignment{Attempt: *at, Spec: spec, Checkpoint: tx.Checkpoint(at.JobID)}
+			from, ok := c.from[k]
+			if !ok {
+				from = checkpointFrom(tx, at)
+			}
+			nextFrom[k], as.CheckpointFrom = from, from
 			if len(spec.DependsOn) > 0 {
 				// The parents' results, for the child's inputs directory.
 				in, err := tx.JobInputs(&spec)
@@ -81,7 +87,7 @@ func (a assignments) LiveAttempts(node string) ([]exec.Assignment, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.specs = next // only the attempts still assigned
+	c.specs, c.from = next, nextFrom // only the attempts still assigned
 	return out, nil
 }
 
@@ -93,6 +99,33 @@ func (a assignments) LiveAttempts(node string) ([]exec.Assignment, error) {
 type specCache struct {
 	mu    sync.Mutex
 	specs map[specKey]fsm.JobSpec
+	// from is each assigned attempt's Assignment.CheckpointFrom.
+	from map[specKey]string
+}
+
+// checkpointFrom is the node of at's task's latest earlier attempt that
+// started ("" if none): where its checkpoint directory is. A gang task
+// follows its own index; a job without a gang, any earlier attempt.
+func checkpointFrom(tx *fsm.Tx, at *fsm.Attempt) string {
+	if at.Num <= 1 {
+		return ""
+	}
+	prev, err := tx.Attempts(at.JobID)
+	if err != nil {
+		return ""
+	}
+	best, node := 0, ""
+	for i := range prev {
+		p := &prev[i]
+		if p.Num >= at.Num || p.Num <= best || p.StartedAt.IsZero() {
+			continue
+		}
+		if (at.Task == nil) != (p.Task == nil) || (at.Task != nil && p.Task.Index != at.Task.Index) {
+			continue
+		}
+		best, node = p.Num, p.Node
+	}
+	return node
 }
 
 type specKey struct {

@@ -374,6 +374,7 @@ func runAgent(parent context.Context, cfg *agentConfig) error {
 		Reporter:      exec.NewBatchingReporter(reportBatch{n: node, now: wallclock.Now}),
 		LeaderContact: node,
 		Artifacts:     artifactFetcher{f: f},
+		Checkpoints:   newCheckpointFetcher(f, acl, peerTLS),
 		Logger:        logger,
 	})
 	if err != nil {
@@ -407,7 +408,7 @@ func runAgent(parent context.Context, cfg *agentConfig) error {
 		Artifacts: workerArtifacts{worker},
 		PeerTLS:   peerTLS,
 	})
-	srv := newHTTPServer(routes(acl, api, node.InternalHandler(), cfg.pprof, cfg.tls != nil), logger)
+	srv := newHTTPServer(routes(acl, api, node.InternalHandler(), checkpointHandler(worker), cfg.pprof, cfg.tls != nil), logger)
 	srvErr := make(chan error, 1)
 	go func() { srvErr <- srv.Serve(ln) }()
 
@@ -464,7 +465,7 @@ func bindHost(c cluster.Config) string {
 // (httpapi/acl_routes.go) and refuses a pattern missing there.
 // With tlsOn the followers' grouped submits need an agent certificate (the
 // internal handler checks its own).
-func routes(acl *httpapi.ACL, api, internal http.Handler, withPprof, tlsOn bool) http.Handler {
+func routes(acl *httpapi.ACL, api, internal, checkpoints http.Handler, withPprof, tlsOn bool) http.Handler {
 	mux := http.NewServeMux()
 	if withPprof {
 		acl.Handle(mux, "/debug/pprof/", http.HandlerFunc(pprof.Index)) // also serves heap, goroutine, allocs, block, mutex…
@@ -475,6 +476,7 @@ func routes(acl *httpapi.ACL, api, internal http.Handler, withPprof, tlsOn bool)
 	}
 	acl.Handle(mux, "/v1/internal/", internal)
 	acl.Handle(mux, httpapi.ForwardedSubmitsPath, agentOnly(api, tlsOn)) // followers' grouped submits: the API's, not raft's
+	acl.Handle(mux, CheckpointsPath, agentOnly(checkpoints, tlsOn))      // a task's checkpoint for its next attempt elsewhere
 	acl.Handle(mux, "/ui/", uiHandler())
 	acl.Handle(mux, "GET /{$}", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/ui/", http.StatusFound)

@@ -15,7 +15,7 @@ func TestPprofOnlyWhenAsked(t *testing.T) {
 		on   bool
 		want int
 	}{{false, http.StatusNotFound}, {true, http.StatusOK}} {
-		h := routes(httpapi.NewACL(false, nil, nil, nil), http.NotFoundHandler(), http.NotFoundHandler(), tc.on, false)
+		h := routes(httpapi.NewACL(false, nil, nil, nil), http.NotFoundHandler(), http.NotFoundHandler(), http.NotFoundHandler(), tc.on, false)
 		for _, path := range []string{"/debug/pprof/", "/debug/pprof/goroutine?debug=1"} {
 			rec := httptest.NewRecorder()
 			h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))

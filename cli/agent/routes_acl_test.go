@@ -48,7 +48,7 @@ func TestAgentRoutesACL(t *testing.T) {
 	}
 	acl := httpapi.NewACL(true, f, nil, nil)
 	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
-	srv := httptest.NewServer(routes(acl, ok, ok, true, false))
+	srv := httptest.NewServer(routes(acl, ok, ok, ok, true, false))
 	t.Cleanup(srv.Close)
 	get := func(path string, hdr ...string) int {
 		req, _ := http.NewRequest(http.MethodGet, srv.URL+path, nil)

@@ -21,6 +21,16 @@ type FinalAttempt struct {
 	Node         string `json:"node"`
 	State        string `json:"state"`
 	FencingToken uint64 `json:"fencing_token"`
+	// Reason qualifies killed attempts (preempted, fenced, cancelled...).
+	Reason string `json:"reason,omitempty"`
+	// Task is set on a gang task's attempt.
+	Task *FinalTask `json:"task,omitempty"`
+}
+
+// FinalTask is the gang part of an attempt.
+type FinalTask struct {
+	Index int `json:"index"`
+	Size  int `json:"size"`
 }
 
 // Terminal reports whether s is a terminal job state.

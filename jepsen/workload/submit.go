@@ -30,6 +30,9 @@ type Submit struct {
 	// one at random, 0 meaning "no run_at". Delayed jobs give a skewed
 	// clock something to break (checker.RunAt).
 	Delays []time.Duration
+	// Spec, when set, builds the job spec of a key instead of a probe
+	// (the gang workload); it must give a retry the same spec.
+	Spec func(env *Env, key string) map[string]any
 
 	mu      sync.Mutex
 	pending map[string]int // indeterminate key -> worker
@@ -149,9 +152,14 @@ func (s *Submit) RunAts() map[string]int64 {
 }
 
 func (s *Submit) submit(ctx context.Context, env *Env, cl *client.Client, w int, key string) (string, history.Outcome) {
-	spec := ProbeSpec("jepsen-"+key, env.Dir, s.sleepFor(key))
-	if t := s.runAtFor(key); !t.IsZero() {
-		spec["run_at"] = t.Format(time.RFC3339Nano)
+	var spec map[string]any
+	if s.Spec != nil {
+		spec = s.Spec(env, key)
+	} else {
+		spec = ProbeSpec("jepsen-"+key, env.Dir, s.sleepFor(key))
+		if t := s.runAtFor(key); !t.IsZero() {
+			spec["run_at"] = t.Format(time.RFC3339Nano)
+		}
 	}
 	op := history.Op{Process: w, Kind: history.Submit, Node: cl.Node, Key: key, Call: env.Rec.Now()}
 	id, dup, err := cl.Submit(ctx, spec, key)
@@ -283,6 +291,23 @@ func (s *Submit) Drain(ctx context.Context, env *Env, d time.Duration) error {
 	}
 	return nil
 }
+
+// Acked returns the acknowledged keys and their job IDs.
+func (s *Submit) Acked() map[string]string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]string, len(s.acked))
+	for k, v := range s.acked {
+		out[k] = v
+	}
+	return out
+}
+
+// EndNs is when the drain stopped waiting (recorder time base).
+func (s *Submit) EndNs() int64 { return s.endNs }
+
+// NoFinal reports whether the final listing failed.
+func (s *Submit) NoFinal() bool { return s.noFinal }
 
 // Final returns the collected final view.
 func (s *Submit) Final() []checker.FinalJob { return s.final }

@@ -58,14 +58,18 @@ async function load(el, id, unsub, early, setHandler) {
       ["Priority", s.priority], ["Queue", s.queue || "default"],
       ["Labels", labels(s.labels) || "—"],
     ];
+    if (j.gang) kv.push(["Gang", h("span", { id: "job-gang" }, `${j.gang.size} tasks · placement ${j.gang.placements || 0} · token ${j.gang.token || "—"}`,
+      j.gang.stop ? " · stopping: " + j.gang.stop : "")]);
+    if (j.preemptions) kv.push(["Preempted", j.preemptions + (j.preemptions === 1 ? " time" : " times")]);
     if (j.workflow) kv.push(["Workflow", link("workflows/" + enc(j.workflow), j.workflow)]);
     if (s.schedule) kv.push(["Schedule", link("schedules/" + enc(s.schedule), s.schedule)]);
     if (s.depends_on?.length) kv.push(["Depends on", s.depends_on.map((p, i) => [i ? ", " : "", link("jobs/" + enc(p), p)])]);
     replace(summary, h("dl", { class: "kv" }, kv.map(([k, v]) => [h("dt", null, k), h("dd", null, v)])));
     replace(attempts, h("h2", null, "Attempts"), d.attempts.length ? h("table", { id: "attempts" },
-      h("thead", null, h("tr", null, ["#", "Node", "State", "Reason", "Exit", "Started", "Duration", "Peak memory", "CPU time"].map((x) => h("th", null, x)))),
+      h("thead", null, h("tr", null, ["#", ...(j.gang ? ["Task"] : []), "Node", "State", "Reason", "Exit", "Started", "Duration", "Peak memory", "CPU time"].map((x) => h("th", null, x)))),
       h("tbody", null, d.attempts.map((a) => h("tr", null,
         h("td", null, a.attempt),
+        j.gang ? h("td", { class: "task" }, a.task ? String(a.task.index) : "—") : null,
         h("td", null, a.node ? link("nodes/" + enc(a.node), a.node) : "—"),
         h("td", null, badge(a.state)),
         h("td", { class: a.oom || a.reason === "timeout" ? "bad" : "" }, a.oom ? "OOM killed" : a.reason || "", a.signal ? " (" + a.signal + ")" : "", a.warning ? " ⚠ " + a.warning : ""),
