@@ -28,31 +28,32 @@ type RouteRule struct {
 // some namespace.
 var Routes = map[string]RouteRule{
 	// Jobs.
-	"POST /v1/jobs":                         {PermSubmit, true},
-	"GET /v1/jobs":                          {PermRead, true},
-	"GET /v1/jobs/{id}":                     {PermRead, true},
-	"POST /v1/jobs/{id}/cancel":             {PermSubmit, true},
-	"POST /v1/jobs/{id}/retry":              {PermSubmit, true},
-	"GET /v1/jobs/{id}/logs":                {PermRead, true},
-	"GET /v1/jobs/{id}/events":              {PermRead, true},
-	"GET /v1/jobs/{id}/result":              {PermRead, true},
-	"GET /v1/jobs/{id}/tasks":               {PermRead, true},
-	"POST /v1/jobs/{id}/checkpoint":         {PermSubmit, true},
-	"GET /v1/jobs/{id}/checkpoint":          {PermRead, true},
-	"GET /v1/jobs/counts":                   {PermRead, true},
-	"GET /v1/jobs/{id}/artifacts":           {PermRead, true},
-	"GET /v1/jobs/{id}/artifacts/{path...}": {PermRead, true},
-	"GET /v1/events":                        {PermRead, true},
-	"GET /v1/metrics":                       {PermOperator, false},
-	"POST /v1/internal/submits":             {PermInternal, false},
-	"GET /v1/health":                        {PermOpen, false},
-	"GET /v1/ready":                         {PermOpen, false},
-	"/":                                     {PermOpen, false}, // API: 404/405 only; agent: hands over to the API's own mux
-	"POST /v1/workflows":                    {PermWrite, true},
-	"GET /v1/workflows":                     {PermRead, true},
-	"GET /v1/workflows/{id}":                {PermRead, true},
-	"DELETE /v1/workflows/{id}":             {PermWrite, true},
-	"POST /v1/workflows/{id}/retry":         {PermWrite, true},
+	"POST /v1/jobs":                             {PermSubmit, true},
+	"GET /v1/jobs":                              {PermRead, true},
+	"GET /v1/jobs/{id}":                         {PermRead, true},
+	"POST /v1/jobs/{id}/cancel":                 {PermSubmit, true},
+	"POST /v1/jobs/{id}/retry":                  {PermSubmit, true},
+	"GET /v1/jobs/{id}/logs":                    {PermRead, true},
+	"GET /v1/jobs/{id}/events":                  {PermRead, true},
+	"GET /v1/jobs/{id}/result":                  {PermRead, true},
+	"GET /v1/jobs/{id}/tasks":                   {PermRead, true},
+	"POST /v1/jobs/{id}/checkpoint":             {PermSubmit, true},
+	"GET /v1/jobs/{id}/checkpoint":              {PermRead, true},
+	"GET /v1/jobs/counts":                       {PermRead, true},
+	"GET /v1/jobs/{id}/artifacts":               {PermRead, true},
+	"GET /v1/jobs/{id}/artifacts/{path...}":     {PermRead, true},
+	"GET /v1/events":                            {PermRead, true},
+	"GET /v1/metrics":                           {PermOperator, false},
+	"POST /v1/internal/submits":                 {PermInternal, false},
+	"GET /v1/internal/artifacts/{id}/{path...}": {PermInternal, false}, // a child's inputs fetched from the parent's node
+	"GET /v1/health":                            {PermOpen, false},
+	"GET /v1/ready":                             {PermOpen, false},
+	"/":                                         {PermOpen, false}, // API: 404/405 only; agent: hands over to the API's own mux
+	"POST /v1/workflows":                        {PermWrite, true},
+	"GET /v1/workflows":                         {PermRead, true},
+	"GET /v1/workflows/{id}":                    {PermRead, true},
+	"DELETE /v1/workflows/{id}":                 {PermWrite, true},
+	"POST /v1/workflows/{id}/retry":             {PermWrite, true},
 
 	// Schedules.
 	"POST /v1/schedules":                {PermWrite, true},
@@ -92,13 +93,14 @@ var Routes = map[string]RouteRule{
 	"GET /v1/acl/token/self":           {PermToken, false},
 
 	// The agent's own routes (cli/agent/agent.go).
-	"/v1/internal/":        {PermInternal, false}, // raft forwarding, leave, catch-up
-	"/v1/internal/submits": {PermInternal, false}, // handed to the API, which checks it again
-	"/ui/":                 {PermOpen, false},     // static assets; the API calls they make are guarded
-	"GET /{$}":             {PermOpen, false},     // redirect to /ui/
-	"/debug/pprof/":        {PermOperator, false},
-	"/debug/pprof/cmdline": {PermOperator, false},
-	"/debug/pprof/profile": {PermOperator, false},
-	"/debug/pprof/symbol":  {PermOperator, false},
-	"/debug/pprof/trace":   {PermOperator, false},
+	"/v1/internal/":           {PermInternal, false}, // raft forwarding, leave, catch-up
+	"/v1/internal/submits":    {PermInternal, false}, // handed to the API, which checks it again
+	"/v1/internal/artifacts/": {PermInternal, false}, // handed to the API, which checks it again
+	"/ui/":                    {PermOpen, false},     // static assets; the API calls they make are guarded
+	"GET /{$}":                {PermOpen, false},     // redirect to /ui/
+	"/debug/pprof/":           {PermOperator, false},
+	"/debug/pprof/cmdline":    {PermOperator, false},
+	"/debug/pprof/profile":    {PermOperator, false},
+	"/debug/pprof/symbol":     {PermOperator, false},
+	"/debug/pprof/trace":      {PermOperator, false},
 }

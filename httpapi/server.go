@@ -133,6 +133,7 @@ func (s *server) routes() {
 	s.handle(m, "GET /v1/jobs/{id}/result", s.read(s.jobScoped(PermRead, s.jobResult)))
 	s.handle(m, "GET /v1/jobs/{id}/artifacts", s.read(s.jobScoped(PermRead, s.listArtifacts)))
 	s.handle(m, "GET /v1/jobs/{id}/artifacts/{path...}", s.read(s.jobScoped(PermRead, s.getArtifact)))
+	s.handle(m, "GET "+InternalArtifactsPath+"{id}/{path...}", s.local(s.getArtifact))
 	s.handle(m, "GET /v1/jobs/{id}/tasks", s.read(s.jobScoped(PermRead, s.jobTasks)))
 	s.handle(m, "POST /v1/jobs/{id}/checkpoint", s.write(s.jobScoped(PermSubmit, s.putCheckpoint)))
 	s.handle(m, "GET /v1/jobs/{id}/checkpoint", s.read(s.jobScoped(PermRead, s.getCheckpoint)))

@@ -373,7 +373,7 @@ func runAgent(parent context.Context, cfg *agentConfig) error {
 		Assignments:   newAssignments(f),
 		Reporter:      exec.NewBatchingReporter(reportBatch{n: node, now: wallclock.Now}),
 		LeaderContact: node,
-		Artifacts:     artifactFetcher{f: f},
+		Artifacts:     newArtifactFetcher(f, acl, peerTLS),
 		Logger:        logger,
 	})
 	if err != nil {
@@ -474,7 +474,8 @@ func routes(acl *httpapi.ACL, api, internal http.Handler, withPprof, tlsOn bool)
 		acl.Handle(mux, "/debug/pprof/trace", http.HandlerFunc(pprof.Trace))
 	}
 	acl.Handle(mux, "/v1/internal/", internal)
-	acl.Handle(mux, httpapi.ForwardedSubmitsPath, agentOnly(api, tlsOn)) // followers' grouped submits: the API's, not raft's
+	acl.Handle(mux, httpapi.ForwardedSubmitsPath, agentOnly(api, tlsOn))  // followers' grouped submits: the API's, not raft's
+	acl.Handle(mux, httpapi.InternalArtifactsPath, agentOnly(api, tlsOn)) // artifacts fetched for a child's inputs
 	acl.Handle(mux, "/ui/", uiHandler())
 	acl.Handle(mux, "GET /{$}", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/ui/", http.StatusFound)
