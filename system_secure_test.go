@@ -2,13 +2,17 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/foreman-sched/foreman/cluster"
 	"github.com/foreman-sched/foreman/fsm"
 	"github.com/foreman-sched/foreman/httpapi"
 )
@@ -174,5 +178,164 @@ func TestSystemSecureArtifacts(t *testing.T) {
 	}
 	if got := string(res); got != "artifact-of-a on s2" {
 		t.Errorf("b's result %q, want the artifact read on s2", got)
+	}
+}
+
+// TestSystemGossipKeyRotation rotates the gossip key of three agents
+// (ACL and TLS on) with `foreman operator gossip-key install|use|remove`
+// while every agent watches the membership: no member is ever suspect or
+// dead, no agent logs a packet it could not decrypt, a use before the key
+// is installed everywhere and a remove of the primary key are refused, and
+// an agent restarted with its old --gossip-key rejoins with the rotated
+// keyring it saved in its data dir.
+func TestSystemGossipKeyRotation(t *testing.T) {
+	if testing.Short() {
+		t.Skip("system test: skipped in -short mode")
+	}
+	c := newSecureCluster(t)
+	keys := func(via *agentProc) map[string]string { // node -> "fp fp*"
+		t.Helper()
+		r := c.cli(t, via, "operator", "gossip-key", "list", "--json")
+		if r.code != 0 {
+			t.Fatalf("gossip-key list: %d %s", r.code, r.stderr)
+		}
+		var res httpapi.GossipKeysResponse
+		if err := json.Unmarshal([]byte(r.stdout), &res); err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]string{}
+		for _, n := range res.Nodes {
+			var ks []string
+			for _, k := range n.Keys {
+				ks = append(ks, k.Fingerprint+map[bool]string{true: "*"}[k.Primary])
+			}
+			out[n.Node] = strings.Join(ks, " ")
+		}
+		return out
+	}
+	fp := func(b64 string) string {
+		k, err := base64.StdEncoding.DecodeString(b64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cluster.KeyFingerprint(k)
+	}
+	want := func(got map[string]string, w string) {
+		t.Helper()
+		if len(got) != 3 {
+			t.Fatalf("keyrings of %d nodes, want 3: %v", len(got), got)
+		}
+		for n, k := range got {
+			if k != w {
+				t.Fatalf("%s: keys %q, want %q (all: %v)", n, k, w, got)
+			}
+		}
+	}
+	old := c.gossipKey
+	want(keys(c.agents[0]), fp(old)+"*")
+
+	// Every agent's view of the membership, twice a second, until the end.
+	stop := make(chan struct{})
+	watchErr := make(chan string, 1)
+	var rounds atomic.Int64
+	go func() {
+		defer close(watchErr)
+		cls := []*httpapi.Client{}
+		for _, a := range c.agents {
+			cls = append(cls, c.client(t, a, c.mgmt))
+		}
+		for {
+			for i, cl := range cls {
+				ms, err := cl.Members(context.Background())
+				if err != nil {
+					continue // an agent restarting below
+				}
+				for _, m := range ms {
+					if m.Status != string(fsm.NodeAlive) && c.agents[i].running() {
+						select {
+						case watchErr <- fmt.Sprintf("%s sees %s %s", c.agents[i].name, m.Name, m.Status):
+						default:
+						}
+					}
+				}
+			}
+			rounds.Add(1)
+			select {
+			case <-stop:
+				return
+			case <-time.After(300 * time.Millisecond):
+			}
+		}
+	}()
+
+	nk := runForeman(t, c.bin, "", "tls", "gossip-key")
+	stray := runForeman(t, c.bin, "", "tls", "gossip-key")
+	newKey, strayKey := strings.TrimSpace(nk.stdout), strings.TrimSpace(stray.stdout)
+	if r := c.cli(t, c.agents[1], "operator", "gossip-key", "use", strayKey); r.code == 0 || !strings.Contains(r.stderr, "not installed") {
+		t.Errorf("use of a key installed nowhere: exit %d %q; want a refusal", r.code, r.stderr)
+	}
+	if r := c.cli(t, c.agents[1], "operator", "gossip-key", "install", newKey); r.code != 0 {
+		t.Fatalf("install: %d %s", r.code, r.stderr)
+	}
+	want(keys(c.agents[2]), fp(old)+"* "+fp(newKey))
+	if r := c.cli(t, c.agents[2], "operator", "gossip-key", "use", newKey); r.code != 0 {
+		t.Fatalf("use: %d %s", r.code, r.stderr)
+	}
+	if r := c.cli(t, c.agents[0], "operator", "gossip-key", "remove", newKey); r.code == 0 || !strings.Contains(r.stderr, "primary") {
+		t.Errorf("remove of the primary key: exit %d %q; want a refusal", r.code, r.stderr)
+	}
+	if r := c.cli(t, c.agents[0], "operator", "gossip-key", "remove", old); r.code != 0 {
+		t.Fatalf("remove: %d %s", r.code, r.stderr)
+	}
+	want(keys(c.agents[1]), fp(newKey)+"*")
+
+	// Gossip keeps flowing on the new key only: watch ten more rounds
+	// (about 3 s: three probe intervals; a member that could not decrypt
+	// would turn suspect within them), then stop watching.
+	target := rounds.Load() + 10
+	eventually(t, systemTimeout, "ten membership rounds after the rotation", func() error {
+		if r := rounds.Load(); r < target {
+			return fmt.Errorf("%d rounds", r)
+		}
+		return nil
+	})
+	close(stop)
+	for msg := range watchErr {
+		t.Errorf("membership changed during the rotation: %s", msg)
+	}
+
+	// Restart one agent with its old --gossip-key: the saved keyring wins.
+	a := c.agents[2]
+	a.kill9()
+	a.restart(t)
+	eventually(t, systemTimeout, a.name+" back and alive on every node's view", func() error {
+		for _, via := range c.agents {
+			ms, err := c.client(t, via, c.mgmt).Members(context.Background())
+			if err != nil {
+				return err
+			}
+			alive := 0
+			for _, m := range ms {
+				if m.Status == string(fsm.NodeAlive) {
+					alive++
+				}
+			}
+			if alive != 3 {
+				return fmt.Errorf("%s sees %d alive: %+v", via.name, alive, ms)
+			}
+		}
+		return nil
+	})
+	want(keys(c.agents[0]), fp(newKey)+"*")
+	for _, a := range c.agents {
+		b, _ := os.ReadFile(a.logPath)
+		if strings.Contains(string(b), "No installed keys could decrypt") {
+			t.Errorf("%s logged gossip it could not decrypt during the rotation", a.name)
+		}
+		for _, k := range []string{old, newKey} {
+			if strings.Contains(string(b), k) {
+				t.Errorf("%s's log holds a gossip key", a.name)
+			}
+		}
 	}
 }

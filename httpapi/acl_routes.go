@@ -84,6 +84,8 @@ var Routes = map[string]RouteRule{
 	"GET /v1/operator/snapshot":                 {PermOperator, false},
 	"PUT /v1/operator/snapshot":                 {PermOperator, false},
 	"POST /v1/operator/snapshot":                {PermOperator, false},
+	"GET /v1/operator/gossip-keys":              {PermOperator, false}, // every node's keyring, by fingerprint
+	"POST /v1/operator/gossip-keys":             {PermOperator, false}, // install|use|remove on every alive node
 
 	// ACL.
 	"POST /v1/acl/bootstrap":           {PermOpen, false}, // works once

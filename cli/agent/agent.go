@@ -404,8 +404,9 @@ func runAgent(parent context.Context, cfg *agentConfig) error {
 		Operator: operatorAdapter{node},
 		Logger:   logger,
 
-		Artifacts: workerArtifacts{worker},
-		PeerTLS:   peerTLS,
+		Artifacts:  workerArtifacts{worker},
+		PeerTLS:    peerTLS,
+		GossipKeys: keyringAdapter{node},
 	})
 	srv := newHTTPServer(routes(acl, api, node.InternalHandler(), cfg.pprof, cfg.tls != nil), logger)
 	srvErr := make(chan error, 1)
