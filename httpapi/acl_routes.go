@@ -88,11 +88,12 @@ var Routes = map[string]RouteRule{
 	"POST /v1/operator/gossip-keys":             {PermOperator, false}, // install|use|remove on every alive node
 
 	// ACL.
-	"POST /v1/acl/bootstrap":           {PermOpen, false}, // works once
-	"GET /v1/acl/tokens":               {PermManagement, false},
-	"POST /v1/acl/tokens":              {PermManagement, false},
-	"DELETE /v1/acl/tokens/{accessor}": {PermManagement, false},
-	"GET /v1/acl/token/self":           {PermToken, false},
+	"POST /v1/acl/bootstrap":              {PermOpen, false}, // works once
+	"GET /v1/acl/tokens":                  {PermManagement, false},
+	"POST /v1/acl/tokens":                 {PermManagement, false},
+	"DELETE /v1/acl/tokens/{accessor}":    {PermManagement, false},
+	"GET /v1/acl/token/self":              {PermToken, false},
+	"POST /v1/acl/internal-secret/rotate": {PermManagement, false},
 
 	// The agent's own routes (cli/agent/agent.go).
 	"/v1/internal/":           {PermInternal, false}, // raft forwarding, leave, catch-up
