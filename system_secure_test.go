@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -31,6 +33,29 @@ func (c *secureCluster) addr(a *agentProc) string { return fmt.Sprintf("https://
 func (c *secureCluster) cli(t testing.TB, a *agentProc, args ...string) cliResult {
 	t.Helper()
 	return runForeman(t, c.bin, c.addr(a), append(args, "--ca-cert", c.ca, "--token", c.mgmt)...)
+}
+
+// cliStdin is cli with stdin.
+func (c *secureCluster) cliStdin(t testing.TB, a *agentProc, stdin string, args ...string) cliResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), cliCommandTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, c.bin, append(args, "--ca-cert", c.ca, "--token", c.mgmt)...)
+	cmd.Env = append(os.Environ(), "FOREMAN_ADDR="+c.addr(a))
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errb strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	r := cliResult{stdout: out.String(), stderr: errb.String()}
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee):
+		r.code = ee.ExitCode()
+	default:
+		t.Fatalf("foreman %s: %v", strings.Join(args, " "), err)
+	}
+	return r
 }
 
 // client is an API client of agent a with token.
@@ -135,6 +160,11 @@ func TestSystemSecureArtifacts(t *testing.T) {
 		t.Skip("system test: skipped in -short mode")
 	}
 	c := newSecureCluster(t)
+	// A rotated cluster-internal secret: followers forward the submit and
+	// the child's node fetches the artifact with the new one.
+	if r := c.cli(t, c.agents[1], "acl", "internal-secret", "rotate"); r.code != 0 || !strings.Contains(r.stdout, "rotated") {
+		t.Fatalf("internal-secret rotate: %d %s %s", r.code, r.stdout, r.stderr)
+	}
 	cl := c.client(t, c.agents[2], c.token(t, "write:default"))
 	one := 1
 	job := func(name, host, script string, deps ...string) httpapi.JobSpecInput {
@@ -274,11 +304,12 @@ func TestSystemGossipKeyRotation(t *testing.T) {
 	if r := c.cli(t, c.agents[1], "operator", "gossip-key", "use", strayKey); r.code == 0 || !strings.Contains(r.stderr, "not installed") {
 		t.Errorf("use of a key installed nowhere: exit %d %q; want a refusal", r.code, r.stderr)
 	}
-	if r := c.cli(t, c.agents[1], "operator", "gossip-key", "install", newKey); r.code != 0 {
+	// docs/security.md's form: the key from stdin (out of ps).
+	if r := c.cliStdin(t, c.agents[1], newKey+"\n", "operator", "gossip-key", "install", "-"); r.code != 0 {
 		t.Fatalf("install: %d %s", r.code, r.stderr)
 	}
 	want(keys(c.agents[2]), fp(old)+"* "+fp(newKey))
-	if r := c.cli(t, c.agents[2], "operator", "gossip-key", "use", newKey); r.code != 0 {
+	if r := c.cliStdin(t, c.agents[2], newKey+"\n", "operator", "gossip-key", "use", "-"); r.code != 0 {
 		t.Fatalf("use: %d %s", r.code, r.stderr)
 	}
 	if r := c.cli(t, c.agents[0], "operator", "gossip-key", "remove", newKey); r.code == 0 || !strings.Contains(r.stderr, "primary") {
