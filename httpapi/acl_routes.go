@@ -28,32 +28,34 @@ type RouteRule struct {
 // some namespace.
 var Routes = map[string]RouteRule{
 	// Jobs.
-	"POST /v1/jobs":                             {PermSubmit, true},
-	"GET /v1/jobs":                              {PermRead, true},
-	"GET /v1/jobs/{id}":                         {PermRead, true},
-	"POST /v1/jobs/{id}/cancel":                 {PermSubmit, true},
-	"POST /v1/jobs/{id}/retry":                  {PermSubmit, true},
-	"GET /v1/jobs/{id}/logs":                    {PermRead, true},
-	"GET /v1/jobs/{id}/events":                  {PermRead, true},
-	"GET /v1/jobs/{id}/result":                  {PermRead, true},
-	"GET /v1/jobs/{id}/tasks":                   {PermRead, true},
-	"POST /v1/jobs/{id}/checkpoint":             {PermSubmit, true},
-	"GET /v1/jobs/{id}/checkpoint":              {PermRead, true},
-	"GET /v1/jobs/counts":                       {PermRead, true},
-	"GET /v1/jobs/{id}/artifacts":               {PermRead, true},
-	"GET /v1/jobs/{id}/artifacts/{path...}":     {PermRead, true},
-	"GET /v1/events":                            {PermRead, true},
-	"GET /v1/metrics":                           {PermOperator, false},
-	"POST /v1/internal/submits":                 {PermInternal, false},
-	"GET /v1/internal/artifacts/{id}/{path...}": {PermInternal, false}, // a child's inputs fetched from the parent's node
-	"GET /v1/health":                            {PermOpen, false},
-	"GET /v1/ready":                             {PermOpen, false},
-	"/":                                         {PermOpen, false}, // API: 404/405 only; agent: hands over to the API's own mux
-	"POST /v1/workflows":                        {PermWrite, true},
-	"GET /v1/workflows":                         {PermRead, true},
-	"GET /v1/workflows/{id}":                    {PermRead, true},
-	"DELETE /v1/workflows/{id}":                 {PermWrite, true},
-	"POST /v1/workflows/{id}/retry":             {PermWrite, true},
+	"POST /v1/jobs":                         {PermSubmit, true},
+	"GET /v1/jobs":                          {PermRead, true},
+	"GET /v1/jobs/{id}":                     {PermRead, true},
+	"POST /v1/jobs/{id}/cancel":             {PermSubmit, true},
+	"POST /v1/jobs/{id}/retry":              {PermSubmit, true},
+	"GET /v1/jobs/{id}/logs":                {PermRead, true},
+	"GET /v1/jobs/{id}/events":              {PermRead, true},
+	"GET /v1/jobs/{id}/result":              {PermRead, true},
+	"GET /v1/jobs/{id}/tasks":               {PermRead, true},
+	"POST /v1/jobs/{id}/checkpoint":         {PermSubmit, true},
+	"GET /v1/jobs/{id}/checkpoint":          {PermRead, true},
+	"GET /v1/jobs/counts":                   {PermRead, true},
+	"GET /v1/jobs/{id}/artifacts":           {PermRead, true},
+	"GET /v1/jobs/{id}/artifacts/{path...}": {PermRead, true},
+	"GET /v1/events":                        {PermRead, true},
+	"GET /v1/metrics":                       {PermOperator, false},
+	"POST /v1/internal/submits":             {PermInternal, false},
+	"GET /v1/health":                        {PermOpen, false},
+	"GET /v1/ready":                         {PermOpen, false},
+	"/":                                     {PermOpen, false}, // API: 404/405 only; agent: hands over to the API's own mux
+	"POST /v1/workflows":                    {PermWrite, true},
+	"GET /v1/workflows":                     {PermRead, true},
+	"GET /v1/workflows/{id}":                {PermRead, true},
+	"DELETE /v1/workflows/{id}":             {PermWrite, true},
+	"POST /v1/workflows/{id}/retry":         {PermWrite, true},
+
+	// Node to node: a child's inputs fetched from the parent's node.
+	"GET /v1/internal/artifacts/{id}/{path...}": {PermInternal, false},
 
 	// Schedules.
 	"POST /v1/schedules":                {PermWrite, true},
@@ -84,26 +86,33 @@ var Routes = map[string]RouteRule{
 	"GET /v1/operator/snapshot":                 {PermOperator, false},
 	"PUT /v1/operator/snapshot":                 {PermOperator, false},
 	"POST /v1/operator/snapshot":                {PermOperator, false},
-	"GET /v1/operator/gossip-keys":              {PermOperator, false}, // every node's keyring, by fingerprint
-	"POST /v1/operator/gossip-keys":             {PermOperator, false}, // install|use|remove on every alive node
+
+	// Gossip key rotation: every node's keyring by fingerprint; install|use|remove on every alive node.
+	"GET /v1/operator/gossip-keys":  {PermOperator, false},
+	"POST /v1/operator/gossip-keys": {PermOperator, false},
 
 	// ACL.
-	"POST /v1/acl/bootstrap":              {PermOpen, false}, // works once
-	"GET /v1/acl/tokens":                  {PermManagement, false},
-	"POST /v1/acl/tokens":                 {PermManagement, false},
-	"DELETE /v1/acl/tokens/{accessor}":    {PermManagement, false},
-	"GET /v1/acl/token/self":              {PermToken, false},
+	"POST /v1/acl/bootstrap":           {PermOpen, false}, // works once
+	"GET /v1/acl/tokens":               {PermManagement, false},
+	"POST /v1/acl/tokens":              {PermManagement, false},
+	"DELETE /v1/acl/tokens/{accessor}": {PermManagement, false},
+	"GET /v1/acl/token/self":           {PermToken, false},
+
+	// The cluster-internal secret: a new one drawn by the leader.
 	"POST /v1/acl/internal-secret/rotate": {PermManagement, false},
 
 	// The agent's own routes (cli/agent/agent.go).
-	"/v1/internal/":           {PermInternal, false}, // raft forwarding, leave, catch-up
-	"/v1/internal/submits":    {PermInternal, false}, // handed to the API, which checks it again
-	"/v1/internal/artifacts/": {PermInternal, false}, // handed to the API, which checks it again
-	"/ui/":                    {PermOpen, false},     // static assets; the API calls they make are guarded
-	"GET /{$}":                {PermOpen, false},     // redirect to /ui/
-	"/debug/pprof/":           {PermOperator, false},
-	"/debug/pprof/cmdline":    {PermOperator, false},
-	"/debug/pprof/profile":    {PermOperator, false},
-	"/debug/pprof/symbol":     {PermOperator, false},
-	"/debug/pprof/trace":      {PermOperator, false},
+	"/v1/internal/":        {PermInternal, false}, // raft forwarding, leave, catch-up
+	"/v1/internal/submits": {PermInternal, false}, // handed to the API, which checks it again
+
+	"/ui/":                 {PermOpen, false}, // static assets; the API calls they make are guarded
+	"GET /{$}":             {PermOpen, false}, // redirect to /ui/
+	"/debug/pprof/":        {PermOperator, false},
+	"/debug/pprof/cmdline": {PermOperator, false},
+	"/debug/pprof/profile": {PermOperator, false},
+	"/debug/pprof/symbol":  {PermOperator, false},
+	"/debug/pprof/trace":   {PermOperator, false},
+
+	// The agent's: a child's inputs fetched node to node; handed to the API, which checks it again.
+	"/v1/internal/artifacts/": {PermInternal, false},
 }
