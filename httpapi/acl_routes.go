@@ -104,9 +104,8 @@ var Routes = map[string]RouteRule{
 	// The agent's own routes (cli/agent/agent.go).
 	"/v1/internal/":        {PermInternal, false}, // raft forwarding, leave, catch-up
 	"/v1/internal/submits": {PermInternal, false}, // handed to the API, which checks it again
-
-	"/ui/":                 {PermOpen, false}, // static assets; the API calls they make are guarded
-	"GET /{$}":             {PermOpen, false}, // redirect to /ui/
+	"/ui/":                 {PermOpen, false},     // static assets; the API calls they make are guarded
+	"GET /{$}":             {PermOpen, false},     // redirect to /ui/
 	"/debug/pprof/":        {PermOperator, false},
 	"/debug/pprof/cmdline": {PermOperator, false},
 	"/debug/pprof/profile": {PermOperator, false},
