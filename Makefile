@@ -13,7 +13,7 @@ TESTFLAGS ?= -count=1 -timeout 25m
 FUZZTIME  ?= 60s
 FUZZSMOKE ?= 2s
 
-.PHONY: build run test test-deps lint fuzz bench cluster cluster-stop jepsen jepsen-smoke storm clean
+.PHONY: build run test test-deps lint fuzz bench cluster cluster-stop jepsen jepsen-smoke jepsen-secure storm clean
 
 build:
 	CGO_ENABLED=1 $(GO) build -trimpath -tags '$(TAGS)' -ldflags '$(LDFLAGS)' -o $(BIN) .
@@ -58,6 +58,8 @@ cluster: build
 cluster-stop:
 	./scripts/cluster.sh stop
 
+# FOREMAN_JEPSEN_SECURE=1 make jepsen: the whole matrix with ACL and TLS on (make jepsen-secure: only
+# the smoke's ACL+TLS scenario).
 # The full matrix includes the clock nemesis: it needs the test-only clock hook (-tags jepsenclock).
 jepsen: storm
 	CGO_ENABLED=1 $(GO) build -trimpath -tags '$(TAGS) jepsenclock' -ldflags '$(LDFLAGS)' -o bin/foreman-jepsen .
@@ -71,6 +73,9 @@ storm: build
 jepsen-smoke: build
 	CGO_ENABLED=1 $(GO) build -trimpath -tags '$(TAGS) jepsenclock' -ldflags '$(LDFLAGS)' -o bin/foreman-jepsen .
 	FOREMAN_BIN=$(CURDIR)/$(BIN) FOREMAN_JEPSEN_CLOCK_BIN=$(CURDIR)/bin/foreman-jepsen $(GO) test -count=1 -timeout 15m -run 'TestJepsenSmoke' -v ./jepsen/
+
+jepsen-secure: build
+	FOREMAN_BIN=$(CURDIR)/$(BIN) FOREMAN_JEPSEN=secure $(GO) test -count=1 -timeout 10m -run 'TestJepsenSecure' -v ./jepsen/
 
 clean:
 	rm -rf bin .cluster

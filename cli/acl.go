@@ -24,6 +24,34 @@ func aclCommand() *ucli.Command {
 				Action: func(c *ucli.Context) error { return Error(aclBootstrap(c)) },
 			},
 			{
+				Name:  "internal-secret",
+				Usage: "the secret agents present to each other's /v1/internal/ endpoints",
+				Subcommands: []*ucli.Command{{
+					Name: "rotate",
+					Usage: "replace it with a new random one (never shown); the previous one stays accepted until the next " +
+						"rotation, so no node is locked out while it catches up",
+					Flags: WithClientFlags(JSONFlag),
+					Action: func(c *ucli.Context) error {
+						if c.NArg() > 0 {
+							return Exitf(2, "internal-secret rotate takes no arguments (got %q)", c.Args().Slice())
+						}
+						cl, err := newClient(c)
+						if err != nil {
+							return err
+						}
+						res, err := cl.RotateInternalSecret(c.Context)
+						if err != nil {
+							return Error(err)
+						}
+						if c.Bool("json") {
+							return PrintJSON(c, res)
+						}
+						fmt.Fprintf(Stdout(c), "cluster-internal secret rotated (raft index %d)\n", res.Index)
+						return nil
+					},
+				}},
+			},
+			{
 				Name:  "token",
 				Usage: "create, list and revoke tokens",
 				Subcommands: []*ucli.Command{

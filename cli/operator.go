@@ -18,9 +18,15 @@ import (
 )
 
 func operatorCommand() *ucli.Command {
+	cmd := operatorSnapshotCommand()
+	cmd.Subcommands = append(cmd.Subcommands, gossipKeyCommand())
+	return cmd
+}
+
+func operatorSnapshotCommand() *ucli.Command {
 	return &ucli.Command{
 		Name:  "operator",
-		Usage: "back up and restore the cluster's state",
+		Usage: "back up and restore the cluster's state; rotate the gossip key",
 		Subcommands: []*ucli.Command{{
 			Name:  "snapshot",
 			Usage: "save, inspect and restore snapshots of the whole state",
@@ -123,7 +129,10 @@ func snapshotClient(c *ucli.Context) (*httpapi.Client, error) {
 		DialContext:     (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 		TLSClientConfig: tlsCfg,
 	}}
-	return httpapi.NewClient(cl.Addr(), httpapi.ClientOptions{HTTPClient: hc})
+	// The token and namespace of --token/--namespace (or FOREMAN_TOKEN...).
+	opts := ClientOptions(c)
+	opts.HTTPClient = hc
+	return httpapi.NewClient(cl.Addr(), opts)
 }
 
 // snapshotSave downloads into FILE.tmp, checks the file (a transfer cut
@@ -293,6 +302,102 @@ func snapshotRestore(c *ucli.Context) error {
 	if len(res.DeadNodes) > 0 {
 		fmt.Fprintf(Stdout(c), "nodes not in this cluster, restored dead (their running jobs are re-queued): %s\n",
 			strings.Join(res.DeadNodes, ", "))
+	}
+	return nil
+}
+
+// gossipKeyCommand is `operator gossip-key list|install|use|remove`: the
+// gossip key rotated on every alive node without a restart
+// (docs/security.md, "Rotation").
+func gossipKeyCommand() *ucli.Command {
+	change := func(op, usage string) *ucli.Command {
+		return &ucli.Command{
+			Name:      op,
+			Usage:     usage,
+			ArgsUsage: "KEY|-",
+			Flags:     WithClientFlags(JSONFlag),
+			Action:    func(c *ucli.Context) error { return Error(gossipKeyOp(c, op)) },
+		}
+	}
+	return &ucli.Command{
+		Name:  "gossip-key",
+		Usage: "rotate the gossip encryption key on every alive node: install NEW, use NEW, remove OLD",
+		Description: "KEY is base64 (foreman tls gossip-key makes one); - reads it from stdin, which keeps it out of ps.\n" +
+			"Each node saves its keyring in its data dir, which overrides --gossip-key from then on.",
+		Subcommands: []*ucli.Command{
+			{
+				Name:   "list",
+				Usage:  "every alive node's gossip keys, by fingerprint (* = the primary key, which encrypts)",
+				Flags:  WithClientFlags(JSONFlag),
+				Action: func(c *ucli.Context) error { return Error(gossipKeyOp(c, "list")) },
+			},
+			change("install", "add KEY to every node's keyring (it decrypts; the primary key still encrypts)"),
+			change("use", "make KEY the primary (encrypting) key on every node; refused unless every node has it installed"),
+			change("remove", "remove KEY from every node's keyring; refused while a node uses it as primary"),
+		},
+	}
+}
+
+func gossipKeyOp(c *ucli.Context, op string) error {
+	var key string
+	if op != "list" {
+		if c.NArg() != 1 {
+			return Exitf(2, "gossip-key %s takes one argument: the key (base64) or - to read it from stdin", op)
+		}
+		key = c.Args().First()
+		if key == "-" {
+			b, err := io.ReadAll(io.LimitReader(c.App.Reader, 4096))
+			if err != nil {
+				return Exitf(1, "reading the key from stdin: %v", err)
+			}
+			key = strings.TrimSpace(string(b))
+		}
+	} else if c.NArg() > 0 {
+		return Exitf(2, "gossip-key list takes no arguments (got %q)", c.Args().Slice())
+	}
+	cl, err := newClient(c)
+	if err != nil {
+		return err
+	}
+	var res *httpapi.GossipKeysResponse
+	if op == "list" {
+		res, err = cl.GossipKeys(c.Context)
+	} else {
+		res, err = cl.GossipKeyOp(c.Context, op, key)
+	}
+	if err != nil {
+		return Error(err)
+	}
+	if c.Bool("json") {
+		if err := PrintJSON(c, res); err != nil {
+			return err
+		}
+	} else {
+		w := Stdout(c)
+		for _, n := range res.Nodes {
+			if n.Error != "" {
+				fmt.Fprintf(w, "%-16s error: %s\n", n.Node, n.Error)
+				continue
+			}
+			var ks []string
+			for _, k := range n.Keys {
+				if k.Primary {
+					ks = append(ks, k.Fingerprint+"*")
+				} else {
+					ks = append(ks, k.Fingerprint)
+				}
+			}
+			fmt.Fprintf(w, "%-16s %s\n", n.Node, strings.Join(ks, " "))
+		}
+	}
+	if !res.OK {
+		var failed []string
+		for _, n := range res.Nodes {
+			if n.Error != "" {
+				failed = append(failed, n.Node)
+			}
+		}
+		return Exitf(1, "gossip-key %s failed on %s (run it again: every step is idempotent)", op, strings.Join(failed, ", "))
 	}
 	return nil
 }

@@ -183,14 +183,26 @@ func (n *Node) newMemberlist(bindIP, advertiseIP string) (*memberlist.Memberlist
 	mc.Logger = log.New(slogWriter(n.logger, "memberlist"), "", 0)
 	d := gossipDelegate{n: n}
 	mc.Delegate, mc.Events, mc.Merge, mc.Alive = d, d, d, d
-	if len(n.cfg.GossipKeys) > 0 {
+	keys := n.cfg.GossipKeys
+	// A keyring rotated through the API (keyring.go) was saved in the
+	// data dir: it wins over --gossip-key, which may still name the old key.
+	saved, err := LoadKeyring(n.cfg.DataDir)
+	if err != nil {
+		return nil, fmt.Errorf("gossip keyring: %w", err)
+	}
+	if saved != nil {
+		n.logger.Info("gossip keyring from the data dir (rotated through the API; it overrides --gossip-key)",
+			"file", KeyringFile, "keys", len(saved), "primary", KeyFingerprint(saved[0]))
+		keys = saved
+	}
+	if len(keys) > 0 {
 		// Every packet and stream is AES-GCM sealed with the primary key;
 		// a packet no key opens is dropped (and logged by memberlist).
-		kr, err := memberlist.NewKeyring(n.cfg.GossipKeys, n.cfg.GossipKeys[0])
+		kr, err := memberlist.NewKeyring(keys, keys[0])
 		if err != nil {
 			return nil, fmt.Errorf("gossip keyring: %w", err)
 		}
-		mc.Keyring = kr
+		mc.Keyring, n.keyring = kr, kr
 		mc.GossipVerifyIncoming, mc.GossipVerifyOutgoing = true, true
 	}
 

@@ -34,6 +34,7 @@ func (n *Node) InternalHandler() http.Handler {
 	mux.HandleFunc("POST "+InternalPrefix+"apply", n.handleApply)
 	mux.HandleFunc("POST "+InternalPrefix+"leave", n.handleLeave)
 	mux.HandleFunc("GET "+InternalPrefix+"index", n.handleIndex)
+	mux.HandleFunc("POST "+InternalPrefix+"keyring", n.handleKeyring)
 	if n.cfg.TLS == nil {
 		return mux
 	}

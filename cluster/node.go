@@ -30,6 +30,7 @@ type Node struct {
 	raft    *raft.Raft
 	heard   *heardTracker
 	ml      *memberlist.Memberlist
+	keyring *memberlist.Keyring // nil: gossip in clear (keyring.go)
 	members *memberTable
 	state   *stateStore
 	meta    atomic.Pointer[[]byte]

@@ -19,13 +19,15 @@ var (
 	// bucketACLSecrets: secret hash (hex) → accessor ID.
 	bucketACLSecrets = []byte("acl_secrets")
 	// bucketACLMeta: aclBootstrapped → accessor ID of the bootstrap
-	// token; aclInternal → the cluster-internal secret.
+	// token; aclInternal → the cluster-internal secret; aclInternalPrev →
+	// the one before the last rotation (still accepted).
 	bucketACLMeta = []byte("acl_meta")
 )
 
 var (
 	aclBootstrapped = []byte("bootstrapped")
 	aclInternal     = []byte("internal_secret")
+	aclInternalPrev = []byte("internal_secret_prev")
 )
 
 // Command types of the ACL.
@@ -99,9 +101,13 @@ type ACLRevokeToken struct {
 }
 
 // ACLInternal sets the cluster-internal secret nodes present to each
-// other's /v1/internal/ endpoints; refused once one is set.
+// other's /v1/internal/ endpoints; refused once one is set, unless Rotate:
+// then the current secret becomes the previous one (still accepted, so a
+// node that has not applied the rotation yet is not locked out) and Secret
+// the current one.
 type ACLInternal struct {
 	Secret string `json:"secret"`
+	Rotate bool   `json:"rotate,omitempty"`
 }
 
 func validToken(t *ACLToken) error {
@@ -196,12 +202,27 @@ func (a *applier) aclInternal(p *ACLInternal, _ *Result) error {
 	if len(p.Secret) < 32 {
 		return fmt.Errorf("%w: secret: at least 32 bytes", ErrBadCommand)
 	}
-	if b := a.tx.Bucket(bucketACLMeta); b != nil && b.Get(aclInternal) != nil {
+	var cur []byte
+	if b := a.tx.Bucket(bucketACLMeta); b != nil {
+		cur = b.Get(aclInternal)
+	}
+	if cur != nil && !p.Rotate {
 		return fmt.Errorf("%w: the cluster-internal secret is already set", ErrConflict)
+	}
+	if p.Rotate && cur == nil {
+		return fmt.Errorf("%w: no cluster-internal secret to rotate yet (the ACL leader sets one when it takes office)", ErrConflict)
+	}
+	if p.Rotate && string(cur) == p.Secret {
+		return fmt.Errorf("%w: secret: the new cluster-internal secret equals the current one", ErrBadCommand)
 	}
 	meta, err := a.bucket(bucketACLMeta)
 	if err != nil {
 		return err
+	}
+	if p.Rotate {
+		if err := a.put(meta, aclInternalPrev, append([]byte(nil), cur...)); err != nil {
+			return err
+		}
 	}
 	return a.put(meta, aclInternal, []byte(p.Secret))
 }
@@ -258,6 +279,15 @@ func (t *Tx) ACLTokens() ([]ACLToken, error) {
 func (t *Tx) ACLBootstrapped() bool {
 	b := t.tx.Bucket(bucketACLMeta)
 	return b != nil && b.Get(aclBootstrapped) != nil
+}
+
+// ACLInternalPrevious is the cluster-internal secret before the last
+// rotation ("" if it never rotated); nodes still accept it.
+func (t *Tx) ACLInternalPrevious() string {
+	if b := t.tx.Bucket(bucketACLMeta); b != nil {
+		return string(b.Get(aclInternalPrev))
+	}
+	return ""
 }
 
 // ACLInternalSecret is the cluster-internal secret ("" before the leader

@@ -58,4 +58,24 @@ func TestACLApply(t *testing.T) {
 	if r := h.apply(CmdACLInternal, ACLInternal{Secret: strings.Repeat("t", 43)}); !errors.Is(r.Err, ErrConflict) {
 		t.Errorf("second internal secret: %v", r.Err)
 	}
+	// Rotation: the current secret becomes the previous one.
+	if r := h.apply(CmdACLInternal, ACLInternal{Secret: strings.Repeat("s", 43), Rotate: true}); !errors.Is(r.Err, ErrBadCommand) {
+		t.Errorf("rotate to the same secret: %v", r.Err)
+	}
+	h.must(CmdACLInternal, ACLInternal{Secret: strings.Repeat("t", 43), Rotate: true})
+	h.must(CmdACLInternal, ACLInternal{Secret: strings.Repeat("u", 43), Rotate: true})
+	_ = h.f.View(func(tx *Tx) error {
+		if cur, prev := tx.ACLInternalSecret(), tx.ACLInternalPrevious(); cur != strings.Repeat("u", 43) || prev != strings.Repeat("t", 43) {
+			t.Errorf("after two rotations: current %q previous %q", cur, prev)
+		}
+		return nil
+	})
+}
+
+// Rotating before any secret is set is refused (nothing to rotate).
+func TestACLInternalRotateUnset(t *testing.T) {
+	h := newHarness(t)
+	if r := h.apply(CmdACLInternal, ACLInternal{Secret: strings.Repeat("t", 43), Rotate: true}); !errors.Is(r.Err, ErrConflict) {
+		t.Errorf("rotate with none set: %v", r.Err)
+	}
 }

@@ -174,12 +174,16 @@ func (a *ACL) authenticate(r *http.Request, perm Permission) (*identity, error) 
 		if got == "" {
 			return nil, fmt.Errorf("%w: %s is for cluster nodes only (no %s header)", ErrUnauthenticated, r.URL.Path, HeaderInternalToken)
 		}
-		var want string
-		_ = a.state.View(func(tx *fsm.Tx) error { want = tx.ACLInternalSecret(); return nil })
+		var want, prev string
+		_ = a.state.View(func(tx *fsm.Tx) error { want, prev = tx.ACLInternalSecret(), tx.ACLInternalPrevious(); return nil })
 		if want == "" {
 			return nil, fmt.Errorf("%w: this node has no cluster-internal secret yet (the leader sets one when it takes office); retry", ErrUnauthenticated)
 		}
-		if subtle.ConstantTimeCompare([]byte(got), []byte(want)) != 1 {
+		// The secret before the last rotation is still good: a sender that
+		// has not applied the rotation yet sends it.
+		okCur := subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1
+		okPrev := prev != "" && subtle.ConstantTimeCompare([]byte(got), []byte(prev)) == 1
+		if !okCur && !okPrev {
 			return nil, fmt.Errorf("%w: %s header does not match this cluster's internal secret", ErrUnauthenticated, HeaderInternalToken)
 		}
 		return &identity{internal: true}, nil

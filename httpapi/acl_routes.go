@@ -54,6 +54,9 @@ var Routes = map[string]RouteRule{
 	"DELETE /v1/workflows/{id}":             {PermWrite, true},
 	"POST /v1/workflows/{id}/retry":         {PermWrite, true},
 
+	// Node to node: a child's inputs fetched from the parent's node.
+	"GET /v1/internal/artifacts/{id}/{path...}": {PermInternal, false},
+
 	// Schedules.
 	"POST /v1/schedules":                {PermWrite, true},
 	"GET /v1/schedules":                 {PermRead, true},
@@ -84,12 +87,19 @@ var Routes = map[string]RouteRule{
 	"PUT /v1/operator/snapshot":                 {PermOperator, false},
 	"POST /v1/operator/snapshot":                {PermOperator, false},
 
+	// Gossip key rotation: every node's keyring by fingerprint; install|use|remove on every alive node.
+	"GET /v1/operator/gossip-keys":  {PermOperator, false},
+	"POST /v1/operator/gossip-keys": {PermOperator, false},
+
 	// ACL.
 	"POST /v1/acl/bootstrap":           {PermOpen, false}, // works once
 	"GET /v1/acl/tokens":               {PermManagement, false},
 	"POST /v1/acl/tokens":              {PermManagement, false},
 	"DELETE /v1/acl/tokens/{accessor}": {PermManagement, false},
 	"GET /v1/acl/token/self":           {PermToken, false},
+
+	// The cluster-internal secret: a new one drawn by the leader.
+	"POST /v1/acl/internal-secret/rotate": {PermManagement, false},
 
 	// The agent's own routes (cli/agent/agent.go).
 	"/v1/internal/":                       {PermInternal, false}, // raft forwarding, leave, catch-up
@@ -102,4 +112,7 @@ var Routes = map[string]RouteRule{
 	"/debug/pprof/profile":                {PermOperator, false},
 	"/debug/pprof/symbol":                 {PermOperator, false},
 	"/debug/pprof/trace":                  {PermOperator, false},
+
+	// The agent's: a child's inputs fetched node to node; handed to the API, which checks it again.
+	"/v1/internal/artifacts/": {PermInternal, false},
 }

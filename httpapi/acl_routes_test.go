@@ -174,7 +174,7 @@ func TestACLRoutesHaveEntries(t *testing.T) {
 	for _, p := range s.acl.Patterns() {
 		got[p] = true
 	}
-	agentOwn := map[string]bool{"/v1/internal/": true, "/v1/internal/submits": true, "GET /v1/internal/checkpoints/{name}": true, "/ui/": true, "GET /{$}": true,
+	agentOwn := map[string]bool{"/v1/internal/": true, "/v1/internal/submits": true, "/v1/internal/artifacts/": true, "GET /v1/internal/checkpoints/{name}": true, "/ui/": true, "GET /{$}": true,
 		"/debug/pprof/": true, "/debug/pprof/cmdline": true, "/debug/pprof/profile": true, "/debug/pprof/symbol": true, "/debug/pprof/trace": true}
 	for p := range Routes {
 		if !got[p] && !agentOwn[p] {

@@ -54,6 +54,44 @@ func (s *server) aclRoutes(m *http.ServeMux) {
 	s.handle(m, "POST /v1/acl/tokens", s.write(s.createToken))
 	s.handle(m, "DELETE /v1/acl/tokens/{accessor}", s.write(s.revokeToken))
 	s.handle(m, "GET /v1/acl/token/self", s.local(s.tokenSelf))
+	s.handle(m, "POST /v1/acl/internal-secret/rotate", s.write(s.rotateInternalSecret))
+}
+
+// InternalRotateResponse is the reply of POST
+// /v1/acl/internal-secret/rotate; the secret itself is never shown.
+type InternalRotateResponse struct {
+	Rotated bool   `json:"rotated"`
+	Index   uint64 `json:"index"`
+}
+
+// rotateInternalSecret draws a new cluster-internal secret on the leader
+// and commits it; the old one stays accepted until the next rotation.
+func (s *server) rotateInternalSecret(w http.ResponseWriter, r *http.Request) {
+	if !s.acl.Enabled() {
+		s.writeError(w, r, fmt.Errorf("%w: the cluster-internal secret exists only with --acl", ErrACLDisabled))
+		return
+	}
+	secret, err := newSecret()
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	res, err := s.apply(r.Context(), fsm.CmdACLInternal, fsm.ACLInternal{Secret: secret, Rotate: true})
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.log.InfoContext(r.Context(), "cluster-internal secret rotated", "index", res.Index)
+	writeJSON(w, http.StatusOK, InternalRotateResponse{Rotated: true, Index: res.Index})
+}
+
+// RotateInternalSecret replaces the cluster-internal secret.
+func (c *Client) RotateInternalSecret(ctx context.Context) (*InternalRotateResponse, error) {
+	var out InternalRotateResponse
+	if _, err := c.do(ctx, http.MethodPost, "/v1/acl/internal-secret/rotate", nil, nil, &out, nil); err != nil {
+		return nil, err
+	}
+	return &out, nil
 }
 
 func tokenInfo(t *fsm.ACLToken, now time.Time) TokenInfo {

@@ -59,6 +59,14 @@ func (s *server) artifactAttempt(r *http.Request) (*fsm.Attempt, *fsm.Node, erro
 	return at, node, err
 }
 
+// InternalArtifactsPath is the node-to-node artifact download: GET
+// InternalArtifactsPath+"{job}/{path...}?attempt=N", what a node fetching a
+// parent's artifact for a child's inputs asks the node that holds it. Under
+// /v1/internal/ it needs the cluster-internal secret (ACL) and an agent
+// certificate (TLS) instead of a user's token: no user is behind the fetch.
+// The agent routes it to the API like ForwardedSubmitsPath.
+const InternalArtifactsPath = "/v1/internal/artifacts/"
+
 // listArtifacts handles GET /v1/jobs/{id}/artifacts[?attempt=N].
 func (s *server) listArtifacts(w http.ResponseWriter, r *http.Request) {
 	at, node, err := s.artifactAttempt(r)

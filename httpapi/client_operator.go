@@ -48,3 +48,22 @@ func (c *Client) TransferLeadership(ctx context.Context, to string) (string, err
 	}
 	return out.Leader, nil
 }
+
+// GossipKeys lists every alive node's gossip keys (fingerprints).
+func (c *Client) GossipKeys(ctx context.Context) (*GossipKeysResponse, error) {
+	var out GossipKeysResponse
+	if _, err := c.do(ctx, http.MethodGet, "/v1/operator/gossip-keys", nil, nil, &out, nil); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// GossipKeyOp installs, uses (makes primary) or removes key on every alive
+// node.
+func (c *Client) GossipKeyOp(ctx context.Context, op, key string) (*GossipKeysResponse, error) {
+	var out GossipKeysResponse
+	if _, err := c.do(ctx, http.MethodPost, "/v1/operator/gossip-keys", nil, GossipKeyRequest{Op: op, Key: key}, &out, nil); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}

@@ -90,6 +90,9 @@ type Deps struct {
 	// Artifacts serves this node's artifacts (nil: requests for artifacts
 	// kept here fail with 503).
 	Artifacts Artifacts
+	// GossipKeys rotates the gossip key cluster-wide (nil: those
+	// requests fail with 503).
+	GossipKeys GossipKeyring
 	// ACL guards the routes; nil: one from Config.ACL. The agent passes
 	// the one its own routes (UI, pprof, internal) share.
 	ACL *ACL

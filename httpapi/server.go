@@ -34,6 +34,7 @@ type server struct {
 	state     State
 	logs      Logs
 	artifacts Artifacts
+	keyring   GossipKeyring
 	ops       Operator
 	clock     Clock
 	ids       IDs
@@ -76,6 +77,7 @@ func New(cfg Config, deps Deps) http.Handler {
 		log:     deps.Logger,
 	}
 	s.artifacts = deps.Artifacts
+	s.keyring = deps.GossipKeys
 	if s.clock == nil {
 		s.clock = systemClock{}
 	}
@@ -133,6 +135,7 @@ func (s *server) routes() {
 	s.handle(m, "GET /v1/jobs/{id}/result", s.read(s.jobScoped(PermRead, s.jobResult)))
 	s.handle(m, "GET /v1/jobs/{id}/artifacts", s.read(s.jobScoped(PermRead, s.listArtifacts)))
 	s.handle(m, "GET /v1/jobs/{id}/artifacts/{path...}", s.read(s.jobScoped(PermRead, s.getArtifact)))
+	s.handle(m, "GET "+InternalArtifactsPath+"{id}/{path...}", s.local(s.getArtifact))
 	s.handle(m, "GET /v1/jobs/{id}/tasks", s.read(s.jobScoped(PermRead, s.jobTasks)))
 	s.handle(m, "POST /v1/jobs/{id}/checkpoint", s.write(s.jobScoped(PermSubmit, s.putCheckpoint)))
 	s.handle(m, "GET /v1/jobs/{id}/checkpoint", s.read(s.jobScoped(PermRead, s.getCheckpoint)))
@@ -162,6 +165,8 @@ func (s *server) routes() {
 	s.handle(m, "POST /v1/cluster/raft/transfer-leadership", s.write(s.transferLeadership))
 
 	s.handle(m, "GET /v1/operator/snapshot", s.write(s.saveSnapshot))
+	s.handle(m, "GET /v1/operator/gossip-keys", s.local(s.listGossipKeys))
+	s.handle(m, "POST /v1/operator/gossip-keys", s.local(s.changeGossipKeys))
 	s.handle(m, "PUT /v1/operator/snapshot", s.write(s.restoreSnapshot))
 	s.handle(m, "POST /v1/operator/snapshot", s.write(s.restoreSnapshot))
 	s.handle(m, "POST "+submitsPath, s.local(s.forwardedSubmits))

@@ -140,10 +140,11 @@ func TestJepsenSmoke(t *testing.T) {
 		m = append(m, Scenario{Name: "cron-" + n, Nemesis: n, Nodes: 3, Seed: 1, Workload: "cron",
 			Warmup: 4 * time.Second, Fault: 8 * time.Second, Recover: 4 * time.Second, Drain: 45 * time.Second, Converge: 20 * time.Second})
 	}
-	// One scenario with ACL on: every client sends the bootstrap token,
-	// and followers forward writes with the cluster-internal secret.
-	m = append(m, Scenario{Name: "acl-kill-leader", Nemesis: "kill-leader", Nodes: 3, Seed: 1, ACL: true,
-		Warmup: 5 * time.Second, Fault: 12 * time.Second, Recover: 8 * time.Second, Drain: 60 * time.Second})
+	// Security on: ACL (the workload sends a submit token, the harness the
+	// management one; followers forward writes with the cluster-internal
+	// secret) and TLS (HTTPS, mutual TLS for raft and internal HTTP,
+	// encrypted gossip) under a killed leader.
+	m = append(m, secureScenarios()...)
 	m = append(m, dagScenarios()...)
 	runMatrix(t, append(m, gangSmoke()))
 }
@@ -188,6 +189,23 @@ func gangFull(n string, seed uint64) Scenario {
 	return Scenario{Name: fmt.Sprintf("gang-%s-s%d", n, seed), Nemesis: n, Nodes: nodes, Seed: seed, Workload: "gang"}
 }
 
+// secureScenarios run with ACL and TLS on: the submit workload under
+// kill-leader (the killed agent restarts with its certificate, rejoins
+// the encrypted gossip and mutual-TLS raft).
+func secureScenarios() []Scenario {
+	return []Scenario{{Name: "secure-kill-leader", Nemesis: "kill-leader", Nodes: 3, Seed: 1, ACL: true, TLS: true,
+		Warmup: 5 * time.Second, Fault: 12 * time.Second, Recover: 8 * time.Second, Drain: 60 * time.Second}}
+}
+
+// TestJepsenSecure runs only the ACL+TLS scenarios (FOREMAN_JEPSEN=secure,
+// make jepsen-secure); the smoke runs them too.
+func TestJepsenSecure(t *testing.T) {
+	if os.Getenv("FOREMAN_JEPSEN") != "secure" {
+		t.Skip("set FOREMAN_JEPSEN=secure to run the ACL+TLS scenarios alone (the smoke runs them too)")
+	}
+	runMatrix(t, secureScenarios())
+}
+
 // TestJepsenDAG runs only the workflow scenarios (FOREMAN_JEPSEN=dag).
 func TestJepsenDAG(t *testing.T) {
 	if os.Getenv("FOREMAN_JEPSEN") != "dag" {
@@ -211,7 +229,8 @@ func dagScenarios() []Scenario {
 // five nodes. Gated by FOREMAN_JEPSEN=full (about 10 minutes per seed).
 // The clock nemesis needs a binary built with -tags jepsenclock.
 // FOREMAN_JEPSEN_SEEDS, FOREMAN_JEPSEN_NEMESES (comma list) and
-// FOREMAN_JEPSEN_WORKLOADS (submit, cron, dag or gang; all by default) narrow it.
+// FOREMAN_JEPSEN_WORKLOADS (submit, cron, dag or gang; all by default) narrow it;
+// FOREMAN_JEPSEN_SECURE=1 runs it with ACL and TLS on.
 func TestJepsenFull(t *testing.T) {
 	if os.Getenv("FOREMAN_JEPSEN") != "full" {
 		t.Skip("set FOREMAN_JEPSEN=full to run the full matrix")
@@ -251,6 +270,12 @@ func TestJepsenFull(t *testing.T) {
 			if wl == "" || wl == "gang" {
 				m = append(m, gangFull(n, seed))
 			}
+		}
+	}
+	// FOREMAN_JEPSEN_SECURE=1: the same matrix with ACL and TLS on.
+	if os.Getenv("FOREMAN_JEPSEN_SECURE") == "1" {
+		for i := range m {
+			m[i].Name, m[i].ACL, m[i].TLS = "secure-"+m[i].Name, true, true
 		}
 	}
 	runMatrix(t, m)

@@ -44,8 +44,15 @@ type Scenario struct {
 	// gang-partial, gang-placements and preempted checkers).
 	Workload string
 	// ACL runs the agents with --acl; the harness bootstraps a management
-	// token and every client sends it.
+	// token and every client sends it. The workload's clients send a
+	// least-privilege token instead (submit in the default namespace; write
+	// for the cron and DAG workloads), issued with the management token.
 	ACL bool
+	// TLS runs the agents with HTTPS, mutual TLS between them (raft and the
+	// internal HTTP) and an encrypted gossip: a CA and one agent
+	// certificate per node made with the certs package, and a gossip key.
+	// Every client trusts the CA.
+	TLS bool
 }
 
 // Defaults fills zero durations.
@@ -113,6 +120,15 @@ func Run(bin, outDir string, sc Scenario, cleanup func(func())) report.Summary {
 	if sc.Workload == "gang" {
 		c.ExtraFlags = append(c.ExtraFlags, workload.GangAgentFlags...)
 	}
+	if sc.TLS {
+		if err := c.EnableTLS(); err != nil {
+			topo.Teardown()
+			os.RemoveAll(tmp)
+			harness("TLS material: %v", err)
+			sum.Decide()
+			return sum
+		}
+	}
 	var once sync.Once
 	teardown := func() {
 		once.Do(func() {
@@ -138,12 +154,24 @@ func Run(bin, outDir string, sc Scenario, cleanup func(func())) report.Summary {
 		sum.Decide()
 		return sum
 	}
+	workloadToken := ""
 	if sc.ACL {
 		if err := c.BootstrapACL(ctx, 60*time.Second); err != nil {
 			harness("%v", err)
 			sum.Decide()
 			return sum
 		}
+		role := client.Role{Role: "submit", Namespace: "default"}
+		if sc.Workload == "cron" || sc.Workload == "dag" {
+			role.Role = "write"
+		}
+		tok, err := c.IssueToken(ctx, 30*time.Second, "jepsen-workload", role)
+		if err != nil {
+			harness("%v", err)
+			sum.Decide()
+			return sum
+		}
+		workloadToken = tok
 	}
 	if _, err := c.WaitLeader(ctx, 60*time.Second); err != nil {
 		harness("bootstrap: %v", err)
@@ -157,7 +185,7 @@ func Run(bin, outDir string, sc Scenario, cleanup func(func())) report.Summary {
 	rec := history.NewRecorder()
 	env := &workload.Env{Rec: rec, Dir: recDir, Seed: sc.Seed}
 	for i := range c.Nodes {
-		env.Clients = append(env.Clients, c.Client(i))
+		env.Clients = append(env.Clients, c.WorkloadClient(i, workloadToken))
 	}
 	env.SetAlive(func(i int) bool { return i < len(c.Nodes) && c.Nodes[i].Running() })
 	var wl workload.Workload
@@ -297,7 +325,7 @@ func pollLeaders(ctx context.Context, c *rig.Cluster, rec *history.Recorder) <-c
 					continue
 				}
 				if clients[i] == nil {
-					clients[i] = client.New(n.Name, n.URL(), time.Second)
+					clients[i] = client.NewTLS(n.Name, n.URL(), time.Second, c.ClientTLS())
 					clients[i].Token = c.Token
 				}
 				ri, err := clients[i].Raft(ctx)

@@ -2,11 +2,19 @@ package agent
 
 import (
 	"context"
+	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"net"
+	"net/http"
+	"net/url"
 	"os"
+	"strconv"
+	"strings"
+	"time"
 
 	"github.com/foreman-sched/foreman/exec"
 	"github.com/foreman-sched/foreman/fsm"
@@ -26,11 +34,31 @@ func (a workerArtifacts) OpenArtifact(jobID string, attempt int, path string) (*
 }
 
 // artifactFetcher fetches a parent's artifact for a child's inputs from
-// the node that holds it, over that node's HTTP API (the same request a
-// user's download is proxied as).
+// the node that holds it, through that node's internal artifact endpoint
+// (httpapi.InternalArtifactsPath): node to node like the other
+// /v1/internal/ calls, with the cluster-internal secret (ACL) and this
+// agent's certificate (mutual TLS); no user's token is involved.
 type artifactFetcher struct {
-	f     *fsm.FSM
-	token string
+	f      *fsm.FSM
+	acl    *httpapi.ACL
+	scheme string
+	hc     *http.Client
+}
+
+// newArtifactFetcher dials other agents with peerTLS (nil: plain HTTP).
+func newArtifactFetcher(f *fsm.FSM, acl *httpapi.ACL, peerTLS *tls.Config) artifactFetcher {
+	tr := &http.Transport{
+		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		TLSClientConfig:     peerTLS,
+		TLSHandshakeTimeout: 10 * time.Second,
+		MaxIdleConnsPerHost: 4,
+		IdleConnTimeout:     90 * time.Second,
+	}
+	a := artifactFetcher{f: f, acl: acl, scheme: "http", hc: &http.Client{Transport: tr}}
+	if peerTLS != nil {
+		a.scheme = "https"
+	}
+	return a
 }
 
 func (a artifactFetcher) FetchArtifact(ctx context.Context, node, jobID string, attempt int, path string, out io.Writer) error {
@@ -50,10 +78,36 @@ func (a artifactFetcher) FetchArtifact(ctx context.Context, node, jobID string, 
 	if addr == "" || state == fsm.NodeDead || state == fsm.NodeLeft {
 		return fmt.Errorf("the only copy is on node %s, which is %s", node, state)
 	}
-	c, err := httpapi.NewClient(addr, httpapi.ClientOptions{Token: a.token})
+	els := strings.Split(path, "/")
+	for i, e := range els {
+		els[i] = url.PathEscape(e)
+	}
+	u := a.scheme + "://" + addr + httpapi.InternalArtifactsPath + url.PathEscape(jobID) + "/" + strings.Join(els, "/") +
+		"?attempt=" + strconv.Itoa(attempt)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return err
 	}
-	_, err = c.GetArtifact(ctx, jobID, attempt, path, out)
-	return err
+	a.acl.SetInternalAuth(req.Header)
+	resp, err := a.hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("artifact %s of %s from node %s: %w", path, jobID, node, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		var e httpapi.ErrorBody
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		if json.Unmarshal(b, &e) != nil || e.Error == "" {
+			e.Error = strings.TrimSpace(string(b))
+		}
+		return fmt.Errorf("artifact %s of %s from node %s: %s: %s", path, jobID, node, resp.Status, e.Error)
+	}
+	n, err := io.Copy(out, resp.Body)
+	if err != nil {
+		return fmt.Errorf("reading artifact %s of %s from node %s: %w", path, jobID, node, err)
+	}
+	if resp.ContentLength >= 0 && n != resp.ContentLength {
+		return fmt.Errorf("artifact %s of %s from node %s: got %d of %d bytes", path, jobID, node, n, resp.ContentLength)
+	}
+	return nil
 }

@@ -65,3 +65,28 @@ type kindError struct{ err, kind error }
 
 func (e kindError) Error() string   { return e.err.Error() }
 func (e kindError) Unwrap() []error { return []error{e.err, e.kind} }
+
+// keyringAdapter turns cluster.Node's keyring rotation into
+// httpapi.GossipKeyring.
+type keyringAdapter struct{ n *cluster.Node }
+
+func (k keyringAdapter) GossipKeyringAll(ctx context.Context, op, key string) ([]httpapi.NodeGossipKeys, error) {
+	nodes, err := k.n.GossipKeyringAll(ctx, op, key)
+	switch {
+	case errors.Is(err, cluster.ErrBadKey):
+		return nil, kindError{err: err, kind: httpapi.ErrBadGossipKey}
+	case errors.Is(err, cluster.ErrKeyring), errors.Is(err, cluster.ErrGossipPlain):
+		return nil, kindError{err: err, kind: httpapi.ErrRefused}
+	case err != nil:
+		return nil, err
+	}
+	out := make([]httpapi.NodeGossipKeys, 0, len(nodes))
+	for _, n := range nodes {
+		v := httpapi.NodeGossipKeys{Node: n.Node, Error: n.Error}
+		for _, g := range n.Keys {
+			v.Keys = append(v.Keys, httpapi.GossipKey{Fingerprint: g.Fingerprint, Primary: g.Primary})
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}

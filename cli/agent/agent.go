@@ -373,7 +373,7 @@ func runAgent(parent context.Context, cfg *agentConfig) error {
 		Assignments:   newAssignments(f),
 		Reporter:      exec.NewBatchingReporter(reportBatch{n: node, now: wallclock.Now}),
 		LeaderContact: node,
-		Artifacts:     artifactFetcher{f: f},
+		Artifacts:     newArtifactFetcher(f, acl, peerTLS),
 		Checkpoints:   newCheckpointFetcher(f, acl, peerTLS),
 		Logger:        logger,
 	})
@@ -405,8 +405,9 @@ func runAgent(parent context.Context, cfg *agentConfig) error {
 		Operator: operatorAdapter{node},
 		Logger:   logger,
 
-		Artifacts: workerArtifacts{worker},
-		PeerTLS:   peerTLS,
+		Artifacts:  workerArtifacts{worker},
+		PeerTLS:    peerTLS,
+		GossipKeys: keyringAdapter{node},
 	})
 	srv := newHTTPServer(routes(acl, api, node.InternalHandler(), checkpointHandler(worker), cfg.pprof, cfg.tls != nil), logger)
 	srvErr := make(chan error, 1)
@@ -475,8 +476,9 @@ func routes(acl *httpapi.ACL, api, internal, checkpoints http.Handler, withPprof
 		acl.Handle(mux, "/debug/pprof/trace", http.HandlerFunc(pprof.Trace))
 	}
 	acl.Handle(mux, "/v1/internal/", internal)
-	acl.Handle(mux, httpapi.ForwardedSubmitsPath, agentOnly(api, tlsOn)) // followers' grouped submits: the API's, not raft's
-	acl.Handle(mux, CheckpointsPath, agentOnly(checkpoints, tlsOn))      // a task's checkpoint for its next attempt elsewhere
+	acl.Handle(mux, httpapi.ForwardedSubmitsPath, agentOnly(api, tlsOn))  // followers' grouped submits: the API's, not raft's
+	acl.Handle(mux, httpapi.InternalArtifactsPath, agentOnly(api, tlsOn)) // artifacts fetched for a child's inputs
+	acl.Handle(mux, CheckpointsPath, agentOnly(checkpoints, tlsOn))       // a task's checkpoint for its next attempt elsewhere
 	acl.Handle(mux, "/ui/", uiHandler())
 	acl.Handle(mux, "GET /{$}", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/ui/", http.StatusFound)

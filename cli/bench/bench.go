@@ -108,7 +108,11 @@ func benchClient(c *ucli.Context, conc int) (*httpapi.Client, error) {
 		MaxIdleConnsPerHost: conc + 8,
 		IdleConnTimeout:     90 * time.Second,
 	}}
-	cl, err := httpapi.NewClient(addr, httpapi.ClientOptions{HTTPClient: hc})
+	// The token, namespace and TLS files of --token/--namespace/--ca-cert
+	// (or FOREMAN_TOKEN...): a bench against a cluster with ACL and TLS on.
+	opts := cli.ClientOptions(c)
+	opts.HTTPClient = hc
+	cl, err := httpapi.NewClient(addr, opts)
 	if err != nil {
 		return nil, cli.Exitf(1, "%v", err)
 	}

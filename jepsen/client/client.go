@@ -3,6 +3,7 @@ package client
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -26,7 +27,13 @@ type Client struct {
 
 // New returns a client for one node with a per-request timeout.
 func New(node, base string, timeout time.Duration) *Client {
-	tr := &http.Transport{MaxIdleConnsPerHost: 4, DisableCompression: true}
+	return NewTLS(node, base, timeout, nil)
+}
+
+// NewTLS is New for an https base: tlsCfg trusts the cluster's CA (nil:
+// the system roots).
+func NewTLS(node, base string, timeout time.Duration, tlsCfg *tls.Config) *Client {
+	tr := &http.Transport{MaxIdleConnsPerHost: 4, DisableCompression: true, TLSClientConfig: tlsCfg}
 	return &Client{Node: node, Base: base, HTTP: &http.Client{Timeout: timeout, Transport: tr}}
 }
 
@@ -254,6 +261,29 @@ func (c *Client) ACLBootstrap(ctx context.Context) (string, error) {
 	}
 	if _, err := c.do(ctx, http.MethodPost, "/v1/acl/bootstrap", nil, nil, &out); err != nil {
 		return "", err
+	}
+	return out.Secret, nil
+}
+
+// Role is one role of an ACL token: read, submit or write in a namespace
+// ("*": all), or operator / management.
+type Role struct {
+	Role      string `json:"role"`
+	Namespace string `json:"namespace,omitempty"`
+}
+
+// ACLCreateToken issues a token with roles (POST /v1/acl/tokens, a
+// management token) and returns its secret.
+func (c *Client) ACLCreateToken(ctx context.Context, name string, roles ...Role) (string, error) {
+	var out struct {
+		Secret string `json:"secret"`
+	}
+	body := map[string]any{"name": name, "roles": roles}
+	if _, err := c.do(ctx, http.MethodPost, "/v1/acl/tokens", nil, body, &out); err != nil {
+		return "", err
+	}
+	if out.Secret == "" {
+		return "", fmt.Errorf("create token: empty secret in answer")
 	}
 	return out.Secret, nil
 }

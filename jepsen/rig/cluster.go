@@ -25,6 +25,8 @@ type Cluster struct {
 	// Token is the ACL token every client of the harness sends (set by
 	// BootstrapACL when the agents run with --acl).
 	Token string
+	// PKI is the TLS material (EnableTLS); nil: plain HTTP.
+	PKI *PKI
 }
 
 // NewCluster prepares (does not start) one node per namespace of topo.
@@ -41,6 +43,9 @@ func (c *Cluster) addNode(i int) *Node {
 	n := &Node{Index: i, Name: name, NS: c.Topo.NS[i], IP: c.Topo.IPs[i],
 		DataDir: filepath.Join(c.Dir, "data", name), LogPath: filepath.Join(c.Dir, "logs", name+".log"),
 		ClockFile: filepath.Join(c.Dir, "clock", name)}
+	if c.PKI != nil {
+		n.Scheme = "https"
+	}
 	c.Nodes = append(c.Nodes, n)
 	return n
 }
@@ -59,10 +64,25 @@ func (c *Cluster) joinFlags(self int, bootstrap bool) []string {
 	return append(f, c.ExtraFlags...)
 }
 
+// start launches node i with flags, plus its TLS flags and the gossip
+// key on a cluster with TLS.
+func (c *Cluster) start(i int, flags []string) error {
+	n := c.Nodes[i]
+	if c.PKI != nil {
+		tf, err := c.PKI.tlsFlags(n)
+		if err != nil {
+			return fmt.Errorf("%s: certificate: %w", n.Name, err)
+		}
+		flags = append(append([]string(nil), flags...), tf...)
+		n.Env = []string{EnvGossipKey + "=" + c.PKI.GossipKey}
+	}
+	return n.Start(c.Bin, flags)
+}
+
 // Start launches every node for the first time.
 func (c *Cluster) Start() error {
-	for i, n := range c.Nodes {
-		if err := n.Start(c.Bin, c.joinFlags(i, true)); err != nil {
+	for i := range c.Nodes {
+		if err := c.start(i, c.joinFlags(i, true)); err != nil {
 			return err
 		}
 	}
@@ -74,7 +94,7 @@ func (c *Cluster) Restart(i int) error {
 	n := c.Nodes[i]
 	f := n.Flags()
 	if f == nil {
-		f = c.joinFlags(i, true)
+		return c.start(i, c.joinFlags(i, true))
 	}
 	return n.Start(c.Bin, f)
 }
@@ -86,14 +106,24 @@ func (c *Cluster) AddNode() (*Node, error) {
 	}
 	i := len(c.Nodes)
 	n := c.addNode(i)
-	return n, n.Start(c.Bin, append(c.joinFlags(i, false), "--voters", fmt.Sprint(c.Voters)))
+	return n, c.start(i, append(c.joinFlags(i, false), "--voters", fmt.Sprint(c.Voters)))
 }
 
 // Client returns a fresh client for node i.
 func (c *Cluster) Client(i int) *client.Client {
 	n := c.Nodes[i]
-	cl := client.New(n.Name, n.URL(), c.Timeout)
+	cl := client.NewTLS(n.Name, n.URL(), c.Timeout, c.ClientTLS())
 	cl.Token = c.Token
+	return cl
+}
+
+// WorkloadClient returns a client for node i that sends token (the
+// workload's least-privilege token) instead of the harness's.
+func (c *Cluster) WorkloadClient(i int, token string) *client.Client {
+	cl := c.Client(i)
+	if token != "" {
+		cl.Token = token
+	}
 	return cl
 }
 
@@ -124,6 +154,33 @@ func (c *Cluster) BootstrapACL(ctx context.Context, d time.Duration) error {
 		}
 	}
 	return fmt.Errorf("ACL bootstrap within %v: %v", d, last)
+}
+
+// IssueToken creates a token with roles through any node with the
+// management token, retrying while a leader settles; returns its secret.
+func (c *Cluster) IssueToken(ctx context.Context, d time.Duration, name string, roles ...client.Role) (string, error) {
+	deadline := time.Now().Add(d)
+	var last error
+	for time.Now().Before(deadline) {
+		for i, n := range c.Nodes {
+			if !n.Running() {
+				continue
+			}
+			cl := c.Client(i)
+			secret, err := cl.ACLCreateToken(ctx, name, roles...)
+			cl.Close()
+			if err == nil {
+				return secret, nil
+			}
+			last = err
+		}
+		select {
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+	return "", fmt.Errorf("token %s within %v: %v", name, d, last)
 }
 
 // Leader asks every running node and returns the index of the leader a

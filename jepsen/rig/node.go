@@ -25,6 +25,10 @@ type Node struct {
 	// ClockFile controls the agent's wall-clock offset (a binary built
 	// with -tags jepsenclock; see wallclock/now_jepsenclock.go).
 	ClockFile string
+	// Scheme is "http", or "https" on a cluster with TLS (EnableTLS).
+	Scheme string
+	// Env is added to the agent's environment (the gossip key).
+	Env []string
 
 	mu     sync.Mutex
 	flags  []string // of the first start, reused on restart
@@ -35,7 +39,13 @@ type Node struct {
 }
 
 // URL is the node's HTTP base address.
-func (n *Node) URL() string { return fmt.Sprintf("http://%s:%d", n.IP, Port) }
+func (n *Node) URL() string {
+	scheme := n.Scheme
+	if scheme == "" {
+		scheme = "http"
+	}
+	return fmt.Sprintf("%s://%s:%d", scheme, n.IP, Port)
+}
 
 // Start launches the agent with extra flags (join, bootstrap-expect...).
 func (n *Node) Start(bin string, flags []string) error {
@@ -66,7 +76,7 @@ func (n *Node) Start(bin string, flags []string) error {
 		"--job-users", "*", "--job-default-user="}, flags...)
 	cmd := exec.Command("ip", args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.Env = append(os.Environ(), ClockEnv+"="+n.ClockFile)
+	cmd.Env = append(append(os.Environ(), ClockEnv+"="+n.ClockFile), n.Env...)
 	// Own process group so cleanup can reach children that stayed in it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
