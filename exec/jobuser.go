@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"os"
 	"os/user"
-	"strconv"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 )
 

@@ -73,4 +73,3 @@ func reloadOnSIGHUP(ctx context.Context, s *certs.Store, logger *slog.Logger) {
 		}
 	}
 }
-
