@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 )
 
@@ -76,5 +77,21 @@ func TestIsRootUser(t *testing.T) {
 		if got := IsRootUser(u); got != want {
 			t.Errorf("IsRootUser(%q) = %v, want %v", u, got, want)
 		}
+	}
+}
+
+// Event counts name at most MaxMetricNamespaces namespaces; the rest count
+// as OtherNamespace.
+func TestEventCountsNamespaceBounded(t *testing.T) {
+	r := newEventRing(16, 0)
+	for i := range MaxMetricNamespaces + 10 {
+		r.append([]Event{{Type: EventJob, Name: NameSubmitted, Namespace: fmt.Sprintf("ns%03d", i)}})
+	}
+	by := r.CountsByNamespace()
+	if len(by) != MaxMetricNamespaces+1 || by[OtherNamespace]["job.submitted"] != 10 {
+		t.Fatalf("%d namespaces, %s has %v", len(by), OtherNamespace, by[OtherNamespace])
+	}
+	if r.Counts()["job.submitted"] != MaxMetricNamespaces+10 {
+		t.Fatalf("total %v", r.Counts())
 	}
 }
