@@ -27,6 +27,7 @@ func clientCommands() []*ucli.Command {
 		artifactsCommand(),
 		nodeCommand(),
 		queueCommand(),
+		namespaceCommand(),
 		scheduleCommand(),
 		clusterCommand(),
 		operatorCommand(),

@@ -25,6 +25,7 @@ type Member struct {
 	Labels    map[string]string `json:"labels,omitempty"`
 	Drivers   []string          `json:"drivers,omitempty"`
 	Slots     int               `json:"slots,omitempty"`
+	JobUsers  []string          `json:"job_users,omitempty"`
 	// Applied and Behind are the member's last gossiped sync state (meta.go).
 	Applied  uint64 `json:"applied_index,omitempty"`
 	Behind   bool   `json:"behind,omitempty"`
@@ -61,6 +62,7 @@ func (t *memberTable) set(n *memberlist.Node, status fsm.GossipState) {
 		m.Capacity = fsm.Resources{CPU: meta.CPU, MemoryMB: meta.MemoryMB, Named: meta.Named}
 		m.Labels, m.Drivers, m.HasState, m.Leaving = meta.Labels, meta.Drivers, meta.HasState, meta.Leaving
 		m.Slots, m.Applied, m.Behind = meta.Slots, meta.Applied, meta.Behind
+		m.JobUsers = meta.JobUsers
 	}
 	t.mu.Lock()
 	old, ok := t.members[n.Name]

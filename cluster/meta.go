@@ -28,6 +28,7 @@ type nodeMeta struct {
 	Labels    map[string]string `json:"l,omitempty"`
 	Drivers   []string          `json:"d,omitempty"`
 	Slots     int               `json:"sl,omitempty"`
+	JobUsers  []string          `json:"ju,omitempty"`
 	// Applied is this node's FSM applied index and Behind is set while the
 	// node is not in sync with the leader (sync.go); the leader places
 	// nothing on a node that is behind (NodesBehind). Neither is part of
@@ -46,7 +47,7 @@ func metaFromNode(n fsm.Node, clusterID string, hasState, leaving bool) nodeMeta
 	return nodeMeta{
 		ClusterID: clusterID, HTTPAddr: n.HTTPAddr, RaftAddr: n.RaftAddr, Version: n.Version,
 		CPU: n.Capacity.CPU, MemoryMB: n.Capacity.MemoryMB, Named: n.Capacity.Named,
-		Labels: n.Labels, Drivers: n.Drivers, Slots: n.Slots, HasState: hasState, Leaving: leaving,
+		Labels: n.Labels, Drivers: n.Drivers, Slots: n.Slots, JobUsers: n.JobUsers, HasState: hasState, Leaving: leaving,
 	}
 }
 
@@ -76,7 +77,7 @@ func (m nodeMeta) node(name, gossipAddr string) fsm.Node {
 	return fsm.Node{
 		Name: name, HTTPAddr: m.HTTPAddr, RaftAddr: m.RaftAddr, GossipAddr: gossipAddr,
 		Capacity: fsm.Resources{CPU: m.CPU, MemoryMB: m.MemoryMB, Named: m.Named},
-		Labels:   m.Labels, Drivers: m.Drivers, Version: m.Version, Slots: m.Slots,
+		Labels:   m.Labels, Drivers: m.Drivers, Version: m.Version, Slots: m.Slots, JobUsers: m.JobUsers,
 	}
 }
 

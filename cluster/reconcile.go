@@ -130,6 +130,7 @@ func (n *Node) memberNode(m Member) fsm.Node {
 	return fsm.Node{
 		Name: m.Name, HTTPAddr: m.HTTPAddr, RaftAddr: m.RaftAddr, GossipAddr: m.Addr,
 		Capacity: m.Capacity, Labels: m.Labels, Drivers: m.Drivers, Version: m.Version, Slots: m.Slots,
+		JobUsers: m.JobUsers,
 	}
 }
 
@@ -139,7 +140,7 @@ func describe(nd fsm.Node) string {
 	b, _ := json.Marshal(fsm.Node{
 		Name: nd.Name, HTTPAddr: nd.HTTPAddr, RaftAddr: nd.RaftAddr, GossipAddr: nd.GossipAddr,
 		Capacity: nd.Capacity, Labels: nonEmpty(nd.Labels), Drivers: nd.Drivers, Version: nd.Version,
-		Slots: nd.Slots,
+		Slots: nd.Slots, JobUsers: nd.JobUsers,
 	})
 	return string(b)
 }

@@ -3,10 +3,31 @@ package exec
 import (
 	"fmt"
 	"os"
+	"os/user"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 )
+
+// CheckJobUsers validates an agent's --job-users and --job-default-user
+// (WorkerConfig.JobUsers and DefaultJobUser): the default user must be
+// allowed and exist on this host.
+func CheckJobUsers(allowed []string, def string) error {
+	if def == "" {
+		return nil
+	}
+	if !slices.Contains(allowed, def) && !slices.Contains(allowed, "*") {
+		return fmt.Errorf("--job-default-user %q is not in --job-users (%s)", def, strings.Join(allowed, ", "))
+	}
+	if _, err := strconv.Atoi(def); err == nil {
+		return nil
+	}
+	if _, err := user.Lookup(def); err != nil {
+		return fmt.Errorf("--job-default-user %q: %v (create it, or pick another user)", def, err)
+	}
+	return nil
+}
 
 // checkUser refuses a job user that WorkerConfig.JobUsers does not list.
 // For the process driver "" (run as the agent's user) is allowed only when

@@ -31,3 +31,22 @@ func TestCheckUser(t *testing.T) {
 
 // ContainerDriverNameForTest stands for any driver other than process.
 const ContainerDriverNameForTest = "container"
+
+func TestCheckJobUsers(t *testing.T) {
+	for _, tc := range []struct {
+		allowed []string
+		def     string
+		ok      bool
+	}{
+		{[]string{"nobody"}, "nobody", true},
+		{[]string{"*"}, "65534", true},
+		{[]string{"nobody"}, "", true},
+		{[]string{"nobody"}, "root", false},
+		{[]string{"*"}, "no-such-user-foreman", false},
+	} {
+		err := CheckJobUsers(tc.allowed, tc.def)
+		if (err == nil) != tc.ok {
+			t.Errorf("CheckJobUsers(%v, %q) = %v, want ok %v", tc.allowed, tc.def, err, tc.ok)
+		}
+	}
+}

@@ -297,6 +297,10 @@ func (a *applier) applyEntry(data []byte, res *Result) error {
 		return run(a, cmd, res, (*applier).aclInternal)
 	case CmdSetCheckpoint:
 		return run(a, cmd, res, (*applier).setCheckpoint)
+	case CmdSetNamespace:
+		return run(a, cmd, res, (*applier).setNamespace)
+	case CmdDeleteNamespace:
+		return run(a, cmd, res, (*applier).deleteNamespace)
 	}
 	return fmt.Errorf("%w: unknown command type %q", ErrBadCommand, cmd.Type)
 }

@@ -80,6 +80,9 @@ var payloadTypes = map[CommandType]any{
 	CmdACLRevokeToken: ACLRevokeToken{},
 	CmdACLInternal:    ACLInternal{},
 	CmdSetCheckpoint:  SetCheckpoint{},
+
+	CmdSetNamespace:    SetNamespace{},
+	CmdDeleteNamespace: DeleteNamespace{},
 }
 
 // Command is the versioned envelope of every raft entry. At is stamped by

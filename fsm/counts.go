@@ -18,6 +18,32 @@ type QueueCount struct {
 // microsecond per active job (metrics scrapes).
 func (t *Tx) CountActiveByQueue() ([]QueueCount, error) {
 	var out []QueueCount
+	err := t.countActive(func(s *JobSpec) string { return s.Queue }, func(q string, st JobState, n int) {
+		out = append(out, QueueCount{Queue: q, State: st, Jobs: n})
+	})
+	return out, err
+}
+
+// NamespaceCount is how many jobs of one namespace are in one state.
+type NamespaceCount struct {
+	Namespace string // stored form: "" is the default namespace
+	State     JobState
+	Jobs      int
+}
+
+// CountActiveByNamespace counts the non-terminal jobs per namespace, at
+// the cost of CountActiveByQueue.
+func (t *Tx) CountActiveByNamespace() ([]NamespaceCount, error) {
+	var out []NamespaceCount
+	err := t.countActive(func(s *JobSpec) string { return s.Namespace }, func(ns string, st JobState, n int) {
+		out = append(out, NamespaceCount{Namespace: ns, State: st, Jobs: n})
+	})
+	return out, err
+}
+
+// countActive counts the active jobs per state and key(spec), and calls
+// emit for each count.
+func (t *Tx) countActive(key func(*JobSpec) string, emit func(k string, st JobState, n int)) error {
 	jobs := t.tx.Bucket(bucketJobs)
 	for _, st := range ActiveStates {
 		counts := map[string]int{}
@@ -30,15 +56,15 @@ func (t *Tx) CountActiveByQueue() ([]QueueCount, error) {
 			}
 			var j jobSpecView
 			if err := decode(v, &j); err != nil {
-				return nil, err
+				return err
 			}
-			counts[j.Spec.Queue]++
+			counts[key(&j.Spec)]++
 		}
-		for q, n := range counts {
-			out = append(out, QueueCount{Queue: q, State: st, Jobs: n})
+		for k, n := range counts {
+			emit(k, st, n)
 		}
 	}
-	return out, nil
+	return nil
 }
 
 // AllocatedByNode sums the resources of the live attempts on each node.

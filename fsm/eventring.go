@@ -32,13 +32,26 @@ type EventRing struct {
 	floor   EventID
 	changed chan struct{} // closed (and replaced) by every append or reset
 	counts  map[eventKind]uint64
+	// nsSeen holds the namespaces counted under their own name; from
+	// MaxMetricNamespaces on, new ones count as OtherNamespace, so the
+	// metrics' namespace label stays bounded.
+	nsSeen map[string]bool
 }
 
 // eventKind keys the counts without building Kind's string per event.
 type eventKind struct {
 	typ  EventType
 	name string
+	ns   string // the event's namespace (stored form), or OtherNamespace
 }
+
+// MaxMetricNamespaces bounds the namespaces the event counts (and so the
+// metrics' namespace label) name one by one; the rest are OtherNamespace.
+const MaxMetricNamespaces = 100
+
+// OtherNamespace is the metrics label of namespaces beyond
+// MaxMetricNamespaces.
+const OtherNamespace = "_other"
 
 type ringSlot struct {
 	ev   Event
@@ -91,6 +104,7 @@ func newEventRing(size int, floor uint64) *EventRing {
 		floor:   EventID{Index: floor, Seq: SeqAll},
 		changed: make(chan struct{}),
 		counts:  map[eventKind]uint64{},
+		nsSeen:  map[string]bool{},
 	}
 }
 
@@ -110,7 +124,15 @@ func (r *EventRing) append(events []Event) {
 		s.ev = *e
 		s.json.Store(nil)
 		r.next++
-		r.counts[eventKind{e.Type, e.Name}]++
+		ns := e.Namespace
+		if !r.nsSeen[ns] {
+			if len(r.nsSeen) < MaxMetricNamespaces {
+				r.nsSeen[ns] = true
+			} else {
+				ns = OtherNamespace
+			}
+		}
+		r.counts[eventKind{e.Type, e.Name, ns}]++
 	}
 	close(r.changed)
 	r.changed = make(chan struct{})
@@ -229,6 +251,29 @@ func (r *EventRing) Counts() map[string]uint64 {
 	for k, v := range r.counts {
 		e := Event{Type: k.typ, Name: k.name}
 		out[e.Kind()] += v
+	}
+	return out
+}
+
+// CountsByNamespace is Counts per namespace (display name: "default" for
+// the default namespace; OtherNamespace for those beyond
+// MaxMetricNamespaces).
+func (r *EventRing) CountsByNamespace() map[string]map[string]uint64 {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := map[string]map[string]uint64{}
+	for k, v := range r.counts {
+		ns := k.ns
+		if ns != OtherNamespace {
+			ns = NamespaceOf(ns)
+		}
+		m := out[ns]
+		if m == nil {
+			m = map[string]uint64{}
+			out[ns] = m
+		}
+		e := Event{Type: k.typ, Name: k.name}
+		m[e.Kind()] += v
 	}
 	return out
 }

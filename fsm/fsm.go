@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -176,8 +177,14 @@ func openDB(path string, opts Options, log *slog.Logger) (db *bolt.DB, err error
 		} else if err := meta.Put(metaSchemaVersion, []byte(strconv.Itoa(SchemaVersion))); err != nil {
 			return err
 		}
+		if !bytes.Equal(meta.Get(metaGroupVersion), groupVersion) {
+			rebuild = true
+		}
 		if rebuild {
 			if err := rebuildSchedIndexes(tx); err != nil {
+				return err
+			}
+			if err := meta.Put(metaGroupVersion, groupVersion); err != nil {
 				return err
 			}
 		}

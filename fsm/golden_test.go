@@ -19,12 +19,14 @@ import (
 // every other bucket, which timelines must not change, and the
 // *WithTimeline ones of the whole state since (their values changed
 // again when the schedules bucket came, whose name the hash covers even
-// empty; the hashes above leave it out too).
+// empty; the hashes above leave it out too). Both changed once more when
+// a job's user (and namespace) joined its placement group, which re-keys
+// queued_by_group entries of jobs that name a user (groupVersion 2).
 const (
-	goldenWorkloadHash = "131a53c4a55993228ee481390a626a8aa732b94f054568709147043409fdde71"
+	goldenWorkloadHash = "44954808a1f67121ddbbe88c04e93160c3c5e4928e1f02773327f4d8e36a1032"
 	goldenGenLogHash   = "6c23633b500ac9cc2623047bdeed61374fec57dea6c6217b7bc060adcb8c67fc"
 
-	goldenWorkloadHashWithTimeline = "7f8c06ec89b605415f704757b0403f6fdbfc16a5df77579248462ce656c2cfc8"
+	goldenWorkloadHashWithTimeline = "5311aacbab8183a07802574cdff277d27fa85be8af256efce069b058a80fc854"
 	goldenGenLogHashWithTimeline   = "78b3e4365c90dee2644a5940a04208abbc5f963fd13874c6fee5ba8f71f2bbb7"
 )
 

@@ -69,7 +69,7 @@ type schedSpec struct {
 	Driver           string     `json:"driver,omitempty"`
 	Image            skipped    `json:"image,omitempty"`
 	Network          skipped    `json:"network,omitempty"`
-	User             skipped    `json:"user,omitempty"`
+	User             string     `json:"user,omitempty"` // placement group
 	KillSignal       skipped    `json:"kill_signal,omitempty"`
 	KillTimeout      skipped    `json:"kill_timeout,omitempty"`
 	Queue            string     `json:"queue,omitempty"`
@@ -175,8 +175,8 @@ func decodeStoredJob(v []byte) (j *Job, raw []byte, err error) {
 		Resources: ss.Resources, Priority: ss.Priority, MaxAttempts: ss.MaxAttempts, Driver: ss.Driver,
 		Queue: ss.Queue, Constraints: ss.Constraints, Backoff: ss.Backoff, NoRetryExitCodes: ss.NoRetryExitCodes,
 		Deadline: ss.Deadline, DependsOn: ss.DependsOn, Condition: ss.Condition, Notify: ss.Notify,
-		Namespace: ss.Namespace,
-		Gang:      ss.Gang, Preemptible: ss.Preemptible,
+		Namespace: ss.Namespace, User: ss.User,
+		Gang: ss.Gang, Preemptible: ss.Preemptible,
 	}
 	return j, s.Spec, nil
 }

@@ -1,6 +1,9 @@
 package fsm
 
-import "time"
+import (
+	"strings"
+	"time"
+)
 
 // GossipState is the liveness of a node as the leader last committed it.
 type GossipState string
@@ -37,6 +40,11 @@ type Node struct {
 	// scheduler places nothing beyond it, the excess stays queued
 	// (0 = unbounded, as nodes before slots existed).
 	Slots int `json:"slots,omitempty"`
+	// JobUsers is the node's --job-users: the users a job may name in
+	// user: to run there ("*" = any). The scheduler places a job naming a
+	// user only on nodes that allow it. Nil: the node does not restrict
+	// (an agent not running as root, or one from before this field).
+	JobUsers []string `json:"job_users,omitempty"`
 
 	Gossip        GossipState `json:"gossip"`
 	Eligibility   Eligibility `json:"eligibility"`
@@ -45,4 +53,20 @@ type Node struct {
 	// StateChangedAt is the leader's stamp of the last Gossip change.
 	StateChangedAt time.Time `json:"state_changed_at"`
 	ModifyIndex    uint64    `json:"modify_index"`
+}
+
+// AllowsJobUser reports whether a job with user spec (name or uid,
+// optionally ":group") may be placed on n. A job naming no user runs as
+// the node's default user, which the node allows by construction.
+func (n *Node) AllowsJobUser(spec string) bool {
+	name, _, _ := strings.Cut(spec, ":")
+	if name == "" || n.JobUsers == nil {
+		return true
+	}
+	for _, u := range n.JobUsers {
+		if u == "*" || u == name {
+			return true
+		}
+	}
+	return false
 }

@@ -126,6 +126,19 @@ func appendPlacementGroup(k []byte, s *JobSpec) []byte {
 			intField(s.Resources.Named[k])
 		}
 	}
+	// Namespace (its quota) and user (the nodes' --job-users) also decide
+	// placement. Like gangs they add to the text only when set, so jobs of
+	// the default namespace without a user keep their keys; files written
+	// before they were part of the group are re-indexed at Open
+	// (metaGroupVersion).
+	if s.Namespace != "" {
+		field("ns")
+		field(s.Namespace)
+	}
+	if s.User != "" {
+		field("user")
+		field(s.User)
+	}
 	if g := s.Gang; g != nil {
 		// Only gangs add to the text, so other jobs keep their keys.
 		field("gang")

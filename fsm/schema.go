@@ -66,6 +66,9 @@ var allBuckets = [][]byte{
 	bucketJobsByDue, bucketQueuedByGroup, bucketJobsByFinish, bucketJobEvents, bucketSchedules,
 }
 
+// groupVersion is the current PlacementGroup version (metaGroupVersion).
+var groupVersion = []byte("2")
+
 // Keys in bucketMeta.
 var (
 	// metaAppliedIndex: 8-byte big-endian raft index of the last applied
@@ -73,6 +76,10 @@ var (
 	metaAppliedIndex = []byte("applied_index")
 	// metaClusterID: the cluster ID from InitCluster.
 	metaClusterID = []byte("cluster_id")
+	// metaGroupVersion: the version of PlacementGroup the queued_by_group
+	// keys were made with (absent: before namespace and user joined it);
+	// Open rebuilds the indexes when it differs from groupVersion.
+	metaGroupVersion = []byte("placement_group_version")
 	// metaSchemaVersion: decimal SchemaVersion.
 	metaSchemaVersion = []byte("schema_version")
 	// metaCleanShutdown: present only while the file is closed cleanly.
@@ -84,6 +91,7 @@ var (
 // index (or are reported separately) and so stay out of StateHash.
 var nodeLocalMeta = map[string]bool{
 	string(metaCleanShutdown): true,
+	string(metaGroupVersion):  true, // describes the derived indexes
 	string(metaAppliedIndex):  true,
 }
 

@@ -75,6 +75,13 @@ var Routes = map[string]RouteRule{
 	"GET /v1/queues":                    {PermRead, false},
 	"PUT /v1/queues/{name}":             {PermWrite, true}, // queues are shared: write on "*"
 
+	// Namespace records (quota and policy). Setting one needs management:
+	// its policy can grant root (docs/security.md, "Namespace policy").
+	"GET /v1/namespaces":           {PermRead, false}, // lists the namespaces the token may read
+	"GET /v1/namespaces/{name}":    {PermRead, true},
+	"PUT /v1/namespaces/{name}":    {PermManagement, false},
+	"DELETE /v1/namespaces/{name}": {PermManagement, false},
+
 	// Cluster and operator.
 	"GET /v1/cluster/members":                   {PermOperator, false},
 	"GET /v1/cluster/raft":                      {PermOperator, false},

@@ -261,6 +261,7 @@ func TestMetricsLint(t *testing.T) {
 	a.addNode("n1", "127.0.0.1:1", 1000, 1000)
 	j := a.submit(`{"command":["true"],"queue":"batch"}`)
 	a.place(j, "n1")
+	a.submit(`{"command":["true"],"namespace":"team","allow_unplaceable":true}`)
 	code, body := a.do("GET", "/v1/metrics", "")
 	if code != http.StatusOK {
 		t.Fatalf("metrics: %d %s", code, body)
@@ -277,10 +278,13 @@ func TestMetricsLint(t *testing.T) {
 		`foreman_queue_jobs{queue="batch",state="running"} 1`,
 		`foreman_node_allocated{node="n1",resource="cpu"}`,
 		`foreman_node_capacity{node="n1",resource="cpu"} 1000`,
-		`foreman_jobs_submitted_total`,
+		`foreman_jobs_submitted_total{namespace="default"} 1`,
+		`foreman_namespace_jobs{namespace="default",state="running"} 1`,
+		`foreman_namespace_jobs{namespace="team",state="queued"} 1`,
+		`foreman_attempts_total{namespace="default",outcome="failed"} 0`,
 		`foreman_event_subscribers 0`,
 		`foreman_raft_state{state="leader"} 1`,
-		`foreman_http_requests_total{code="201",method="POST",route="/v1/jobs"} 1`,
+		`foreman_http_requests_total{code="201",method="POST",route="/v1/jobs"} 2`,
 		`foreman_job_place_latency_seconds_bucket`,
 		`go_goroutines`,
 		`process_resident_memory_bytes`,

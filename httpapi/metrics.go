@@ -1,7 +1,9 @@
 package httpapi
 
 import (
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -70,8 +72,9 @@ var (
 	descJobs          = prometheus.NewDesc("foreman_jobs", "Jobs in each state, from this node's replica.", []string{"state"}, nil)
 	descQueueJobs     = prometheus.NewDesc("foreman_queue_jobs", "Active (non-terminal) jobs per queue and state.", []string{"queue", "state"}, nil)
 	descEvents        = prometheus.NewDesc("foreman_events_total", "Events this node applied since it started, by type.", []string{"type"}, nil)
-	descAttempts      = prometheus.NewDesc("foreman_attempts_total", "Attempts that ended, by outcome, as applied on this node since it started.", []string{"outcome"}, nil)
-	descSubmitted     = prometheus.NewDesc("foreman_jobs_submitted_total", "Jobs submitted (cluster-wide), as applied on this node since it started.", nil, nil)
+	descAttempts      = prometheus.NewDesc("foreman_attempts_total", "Attempts that ended, by namespace and outcome, as applied on this node since it started.", []string{"namespace", "outcome"}, nil)
+	descSubmitted     = prometheus.NewDesc("foreman_jobs_submitted_total", "Jobs submitted (cluster-wide) by namespace, as applied on this node since it started.", []string{"namespace"}, nil)
+	descNSJobs        = prometheus.NewDesc("foreman_namespace_jobs", "Active (non-terminal) jobs per namespace and state.", []string{"namespace", "state"}, nil)
 	descLeaderChanges = prometheus.NewDesc("foreman_raft_leader_changes_total", "Leader changes applied on this node since it started.", nil, nil)
 	descSubscribers   = prometheus.NewDesc("foreman_event_subscribers", "Open GET /v1/events streams on this node.", nil, nil)
 	descRaftState     = prometheus.NewDesc("foreman_raft_state", "1 for this node's current raft state.", []string{"state"}, nil)
@@ -90,7 +93,7 @@ var raftStates = []string{"Leader", "Follower", "Candidate", "Shutdown"}
 type stateCollector struct{ s *server }
 
 func (c stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descJobs, descQueueJobs, descEvents, descAttempts, descSubmitted, descLeaderChanges,
+	for _, d := range []*prometheus.Desc{descJobs, descQueueJobs, descNSJobs, descEvents, descAttempts, descSubmitted, descLeaderChanges,
 		descSubscribers, descRaftState, descRaftTerm, descRaftCommit, descRaftApplied, descRaftLast,
 		descNodeCapacity, descNodeAlloc, descNodeUp} {
 		ch <- d
@@ -125,10 +128,16 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 		for k, v := range counts {
 			counter(descEvents, float64(v), k)
 		}
-		for _, o := range []fsm.AttemptState{fsm.AttemptSucceeded, fsm.AttemptFailed, fsm.AttemptLost, fsm.AttemptKilled} {
-			counter(descAttempts, float64(counts[string(fsm.EventAttempt)+"."+string(o)]), string(o))
+		byNS := src.Events().CountsByNamespace()
+		if byNS[fsm.DefaultNamespace] == nil {
+			byNS[fsm.DefaultNamespace] = map[string]uint64{} // the families exist on an idle node too
 		}
-		counter(descSubmitted, float64(counts[string(fsm.EventJob)+"."+fsm.NameSubmitted]))
+		for ns, nc := range byNS {
+			for _, o := range []fsm.AttemptState{fsm.AttemptSucceeded, fsm.AttemptFailed, fsm.AttemptLost, fsm.AttemptKilled} {
+				counter(descAttempts, float64(nc[string(fsm.EventAttempt)+"."+string(o)]), ns, string(o))
+			}
+			counter(descSubmitted, float64(nc[string(fsm.EventJob)+"."+fsm.NameSubmitted]), ns)
+		}
 		counter(descLeaderChanges, float64(counts[string(fsm.EventLeader)+"."+fsm.NameChanged]))
 	}
 
@@ -153,6 +162,9 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 					gauge(descQueueJobs, 0, "default", string(st))
 				}
 			}
+		}
+		if ns, err := tx.CountActiveByNamespace(); err == nil {
+			namespaceJobs(ns, func(ns string, st fsm.JobState, n int) { gauge(descNSJobs, float64(n), ns, string(st)) })
 		}
 		nodes, err := tx.Nodes()
 		if err != nil {
@@ -184,5 +196,40 @@ func resources(r fsm.Resources, fn func(string, int64)) {
 			continue
 		}
 		fn(k, v)
+	}
+}
+
+// namespaceJobs folds per-namespace counts into at most
+// fsm.MaxMetricNamespaces labels (by name; the rest add up under
+// fsm.OtherNamespace) and emits them, the default namespace always (zero
+// included).
+func namespaceJobs(counts []fsm.NamespaceCount, emit func(ns string, st fsm.JobState, n int)) {
+	names := map[string]bool{fsm.DefaultNamespace: true}
+	for _, c := range counts {
+		names[fsm.NamespaceOf(c.Namespace)] = true
+	}
+	sorted := slices.Sorted(maps.Keys(names))
+	label := make(map[string]string, len(sorted))
+	for i, n := range sorted {
+		label[n] = n
+		if i >= fsm.MaxMetricNamespaces && n != fsm.DefaultNamespace {
+			label[n] = fsm.OtherNamespace
+		}
+	}
+	type key struct {
+		ns string
+		st fsm.JobState
+	}
+	sum := map[key]int{}
+	for _, n := range sorted {
+		for _, st := range fsm.ActiveStates {
+			sum[key{label[n], st}] += 0
+		}
+	}
+	for _, c := range counts {
+		sum[key{label[fsm.NamespaceOf(c.Namespace)], c.State}] += c.Jobs
+	}
+	for k, n := range sum {
+		emit(k.ns, k.st, n)
 	}
 }

@@ -156,6 +156,11 @@ func (s *server) routes() {
 	s.handle(m, "GET /v1/queues", s.read(s.listQueues))
 	s.handle(m, "PUT /v1/queues/{name}", s.write(s.setQueue))
 
+	s.handle(m, "GET /v1/namespaces", s.read(s.listNamespaces))
+	s.handle(m, "GET /v1/namespaces/{name}", s.read(s.getNamespace))
+	s.handle(m, "PUT /v1/namespaces/{name}", s.write(s.setNamespace))
+	s.handle(m, "DELETE /v1/namespaces/{name}", s.write(s.deleteNamespace))
+
 	s.handle(m, "GET /v1/cluster/members", s.local(s.members))
 	s.handle(m, "GET /v1/cluster/raft", s.local(s.raftInfo))
 	s.handle(m, "POST /v1/cluster/join", s.local(s.join))

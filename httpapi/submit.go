@@ -273,19 +273,32 @@ type capacityLimits struct {
 	named    map[string]*fsm.Node // largest of each named resource
 	nodes    []fsm.Node           // every node that has not left (gangs count them)
 	agents   agentAddrs           // the nodes' API addresses (webhooks must not call them)
+	// policies holds the namespace records (quota and policy) by display
+	// name; a namespace without one has the default policy.
+	policies map[string]*fsm.Namespace
 }
 
 // capacityLimits reads the nodes' capacities from the local state.
 func (s *server) capacityLimits() (*capacityLimits, error) {
 	var nodes []fsm.Node
+	var nss []fsm.Namespace
 	if err := s.state.View(func(tx *fsm.Tx) error {
 		var err error
-		nodes, err = tx.Nodes()
+		if nodes, err = tx.Nodes(); err != nil {
+			return err
+		}
+		nss, err = tx.Namespaces()
 		return err
 	}); err != nil {
 		return nil, err
 	}
 	l := &capacityLimits{named: map[string]*fsm.Node{}, agents: newAgentAddrs(nodes)}
+	for i := range nss {
+		if l.policies == nil {
+			l.policies = map[string]*fsm.Namespace{}
+		}
+		l.policies[nss[i].Name] = &nss[i]
+	}
 	for i := range nodes {
 		n := &nodes[i]
 		if n.Gossip == fsm.NodeLeft {
@@ -314,6 +327,11 @@ func (s *server) capacityLimits() (*capacityLimits, error) {
 func (l *capacityLimits) check(jobs []fsm.NewJob, batch bool) error {
 	if err := l.agents.check(jobs, batch); err != nil {
 		return err
+	}
+	for i := range jobs {
+		if err := checkPolicy(l.policies[fsm.NamespaceOf(jobs[i].Spec.Namespace)], &jobs[i].Spec, i, batch); err != nil {
+			return err
+		}
 	}
 	if l.cpu == nil {
 		return nil

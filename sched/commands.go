@@ -72,3 +72,5 @@ func chunks[T any](s []T, n int) [][]T {
 }
 
 func itoa(v int) string { return strconv.Itoa(v) }
+
+func itoa64(v int64) string { return strconv.FormatInt(v, 10) }

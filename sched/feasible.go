@@ -119,8 +119,9 @@ func sortedKeys(m map[string]int64) []string {
 }
 
 // staticMisfit checks what does not change during a plan: liveness,
-// eligibility, driver and constraints. It returns "" for a usable node.
-func staticMisfit(n *fsm.Node, behind bool, driver string, cons []fsm.Constraint) string {
+// eligibility, driver, job user (the node's --job-users) and constraints.
+// It returns "" for a usable node.
+func staticMisfit(n *fsm.Node, behind bool, driver, user string, cons []fsm.Constraint) string {
 	if n.Gossip != fsm.NodeAlive {
 		return "node " + string(n.Gossip)
 	}
@@ -137,6 +138,9 @@ func staticMisfit(n *fsm.Node, behind bool, driver string, cons []fsm.Constraint
 	} else if !slices.Contains(n.Drivers, driver) {
 		return "driver " + driver + " unavailable"
 	}
+	if !n.AllowsJobUser(user) {
+		return "user " + user + " not in --job-users"
+	}
 	for _, c := range cons {
 		if c.Match(n.Labels) {
 			continue
@@ -149,8 +153,8 @@ func staticMisfit(n *fsm.Node, behind bool, driver string, cons []fsm.Constraint
 	return ""
 }
 
-// class groups jobs that have the same static requirements (driver and
-// constraints): they share the list of usable nodes and a scan cursor.
+// class groups jobs that have the same static requirements (driver, user
+// and constraints): they share the list of usable nodes and a scan cursor.
 type class struct {
 	nodes  []int          // statically feasible node indices
 	static map[string]int // why the other nodes were rejected
@@ -159,10 +163,14 @@ type class struct {
 }
 
 func classKey(s *fsm.JobSpec) string {
-	if len(s.Constraints) == 0 {
-		return s.Driver
+	k := s.Driver
+	if s.User != "" {
+		k += "\x01" + s.User
 	}
-	return s.Driver + "\x00" + strings.Join(s.Constraints, "\x00")
+	if len(s.Constraints) == 0 {
+		return k
+	}
+	return k + "\x00" + strings.Join(s.Constraints, "\x00")
 }
 
 func newClass(nodes []nodeState, behind map[string]bool, s *fsm.JobSpec) *class {
@@ -174,7 +182,7 @@ func newClass(nodes []nodeState, behind map[string]bool, s *fsm.JobSpec) *class 
 		return cl
 	}
 	for i := range nodes {
-		if r := staticMisfit(nodes[i].node, behind[nodes[i].node.Name], s.Driver, cons); r != "" {
+		if r := staticMisfit(nodes[i].node, behind[nodes[i].node.Name], s.Driver, s.User, cons); r != "" {
 			cl.static[r]++
 			continue
 		}

@@ -12,7 +12,8 @@ import (
 // queue of its job (for max_running).
 type Placing struct {
 	fsm.Placement
-	Queue string
+	Queue     string
+	Namespace string // stored form ("" = default), for namespace quotas
 }
 
 // inflight is the leader loop's record of plans whose commands are being

@@ -180,15 +180,22 @@ func (pl *planning) placeAll(cands []candidate) {
 			inMem[id] = true
 		}
 	}
+	quota := newQuotaBook(pl.snap)
 	queue := newCandidateQueue(cands, pl.snap.Queued, inMem, pl.now, pl.cfg)
 	for c, ok := queue.next(); ok; c, ok = queue.next() {
 		j := c.job
 		q := j.Spec.Queue
 		var reason string
+		ns := j.Spec.Namespace
+		tasks := 1
+		if j.Spec.Gang != nil {
+			tasks = max(1, j.Spec.Gang.Size)
+		}
 		if lim := pl.snap.QueueLimits[q]; lim > 0 && running[q] >= lim {
 			reason = "queue " + queueName(q) + " at max_running " + itoa(lim)
+		} else if req := pl.cfg.request(&j.Spec.Resources); quota != nil && quota.misfit(ns, &req, tasks) != "" {
+			reason = quota.misfit(ns, &req, tasks)
 		} else {
-			req := pl.cfg.request(&j.Spec.Resources)
 			if j.Spec.Gang != nil {
 				if pl.ports == nil {
 					pl.ports = newPortBook(pl.snap.Live, pl.snap.Placing)
@@ -196,9 +203,10 @@ func (pl *planning) placeAll(cands []candidate) {
 				slots, r := p.placeGang(&j.Spec, &req, pl.ports)
 				if slots != nil {
 					running[q]++
+					quota.take(ns, &req, len(slots))
 					p := fsm.Placement{JobID: j.ID, Node: slots[0].Node, Resources: req, Tasks: slots}
 					pl.placed = append(pl.placed, p)
-					pl.placings = append(pl.placings, Placing{Placement: p, Queue: q})
+					pl.placings = append(pl.placings, Placing{Placement: p, Queue: q, Namespace: ns})
 					continue
 				}
 				reason = r
@@ -207,15 +215,17 @@ func (pl *planning) placeAll(cands []candidate) {
 			ni, r := p.place(&j.Spec, &req)
 			if ni >= 0 {
 				running[q]++
+				quota.take(ns, &req, 1)
 				p := fsm.Placement{JobID: j.ID, Node: pl.nodes[ni].node.Name, Resources: req}
 				pl.placed = append(pl.placed, p)
-				pl.placings = append(pl.placings, Placing{Placement: p, Queue: q})
+				pl.placings = append(pl.placings, Placing{Placement: p, Queue: q, Namespace: ns})
 				continue
 			}
 			reason = r
 		}
 	unplaced:
-		if reason != "" && !strings.HasPrefix(reason, "queue ") && pl.cfg.Preemption {
+		// Preemption frees node room, never queue or quota room.
+		if reason != "" && !strings.HasPrefix(reason, "queue ") && !strings.HasPrefix(reason, "namespace ") && pl.cfg.Preemption {
 			req := pl.cfg.request(&j.Spec.Resources)
 			if r, ok := pl.preemption().try(p, j, &req); r != "" {
 				reason = r

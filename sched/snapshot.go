@@ -35,6 +35,11 @@ type Snapshot struct {
 	// Running counts jobs with a live attempt per queue (LoadSnapshot
 	// counts only the queues in QueueLimits: the others are not checked).
 	Running map[string]int
+	// NamespaceQuotas holds the namespace records that set a quota, by
+	// stored namespace name ("" = default); NamespaceUsage is what each
+	// of them holds now (quota.go). Both nil when no namespace has a quota.
+	NamespaceQuotas map[string]*fsm.Namespace
+	NamespaceUsage  map[string]NamespaceUsage
 	// Placing holds placements of earlier plans whose Place entries are
 	// not applied yet (the leader loop fills it; LoadSnapshot does not).
 	// Plan counts them as live attempts on their nodes and as running in
@@ -133,6 +138,9 @@ func LoadSnapshot(r Reader, now time.Time) (*Snapshot, error) {
 		return true
 	})
 	if err != nil {
+		return nil, err
+	}
+	if err := loadNamespaceQuotas(r, s); err != nil {
 		return nil, err
 	}
 	return s, nil

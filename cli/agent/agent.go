@@ -208,7 +208,7 @@ func agentConfigFrom(c *ucli.Context, version string) (*agentConfig, error) {
 		// Only root can switch users; an unprivileged agent runs every job
 		// as itself (and refuses a job naming another user).
 		w.JobUsers, w.DefaultJobUser = c.StringSlice("job-users"), c.String("job-default-user")
-		if err := checkJobUsers(w.JobUsers, w.DefaultJobUser); err != nil {
+		if err := exec.CheckJobUsers(w.JobUsers, w.DefaultJobUser); err != nil {
 			return nil, err
 		}
 	}
@@ -262,6 +262,10 @@ func agentConfigFrom(c *ucli.Context, version string) (*agentConfig, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Advertise the allow-list so the scheduler places a job naming a user
+	// only where it may run (an agent not running as root runs every job as
+	// itself and advertises none).
+	self.JobUsers = w.JobUsers
 	cfg.self = self
 	return cfg, nil
 }

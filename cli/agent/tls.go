@@ -8,10 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"os/user"
-	"slices"
-	"strconv"
-	"strings"
 	"syscall"
 
 	ucli "github.com/urfave/cli/v2"
@@ -76,22 +72,4 @@ func reloadOnSIGHUP(ctx context.Context, s *certs.Store, logger *slog.Logger) {
 				"not_after", leaf.NotAfter.UTC().Format("2006-01-02T15:04:05Z"))
 		}
 	}
-}
-
-// checkJobUsers validates --job-users and --job-default-user: the default
-// user must be allowed and exist on this host.
-func checkJobUsers(allowed []string, def string) error {
-	if def == "" {
-		return nil
-	}
-	if !slices.Contains(allowed, def) && !slices.Contains(allowed, "*") {
-		return fmt.Errorf("--job-default-user %q is not in --job-users (%s)", def, strings.Join(allowed, ", "))
-	}
-	if _, err := strconv.Atoi(def); err == nil {
-		return nil
-	}
-	if _, err := user.Lookup(def); err != nil {
-		return fmt.Errorf("--job-default-user %q: %v (create it, or pick another user)", def, err)
-	}
-	return nil
 }

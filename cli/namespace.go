@@ -1,0 +1,210 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	ucli "github.com/urfave/cli/v2"
+
+	"github.com/foreman-sched/foreman/httpapi"
+)
+
+// namespaceCommand manages namespace records: a namespace's quota (max
+// running jobs, cpu, memory) and policy (drivers, allow_root).
+func namespaceCommand() *ucli.Command {
+	return &ucli.Command{
+		Name:  "namespace",
+		Usage: "set and show namespace quotas and policies",
+		Subcommands: []*ucli.Command{
+			{
+				Name:      "set",
+				Usage:     "set a namespace's quota and policy (flags not given keep their value; needs a management token)",
+				ArgsUsage: "NAME",
+				Flags: WithClientFlags(
+					&ucli.IntFlag{Name: "max-running", Usage: "jobs of the namespace running at once (0 = unlimited)"},
+					&ucli.StringFlag{Name: "max-cpu", Usage: "cpu its running jobs may hold, e.g. 4 or 500m (0 = unlimited)"},
+					&ucli.StringFlag{Name: "max-memory", Usage: "memory its running jobs may hold, e.g. 8GiB (0 = unlimited)"},
+					&ucli.StringSliceFlag{Name: "drivers", Usage: "drivers its jobs may use, comma-separated (\"\" = any)"},
+					&ucli.BoolFlag{Name: "allow-root", Usage: "its jobs may run as root (on nodes whose --job-users allow root)"},
+					JSONFlag,
+				),
+				Action: namespaceSet,
+			},
+			{
+				Name:  "ls",
+				Usage: "list namespaces with a quota, a policy or active jobs",
+				Flags: WithClientFlags(JSONFlag),
+				Action: func(c *ucli.Context) error {
+					cl, err := newClient(c)
+					if err != nil {
+						return err
+					}
+					list, err := cl.Namespaces(c.Context)
+					if err != nil {
+						return Error(err)
+					}
+					if c.Bool("json") {
+						return PrintJSON(c, httpapi.NamespaceList{Namespaces: list})
+					}
+					t := NewTable(Stdout(c), "NAMESPACE", "RUNNING", "QUEUED", "CPU", "MEMORY", "DRIVERS", "ROOT")
+					for _, n := range list {
+						t.Row(n.Name, used(int64(n.Usage.Running), int64(n.MaxRunning), fmtCount),
+							n.Usage.Jobs["queued"], used(n.Usage.CPU, n.MaxCPU, httpapi.FormatCPU),
+							used(n.Usage.Memory, n.MaxMemory, httpapi.FormatMemory), driversText(n.Drivers), yesNo(n.AllowRoot))
+					}
+					return t.Flush()
+				},
+			},
+			{
+				Name:      "status",
+				Usage:     "show a namespace's quota, policy and usage (default: --namespace)",
+				ArgsUsage: "[NAME]",
+				Flags:     WithClientFlags(JSONFlag),
+				Action: func(c *ucli.Context) error {
+					name := innermost(c, "namespace")
+					switch {
+					case c.NArg() == 1:
+						name = c.Args().First()
+					case c.NArg() > 1:
+						return Exitf(2, "%s takes at most one NAME (got %d arguments)", c.Command.FullName(), c.NArg())
+					}
+					if name == "" {
+						name = "default"
+					}
+					cl, err := newClient(c)
+					if err != nil {
+						return err
+					}
+					n, err := cl.NamespaceStatus(c.Context, name)
+					if err != nil {
+						return Error(err)
+					}
+					if c.Bool("json") {
+						return PrintJSON(c, n)
+					}
+					w := Stdout(c)
+					fmt.Fprintf(w, "namespace:   %s\n", n.Name)
+					fmt.Fprintf(w, "running:     %s\n", used(int64(n.Usage.Running), int64(n.MaxRunning), fmtCount))
+					fmt.Fprintf(w, "cpu:         %s\n", used(n.Usage.CPU, n.MaxCPU, httpapi.FormatCPU))
+					fmt.Fprintf(w, "memory:      %s\n", used(n.Usage.Memory, n.MaxMemory, httpapi.FormatMemory))
+					fmt.Fprintf(w, "drivers:     %s\n", driversText(n.Drivers))
+					fmt.Fprintf(w, "allow root:  %s\n", yesNo(n.AllowRoot))
+					var jobs []string
+					for _, st := range []string{"waiting", "queued", "running", "retrying"} {
+						jobs = append(jobs, fmt.Sprintf("%d %s", n.Usage.Jobs[st], st))
+					}
+					fmt.Fprintf(w, "active jobs: %s\n", strings.Join(jobs, ", "))
+					return nil
+				},
+			},
+			{
+				Name:      "delete",
+				Usage:     "remove a namespace's quota and policy (its jobs stay; needs a management token)",
+				ArgsUsage: "NAME",
+				Flags:     WithClientFlags(),
+				Action: func(c *ucli.Context) error {
+					name, err := oneArg(c, "namespace NAME")
+					if err != nil {
+						return err
+					}
+					cl, err := newClient(c)
+					if err != nil {
+						return err
+					}
+					if err := cl.DeleteNamespace(c.Context, name); err != nil {
+						return Error(err)
+					}
+					fmt.Fprintf(Stdout(c), "namespace %s: quota and policy removed\n", name)
+					return nil
+				},
+			},
+		},
+	}
+}
+
+// namespaceSet reads the current record and replaces the fields whose
+// flags were given, so `namespace set NAME --max-cpu 4` keeps the rest.
+func namespaceSet(c *ucli.Context) error {
+	name, err := oneArg(c, "namespace NAME")
+	if err != nil {
+		return err
+	}
+	cl, err := newClient(c)
+	if err != nil {
+		return err
+	}
+	cur, err := cl.NamespaceStatus(c.Context, name)
+	if err != nil {
+		return Error(err)
+	}
+	in := httpapi.SetNamespaceRequest{Drivers: cur.Drivers, AllowRoot: cur.AllowRoot}
+	maxRunning := cur.MaxRunning
+	in.MaxRunning = &maxRunning
+	in.MaxCPU, _ = json.Marshal(cur.MaxCPU)
+	in.MaxMemory, _ = json.Marshal(cur.MaxMemory)
+	if c.IsSet("max-running") {
+		maxRunning = c.Int("max-running")
+	}
+	if c.IsSet("max-cpu") {
+		in.MaxCPU, _ = json.Marshal(c.String("max-cpu"))
+	}
+	if c.IsSet("max-memory") {
+		in.MaxMemory, _ = json.Marshal(c.String("max-memory"))
+	}
+	if c.IsSet("drivers") {
+		in.Drivers = nil
+		for _, v := range c.StringSlice("drivers") {
+			for _, d := range strings.Split(v, ",") {
+				if d = strings.TrimSpace(d); d != "" {
+					in.Drivers = append(in.Drivers, d)
+				}
+			}
+		}
+	}
+	if c.IsSet("allow-root") {
+		in.AllowRoot = c.Bool("allow-root")
+	}
+	n, err := cl.SetNamespace(c.Context, name, in)
+	if err != nil {
+		return Error(err)
+	}
+	if c.Bool("json") {
+		return PrintJSON(c, n)
+	}
+	fmt.Fprintf(Stdout(c), "namespace %s: max_running %s, max_cpu %s, max_memory %s, drivers %s, allow_root %s\n", n.Name,
+		limitText(int64(n.MaxRunning), fmtCount), limitText(n.MaxCPU, httpapi.FormatCPU), limitText(n.MaxMemory, httpapi.FormatMemory),
+		driversText(n.Drivers), yesNo(n.AllowRoot))
+	return nil
+}
+
+func fmtCount(n int64) string { return fmt.Sprint(n) }
+
+func limitText(max int64, f func(int64) string) string {
+	if max <= 0 {
+		return "unlimited"
+	}
+	return f(max)
+}
+
+// used renders "N/MAX" or "N" without a limit.
+func used(n, max int64, f func(int64) string) string {
+	if max <= 0 {
+		return f(n)
+	}
+	return f(n) + "/" + f(max)
+}
+
+func driversText(d []string) string {
+	if len(d) == 0 {
+		return "any"
+	}
+	return strings.Join(d, ",")
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
