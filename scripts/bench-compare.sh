@@ -45,6 +45,8 @@ figures = [  # file, field, what, higher is better
   ("dag", "release_p50_ms", "workflow chain release p50 ms", False),
   ("dag", "random_submit_ms", "random DAG accept ms", False),
   ("sleep", "efficiency", "sleep waves efficiency", True),
+  ("latency", "errors", "latency jobs that did not succeed (want 0)", False),
+  ("throughput", "failed", "throughput jobs that failed (want 0)", False),
 ]
 def values(label, name, field):
     out = []
@@ -66,7 +68,7 @@ for name, field, what, higher in figures:
     if not a or not b:
         print("| %s | %s | %s | n/a | |" % (what, a or "n/a", b or "n/a")); continue
     ma, mb = statistics.median(a), statistics.median(b)
-    ratio = mb / ma if ma else float("nan")
-    print("| %s | %.4g | %.4g | %.3f | %s |" % (what, ma, mb, ratio, "higher" if higher else "lower"))
+    ratio = "%.3f" % (mb / ma) if ma else "n/a"
+    print("| %s | %.4g | %.4g | %s | %s |" % (what, ma, mb, ratio, "higher" if higher else "lower"))
 PY
 echo "bench-compare: raw results and agent logs under $W" >&2
