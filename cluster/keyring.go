@@ -77,6 +77,10 @@ func DecodeGossipKey(s string) ([]byte, error) {
 
 var keyringMu sync.Mutex
 
+// GossipEncrypted reports whether this node's gossip is encrypted (a
+// --gossip-key or a keyring saved in the data dir).
+func (n *Node) GossipEncrypted() bool { return n.keyring != nil }
+
 // GossipKeyring applies op (list, install, use, remove) with key (base64;
 // empty for list) to this node's keyring and returns its keys.
 func (n *Node) GossipKeyring(op, key string) ([]GossipKey, error) {

@@ -427,7 +427,7 @@ func runAgent(parent context.Context, cfg *agentConfig) error {
 	go func() { workerDone <- worker.Run(workerCtx) }()
 
 	logger.Info("agent started", "component", "agent", "node", self.Name, "http", self.HTTPAddr, "tls", cfg.tls != nil,
-		"gossip_encrypted", len(cfg.cluster.GossipKeys) > 0,
+		"gossip_encrypted", node.GossipEncrypted(),
 		"data_dir", cfg.cluster.DataDir, "drivers", strings.Join(cfg.self.Drivers, ","), "default_driver", cfg.worker.DefaultDriver)
 
 	var runErr error
