@@ -91,6 +91,8 @@ func sensibleCommands(tok uint64) []fuzzCmd {
 		{CmdCancelWorkflow, CancelWorkflow{ID: "01WF"}},
 		{CmdRetryWorkflow, RetryWorkflow{ID: "01WF"}},
 		{CmdDeliveries, DeliveryOutcomes{Outcomes: []DeliveryOutcome{{ID: "d1", Attempt: 1, Delivered: true}}}},
+		{CmdSetNamespace, SetNamespace{Namespace: Namespace{Name: "team", MaxRunning: 2, MaxCPU: 1000, MaxMemoryMB: 512, Drivers: []string{"process"}, AllowRoot: true}}},
+		{CmdDeleteNamespace, DeleteNamespace{Name: "team"}},
 	}
 }
 

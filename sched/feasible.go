@@ -139,7 +139,8 @@ func staticMisfit(n *fsm.Node, behind bool, driver, user string, cons []fsm.Cons
 		return "driver " + driver + " unavailable"
 	}
 	if !n.AllowsJobUser(user) {
-		return "user " + user + " not in --job-users"
+		name, _, _ := strings.Cut(user, ":")
+		return "user " + name + " not in --job-users"
 	}
 	for _, c := range cons {
 		if c.Match(n.Labels) {

@@ -39,6 +39,9 @@ func loadFull(tb testing.TB, tx *fsm.Tx) *Snapshot {
 	if err := tx.LiveAttempts(func(a *fsm.Attempt) bool { s.Live = append(s.Live, *a); return true }); err != nil {
 		tb.Fatal(err)
 	}
+	if err := loadNamespaceQuotas(tx, s); err != nil {
+		tb.Fatal(err)
+	}
 	return s
 }
 
@@ -89,9 +92,18 @@ func TestIndexedPlanMatchesFullPlan(t *testing.T) {
 				if rng.Intn(6) == 0 {
 					n.Eligibility = fsm.Ineligible
 				}
+				if rng.Intn(2) == 0 {
+					n.JobUsers = []string{"nobody"}
+				}
 				e.apply(fsm.CmdUpsertNode, &fsm.UpsertNode{Node: n})
 			}
 			e.apply(fsm.CmdSetQueue, &fsm.SetQueue{Name: "q1", MaxRunning: 1 + rng.Intn(3)})
+			// Namespace quotas and job users: part of the placement group,
+			// so the indexed plan still stops each group exactly where the
+			// full plan does.
+			e.apply(fsm.CmdSetNamespace, &fsm.SetNamespace{Namespace: fsm.Namespace{Name: "a", MaxRunning: 1 + rng.Intn(4)}})
+			e.apply(fsm.CmdSetNamespace, &fsm.SetNamespace{Namespace: fsm.Namespace{Name: "b", MaxCPU: int64(500 * (1 + rng.Intn(6)))}})
+			namespaces := []string{"", "a", "b"}
 			next := 0
 			submit := func(n int) {
 				p := &fsm.SubmitJobs{}
@@ -109,6 +121,10 @@ func TestIndexedPlanMatchesFullPlan(t *testing.T) {
 						spec.Constraints = []string{"gpu == yes"} // matches no node
 					case 3:
 						spec.Resources.CPU = 1_000_000 // fits no node
+					}
+					spec.Namespace = namespaces[rng.Intn(len(namespaces))]
+					if rng.Intn(5) == 0 {
+						spec.User = []string{"nobody", "root"}[rng.Intn(2)]
 					}
 					if rng.Intn(4) == 0 {
 						rt := e.clk.Now().Add(time.Duration(rng.Intn(600)-60) * time.Second)

@@ -32,7 +32,7 @@ func TestPlanJobUserAllowList(t *testing.T) {
 		{"uid 0 with a group", []fsm.Node{strict, rooty}, user("r", "root:wheel"), []string{"b-root"}, ""},
 		{"star allows anyone", []fsm.Node{strict, any}, user("u", "alice"), []string{"c-any"}, ""},
 		{"unlisted node allows anyone", []fsm.Node{strict, old}, user("u", "alice"), []string{"d-old"}, ""},
-		{"no node allows", []fsm.Node{strict}, user("u", "alice"), nil, "1 node: 1 user alice:x not in --job-users"},
+		{"no node allows", []fsm.Node{strict}, user("u", "alice"), nil, "1 node: 1 user alice not in --job-users"},
 		{"no user: any node", []fsm.Node{strict}, user("n", ""), []string{"a-strict"}, ""},
 	}
 	for _, tc := range tests {

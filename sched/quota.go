@@ -86,14 +86,20 @@ func (b *quotaBook) take(ns string, req *fsm.Resources, tasks int) {
 	}
 }
 
+// namespaceReader is what loadNamespaceQuotas needs beyond Reader; the
+// leader's reader (*fsm.Tx) has it (checked at compile time).
+type namespaceReader interface {
+	Namespaces() ([]fsm.Namespace, error)
+	JobSpec(id string) (*fsm.JobSpec, error)
+}
+
+var _ namespaceReader = (*fsm.Tx)(nil)
+
 // loadNamespaceQuotas fills s.NamespaceQuotas and s.NamespaceUsage when
 // the reader has namespace records with a quota. Usage reads the job of
 // every live attempt, so a cluster without quotas pays nothing.
 func loadNamespaceQuotas(r Reader, s *Snapshot) error {
-	nr, ok := r.(interface {
-		Namespaces() ([]fsm.Namespace, error)
-		JobSpec(id string) (*fsm.JobSpec, error)
-	})
+	nr, ok := r.(namespaceReader)
 	if !ok {
 		return nil
 	}
