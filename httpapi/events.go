@@ -46,6 +46,11 @@ func (f *eventFilter) match(e *fsm.Event) bool {
 		f.matchNamespace(e)
 }
 
+// all says whether the filter lets every event through.
+func (f *eventFilter) all() bool {
+	return len(f.topics) == 0 && f.job == "" && f.workflow == "" && f.schedule == "" && !f.nsSet && f.may == nil && f.cluster
+}
+
 // matchNamespace: job, workflow and schedule events carry their
 // namespace; node and leader events belong to none and need operator.
 func (f *eventFilter) matchNamespace(e *fsm.Event) bool {
@@ -201,10 +206,19 @@ func (s *server) events(w http.ResponseWriter, r *http.Request) {
 	if out.write(burst) != nil {
 		return
 	}
-	leave := s.waker.join(ring)
+	all := filter.all()
+	leave := s.waker.join(ring, all)
 	defer leave()
 	for {
-		changed := s.waker.C()
+		changed, shared := s.waker.C()
+		if all && skipTo == nil && shared != nil && shared.from == pos && shared.to > pos {
+			// What every unfiltered stream at this position writes.
+			if out.write(shared.frames) != nil {
+				return
+			}
+			pos = shared.to
+			continue
+		}
 		// Everything this wake-up can read goes out in one burst. The
 		// read and write buffers are pooled, not held while waiting: an
 		// idle stream then costs its goroutines and connection only.
@@ -220,8 +234,11 @@ func (s *server) events(w http.ResponseWriter, r *http.Request) {
 			}
 			pos = next
 			for i := range evs {
-				if skipTo != nil && !skipTo.Less(evs[i].Event.ID()) {
-					continue
+				if skipTo != nil {
+					if !skipTo.Less(evs[i].Event.ID()) {
+						continue
+					}
+					skipTo = nil
 				}
 				if filter.match(&evs[i].Event) {
 					b = append(b, evs[i].Frame...)

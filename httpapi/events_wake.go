@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/foreman-sched/foreman/fsm"
@@ -19,6 +20,11 @@ import (
 // a few streams (foreman run follows its job on one): the cost stays about
 // the same whatever the number of streams, the latency grows with it.
 //
+// At each wake-up the waker also reads what was appended since the last
+// one and concatenates the frames (burst): a stream that wants every
+// event (no filter) and is at the burst's start writes those shared bytes
+// as they are, with no read and no copy of its own.
+//
 // The guarantees are the ring's: a stream reads from its own position, so
 // a later wake-up delivers everything a skipped one would have; nothing
 // here can block Apply (the ring's append only closes a channel).
@@ -32,20 +38,26 @@ func wakeDelay(n int, perStream, max time.Duration) time.Duration {
 // streamWaker wakes the event streams of one node.
 type streamWaker struct {
 	perStream, max time.Duration
+	wakeups        atomic.Int64 // foreman_event_stream_wakeups_total
 
 	mu      sync.Mutex
 	n       int           // open streams
+	nAll    int           // of them, with no filter
 	ch      chan struct{} // closed at the next wake-up
+	burst   *sharedBurst  // read at the last wake-up
 	stop    chan struct{} // closed when the last stream leaves
 	running bool
 }
 
 // join registers a stream of ring and returns the function that removes
 // it. The waker runs while at least one stream is open.
-func (w *streamWaker) join(ring *fsm.EventRing) (leave func()) {
+func (w *streamWaker) join(ring *fsm.EventRing, all bool) (leave func()) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.n++
+	if all {
+		w.nAll++
+	}
 	if w.ch == nil {
 		w.ch = make(chan struct{})
 	}
@@ -60,6 +72,9 @@ func (w *streamWaker) join(ring *fsm.EventRing) (leave func()) {
 		w.mu.Lock()
 		defer w.mu.Unlock()
 		w.n--
+		if all {
+			w.nAll--
+		}
 		if w.n == 0 && w.running {
 			w.running = false
 			close(w.stop)
@@ -67,18 +82,28 @@ func (w *streamWaker) join(ring *fsm.EventRing) (leave func()) {
 	}
 }
 
-// C returns a channel closed at the next wake-up. A stream takes it before
-// reading the ring: an event appended after that read wakes it.
-func (w *streamWaker) C() <-chan struct{} {
+// sharedBurst is every event at ring positions [from, to), as SSE frames.
+// Shared by the streams: never modify it.
+type sharedBurst struct {
+	from, to uint64
+	frames   []byte
+}
+
+// C returns a channel closed at the next wake-up, and the burst read at
+// the last one (nil if none). A stream takes them before reading the
+// ring: an event appended after that read wakes it.
+func (w *streamWaker) C() (<-chan struct{}, *sharedBurst) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.ch == nil {
 		w.ch = make(chan struct{})
 	}
-	return w.ch
+	return w.ch, w.burst
 }
 
 func (w *streamWaker) run(ring *fsm.EventRing, changed <-chan struct{}, stop <-chan struct{}) {
+	pos, _ := ring.Tail()
+	buf := make([]fsm.RingEvent, 0, 256)
 	var last time.Time
 	var timer *time.Timer
 	for {
@@ -108,8 +133,43 @@ func (w *streamWaker) run(ring *fsm.EventRing, changed <-chan struct{}, stop <-c
 		changed = ring.Changed()
 		last = time.Now()
 		w.mu.Lock()
+		all := w.nAll > 0
+		w.mu.Unlock()
+		var burst *sharedBurst
+		if all {
+			burst, pos = readBurst(ring, pos, buf)
+		} else {
+			pos, _ = ring.Tail()
+		}
+		w.mu.Lock()
+		w.burst = burst
+		w.wakeups.Add(1)
 		close(w.ch)
 		w.ch = make(chan struct{})
 		w.mu.Unlock()
 	}
+}
+
+// readBurst reads the ring from pos on (up to maxBurst bytes of frames).
+// A nil burst: pos left the ring; the next one starts at the tail.
+func readBurst(ring *fsm.EventRing, pos uint64, buf []fsm.RingEvent) (*sharedBurst, uint64) {
+	b := &sharedBurst{from: pos}
+	for len(b.frames) < maxBurst {
+		evs, next, ok := ring.Read(pos, buf)
+		if !ok {
+			tail, _ := ring.Tail()
+			return nil, tail
+		}
+		pos = next
+		for i := range evs {
+			b.frames = append(b.frames, evs[i].Frame...)
+		}
+		more := len(evs) == cap(buf)
+		clear(evs)
+		if !more {
+			break
+		}
+	}
+	b.to = pos
+	return b, pos
 }
