@@ -40,10 +40,13 @@ func (w *Worker) StreamLog(ctx context.Context, jobID string, attempt int, strea
 	if !exists(filepath.Join(dir, TaskFileName)) {
 		return fmt.Errorf("%w: job %s attempt %d", ErrNoSuchAttempt, jobID, attempt)
 	}
-	return streamFile(ctx, dir, filepath.Join(dir, name), follow, out)
+	return streamFile(ctx, dir, filepath.Join(dir, name), follow, out, w.attemptEnded)
 }
 
-func streamFile(ctx context.Context, dir, path string, follow bool, out io.Writer) error {
+// streamFile copies path to out; with follow until result.json appears in
+// dir. ended (nil: none) returns a channel closed when an attempt ends
+// here: the follow then looks at once instead of at its next poll.
+func streamFile(ctx context.Context, dir, path string, follow bool, out io.Writer, ended func() <-chan struct{}) error {
 	if err := copyFile(path+".1", out); err != nil {
 		return err
 	}
@@ -56,6 +59,10 @@ func streamFile(ctx context.Context, dir, path string, follow bool, out io.Write
 	}()
 	wait := tailPollMin
 	for {
+		var endedC <-chan struct{}
+		if ended != nil {
+			endedC = ended() // before looking: an end after the look wakes us
+		}
 		// Read "finished" before copying: result.json is written only
 		// after all output reached the file, so one more copy gets it all.
 		done := !follow || finished()
@@ -93,6 +100,7 @@ func streamFile(ctx context.Context, dir, path string, follow bool, out io.Write
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-endedC:
 		case <-time.After(wait):
 		}
 		wait = min(2*wait, tailPoll)

@@ -43,6 +43,31 @@ type Worker struct {
 	sparesUsed atomic.Int64
 	recycled   atomic.Int64
 	spawned    atomic.Int64
+
+	// ended is closed (and replaced) each time an attempt here finishes:
+	// it wakes the log follows (logs.go) as soon as the output is whole.
+	endedMu sync.Mutex
+	ended   chan struct{}
+}
+
+// attemptEnded returns a channel closed when the next attempt on this
+// node finishes.
+func (w *Worker) attemptEnded() <-chan struct{} {
+	w.endedMu.Lock()
+	defer w.endedMu.Unlock()
+	if w.ended == nil {
+		w.ended = make(chan struct{})
+	}
+	return w.ended
+}
+
+func (w *Worker) signalEnded() {
+	w.endedMu.Lock()
+	defer w.endedMu.Unlock()
+	if w.ended != nil {
+		close(w.ended)
+		w.ended = nil
+	}
 }
 
 // NewWorker checks cfg and returns a worker; call Run to start it.

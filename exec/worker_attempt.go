@@ -473,6 +473,8 @@ func (r *attemptRun) collect() *Result {
 // finish reports the final result (unless superseded) and marks it done.
 func (r *attemptRun) finish(ctx context.Context, res *Result) {
 	w := r.w
+	// result.json is written (after all the output): log follows can end.
+	w.signalEnded()
 	superseded := r.isGone()
 	collected := time.Now()
 	if !superseded {

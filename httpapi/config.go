@@ -46,6 +46,12 @@ type Config struct {
 	// EventWriteTimeout drops a stream whose client stops reading: a
 	// write that blocks this long ends it.
 	EventWriteTimeout time.Duration
+	// EventDelayPerStream and EventMaxDelay coalesce the streams' wake-ups
+	// under load: with N streams open, they are woken at most once per
+	// min(N × EventDelayPerStream, EventMaxDelay), and at once after a
+	// quiet spell that long (events_wake.go). Zero: woken by every batch.
+	EventDelayPerStream time.Duration
+	EventMaxDelay       time.Duration
 	// ACL requires a token on every route but the open ones (used only
 	// when Deps.ACL is nil; docs/security.md).
 	ACL bool
@@ -69,6 +75,9 @@ func DefaultConfig() Config {
 		RetryAfter:        time.Second,
 		EventHeartbeat:    15 * time.Second,
 		EventWriteTimeout: 10 * time.Second,
+
+		EventDelayPerStream: time.Millisecond,
+		EventMaxDelay:       100 * time.Millisecond,
 	}
 }
 
@@ -107,6 +116,9 @@ func (c Config) Validate() error {
 	}
 	if c.EventHeartbeat <= 0 {
 		errs = append(errs, fmt.Errorf("EventHeartbeat (%s) must be positive", c.EventHeartbeat))
+	}
+	if c.EventDelayPerStream < 0 || c.EventMaxDelay < 0 {
+		errs = append(errs, fmt.Errorf("EventDelayPerStream (%s) and EventMaxDelay (%s) must not be negative", c.EventDelayPerStream, c.EventMaxDelay))
 	}
 	if c.EventWriteTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("EventWriteTimeout (%s) must be positive", c.EventWriteTimeout))

@@ -46,6 +46,11 @@ func (f *eventFilter) match(e *fsm.Event) bool {
 		f.matchNamespace(e)
 }
 
+// all says whether the filter lets every event through.
+func (f *eventFilter) all() bool {
+	return len(f.topics) == 0 && f.job == "" && f.workflow == "" && f.schedule == "" && !f.nsSet && f.may == nil && f.cluster
+}
+
 // matchNamespace: job, workflow and schedule events carry their
 // namespace; node and leader events belong to none and need operator.
 func (f *eventFilter) matchNamespace(e *fsm.Event) bool {
@@ -146,10 +151,11 @@ func (h *heartbeat) C() <-chan struct{} {
 // the ring gets a reset event and goes on from the newest; a reader that
 // stops reading is dropped when a write blocks for EventWriteTimeout.
 //
-// The cost that matters is per stream and per committed batch (a hundred
-// streams are woken by every batch): each wake-up writes everything it
-// read as one burst of the ring's shared, pre-encoded frames, in one write
-// to the socket (events_stream.go).
+// The cost that matters is per stream and per wake-up: streams are woken
+// together by one goroutine per node, at most once per coalescing delay
+// that grows with their number (events_wake.go), and each wake-up writes
+// everything it read as one burst of the ring's shared, pre-encoded
+// frames, in one write to the socket (events_stream.go).
 func (s *server) events(w http.ResponseWriter, r *http.Request) {
 	src, ok := s.state.(EventSource)
 	if !ok {
@@ -190,7 +196,7 @@ func (s *server) events(w http.ResponseWriter, r *http.Request) {
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
-	out := openStream(w, r, s.cfg.EventWriteTimeout)
+	out := openStream(w, r, s.cfg.EventWriteTimeout, s.shutdown.ctx(r))
 	defer out.close()
 
 	burst := []byte(": foreman events from " + s.cluster.NodeName() + "\n\n")
@@ -200,40 +206,63 @@ func (s *server) events(w http.ResponseWriter, r *http.Request) {
 	if out.write(burst) != nil {
 		return
 	}
+	all := filter.all()
+	leave := s.waker.join(ring, all)
+	defer leave()
 	for {
-		changed := ring.Changed()
-		// The read and write buffers are pooled, not held while waiting:
-		// an idle stream then costs its goroutines and connection only.
-		buf := readBufs.Get().(*[]fsm.RingEvent)
-		evs, next, ok := ring.Read(pos, *buf)
-		more := len(evs) == cap(*buf)
-		if !ok {
-			readBufs.Put(buf)
-			pos, last = ring.Tail()
-			skipTo = nil
-			b := appendReset(nil, last, "this stream fell behind the node's event buffer (or the node restored a snapshot); re-list and resume from this id")
-			if out.write(b) != nil {
+		changed, shared := s.waker.C()
+		if all && skipTo == nil && shared != nil && shared.from == pos && shared.to > pos {
+			// What every unfiltered stream at this position writes.
+			if out.write(shared.frames) != nil {
 				return
 			}
+			pos = shared.to
 			continue
 		}
-		pos = next
+		// Everything this wake-up can read goes out in one burst. The
+		// read and write buffers are pooled, not held while waiting: an
+		// idle stream then costs its goroutines and connection only.
+		buf := readBufs.Get().(*[]fsm.RingEvent)
 		wb := burstBufs.Get().(*[]byte)
 		b := (*wb)[:0]
-		for i := range evs {
-			if skipTo != nil && !skipTo.Less(evs[i].Event.ID()) {
-				continue
+		lost := false
+		for len(b) < maxBurst {
+			evs, next, ok := ring.Read(pos, *buf)
+			if !ok {
+				lost = true
+				break
 			}
-			if filter.match(&evs[i].Event) {
-				b = append(b, evs[i].Frame...)
+			pos = next
+			for i := range evs {
+				if skipTo != nil {
+					if !skipTo.Less(evs[i].Event.ID()) {
+						continue
+					}
+					skipTo = nil
+				}
+				if filter.match(&evs[i].Event) {
+					b = append(b, evs[i].Frame...)
+				}
+			}
+			more := len(evs) == cap(*buf)
+			clear(evs) // drop the references before pooling
+			if !more {
+				break
 			}
 		}
-		clear(evs) // drop the references before pooling
 		readBufs.Put(buf)
+		if lost {
+			// What was read before the hole goes first (it is in order
+			// and complete), then the reset.
+			pos, last = ring.Tail()
+			skipTo = nil
+			b = appendReset(b, last, "this stream fell behind the node's event buffer (or the node restored a snapshot); re-list and resume from this id")
+		}
 		err := error(nil)
 		if len(b) > 0 {
 			err = out.write(b)
 		}
+		full := len(b) >= maxBurst
 		if cap(b) <= maxPooledBurst {
 			*wb = b[:0]
 			burstBufs.Put(wb)
@@ -241,7 +270,7 @@ func (s *server) events(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return
 		}
-		if more {
+		if full || lost {
 			continue // more to read now
 		}
 		select {
@@ -264,8 +293,13 @@ var (
 )
 
 // maxPooledBurst: a larger burst buffer (a reader catching up) is left
-// to the collector rather than kept.
-const maxPooledBurst = 256 << 10
+// to the collector rather than kept. maxBurst: a wake-up writes at most
+// about this much before it reads on (a reader far behind catches up in
+// writes of this size).
+const (
+	maxPooledBurst = 256 << 10
+	maxBurst       = 1 << 20
+)
 
 // appendReset tells the reader it missed events; id is where to resume
 // after re-listing.

@@ -1,10 +1,12 @@
 package httpapi
 
 import (
+	"context"
 	"errors"
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -30,14 +32,17 @@ type eventStream interface {
 }
 
 // openStream answers the request with a 200 and the headers set on w.
-// Nothing is written yet: the first write sends the head.
-func openStream(w http.ResponseWriter, r *http.Request, timeout time.Duration) eventStream {
+// Nothing is written yet: the first write sends the head. The stream ends
+// (gone is closed) when shutdown is cancelled.
+func openStream(w http.ResponseWriter, r *http.Request, timeout time.Duration, shutdown context.Context) eventStream {
 	if r.ProtoMajor == 1 {
-		if s, ok := hijackStream(w, r, timeout); ok {
+		if s, ok := hijackStream(w, r, timeout, shutdown); ok {
 			return s
 		}
 	}
-	return &plainStream{w: w, rc: http.NewResponseController(w), ctx: r, timeout: timeout}
+	ctx, cancel := context.WithCancel(r.Context())
+	stop := context.AfterFunc(shutdown, cancel)
+	return &plainStream{w: w, rc: http.NewResponseController(w), ctx: ctx, cancel: cancel, stop: stop, timeout: timeout}
 }
 
 // hijackedStream owns the connection.
@@ -46,9 +51,10 @@ type hijackedStream struct {
 	timeout time.Duration
 	head    []byte // the response head, sent with the first burst
 	done    chan struct{}
+	stop    func() bool // unhooks the close at shutdown
 }
 
-func hijackStream(w http.ResponseWriter, r *http.Request, timeout time.Duration) (*hijackedStream, bool) {
+func hijackStream(w http.ResponseWriter, r *http.Request, timeout time.Duration, shutdown context.Context) (*hijackedStream, bool) {
 	var head strings.Builder
 	head.WriteString("HTTP/1.1 200 OK\r\n")
 	h := w.Header().Clone()
@@ -66,6 +72,9 @@ func hijackStream(w http.ResponseWriter, r *http.Request, timeout time.Duration)
 	// buffered is dropped with rw.
 	_ = rw
 	s := &hijackedStream{conn: conn, timeout: timeout, head: []byte(head.String()), done: make(chan struct{})}
+	// Closing the connection ends a blocked write and the watch's read:
+	// the handler then sees gone.
+	s.stop = context.AfterFunc(shutdown, func() { _ = conn.Close() })
 	go s.watch()
 	return s, true
 }
@@ -93,6 +102,7 @@ func (s *hijackedStream) write(p []byte) error {
 func (s *hijackedStream) gone() <-chan struct{} { return s.done }
 
 func (s *hijackedStream) close() {
+	s.stop()
 	_ = s.conn.Close()
 	<-s.done
 }
@@ -101,7 +111,9 @@ func (s *hijackedStream) close() {
 type plainStream struct {
 	w       http.ResponseWriter
 	rc      *http.ResponseController
-	ctx     *http.Request
+	ctx     context.Context // the request's, also cancelled at shutdown
+	cancel  context.CancelFunc
+	stop    func() bool
 	timeout time.Duration
 	started bool
 }
@@ -121,6 +133,42 @@ func (s *plainStream) write(p []byte) error {
 	return nil
 }
 
-func (s *plainStream) gone() <-chan struct{} { return s.ctx.Context().Done() }
+func (s *plainStream) gone() <-chan struct{} { return s.ctx.Done() }
 
-func (s *plainStream) close() {}
+func (s *plainStream) close() {
+	s.stop()
+	s.cancel()
+}
+
+// Server.Shutdown closes idle connections and waits for active ones, but
+// it does not know hijacked ones, and a stream's handler never ends on its
+// own: without help the streams would outlive the server. So the first
+// stream served by an http.Server registers an OnShutdown hook with it
+// that cancels a context; every stream of that server ends on it (a
+// hijacked connection is closed at once, even mid-write). Clients resume
+// on another node with their last ID.
+type streamShutdown struct {
+	mu      sync.Mutex
+	servers map[*http.Server]context.Context
+}
+
+// ctx returns the context cancelled when the server serving r shuts down
+// (never, for a request that did not come through an http.Server).
+func (c *streamShutdown) ctx(r *http.Request) context.Context {
+	srv, _ := r.Context().Value(http.ServerContextKey).(*http.Server)
+	if srv == nil {
+		return context.Background()
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if ctx, ok := c.servers[srv]; ok {
+		return ctx
+	}
+	if c.servers == nil {
+		c.servers = map[*http.Server]context.Context{}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	c.servers[srv] = ctx
+	srv.RegisterOnShutdown(cancel)
+	return ctx
+}

@@ -2,6 +2,8 @@ package httpapi
 
 import (
 	"bufio"
+	"context"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -75,6 +77,64 @@ func TestEventStreamPaths(t *testing.T) {
 			}
 			resp.Body.Close()
 			waitFor(t, "the stream to end after the client left", func() bool { return a.srvSubscribers() == 0 })
+		})
+	}
+}
+
+// TestEventStreamShutdown: Server.Shutdown ends open streams, hijacked
+// (net/http no longer tracks the connection) and plain (Shutdown would
+// wait for the handler for ever), and returns without waiting for them.
+func TestEventStreamShutdown(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		noHijack bool
+	}{{"hijacked", false}, {"plain", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := newTestAPI(t)
+			srv := a.srv
+			if tc.noHijack {
+				h := a.srv.Config.Handler
+				srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					h.ServeHTTP(struct {
+						http.ResponseWriter
+						http.Flusher
+					}{w, w.(http.Flusher)}, r)
+				}))
+				t.Cleanup(srv.Close)
+			}
+			var bodies []*bufio.Reader
+			for range 3 {
+				resp, err := http.Get(srv.URL + "/v1/events")
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer resp.Body.Close()
+				br := bufio.NewReader(resp.Body)
+				// The first comment: the stream is being served.
+				if l, err := br.ReadString('\n'); err != nil || !strings.HasPrefix(l, ": ") {
+					t.Fatalf("first line %q, %v", l, err)
+				}
+				bodies = append(bodies, br)
+			}
+			waitFor(t, "three streams open", func() bool { return a.srvSubscribers() == 3 })
+			ctx, cancel := context.WithTimeout(context.Background(), streamTimeout)
+			defer cancel()
+			if err := srv.Config.Shutdown(ctx); err != nil {
+				t.Fatalf("Shutdown: %v (the streams kept it waiting)", err)
+			}
+			for i, br := range bodies {
+				ended := make(chan error, 1)
+				go func() {
+					_, err := io.Copy(io.Discard, br)
+					ended <- err
+				}()
+				select {
+				case <-ended:
+				case <-time.After(streamTimeout):
+					t.Fatalf("stream %d still open %s after Shutdown", i, streamTimeout)
+				}
+			}
+			waitFor(t, "the handlers to end", func() bool { return a.srvSubscribers() == 0 })
 		})
 	}
 }

@@ -77,6 +77,7 @@ var (
 	descNSJobs        = prometheus.NewDesc("foreman_namespace_jobs", "Active (non-terminal) jobs per namespace and state.", []string{"namespace", "state"}, nil)
 	descLeaderChanges = prometheus.NewDesc("foreman_raft_leader_changes_total", "Leader changes applied on this node since it started.", nil, nil)
 	descSubscribers   = prometheus.NewDesc("foreman_event_subscribers", "Open GET /v1/events streams on this node.", nil, nil)
+	descStreamWakeups = prometheus.NewDesc("foreman_event_stream_wakeups_total", "Times this node woke its open event streams (coalesced: at most one per min(streams x 1 ms, 100 ms) under load).", nil, nil)
 	descRaftState     = prometheus.NewDesc("foreman_raft_state", "1 for this node's current raft state.", []string{"state"}, nil)
 	descRaftTerm      = prometheus.NewDesc("foreman_raft_term", "Current raft term.", nil, nil)
 	descRaftCommit    = prometheus.NewDesc("foreman_raft_commit_index", "Raft commit index.", nil, nil)
@@ -94,7 +95,7 @@ type stateCollector struct{ s *server }
 
 func (c stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descJobs, descQueueJobs, descNSJobs, descEvents, descAttempts, descSubmitted, descLeaderChanges,
-		descSubscribers, descRaftState, descRaftTerm, descRaftCommit, descRaftApplied, descRaftLast,
+		descSubscribers, descStreamWakeups, descRaftState, descRaftTerm, descRaftCommit, descRaftApplied, descRaftLast,
 		descNodeCapacity, descNodeAlloc, descNodeUp} {
 		ch <- d
 	}
@@ -109,6 +110,7 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
 	}
 	gauge(descSubscribers, float64(s.subscribers.count()))
+	counter(descStreamWakeups, float64(s.waker.wakeups.Load()))
 
 	ri := s.cluster.RaftInfo()
 	for _, st := range raftStates {

@@ -46,6 +46,8 @@ type server struct {
 	over      overload
 
 	beat        heartbeat   // shared by every event stream
+	waker       streamWaker // wakes every event stream after appends
+	shutdown    streamShutdown
 	subscribers subscribers // open event streams
 	metrics     *metrics
 	acl         *ACL
@@ -111,6 +113,7 @@ func New(cfg Config, deps Deps) http.Handler {
 	}
 	s.submits = &groupCommit{s: s}
 	s.beat.every = cfg.EventHeartbeat
+	s.waker.perStream, s.waker.max = cfg.EventDelayPerStream, cfg.EventMaxDelay
 	s.metrics = newMetrics(s)
 	s.routes()
 	return s

@@ -1,0 +1,93 @@
+package httpapi
+
+import (
+	"bufio"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestWakeDelay(t *testing.T) {
+	for _, tc := range []struct {
+		n    int
+		want time.Duration
+	}{{0, 0}, {1, time.Millisecond}, {10, 10 * time.Millisecond}, {100, 100 * time.Millisecond}, {10000, 100 * time.Millisecond}} {
+		if got := wakeDelay(tc.n, time.Millisecond, 100*time.Millisecond); got != tc.want {
+			t.Errorf("wakeDelay(%d) = %s, want %s", tc.n, got, tc.want)
+		}
+	}
+}
+
+// TestEventStreamsCoalesced: under a stream of commits the streams are
+// woken at most once per coalescing delay, and still receive every event
+// in order: an unfiltered stream (the shared burst) and a filtered one
+// (its own reads), the filtered one opened first so the two start at
+// different positions.
+func TestEventStreamsCoalesced(t *testing.T) {
+	const delay = 50 * time.Millisecond
+	a := newTestAPI(t, func(c *Config) { c.EventDelayPerStream, c.EventMaxDelay = delay, delay })
+	srv := a.srv.Config.Handler.(*server)
+	open := func(query string) <-chan string {
+		resp, err := http.Get(a.srv.URL + "/v1/events" + query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		ids := make(chan string, 1000)
+		go func() {
+			sc := bufio.NewScanner(resp.Body)
+			for sc.Scan() {
+				if strings.HasPrefix(sc.Text(), "data: ") && strings.Contains(sc.Text(), `"type":"job.submitted"`) {
+					_, rest, _ := strings.Cut(sc.Text(), `"job_id":"`)
+					id, _, _ := strings.Cut(rest, `"`)
+					ids <- id
+				}
+			}
+			close(ids)
+		}()
+		return ids
+	}
+	filtered := open("?topic=job")
+	waitFor(t, "the first stream open", func() bool { return a.srvSubscribers() == 1 })
+	a.submit(`{"command":["true"]}`) // only the filtered stream sees it
+	first := <-filtered
+	all := open("")
+	waitFor(t, "both streams open", func() bool { return a.srvSubscribers() == 2 })
+
+	w0 := srv.waker.wakeups.Load()
+	start := time.Now()
+	var want []string
+	for range 40 {
+		want = append(want, a.submit(`{"command":["true"]}`))
+	}
+	elapsed := time.Since(start)
+	for name, ch := range map[string]<-chan string{"unfiltered": all, "filtered": filtered} {
+		var got []string
+		deadline := time.After(streamTimeout)
+		for len(got) < len(want) {
+			select {
+			case id, ok := <-ch:
+				if !ok {
+					t.Fatalf("%s stream ended after %d events", name, len(got))
+				}
+				if id != first {
+					got = append(got, id)
+				}
+			case <-deadline:
+				t.Fatalf("%s stream: %d of %d events within %s", name, len(got), len(want), streamTimeout)
+			}
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("%s stream: got %v, want %v", name, got, want)
+		}
+	}
+	// Two streams: a delay of 2 × 50 ms between wake-ups (the first of a
+	// quiet spell is at once).
+	wakeups := srv.waker.wakeups.Load() - w0
+	if most := int64(elapsed/(2*delay)) + 2; wakeups > most {
+		t.Errorf("%d wake-ups for 40 commits in %s, want at most %d", wakeups, elapsed, most)
+	}
+	t.Logf("%d wake-ups for 40 commits in %s", wakeups, elapsed)
+}
