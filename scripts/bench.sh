@@ -8,7 +8,8 @@
 #   BENCH_QUICK=1    smaller job counts (a smoke run of a minute or two)
 #   BENCH_OUT        results file (default docs/benchmarks.md)
 #   BENCH_LAT_JOBS, BENCH_TP_JOBS  job counts of the exec phase's latency and throughput runs
-#   BENCH_AGENT_ARGS extra agent flags, e.g. "--pprof --log-level debug" (start traces, profiles)
+#   BENCH_AGENT_ARGS extra agent flags, e.g. "--pprof" (profiles)
+#   BENCH_LOG_LEVEL  the agents' log level (default warn; debug logs the start, finish and plan traces)
 #
 # Usage: scripts/bench.sh [all|go|cluster|exec|measure|start N|stop]
 #   measure: the cluster phase's measurements into $BENCH_DIR/results, no report (bench-compare.sh)
@@ -38,7 +39,7 @@ start_agent() { # i [extra args...]
   local p; p=$(port "$i")
   mkdir -p "$WORK/n$i"
   "$BIN" agent --name "bench$i" --data-dir "$WORK/n$i/data" --bind 127.0.0.1 --port "$p" \
-    --default-driver process --log-level warn ${BENCH_AGENT_ARGS:-} "$@" >"$WORK/n$i/agent.log" 2>&1 &
+    --default-driver process --log-level "${BENCH_LOG_LEVEL:-warn}" ${BENCH_AGENT_ARGS:-} "$@" >"$WORK/n$i/agent.log" 2>&1 &
   echo $! >"$WORK/n$i/pid"
 }
 
