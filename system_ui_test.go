@@ -67,6 +67,26 @@ func newBrowser(t *testing.T) *browser {
 	b := &browser{t: t, ctx: ctx, shotDir: ".screenshots"}
 	// Cleanups run last-registered first: the browser goes before the agents.
 	t.Cleanup(func() { cancelB(); cancelA() })
+	b.listen(exe)
+	_ = os.MkdirAll(b.shotDir, 0o755)
+	return b
+}
+
+// tab opens another tab in the same browser (same profile, so the same
+// six connections per server), reporting its page errors like b.
+func (b *browser) tab() (*browser, context.CancelFunc) {
+	b.t.Helper()
+	ctx, cancel := chromedp.NewContext(b.ctx)
+	nb := &browser{t: b.t, ctx: ctx, shotDir: b.shotDir}
+	nb.listen("tab")
+	return nb, cancel
+}
+
+// listen collects the page's errors (exceptions, console.error, script and
+// security errors) for checkErrors.
+func (b *browser) listen(exe string) {
+	t := b.t
+	ctx := b.ctx
 	listen := func(ev any) {
 		var msg string
 		switch ev := ev.(type) {
@@ -106,8 +126,6 @@ func newBrowser(t *testing.T) *browser {
 			t.Fatalf("start %s: %v", exe, err)
 		}
 	}
-	_ = os.MkdirAll(b.shotDir, 0o755)
-	return b
 }
 
 // run runs actions with a bound, failing the test with a screenshot.
@@ -369,6 +387,62 @@ func TestSystemUI(t *testing.T) {
 		defer dark(false)
 		b.wait("dark background", `getComputedStyle(document.body).backgroundColor === "rgb(16, 20, 27)"`)
 		b.shot("overview-dark")
+	})
+
+	t.Run("eight tabs share one event stream", func(t *testing.T) {
+		b.t = t
+		// A stream per tab would hold six connections by the sixth tab and
+		// leave the seventh tab's page load waiting (HTTP/1.1, six per
+		// server). The tabs elect one holder (Web Locks) that fans the
+		// events out (BroadcastChannel); all eight load and stay live.
+		b.open(via.url("/ui/jobs"), "#jobs tbody tr[data-job]")
+		tabs := []*browser{b}
+		for i := 1; i < 8; i++ {
+			tb, cancel := b.tab()
+			tb.t = t
+			defer cancel()
+			tb.open(via.url("/ui/jobs"), "#jobs tbody tr[data-job]")
+			tabs = append(tabs, tb)
+		}
+		holders := func() (idx []int) {
+			for i, tb := range tabs {
+				if tb == nil {
+					continue
+				}
+				tb.wait("live", `document.querySelector("#live").classList.contains("live") && window.foremanStats.mode === "shared"`)
+				if eval[bool](tb, `window.foremanStats.holder`) {
+					idx = append(idx, i)
+				}
+			}
+			return idx
+		}
+		h := holders()
+		if len(h) != 1 {
+			t.Fatalf("%d tabs hold a stream (%v), want 1", len(h), h)
+		}
+		submitJob(t, leader, map[string]any{"name": "ui-eight-tabs", "command": "true"})
+		for i, tb := range tabs {
+			tb.wait(fmt.Sprintf("tab %d hears of the submit", i+1), `!document.querySelector(".notice").hidden && document.querySelector(".notice").textContent.includes("1 new job")`)
+		}
+		b.shot("jobs-eight-tabs")
+		// The holder leaves: another tab takes the stream over, resuming
+		// from the last event it was handed, and every tab keeps hearing
+		// events.
+		gone := h[0]
+		tabs[gone].run("the holder leaves", chromedp.Navigate("about:blank"))
+		tabs[gone] = nil
+		eventually(t, stepTimeout, "another tab holds the stream", func() error {
+			if h := holders(); len(h) != 1 {
+				return fmt.Errorf("holders %v", h)
+			}
+			return nil
+		})
+		submitJob(t, leader, map[string]any{"name": "ui-eight-tabs-2", "command": "true"})
+		for i, tb := range tabs {
+			if tb != nil {
+				tb.wait(fmt.Sprintf("tab %d hears the second submit", i+1), `document.querySelector(".notice").textContent.includes("2 new jobs")`)
+			}
+		}
 	})
 
 	t.Run("lost connection: banner, then resume", func(t *testing.T) {

@@ -5,6 +5,7 @@ import { api, post } from "../lib/api.js";
 import { subscribe } from "../lib/events.js";
 import { bar } from "../lib/chart.js";
 import { cpu, mem, labels, ago } from "../lib/fmt.js";
+import { guard } from "../lib/acl.js";
 
 export function nodeActions(n, after) {
   const name = n.name;
@@ -16,10 +17,10 @@ export function nodeActions(n, after) {
     try { await post("/v1/nodes/" + enc(name) + "/eligibility", { eligibility: v }); toast(name + ": " + v); after && after(); } catch (e) { toast(e.message, "error"); }
   };
   return h("span", { class: "actions" },
-    h("button", { type: "button", class: "danger", "data-action": "drain", disabled: n.eligibility === "draining", onclick: drain }, "Drain"),
-    n.eligibility === "eligible"
+    guard(h("button", { type: "button", class: "danger", "data-action": "drain", disabled: n.eligibility === "draining", onclick: drain }, "Drain"), "operator"),
+    guard(n.eligibility === "eligible"
       ? h("button", { type: "button", "data-action": "ineligible", onclick: elig("ineligible") }, "Make ineligible")
-      : h("button", { type: "button", "data-action": "eligible", onclick: elig("eligible") }, "Make eligible"));
+      : h("button", { type: "button", "data-action": "eligible", onclick: elig("eligible") }, "Make eligible"), "operator"));
 }
 
 export function capacityBars(n) {
