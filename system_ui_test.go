@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	cdpbrowser "github.com/chromedp/cdproto/browser"
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/cdproto/log"
@@ -307,6 +308,49 @@ func TestSystemUI(t *testing.T) {
 		}
 	})
 
+	t.Run("artifacts download, namespace filter", func(t *testing.T) {
+		b.t = t
+		id := submitJob(t, leader, map[string]any{"name": "ui-artifacts", "namespace": "ui-team",
+			"command": `mkdir -p "$FOREMAN_ARTIFACTS/out" && printf 'artifact-<b>body</b>' > "$FOREMAN_ARTIFACTS/out/a.txt"`})
+		waitJobState(t, leader, id, "succeeded")
+		// The default listing is the default namespace; "*" is all of them.
+		b.open(via.url("/ui/jobs?namespace=ui-team"), `#jobs tr[data-job=`+jsStr(id)+`]`)
+		b.open(via.url("/ui/jobs?namespace=*"), `#jobs tr[data-job=`+jsStr(id)+`]`)
+		b.wait("namespace shown", `document.querySelector('tr[data-job=`+jsStr(id)+`] .ns').textContent.includes("ui-team")`)
+		b.open(via.url("/ui/jobs"), "#jobs tbody tr")
+		if eval[bool](b, `!!document.querySelector('tr[data-job=`+jsStr(id)+`]')`) {
+			t.Fatal("a job of namespace ui-team is listed in the default namespace")
+		}
+		dir := t.TempDir()
+		if _, err := chromedp.CallBrowser(b.ctx, cdpbrowser.SetDownloadBehavior, cdpbrowser.SetDownloadBehaviorParams{
+			Behavior: cdpbrowser.SetDownloadBehaviorBehaviorAllow, DownloadPath: dir}); err != nil {
+			t.Fatal(err)
+		}
+		b.open(via.url("/ui/jobs/"+id), `#artifacts tr[data-artifact="out/a.txt"]`)
+		b.run("download", chromedp.Click(chromedp.CSS(`#artifacts tr[data-artifact="out/a.txt"] button`)))
+		eventually(t, stepTimeout, "the artifact downloaded", func() error {
+			got, err := os.ReadFile(filepath.Join(dir, "a.txt"))
+			if err != nil {
+				return err
+			}
+			if string(got) != "artifact-<b>body</b>" {
+				return fmt.Errorf("downloaded %q", got)
+			}
+			return nil
+		})
+	})
+
+	t.Run("gang tasks", func(t *testing.T) {
+		b.t = t
+		id := submitJob(t, leader, map[string]any{"name": "ui-gang", "command": "sleep 300", "gang": map[string]any{"size": 2}})
+		b.open(via.url("/ui/jobs/"+id), "#job-state")
+		b.wait("two tasks, running", `document.querySelectorAll("#gang-tasks tr[data-task]").length === 2 && [...document.querySelectorAll("#gang-tasks td.state")].every((td) => td.textContent === "running")`)
+		b.shot("job-gang")
+		b.run("cancel", chromedp.Click(chromedp.CSS("#cancel")), chromedp.WaitVisible(chromedp.CSS("dialog [data-confirm]")),
+			chromedp.Click(chromedp.CSS("dialog [data-confirm]")))
+		b.wait("tasks follow", `[...document.querySelectorAll("#gang-tasks td.state")].every((td) => td.textContent !== "running")`)
+	})
+
 	t.Run("jobs list is live", func(t *testing.T) {
 		b.t = t
 		b.open(via.url("/ui/jobs"), "#jobs tbody tr[data-job]")
@@ -352,6 +396,23 @@ func TestSystemUI(t *testing.T) {
 		b.t = t
 		target := c.others(via, leader)[0].name
 		b.open(via.url("/ui/nodes"), `tr[data-node="`+target+`"]`)
+		// Used, as the node measures it (asked through another node,
+		// which proxies): a bar when the node has a jobs cgroup, else a
+		// note saying it is not measured.
+		var u struct {
+			Node   string   `json:"node"`
+			Memory *int64   `json:"memory_bytes"`
+			CPU    *float64 `json:"cpu_seconds_total"`
+		}
+		if err := getJSON(via.url("/v1/nodes/"+target+"/usage"), &u); err != nil || u.Node != target {
+			t.Fatalf("usage of %s through %s: %+v %v", target, via.name, u, err)
+		}
+		if u.Memory != nil && u.CPU != nil {
+			b.wait("used bars", `!!document.querySelector('tr[data-node="`+target+`"] .bar.used-mem') && !!document.querySelector('tr[data-node="`+target+`"] .bar.used-cpu')`)
+		} else {
+			t.Logf("%s measures no usage (no jobs cgroup): %+v", target, u)
+			b.wait("not measured", `document.querySelector('tr[data-node="`+target+`"] td.capcell').textContent.includes("not measured")`)
+		}
 		b.shot("nodes")
 		b.run("drain", chromedp.Click(`tr[data-node="`+target+`"] button[data-action=drain]`),
 			chromedp.WaitVisible(chromedp.CSS("dialog [data-confirm]")), chromedp.Click(chromedp.CSS("dialog [data-confirm]")))

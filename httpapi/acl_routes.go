@@ -67,6 +67,7 @@ var Routes = map[string]RouteRule{
 	// Nodes and queues (cluster-wide objects).
 	"GET /v1/nodes":                     {PermRead, false},
 	"GET /v1/nodes/{name}":              {PermRead, false},
+	"GET /v1/nodes/{name}/usage":        {PermRead, false},
 	"POST /v1/nodes/{name}/drain":       {PermOperator, false},
 	"POST /v1/nodes/{name}/eligibility": {PermOperator, false},
 	"GET /v1/queues":                    {PermRead, false},

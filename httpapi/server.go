@@ -34,6 +34,7 @@ type server struct {
 	state     State
 	logs      Logs
 	artifacts Artifacts
+	usage     Usage
 	ops       Operator
 	clock     Clock
 	ids       IDs
@@ -76,6 +77,7 @@ func New(cfg Config, deps Deps) http.Handler {
 		log:     deps.Logger,
 	}
 	s.artifacts = deps.Artifacts
+	s.usage = deps.Usage
 	if s.clock == nil {
 		s.clock = systemClock{}
 	}
@@ -145,6 +147,7 @@ func (s *server) routes() {
 
 	s.handle(m, "GET /v1/nodes", s.read(s.listNodes))
 	s.handle(m, "GET /v1/nodes/{name}", s.read(s.getNode))
+	s.handle(m, "GET /v1/nodes/{name}/usage", s.nodeUsage)
 	s.handle(m, "POST /v1/nodes/{name}/drain", s.write(s.drainNode))
 	s.handle(m, "POST /v1/nodes/{name}/eligibility", s.write(s.setEligibility))
 

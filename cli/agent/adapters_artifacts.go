@@ -57,3 +57,10 @@ func (a artifactFetcher) FetchArtifact(ctx context.Context, node, jobID string, 
 	_, err = c.GetArtifact(ctx, jobID, attempt, path, out)
 	return err
 }
+
+// nodeUsage reads this node's jobs cgroup for GET /v1/nodes/{name}/usage.
+type nodeUsage struct{}
+
+func (nodeUsage) NodeUsage(node string) (cpuSeconds, memBytes float64, cpuOK, memOK bool) {
+	return exec.NodeUsage(node)
+}

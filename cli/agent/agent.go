@@ -405,6 +405,7 @@ func runAgent(parent context.Context, cfg *agentConfig) error {
 		Logger:   logger,
 
 		Artifacts: workerArtifacts{worker},
+		Usage:     nodeUsage{},
 		PeerTLS:   peerTLS,
 	})
 	srv := newHTTPServer(routes(acl, api, node.InternalHandler(), cfg.pprof, cfg.tls != nil), logger)
