@@ -67,11 +67,13 @@ var Routes = map[string]RouteRule{
 	// Nodes and queues (cluster-wide objects).
 	"GET /v1/nodes":                     {PermRead, false},
 	"GET /v1/nodes/{name}":              {PermRead, false},
-	"GET /v1/nodes/{name}/usage":        {PermRead, false},
 	"POST /v1/nodes/{name}/drain":       {PermOperator, false},
 	"POST /v1/nodes/{name}/eligibility": {PermOperator, false},
 	"GET /v1/queues":                    {PermRead, false},
 	"PUT /v1/queues/{name}":             {PermWrite, true}, // queues are shared: write on "*"
+
+	// What a node's jobs use now (the node measures it; others proxy).
+	"GET /v1/nodes/{name}/usage": {PermRead, false},
 
 	// Cluster and operator.
 	"GET /v1/cluster/members":                   {PermOperator, false},
