@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	cdpbrowser "github.com/chromedp/cdproto/browser"
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/cdproto/log"
@@ -67,6 +68,26 @@ func newBrowser(t *testing.T) *browser {
 	b := &browser{t: t, ctx: ctx, shotDir: ".screenshots"}
 	// Cleanups run last-registered first: the browser goes before the agents.
 	t.Cleanup(func() { cancelB(); cancelA() })
+	b.listen(exe)
+	_ = os.MkdirAll(b.shotDir, 0o755)
+	return b
+}
+
+// tab opens another tab in the same browser (same profile, so the same
+// six connections per server), reporting its page errors like b.
+func (b *browser) tab() (*browser, context.CancelFunc) {
+	b.t.Helper()
+	ctx, cancel := chromedp.NewContext(b.ctx)
+	nb := &browser{t: b.t, ctx: ctx, shotDir: b.shotDir}
+	nb.listen("tab")
+	return nb, cancel
+}
+
+// listen collects the page's errors (exceptions, console.error, script and
+// security errors) for checkErrors.
+func (b *browser) listen(exe string) {
+	t := b.t
+	ctx := b.ctx
 	listen := func(ev any) {
 		var msg string
 		switch ev := ev.(type) {
@@ -106,8 +127,6 @@ func newBrowser(t *testing.T) *browser {
 			t.Fatalf("start %s: %v", exe, err)
 		}
 	}
-	_ = os.MkdirAll(b.shotDir, 0o755)
-	return b
 }
 
 // run runs actions with a bound, failing the test with a screenshot.
@@ -289,6 +308,49 @@ func TestSystemUI(t *testing.T) {
 		}
 	})
 
+	t.Run("artifacts download, namespace filter", func(t *testing.T) {
+		b.t = t
+		id := submitJob(t, leader, map[string]any{"name": "ui-artifacts", "namespace": "ui-team",
+			"command": `mkdir -p "$FOREMAN_ARTIFACTS/out" && printf 'artifact-<b>body</b>' > "$FOREMAN_ARTIFACTS/out/a.txt"`})
+		waitJobState(t, leader, id, "succeeded")
+		// The default listing is the default namespace; "*" is all of them.
+		b.open(via.url("/ui/jobs?namespace=ui-team"), `#jobs tr[data-job=`+jsStr(id)+`]`)
+		b.open(via.url("/ui/jobs?namespace=*"), `#jobs tr[data-job=`+jsStr(id)+`]`)
+		b.wait("namespace shown", `document.querySelector('tr[data-job=`+jsStr(id)+`] .ns').textContent.includes("ui-team")`)
+		b.open(via.url("/ui/jobs"), "#jobs tbody tr")
+		if eval[bool](b, `!!document.querySelector('tr[data-job=`+jsStr(id)+`]')`) {
+			t.Fatal("a job of namespace ui-team is listed in the default namespace")
+		}
+		dir := t.TempDir()
+		if _, err := chromedp.CallBrowser(b.ctx, cdpbrowser.SetDownloadBehavior, cdpbrowser.SetDownloadBehaviorParams{
+			Behavior: cdpbrowser.SetDownloadBehaviorBehaviorAllow, DownloadPath: dir}); err != nil {
+			t.Fatal(err)
+		}
+		b.open(via.url("/ui/jobs/"+id), `#artifacts tr[data-artifact="out/a.txt"]`)
+		b.run("download", chromedp.Click(chromedp.CSS(`#artifacts tr[data-artifact="out/a.txt"] button`)))
+		eventually(t, stepTimeout, "the artifact downloaded", func() error {
+			got, err := os.ReadFile(filepath.Join(dir, "a.txt"))
+			if err != nil {
+				return err
+			}
+			if string(got) != "artifact-<b>body</b>" {
+				return fmt.Errorf("downloaded %q", got)
+			}
+			return nil
+		})
+	})
+
+	t.Run("gang tasks", func(t *testing.T) {
+		b.t = t
+		id := submitJob(t, leader, map[string]any{"name": "ui-gang", "command": "sleep 300", "gang": map[string]any{"size": 2}})
+		b.open(via.url("/ui/jobs/"+id), "#job-state")
+		b.wait("two tasks, running", `document.querySelectorAll("#gang-tasks tr[data-task]").length === 2 && [...document.querySelectorAll("#gang-tasks td.state")].every((td) => td.textContent === "running")`)
+		b.shot("job-gang")
+		b.run("cancel", chromedp.Click(chromedp.CSS("#cancel")), chromedp.WaitVisible(chromedp.CSS("dialog [data-confirm]")),
+			chromedp.Click(chromedp.CSS("dialog [data-confirm]")))
+		b.wait("tasks follow", `[...document.querySelectorAll("#gang-tasks td.state")].every((td) => td.textContent !== "running")`)
+	})
+
 	t.Run("jobs list is live", func(t *testing.T) {
 		b.t = t
 		b.open(via.url("/ui/jobs"), "#jobs tbody tr[data-job]")
@@ -334,6 +396,23 @@ func TestSystemUI(t *testing.T) {
 		b.t = t
 		target := c.others(via, leader)[0].name
 		b.open(via.url("/ui/nodes"), `tr[data-node="`+target+`"]`)
+		// Used, as the node measures it (asked through another node,
+		// which proxies): a bar when the node has a jobs cgroup, else a
+		// note saying it is not measured.
+		var u struct {
+			Node   string   `json:"node"`
+			Memory *int64   `json:"memory_bytes"`
+			CPU    *float64 `json:"cpu_seconds_total"`
+		}
+		if err := getJSON(via.url("/v1/nodes/"+target+"/usage"), &u); err != nil || u.Node != target {
+			t.Fatalf("usage of %s through %s: %+v %v", target, via.name, u, err)
+		}
+		if u.Memory != nil && u.CPU != nil {
+			b.wait("used bars", `!!document.querySelector('tr[data-node="`+target+`"] .bar.used-mem') && !!document.querySelector('tr[data-node="`+target+`"] .bar.used-cpu')`)
+		} else {
+			t.Logf("%s measures no usage (no jobs cgroup): %+v", target, u)
+			b.wait("not measured", `document.querySelector('tr[data-node="`+target+`"] td.capcell').textContent.includes("not measured")`)
+		}
 		b.shot("nodes")
 		b.run("drain", chromedp.Click(`tr[data-node="`+target+`"] button[data-action=drain]`),
 			chromedp.WaitVisible(chromedp.CSS("dialog [data-confirm]")), chromedp.Click(chromedp.CSS("dialog [data-confirm]")))
@@ -369,6 +448,62 @@ func TestSystemUI(t *testing.T) {
 		defer dark(false)
 		b.wait("dark background", `getComputedStyle(document.body).backgroundColor === "rgb(16, 20, 27)"`)
 		b.shot("overview-dark")
+	})
+
+	t.Run("eight tabs share one event stream", func(t *testing.T) {
+		b.t = t
+		// A stream per tab would hold six connections by the sixth tab and
+		// leave the seventh tab's page load waiting (HTTP/1.1, six per
+		// server). The tabs elect one holder (Web Locks) that fans the
+		// events out (BroadcastChannel); all eight load and stay live.
+		b.open(via.url("/ui/jobs"), "#jobs tbody tr[data-job]")
+		tabs := []*browser{b}
+		for i := 1; i < 8; i++ {
+			tb, cancel := b.tab()
+			tb.t = t
+			defer cancel()
+			tb.open(via.url("/ui/jobs"), "#jobs tbody tr[data-job]")
+			tabs = append(tabs, tb)
+		}
+		holders := func() (idx []int) {
+			for i, tb := range tabs {
+				if tb == nil {
+					continue
+				}
+				tb.wait("live", `document.querySelector("#live").classList.contains("live") && window.foremanStats.mode === "shared"`)
+				if eval[bool](tb, `window.foremanStats.holder`) {
+					idx = append(idx, i)
+				}
+			}
+			return idx
+		}
+		h := holders()
+		if len(h) != 1 {
+			t.Fatalf("%d tabs hold a stream (%v), want 1", len(h), h)
+		}
+		submitJob(t, leader, map[string]any{"name": "ui-eight-tabs", "command": "true"})
+		for i, tb := range tabs {
+			tb.wait(fmt.Sprintf("tab %d hears of the submit", i+1), `!document.querySelector(".notice").hidden && document.querySelector(".notice").textContent.includes("1 new job")`)
+		}
+		b.shot("jobs-eight-tabs")
+		// The holder leaves: another tab takes the stream over, resuming
+		// from the last event it was handed, and every tab keeps hearing
+		// events.
+		gone := h[0]
+		tabs[gone].run("the holder leaves", chromedp.Navigate("about:blank"))
+		tabs[gone] = nil
+		eventually(t, stepTimeout, "another tab holds the stream", func() error {
+			if h := holders(); len(h) != 1 {
+				return fmt.Errorf("holders %v", h)
+			}
+			return nil
+		})
+		submitJob(t, leader, map[string]any{"name": "ui-eight-tabs-2", "command": "true"})
+		for i, tb := range tabs {
+			if tb != nil {
+				tb.wait(fmt.Sprintf("tab %d hears the second submit", i+1), `document.querySelector(".notice").textContent.includes("2 new jobs")`)
+			}
+		}
 	})
 
 	t.Run("lost connection: banner, then resume", func(t *testing.T) {

@@ -37,6 +37,13 @@ func nodeCommand() *ucli.Command {
 				},
 			},
 			{
+				Name:      "usage",
+				Usage:     "what a node's jobs use now (CPU seconds so far, memory), measured by that node from its jobs cgroup",
+				ArgsUsage: "NAME",
+				Flags:     WithClientFlags(JSONFlag),
+				Action:    func(c *ucli.Context) error { return Error(nodeUsage(c)) },
+			},
+			{
 				Name:      "eligibility",
 				Usage:     "mark a node eligible or ineligible for new attempts",
 				ArgsUsage: "NAME eligible|ineligible",
@@ -169,4 +176,30 @@ func queueCommand() *ucli.Command {
 			},
 		},
 	}
+}
+
+func nodeUsage(c *ucli.Context) error {
+	if c.NArg() != 1 {
+		return Exitf(2, "node usage takes one NAME")
+	}
+	cl, err := newClient(c)
+	if err != nil {
+		return err
+	}
+	u, err := cl.NodeUsage(c.Context, c.Args().First())
+	if err != nil {
+		return err
+	}
+	if c.Bool("json") {
+		return PrintJSON(c, u)
+	}
+	cpu, mem := "not measured (no jobs cgroup)", "not measured (no jobs cgroup)"
+	if u.CPUSecondsTotal != nil {
+		cpu = fmt.Sprintf("%.1f s used so far", *u.CPUSecondsTotal)
+	}
+	if u.MemoryBytes != nil {
+		mem = httpapi.FormatMemory(*u.MemoryBytes / (1 << 20))
+	}
+	fmt.Fprintf(Stdout(c), "Node:   %s\nCPU:    %s\nMemory: %s\n", u.Node, cpu, mem)
+	return nil
 }

@@ -89,6 +89,20 @@ func (c *usageCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
+// NodeUsage reads what node's jobs use now from its jobs cgroup (the
+// numbers behind foreman_node_used_*): CPU seconds since the cgroup was
+// made and memory bytes. ok is false for a value this process cannot
+// measure (no worker here for node, or no cgroup).
+func NodeUsage(node string) (cpuSeconds, memBytes float64, cpuOK, memOK bool) {
+	usage.mu.Lock()
+	cg, ok := usage.nodes[node]
+	usage.mu.Unlock()
+	if !ok {
+		return 0, 0, false, false
+	}
+	return readCgroupUsage(usage.root, cg)
+}
+
 // readCgroupUsage reads cgroup's CPU seconds and memory bytes under root,
 // from the unified (v2) hierarchy when root has one, from the v1 cpuacct
 // and memory hierarchies otherwise.

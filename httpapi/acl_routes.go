@@ -81,6 +81,8 @@ var Routes = map[string]RouteRule{
 	"GET /v1/namespaces/{name}":    {PermRead, true},
 	"PUT /v1/namespaces/{name}":    {PermManagement, false},
 	"DELETE /v1/namespaces/{name}": {PermManagement, false},
+	// What a node's jobs use now (the node measures it; others proxy).
+	"GET /v1/nodes/{name}/usage": {PermRead, false},
 
 	// Cluster and operator.
 	"GET /v1/cluster/members":                   {PermOperator, false},

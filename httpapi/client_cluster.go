@@ -27,6 +27,15 @@ func (c *Client) Node(ctx context.Context, name string) (*NodeDetail, error) {
 	return &out, nil
 }
 
+// NodeUsage asks a node what its jobs use now (measured by that node).
+func (c *Client) NodeUsage(ctx context.Context, name string) (*NodeUsage, error) {
+	var out NodeUsage
+	if _, err := c.do(ctx, http.MethodGet, "/v1/nodes/"+url.PathEscape(name)+"/usage", nil, nil, &out, nil); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
 // DrainNode stops new placements on a node; running attempts get deadline
 // (0 = until they finish).
 func (c *Client) DrainNode(ctx context.Context, name string, deadline time.Duration) (*NodeDetail, error) {

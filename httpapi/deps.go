@@ -68,6 +68,13 @@ type Artifacts interface {
 	OpenArtifact(jobID string, attempt int, path string) (*os.File, error)
 }
 
+// Usage measures what this node's jobs use now (main adapts
+// exec.NodeUsage): CPU seconds used so far and memory bytes, each with
+// whether it could be measured (a node without a jobs cgroup cannot).
+type Usage interface {
+	NodeUsage(node string) (cpuSeconds, memBytes float64, cpuOK, memOK bool)
+}
+
 // Clock supplies "now" for the commands the leader stamps.
 type Clock interface{ Now() time.Time }
 
@@ -93,6 +100,9 @@ type Deps struct {
 	// GossipKeys rotates the gossip key cluster-wide (nil: those
 	// requests fail with 503).
 	GossipKeys GossipKeyring
+	// Usage measures this node's jobs (nil: GET /v1/nodes/{name}/usage
+	// answers with nothing measured).
+	Usage Usage
 	// ACL guards the routes; nil: one from Config.ACL. The agent passes
 	// the one its own routes (UI, pprof, internal) share.
 	ACL *ACL

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"sort"
+	"time"
 
 	"github.com/foreman-sched/foreman/fsm"
 )
@@ -27,6 +28,18 @@ type NodeList struct {
 type NodeDetail struct {
 	NodeView
 	Attempts []fsm.Attempt `json:"attempts"` // the live ones
+}
+
+// NodeUsage is the reply to GET /v1/nodes/{name}/usage: what the node's
+// jobs use now, measured by that node from its jobs cgroup (the numbers
+// behind its foreman_node_used_* metrics). A value that node cannot
+// measure (no jobs cgroup) is absent. CPU is a counter: a rate needs two
+// readings (CPU cores used = Δcpu_seconds_total / Δat).
+type NodeUsage struct {
+	Node            string    `json:"node"`
+	CPUSecondsTotal *float64  `json:"cpu_seconds_total,omitempty"`
+	MemoryBytes     *int64    `json:"memory_bytes,omitempty"`
+	At              time.Time `json:"at"`
 }
 
 // DrainRequest is the body of POST /v1/nodes/{name}/drain. Deadline (a
@@ -62,6 +75,41 @@ func (s *server) listNodes(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sort.Slice(out.Nodes, func(i, j int) bool { return out.Nodes[i].Name < out.Nodes[j].Name })
+	writeJSON(w, http.StatusOK, out)
+}
+
+// nodeUsage handles GET /v1/nodes/{name}/usage: measured here for this
+// node, proxied to the node otherwise (only it can read its cgroup).
+func (s *server) nodeUsage(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	if name != s.cluster.NodeName() {
+		var addr string
+		err := s.state.View(func(tx *fsm.Tx) error {
+			n, err := tx.Node(name)
+			if err != nil {
+				return err
+			}
+			addr = n.HTTPAddr
+			return nil
+		})
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		s.proxy(w, r, name, addr)
+		return
+	}
+	out := NodeUsage{Node: name, At: s.clock.Now().UTC()}
+	if s.usage != nil {
+		cpu, mem, cpuOK, memOK := s.usage.NodeUsage(name)
+		if cpuOK {
+			out.CPUSecondsTotal = &cpu
+		}
+		if memOK {
+			m := int64(mem)
+			out.MemoryBytes = &m
+		}
+	}
 	writeJSON(w, http.StatusOK, out)
 }
 

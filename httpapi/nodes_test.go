@@ -2,7 +2,9 @@ package httpapi
 
 import (
 	"context"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -127,5 +129,39 @@ func TestClusterEndpoints(t *testing.T) {
 	}
 	if err := a.client.Leave(ctx); err != nil || !a.cluster.left {
 		t.Fatalf("leave %v", err)
+	}
+}
+
+type fakeUsage struct{}
+
+func (fakeUsage) NodeUsage(node string) (float64, float64, bool, bool) {
+	if node == "n2" {
+		return 12.5, 64 << 20, true, true
+	}
+	return 0, 0, false, false
+}
+
+// TestNodeUsage: a node answers for itself (nothing measured: no fields),
+// another node's usage is proxied to it, an unknown node is a 404.
+func TestNodeUsage(t *testing.T) {
+	a := newTestAPI(t)
+	ctx := context.Background()
+	// n2 shares n1's state and measures its own jobs.
+	n2 := &fakeCluster{t: t, name: "n2", f: a.f}
+	srv := httptest.NewServer(New(DefaultConfig(), Deps{Cluster: n2, State: a.f, Clock: fixedClock{t0}, Usage: fakeUsage{}, Logger: slog.New(slog.DiscardHandler)}))
+	t.Cleanup(srv.Close)
+	a.addNode("n1", "", 4000, 8192)
+	a.addNode("n2", strings.TrimPrefix(srv.URL, "http://"), 4000, 8192)
+
+	u, err := a.client.NodeUsage(ctx, "n1")
+	if err != nil || u.Node != "n1" || u.CPUSecondsTotal != nil || u.MemoryBytes != nil || !u.At.Equal(t0) {
+		t.Fatalf("n1 (no usage source): %+v %v", u, err)
+	}
+	u, err = a.client.NodeUsage(ctx, "n2")
+	if err != nil || u.Node != "n2" || u.CPUSecondsTotal == nil || *u.CPUSecondsTotal != 12.5 || u.MemoryBytes == nil || *u.MemoryBytes != 64<<20 {
+		t.Fatalf("n2 through n1: %+v %v", u, err)
+	}
+	if code, body := a.do("GET", "/v1/nodes/nope/usage", ""); code != http.StatusNotFound {
+		t.Fatalf("unknown node: %d %s", code, body)
 	}
 }

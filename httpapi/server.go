@@ -35,6 +35,7 @@ type server struct {
 	logs      Logs
 	artifacts Artifacts
 	keyring   GossipKeyring
+	usage     Usage
 	ops       Operator
 	clock     Clock
 	ids       IDs
@@ -80,6 +81,7 @@ func New(cfg Config, deps Deps) http.Handler {
 	}
 	s.artifacts = deps.Artifacts
 	s.keyring = deps.GossipKeys
+	s.usage = deps.Usage
 	if s.clock == nil {
 		s.clock = systemClock{}
 	}
@@ -151,6 +153,7 @@ func (s *server) routes() {
 
 	s.handle(m, "GET /v1/nodes", s.read(s.listNodes))
 	s.handle(m, "GET /v1/nodes/{name}", s.read(s.getNode))
+	s.handle(m, "GET /v1/nodes/{name}/usage", s.nodeUsage)
 	s.handle(m, "POST /v1/nodes/{name}/drain", s.write(s.drainNode))
 	s.handle(m, "POST /v1/nodes/{name}/eligibility", s.write(s.setEligibility))
 

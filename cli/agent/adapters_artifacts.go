@@ -111,3 +111,10 @@ func (a artifactFetcher) FetchArtifact(ctx context.Context, node, jobID string, 
 	}
 	return nil
 }
+
+// nodeUsage reads this node's jobs cgroup for GET /v1/nodes/{name}/usage.
+type nodeUsage struct{}
+
+func (nodeUsage) NodeUsage(node string) (cpuSeconds, memBytes float64, cpuOK, memOK bool) {
+	return exec.NodeUsage(node)
+}

@@ -410,6 +410,7 @@ func runAgent(parent context.Context, cfg *agentConfig) error {
 		Logger:   logger,
 
 		Artifacts:  workerArtifacts{worker},
+		Usage:      nodeUsage{},
 		PeerTLS:    peerTLS,
 		GossipKeys: keyringAdapter{node},
 	})

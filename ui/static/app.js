@@ -6,6 +6,7 @@
 import { h, replace, toast } from "./lib/dom.js";
 import { api, onUnauthorized, setToken, getToken } from "./lib/api.js";
 import * as events from "./lib/events.js";
+import * as acl from "./lib/acl.js";
 
 const routes = [
   [/^$/, "overview"],
@@ -63,6 +64,10 @@ async function render() {
     if (my !== seq && cleanup) { cleanup(); cleanup = null; }
   } catch (e) {
     if (leaving) return; // a load cut short by navigating away
+    if (e && e.status === 403) { // the token's roles do not cover this page: say so, no error
+      if (my === seq) replace(el, h("h1", null, "Not allowed"), h("p", { class: "error", role: "alert", id: "forbidden" }, e.message));
+      return;
+    }
     console.error(e);
     if (my === seq) add_error(el, e);
   }
@@ -125,6 +130,7 @@ onUnauthorized(() => {
       d.remove();
       pending = null;
       events.reconnect();
+      acl.refresh();
       resolve();
     });
     document.body.append(d);
@@ -158,17 +164,24 @@ events.subscribe((ev) => {
 
 // Which node is answering, and its role: the page works through any node.
 const via = document.getElementById("via");
+let viaText = [];
 async function refreshVia() {
   try {
     const r = await api("/v1/cluster/raft");
-    replace(via, "via ", h("b", null, r.node), " (" + String(r.state || "").toLowerCase() + ")",
-      r.leader && r.leader !== r.node ? " · leader " + r.leader : "");
+    viaText = ["via ", h("b", null, r.node), " (" + String(r.state || "").toLowerCase() + ")",
+      r.leader && r.leader !== r.node ? " · leader " + r.leader : ""];
   } catch (e) {
-    replace(via, "");
+    viaText = []; // no operator role: the raft view is not ours to read
   }
+  drawVia();
 }
+function drawVia() {
+  replace(via, viaText, acl.who ? h("span", { id: "who", title: "The token this tab sends" }, (viaText.length ? " · " : "") + "token " + acl.who) : "");
+}
+acl.onChange(drawVia);
 
 window.foremanStats = events.stats; // read by the browser tests
 events.start();
+acl.refresh();
 refreshVia();
 render();

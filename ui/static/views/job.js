@@ -1,10 +1,11 @@
 // Job: spec, attempts, timeline, live log tail, result, cancel/retry.
 
 import { h, replace, link, badge, enc, confirmDialog, toast, throttle, add } from "../lib/dom.js";
-import { api, post, stream, request, ApiError } from "../lib/api.js";
+import { api, post, stream, request, ApiError, getToken } from "../lib/api.js";
 import { subscribe } from "../lib/events.js";
 import { time, between, ago, bytes, cpu, mem, labels, dur } from "../lib/fmt.js";
 import { logView } from "../lib/logview.js";
+import { guard } from "../lib/acl.js";
 
 const TERMINAL = new Set(["succeeded", "failed", "cancelled", "skipped"]);
 
@@ -27,10 +28,12 @@ async function load(el, id, unsub, early, setHandler) {
   const attempts = h("section");
   const timeline = h("ol", { class: "timeline", id: "timeline" });
   const result = h("section");
+  const tasks = h("section", { id: "tasks" });
+  const artifacts = h("section", { id: "artifacts" });
   const logBox = h("section", { class: "logs" });
   const spec = h("pre", { class: "spec" });
   replace(el, head, h("div", { class: "grid2" }, summary, h("section", null, h("h2", null, "Timeline"), timeline)),
-    attempts, logBox, result, h("details", null, h("summary", null, "Spec (JSON)"), spec));
+    attempts, tasks, logBox, result, artifacts, h("details", null, h("summary", null, "Spec (JSON)"), spec));
 
   const draw = () => {
     const j = d.job;
@@ -41,8 +44,8 @@ async function load(el, id, unsub, early, setHandler) {
       badge(j.state),
       h("code", { class: "muted" }, j.id),
       h("span", { class: "spacer" }),
-      h("button", { type: "button", class: "danger", id: "cancel", disabled: !canCancel, onclick: cancel }, "Cancel"),
-      h("button", { type: "button", id: "retry", disabled: !canRetry, onclick: retry }, "Retry"));
+      guard(h("button", { type: "button", class: "danger", id: "cancel", disabled: !canCancel, onclick: cancel }, "Cancel"), "submit", j.spec.namespace),
+      guard(h("button", { type: "button", id: "retry", disabled: !canRetry, onclick: retry }, "Retry"), "submit", j.spec.namespace));
     const s = j.spec;
     const kv = [
       ["State", h("span", { id: "job-state" }, badge(j.state))],
@@ -83,6 +86,14 @@ async function load(el, id, unsub, early, setHandler) {
       h("pre", { class: "result" }, resultText(last.result)),
       h("button", { type: "button", onclick: download }, "Download result")] : "");
     spec.textContent = JSON.stringify(j.spec, null, 2);
+    // Artifacts: those of the last attempt that left any (the list came
+    // with its finish report; the bytes are on its node).
+    const withArt = d.attempts.filter((a) => a.artifacts?.length).pop();
+    replace(artifacts, withArt ? [h("h2", null, "Artifacts (attempt " + withArt.attempt + ", on " + withArt.node + ")"),
+      h("table", { class: "artifacts" }, h("tbody", null, withArt.artifacts.map((f) => h("tr", { "data-artifact": f.path },
+        h("td", null, h("code", null, f.path)), h("td", null, bytes(f.size)),
+        h("td", null, h("button", { type: "button", onclick: () => fetchFile(base + "/artifacts/" + f.path.split("/").map(enc).join("/") + "?attempt=" + withArt.attempt, f.path.split("/").pop()) }, "Download")))))),
+      withArt.warning ? h("p", { class: "muted" }, withArt.warning) : ""] : "");
     if (d.deliveries?.length) {
       add(result, h("h2", null, "Webhook deliveries"), h("table", null, h("tbody", null, d.deliveries.map((x) =>
         h("tr", null, h("td", null, x.event?.type), h("td", null, x.url || ""), h("td", null, badge(x.state)), h("td", null, x.attempts + " tries"), h("td", null, x.last_status ?? x.last_error ?? ""))))));
@@ -95,14 +106,25 @@ async function load(el, id, unsub, early, setHandler) {
   async function retry() {
     try { d = await post(base + "/retry"); draw(); toast("Queued again"); } catch (e) { toast(e.message, "error"); }
   }
-  async function download() {
-    const r = await request(base + "/result");
-    if (!r.ok) { toast("No result: " + r.status, "error"); return; }
-    const url = URL.createObjectURL(await r.blob());
-    const a = h("a", { href: url, download: (d.job.spec.name || d.job.id) + ".result" });
-    document.body.append(a); a.click(); a.remove();
-    setTimeout(() => URL.revokeObjectURL(url), 1000);
-  }
+  const download = () => fetchFile(base + "/result", (d.job.spec.name || d.job.id) + ".result");
+
+  // Gang tasks: one row per task with its latest attempt.
+  let tasksKey = "";
+  const loadTasks = async () => {
+    if (!d.job.spec.gang) return;
+    const key = d.job.state + "/" + d.attempts.map((a) => a.attempt + a.state).join(",");
+    if (key === tasksKey) return;
+    tasksKey = key;
+    const t = await api(base + "/tasks").catch(() => null);
+    if (!t) return;
+    replace(tasks, h("h2", null, "Gang tasks (" + t.size + ")"), h("table", { id: "gang-tasks" },
+      h("thead", null, h("tr", null, ["Task", "Attempt", "Node", "State", "Exit", "Counted", "Port"].map((x) => h("th", null, x)))),
+      h("tbody", null, t.tasks.map((k) => h("tr", { "data-task": k.index },
+        h("td", null, k.index), h("td", null, k.latest ? "#" + k.latest.attempt : "—"),
+        h("td", null, k.latest?.node ? link("nodes/" + enc(k.latest.node), k.latest.node) : "—"),
+        h("td", { class: "state" }, k.latest ? badge(k.latest.state) : badge("waiting")),
+        h("td", null, k.latest?.exit_code ?? "—"), h("td", null, k.counted), h("td", null, k.latest?.task?.port || "—"))))));
+  };
 
   // Timeline: the stored events, then live ones.
   const seen = new Set();
@@ -153,12 +175,12 @@ async function load(el, id, unsub, early, setHandler) {
   streamSel.addEventListener("change", () => startTail());
   attemptSel.addEventListener("change", () => startTail());
 
-  draw(); fillAttempts(); startTail();
+  draw(); fillAttempts(); startTail(); loadTasks();
 
   const reload = throttle(async () => {
     try {
       const wasLast = attemptSel.value === String(d.attempts.length ? d.attempts[d.attempts.length - 1].attempt : "");
-      d = await api(base); draw(); fillAttempts();
+      d = await api(base); draw(); fillAttempts(); loadTasks();
       if (wasLast && d.attempts.length) attemptSel.value = String(d.attempts[d.attempts.length - 1].attempt);
       startTail();
     } catch (e) { if (e.status === 404) replace(head, h("h1", null, "Job " + id + " is gone (garbage-collected)")); }
@@ -172,6 +194,20 @@ async function load(el, id, unsub, early, setHandler) {
   setHandler(handle);
   early.splice(0).forEach(handle);
   return () => { unsub(); if (tail) tail.abort(); };
+}
+
+/** fetchFile downloads path: a plain link when no token is needed (the
+ * browser streams it to disk), else fetched with the token into a blob. */
+async function fetchFile(path, name) {
+  let url = path, blob = false;
+  if (getToken()) {
+    const r = await request(path);
+    if (!r.ok) { toast("Download refused: " + r.status + " " + (await r.text()).slice(0, 200), "error"); return; }
+    url = URL.createObjectURL(await r.blob()); blob = true;
+  }
+  const a = h("a", { href: url, download: name || "download" });
+  document.body.append(a); a.click(); a.remove();
+  if (blob) setTimeout(() => URL.revokeObjectURL(url), 1000);
 }
 
 function resultText(b64) {

@@ -8,12 +8,13 @@ import { api, post } from "../lib/api.js";
 import { subscribe } from "../lib/events.js";
 import { ago, clip, labels } from "../lib/fmt.js";
 import { go } from "../app.js";
+import { guard } from "../lib/acl.js";
 
 const STATES = ["", "waiting", "queued", "running", "retrying", "succeeded", "failed", "cancelled", "skipped"];
 const PAGE = 50;
 
 export async function mount(el, _params, q) {
-  const f = { state: q.get("state") || "", queue: q.get("queue") || "", name: q.get("name") || "", label: q.get("label") || "" };
+  const f = { state: q.get("state") || "", queue: q.get("queue") || "", name: q.get("name") || "", label: q.get("label") || "", namespace: q.get("namespace") || "" };
   const cursor = q.get("cursor") || "";
   const back = (q.get("back") || "").split(".").filter(Boolean); // cursors of the previous pages
 
@@ -21,7 +22,8 @@ export async function mount(el, _params, q) {
   const name = h("input", { type: "search", name: "name", placeholder: "name starts with…", value: f.name, "aria-label": "Name prefix" });
   const queue = h("input", { type: "text", name: "queue", placeholder: "queue", value: f.queue, size: 10, "aria-label": "Queue" });
   const label = h("input", { type: "text", name: "label", placeholder: "label k=v,k2=v2", value: f.label, size: 16, "aria-label": "Labels" });
-  const form = h("form", { class: "filters", role: "search" }, stateSel, name, queue, label, h("button", { type: "submit" }, "Filter"));
+  const ns = h("input", { type: "text", name: "namespace", placeholder: "namespace (* = all)", value: f.namespace, size: 14, "aria-label": "Namespace (default: default; * for all)" });
+  const form = h("form", { class: "filters", role: "search" }, stateSel, name, ns, queue, label, h("button", { type: "submit" }, "Filter"));
   const query = (extra) => {
     const p = new URLSearchParams();
     for (const [k, v] of Object.entries({ ...f, ...extra })) if (v) p.set(k, v);
@@ -30,7 +32,7 @@ export async function mount(el, _params, q) {
   };
   form.addEventListener("submit", (e) => {
     e.preventDefault();
-    Object.assign(f, { state: stateSel.value, name: name.value.trim(), queue: queue.value.trim(), label: label.value.trim() });
+    Object.assign(f, { state: stateSel.value, name: name.value.trim(), queue: queue.value.trim(), label: label.value.trim(), namespace: ns.value.trim() });
     go(query({}));
   });
   stateSel.addEventListener("change", () => form.requestSubmit());
@@ -52,7 +54,7 @@ export async function mount(el, _params, q) {
 
   const t0 = performance.now();
   const p = new URLSearchParams({ limit: PAGE });
-  for (const k of ["state", "queue", "name", "label"]) if (f[k]) p.set(k, f[k]);
+  for (const k of ["state", "queue", "name", "label", "namespace"]) if (f[k]) p.set(k, f[k]);
   if (cursor) p.set("cursor", cursor);
   const [list, counts] = await Promise.all([api("/v1/jobs?" + p), api("/v1/jobs/counts").catch(() => null)]);
 
@@ -61,7 +63,8 @@ export async function mount(el, _params, q) {
     cb.addEventListener("change", () => { cb.checked ? selected.add(j.id) : selected.delete(j.id); drawBulk(); });
     const tr = h("tr", { "data-job": j.id },
       h("td", { class: "sel" }, cb),
-      h("td", { class: "name", title: j.spec.name }, link("jobs/" + enc(j.id), clip(j.spec.name || "(no name)", 80))),
+      h("td", { class: "name", title: j.spec.name }, link("jobs/" + enc(j.id), clip(j.spec.name || "(no name)", 80)),
+        j.spec.namespace && f.namespace !== j.spec.namespace ? h("span", { class: "muted small ns" }, " · " + j.spec.namespace) : ""),
       h("td", null, h("code", null, j.id)),
       h("td", { class: "state" }, badge(j.state)),
       h("td", null, j.counted_attempts + "/" + (j.spec.max_attempts || 3)),
@@ -77,7 +80,7 @@ export async function mount(el, _params, q) {
   el.dataset.firstRender = String(Math.round(performance.now()));    // since navigation start
 
   const total = counts ? (f.state ? counts.counts[f.state] : counts.total) : null;
-  replace(info, total != null && !f.name && !f.queue && !f.label ? total.toLocaleString() + " jobs" : "");
+  replace(info, total != null && !f.name && !f.queue && !f.label && (!f.namespace || f.namespace === "*") ? total.toLocaleString() + " jobs" : "");
 
   // back holds the cursors of the newer pages ("_" = the first page).
   const prev = back.length ? back[back.length - 1] : null;
@@ -86,11 +89,14 @@ export async function mount(el, _params, q) {
     cursor ? h("a", { href: query({}), "data-link": true }, "First page") : "",
     list.next_cursor ? h("a", { href: query({ cursor: list.next_cursor, back: [...back, cursor || "_"].join(".") }), "data-link": true, rel: "next" }, "Older →") : h("span", { class: "muted" }, "Older →"));
 
+  // The namespace the bulk actions act in ("" = jobs of several: the server
+  // checks each one).
+  const bulkNS = f.namespace === "*" ? "" : f.namespace || "default";
   function drawBulk() {
     if (!selected.size) { replace(bulk); return; }
     replace(bulk, h("span", null, selected.size + " selected"),
-      h("button", { type: "button", class: "danger", onclick: () => bulkDo("cancel") }, "Cancel selected"),
-      h("button", { type: "button", onclick: () => bulkDo("retry") }, "Retry selected"),
+      guard(h("button", { type: "button", class: "danger", "data-action": "bulk-cancel", onclick: () => bulkDo("cancel") }, "Cancel selected"), "submit", bulkNS),
+      guard(h("button", { type: "button", "data-action": "bulk-retry", onclick: () => bulkDo("retry") }, "Retry selected"), "submit", bulkNS),
       h("button", { type: "button", onclick: () => { selected.clear(); for (const c of tbody.querySelectorAll("input[type=checkbox]")) c.checked = false; selAll.checked = false; drawBulk(); } }, "Clear"));
   }
   selAll.addEventListener("change", () => {

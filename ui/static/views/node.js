@@ -4,18 +4,23 @@ import { h, replace, link, badge, enc, throttle } from "../lib/dom.js";
 import { api } from "../lib/api.js";
 import { subscribe } from "../lib/events.js";
 import { time, between, labels, cpu, mem } from "../lib/fmt.js";
-import { nodeActions, capacityBars } from "./nodes.js";
+import { nodeActions, capacityBars, usageReader } from "./nodes.js";
 
 export async function mount(el, [name]) {
+  const usage = usageReader();
+  let n = null;
+  const capBox = h("div", { class: "card" });
+  const drawCap = () => n && replace(capBox, h("h2", null, "Capacity vs allocated vs used"), capacityBars(n, usage.get(name)));
   const load = async () => {
-    const n = await api("/v1/nodes/" + enc(name));
+    n = await api("/v1/nodes/" + enc(name));
+    drawCap();
     replace(el,
       h("div", { class: "head" }, h("h1", null, n.name), badge(n.gossip), badge(n.eligibility), h("span", { class: "spacer" }), nodeActions(n, () => again())),
       h("div", { class: "grid2" },
         h("dl", { class: "kv card" }, [["API", n.http_addr], ["Raft", n.raft_addr], ["Gossip", n.gossip_addr], ["Version", n.version || "—"],
           ["Drivers", (n.drivers || []).join(", ")], ["Labels", labels(n.labels) || "—"], ["Slots", n.slots || "unbounded"], ["State since", time(n.state_changed_at)]]
           .map(([k, v]) => [h("dt", null, k), h("dd", null, v)])),
-        h("div", { class: "card" }, h("h2", null, "Capacity vs allocated"), capacityBars(n))),
+        capBox),
       h("h2", null, "Running attempts (" + (n.attempts || []).length + ")"),
       h("table", { id: "node-attempts" }, h("thead", null, h("tr", null, ["Job", "Attempt", "State", "Requested", "Running for"].map((x) => h("th", null, x)))),
         h("tbody", null, (n.attempts || []).map((a) => h("tr", null,
@@ -24,5 +29,14 @@ export async function mount(el, [name]) {
   };
   const again = throttle(() => load().catch(() => {}), 1000);
   await load();
-  return subscribe((ev) => { if (ev.node === name || ev.type === "reset") again(); });
+  let timer = 0, gone = false;
+  const poll = async (next) => {
+    if (n && n.gossip === "alive") await usage.read([name]);
+    if (gone) return;
+    drawCap();
+    timer = setTimeout(() => poll(5000), next);
+  };
+  poll(1500);
+  const unsub = subscribe((ev) => { if (ev.node === name || ev.type === "reset") again(); });
+  return () => { gone = true; clearTimeout(timer); unsub(); };
 }

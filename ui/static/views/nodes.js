@@ -5,6 +5,7 @@ import { api, post } from "../lib/api.js";
 import { subscribe } from "../lib/events.js";
 import { bar } from "../lib/chart.js";
 import { cpu, mem, labels, ago } from "../lib/fmt.js";
+import { guard } from "../lib/acl.js";
 
 export function nodeActions(n, after) {
   const name = n.name;
@@ -16,31 +17,72 @@ export function nodeActions(n, after) {
     try { await post("/v1/nodes/" + enc(name) + "/eligibility", { eligibility: v }); toast(name + ": " + v); after && after(); } catch (e) { toast(e.message, "error"); }
   };
   return h("span", { class: "actions" },
-    h("button", { type: "button", class: "danger", "data-action": "drain", disabled: n.eligibility === "draining", onclick: drain }, "Drain"),
-    n.eligibility === "eligible"
+    guard(h("button", { type: "button", class: "danger", "data-action": "drain", disabled: n.eligibility === "draining", onclick: drain }, "Drain"), "operator"),
+    guard(n.eligibility === "eligible"
       ? h("button", { type: "button", "data-action": "ineligible", onclick: elig("ineligible") }, "Make ineligible")
-      : h("button", { type: "button", "data-action": "eligible", onclick: elig("eligible") }, "Make eligible"));
+      : h("button", { type: "button", "data-action": "eligible", onclick: elig("eligible") }, "Make eligible"), "operator"));
 }
 
-export function capacityBars(n) {
+// capacityBars: allocated (what live attempts requested) and, when the node
+// measured it, used (what its jobs use now) against the capacity.
+export function capacityBars(n, u) {
   const c = n.capacity || {}, a = n.allocated || {};
+  const usedCPU = u && u.cpuM != null ? bar(u.cpuM, c.cpu || 0, "used " + cpu(Math.round(u.cpuM))) : null;
+  const usedMem = u && u.memMB != null ? bar(u.memMB, c.memory || 0, "used " + mem(Math.round(u.memMB))) : null;
+  if (usedCPU) usedCPU.classList.add("used", "used-cpu");
+  if (usedMem) usedMem.classList.add("used", "used-mem");
   return h("div", { class: "bars" },
-    bar(a.cpu || 0, c.cpu || 0, "CPU " + cpu(a.cpu || 0) + " / " + cpu(c.cpu || 0)),
-    bar(a.memory || 0, c.memory || 0, "Memory " + mem(a.memory || 0) + " / " + mem(c.memory || 0)),
-    n.slots ? bar(n.running || 0, n.slots, "Slots " + (n.running || 0) + " / " + n.slots) : "");
+    bar(a.cpu || 0, c.cpu || 0, "CPU " + cpu(a.cpu || 0) + " / " + cpu(c.cpu || 0) + " allocated"), usedCPU,
+    bar(a.memory || 0, c.memory || 0, "Memory " + mem(a.memory || 0) + " / " + mem(c.memory || 0) + " allocated"), usedMem,
+    n.slots ? bar(n.running || 0, n.slots, "Slots " + (n.running || 0) + " / " + n.slots) : "",
+    u && u.none ? h("small", { class: "muted" }, "used: not measured (no jobs cgroup)") : "");
+}
+
+// usageReader polls GET /v1/nodes/{name}/usage (each node measures its own
+// jobs cgroup; not in the event stream) and turns the CPU counter into a
+// rate (millicores) from consecutive readings.
+export function usageReader() {
+  const last = new Map(); // name -> {cpu, at}
+  const now = new Map();  // name -> {cpuM, memMB, none}
+  return {
+    get: (name) => now.get(name),
+    async read(names) {
+      await Promise.all(names.slice(0, 100).map(async (name) => {
+        let r;
+        try { r = await api("/v1/nodes/" + enc(name) + "/usage"); } catch { now.delete(name); return; }
+        const at = Date.parse(r.at), prev = last.get(name), cur = now.get(name) || {};
+        const u = { memMB: r.memory_bytes != null ? r.memory_bytes / (1 << 20) : null, cpuM: cur.cpuM ?? null };
+        if (r.cpu_seconds_total != null) {
+          if (prev && at > prev.at) u.cpuM = Math.max(0, (r.cpu_seconds_total - prev.cpu) / ((at - prev.at) / 1000) * 1000);
+          last.set(name, { cpu: r.cpu_seconds_total, at });
+        }
+        u.none = r.memory_bytes == null && r.cpu_seconds_total == null;
+        now.set(name, u);
+      }));
+    },
+  };
 }
 
 export async function mount(el) {
   const body = h("tbody");
   replace(el, h("h1", null, "Nodes"), h("p", { class: "muted" }, "Allocated is what live attempts requested (a job that requests nothing is placed as 100m / 64 MiB)."),
-    h("table", { id: "nodes" }, h("thead", null, h("tr", null, ["Node", "Gossip", "Eligibility", "Capacity vs allocated", "Running", "Drivers", "Labels", "Version", ""].map((x) => h("th", null, x)))), body));
+    h("table", { id: "nodes" }, h("thead", null, h("tr", null, ["Node", "Gossip", "Eligibility", "Capacity vs allocated vs used", "Running", "Drivers", "Labels", "Version", ""].map((x) => h("th", null, x)))), body));
+  const usage = usageReader();
+  let list = [];
+  const drawUsage = () => {
+    for (const n of list) {
+      const cell = body.querySelector(`tr[data-node="${CSS.escape(n.name)}"] td.capcell`);
+      if (cell) replace(cell, capacityBars(n, usage.get(n.name)));
+    }
+  };
   const load = async () => {
     const l = await api("/v1/nodes");
+    list = l.nodes;
     replace(body, l.nodes.map((n) => h("tr", { "data-node": n.name },
       h("td", null, link("nodes/" + enc(n.name), n.name), h("div", { class: "muted small" }, n.http_addr)),
       h("td", null, badge(n.gossip), h("div", { class: "muted small" }, ago(n.state_changed_at))),
       h("td", { class: "elig" }, badge(n.eligibility), n.drain_deadline ? h("div", { class: "small" }, "until " + n.drain_deadline) : ""),
-      h("td", { class: "capcell" }, capacityBars(n)),
+      h("td", { class: "capcell" }, capacityBars(n, usage.get(n.name))),
       h("td", null, n.running),
       h("td", null, (n.drivers || []).join(", ")),
       h("td", { class: "labels" }, labels(n.labels)),
@@ -49,7 +91,18 @@ export async function mount(el) {
   };
   const again = throttle(() => load().catch(() => {}), 1000);
   await load();
-  return subscribe((ev) => {
+  // Used: a first reading now, the second soon after (a CPU rate needs
+  // two), then every 5 s.
+  let timer = 0, gone = false;
+  const poll = async (next) => {
+    await usage.read(list.filter((n) => n.gossip === "alive").map((n) => n.name));
+    if (gone) return;
+    drawUsage();
+    timer = setTimeout(() => poll(5000), next);
+  };
+  poll(1500);
+  const unsub = subscribe((ev) => {
     if (ev.topic === "node" || ev.type === "reset" || ev.type === "attempt.placed" || /^attempt\.(succeeded|failed|lost|killed)$/.test(ev.type)) again();
   });
+  return () => { gone = true; clearTimeout(timer); unsub(); };
 }

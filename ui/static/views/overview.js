@@ -68,7 +68,8 @@ export async function mount(el) {
     h("div", { class: "card count" }, h("span", null, "total"), h("b", { id: "total" }, c.total.toLocaleString())));
   };
   const loadNodes = async () => {
-    const [n, r] = await Promise.all([api("/v1/nodes"), api("/v1/cluster/raft")]);
+    // The raft view needs the operator role; without it the rest still shows.
+    const [n, r] = await Promise.all([api("/v1/nodes"), api("/v1/cluster/raft").catch((e) => ({ leader: e.status === 403 ? "(needs the operator role)" : "unknown", term: "—", applied_index: "—" }))]);
     const list = n.nodes || [];
     const up = list.filter((x) => x.gossip === "alive").length;
     replace(nodes, h("h2", null, "Cluster"),

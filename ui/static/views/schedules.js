@@ -4,6 +4,7 @@ import { h, replace, link, badge, enc, toast, throttle } from "../lib/dom.js";
 import { api, post } from "../lib/api.js";
 import { subscribe } from "../lib/events.js";
 import { ago } from "../lib/fmt.js";
+import { guard } from "../lib/acl.js";
 
 export function actions(sc, after) {
   const name = sc.spec.name;
@@ -15,8 +16,8 @@ export function actions(sc, after) {
     } catch (e) { toast(e.message, "error"); }
   };
   return h("span", { class: "actions" },
-    sc.spec.paused ? h("button", { type: "button", onclick: act("resume") }, "Resume") : h("button", { type: "button", onclick: act("pause") }, "Pause"),
-    h("button", { type: "button", onclick: act("trigger") }, "Trigger now"));
+    guard(sc.spec.paused ? h("button", { type: "button", onclick: act("resume") }, "Resume") : h("button", { type: "button", onclick: act("pause") }, "Pause"), "write", sc.spec.namespace),
+    guard(h("button", { type: "button", onclick: act("trigger") }, "Trigger now"), "write", sc.spec.namespace));
 }
 
 export async function mount(el) {

@@ -4,6 +4,7 @@
 import { h, replace, enc, toast } from "../lib/dom.js";
 import { post } from "../lib/api.js";
 import { go } from "../app.js";
+import { guard, reguard } from "../lib/acl.js";
 
 const field = (label, input, hint) => h("label", { class: "field" }, h("span", null, label), input, hint ? h("small", { class: "muted" }, hint) : "");
 
@@ -29,10 +30,13 @@ export async function mount(el) {
     max_attempts: inp("max_attempts", { type: "number", placeholder: "3" }),
     timeout: inp("timeout", { placeholder: "30m" }),
     queue: inp("queue", { placeholder: "default" }),
+    namespace: inp("namespace", { placeholder: "default" }),
     labels: h("textarea", { name: "labels", id: "f-labels", rows: 2, placeholder: "team=data" }),
     env: h("textarea", { name: "env", id: "f-env", rows: 2, placeholder: "MODE=full" }),
     raw: h("textarea", { name: "raw", id: "f-raw", rows: 6, placeholder: '{"command": ["echo", "hi"], "labels": {"team": "data"}}', spellcheck: "false" }),
   };
+  const btn = guard(h("button", { type: "submit", class: "primary", id: "submit-btn" }, "Submit job"), "submit", "default");
+  f.namespace.addEventListener("input", () => reguard(btn, f.namespace.value.trim() || "default"));
   const err = h("p", { class: "error", role: "alert", id: "submit-error", hidden: true });
   const form = h("form", { class: "submit", id: "submit-form", novalidate: true },
     h("div", { class: "formgrid" },
@@ -40,11 +44,11 @@ export async function mount(el) {
       field("Driver", f.driver), field("Image", f.image, "container driver only"),
       field("CPU", f.cpu, "500m, 0.5, 2"), field("Memory", f.memory, "256MiB, 1GiB"),
       field("Priority", f.priority, "0–100"), field("Max attempts", f.max_attempts),
-      field("Timeout", f.timeout, "per attempt"), field("Queue", f.queue),
+      field("Timeout", f.timeout, "per attempt"), field("Queue", f.queue), field("Namespace", f.namespace),
       field("Labels", f.labels, "key=value per line"), field("Environment", f.env, "KEY=value per line")),
     h("details", null, h("summary", null, "Or paste a full job spec (JSON, as POST /v1/jobs takes; overrides the fields)"), f.raw),
     err,
-    h("div", { class: "row" }, h("button", { type: "submit", class: "primary", id: "submit-btn" }, "Submit job")));
+    h("div", { class: "row" }, btn));
   replace(el, h("h1", null, "Submit a job"), form);
 
   form.addEventListener("submit", async (e) => {
@@ -64,6 +68,7 @@ export async function mount(el) {
         if (f.max_attempts.value !== "") spec.max_attempts = Number(f.max_attempts.value);
         if (f.timeout.value) spec.timeout = f.timeout.value.trim();
         if (f.queue.value) spec.queue = f.queue.value.trim();
+        if (f.namespace.value.trim()) spec.namespace = f.namespace.value.trim();
         spec.labels = pairs(f.labels.value, "labels");
         spec.env = pairs(f.env.value, "env");
       }

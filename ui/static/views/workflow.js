@@ -7,6 +7,7 @@ import { subscribe } from "../lib/events.js";
 import { layout, draw } from "../lib/dag.js";
 import { go } from "../app.js";
 import { time } from "../lib/fmt.js";
+import { guard } from "../lib/acl.js";
 
 const MAX_DRAWN = 400; // beyond this the graph is unreadable: the table is the view
 
@@ -25,13 +26,13 @@ export async function mount(el, [id]) {
   const byID = new Map();
   const drawHead = () => replace(head, h("h1", null, w.name), badge(w.state), h("code", { class: "muted" }, w.id),
     h("span", { class: "muted" }, "submitted " + time(w.submitted_at)), h("span", { class: "spacer" }),
-    h("button", { type: "button", class: "danger", disabled: w.state !== "running", onclick: async () => {
+    guard(h("button", { type: "button", class: "danger", "data-action": "cancel", disabled: w.state !== "running", onclick: async () => {
       if (!(await confirmDialog("Cancel workflow " + w.name + "?", h("p", null, "Every job that has not finished is cancelled.")))) return;
       try { await api(base, { method: "DELETE", body: {} }); toast("Cancelling"); } catch (e) { toast(e.message, "error"); }
-    } }, "Cancel"),
-    h("button", { type: "button", disabled: !["failed", "cancelled"].includes(w.state), onclick: async () => {
+    } }, "Cancel"), "write", w.namespace),
+    guard(h("button", { type: "button", "data-action": "retry", disabled: !["failed", "cancelled"].includes(w.state), onclick: async () => {
       try { await post(base + "/retry"); toast("Re-running failed jobs"); } catch (e) { toast(e.message, "error"); }
-    } }, "Retry"));
+    } }, "Retry"), "write", w.namespace));
   const drawAll = () => {
     drawHead();
     byID.clear();
