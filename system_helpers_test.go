@@ -590,6 +590,11 @@ func newSysClusterNamed(t testing.TB, n int, prefix string, extra ...string) *sy
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Traversable by others (not listable): a test's agent may run jobs as
+	// nobody, which must reach its attempt dir under the agents' data dirs.
+	if err := os.Chmod(root, 0o711); err != nil {
+		t.Fatal(err)
+	}
 	c := &sysCluster{t: t, bin: bin, root: root}
 	// Registered first, so it runs last: after the agents are gone, reap the
 	// supervisors and jobs they left (detached by design), then the files.

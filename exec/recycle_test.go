@@ -147,7 +147,9 @@ func TestRecycledSupervisorServesConsecutiveAttempts(t *testing.T) {
 func TestRecycledSupervisorFencesOnLeaseExpiry(t *testing.T) {
 	state := newFakeState()
 	cfg := recycleConfig(t)
-	cfg.LeaseDuration, cfg.RenewInterval = time.Second, 300*time.Millisecond
+	// 2 s, not 1 s: at a load of 60 (CI beside other work) 300 ms renewals
+	// of a 1 s lease were late and the renewed job was fenced.
+	cfg.LeaseDuration, cfg.RenewInterval = 2*time.Second, 600*time.Millisecond
 	h := startWorker(t, state, cfg)
 	state.assign("warmup", fsm.JobSpec{Command: []string{"true"}})
 	h.waitFinal(t, "warmup", waitLong)
