@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -16,6 +17,11 @@ import (
 // --job-users allow it.
 func TestSystemNamespaceQuota(t *testing.T) {
 	c := newSysCluster(t, 2)
+	// Jobs below name a user: like /var/lib, the data dirs' parents must be
+	// searchable (MkdirTemp makes 0700; see TestSystemJobIsolation).
+	if err := os.Chmod(c.root, 0o711); err != nil {
+		t.Fatal(err)
+	}
 	lead := c.leader()
 	addr := strings.TrimSuffix(lead.url(""), "/")
 	cli := func(args ...string) cliResult {
