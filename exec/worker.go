@@ -48,9 +48,6 @@ type Worker struct {
 	// it wakes the log follows (logs.go) as soon as the output is whole.
 	endedMu sync.Mutex
 	ended   chan struct{}
-
-	// lastLive is how many live attempts the last reconcile read (pace).
-	lastLive atomic.Int64
 }
 
 // attemptEnded returns a channel closed when the next attempt on this
@@ -144,7 +141,7 @@ func (w *Worker) Run(ctx context.Context) error {
 			// Something waits for sync, which no FSM change may signal.
 			again = time.After(syncRecheck)
 		}
-		if !w.pace(ctx, time.Since(t0), int(w.lastLive.Load())) {
+		if !w.pace(ctx, time.Since(t0)) {
 			w.wg.Wait()
 			return nil
 		}
@@ -171,23 +168,15 @@ const syncRecheck = 20 * time.Millisecond
 // batch. After a reconcile that took d the next waits reconcilePace×d
 // (at most maxReconcilePause), so reconciles take at most about
 // 1/(1+reconcilePace) of a core; an idle node (d ≈ 50 µs) is not slowed.
-// A node with fewer than paceMinLive live attempts is not paced at all:
-// its reconcile reads a handful of records, and what made it take a
-// millisecond is CPU contention, not its own work. Pacing it delayed the
-// next assignment: a follower applies a parent's finish report, reconciles,
-// and the child's placement (pushed a millisecond later) waited out the
-// 3× pause — on every hand-off of a workflow chain.
 const (
 	reconcilePace     = 3
 	maxReconcilePause = 20 * time.Millisecond
-	paceMinLive       = 64
 )
 
-// pace sleeps after a reconcile that took d and read live attempts; false
-// if ctx ended meanwhile.
-func (w *Worker) pace(ctx context.Context, d time.Duration, live int) bool {
+// pace sleeps after a reconcile that took d; false if ctx ended meanwhile.
+func (w *Worker) pace(ctx context.Context, d time.Duration) bool {
 	pause := min(reconcilePace*d, maxReconcilePause)
-	if live < paceMinLive || pause < 100*time.Microsecond {
+	if pause < 100*time.Microsecond {
 		return ctx.Err() == nil
 	}
 	t := time.NewTimer(pause)
@@ -209,7 +198,6 @@ func (w *Worker) reconcile(ctx context.Context) (deferred bool) {
 		w.log.Warn("read assignments", "err", err)
 		return true
 	}
-	w.lastLive.Store(int64(len(live)))
 	contact := w.deps.LeaderContact.InContactWithLeader()
 	synced := contact && w.deps.LeaderContact.InSync()
 	seen := make(map[string]bool, len(live))

@@ -38,32 +38,3 @@ func TestLoopPlacesReleasedChild(t *testing.T) {
 		}
 	}
 }
-
-// TestLoopReleaseJumpsWindow: a release is placed inside the coalescing
-// window even when no job waits for room (the fake clock never moves, so
-// the window never ends by itself). Along a chain the parent's placement
-// and running report woke plans just before its finish; the window they
-// opened held the release (room.go). A submit still waits the window out.
-func TestLoopReleaseJumpsWindow(t *testing.T) {
-	e := newLoopEnv(t)
-	e.apply(fsm.CmdUpsertNode, &fsm.UpsertNode{Node: node("n1", 4000, 4096)})
-	cfg := loopConfig()
-	cfg.Coalesce = 20 * time.Millisecond // of the fake clock, which only the test moves
-	s, stop := e.start(cfg)
-	defer stop()
-	eventually(t, "first plan", func() bool { return s.Plans() >= 1 })
-	e.clk.Advance(time.Second) // quiet: the next change is planned at once
-	e.apply(fsm.CmdSubmitWorkflow, &fsm.SubmitWorkflow{ID: "W", Name: "w", Jobs: []fsm.NewJob{
-		{ID: "p", Spec: fsm.JobSpec{Name: "p", Command: []string{"true"}, MaxAttempts: 1}},
-		{ID: "c", Spec: fsm.JobSpec{Name: "c", Command: []string{"true"}, MaxAttempts: 1, DependsOn: []string{"p"}}},
-	}})
-	a := e.waitPlaced("p", 1)
-	// p's placement was planned at this (frozen) instant: its window is
-	// open, and the running report that follows waits it out.
-	e.apply(fsm.CmdReport, &fsm.ReportAttempt{JobID: "p", Attempt: a.Num, FencingToken: a.FencingToken, Node: "n1",
-		State: fsm.AttemptRunning})
-	code := 0
-	e.apply(fsm.CmdReport, &fsm.ReportAttempt{JobID: "p", Attempt: a.Num, FencingToken: a.FencingToken, Node: "n1",
-		State: fsm.AttemptSucceeded, ExitCode: &code})
-	e.waitPlaced("c", 1) // hangs (and fails) if the window holds the release
-}

@@ -174,10 +174,9 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		room.reset()
 		dec, cost, err := s.planOnce(ctx, inf)
 		window := min(s.cfg.Coalesce, coalesceFactor*cost)
-		var jump *roomWatch // set when a release or freed room may end the window early
-		if err == nil && !jumped {
+		var jump *roomWatch // set when freed room may end the window early
+		if err == nil && dec.Stats.Unplaced > 0 && !jumped {
 			jump = room
-			room.room = dec.Stats.Unplaced > 0
 		}
 		switch {
 		case ctx.Err() != nil:
@@ -200,9 +199,8 @@ func (s *Scheduler) Run(ctx context.Context) error {
 // Plans start at most once per window: a change after a quiet spell is
 // planned at once (no added latency), while a storm of changes (every
 // submit and report signals) is planned once per window, with everything
-// that arrived in it. With jump set, a released job (or, when jobs wait
-// for room, an ended attempt or a changed node) ends the window at once
-// (room.go); jumped says it did.
+// that arrived in it. With jump set, an ended attempt or a changed node
+// ends the window at once (room.go); jumped says it did.
 func (s *Scheduler) wait(ctx context.Context, watch, applied <-chan struct{}, wake, lastPlan time.Time, window time.Duration, jump *roomWatch) (ok, jumped bool) {
 	t := s.clk.NewTimer(wake.Sub(s.clk.Now()))
 	defer t.Stop()
@@ -239,7 +237,7 @@ func (s *Scheduler) wait(ctx context.Context, watch, applied <-chan struct{}, wa
 			if !ok {
 				return s.sleep(ctx, d), false
 			}
-			if jump.wakes(ev) {
+			if freesRoom(ev) {
 				return true, true
 			}
 		}

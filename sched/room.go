@@ -15,17 +15,6 @@ import (
 // but not twice in a row: a plan started that way is followed by a normal
 // window, which keeps a storm of finishes over a backlog to at most two
 // plans per window.
-//
-// A released job jumps it too, whether or not anything waits for room: a
-// workflow's child becomes queued in the apply of its parent's finish
-// (fsm/dag.go), and along a chain every release is a hand-off — the next
-// job starts only once it is placed. The plans that the same job's
-// placement and running report woke a few milliseconds earlier opened a
-// window of 5× their cost right before the release, which then waited it
-// out (release latency is the figure `foreman bench dag` measures). A
-// release is a job moving from waiting (or retrying) to queued, never a
-// submit, so a storm of submits still coalesces; a storm of releases is
-// held to two plans per window like a storm of finishes.
 
 // eventSource is what State may also offer (*fsm.FSM does): typed events,
 // which tell a change that freed room from the rest.
@@ -41,9 +30,6 @@ const roomEventBuffer = 256
 // goroutine uses it.
 type roomWatch struct {
 	sub *fsm.Subscription // nil: State has no events; never jumps
-	// room: freed room counts (the last plan left runnable jobs
-	// unplaced); releases always count.
-	room bool
 }
 
 func newRoomWatch(st State) *roomWatch {
@@ -76,22 +62,11 @@ func (r *roomWatch) freedSince() bool {
 				r.sub = nil
 				return freed
 			}
-			freed = freed || r.wakes(ev)
+			freed = freed || freesRoom(ev)
 		default:
 			return freed
 		}
 	}
-}
-
-// wakes reports whether ev ends the window.
-func (r *roomWatch) wakes(ev fsm.Event) bool {
-	return releases(ev) || (r.room && freesRoom(ev))
-}
-
-// releases reports whether ev made an existing job runnable (waiting or
-// retrying → queued); a new job's event is named "submitted".
-func releases(ev fsm.Event) bool {
-	return ev.Type == fsm.EventJob && ev.Name == string(fsm.JobQueued)
 }
 
 // freesRoom reports whether ev may let a waiting job fit: an attempt that
