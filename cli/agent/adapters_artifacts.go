@@ -62,21 +62,9 @@ func newArtifactFetcher(f *fsm.FSM, acl *httpapi.ACL, peerTLS *tls.Config) artif
 }
 
 func (a artifactFetcher) FetchArtifact(ctx context.Context, node, jobID string, attempt int, path string, out io.Writer) error {
-	var addr string
-	var state fsm.GossipState
-	err := a.f.View(func(tx *fsm.Tx) error {
-		n, err := tx.Node(node)
-		if err != nil {
-			return err
-		}
-		addr, state = n.HTTPAddr, n.Gossip
-		return nil
-	})
+	addr, err := peerAddr(a.f, node, "the only copy is")
 	if err != nil {
-		return fmt.Errorf("node %s: %w", node, err)
-	}
-	if addr == "" || state == fsm.NodeDead || state == fsm.NodeLeft {
-		return fmt.Errorf("the only copy is on node %s, which is %s", node, state)
+		return err
 	}
 	els := strings.Split(path, "/")
 	for i, e := range els {
@@ -117,4 +105,26 @@ type nodeUsage struct{}
 
 func (nodeUsage) NodeUsage(node string) (cpuSeconds, memBytes float64, cpuOK, memOK bool) {
 	return exec.NodeUsage(node)
+}
+
+// peerAddr is node's API address for a node-to-node fetch, or an error
+// saying that what (e.g. "the only copy is") is on a node that cannot answer.
+func peerAddr(f *fsm.FSM, node, what string) (string, error) {
+	var addr string
+	var state fsm.GossipState
+	err := f.View(func(tx *fsm.Tx) error {
+		n, err := tx.Node(node)
+		if err != nil {
+			return err
+		}
+		addr, state = n.HTTPAddr, n.Gossip
+		return nil
+	})
+	if err != nil {
+		return "", fmt.Errorf("node %s: %w", node, err)
+	}
+	if addr == "" || state == fsm.NodeDead || state == fsm.NodeLeft {
+		return "", fmt.Errorf("%s on node %s, which is %s", what, node, state)
+	}
+	return addr, nil
 }

@@ -77,21 +77,9 @@ func newCheckpointFetcher(f *fsm.FSM, acl *httpapi.ACL, peerTLS *tls.Config) che
 }
 
 func (c checkpointFetcher) FetchCheckpoint(ctx context.Context, node, name string, out io.Writer) error {
-	var addr string
-	var state fsm.GossipState
-	err := c.f.View(func(tx *fsm.Tx) error {
-		n, err := tx.Node(node)
-		if err != nil {
-			return err
-		}
-		addr, state = n.HTTPAddr, n.Gossip
-		return nil
-	})
+	addr, err := peerAddr(c.f, node, "the checkpoint is")
 	if err != nil {
-		return fmt.Errorf("node %s: %w", node, err)
-	}
-	if addr == "" || state == fsm.NodeDead || state == fsm.NodeLeft {
-		return fmt.Errorf("the checkpoint is on node %s, which is %s", node, state)
+		return err
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.scheme+"://"+addr+"/v1/internal/checkpoints/"+url.PathEscape(name), nil)
 	if err != nil {

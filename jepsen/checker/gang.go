@@ -3,8 +3,6 @@ package checker
 import (
 	"bufio"
 	"io"
-	"os"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -52,26 +50,7 @@ func ParseGangRecords(rd io.Reader) (recs []GangRecord, torn int, err error) {
 
 // ReadGangRecordFiles parses every file matching glob, concatenated.
 func ReadGangRecordFiles(glob string) ([]GangRecord, int, error) {
-	paths, err := filepath.Glob(glob)
-	if err != nil {
-		return nil, 0, err
-	}
-	var all []GangRecord
-	torn := 0
-	for _, p := range paths {
-		f, err := os.Open(p)
-		if err != nil {
-			return nil, 0, err
-		}
-		recs, n, err := ParseGangRecords(f)
-		f.Close()
-		if err != nil {
-			return nil, 0, err
-		}
-		all = append(all, recs...)
-		torn += n
-	}
-	return all, torn, nil
+	return readFiles(glob, ParseGangRecords)
 }
 
 // GangOptions are the gang checkers' bounds.

@@ -51,18 +51,24 @@ func ParseRecords(rd io.Reader) (recs []Record, torn int, err error) {
 
 // ReadRecordFiles parses every file matching glob, concatenated.
 func ReadRecordFiles(glob string) ([]Record, int, error) {
+	return readFiles(glob, ParseRecords)
+}
+
+// readFiles parses every file matching glob with parse, concatenated, and
+// adds up the torn lines.
+func readFiles[T any](glob string, parse func(io.Reader) ([]T, int, error)) ([]T, int, error) {
 	paths, err := filepath.Glob(glob)
 	if err != nil {
 		return nil, 0, err
 	}
-	var all []Record
+	var all []T
 	torn := 0
 	for _, p := range paths {
 		f, err := os.Open(p)
 		if err != nil {
 			return nil, 0, err
 		}
-		recs, n, err := ParseRecords(f)
+		recs, n, err := parse(f)
 		f.Close()
 		if err != nil {
 			return nil, 0, err
