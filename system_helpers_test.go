@@ -600,6 +600,12 @@ func newSysClusterNamed(t testing.TB, n int, prefix string, extra ...string) *sy
 	// supervisors and jobs they left (detached by design), then the files.
 	t.Cleanup(func() {
 		killStrays(root)
+		if keep := os.Getenv("FOREMAN_SYSTEST_KEEP"); keep != "" && t.Failed() {
+			// Debugging a failure: the agents' whole logs and every
+			// attempt dir (supervisor.log, result.json) stay for reading.
+			t.Logf("FOREMAN_SYSTEST_KEEP: the cluster's files stay in %s", root)
+			return
+		}
 		_ = poll(10*time.Second, func() error {
 			if err := os.RemoveAll(root); err != nil {
 				killStrays(root)

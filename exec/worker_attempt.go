@@ -36,6 +36,7 @@ type attemptRun struct {
 	token uint64
 
 	mu        sync.Mutex
+	lease     *leaseClient // while follow runs: RenewLeases renews through it
 	seenLive  bool
 	cancelReq string // CancelRequested from the live set
 	gone      bool   // no longer live: kill, do not report
@@ -371,6 +372,8 @@ func (r *attemptRun) follow(ctx context.Context, lc *leaseClient) {
 			retry = time.After(renewRetry)
 		}
 	}
+	r.setLease(lc)
+	defer r.setLease(nil)
 	renew()
 	r.poke() // deliver a cancel that was requested before we connected
 	for {
@@ -417,13 +420,46 @@ func (r *attemptRun) follow(ctx context.Context, lc *leaseClient) {
 				}
 			}
 		case <-ctx.Done():
-			// The agent stops (a restart, an upgrade): a last renewal gives
-			// the next agent the whole lease to adopt the attempt in.
-			r.renew(lc)
+			// The agent stops (a restart, an upgrade). It renewed every
+			// lease before leaving the cluster (RenewLeases): renewing here
+			// would be too late, out of contact.
 			lc.close()
 			return
 		}
 	}
+}
+
+func (r *attemptRun) setLease(lc *leaseClient) {
+	r.mu.Lock()
+	r.lease = lc
+	r.mu.Unlock()
+}
+
+// RenewLeases renews the lease of every attempt this worker follows, now,
+// if this node is in contact with the leader, and returns how many it
+// renewed. The agent calls it just before it leaves the cluster for a
+// restart: the renewal interval's worth of lease already used is given
+// back, so the next agent has the whole lease to adopt the attempts in.
+func (w *Worker) RenewLeases() int {
+	if !w.deps.LeaderContact.InContactWithLeader() {
+		return 0
+	}
+	w.mu.Lock()
+	runs := make([]*attemptRun, 0, len(w.runs))
+	for _, r := range w.runs {
+		runs = append(runs, r)
+	}
+	w.mu.Unlock()
+	n := 0
+	for _, r := range runs {
+		r.mu.Lock()
+		lc := r.lease
+		r.mu.Unlock()
+		if lc != nil && lc.renew() == nil {
+			n++
+		}
+	}
+	return n
 }
 
 // renewRetry is how soon a renewal skipped for want of leader contact is

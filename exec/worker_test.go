@@ -267,6 +267,22 @@ func TestAgentRestartReadopts(t *testing.T) {
 	}
 }
 
+// RenewLeases renews every followed attempt's lease at once (the agent's
+// last act in contact before a restart), and none out of contact.
+func TestRenewLeasesRenewsEveryFollowedAttempt(t *testing.T) {
+	state := newFakeState()
+	h := startWorker(t, state, testConfig(t, dataDir(t)))
+	for _, id := range []string{"a", "b"} {
+		state.assign(id, fsm.JobSpec{Command: []string{"sleep", "60"}})
+	}
+	waitFor(t, waitShort, "both running", func() bool { return state.running("a") && state.running("b") })
+	waitFor(t, waitShort, "both followed", func() bool { return h.w.RenewLeases() == 2 })
+	state.contact.Store(false)
+	if n := h.w.RenewLeases(); n != 0 {
+		t.Errorf("out of contact, RenewLeases renewed %d leases, want 0", n)
+	}
+}
+
 // A new worker that adopts a running attempt before it is in contact with
 // the leader renews the lease as soon as contact is back, not a renew tick
 // later: an agent restarted during an election otherwise lost up to a tick

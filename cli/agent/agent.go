@@ -418,14 +418,20 @@ func runAgent(parent context.Context, cfg *agentConfig) error {
 	srvErr := make(chan error, 1)
 	go func() { srvErr <- srv.Serve(ln) }()
 
-	if err := node.Start(ctx); err != nil {
-		_ = srv.Close()
-		_ = node.Shutdown(context.Background())
-		return err
-	}
+	// The worker first: it re-adopts the attempts a previous agent left
+	// while the gossip join runs (seconds on a loaded host), and renews their
+	// leases as soon as raft hears from the leader. It starts nothing before
+	// this node is in sync.
 	workerCtx, stopWorker := context.WithCancel(context.Background())
 	workerDone := make(chan error, 1)
 	go func() { workerDone <- worker.Run(workerCtx) }()
+	if err := node.Start(ctx); err != nil {
+		_ = srv.Close()
+		_ = node.Shutdown(context.Background())
+		stopWorker()
+		<-workerDone
+		return err
+	}
 
 	logger.Info("agent started", "component", "agent", "node", self.Name, "http", self.HTTPAddr, "tls", cfg.tls != nil,
 		"gossip_encrypted", node.GossipEncrypted(),
@@ -448,6 +454,10 @@ func runAgent(parent context.Context, cfg *agentConfig) error {
 	shutCtx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	_ = srv.Shutdown(shutCtx)
+	// A last renewal while still in contact: a restart then has the whole
+	// lease to re-adopt the running attempts in, not what the last periodic
+	// renewal left of it.
+	worker.RenewLeases()
 	if err := node.Shutdown(shutCtx); err != nil && runErr == nil {
 		runErr = err
 	}
