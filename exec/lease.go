@@ -30,11 +30,14 @@ func NewLease(clock Clock, d time.Duration) *Lease {
 	return &Lease{clock: clock, d: d, last: clock.Now()}
 }
 
-// Renew records a renewal now.
-func (l *Lease) Renew() {
+// Renew records a renewal now and returns how long the previous one was ago.
+func (l *Lease) Renew() time.Duration {
 	l.mu.Lock()
-	l.last = l.clock.Now()
-	l.mu.Unlock()
+	defer l.mu.Unlock()
+	now := l.clock.Now()
+	since := now.Sub(l.last)
+	l.last = now
+	return since
 }
 
 // Remaining is how long until the lease expires (<= 0 once expired).

@@ -43,7 +43,15 @@ const (
 
 // groupGoneTimeout bounds the wait for the last members of a killed job's
 // process group to disappear before the supervisor may take another attempt.
-const groupGoneTimeout = 2 * time.Second
+// cleanTimeout bounds the wait for the attempt's goroutines to return. Both
+// are generous: on a host at a load of 60 the kernel and the Go scheduler
+// can take seconds, and a supervisor that gives up is not reused (a process
+// start lost). The goroutine wait comes after result.json, so it costs the
+// attempt nothing.
+const (
+	groupGoneTimeout = 5 * time.Second
+	cleanTimeout     = 5 * time.Second
+)
 
 // standbyMain is the recycling supervisor's life: wait for an attempt, run
 // it, clean up, say idle, repeat; exit when the worker goes away or the
@@ -264,7 +272,7 @@ func childPIDs() []string {
 // goroutine that delivered its last value may not have returned yet);
 // the rest is checked once.
 func waitClean(base *processState) string {
-	deadline := time.Now().Add(time.Second)
+	deadline := time.Now().Add(cleanTimeout)
 	for delay := 50 * time.Microsecond; runtime.NumGoroutine() > base.goroutines && time.Now().Before(deadline); delay = min(2*delay, 20*time.Millisecond) {
 		time.Sleep(delay)
 	}

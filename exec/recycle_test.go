@@ -89,6 +89,9 @@ func TestRecycledSupervisorServesConsecutiveAttempts(t *testing.T) {
 	}
 	pid1 := supervisorPID(t, h.dir("first"))
 	waitFor(t, waitShort, "the supervisor back in the pool", func() bool {
+		if !alive(pid1) {
+			t.Fatalf("the supervisor exited after the first attempt; its log:\n%s", readFile(t, filepath.Join(h.dir("first"), SupervisorLog)))
+		}
 		pids := h.w.pool.pids()
 		return len(pids) == 1 && pids[0] == pid1
 	})
@@ -102,7 +105,8 @@ func TestRecycledSupervisorServesConsecutiveAttempts(t *testing.T) {
 		t.Fatalf("second: %s %s", r.State, r.Reason)
 	}
 	if pid2 := supervisorPID(t, h.dir("second")); pid2 != pid1 {
-		t.Fatalf("second attempt ran under supervisor %d, first under %d: not reused", pid2, pid1)
+		t.Fatalf("second attempt ran under supervisor %d, first under %d: not reused; the first's log:\n%s",
+			pid2, pid1, readFile(t, filepath.Join(h.dir("first"), SupervisorLog)))
 	}
 	waitFor(t, waitShort, "the supervisor back in the pool again", func() bool {
 		pids := h.w.pool.pids()

@@ -129,7 +129,15 @@ func (s *supervisor) run() error {
 		return fmt.Errorf("lease socket: %w", err)
 	}
 	s.lease = NewLease(s.clock, s.tf.Lease.D())
-	srv := newControlServer(ln, s.lease.Renew, func(r string) {
+	lease := s.tf.Lease.D()
+	renew := func() {
+		// A late renewal is a near fence: worth a line in supervisor.log
+		// (an agent restart that took too long, a node losing contact).
+		if since := s.lease.Renew(); since > lease/2 {
+			s.log.Warn("lease renewed late", "since_last", since.Round(time.Millisecond), "lease", lease)
+		}
+	}
+	srv := newControlServer(ln, renew, func(r string) {
 		select {
 		case s.cancelCh <- r:
 		default: // a kill is already under way

@@ -438,6 +438,7 @@ func runAgent(parent context.Context, cfg *agentConfig) error {
 		"data_dir", cfg.cluster.DataDir, "drivers", strings.Join(cfg.self.Drivers, ","), "default_driver", cfg.worker.DefaultDriver)
 
 	var runErr error
+	workerRunning := true
 	select {
 	case <-ctx.Done():
 		logger.Info("shutting down", "component", "agent")
@@ -445,6 +446,7 @@ func runAgent(parent context.Context, cfg *agentConfig) error {
 		runErr = fmt.Errorf("http server: %w", err)
 	case err := <-workerDone:
 		runErr = fmt.Errorf("worker: %w", err)
+		workerRunning = false
 	}
 
 	// Order matters: stop taking requests, leave the cluster, and only then
@@ -462,6 +464,17 @@ func runAgent(parent context.Context, cfg *agentConfig) error {
 		runErr = err
 	}
 	stopWorker()
+	if workerRunning {
+		// Exit only once the worker has: a start it was in the middle of
+		// is then handed to its supervisor or not begun. Cut short, it left
+		// a task file with no supervisor, which the next agent reported as
+		// failed ("supervisor exited without a result").
+		select {
+		case <-workerDone:
+		case <-shutCtx.Done():
+			logger.Warn("the worker did not stop in time", "component", "agent")
+		}
+	}
 	return runErr
 }
 
