@@ -1,10 +1,12 @@
 package httpapi
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/foreman-sched/foreman/fsm"
 )
@@ -38,6 +40,15 @@ func (s *server) artifactAttempt(r *http.Request) (*fsm.Attempt, *fsm.Node, erro
 		}
 		num = n
 	}
+	if m := r.URL.Query().Get("min_index"); m != "" {
+		idx, err := strconv.ParseUint(m, 10, 64)
+		if err != nil {
+			return nil, nil, invalid("min_index", "must be a raft index (got %q)", m)
+		}
+		if err := s.waitApplied(r.Context(), idx); err != nil {
+			return nil, nil, err
+		}
+	}
 	var at *fsm.Attempt
 	var node *fsm.Node
 	err := s.state.View(func(tx *fsm.Tx) error {
@@ -59,8 +70,40 @@ func (s *server) artifactAttempt(r *http.Request) (*fsm.Attempt, *fsm.Node, erro
 	return at, node, err
 }
 
+// minIndexWait bounds how long a read with min_index waits for this node
+// to apply that index.
+const minIndexWait = 5 * time.Second
+
+// waitApplied waits until this node has applied index idx. A node that
+// learnt of an artifact (a parent's finish) asks the node holding it with
+// its own applied index: the holder, a follower, may not have applied the
+// finish yet, and would answer "no such artifact" for a file it has.
+func (s *server) waitApplied(ctx context.Context, idx uint64) error {
+	if s.state.AppliedIndex() >= idx {
+		return nil
+	}
+	ch, stop := s.state.Watch()
+	defer stop()
+	waitingForIndex()
+	timeout := time.NewTimer(minIndexWait)
+	defer timeout.Stop()
+	for s.state.AppliedIndex() < idx {
+		select {
+		case <-ch:
+		case <-timeout.C:
+			return fmt.Errorf("%w: this node has applied index %d, not yet %d (min_index)", ErrUnavailable, s.state.AppliedIndex(), idx)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// waitingForIndex lets tests see a read wait for its min_index.
+var waitingForIndex = func() {}
+
 // InternalArtifactsPath is the node-to-node artifact download: GET
-// InternalArtifactsPath+"{job}/{path...}?attempt=N", what a node fetching a
+// InternalArtifactsPath+"{job}/{path...}?attempt=N&min_index=I", what a node fetching a
 // parent's artifact for a child's inputs asks the node that holds it. Under
 // /v1/internal/ it needs the cluster-internal secret (ACL) and an agent
 // certificate (TLS) instead of a user's token: no user is behind the fetch.
@@ -122,6 +165,10 @@ func (s *server) getArtifact(w http.ResponseWriter, r *http.Request) {
 			s.writeError(w, r, fmt.Errorf("%w: artifact %q of job %s attempt %d is kept only on node %s, which is %s", ErrUnreachable, path, at.JobID, at.Num, at.Node, state))
 			return
 		}
+		// The holder must have applied what this node knows (the listing).
+		q := r.URL.Query()
+		q.Set("min_index", strconv.FormatUint(s.state.AppliedIndex(), 10))
+		r.URL.RawQuery = q.Encode()
 		s.proxy(w, r, at.Node, node.HTTPAddr)
 		return
 	}

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -89,5 +90,52 @@ func TestArtifactsAPI(t *testing.T) {
 	}
 	if _, err := a.client.GetArtifact(t.Context(), there, 0, "x", io.Discard); err == nil || !strings.Contains(err.Error(), "only on node n2, which is dead") {
 		t.Errorf("artifact on a dead node: %v", err)
+	}
+}
+
+// An artifact read with min_index waits until this node has applied that
+// index: the node that asks knows of the artifact (the attempt's finish)
+// before this one, a follower, applied it. Without the wait it was a 404
+// for a file that is there (TestSystemSecureArtifacts saw it under load).
+func TestArtifactWaitsForMinIndex(t *testing.T) {
+	f := openFSM(t)
+	dir := t.TempDir()
+	cl := &fakeCluster{t: t, name: "n1", f: f, leader: true}
+	srv := httptest.NewServer(New(DefaultConfig(), Deps{Cluster: cl, State: f, Artifacts: dirArtifacts{dir},
+		Clock: fixedClock{t0}, Logger: slog.New(slog.DiscardHandler)}))
+	t.Cleanup(srv.Close)
+	cl.leaderName, cl.leaderAddr = "n1", strings.TrimPrefix(srv.URL, "http://")
+	a := &testAPI{t: t, f: f, cluster: cl, srv: srv, logs: &fakeLogs{}}
+	a.addNode("n1", cl.leaderAddr, 4000, 4096)
+	id := a.submit(`{"command":"true","driver":"process"}`)
+	tok := a.place(id, "n1")
+	os.MkdirAll(filepath.Join(dir, id), 0o755)
+	os.WriteFile(filepath.Join(dir, id, "a.txt"), []byte("hello"), 0o644)
+
+	waiting := make(chan struct{}, 1)
+	waitingForIndex = func() { waiting <- struct{}{} }
+	t.Cleanup(func() { waitingForIndex = func() {} })
+	type answer struct {
+		code int
+		body string
+	}
+	got := make(chan answer, 1)
+	finishAt := f.AppliedIndex() + 1
+	go func() {
+		code, body := a.do("GET", "/v1/jobs/"+id+"/artifacts/a.txt?attempt=1&min_index="+strconv.FormatUint(finishAt, 10), "")
+		got <- answer{code, body}
+	}()
+	select {
+	case <-waiting:
+	case r := <-got:
+		t.Fatalf("GET with min_index %d answered at once: %d %s", finishAt, r.code, r.body)
+	}
+	cl.must(fsm.CmdReport, fsm.ReportAttempt{JobID: id, Attempt: 1, FencingToken: tok, Node: "n1",
+		State: fsm.AttemptSucceeded, ExitCode: new(int), Artifacts: []fsm.Artifact{{Path: "a.txt", Size: 5}}})
+	if r := <-got; r.code != 200 || r.body != "hello" {
+		t.Fatalf("GET with min_index %d: %d %s, want 200 hello", finishAt, r.code, r.body)
+	}
+	if code, body := a.do("GET", "/v1/jobs/"+id+"/artifacts/a.txt?min_index=x", ""); code != 400 || !strings.Contains(body, `"min_index`) {
+		t.Errorf("min_index=x: %d %s, want a 400 naming min_index", code, body)
 	}
 }

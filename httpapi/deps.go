@@ -50,6 +50,9 @@ type State interface {
 	AppliedIndex() uint64
 	// StateHash hashes the whole state at the index it returns.
 	StateHash() (index uint64, hash string, err error)
+	// Watch returns a channel signalled after every applied batch, and a
+	// function that stops it.
+	Watch() (<-chan struct{}, func())
 }
 
 // Logs streams an attempt's log from this node's executor (exec.Worker

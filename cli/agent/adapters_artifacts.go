@@ -71,7 +71,10 @@ func (a artifactFetcher) FetchArtifact(ctx context.Context, node, jobID string, 
 		els[i] = url.PathEscape(e)
 	}
 	u := a.scheme + "://" + addr + httpapi.InternalArtifactsPath + url.PathEscape(jobID) + "/" + strings.Join(els, "/") +
-		"?attempt=" + strconv.Itoa(attempt)
+		"?attempt=" + strconv.Itoa(attempt) +
+		// The holder answers once it has applied what this node knows:
+		// the parent's finish, which lists the artifact.
+		"&min_index=" + strconv.FormatUint(a.f.AppliedIndex(), 10)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return err
