@@ -346,6 +346,13 @@ func runAgent(parent context.Context, cfg *agentConfig) error {
 	ctx, stop := signal.NotifyContext(parent, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
+	// The packages register their metrics here rather than in package
+	// inits, which every CLI call and container init of the binary runs.
+	fsm.RegisterMetrics()
+	cluster.RegisterMetrics()
+	sched.RegisterMetrics()
+	exec.RegisterMetrics()
+
 	f, err := cluster.OpenFSM(cfg.cluster.DataDir, fsm.Options{NoSync: true, Logger: logger}, logger)
 	if err != nil {
 		return fmt.Errorf("open state: %w", err)
