@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -437,6 +438,9 @@ func runAgent(parent context.Context, cfg *agentConfig) error {
 	logger.Info("agent started", "component", "agent", "node", self.Name, "http", self.HTTPAddr, "tls", cfg.tls != nil,
 		"gossip_encrypted", node.GossipEncrypted(),
 		"data_dir", cfg.cluster.DataDir, "drivers", strings.Join(cfg.self.Drivers, ","), "default_driver", cfg.worker.DefaultDriver)
+	if slices.Contains(cfg.self.Drivers, containerDriverName) {
+		warnIfBinaryHoldsState(cfg.container.stateRoot, logger)
+	}
 
 	var runErr error
 	select {
