@@ -37,10 +37,12 @@ func main() {
 	// ("foreman init"), the per-attempt supervisor and the PID-1 shim must
 	// not pay for, or be confused by, the CLI.
 	container.InitIfRequested()
-	agent.RegisterContainerDriver()
 	if len(os.Args) > 1 {
 		switch os.Args[1] {
 		case "supervise":
+			// Only supervisors run drivers; the agent registers its own
+			// (with its state root), and the CLI needs none.
+			agent.RegisterContainerDriver()
 			os.Exit(exec.SuperviseMain(os.Args[2:]))
 		case "shim":
 			os.Exit(exec.ShimMain(os.Args[2:]))

@@ -1,14 +1,26 @@
 package cluster
 
 import (
+	"sync"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 )
 
 // commitSeconds is registered with the default registry, which
 // GET /v1/metrics serves (the raft gauges come from RaftInfo at scrape).
-var commitSeconds = promauto.NewHistogram(prometheus.HistogramOpts{
-	Name:    "foreman_raft_commit_seconds",
-	Help:    "Time from raft.Apply on the leader to the entry committed and applied there.",
-	Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
+// It is registered on first use, not at package init: every start of the
+// binary (CLI, supervisor, container init) runs the init of every package
+// in it.
+var commitSeconds = sync.OnceValue(func() prometheus.Histogram {
+	return promauto.NewHistogram(prometheus.HistogramOpts{
+		Name:    "foreman_raft_commit_seconds",
+		Help:    "Time from raft.Apply on the leader to the entry committed and applied there.",
+		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
+	})
 })
+
+// RegisterMetrics registers this package's metrics with the default
+// registry now (the agent does at start, so a scrape lists them before
+// their first observation). Later calls do nothing.
+func RegisterMetrics() { commitSeconds() }

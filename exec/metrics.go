@@ -15,12 +15,24 @@ import (
 // The driver runs in the supervisor process, so the agent times the start
 // from its side: from taking the attempt off the start queue to the
 // supervisor's "started" (prepare, fork, driver start: container set-up
-// or exec).
-var startSeconds = promauto.NewHistogramVec(prometheus.HistogramOpts{
-	Name:    "foreman_attempt_start_duration_seconds",
-	Help:    "Time from a node's worker dequeuing an attempt to its driver reporting the job started, by driver.",
-	Buckets: prometheus.ExponentialBuckets(0.001, 2, 14),
-}, []string{"driver"})
+// or exec). Like usage, it is registered on first use, not at package
+// init: every start of the binary (CLI, supervisor, container init) runs
+// the init of every package in it.
+var startSeconds = sync.OnceValue(func() *prometheus.HistogramVec {
+	return promauto.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "foreman_attempt_start_duration_seconds",
+		Help:    "Time from a node's worker dequeuing an attempt to its driver reporting the job started, by driver.",
+		Buckets: prometheus.ExponentialBuckets(0.001, 2, 14),
+	}, []string{"driver"})
+})
+
+// RegisterMetrics registers this package's metrics with the default
+// registry now (the agent does at start, so a scrape lists them before
+// their first observation). Later calls do nothing.
+func RegisterMetrics() {
+	startSeconds()
+	usage()
+}
 
 // What a node's jobs actually use, read at scrape time from the node's
 // jobs cgroup (<JobsCgroup>, by default /foreman/<node>: the container
@@ -40,11 +52,11 @@ var (
 
 // usage is the process's collector of node usage; each running Worker
 // adds its node.
-var usage = func() *usageCollector {
+var usage = sync.OnceValue(func() *usageCollector {
 	c := &usageCollector{root: "/sys/fs/cgroup", nodes: map[string]string{}}
 	prometheus.MustRegister(c)
 	return c
-}()
+})
 
 type usageCollector struct {
 	root  string // where cgroup filesystems are mounted
@@ -94,13 +106,14 @@ func (c *usageCollector) Collect(ch chan<- prometheus.Metric) {
 // made and memory bytes. ok is false for a value this process cannot
 // measure (no worker here for node, or no cgroup).
 func NodeUsage(node string) (cpuSeconds, memBytes float64, cpuOK, memOK bool) {
-	usage.mu.Lock()
-	cg, ok := usage.nodes[node]
-	usage.mu.Unlock()
+	u := usage()
+	u.mu.Lock()
+	cg, ok := u.nodes[node]
+	u.mu.Unlock()
 	if !ok {
 		return 0, 0, false, false
 	}
-	return readCgroupUsage(usage.root, cg)
+	return readCgroupUsage(u.root, cg)
 }
 
 // readCgroupUsage reads cgroup's CPU seconds and memory bytes under root,

@@ -118,7 +118,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.mu.Lock()
 	w.ctx = ctx
 	w.mu.Unlock()
-	defer usage.watch(w.cfg.Node, w.jobsCgroup())() // metrics.go
+	defer usage().watch(w.cfg.Node, w.jobsCgroup())() // metrics.go
 	w.adopt(ctx)
 	w.sweepCheckpoints()
 	if w.pool.max > 0 {

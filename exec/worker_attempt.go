@@ -394,7 +394,7 @@ func (r *attemptRun) follow(ctx context.Context, lc *leaseClient) {
 				startedAt, _ := time.Parse(time.RFC3339Nano, t)
 				r.trace.jobStarted, r.trace.event = startedAt, time.Now()
 				if !r.trace.dequeued.IsZero() && startedAt.After(r.trace.dequeued) {
-					startSeconds.WithLabelValues(r.tf.Driver).Observe(startedAt.Sub(r.trace.dequeued).Seconds())
+					startSeconds().WithLabelValues(r.tf.Driver).Observe(startedAt.Sub(r.trace.dequeued).Seconds())
 				}
 				reporting.Add(1)
 				go func() {

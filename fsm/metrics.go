@@ -1,29 +1,46 @@
 package fsm
 
 import (
+	"sync"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 )
 
-// Latencies derived from applied events, registered with the default
-// registry (GET /v1/metrics serves it). Every node applies the same log,
-// so each reports the cluster's latencies as its replica saw them; the
-// times are the leader's stamps, not this node's clock.
-var (
-	placeLatency = promauto.NewHistogram(prometheus.HistogramOpts{
-		Name:    "foreman_job_place_latency_seconds",
-		Help:    "Time from a job's submit to its first placement (leader-stamped times; a run_at delay counts).",
-		Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
-	})
-	startLatency = promauto.NewHistogram(prometheus.HistogramOpts{
-		Name:    "foreman_attempt_start_latency_seconds",
-		Help:    "Time from an attempt's placement to its node reporting it started.",
-		Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
-	})
-)
+// fsmMetrics are latencies derived from applied events, registered with
+// the default registry (GET /v1/metrics serves it). Every node applies the
+// same log, so each reports the cluster's latencies as its replica saw
+// them; the times are the leader's stamps, not this node's clock.
+type fsmMetrics struct {
+	placeLatency, startLatency prometheus.Histogram
+}
+
+// metrics registers them on first use, not at package init: every start
+// of the binary (CLI, supervisor, container init) runs the init of every
+// package in it.
+var metrics = sync.OnceValue(func() *fsmMetrics {
+	return &fsmMetrics{
+		placeLatency: promauto.NewHistogram(prometheus.HistogramOpts{
+			Name:    "foreman_job_place_latency_seconds",
+			Help:    "Time from a job's submit to its first placement (leader-stamped times; a run_at delay counts).",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
+		}),
+		startLatency: promauto.NewHistogram(prometheus.HistogramOpts{
+			Name:    "foreman_attempt_start_latency_seconds",
+			Help:    "Time from an attempt's placement to its node reporting it started.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
+		}),
+	}
+})
+
+// RegisterMetrics registers this package's metrics with the default
+// registry now (the agent does at start, so a scrape lists them before
+// their first observation). Later calls do nothing.
+func RegisterMetrics() { metrics() }
 
 // observeEvents feeds the histograms after a commit (never inside Apply).
 func observeEvents(events []Event) {
+	m := metrics()
 	for i := range events {
 		e := &events[i]
 		if e.wait <= 0 || e.Type != EventAttempt {
@@ -31,9 +48,9 @@ func observeEvents(events []Event) {
 		}
 		switch e.Name {
 		case NamePlaced:
-			placeLatency.Observe(e.wait.Seconds())
+			m.placeLatency.Observe(e.wait.Seconds())
 		case NameStarted:
-			startLatency.Observe(e.wait.Seconds())
+			m.startLatency.Observe(e.wait.Seconds())
 		}
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"maps"
 	"net"
 	"net/url"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -49,7 +48,7 @@ type WebhookInput struct {
 
 var (
 	httpMethods  = []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}
-	headerNameRe = regexp.MustCompile("^[A-Za-z0-9!#$%&'*+.^_`|~-]+$")
+	headerNameRe = lazyRegexp("^[A-Za-z0-9!#$%&'*+.^_`|~-]+$")
 )
 
 // reservedHeaderPrefix: foreman sets these on an HTTP job's request.
@@ -83,7 +82,7 @@ func (in *JobSpecInput) normalizeHTTP() (*fsm.HTTPRequest, error) {
 	for _, k := range slices.Sorted(maps.Keys(h.Headers)) { // the first error in a stable order
 		v := h.Headers[k]
 		f := "http.headers." + k
-		if !headerNameRe.MatchString(k) {
+		if !headerNameRe().MatchString(k) {
 			return nil, invalid(f, "is not a valid header name")
 		}
 		if strings.HasPrefix(strings.ToLower(k), strings.ToLower(reservedHeaderPrefix)) {

@@ -49,7 +49,7 @@ func CheckScheduleName(field, name string) error {
 		return invalid(field, "is required")
 	case utf8.RuneCountInString(name) > MaxNameLen:
 		return invalid(field, "must be at most %d characters", MaxNameLen)
-	case !queueNameRe.MatchString(name):
+	case !queueNameRe().MatchString(name):
 		return invalid(field, "%q: use letters, digits, '.', '_' and '-', starting with a letter or digit", name)
 	}
 	return nil

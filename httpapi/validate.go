@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -38,11 +39,17 @@ const (
 	reservedEnvPrefix = "FOREMAN_"
 )
 
+// Compiled on first use, not at package init, which every start of the
+// binary (CLI, supervisor, container init) runs.
 var (
-	labelKeyRe  = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9_.\-/]*[A-Za-z0-9])?$`)
-	queueNameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.\-]*$`)
-	envKeyRe    = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	labelKeyRe  = lazyRegexp(`^[A-Za-z0-9]([A-Za-z0-9_.\-/]*[A-Za-z0-9])?$`)
+	queueNameRe = lazyRegexp(`^[A-Za-z0-9][A-Za-z0-9_.\-]*$`)
+	envKeyRe    = lazyRegexp(`^[A-Za-z_][A-Za-z0-9_]*$`)
 )
+
+func lazyRegexp(expr string) func() *regexp.Regexp {
+	return sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(expr) })
+}
 
 // knownSignals are the kill signals a job may ask for.
 var knownSignals = map[string]bool{
@@ -287,7 +294,7 @@ func (r *ResourcesInput) normalize() (fsm.Resources, error) {
 	for _, k := range slices.Sorted(maps.Keys(r.Named)) {
 		v := r.Named[k]
 		f := "resources.named." + k
-		if !labelKeyRe.MatchString(k) || len(k) > MaxLabelKeyLen {
+		if !labelKeyRe().MatchString(k) || len(k) > MaxLabelKeyLen {
 			return out, invalid(f, "resource names use letters, digits, '_', '-', '.', '/' (at most %d characters)", MaxLabelKeyLen)
 		}
 		if v < 0 || v > MaxNamed {
@@ -414,7 +421,7 @@ func checkEnv(field string, env map[string]string) error {
 	}
 	for _, k := range slices.Sorted(maps.Keys(env)) { // the first error in a stable order
 		v := env[k]
-		if !envKeyRe.MatchString(k) {
+		if !envKeyRe().MatchString(k) {
 			return invalid(field+"."+k, "variable names use letters, digits and '_' and do not start with a digit")
 		}
 		if strings.HasPrefix(strings.ToUpper(k), reservedEnvPrefix) {
@@ -434,7 +441,7 @@ func checkLabels(field string, labels map[string]string) error {
 	}
 	for _, k := range slices.Sorted(maps.Keys(labels)) {
 		v := labels[k]
-		if len(k) > MaxLabelKeyLen || !labelKeyRe.MatchString(k) {
+		if len(k) > MaxLabelKeyLen || !labelKeyRe().MatchString(k) {
 			return invalid(field+"."+k, "label keys are 1 to %d letters, digits, '_', '-', '.', '/' and start and end with a letter or digit", MaxLabelKeyLen)
 		}
 		if len(v) > MaxLabelValueLen || hasControl(v) {
@@ -446,7 +453,7 @@ func checkLabels(field string, labels map[string]string) error {
 
 // CheckQueueName validates a queue name (shared by the spec and PUT /v1/queues).
 func CheckQueueName(field, name string) error {
-	if len(name) > MaxQueueNameLen || !queueNameRe.MatchString(name) {
+	if len(name) > MaxQueueNameLen || !queueNameRe().MatchString(name) {
 		return invalid(field, "queue names are 1 to %d letters, digits, '_', '-', '.' and start with a letter or digit (got %q)", MaxQueueNameLen, name)
 	}
 	return nil
@@ -489,7 +496,7 @@ func CheckNamespace(field, ns string) error {
 		return invalid(field, "is empty")
 	case len(ns) > MaxNameLen:
 		return invalid(field, "must be at most %d characters", MaxNameLen)
-	case !queueNameRe.MatchString(ns):
+	case !queueNameRe().MatchString(ns):
 		return invalid(field, "%q: use letters, digits, '.', '_' and '-', starting with a letter or digit", ns)
 	}
 	return nil

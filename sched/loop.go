@@ -304,9 +304,10 @@ func (s *Scheduler) planOnce(ctx context.Context, inf *inflight) (dec *Decision,
 		return nil, cost, err
 	}
 	s.plans.Add(1)
-	planSeconds.Observe(cost.Seconds())
-	planPlaced.Add(float64(dec.Stats.Placed))
-	planBlocked.Set(float64(dec.Stats.Unplaced))
+	m := metrics()
+	m.planSeconds.Observe(cost.Seconds())
+	m.planPlaced.Add(float64(dec.Stats.Placed))
+	m.planBlocked.Set(float64(dec.Stats.Unplaced))
 	if len(dec.Commands) == 0 {
 		return dec, cost, nil
 	}

@@ -13,6 +13,7 @@ import (
 // and sum from the default registry (as GET /v1/metrics serves it).
 func fireLatenessNow(t *testing.T) (uint64, float64) {
 	t.Helper()
+	RegisterMetrics()
 	mfs, err := prometheus.DefaultGatherer.Gather()
 	if err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -346,6 +347,13 @@ func runAgent(parent context.Context, cfg *agentConfig) error {
 	ctx, stop := signal.NotifyContext(parent, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
+	// The packages register their metrics here rather than in package
+	// inits, which every CLI call and container init of the binary runs.
+	fsm.RegisterMetrics()
+	cluster.RegisterMetrics()
+	sched.RegisterMetrics()
+	exec.RegisterMetrics()
+
 	f, err := cluster.OpenFSM(cfg.cluster.DataDir, fsm.Options{NoSync: true, Logger: logger}, logger)
 	if err != nil {
 		return fmt.Errorf("open state: %w", err)
@@ -436,6 +444,9 @@ func runAgent(parent context.Context, cfg *agentConfig) error {
 	logger.Info("agent started", "component", "agent", "node", self.Name, "http", self.HTTPAddr, "tls", cfg.tls != nil,
 		"gossip_encrypted", node.GossipEncrypted(),
 		"data_dir", cfg.cluster.DataDir, "drivers", strings.Join(cfg.self.Drivers, ","), "default_driver", cfg.worker.DefaultDriver)
+	if slices.Contains(cfg.self.Drivers, containerDriverName) {
+		warnIfBinaryHoldsState(cfg.container.stateRoot, logger)
+	}
 
 	var runErr error
 	workerRunning := true
