@@ -102,7 +102,7 @@ func (n *Node) applyBytes(ctx context.Context, body []byte) (*fsm.Result, error)
 	}
 	start := time.Now()
 	f := n.raft.Apply(body, timeout)
-	err := f.Error()
+	err := n.waitOrClose(f)
 	switch {
 	case err == nil:
 		commitSeconds().Observe(time.Since(start).Seconds())

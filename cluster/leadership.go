@@ -123,7 +123,10 @@ func (n *Node) leaderWork(ctx context.Context, prev, gen *sync.WaitGroup) {
 		return
 	}
 	for {
-		if err := n.raft.Barrier(n.cfg.ForwardTimeout).Error(); err == nil {
+		// Not Barrier(...).Error(): a barrier queued when raft shuts down
+		// is never answered, and Kill waited for this goroutine forever (a
+		// cluster test hung until CI's timeout).
+		if err := waitFuture(ctx, n.raft.Barrier(n.cfg.ForwardTimeout)); err == nil {
 			break
 		} else if ctx.Err() != nil {
 			return

@@ -348,6 +348,21 @@ func leaveTimeout(ctx context.Context) time.Duration {
 }
 
 // waitFuture waits for a raft future but gives up when ctx ends.
+// waitOrClose waits for f, or until the node closes (ErrShutdown): raft
+// never answers an apply or barrier still queued when it shuts down
+// (BatchApplyCh buffers them), and the goroutine waiting on it kept Kill
+// and Shutdown from returning.
+func (n *Node) waitOrClose(f raft.Future) error {
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	select {
+	case err := <-done:
+		return err
+	case <-n.closing:
+		return ErrShutdown
+	}
+}
+
 func waitFuture(ctx context.Context, f raft.Future) error {
 	done := make(chan error, 1)
 	go func() { done <- f.Error() }()
