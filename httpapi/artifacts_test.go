@@ -22,19 +22,26 @@ func (d dirArtifacts) OpenArtifact(jobID string, attempt int, path string) (*os.
 	return os.Open(filepath.Join(d.dir, jobID, filepath.FromSlash(path)))
 }
 
+// newArtifactsAPI is an API on node n1 (the leader) whose artifacts are
+// the files under dir/<job>/.
+func newArtifactsAPI(t *testing.T) (a *testAPI, cl *fakeCluster, dir string) {
+	f := openFSM(t)
+	dir = t.TempDir()
+	cl = &fakeCluster{t: t, name: "n1", f: f, leader: true}
+	srv := httptest.NewServer(New(DefaultConfig(), Deps{Cluster: cl, State: f, Artifacts: dirArtifacts{dir},
+		Clock: fixedClock{t0}, Logger: slog.New(slog.DiscardHandler)}))
+	t.Cleanup(srv.Close)
+	cl.leaderName, cl.leaderAddr = "n1", strings.TrimPrefix(srv.URL, "http://")
+	return &testAPI{t: t, f: f, cluster: cl, srv: srv, logs: &fakeLogs{}}, cl, dir
+}
+
 // TestArtifactsAPI: the list comes from the attempt record; a listed file
 // on this node is served with its length; a path that escapes is a 400
 // naming path, an unlisted one a 404; a file whose only node is dead is a
 // 502 naming the node.
 func TestArtifactsAPI(t *testing.T) {
-	f := openFSM(t)
-	dir := t.TempDir()
-	cl := &fakeCluster{t: t, name: "n1", f: f, leader: true}
-	srv := httptest.NewServer(New(DefaultConfig(), Deps{Cluster: cl, State: f, Artifacts: dirArtifacts{dir},
-		Clock: fixedClock{t0}, Logger: slog.New(slog.DiscardHandler)}))
-	t.Cleanup(srv.Close)
-	cl.leaderName, cl.leaderAddr = "n1", strings.TrimPrefix(srv.URL, "http://")
-	a := &testAPI{t: t, f: f, cluster: cl, srv: srv, logs: &fakeLogs{}}
+	a, cl, dir := newArtifactsAPI(t)
+	srv := a.srv
 	var err error
 	if a.client, err = NewClient(srv.URL, ClientOptions{}); err != nil {
 		t.Fatal(err)
@@ -98,14 +105,8 @@ func TestArtifactsAPI(t *testing.T) {
 // before this one, a follower, applied it. Without the wait it was a 404
 // for a file that is there (TestSystemSecureArtifacts saw it under load).
 func TestArtifactWaitsForMinIndex(t *testing.T) {
-	f := openFSM(t)
-	dir := t.TempDir()
-	cl := &fakeCluster{t: t, name: "n1", f: f, leader: true}
-	srv := httptest.NewServer(New(DefaultConfig(), Deps{Cluster: cl, State: f, Artifacts: dirArtifacts{dir},
-		Clock: fixedClock{t0}, Logger: slog.New(slog.DiscardHandler)}))
-	t.Cleanup(srv.Close)
-	cl.leaderName, cl.leaderAddr = "n1", strings.TrimPrefix(srv.URL, "http://")
-	a := &testAPI{t: t, f: f, cluster: cl, srv: srv, logs: &fakeLogs{}}
+	a, cl, dir := newArtifactsAPI(t)
+	f := a.f
 	a.addNode("n1", cl.leaderAddr, 4000, 4096)
 	id := a.submit(`{"command":"true","driver":"process"}`)
 	tok := a.place(id, "n1")
