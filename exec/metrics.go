@@ -27,10 +27,13 @@ var startSeconds = sync.OnceValue(func() *prometheus.HistogramVec {
 })
 
 // RegisterMetrics registers this package's metrics with the default
-// registry now (the agent does at start, so a scrape lists them before
-// their first observation). Later calls do nothing.
-func RegisterMetrics() {
-	startSeconds()
+// registry now, with a start-duration series (empty) for each of drivers:
+// the agent does at start, so a scrape lists them before the first start
+// on this node (a vector without series is not served at all).
+func RegisterMetrics(drivers ...string) {
+	for _, d := range drivers {
+		startSeconds().WithLabelValues(d)
+	}
 	usage()
 }
 

@@ -352,7 +352,7 @@ func runAgent(parent context.Context, cfg *agentConfig) error {
 	fsm.RegisterMetrics()
 	cluster.RegisterMetrics()
 	sched.RegisterMetrics()
-	exec.RegisterMetrics()
+	exec.RegisterMetrics(cfg.self.Drivers...)
 
 	f, err := cluster.OpenFSM(cfg.cluster.DataDir, fsm.Options{NoSync: true, Logger: logger}, logger)
 	if err != nil {
