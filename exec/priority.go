@@ -35,9 +35,9 @@ import (
 // is foreman's own and bounded (admission bounds how many attempts start
 // and live at once), and it lies on the path of every start and finish:
 // run below the agent, and below every other busy process of the host, it
-// waited in the run queue at each step, and no-op throughput fell to a
-// quarter (docs/benchmarks.md). A job's CPU is unbounded; that is what must
-// not compete with the control plane.
+// waited in the run queue at each step, and no-op throughput fell with it
+// (docs/benchmarks.md). A job's CPU is unbounded; that is what must not
+// compete with the control plane.
 //
 // Both only matter under contention: an idle agent leaves the jobs every
 // cycle.
@@ -217,7 +217,10 @@ func startJobLauncher() error {
 }
 
 // startJobProcess is os.StartProcess for a job: forked by the job launcher,
-// if there is one, so that the job starts below the agent.
+// if there is one, so that the job starts below the agent. The trap: while
+// the launcher forks it holds the supervisor's one P (process attempts run
+// on one, supervisor.go), so the supervisor waits for one fork at the job's
+// priority; that is the job's own start, which waited as long before.
 func startJobProcess(path string, argv []string, attr *os.ProcAttr) (p *os.Process, err error) {
 	l := jobLauncher
 	if l == nil {
