@@ -40,15 +40,16 @@ func RegisterMetrics(drivers ...string) {
 // What a node's jobs actually use, read at scrape time from the node's
 // jobs cgroup (<JobsCgroup>, by default /foreman/<node>: the container
 // driver's job cgroups live under it, and where the agent may set it up,
-// the supervisors and so the process driver's jobs). Each node reports its
+// the process driver's jobs; supervisors stay in the agent's cgroups,
+// priority.go). Each node reports its
 // own; capacity and allocation (the scheduler's view) come from the
 // replicated state. Counted: cgroup v2's cpu.stat usage_usec and
 // memory.current; v1's cpuacct.usage and memory.usage_in_bytes of the
-// same path in those hierarchies (supervisors join only the cpu one
+// same path in those hierarchies (process jobs join only the cpu one
 // there, so v1 counts the container jobs). No cgroup, no series.
 var (
 	descUsedCPU = prometheus.NewDesc("foreman_node_used_cpu_seconds_total",
-		"CPU time used by the jobs (and, where it has a cgroup, the supervisors) of this node, from its jobs cgroup.", []string{"node"}, nil)
+		"CPU time used by the jobs of this node, from its jobs cgroup.", []string{"node"}, nil)
 	descUsedMemory = prometheus.NewDesc("foreman_node_used_memory_bytes",
 		"Memory charged to this node's jobs cgroup (page cache included, as the kernel charges it).", []string{"node"}, nil)
 )

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 
@@ -13,30 +14,44 @@ import (
 )
 
 // The control plane first. A node's raft heartbeats, gossip probes and API
-// answers must not wait behind job start-up: with hundreds of supervisors
-// and jobs runnable on two cores, the agent's goroutines got a slice of a
-// core now and then, heartbeats were late, and the leader stepped down. So
-// everything an attempt runs has a lower CPU weight than the agent:
+// answers must not wait behind the jobs: with hundreds of jobs runnable on
+// two cores, the agent's goroutines got a slice of a core now and then,
+// heartbeats were late, and the leader stepped down. So what a user runs
+// has a lower CPU weight than the agent:
 //
-//   - Supervisors (and so the process jobs they fork, and the container
-//     inits they start) run at nice SupervisorNice. Linux nice is per
-//     thread, so the supervisor renices every thread it has at start-up;
-//     threads created later inherit it.
-//   - Where this agent may create cgroups (root), supervisors move
-//     themselves into <JobsCgroup>/supervisor of the cpu controller, and
-//     <JobsCgroup> — which also holds the container driver's job cgroups,
-//     <JobsCgroup>/<attempt> — gets JobsCPUWeight (cpu.weight on v2,
-//     cpu.shares = weight × 1024 / 100 on v1). However many jobs are
-//     runnable, they share one weight against the agent's.
+//   - Process jobs are forked at nice JobNice: Linux nice is per thread and
+//     a child inherits its creating thread's, so the supervisor forks every
+//     job from one thread of its own (the job launcher) that runs at that
+//     nice.
+//   - Where this agent may create cgroups (root), process jobs start in
+//     <JobsCgroup>/process of the cpu controller (v1: the launcher thread
+//     sits in it, and a child inherits its thread's cgroup; v2: the fork
+//     clones into it). <JobsCgroup>, which also holds the container
+//     driver's job cgroups (<JobsCgroup>/<attempt>), gets JobsCPUWeight
+//     (cpu.weight on v2, cpu.shares = weight × 1024 / 100 on v1). However
+//     many jobs are runnable, they share one weight against the agent's.
+//
+// The supervisor itself keeps the agent's priority. Its work per attempt
+// is foreman's own and bounded (admission bounds how many attempts start
+// and live at once), and it lies on the path of every start and finish:
+// run below the agent, and below every other busy process of the host, it
+// waited in the run queue at each step, and no-op throughput fell with it
+// (docs/benchmarks.md). A job's CPU is unbounded; that is what must not
+// compete with the control plane.
 //
 // Both only matter under contention: an idle agent leaves the jobs every
 // cycle.
 
 // Environment a supervisor reads (set by the worker, spare.go).
 const (
-	envSupervisorNice   = "FOREMAN_SUPERVISOR_NICE"
-	envSupervisorCgroup = "FOREMAN_SUPERVISOR_CGROUP" // a cgroup.procs file
+	envJobNice    = "FOREMAN_JOB_NICE"
+	envJobsCgroup = "FOREMAN_JOBS_CGROUP" // the process jobs' cgroup dir
 )
+
+// processJobsLeaf is the child of JobsCgroup that holds process jobs. The
+// container driver leaves it alone when it cleans stale job cgroups
+// (exec/container/orphans.go).
+const processJobsLeaf = "process"
 
 // cpuCgroupRoot is where the cpu controller is mounted: the v1 cpu
 // hierarchy, or the unified v2 root.
@@ -48,8 +63,8 @@ func cpuCgroupRoot() (root string, v2 bool) {
 }
 
 // setupJobsCgroup creates parent (a cgroup path such as /foreman/n1) in
-// the cpu controller with the given weight, and its supervisor leaf, and
-// returns the leaf's cgroup.procs for supervisors to move into.
+// the cpu controller with the given weight, and its process jobs' leaf,
+// and returns the leaf's directory.
 func setupJobsCgroup(parent string, weight int) (string, error) {
 	root, v2 := cpuCgroupRoot()
 	dir := filepath.Join(root, parent)
@@ -78,13 +93,11 @@ func setupJobsCgroup(parent string, weight int) (string, error) {
 			return "", fmt.Errorf("cpu.shares: %w", err)
 		}
 	}
-	// The container driver leaves a child named "supervisor" alone
-	// (exec/container/orphans.go).
-	leaf := filepath.Join(dir, "supervisor")
+	leaf := filepath.Join(dir, processJobsLeaf)
 	if err := os.Mkdir(leaf, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
 		return "", err
 	}
-	return filepath.Join(leaf, "cgroup.procs"), nil
+	return leaf, nil
 }
 
 func enableCPUController(dir string) error {
@@ -99,15 +112,15 @@ func enableCPUController(dir string) error {
 }
 
 // supervisorEnv is a supervisor's environment: the agent's, plus
-// SupervisorEnv and what makes it lower its own priority (nil: the
-// agent's unchanged).
+// SupervisorEnv and what its job launcher needs (nil: the agent's
+// unchanged).
 func (w *Worker) supervisorEnv() []string {
 	env := w.cfg.SupervisorEnv
-	if w.cfg.SupervisorNice > 0 {
-		env = append(env, envSupervisorNice+"="+strconv.Itoa(w.cfg.SupervisorNice))
+	if w.cfg.JobNice > 0 {
+		env = append(env, envJobNice+"="+strconv.Itoa(w.cfg.JobNice))
 	}
-	if w.jobsProcs != "" {
-		env = append(env, envSupervisorCgroup+"="+w.jobsProcs)
+	if w.processJobsDir != "" {
+		env = append(env, envJobsCgroup+"="+w.processJobsDir)
 	}
 	if len(env) == 0 {
 		return nil
@@ -115,9 +128,9 @@ func (w *Worker) supervisorEnv() []string {
 	return append(os.Environ(), env...)
 }
 
-// jobsCgroupProcs sets up the jobs cgroup for cfg and returns the
-// cgroup.procs supervisors join ("" when there is none).
-func jobsCgroupProcs(cfg *WorkerConfig, log interface{ Warn(string, ...any) }) string {
+// jobsCgroupDir sets up the jobs cgroup for cfg and returns the directory
+// process jobs start in ("" when there is none).
+func jobsCgroupDir(cfg *WorkerConfig, log interface{ Warn(string, ...any) }) string {
 	if cfg.JobsCPUWeight == 0 {
 		return ""
 	}
@@ -125,61 +138,108 @@ func jobsCgroupProcs(cfg *WorkerConfig, log interface{ Warn(string, ...any) }) s
 	if parent == "" {
 		parent = "/foreman/" + cfg.Node
 	}
-	procs, err := setupJobsCgroup(parent, cfg.JobsCPUWeight)
+	dir, err := setupJobsCgroup(parent, cfg.JobsCPUWeight)
 	if err != nil {
-		log.Warn("no cpu cgroup for jobs: supervisors and jobs compete with the agent at their nice value only", "cgroup", parent, "err", err)
+		log.Warn("no cpu cgroup for jobs: process jobs compete with the agent at their nice value only", "cgroup", parent, "err", err)
 		return ""
 	}
-	return procs
+	return dir
 }
 
-// lowerSupervisorPriority runs first in a supervisor: into the jobs cgroup,
-// then every thread reniced. Failures only cost priority, never the
-// attempt, so they are returned for logging.
-func lowerSupervisorPriority() error {
+// jobLauncher is the supervisor's thread that forks process jobs (nil: they
+// are forked from any thread, at the supervisor's own priority). Set once,
+// by startJobLauncher, before the supervisor serves an attempt.
+var jobLauncher *launcher
+
+// launcher runs forks on one OS thread that is at the job nice and, on
+// cgroup v1, in the jobs cgroup. The thread never exits: it is the parent
+// thread of every job it forks, whose Pdeathsig would fire if it did.
+type launcher struct {
+	forks    chan func()
+	cgroupFD int // v2: the jobs cgroup, for CLONE_INTO_CGROUP; -1 otherwise
+}
+
+// startJobLauncher starts the job launcher as the worker's environment
+// asks. It runs before a standby supervisor records its clean state, so
+// the launcher's goroutine and descriptor are part of it. A failure costs
+// only priority, never the attempt: it is returned for logging, and jobs
+// start as well as the launcher could be set up.
+func startJobLauncher() error {
+	nice, cgroup := 0, os.Getenv(envJobsCgroup)
 	var errs []error
-	if procs := os.Getenv(envSupervisorCgroup); procs != "" {
-		if err := os.WriteFile(procs, []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
-			errs = append(errs, fmt.Errorf("join %s: %w", procs, err))
-		}
-	}
-	if v := os.Getenv(envSupervisorNice); v != "" {
-		nice, err := strconv.Atoi(v)
-		if err == nil {
-			err = reniceThreads(nice)
-		}
+	if v := os.Getenv(envJobNice); v != "" {
+		n, err := strconv.Atoi(v)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("nice %s: %w", v, err))
+			errs = append(errs, fmt.Errorf("%s=%q: %w", envJobNice, v, err))
+		}
+		nice = n
+	}
+	if nice == 0 && cgroup == "" {
+		return errors.Join(errs...)
+	}
+	l := &launcher{forks: make(chan func()), cgroupFD: -1}
+	_, v2 := cpuCgroupRoot()
+	if cgroup != "" && v2 {
+		// A v2 domain cgroup takes whole processes only: the fork clones
+		// straight into it instead (kernel 5.7+). UNTESTED HERE: this host
+		// is cgroup v1.
+		fd, err := unix.Open(cgroup, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("open %s: %w", cgroup, err))
+		} else {
+			l.cgroupFD = fd
 		}
 	}
+	ready := make(chan error)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread lives as long as the process
+		var errs []error
+		if cgroup != "" && !v2 {
+			// v1 moves single threads: only this one joins.
+			tasks := filepath.Join(cgroup, "tasks")
+			if err := os.WriteFile(tasks, []byte(strconv.Itoa(unix.Gettid())), 0o644); err != nil {
+				errs = append(errs, fmt.Errorf("join %s: %w", tasks, err))
+			}
+		}
+		if nice != 0 {
+			if err := unix.Setpriority(unix.PRIO_PROCESS, 0, nice); err != nil {
+				errs = append(errs, fmt.Errorf("nice %d: %w", nice, err))
+			}
+		}
+		ready <- errors.Join(errs...)
+		for fork := range l.forks {
+			fork()
+		}
+	}()
+	errs = append(errs, <-ready)
+	jobLauncher = l
 	return errors.Join(errs...)
 }
 
-// reniceThreads sets nice on every thread of this process (Linux nice is
-// per thread; new threads inherit their creator's). A thread that a
-// not-yet-reniced thread creates during a pass shows up in the next one,
-// so passes repeat until one finds no thread it had not seen.
-func reniceThreads(nice int) error {
-	seen := map[int]bool{}
-	for pass := 0; pass < 20; pass++ {
-		tasks, err := os.ReadDir("/proc/self/task")
-		if err != nil {
-			return err
-		}
-		fresh := false
-		for _, t := range tasks {
-			tid, err := strconv.Atoi(t.Name())
-			if err != nil || seen[tid] {
-				continue
-			}
-			fresh, seen[tid] = true, true
-			if err := unix.Setpriority(unix.PRIO_PROCESS, tid, nice); err != nil && !errors.Is(err, unix.ESRCH) {
-				return err
-			}
-		}
-		if !fresh {
-			return nil
-		}
+// startJobProcess is os.StartProcess for a job: forked by the job launcher,
+// if there is one, so that the job starts below the agent. The trap: while
+// the launcher forks it holds the supervisor's one P (process attempts run
+// on one, supervisor.go), so the supervisor waits for one fork at the job's
+// priority; that is the job's own start, which waited as long before.
+func startJobProcess(path string, argv []string, attr *os.ProcAttr) (p *os.Process, err error) {
+	l := jobLauncher
+	if l == nil {
+		return os.StartProcess(path, argv, attr)
 	}
-	return nil
+	if l.cgroupFD >= 0 {
+		attr.Sys.UseCgroupFD, attr.Sys.CgroupFD = true, l.cgroupFD
+	}
+	done := make(chan struct{})
+	l.forks <- func() {
+		p, err = os.StartProcess(path, argv, attr)
+		close(done)
+	}
+	<-done
+	if l.cgroupFD >= 0 && errors.Is(err, unix.ENOSYS) {
+		// No clone3 (kernel < 5.7): jobs start at the job nice only.
+		l.cgroupFD = -1
+		attr.Sys.UseCgroupFD = false
+		return startJobProcess(path, argv, attr)
+	}
+	return p, err
 }

@@ -10,8 +10,9 @@ import (
 	"github.com/foreman-sched/foreman/fsm"
 )
 
-// A job runs below the agent: at SupervisorNice, and (as root) in the jobs
-// cgroup's supervisor leaf, whose parent has the jobs' CPU weight.
+// A process job runs below the agent: at JobNice, and (as root) in the jobs
+// cgroup's process leaf, whose parent has the jobs' CPU weight. Its
+// supervisor keeps the agent's priority and cgroup.
 func TestJobsRunBelowTheAgent(t *testing.T) {
 	cfg := testConfig(t, dataDir(t))
 	cfg.JobsCgroup = "/foreman-test/" + strings.ReplaceAll(t.Name(), "/", "_")
@@ -27,7 +28,7 @@ func TestJobsRunBelowTheAgent(t *testing.T) {
 		t.Cleanup(func() {
 			root, _ := cpuCgroupRoot()
 			waitFor(t, waitShort, "the test's cgroups to be removable", func() bool {
-				os.Remove(root + cfg.JobsCgroup + "/supervisor")
+				os.Remove(root + cfg.JobsCgroup + "/process")
 				os.Remove(root + cfg.JobsCgroup)
 				os.Remove(root + "/foreman-test")
 				_, err := os.Stat(root + cfg.JobsCgroup)
@@ -37,8 +38,11 @@ func TestJobsRunBelowTheAgent(t *testing.T) {
 	}
 	state := newFakeState()
 	h := startWorker(t, state, cfg)
-	// Field 19 of /proc/self/stat is nice; the command's name has no spaces.
-	state.assign("job-nice", fsm.JobSpec{Command: sh(`cut -d' ' -f19 /proc/self/stat; grep -E ':(cpu|cpu,cpuacct|):' /proc/self/cgroup | head -1`)})
+	// Field 19 of /proc/PID/stat is nice; the commands' names have no
+	// spaces. The job's parent is its supervisor.
+	cgroupOf := func(pid string) string { return `grep -E ':(cpu|cpu,cpuacct|):' /proc/` + pid + `/cgroup | head -1` }
+	state.assign("job-nice", fsm.JobSpec{Command: sh(`cut -d' ' -f19 /proc/self/stat; ` + cgroupOf("self") +
+		`; cut -d' ' -f19 /proc/$PPID/stat; ` + cgroupOf("$PPID"))})
 	r := h.waitFinal(t, "job-nice", waitShort)
 	if r.State != fsm.AttemptSucceeded {
 		t.Fatalf("job %s: %s", r.State, r.Reason)
@@ -48,12 +52,21 @@ func TestJobsRunBelowTheAgent(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 4 {
+		t.Fatalf("job's output = %q, want its nice and cgroup, then its supervisor's", lines)
+	}
 	if lines[0] != "10" {
-		t.Errorf("job's nice = %q, want 10 (SupervisorNice)", lines[0])
+		t.Errorf("job's nice = %q, want 10 (JobNice)", lines[0])
+	}
+	if lines[2] != "0" {
+		t.Errorf("supervisor's nice = %q, want the agent's 0", lines[2])
+	}
+	if strings.Contains(lines[3], cfg.JobsCgroup) {
+		t.Errorf("supervisor's cpu cgroup = %q, want the agent's, not the jobs'", lines[3])
 	}
 	if canCgroup {
-		if len(lines) < 2 || !strings.HasSuffix(lines[1], cfg.JobsCgroup+"/supervisor") {
-			t.Errorf("job's cpu cgroup = %q, want %s/supervisor", lines[1:], cfg.JobsCgroup)
+		if !strings.HasSuffix(lines[1], cfg.JobsCgroup+"/process") {
+			t.Errorf("job's cpu cgroup = %q, want %s/process", lines[1], cfg.JobsCgroup)
 		}
 		root, v2 := cpuCgroupRoot()
 		file, want := "cpu.shares", "204"

@@ -64,7 +64,8 @@ func (*ProcessDriver) Start(ctx context.Context, t *Task) (Handle, error) {
 		Setpgid: true,
 		// The supervisor is the fence: if it dies, nobody enforces the lease,
 		// so the job must die with it. (The supervisor never exits threads,
-		// so the "parent thread" caveat of Pdeathsig does not bite.)
+		// the job launcher's included, so the "parent thread" caveat of
+		// Pdeathsig does not bite.)
 		Pdeathsig: syscall.SIGKILL,
 	}
 	if t.Spec.User != "" {
@@ -75,7 +76,7 @@ func (*ProcessDriver) Start(ctx context.Context, t *Task) (Handle, error) {
 		sys.Credential = cred
 	}
 	started := time.Now()
-	p, err := os.StartProcess(path, t.Spec.Command, &os.ProcAttr{
+	p, err := startJobProcess(path, t.Spec.Command, &os.ProcAttr{
 		Dir:   t.WorkDir,
 		Env:   t.Env,
 		Files: []*os.File{devnull, t.Stdout, t.Stderr},

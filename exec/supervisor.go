@@ -67,8 +67,8 @@ func SuperviseMain(args []string) int {
 	// timeout and the agent's cancel end a job. Caught, not ignored: an
 	// ignored disposition would be inherited by the job across exec.
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGHUP, syscall.SIGINT)
-	if err := lowerSupervisorPriority(); err != nil {
-		fmt.Fprintln(os.Stderr, "supervisor: lowering priority:", err)
+	if err := startJobLauncher(); err != nil {
+		fmt.Fprintln(os.Stderr, "supervisor: jobs may not start below the agent:", err)
 	}
 	if *standby {
 		return standbyMain()

@@ -18,11 +18,11 @@ import (
 // detached supervisor per attempt, renews their leases while this node is in
 // contact with the leader, forwards cancels, and reports results.
 type Worker struct {
-	cfg         WorkerConfig
-	deps        WorkerDeps
-	log         *slog.Logger
-	attemptsDir string
-	jobsProcs   string // cgroup.procs supervisors join (priority.go)
+	cfg            WorkerConfig
+	deps           WorkerDeps
+	log            *slog.Logger
+	attemptsDir    string
+	processJobsDir string // the cgroup dir process jobs start in (priority.go)
 
 	mu   sync.Mutex
 	runs map[string]*attemptRun // by TaskID
@@ -92,14 +92,14 @@ func NewWorker(cfg WorkerConfig, deps WorkerDeps) (*Worker, error) {
 	log = log.With("component", "exec")
 	return &Worker{
 		cfg: cfg, deps: deps,
-		log:         log,
-		jobsProcs:   jobsCgroupProcs(&cfg, log),
-		attemptsDir: filepath.Join(cfg.DataDir, "attempts"),
-		runs:        map[string]*attemptRun{},
-		orphans:     map[string]bool{},
-		starts:      newStartQueue(cfg.MaxConcurrentStarts),
-		recheck:     make(chan struct{}, 1),
-		pool:        newSupervisorPool(max(cfg.WarmSupervisors, cfg.MaxIdleSupervisors)),
+		log:            log,
+		processJobsDir: jobsCgroupDir(&cfg, log),
+		attemptsDir:    filepath.Join(cfg.DataDir, "attempts"),
+		runs:           map[string]*attemptRun{},
+		orphans:        map[string]bool{},
+		starts:         newStartQueue(cfg.MaxConcurrentStarts),
+		recheck:        make(chan struct{}, 1),
+		pool:           newSupervisorPool(max(cfg.WarmSupervisors, cfg.MaxIdleSupervisors)),
 	}, nil
 }
 

@@ -129,12 +129,12 @@ type WorkerConfig struct {
 	// node handed thousands of attempts at once starved raft and lost the
 	// leader (exec/DESIGN.md).
 	MaxConcurrentStarts int
-	// SupervisorNice is the nice value supervisors (and the jobs they
-	// start) run at, below the agent (priority.go); 0 leaves them at the
+	// JobNice is the nice value process jobs run at, below the agent
+	// (priority.go); 0 leaves them at the agent's. Supervisors keep the
 	// agent's.
-	SupervisorNice int
-	// JobsCgroup is the cpu cgroup that holds supervisors (in its
-	// "supervisor" child) and the container driver's job cgroups; empty
+	JobNice int
+	// JobsCgroup is the cpu cgroup that holds process jobs (in its
+	// "process" child) and the container driver's job cgroups; empty
 	// means "/foreman/<Node>", the container driver's default parent.
 	// JobsCPUWeight is its weight against the agent's 100 (cpu.weight
 	// scale; 0 = no cgroup, nice only). Needs root; without it a warning
@@ -171,7 +171,7 @@ func DefaultWorkerConfig() WorkerConfig {
 		ReportBackoffMax: 2 * time.Second,
 
 		MaxConcurrentStarts: 8 * runtime.NumCPU(),
-		SupervisorNice:      10,
+		JobNice:             10,
 		JobsCPUWeight:       20,
 		WarmSupervisors:     2,
 		MaxIdleSupervisors:  8 * runtime.NumCPU(),
@@ -203,8 +203,8 @@ func (c *WorkerConfig) Validate() error {
 		return fmt.Errorf("%w: KeepFinished must be >= 0", ErrInvalidConfig)
 	case c.ReportBackoffMin <= 0 || c.ReportBackoffMax < c.ReportBackoffMin:
 		return fmt.Errorf("%w: need 0 < ReportBackoffMin <= ReportBackoffMax", ErrInvalidConfig)
-	case c.SupervisorNice < 0 || c.SupervisorNice > 19:
-		return fmt.Errorf("%w: SupervisorNice %d must be in 0..19", ErrInvalidConfig, c.SupervisorNice)
+	case c.JobNice < 0 || c.JobNice > 19:
+		return fmt.Errorf("%w: JobNice %d must be in 0..19", ErrInvalidConfig, c.JobNice)
 	case c.JobsCPUWeight < 0 || c.JobsCPUWeight > 10000:
 		return fmt.Errorf("%w: JobsCPUWeight %d must be in 0..10000 (0: no cgroup)", ErrInvalidConfig, c.JobsCPUWeight)
 	case c.MaxConcurrentStarts < 1:

@@ -80,8 +80,8 @@ later agents only --join (they become non-voters and still run jobs).
 			&ucli.IntFlag{Name: "slots", Value: cluster.DefaultConfig().Slots, Usage: "live attempts this node takes at once; the leader queues the rest (0: unbounded)"},
 			&ucli.StringFlag{Name: "default-cpu", Value: "100m", Usage: "CPU a job that requests none is placed as (not a limit)"},
 			&ucli.StringFlag{Name: "default-memory", Value: "64MiB", Usage: "memory a job that requests none is placed as (not a limit)"},
-			&ucli.IntFlag{Name: "supervisor-nice", Value: exec.DefaultWorkerConfig().SupervisorNice, Usage: "nice value of supervisors and their jobs (0-19)"},
-			&ucli.IntFlag{Name: "jobs-cpu-weight", Value: exec.DefaultWorkerConfig().JobsCPUWeight, Usage: "cpu weight of all jobs and supervisors against the agent's 100 (root only; 0: no cgroup)"},
+			&ucli.IntFlag{Name: "job-nice", Aliases: []string{"supervisor-nice"}, Value: exec.DefaultWorkerConfig().JobNice, Usage: "nice value of process jobs (0-19); supervisors keep the agent's"},
+			&ucli.IntFlag{Name: "jobs-cpu-weight", Value: exec.DefaultWorkerConfig().JobsCPUWeight, Usage: "cpu weight of all jobs against the agent's 100 (root only; 0: no cgroup)"},
 			&ucli.DurationFlag{Name: "raft-heartbeat-timeout", Value: cluster.DefaultConfig().Raft.HeartbeatTimeout, Usage: "raft heartbeat and election timeout (a follower elects after 1-2x this of silence)"},
 			&ucli.DurationFlag{Name: "raft-leader-lease", Value: cluster.DefaultConfig().Raft.LeaderLeaseTimeout, Usage: "a leader without quorum contact for this long steps down (<= --raft-heartbeat-timeout)"},
 			&ucli.IntFlag{Name: "max-pending-jobs", Value: httpapi.DefaultConfig().MaxPendingJobs, Usage: "submits get 429 while this node holds this many submitted jobs not yet committed"},
@@ -192,7 +192,7 @@ func agentConfigFrom(c *ucli.Context, version string) (*agentConfig, error) {
 	w.MaxConcurrentStarts = c.Int("max-concurrent-starts")
 	w.WarmSupervisors = c.Int("warm-supervisors")
 	w.MaxIdleSupervisors = c.Int("idle-supervisors")
-	w.SupervisorNice = c.Int("supervisor-nice")
+	w.JobNice = c.Int("job-nice")
 	w.JobsCPUWeight = c.Int("jobs-cpu-weight")
 	w.KeepFinished = c.Duration("keep-finished")
 	for _, f := range []struct {

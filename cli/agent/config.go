@@ -83,7 +83,10 @@ func parseConfig(data []byte, flags []ucli.Flag) ([]configValue, error) {
 		if len(f.Names()) == 0 || f.Names()[0] == configFlagName || f.Names()[0] == "help" {
 			continue
 		}
-		byName[f.Names()[0]] = f
+		// An old name kept as an alias (supervisor-nice) still works as a key.
+		for _, n := range f.Names() {
+			byName[n] = f
+		}
 	}
 	var out []configValue
 	seen := map[string]int{}
@@ -93,15 +96,16 @@ func parseConfig(data []byte, flags []ucli.Flag) ([]configValue, error) {
 		if !ok {
 			return nil, fmt.Errorf("line %d: unknown key %q (keys are the agent's flag names; see foreman agent --help)", k.Line, k.Value)
 		}
-		if prev, dup := seen[k.Value]; dup {
+		name := f.Names()[0] // flag values live under the first name once parsed
+		if prev, dup := seen[name]; dup {
 			return nil, fmt.Errorf("line %d: key %q given twice (first on line %d)", k.Line, k.Value, prev)
 		}
-		seen[k.Value] = k.Line
+		seen[name] = k.Line
 		values, err := configValues(f, v)
 		if err != nil {
 			return nil, fmt.Errorf("line %d: %s: %w", v.Line, k.Value, err)
 		}
-		out = append(out, configValue{flag: k.Value, line: k.Line, values: values})
+		out = append(out, configValue{flag: name, line: k.Line, values: values})
 	}
 	return out, nil
 }

@@ -102,6 +102,27 @@ func TestConfigFileFlagsWin(t *testing.T) {
 	}
 }
 
+// A renamed flag's old name works on the command line and in the file.
+func TestFlagOldNames(t *testing.T) {
+	got, err := applyArgs(t, "--supervisor-nice", "3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got["job-nice"] != 3 {
+		t.Errorf("--supervisor-nice 3: job-nice = %v, want 3", got["job-nice"])
+	}
+	got, err = applyArgs(t, "--config", writeConfig(t, "supervisor-nice: 4\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got["job-nice"] != 4 {
+		t.Errorf("supervisor-nice: 4 in the file: job-nice = %v, want 4", got["job-nice"])
+	}
+	if _, err := applyArgs(t, "--config", writeConfig(t, "job-nice: 1\nsupervisor-nice: 2\n")); err == nil || !strings.Contains(err.Error(), "given twice") {
+		t.Errorf("both names in one file: error %v, want given twice", err)
+	}
+}
+
 func TestConfigFileBadInput(t *testing.T) {
 	for _, tc := range []struct{ body, want string }{
 		{"port: 7000\nbogus: 1\n", `line 2: unknown key "bogus"`},

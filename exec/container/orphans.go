@@ -94,7 +94,7 @@ func (d *Driver) removeStaleCgroups(live map[string]bool) error {
 			continue // hierarchy without our parent
 		}
 		for _, e := range entries {
-			if !e.IsDir() || live[e.Name()] || e.Name() == supervisorLeaf {
+			if !e.IsDir() || live[e.Name()] || e.Name() == supervisorLeaf || e.Name() == processJobsLeaf {
 				continue
 			}
 			if err := cgroups.RemovePath(filepath.Join(dir, e.Name())); err != nil {
