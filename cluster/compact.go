@@ -71,14 +71,11 @@ func (n *Node) compactLoop() {
 			return
 		case <-t.C:
 		}
-		// Any snapshot (raft's own, one installed from the leader, ours)
+		// Any other snapshot (raft's own, one installed from the leader)
 		// restarts the count. The store is listed only then: a listing
 		// during a snapshot logs a warning about its temporary directory.
 		if idx := n.lastSnapshotIndex(); idx != seenIndex {
-			seenIndex, lastSize = idx, 0
-			if metas, err := n.storage.snaps.List(); err == nil && len(metas) > 0 {
-				lastSize = uint64(metas[0].Size)
-			}
+			seenIndex, lastSize = idx, n.newestSnapshotSize()
 			baseEntries, baseBytes = n.storage.bolt.appended.load()
 		}
 		entries, bytes := n.storage.bolt.appended.load()
@@ -87,8 +84,20 @@ func (n *Node) compactLoop() {
 			continue
 		}
 		n.snapshotForSize(trailingLogsFor(budget, grown, entries-baseEntries, n.cfg.Raft.TrailingLogs), grown)
+		// Counted from before this snapshot, not from the next look: what
+		// was appended during and after it must count toward the next one
+		// (a burst right after a snapshot was never compacted by size).
 		baseEntries, baseBytes, factor = entries, bytes, spread()
+		seenIndex, lastSize = n.lastSnapshotIndex(), n.newestSnapshotSize()
 	}
+}
+
+// newestSnapshotSize is the size of the newest stored snapshot (0: none).
+func (n *Node) newestSnapshotSize() uint64 {
+	if metas, err := n.storage.snaps.List(); err == nil && len(metas) > 0 {
+		return uint64(metas[0].Size)
+	}
+	return 0
 }
 
 // lastSnapshotIndex is the index of raft's newest snapshot (0: none).
