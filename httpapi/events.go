@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"fmt"
+	"math"
 	"net/http"
 	"slices"
 	"strconv"
@@ -209,15 +210,43 @@ func (s *server) events(w http.ResponseWriter, r *http.Request) {
 	all := filter.all()
 	leave := s.waker.join(ring, all)
 	defer leave()
+	// wait waits for the next wake-up (false: the stream is over).
+	wait := func(changed <-chan struct{}) bool {
+		select {
+		case <-out.gone():
+			return false
+		case <-changed:
+		case <-s.beat.C():
+			if out.write([]byte(": heartbeat\n\n")) != nil {
+				return false
+			}
+		}
+		return true
+	}
 	for {
 		changed, shared := s.waker.C()
-		if all && skipTo == nil && shared != nil && shared.from == pos && shared.to > pos {
-			// What every unfiltered stream at this position writes.
-			if out.write(shared.frames) != nil {
-				return
+		limit := uint64(math.MaxUint64) // where this wake-up's own reads stop
+		if all && skipTo == nil && shared != nil {
+			if pos >= shared.from && pos <= shared.to {
+				// What every unfiltered stream writes; the next burst
+				// starts where this one ends, at the next wake-up. (Reading
+				// on from the ring would put the stream past that start and
+				// off the shared path.)
+				if f := shared.framesFrom(pos); len(f) > 0 && out.write(f) != nil {
+					return
+				}
+				pos = shared.to
+				if !wait(changed) {
+					return
+				}
+				continue
 			}
-			pos = shared.to
-			continue
+			if pos < shared.from {
+				limit = shared.from // catch up to the burst, then take it
+			}
+		}
+		if all {
+			s.waker.ownReads.Add(1)
 		}
 		// Everything this wake-up can read goes out in one burst. The
 		// read and write buffers are pooled, not held while waiting: an
@@ -226,8 +255,8 @@ func (s *server) events(w http.ResponseWriter, r *http.Request) {
 		wb := burstBufs.Get().(*[]byte)
 		b := (*wb)[:0]
 		lost := false
-		for len(b) < maxBurst {
-			evs, next, ok := ring.Read(pos, *buf)
+		for len(b) < maxBurst && pos < limit {
+			evs, next, ok := ring.Read(pos, (*buf)[:0:min(uint64(cap(*buf)), limit-pos)])
 			if !ok {
 				lost = true
 				break
@@ -244,7 +273,7 @@ func (s *server) events(w http.ResponseWriter, r *http.Request) {
 					b = append(b, evs[i].Frame...)
 				}
 			}
-			more := len(evs) == cap(*buf)
+			more := len(evs) == cap(evs)
 			clear(evs) // drop the references before pooling
 			if !more {
 				break
@@ -270,17 +299,11 @@ func (s *server) events(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return
 		}
-		if full || lost {
-			continue // more to read now
+		if full || lost || pos == limit {
+			continue // more to read now, or the shared burst to take
 		}
-		select {
-		case <-out.gone():
+		if !wait(changed) {
 			return
-		case <-changed:
-		case <-s.beat.C():
-			if out.write([]byte(": heartbeat\n\n")) != nil {
-				return
-			}
 		}
 	}
 }

@@ -39,6 +39,9 @@ func wakeDelay(n int, perStream, max time.Duration) time.Duration {
 type streamWaker struct {
 	perStream, max time.Duration
 	wakeups        atomic.Int64 // foreman_event_stream_wakeups_total
+	// ownReads counts the wake-ups at which an unfiltered stream read the
+	// ring itself instead of writing the shared burst (catching up).
+	ownReads atomic.Int64
 
 	mu      sync.Mutex
 	n       int           // open streams
@@ -87,6 +90,17 @@ func (w *streamWaker) join(ring *fsm.EventRing, all bool) (leave func()) {
 type sharedBurst struct {
 	from, to uint64
 	frames   []byte
+	offs     []int // offs[i]: where the frame of the event at from+i starts
+}
+
+// framesFrom is the part of the burst from ring position pos on
+// (from <= pos <= to): a stream that joined between two wake-ups writes
+// only what it has not seen.
+func (b *sharedBurst) framesFrom(pos uint64) []byte {
+	if pos >= b.to {
+		return nil
+	}
+	return b.frames[b.offs[pos-b.from]:]
 }
 
 // C returns a channel closed at the next wake-up, and the burst read at
@@ -104,6 +118,7 @@ func (w *streamWaker) C() (<-chan struct{}, *sharedBurst) {
 func (w *streamWaker) run(ring *fsm.EventRing, changed <-chan struct{}, stop <-chan struct{}) {
 	pos, _ := ring.Tail()
 	buf := make([]fsm.RingEvent, 0, 256)
+	size := 0 // the last burst's, to size the next
 	var last time.Time
 	var timer *time.Timer
 	for {
@@ -137,7 +152,10 @@ func (w *streamWaker) run(ring *fsm.EventRing, changed <-chan struct{}, stop <-c
 		w.mu.Unlock()
 		var burst *sharedBurst
 		if all {
-			burst, pos = readBurst(ring, pos, buf)
+			burst, pos = readBurst(ring, pos, buf, size)
+			if burst != nil {
+				size = len(burst.frames)
+			}
 		} else {
 			pos, _ = ring.Tail()
 		}
@@ -150,10 +168,11 @@ func (w *streamWaker) run(ring *fsm.EventRing, changed <-chan struct{}, stop <-c
 	}
 }
 
-// readBurst reads the ring from pos on (up to maxBurst bytes of frames).
-// A nil burst: pos left the ring; the next one starts at the tail.
-func readBurst(ring *fsm.EventRing, pos uint64, buf []fsm.RingEvent) (*sharedBurst, uint64) {
-	b := &sharedBurst{from: pos}
+// readBurst reads the ring from pos on (up to maxBurst bytes of frames),
+// into a burst first sized for sizeHint bytes. A nil burst: pos left the
+// ring; the next one starts at the tail.
+func readBurst(ring *fsm.EventRing, pos uint64, buf []fsm.RingEvent, sizeHint int) (*sharedBurst, uint64) {
+	b := &sharedBurst{from: pos, frames: make([]byte, 0, min(sizeHint+sizeHint/4, maxBurst+maxBurst/4))}
 	for len(b.frames) < maxBurst {
 		evs, next, ok := ring.Read(pos, buf)
 		if !ok {
@@ -162,6 +181,7 @@ func readBurst(ring *fsm.EventRing, pos uint64, buf []fsm.RingEvent) (*sharedBur
 		}
 		pos = next
 		for i := range evs {
+			b.offs = append(b.offs, len(b.frames))
 			b.frames = append(b.frames, evs[i].Frame...)
 		}
 		more := len(evs) == cap(buf)

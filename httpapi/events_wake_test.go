@@ -91,3 +91,69 @@ func TestEventStreamsCoalesced(t *testing.T) {
 	}
 	t.Logf("%d wake-ups for 40 commits in %s", wakeups, elapsed)
 }
+
+// TestUnfilteredStreamsShareBursts: unfiltered streams write the waker's
+// shared burst at every wake-up and do not read the ring themselves. (A
+// stream that read on past the burst it had just written was off the
+// shared path from then on: every stream read and copied every event
+// itself, most of the streams' cost under load.)
+func TestUnfilteredStreamsShareBursts(t *testing.T) {
+	const streams, delay = 3, 5 * time.Millisecond
+	a := newTestAPI(t, func(c *Config) { c.EventDelayPerStream, c.EventMaxDelay = delay, delay })
+	srv := a.srv.Config.Handler.(*server)
+	var chans []chan string
+	for range streams {
+		resp, err := http.Get(a.srv.URL + "/v1/events")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		ids := make(chan string, 1000)
+		go func() {
+			defer close(ids)
+			sc := bufio.NewScanner(resp.Body)
+			for sc.Scan() {
+				if _, rest, ok := strings.Cut(sc.Text(), `"type":"job.submitted","job_id":"`); ok {
+					id, _, _ := strings.Cut(rest, `"`)
+					ids <- id
+				}
+			}
+		}()
+		chans = append(chans, ids)
+	}
+	waitFor(t, "the streams open", func() bool { return a.srvSubscribers() == streams })
+
+	w0, r0 := srv.waker.wakeups.Load(), srv.waker.ownReads.Load()
+	var want []string
+	for srv.waker.wakeups.Load()-w0 < 10 && len(want) < 500 {
+		want = append(want, a.submit(`{"command":["true"]}`))
+	}
+	for i, ch := range chans {
+		var got []string
+		deadline := time.After(streamTimeout)
+		for len(got) < len(want) {
+			select {
+			case id, ok := <-ch:
+				if !ok {
+					t.Fatalf("stream %d ended after %d events", i, len(got))
+				}
+				got = append(got, id)
+			case <-deadline:
+				t.Fatalf("stream %d: %d of %d events within %s", i, len(got), len(want), streamTimeout)
+			}
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("stream %d: got %v, want %v", i, got, want)
+		}
+	}
+	wakeups, own := srv.waker.wakeups.Load()-w0, srv.waker.ownReads.Load()-r0
+	if wakeups < 10 {
+		t.Fatalf("only %d wake-ups for %d commits: the test needs several", wakeups, len(want))
+	}
+	// At most one catch-up per stream (a stream that joined between two
+	// wake-ups), not one per stream per wake-up.
+	if own > streams {
+		t.Errorf("%d own ring reads by %d unfiltered streams over %d wake-ups, want at most %d", own, streams, wakeups, streams)
+	}
+	t.Logf("%d commits, %d wake-ups, %d own reads", len(want), wakeups, own)
+}
