@@ -1,7 +1,7 @@
 package fsm
 
 import (
-	"encoding/json"
+	"strconv"
 	"sync"
 	"sync/atomic"
 )
@@ -78,14 +78,16 @@ type RingEvent struct {
 
 // encodeFrame encodes e once for every reader.
 func encodeFrame(e *Event, pos uint64) *ringJSON {
-	data, _ := json.Marshal(e)
-	id := e.ID().String()
-	frame := make([]byte, 0, len("id: \ndata: \n\n")+len(id)+len(data))
+	frame := make([]byte, 0, 320)
 	frame = append(frame, "id: "...)
-	frame = append(frame, id...)
+	frame = strconv.AppendUint(frame, e.Index, 10)
+	if e.Seq != SeqAll {
+		frame = append(frame, '-')
+		frame = strconv.AppendInt(frame, int64(e.Seq), 10)
+	}
 	frame = append(frame, "\ndata: "...)
 	at := len(frame)
-	frame = append(frame, data...)
+	frame = e.appendJSON(frame)
 	frame = append(frame, "\n\n"...)
 	return &ringJSON{pos: pos, frame: frame, json: at}
 }

@@ -1,11 +1,11 @@
 package bench
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"slices"
@@ -16,6 +16,7 @@ import (
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/foreman-sched/foreman/cli"
+	"github.com/foreman-sched/foreman/fsm"
 	"github.com/foreman-sched/foreman/httpapi"
 )
 
@@ -112,7 +113,15 @@ func benchEvents(c *ucli.Context) error {
 			var th struct {
 				CompletedPerSecond float64 `json:"completed_per_second"`
 			}
-			err := child(&s, "submit", "--jobs", fmt.Sprint(c.Int("jobs")))
+			err := drain(c.Context, cl)
+			if err == nil {
+				err = child(&s, "submit", "--jobs", fmt.Sprint(c.Int("jobs")))
+			}
+			if err == nil {
+				// The submitted jobs run now; throughput is measured on an
+				// idle executor, not behind them.
+				err = drain(c.Context, cl)
+			}
 			var got int64
 			t0 := time.Now()
 			if err == nil {
@@ -150,6 +159,28 @@ func benchEvents(c *ucli.Context) error {
 	t.Row(subs, fmt.Sprintf("%.0f", res.SubmitN), fmt.Sprintf("%.0f", res.ThroughputN), fmt.Sprintf("%.0f", res.DeliveredPerSecond))
 	t.Row("cost", fmt.Sprintf("%.1f%%", res.SubmitCostPct), fmt.Sprintf("%.1f%%", res.ThroughputCostPct), "")
 	return t.Flush()
+}
+
+// drain waits until the cluster has no queued, running or retrying job
+// (the jobs of the previous measurement ran), for at most 5 minutes.
+func drain(ctx context.Context, cl *httpapi.Client) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	for {
+		n, err := cl.JobCounts(ctx)
+		if err != nil {
+			return fmt.Errorf("waiting for the previous jobs to finish: %w", err)
+		}
+		busy := n.Counts[fsm.JobQueued] + n.Counts[fsm.JobRunning] + n.Counts[fsm.JobRetrying]
+		if busy == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for the previous jobs to finish: %d still queued, running or retrying", busy)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // clientAddr is the --addr given anywhere on the command line ("" for the
@@ -205,18 +236,10 @@ func openStreams(ctx context.Context, cl *httpapi.Client, n int) (*eventStreams,
 				return
 			}
 			defer body.Close()
-			// Count "id: " lines without decoding: the node's cost is what
-			// is measured, and these readers share its cores.
-			r := bufio.NewReaderSize(body, 64<<10)
-			for {
-				line, err := r.ReadSlice('\n')
-				if bytes.HasPrefix(line, []byte("id: ")) {
-					s.events.Add(1)
-				}
-				if err != nil && err != bufio.ErrBufferFull {
-					return
-				}
-			}
+			// Count "\nid: " (every event's first line follows a blank
+			// line) in large reads, without decoding: the node's cost is
+			// what is measured, and these readers share its cores.
+			countEventIDs(body, &s.events)
 		}()
 	}
 	for range n {
@@ -226,6 +249,24 @@ func openStreams(ctx context.Context, cl *httpapi.Client, n int) (*eventStreams,
 		}
 	}
 	return s, nil
+}
+
+// countEventIDs adds the events of an SSE body to n as they arrive,
+// until the body ends. The last bytes of each read are kept for the next,
+// so that a line split between two reads is counted, once.
+func countEventIDs(body io.Reader, n *atomic.Int64) {
+	sep := []byte("\nid: ")
+	buf := make([]byte, len(sep)-1+64<<10)
+	kept := 0
+	for {
+		k, err := body.Read(buf[kept:])
+		end := kept + k
+		n.Add(int64(bytes.Count(buf[:end], sep)))
+		kept = copy(buf, buf[max(0, end-(len(sep)-1)):end])
+		if err != nil {
+			return
+		}
+	}
 }
 
 func (s *eventStreams) close() {
