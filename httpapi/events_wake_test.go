@@ -63,24 +63,7 @@ func TestEventStreamsCoalesced(t *testing.T) {
 		want = append(want, a.submit(`{"command":["true"]}`))
 	}
 	for name, ch := range map[string]<-chan string{"unfiltered": all, "filtered": filtered} {
-		var got []string
-		deadline := time.After(streamTimeout)
-		for len(got) < len(want) {
-			select {
-			case id, ok := <-ch:
-				if !ok {
-					t.Fatalf("%s stream ended after %d events", name, len(got))
-				}
-				if id != first {
-					got = append(got, id)
-				}
-			case <-deadline:
-				t.Fatalf("%s stream: %d of %d events within %s", name, len(got), len(want), streamTimeout)
-			}
-		}
-		if fmt.Sprint(got) != fmt.Sprint(want) {
-			t.Errorf("%s stream: got %v, want %v", name, got, want)
-		}
+		expectIDs(t, name, ch, first, want)
 	}
 	// Two streams: min(2 × 50 ms, 50 ms) between wake-ups (the first of a
 	// quiet spell is at once).
@@ -129,22 +112,7 @@ func TestUnfilteredStreamsShareBursts(t *testing.T) {
 		want = append(want, a.submit(`{"command":["true"]}`))
 	}
 	for i, ch := range chans {
-		var got []string
-		deadline := time.After(streamTimeout)
-		for len(got) < len(want) {
-			select {
-			case id, ok := <-ch:
-				if !ok {
-					t.Fatalf("stream %d ended after %d events", i, len(got))
-				}
-				got = append(got, id)
-			case <-deadline:
-				t.Fatalf("stream %d: %d of %d events within %s", i, len(got), len(want), streamTimeout)
-			}
-		}
-		if fmt.Sprint(got) != fmt.Sprint(want) {
-			t.Errorf("stream %d: got %v, want %v", i, got, want)
-		}
+		expectIDs(t, fmt.Sprint("stream ", i), ch, "", want)
 	}
 	wakeups, own := srv.waker.wakeups.Load()-w0, srv.waker.ownReads.Load()-r0
 	if wakeups < 10 {
@@ -156,4 +124,28 @@ func TestUnfilteredStreamsShareBursts(t *testing.T) {
 		t.Errorf("%d own ring reads by %d unfiltered streams over %d wake-ups, want at most %d", own, streams, wakeups, streams)
 	}
 	t.Logf("%d commits, %d wake-ups, %d own reads", len(want), wakeups, own)
+}
+
+// expectIDs reads len(want) job IDs from ch (skipping skip) and checks
+// they are want, in order.
+func expectIDs(t *testing.T, name string, ch <-chan string, skip string, want []string) {
+	t.Helper()
+	var got []string
+	deadline := time.After(streamTimeout)
+	for len(got) < len(want) {
+		select {
+		case id, ok := <-ch:
+			if !ok {
+				t.Fatalf("%s ended after %d events", name, len(got))
+			}
+			if id != skip {
+				got = append(got, id)
+			}
+		case <-deadline:
+			t.Fatalf("%s: %d of %d events within %s", name, len(got), len(want), streamTimeout)
+		}
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("%s: got %v, want %v", name, got, want)
+	}
 }
