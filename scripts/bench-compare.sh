@@ -44,6 +44,7 @@ figures = [  # file, field, what, higher is better
   ("throughput_container", "completed_per_second", "completed no-op jobs/s (container)", True),
   ("dag", "release_p50_ms", "workflow chain release p50 ms", False),
   ("dag", "random_submit_ms", "random DAG accept ms", False),
+  ("dev_events", "submit_jobs_per_second_n", "submits/s with 100 event streams, dev agent", True),
   ("sleep", "efficiency", "sleep waves efficiency", True),
   ("latency", "errors", "latency jobs that did not succeed (want 0)", False),
   ("throughput", "failed", "throughput jobs that failed (want 0)", False),

@@ -157,6 +157,8 @@ run_cluster() {
   echo "$(rss_mb 1)" >"$RES/rss_dev_idle"
   bench dev_latency "$dev" latency --jobs "$(q 200 50)" --driver process || log "dev_latency failed"
   bench dev_submit_c64 "$dev" submit --jobs "$(q 20000 5000)" --concurrency 64 || log "dev_submit_c64 failed"
+  bench dev_events "$dev" events --subscribers 100 --rounds "$(q 4 2)" --jobs "$(q 10000 2000)" \
+    --throughput-jobs "$(q 2000 300)" --driver process || log "dev_events failed"
   stop_agents
 
   log "three agents"
@@ -272,6 +274,8 @@ rows = [
   ("... the same chain submitted one by one by a waiting client: p50 / p99", "", med("dag", "one_by_one_p50_ms") + " / " + med("dag", "one_by_one_p99_ms") + " ms", ""),
   ("Workflow fan-out of 10,000: submit / all done", "", med("dag", "fan_out_submit_ms") + " ms / " + med("dag", "fan_out_seconds") + " s", ""),
   ("10,000-job random DAG accepted", "< 1 s", med("dag", "random_submit_ms") + " ms", ""),
+  ("100 live event streams: cost on submits / on completed jobs (dev agent)", "<= 5%", med("dev_events", "submit_cost_percent") + "% / " + med("dev_events", "throughput_cost_percent") + "%", "foreman bench events --subscribers 100 --rounds 4 --jobs 10000 --throughput-jobs 2000"),
+  ("... events delivered per second to the 100 streams", "", med("dev_events", "events_delivered_per_second", "{:,.0f}") + "/s", ""),
   ("20 x sleep 2s on 4 nodes: efficiency", ">= 99%", med("sleep", "efficiency", "{:.3f}") + " (wall " + med("sleep", "wall_seconds", "{:.2f}") + " s)", "foreman bench sleep --jobs 20 --duration 2s"),
   ("Pure scheduler, 5,000 nodes", ">= 50,000 placements/s", go(r"BenchmarkPlan5000Nodes100kJobs", "placements/s") + " placements/s", "go test -bench BenchmarkPlan5000Nodes100kJobs ./sched"),
   ("Webhook deliveries to a local receiver (one deliverer, outcomes applied to a real FSM)", "", go(r"BenchmarkDeliverer", "deliveries/s") + " deliveries/s", "go test -bench BenchmarkDeliverer ./sched"),
