@@ -6,6 +6,8 @@
 #   BENCH_BASE_PORT  first agent's base port (default 17470; agents use +0, +10, +20, +30)
 #   BENCH_RUNS       repetitions of each foreman bench measurement (default 3; the median is reported)
 #   BENCH_QUICK=1    smaller job counts (a smoke run of a minute or two)
+# Before each foreman bench run the script syncs and waits (up to a minute) for the disk to be idle
+# (/proc/pressure/io), so that no run pays for an earlier one's writeback.
 #   BENCH_OUT        results file (default docs/benchmarks.md)
 #   BENCH_LAT_JOBS, BENCH_TP_JOBS  job counts of the exec phase's latency and throughput runs
 #   BENCH_AGENT_ARGS extra agent flags, e.g. "--pprof" (profiles)
@@ -121,10 +123,24 @@ EOF
 }
 
 # bench NAME ADDR ARGS...: run foreman bench ARGS RUNS times, append the JSON to $RES/NAME.json.
+# settle: flush what earlier runs wrote and wait (up to a minute) until the disk is idle, so a
+# measurement does not pay for the previous one's writeback (after a 10,000-job run this VM's disk
+# spends minutes writing back, at I/O pressure up to 70%, and every figure taken then swings).
+settle() {
+  sync
+  [ -r /proc/pressure/io ] || return 0
+  for _ in $(seq 1 60); do
+    awk '/^some/ { split($2, a, "="); exit (a[2] < 2.0 ? 0 : 1) }' /proc/pressure/io && return 0
+    sleep 1
+  done
+  log "the disk is still busy (I/O pressure $(awk '/^some/{print $2}' /proc/pressure/io)); measuring anyway"
+}
+
 bench() {
   local name=$1 addr=$2; shift 2
   : >"$RES/$name.json"
   for r in $(seq 1 "$RUNS"); do
+    settle
     log "$name run $r/$RUNS: foreman bench $*"
     FOREMAN_ADDR=$addr "$BIN" bench "$@" --json >>"$RES/$name.json"
   done
