@@ -348,29 +348,27 @@ func leaveTimeout(ctx context.Context) time.Duration {
 }
 
 // waitFuture waits for a raft future but gives up when ctx ends.
+func waitFuture(ctx context.Context, f raft.Future) error {
+	return waitUntil(f, ctx.Done(), ctx.Err)
+}
+
 // waitOrClose waits for f, or until the node closes (ErrShutdown): raft
 // never answers an apply or barrier still queued when it shuts down
 // (BatchApplyCh buffers them), and the goroutine waiting on it kept Kill
 // and Shutdown from returning.
 func (n *Node) waitOrClose(f raft.Future) error {
-	done := make(chan error, 1)
-	go func() { done <- f.Error() }()
-	select {
-	case err := <-done:
-		return err
-	case <-n.closing:
-		return ErrShutdown
-	}
+	return waitUntil(f, n.closing, func() error { return ErrShutdown })
 }
 
-func waitFuture(ctx context.Context, f raft.Future) error {
+// waitUntil waits for f, or returns giveUp() once stop is closed.
+func waitUntil(f raft.Future, stop <-chan struct{}, giveUp func() error) error {
 	done := make(chan error, 1)
 	go func() { done <- f.Error() }()
 	select {
 	case err := <-done:
 		return err
-	case <-ctx.Done():
-		return ctx.Err()
+	case <-stop:
+		return giveUp()
 	}
 }
 

@@ -48,10 +48,10 @@ const (
 	envJobsCgroup = "FOREMAN_JOBS_CGROUP" // the process jobs' cgroup dir
 )
 
-// processJobsLeaf is the child of JobsCgroup that holds process jobs. The
+// ProcessJobsLeaf is the child of JobsCgroup that holds process jobs. The
 // container driver leaves it alone when it cleans stale job cgroups
 // (exec/container/orphans.go).
-const processJobsLeaf = "process"
+const ProcessJobsLeaf = "process"
 
 // cpuCgroupRoot is where the cpu controller is mounted: the v1 cpu
 // hierarchy, or the unified v2 root.
@@ -93,7 +93,7 @@ func setupJobsCgroup(parent string, weight int) (string, error) {
 			return "", fmt.Errorf("cpu.shares: %w", err)
 		}
 	}
-	leaf := filepath.Join(dir, processJobsLeaf)
+	leaf := filepath.Join(dir, ProcessJobsLeaf)
 	if err := os.Mkdir(leaf, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
 		return "", err
 	}

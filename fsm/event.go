@@ -118,10 +118,17 @@ type EventID struct {
 const SeqAll = math.MaxInt32
 
 func (id EventID) String() string {
+	return string(id.appendTo(make([]byte, 0, 24)))
+}
+
+// appendTo appends the ID as String writes it.
+func (id EventID) appendTo(b []byte) []byte {
+	b = strconv.AppendUint(b, id.Index, 10)
 	if id.Seq == SeqAll {
-		return strconv.FormatUint(id.Index, 10)
+		return b
 	}
-	return strconv.FormatUint(id.Index, 10) + "-" + strconv.Itoa(id.Seq)
+	b = append(b, '-')
+	return strconv.AppendInt(b, int64(id.Seq), 10)
 }
 
 // Less orders IDs.
@@ -192,11 +199,7 @@ func (e *Event) appendJSON(b []byte) []byte {
 		return append(b, out...)
 	}
 	b = append(b, `{"id":"`...)
-	b = strconv.AppendUint(b, e.Index, 10)
-	if e.Seq != SeqAll {
-		b = append(b, '-')
-		b = strconv.AppendInt(b, int64(e.Seq), 10)
-	}
+	b = e.ID().appendTo(b)
 	b = append(b, `","index":`...)
 	b = strconv.AppendUint(b, e.Index, 10)
 	b = append(b, `,"seq":`...)

@@ -1,7 +1,6 @@
 package fsm
 
 import (
-	"strconv"
 	"sync"
 	"sync/atomic"
 )
@@ -80,11 +79,7 @@ type RingEvent struct {
 func encodeFrame(e *Event, pos uint64) *ringJSON {
 	frame := make([]byte, 0, 320)
 	frame = append(frame, "id: "...)
-	frame = strconv.AppendUint(frame, e.Index, 10)
-	if e.Seq != SeqAll {
-		frame = append(frame, '-')
-		frame = strconv.AppendInt(frame, int64(e.Seq), 10)
-	}
+	frame = e.ID().appendTo(frame)
 	frame = append(frame, "\ndata: "...)
 	at := len(frame)
 	frame = e.appendJSON(frame)

@@ -20,10 +20,6 @@ const cgroup2Root = "/sys/fs/cgroup"
 // supervisorLeaf is the leaf foreman's own processes move into on v2.
 const supervisorLeaf = "supervisor"
 
-// processJobsLeaf is where the worker starts process-driver jobs (exec's
-// priority.go): not a container's cgroup, never cleaned as one.
-const processJobsLeaf = "process"
-
 // prepareCgroups handles cgroup v2's no-internal-processes rule. If job
 // cgroups will live below the cgroup this process is in, and that cgroup
 // is not the real root (a systemd unit with Delegate=yes, or a container

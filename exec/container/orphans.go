@@ -9,6 +9,8 @@ import (
 
 	"github.com/opencontainers/cgroups"
 	"github.com/opencontainers/runc/libcontainer"
+
+	"github.com/foreman-sched/foreman/exec"
 )
 
 // orphanKillTimeout bounds how long CleanupOrphans waits for a SIGKILLed
@@ -94,7 +96,7 @@ func (d *Driver) removeStaleCgroups(live map[string]bool) error {
 			continue // hierarchy without our parent
 		}
 		for _, e := range entries {
-			if !e.IsDir() || live[e.Name()] || e.Name() == supervisorLeaf || e.Name() == processJobsLeaf {
+			if !e.IsDir() || live[e.Name()] || e.Name() == supervisorLeaf || e.Name() == exec.ProcessJobsLeaf {
 				continue
 			}
 			if err := cgroups.RemovePath(filepath.Join(dir, e.Name())); err != nil {
