@@ -17,8 +17,8 @@ func eventsCommand() *ucli.Command {
 	return &ucli.Command{
 		Name:  "events",
 		Usage: "show the cluster's events (GET /v1/events); --follow to keep streaming",
-		Description: "Without --follow, prints the events the node still holds after --index (default: none\n" +
-			"held yet, so use --follow or --index) and exits once the stream is quiet.\n" +
+		Description: "Without --follow, prints the events the node still holds after --after (default: none\n" +
+			"held yet, so use --follow or --after) and exits once the stream is quiet.\n" +
 			"Event IDs (INDEX-SEQ) are the same on every node: resume anywhere with --after.",
 		Flags: WithClientFlags(
 			JSONFlag,
