@@ -600,9 +600,10 @@ func newSysClusterNamed(t testing.TB, n int, prefix string, extra ...string) *sy
 	// supervisors and jobs they left (detached by design), then the files.
 	t.Cleanup(func() {
 		killStrays(root)
-		if keep := os.Getenv("FOREMAN_SYSTEST_KEEP"); keep != "" && t.Failed() {
-			// Debugging a failure: the agents' whole logs and every
-			// attempt dir (supervisor.log, result.json) stay for reading.
+		if keep := os.Getenv("FOREMAN_SYSTEST_KEEP"); keep == "always" || keep != "" && t.Failed() {
+			// Debugging a failure (or any run, with "always"): the agents'
+			// whole logs and every attempt dir (supervisor.log,
+			// result.json) stay for reading.
 			t.Logf("FOREMAN_SYSTEST_KEEP: the cluster's files stay in %s", root)
 			return
 		}
@@ -624,6 +625,9 @@ func newSysClusterNamed(t testing.TB, n int, prefix string, extra ...string) *sy
 		name := fmt.Sprintf("%s%d", prefix, i+1)
 		args := append([]string{"--bootstrap-expect", fmt.Sprint(n), "--label", "sysnode=" + name,
 			"--default-driver", "process"}, extra...)
+		if lvl := os.Getenv("FOREMAN_SYSTEST_LOG_LEVEL"); lvl != "" { // debugging: e.g. debug
+			args = append(args, "--log-level", lvl)
+		}
 		if i > 0 {
 			args = append(args, "--join", net.JoinHostPort(ips[0], fmt.Sprint(base)))
 		}

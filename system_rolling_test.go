@@ -107,7 +107,9 @@ func TestSystemRollingRestart(t *testing.T) {
 		if elections > 1 {
 			t.Errorf("restart of %s cost %d elections (term %d -> %d), want at most one", w.name, elections, w.termBefore, w.termAfter)
 		}
-		if gap > 10*time.Second {
+		// A hang bound (a restart costs one election, 2–4 s, and its
+		// catch-up); how long it blocked is the figure logged above.
+		if gap > 30*time.Second {
 			t.Errorf("restart of %s blocked submits for %s", w.name, gap)
 		}
 	}

@@ -190,8 +190,8 @@ func (n *Node) forward(ctx context.Context, addr string, body []byte) (*fsm.Resu
 // newForwardClient keeps connections to the leader alive: every follower
 // write goes to the same host. With tlsStore it speaks https with this
 // agent's certificate (see Node.internalURL).
-func newForwardClient(network Network, tlsStore *certs.Store) *http.Client {
-	d := &net.Dialer{Timeout: 2 * time.Second, KeepAlive: 30 * time.Second}
+func newForwardClient(bindIP string, network Network, tlsStore *certs.Store) *http.Client {
+	d := peerDialer(bindIP, 2*time.Second)
 	t := &http.Transport{
 		DialContext: func(ctx context.Context, netw, addr string) (net.Conn, error) {
 			if !reachable(network, addr) {

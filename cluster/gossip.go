@@ -214,7 +214,7 @@ func (n *Node) newMemberlist(bindIP, advertiseIP string) (*memberlist.Memberlist
 	if err != nil {
 		return nil, fmt.Errorf("gossip listener on %s: %w", hostPort(bindIP, n.cfg.Port+2), err)
 	}
-	mc.Transport = newGossipTransport(inner, n.cfg.Network)
+	mc.Transport = newGossipTransport(inner, bindIP, n.cfg.Network)
 	ml, err := memberlist.Create(mc)
 	if err != nil {
 		mc.Transport.Shutdown()

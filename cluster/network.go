@@ -54,6 +54,21 @@ func (h *heardTracker) get(addr string) (time.Time, bool) {
 	return t, ok
 }
 
+// peerDialer dials other agents from this agent's bind address when that
+// is a specific IP, so what a peer (or a firewall between them) sees is the
+// agent's own address in both directions. Without it, agents bound to
+// separate addresses on one host dialled out from 127.0.0.1 (or the
+// host's primary address): a node cut off by its address still reached
+// its peers over TCP, and memberlist's push-pull carried its refutation
+// across the cut and revived it in gossip (issue 22: a rerun after 25 s).
+func peerDialer(bindIP string, timeout time.Duration) *net.Dialer {
+	d := &net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second}
+	if ip := net.ParseIP(bindIP); ip != nil && !ip.IsUnspecified() {
+		d.LocalAddr = &net.TCPAddr{IP: ip}
+	}
+	return d
+}
+
 // filteredConn is a dialled connection that stops working when its peer
 // becomes unreachable, and optionally records successful reads.
 type filteredConn struct {
@@ -92,6 +107,7 @@ func (c *filteredConn) Write(b []byte) (int, error) {
 // certificate of the cluster CA; see certs.PeerServerConfig).
 type streamLayer struct {
 	net.Listener
+	source    string // the bind IP outgoing connections come from
 	advertise net.Addr
 	network   Network
 	heard     *heardTracker
@@ -108,7 +124,8 @@ func newStreamLayer(bind string, advertise *net.TCPAddr, network Network, heard 
 		// goroutine, so a slow or hostile peer never blocks Accept.
 		l = tls.NewListener(l, tlsStore.PeerServerConfig())
 	}
-	return &streamLayer{Listener: l, advertise: advertise, network: network, heard: heard, tlsStore: tlsStore}, nil
+	source, _, _ := net.SplitHostPort(bind)
+	return &streamLayer{Listener: l, source: source, advertise: advertise, network: network, heard: heard, tlsStore: tlsStore}, nil
 }
 
 // Dial implements raft.StreamLayer.
@@ -117,7 +134,7 @@ func (s *streamLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.
 	if !reachable(s.network, peer) {
 		return nil, fmt.Errorf("dial %s: %w", peer, errUnreachable)
 	}
-	c, err := net.DialTimeout("tcp", peer, timeout)
+	c, err := peerDialer(s.source, timeout).Dial("tcp", peer)
 	if err != nil {
 		return nil, err
 	}
@@ -144,14 +161,15 @@ func (s *streamLayer) Addr() net.Addr { return s.advertise }
 // blackhole, as in a real partition), streams to it fail to dial.
 type gossipTransport struct {
 	*memberlist.NetTransport
+	source   string // the bind IP outgoing streams come from
 	network  Network
 	packetCh chan *memberlist.Packet
 	done     chan struct{}
 	once     sync.Once
 }
 
-func newGossipTransport(inner *memberlist.NetTransport, network Network) *gossipTransport {
-	t := &gossipTransport{NetTransport: inner, network: network, packetCh: make(chan *memberlist.Packet, 64), done: make(chan struct{})}
+func newGossipTransport(inner *memberlist.NetTransport, source string, network Network) *gossipTransport {
+	t := &gossipTransport{NetTransport: inner, source: source, network: network, packetCh: make(chan *memberlist.Packet, 64), done: make(chan struct{})}
 	go t.filterPackets()
 	return t
 }
@@ -191,7 +209,7 @@ func (t *gossipTransport) DialTimeout(addr string, timeout time.Duration) (net.C
 	if !reachable(t.network, addr) {
 		return nil, fmt.Errorf("dial %s: %w", addr, errUnreachable)
 	}
-	c, err := t.NetTransport.DialTimeout(addr, timeout)
+	c, err := peerDialer(t.source, timeout).Dial("tcp", addr)
 	if err != nil {
 		return nil, err
 	}

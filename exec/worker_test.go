@@ -167,8 +167,13 @@ func TestLeaseExpiryFencesJob(t *testing.T) {
 	state.contact.Store(false)
 	waitFor(t, waitShort, "job process to die", func() bool { return !alive(pid) })
 	elapsed := time.Since(lost)
-	if elapsed > cfg.LeaseDuration+cfg.RenewInterval+time.Second {
-		t.Errorf("fenced after %v, want about the lease (%v)", elapsed, cfg.LeaseDuration)
+	// The promise (invariant 2): the copy is dead before the leader may
+	// declare it lost, L + its safety margin (sched: 3 s) after contact.
+	// Past that is a broken fence, not noise; how close to L it dies is
+	// logged.
+	t.Logf("fenced %v after renewals stopped (lease %v)", elapsed, cfg.LeaseDuration)
+	if elapsed > cfg.LeaseDuration+3*time.Second {
+		t.Errorf("fenced after %v, want within the lease (%v) + the leader's 3 s margin", elapsed, cfg.LeaseDuration)
 	}
 	var res *Result
 	waitFor(t, waitShort, "result.json", func() bool {

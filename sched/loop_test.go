@@ -245,15 +245,12 @@ func TestLoopCoalescesBursts(t *testing.T) {
 	})
 	plans, busy := s.Plans(), s.PlanTime()
 	// Coalescing keeps planning to about 1/coalesceFactor of the time
-	// during the burst (twice that allowed for the tail and timer slack);
-	// planning on every submit would keep the loop busy all along.
-	limit := 2*burst/coalesceFactor + 50*time.Millisecond
-	t.Logf("%d submits in %v gave %d plans taking %v (limit %v)", n, burst, plans, busy, limit)
-	if busy > limit {
-		t.Fatalf("planning took %v of a %v burst (%d plans for %d submits), want <= %v", busy, burst, plans, n, limit)
-	}
-	if plans >= n {
-		t.Fatalf("%d plans for %d submits: nothing coalesced", plans, n)
+	// during the burst. That share is a speed figure (it depends on how
+	// the machine's two cores were shared, issue 22), logged here; the
+	// test asserts what coalescing promises: far fewer plans than submits.
+	t.Logf("%d submits in %v gave %d plans taking %v (about %v expected)", n, burst, plans, busy, burst/coalesceFactor)
+	if plans > n/10 {
+		t.Fatalf("%d plans for %d submits: want at most %d (one plan per coalescing window, not per submit)", plans, n, n/10)
 	}
 }
 
