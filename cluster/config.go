@@ -81,6 +81,11 @@ type Config struct {
 	// it makes to another node's /v1/internal/ endpoints (ACL's
 	// cluster-internal secret, docs/security.md). Nil adds nothing.
 	InternalAuth func(http.Header)
+	// Work, when set, builds the payload of the work streams this node
+	// serves to nodes outside raft (workstream.go); nil answers 501.
+	Work WorkSource
+	// WorkStreams bounds the work streams and their pings (workstream.go).
+	WorkStreams WorkStreamLimits
 	// RaftLogLevel is hclog's level for raft's own log lines (default warn).
 	RaftLogLevel string
 	// TLS, when set, puts raft and this node's calls to other nodes'
@@ -163,6 +168,11 @@ func DefaultConfig() Config {
 			PushPullInterval:        15 * time.Second,
 			TCPTimeout:              5 * time.Second,
 			GossipToTheDeadTime:     30 * time.Second,
+		},
+		WorkStreams: WorkStreamLimits{
+			PingInterval: time.Second,
+			NewPerSecond: 100,
+			CatchUp:      5 * time.Second,
 		},
 		RaftLogLevel: "warn",
 	}
@@ -258,6 +268,9 @@ func (c *Config) Validate() error {
 	}
 	if g.GossipInterval <= 0 || g.PushPullInterval <= 0 || g.TCPTimeout <= 0 || g.GossipToTheDeadTime <= 0 {
 		return errors.New("cluster: Gossip.GossipInterval, PushPullInterval, TCPTimeout and GossipToTheDeadTime must be positive")
+	}
+	if w := c.WorkStreams; w.PingInterval < 0 || w.NewPerSecond < 0 || w.CatchUp < 0 {
+		return errors.New("cluster: WorkStreams.PingInterval, NewPerSecond and CatchUp must not be negative (0 takes the default)")
 	}
 	return nil
 }

@@ -25,7 +25,8 @@ const ForwardedHeader = "X-Foreman-Forwarded"
 // InternalHandler serves the node-to-node endpoints under /v1/internal/:
 // POST apply (a follower's forwarded write; applied only if this node leads),
 // POST leave (a follower asking the leader to remove it from raft) and GET
-// index (a follower catching up; see sync.go).
+// index (a follower catching up; see sync.go) and GET work/{node} (a node
+// outside raft learning its attempts; see workstream.go).
 //
 // With Config.TLS, only callers that presented an agent certificate of the
 // cluster CA get through (RequireAgentCert); anyone else gets 403.
@@ -35,6 +36,7 @@ func (n *Node) InternalHandler() http.Handler {
 	mux.HandleFunc("POST "+InternalPrefix+"leave", n.handleLeave)
 	mux.HandleFunc("GET "+InternalPrefix+"index", n.handleIndex)
 	mux.HandleFunc("POST "+InternalPrefix+"keyring", n.handleKeyring)
+	mux.HandleFunc("GET "+InternalPrefix+"work/{node}", n.handleWork)
 	if n.cfg.TLS == nil {
 		return mux
 	}

@@ -36,6 +36,10 @@ type Node struct {
 	meta    atomic.Pointer[[]byte]
 	client  *http.Client
 
+	// The work streams this node serves to nodes outside raft.
+	workWaker     *workWaker
+	workAdmission admission
+
 	notifyCh chan bool
 	ld       leadership
 
@@ -90,6 +94,7 @@ func New(cfg Config, f *fsm.FSM, self fsm.Node, logger *slog.Logger) (*Node, err
 		cfg: cfg, logger: logger, fsm: f, self: self, heard: newHeardTracker(),
 		members: newMemberTable(), state: state, client: newForwardClient(cfg.bindIP(), cfg.Network, cfg.TLS),
 		notifyCh: make(chan bool, 16), closing: make(chan struct{}), syncFlipped: make(chan struct{}, 1),
+		workWaker: newWorkWaker(f.Events()),
 	}
 	n.ld.init()
 	if cfg.InternalAuth != nil {

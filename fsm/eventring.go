@@ -239,6 +239,22 @@ func (r *EventRing) Read(pos uint64, dst []RingEvent) (out []RingEvent, next uin
 	return out, pos, true
 }
 
+// Visit calls fn for each event from pos on, under the ring's read lock
+// (fn must be quick and must not keep e), without encoding them, and
+// returns the position after the last. ok is false when pos has left the
+// ring: the reader lost events.
+func (r *EventRing) Visit(pos uint64, fn func(e *Event)) (next uint64, ok bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if pos < r.start {
+		return pos, false
+	}
+	for ; pos < r.next; pos++ {
+		fn(&r.slots[pos%uint64(len(r.slots))].ev)
+	}
+	return pos, true
+}
+
 // Counts returns how many events of each kind ("attempt.lost") this node
 // has applied since it started.
 func (r *EventRing) Counts() map[string]uint64 {

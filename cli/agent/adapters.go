@@ -91,6 +91,15 @@ func (a assignments) LiveAttempts(node string) ([]exec.Assignment, error) {
 	return out, nil
 }
 
+// workSource is what this agent, as a server, sends a node outside raft
+// on its work stream (cluster/workstream.go): the view the node's own
+// executor would read from a replica, so the executor cannot tell the two
+// apart. Each read decodes the specs afresh (the cache above is one
+// node's); a per-stream cache is for when clients exist.
+type workSource struct{ f *fsm.FSM }
+
+func (s workSource) NodeWork(node string) (any, error) { return newAssignments(s.f).LiveAttempts(node) }
+
 // specCache holds the specs of a node's assigned attempts from the last
 // LiveAttempts. A job's spec never changes once submitted, and the key
 // names one attempt (its fencing token is the index of the entry that

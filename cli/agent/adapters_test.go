@@ -1,11 +1,13 @@
 package agent
 
 import (
+	"encoding/json"
 	"path/filepath"
 	"reflect"
 	"testing"
 	"time"
 
+	"github.com/foreman-sched/foreman/exec"
 	"github.com/foreman-sched/foreman/fsm"
 	"github.com/hashicorp/raft"
 )
@@ -84,6 +86,27 @@ func TestAssignmentsLiveAttempts(t *testing.T) {
 	check(map[string]fsm.AttemptState{"01JOBA": fsm.AttemptAssigned, "01JOBB": fsm.AttemptAssigned}) // from the cache
 	apply(fsm.CmdReport, fsm.ReportAttempt{JobID: "01JOBA", Attempt: 1, FencingToken: place.Index, Node: "n1", State: fsm.AttemptRunning})
 	check(map[string]fsm.AttemptState{"01JOBA": fsm.AttemptRunning, "01JOBB": fsm.AttemptAssigned})
+	// What a server sends a node outside raft on its work stream decodes
+	// into exactly what the node's executor would have read locally.
+	ws, err := workSource{f: f}.NodeWork("n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var decoded []exec.Assignment
+	if err := json.Unmarshal(b, &decoded); err != nil {
+		t.Fatal(err)
+	}
+	local, err := newAssignments(f).LiveAttempts("n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(local) != 2 || !reflect.DeepEqual(decoded, local) {
+		t.Fatalf("work stream payload decodes to\n%+v\nwant the local view\n%+v", decoded, local)
+	}
 	apply(fsm.CmdReport, fsm.ReportAttempt{JobID: "01JOBB", Attempt: 1, FencingToken: place.Index, Node: "n1", State: fsm.AttemptSucceeded})
 	check(map[string]fsm.AttemptState{"01JOBA": fsm.AttemptRunning})
 }

@@ -1,0 +1,147 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+
+	"github.com/foreman-sched/foreman/cluster"
+	"github.com/foreman-sched/foreman/cluster/clustertest"
+	"github.com/foreman-sched/foreman/fsm"
+)
+
+// lazyWork is a workSource whose FSM is known only once the node started.
+type lazyWork struct {
+	mu sync.Mutex
+	f  *fsm.FSM
+}
+
+func (w *lazyWork) NodeWork(node string) (any, error) {
+	w.mu.Lock()
+	f := w.f
+	w.mu.Unlock()
+	return workSource{f: f}.NodeWork(node)
+}
+
+// TestWorkClientFollowsItsStream: a node's executor view built from a work
+// stream (no local replica) sees the attempts placed on it, with their
+// specs, is in contact with the leader while the pings say so, and keeps
+// both when the server it streams from is killed: it moves to another.
+func TestWorkClientFollowsItsStream(t *testing.T) {
+	srcs := []*lazyWork{{}, {}, {}}
+	c := clustertest.NewCluster(t, 3, clustertest.Options{Configure: func(i int, cfg *cluster.Config) {
+		cfg.Work = srcs[i]
+		cfg.WorkStreams.PingInterval = 100 * time.Millisecond
+	}})
+	for i, s := range srcs {
+		s.mu.Lock()
+		s.f = c.Node(i).FSM
+		s.mu.Unlock()
+	}
+	leader := c.WaitForLeader()
+	target := c.Node(2).Name // the node whose work the client follows
+	c.Eventually(clustertest.ConvergeTimeout, target+" recorded", func() error {
+		return leader.FSM.View(func(tx *fsm.Tx) error {
+			n, err := tx.Node(target)
+			if err == nil && n == nil {
+				err = fmt.Errorf("%s not recorded", target)
+			}
+			return err
+		})
+	})
+	var servers []string
+	for _, nd := range c.Nodes()[:2] {
+		servers = append(servers, fmt.Sprintf("http://127.0.0.1:%d", nd.Port))
+	}
+	wc := newWorkClient(target, servers, &http.Client{}, nil, 1500*time.Millisecond, nil)
+	if _, err := wc.LiveAttempts(target); err == nil {
+		t.Fatal("LiveAttempts answered before any work arrived")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- wc.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	changed, stop := wc.Watch()
+	defer stop()
+	place := func() string {
+		t.Helper()
+		id := ulid.Make().String()
+		for _, p := range []struct {
+			typ fsm.CommandType
+			v   any
+		}{
+			{fsm.CmdSubmitJobs, fsm.SubmitJobs{Jobs: []fsm.NewJob{{ID: id, Spec: fsm.JobSpec{Command: []string{"echo", id}, Priority: 50}}}}},
+			{fsm.CmdPlace, fsm.Place{Placements: []fsm.Placement{{JobID: id, Node: target}}}},
+		} {
+			cmd, err := fsm.NewCommand(p.typ, time.Now(), p.v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			actx, acancel := context.WithTimeout(context.Background(), 20*time.Second)
+			res, err := c.WaitForLeader().Apply(actx, cmd)
+			acancel()
+			if err == nil && (res.Err != nil || len(res.Skipped) > 0) {
+				err = fmt.Errorf("%v %v", res.Err, res.Skipped)
+			}
+			if err != nil {
+				t.Fatalf("%s: %v", p.typ, err)
+			}
+		}
+		return id
+	}
+	waitFor := func(want []string) {
+		t.Helper()
+		c.Eventually(10*time.Second, fmt.Sprintf("the client holds %v", want), func() error {
+			got, err := wc.LiveAttempts(target)
+			if err != nil {
+				return err
+			}
+			var ids []string
+			for _, a := range got {
+				if a.Attempt.State != fsm.AttemptAssigned || !slices.Equal(a.Spec.Command, []string{"echo", a.Attempt.JobID}) {
+					return fmt.Errorf("attempt %+v with spec %+v", a.Attempt, a.Spec)
+				}
+				ids = append(ids, a.Attempt.JobID)
+			}
+			slices.Sort(ids)
+			if !slices.Equal(ids, want) {
+				return fmt.Errorf("holds %v", ids)
+			}
+			if !wc.InContactWithLeader() {
+				return fmt.Errorf("not in contact with the leader")
+			}
+			return nil
+		})
+	}
+
+	waitFor(nil)
+	first := place()
+	waitFor([]string{first})
+	select {
+	case <-changed:
+	default:
+		t.Error("no Watch signal for the new set")
+	}
+
+	from := wc.Server()
+	for _, nd := range c.Nodes()[:2] {
+		if from == fmt.Sprintf("http://127.0.0.1:%d", nd.Port) {
+			t.Logf("killing %s, the client's server", nd.Name)
+			c.Kill(nd.Index)
+		}
+	}
+	second := place()
+	want := []string{first, second}
+	slices.Sort(want)
+	waitFor(want)
+	if now := wc.Server(); now == from || now == "" {
+		t.Fatalf("after its server %s was killed the client streams from %q", from, now)
+	}
+}

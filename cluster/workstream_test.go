@@ -1,0 +1,275 @@
+package cluster_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/foreman-sched/foreman/cluster"
+	"github.com/foreman-sched/foreman/cluster/clustertest"
+	"github.com/foreman-sched/foreman/fsm"
+)
+
+// testWork is a WorkSource over one node's FSM: "job/num/state" per live
+// attempt.
+type testWork struct {
+	mu sync.Mutex
+	f  *fsm.FSM
+}
+
+func (w *testWork) NodeWork(node string) (any, error) {
+	w.mu.Lock()
+	f := w.f
+	w.mu.Unlock()
+	out := []string{}
+	err := f.View(func(tx *fsm.Tx) error {
+		return tx.LiveAttemptsOnNode(node, func(a *fsm.Attempt) bool {
+			out = append(out, fmt.Sprintf("%s/%d/%s", a.JobID, a.Num, a.State))
+			return true
+		})
+	})
+	return out, err
+}
+
+// workCluster is a 3-node cluster whose nodes serve work streams.
+func workCluster(t *testing.T, limits cluster.WorkStreamLimits) *clustertest.Cluster {
+	t.Helper()
+	srcs := []*testWork{{}, {}, {}}
+	c := clustertest.NewCluster(t, 3, clustertest.Options{Configure: func(i int, cfg *cluster.Config) {
+		cfg.Work, cfg.WorkStreams = srcs[i], limits
+	}})
+	for i, s := range srcs {
+		s.mu.Lock()
+		s.f = c.Node(i).FSM
+		s.mu.Unlock()
+	}
+	leader := c.WaitForLeader()
+	c.Eventually(clustertest.ConvergeTimeout, "every node recorded", func() error {
+		for _, nd := range c.Nodes() {
+			if _, err := nodeRecord(leader, nd.Name); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return c
+}
+
+// workStream is an open stream's frames.
+type workStream struct {
+	frames chan cluster.WorkFrame
+	resp   *http.Response
+}
+
+// openWork opens a stream; a server that is not ready (503: no leader
+// contact yet, or catching up) is asked again for up to 10 s, as a client
+// would.
+func openWork(t *testing.T, via *clustertest.Node, node string, index uint64) (*workStream, *http.Response) {
+	t.Helper()
+	url := fmt.Sprintf("http://127.0.0.1:%d%swork/%s?index=%d", via.Port, cluster.InternalPrefix, node, index)
+	var resp *http.Response
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		var err error
+		if resp, err = http.Get(url); err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode != http.StatusServiceUnavailable || time.Now().After(deadline) {
+			break
+		}
+		resp.Body.Close()
+		time.Sleep(50 * time.Millisecond)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, resp
+	}
+	ws := &workStream{frames: make(chan cluster.WorkFrame, 64), resp: resp}
+	t.Cleanup(func() { resp.Body.Close() })
+	go func() {
+		defer close(ws.frames)
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			var f cluster.WorkFrame
+			if err := json.Unmarshal(sc.Bytes(), &f); err != nil {
+				t.Errorf("bad frame %q: %v", sc.Text(), err)
+				return
+			}
+			ws.frames <- f
+		}
+	}()
+	return ws, resp
+}
+
+// nextWork returns the stream's next work frame's attempts, failing on a
+// closed stream or after timeout. pings counts the pings before it.
+func (ws *workStream) nextWork(t *testing.T, timeout time.Duration) (f cluster.WorkFrame, work []string, pings int) {
+	t.Helper()
+	deadline := time.After(timeout)
+	for {
+		select {
+		case f, ok := <-ws.frames:
+			if !ok {
+				t.Fatal("the work stream ended")
+			}
+			if f.Type == cluster.WorkFramePing {
+				pings++
+				continue
+			}
+			if err := json.Unmarshal(f.Work, &work); err != nil {
+				t.Fatal(err)
+			}
+			return f, work, pings
+		case <-deadline:
+			t.Fatalf("no work frame within %s", timeout)
+		}
+	}
+}
+
+// A client's stream from a follower: the node's whole live set first,
+// again after each change to it, never for another node's changes, with
+// pings saying the server is in contact with the leader; a client that
+// saw a later index (from another server) waits for this one to catch up.
+func TestWorkStreamDeliversOnlyItsNode(t *testing.T) {
+	c := workCluster(t, cluster.WorkStreamLimits{PingInterval: 100 * time.Millisecond})
+	leader := c.WaitForLeader()
+	via := c.Followers()[0]
+	var target, other string
+	for _, nd := range c.Nodes() {
+		if nd.Name != via.Name && target == "" {
+			target = nd.Name
+		} else if nd.Name != target {
+			other = nd.Name
+		}
+	}
+	ws, resp := openWork(t, via, target, leader.FSM.AppliedIndex())
+	if ws == nil {
+		t.Fatalf("open: %s", resp.Status)
+	}
+	f, work, _ := ws.nextWork(t, 5*time.Second)
+	if len(work) != 0 || !f.LeaderContact {
+		t.Fatalf("first frame %+v %v: want an empty set, in contact with the leader", f, work)
+	}
+
+	wakes := via.WorkWakeups()
+	ids := []string{submit(t, leader), submit(t, leader)}
+	apply(t, leader, fsm.CmdPlace, fsm.Place{Placements: []fsm.Placement{{JobID: ids[0], Node: other}}})
+	placed := apply(t, leader, fsm.CmdPlace, fsm.Place{Placements: []fsm.Placement{{JobID: ids[1], Node: target}}})
+	f, work, pings := ws.nextWork(t, 5*time.Second)
+	if want := []string{ids[1] + "/1/assigned"}; !slices.Equal(work, want) || f.Index < placed.Index {
+		t.Fatalf("after the placement (index %d): frame index %d, work %v; want %v", placed.Index, f.Index, work, want)
+	}
+	// The placement on the other node woke nothing here: one wake-up for
+	// the target's placement (the other node has no stream).
+	c.Eventually(5*time.Second, "the waker caught up", func() error {
+		if got := via.WorkWakeups() - wakes; got != 1 {
+			return fmt.Errorf("%d wake-ups for one placement on %s and one on %s, want 1", got, target, other)
+		}
+		return nil
+	})
+	t.Logf("work frame after %d pings", pings)
+
+	apply(t, leader, fsm.CmdReport, fsm.ReportAttempt{JobID: ids[1], Attempt: 1, FencingToken: placed.Index, Node: target,
+		State: fsm.AttemptRunning, StartedAt: time.Now()})
+	if f, work, _ = ws.nextWork(t, 5*time.Second); !slices.Equal(work, []string{ids[1] + "/1/running"}) {
+		t.Fatalf("after the start: %v", work)
+	}
+
+	// Resume on another server with the index seen: never older.
+	other2 := c.Followers()[1]
+	if other2.Name == via.Name {
+		other2 = c.Followers()[0]
+	}
+	ws2, resp := openWork(t, other2, target, f.Index)
+	if ws2 == nil {
+		t.Fatalf("resume: %s", resp.Status)
+	}
+	if f2, work, _ := ws2.nextWork(t, 5*time.Second); f2.Index < f.Index || !slices.Equal(work, []string{ids[1] + "/1/running"}) {
+		t.Fatalf("resumed frame index %d (had %d), work %v", f2.Index, f.Index, work)
+	}
+}
+
+// Bad requests change nothing and say why: an unknown node, an index that
+// is not a number, an index no server has reached, too many new streams.
+func TestWorkStreamRefusals(t *testing.T) {
+	c := workCluster(t, cluster.WorkStreamLimits{CatchUp: 300 * time.Millisecond, NewPerSecond: 1})
+	leader := c.WaitForLeader()
+	before := leader.FSM.AppliedIndex()
+	get := func(via *clustertest.Node, path string) (int, string, http.Header) {
+		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d%s%s", via.Port, cluster.InternalPrefix, path))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var body struct{ Error, Code string }
+		_ = json.NewDecoder(resp.Body).Decode(&body)
+		return resp.StatusCode, body.Error, resp.Header
+	}
+	for _, tc := range []struct {
+		path, want string
+		status     int
+	}{
+		{"work/" + leader.Name + "?index=abc", "index", http.StatusBadRequest},
+		{"work/no-such-node?index=0", `node "no-such-node" is not registered`, http.StatusNotFound},
+		{fmt.Sprintf("work/%s?index=%d", leader.Name, before+1_000_000), "is ahead of this server", http.StatusConflict},
+	} {
+		status, msg, _ := get(leader, tc.path)
+		if status != tc.status || !strings.Contains(msg, tc.want) {
+			t.Errorf("GET %s: %d %q; want %d naming %q", tc.path, status, msg, tc.status, tc.want)
+		}
+	}
+	// One new stream a second (per server; the leader's went to the
+	// catch-up above): a follower opens one, and refuses the next at once.
+	via := c.Followers()[0]
+	if ws, resp := openWork(t, via, via.Name, 0); ws == nil {
+		t.Fatalf("a stream within the rate: %s", resp.Status)
+	}
+	status, msg, h := get(via, "work/"+via.Name)
+	if status != http.StatusTooManyRequests || h.Get("Retry-After") == "" || !strings.Contains(msg, "1 new work streams per second") {
+		t.Errorf("a stream over the rate: %d %q Retry-After %q; want 429 with a Retry-After", status, msg, h.Get("Retry-After"))
+	}
+	if after := leader.FSM.AppliedIndex(); after != before {
+		t.Errorf("the refusals changed the state: index %d -> %d", before, after)
+	}
+}
+
+// A server cut off from the leader drops its work streams (after
+// LeaderContactTimeout), so its clients move instead of starving; its
+// pings said so first.
+func TestWorkStreamDroppedWhenServerLosesLeader(t *testing.T) {
+	c := workCluster(t, cluster.WorkStreamLimits{PingInterval: 100 * time.Millisecond})
+	c.WaitForLeader()
+	via := c.Followers()[0]
+	ws, resp := openWork(t, via, via.Name, 0)
+	if ws == nil {
+		t.Fatalf("open: %s", resp.Status)
+	}
+	ws.nextWork(t, 5*time.Second)
+	var others []int
+	for _, nd := range c.Nodes() {
+		if nd.Name != via.Name {
+			others = append(others, nd.Index)
+		}
+	}
+	c.Partition([]int{via.Index}, others)
+	cut := time.Now()
+	sawNoContact := false
+	for f := range ws.frames {
+		if f.Type == cluster.WorkFramePing && !f.LeaderContact {
+			sawNoContact = true
+		}
+		if time.Since(cut) > 30*time.Second {
+			t.Fatal("the stream still runs 30 s after its server was cut off")
+		}
+	}
+	took := time.Since(cut)
+	t.Logf("stream dropped %.1fs after the cut", took.Seconds())
+	if !sawNoContact {
+		t.Error("the stream ended without a ping saying the leader was lost")
+	}
+}

@@ -1,0 +1,140 @@
+package cluster
+
+import (
+	"context"
+	"sync"
+
+	"github.com/foreman-sched/foreman/fsm"
+)
+
+// workWaker wakes the work streams (workstream.go) of the nodes an apply
+// touched, and only those: with thousands of clients attached, a
+// placement on one node must not wake every stream (the Kubernetes watch
+// cache's per-node trigger). It reads the FSM's event ring, where every
+// change to a node's live attempts (placed, started, stop_requested, a
+// terminal state) is an attempt event naming the node; when it falls
+// behind the ring (or the state is restored) it wakes every stream, which
+// costs a re-read each, never a missed change. It runs while at least one
+// stream is open.
+type workWaker struct {
+	ring *fsm.EventRing
+
+	mu      sync.Mutex
+	nodes   map[string]*nodeWake
+	running bool
+	stop    context.CancelFunc
+	wakes   uint64 // node wake-ups so far (tests, metrics)
+}
+
+// nodeWake is one node's open streams and the channel their next wake-up
+// closes.
+type nodeWake struct {
+	streams int
+	ch      chan struct{}
+}
+
+func newWorkWaker(ring *fsm.EventRing) *workWaker {
+	return &workWaker{ring: ring, nodes: map[string]*nodeWake{}}
+}
+
+// join registers a stream of node and returns the function that removes
+// it.
+func (w *workWaker) join(node string) (leave func()) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	nw := w.nodes[node]
+	if nw == nil {
+		nw = &nodeWake{ch: make(chan struct{})}
+		w.nodes[node] = nw
+	}
+	nw.streams++
+	if !w.running {
+		// From the ring's tail as of now: the caller reads the node's
+		// state after join, so every change it could miss is after this.
+		pos, _ := w.ring.Tail()
+		ctx, cancel := context.WithCancel(context.Background())
+		w.running, w.stop = true, cancel
+		go w.run(ctx, pos)
+	}
+	return func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if nw.streams--; nw.streams == 0 {
+			delete(w.nodes, node)
+		}
+		if len(w.nodes) == 0 && w.running {
+			w.running = false
+			w.stop()
+		}
+	}
+}
+
+// next returns the channel closed at node's next change. Take it before
+// reading the node's state, so a change between the read and the wait is
+// not missed.
+func (w *workWaker) next(node string) <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if nw := w.nodes[node]; nw != nil {
+		return nw.ch
+	}
+	return nil // not joined: never woken
+}
+
+// WorkWakeups is how many times this node woke one node's work streams
+// (a per-node count: one apply that touches one node adds one, whatever
+// the number of streams of other nodes).
+func (n *Node) WorkWakeups() uint64 { return n.workWaker.wakeups() }
+
+// wakeups is how many node wake-ups there have been.
+func (w *workWaker) wakeups() uint64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.wakes
+}
+
+func (w *workWaker) run(ctx context.Context, pos uint64) {
+	touched := map[string]bool{}
+	for {
+		changed := w.ring.Changed()
+		clear(touched)
+		next, ok := w.ring.Visit(pos, func(e *fsm.Event) {
+			if e.Type == fsm.EventAttempt && e.Node != "" {
+				touched[e.Node] = true
+			}
+		})
+		if !ok { // events left the ring unread: wake everyone
+			next, _ = w.ring.Tail()
+		}
+		pos = next
+		w.wake(touched, !ok)
+		select {
+		case <-ctx.Done():
+			return
+		case <-changed:
+		}
+	}
+}
+
+// wake wakes the touched nodes' streams (every stream if all): the cost
+// is per touched node, not per stream attached.
+func (w *workWaker) wake(touched map[string]bool, all bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	wake := func(nw *nodeWake) {
+		close(nw.ch)
+		nw.ch = make(chan struct{})
+		w.wakes++
+	}
+	if all {
+		for _, nw := range w.nodes {
+			wake(nw)
+		}
+		return
+	}
+	for name := range touched {
+		if nw := w.nodes[name]; nw != nil {
+			wake(nw)
+		}
+	}
+}
