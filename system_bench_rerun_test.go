@@ -17,13 +17,8 @@ func BenchmarkNodeLostRerun(b *testing.B) {
 	var rerun, dead, gone time.Duration
 	for range b.N {
 		b.StopTimer()
-		c := newSysCluster(b, 3)
-		d := newJobDir(b, c.root)
-		leader := c.leader()
-		id := submitJob(b, leader, d.waitingJob("long", "sysnode != "+leader.name))
-		j := waitJobState(b, leader, id, "running")
-		victim := c.byName(j.attempt(1).Node)
-		pid := d.pid(b, 1)
+		o := runOffLeader(b, newSysCluster(b, 3))
+		d, id, leader, victim, pid := o.d, o.id, o.leader, o.victim, o.pid
 		b.StartTimer()
 
 		killed := time.Now()

@@ -111,18 +111,32 @@ func reportRerun(t testing.TB, what string, deadAfter, nodeDead, took time.Durat
 	}
 }
 
+// offLeader is a long job running on a node other than the leader.
+type offLeader struct {
+	d              jobDir
+	id             string
+	leader, victim *agentProc // victim: the node running attempt 1
+	pid            int        // attempt 1's process
+}
+
+// runOffLeader starts a long job kept off the leader (label constraint),
+// so a test measures the dead-node path, not an election; a replacement
+// may go to either other node but the leader.
+func runOffLeader(t testing.TB, c *sysCluster) offLeader {
+	t.Helper()
+	o := offLeader{d: newJobDir(t, c.root), leader: c.leader()}
+	o.id = submitJob(t, o.leader, o.d.waitingJob("long", "sysnode != "+o.leader.name))
+	j := waitJobState(t, o.leader, o.id, "running")
+	o.victim = c.byName(j.attempt(1).Node)
+	o.pid = o.d.pid(t, 1)
+	t.Logf("attempt 1 runs on %s (%s), leader %s, pid %d", o.victim.name, o.victim.ip, o.leader.name, o.pid)
+	return o
+}
+
 func TestSystemNodeKilled(t *testing.T) {
 	c := newSysCluster(t, 3)
-	d := newJobDir(t, c.root)
-	// The job is kept off the leader (label constraint) so the test measures
-	// the dead-node path, not an election; the replacement may go to either
-	// survivor except the leader.
-	leader := c.leader()
-	id := submitJob(t, leader, d.waitingJob("long", "sysnode != "+leader.name))
-	j := waitJobState(t, leader, id, "running")
-	victim := c.byName(j.attempt(1).Node)
-	pid := d.pid(t, 1)
-	t.Logf("attempt 1 runs on %s (leader %s), pid %d", victim.name, leader.name, pid)
+	o := runOffLeader(t, c)
+	d, id, leader, victim, pid := o.d, o.id, o.leader, o.victim, o.pid
 	term := termOf(t, leader)
 
 	killed := time.Now()
@@ -215,13 +229,8 @@ func TestSystemNodeCutOff(t *testing.T) {
 	err := haveIptables()
 	requireCapability(t, err == nil, fmt.Sprintf("root + iptables (%v)", err))
 	c := newSysCluster(t, 3)
-	d := newJobDir(t, c.root)
-	leader := c.leader()
-	id := submitJob(t, leader, d.waitingJob("long", "sysnode != "+leader.name))
-	j := waitJobState(t, leader, id, "running")
-	victim := c.byName(j.attempt(1).Node)
-	pid := d.pid(t, 1)
-	t.Logf("attempt 1 runs on %s (%s), leader %s, pid %d", victim.name, victim.ip, leader.name, pid)
+	o := runOffLeader(t, c)
+	d, id, leader, victim, pid := o.d, o.id, o.leader, o.victim, o.pid
 
 	cut := time.Now()
 	heal := iptablesCut(t, victim.ip)
