@@ -160,18 +160,16 @@ func (n *Node) handleWork(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusOK)
-	if err := n.serveWork(r.Context(), w, node, lim); err != nil && !errors.Is(err, context.Canceled) {
+	if err := n.serveWork(r.Context(), w, node); err != nil && !errors.Is(err, context.Canceled) {
 		n.logger.Debug("work stream ended", "node", node, "err", err)
 	}
 }
 
 // serveWork writes node's frames until the client leaves, this server
 // loses the leader or shuts down.
-func (n *Node) serveWork(ctx context.Context, w http.ResponseWriter, node string, lim WorkStreamLimits) error {
+func (n *Node) serveWork(ctx context.Context, w http.ResponseWriter, node string) error {
 	rc := http.NewResponseController(w)
 	enc := json.NewEncoder(w)
-	ping := time.NewTicker(lim.PingInterval)
-	defer ping.Stop()
 	var last []byte
 	var lostSince time.Time // when pings first found no leader contact
 	send := func(f WorkFrame) error {
@@ -198,6 +196,7 @@ func (n *Node) serveWork(ctx context.Context, w http.ResponseWriter, node string
 			last = b
 		}
 		for woken := false; !woken; {
+			ping := n.workWaker.nextPing()
 			select {
 			case <-ctx.Done():
 				return ctx.Err()
@@ -205,7 +204,7 @@ func (n *Node) serveWork(ctx context.Context, w http.ResponseWriter, node string
 				return ErrShutdown
 			case <-wake:
 				woken = true
-			case <-ping.C:
+			case <-ping:
 				contact := n.InContactWithLeader()
 				switch {
 				case contact:

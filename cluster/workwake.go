@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/foreman-sched/foreman/fsm"
 )
@@ -14,13 +15,16 @@ import (
 // change to a node's live attempts (placed, started, stop_requested, a
 // terminal state) is an attempt event naming the node; when it falls
 // behind the ring (or the state is restored) it wakes every stream, which
-// costs a re-read each, never a missed change. It runs while at least one
-// stream is open.
+// costs a re-read each, never a missed change. It also ticks the streams'
+// pings, one timer for all of them. It runs while at least one stream is
+// open.
 type workWaker struct {
-	ring *fsm.EventRing
+	ring      *fsm.EventRing
+	pingEvery time.Duration
 
 	mu      sync.Mutex
 	nodes   map[string]*nodeWake
+	ping    chan struct{} // closed at the next ping tick: one timer for every stream
 	running bool
 	stop    context.CancelFunc
 	wakes   uint64 // node wake-ups so far (tests, metrics)
@@ -33,8 +37,15 @@ type nodeWake struct {
 	ch      chan struct{}
 }
 
-func newWorkWaker(ring *fsm.EventRing) *workWaker {
-	return &workWaker{ring: ring, nodes: map[string]*nodeWake{}}
+func newWorkWaker(ring *fsm.EventRing, pingEvery time.Duration) *workWaker {
+	return &workWaker{ring: ring, pingEvery: pingEvery, nodes: map[string]*nodeWake{}, ping: make(chan struct{})}
+}
+
+// nextPing returns the channel closed at the next ping tick.
+func (w *workWaker) nextPing() <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.ping
 }
 
 // join registers a stream of node and returns the function that removes
@@ -95,6 +106,8 @@ func (w *workWaker) wakeups() uint64 {
 
 func (w *workWaker) run(ctx context.Context, pos uint64) {
 	touched := map[string]bool{}
+	tick := time.NewTicker(w.pingEvery)
+	defer tick.Stop()
 	for {
 		changed := w.ring.Changed()
 		clear(touched)
@@ -112,6 +125,11 @@ func (w *workWaker) run(ctx context.Context, pos uint64) {
 		case <-ctx.Done():
 			return
 		case <-changed:
+		case <-tick.C:
+			w.mu.Lock()
+			close(w.ping)
+			w.ping = make(chan struct{})
+			w.mu.Unlock()
 		}
 	}
 }
