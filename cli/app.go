@@ -10,9 +10,28 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
+	"strings"
 
 	ucli "github.com/urfave/cli/v2"
 )
+
+// A flag whose usage already says its default ("(default $FOREMAN_ADDR,
+// else …)", "(default: the latest)") would get urfave/cli's own
+// "(default: 0)" appended as well: help prints the usage's only.
+var flagStringer = ucli.FlagStringer
+
+var urfaveDefault = regexp.MustCompile(` \(default: [^()]*\)$`)
+
+func init() {
+	ucli.FlagStringer = func(f ucli.Flag) string {
+		s := flagStringer(f)
+		if d, ok := f.(ucli.DocGenerationFlag); ok && strings.Contains(d.GetUsage(), "(default") {
+			s = urfaveDefault.ReplaceAllString(s, "")
+		}
+		return s
+	}
+}
 
 // NewApp is the whole command line: agent first, then version, the client
 // commands of this package, and the commands in more (bench).

@@ -130,6 +130,15 @@ func TestEveryCommandHelp(t *testing.T) {
 		if !strings.Contains(out, "USAGE:") || !strings.Contains(out, c.cmd.Usage) {
 			t.Errorf("foreman %s: no usage in %q", strings.Join(args, " "), out)
 		}
+		for _, line := range strings.Split(out, "\n") {
+			// One default per flag (a usage that names its default gets
+			// none appended), and no command taken for a value's name.
+			l := strings.TrimSpace(line)
+			name, _, _ := strings.Cut(l, "  ") // "--flag value-name" before the usage
+			if strings.Count(l, "(default") > 1 || strings.HasPrefix(l, "--") && strings.Contains(name, " foreman ") {
+				t.Errorf("foreman %s: help line %q", strings.Join(args, " "), l)
+			}
+		}
 		if c.leaf() && c.cmd.ArgsUsage != "" && !strings.Contains(c.cmd.ArgsUsage, "-- CMD") {
 			if after := help(append(append([]string{}, c.path...), "ARG", "--help")...); after != out {
 				t.Errorf("foreman %s ARG --help differs from --help", strings.Join(c.path, " "))

@@ -114,7 +114,7 @@ func scheduleCreateCommand() *ucli.Command {
 		&ucli.StringFlag{Name: "tz", Usage: "IANA time zone the spec is read in (default UTC)"},
 		&ucli.StringFlag{Name: "overlap", Usage: "allow (default), forbid or replace while the last run is live"},
 		&ucli.StringFlag{Name: "catch-up", Usage: "missed ticks: skip, latest (default) or all"},
-		&ucli.IntFlag{Name: "max-catch-up", Usage: "with --catch-up all, at most this many missed ticks fire (default 100)"},
+		&ucli.IntFlag{Name: "max-catch-up", Usage: "with --catch-up all, at most this many missed ticks fire", DefaultText: "100"},
 		&ucli.StringFlag{Name: "start-at", Usage: "no tick before this RFC 3339 time"},
 		&ucli.StringFlag{Name: "end-at", Usage: "no tick after this RFC 3339 time"},
 		&ucli.BoolFlag{Name: "paused", Usage: "create it paused"},
