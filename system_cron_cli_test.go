@@ -62,7 +62,9 @@ func TestSystemScheduleCLI(t *testing.T) {
 	if id := strings.TrimSpace(ok("schedule", "trigger", "nightly-backup")); id == "" {
 		t.Fatal("trigger printed no job ID")
 	}
-	ok("schedule", "pause", "tick")
+	if out := ok("schedule", "pause", "tick"); strings.TrimSpace(out) != "schedule tick paused" {
+		t.Errorf("schedule pause printed %q, want \"schedule tick paused\"", out)
+	}
 	ls := ok("schedule", "ls")
 	if !strings.Contains(ls, "nightly-backup") || !strings.Contains(ls, "Europe/Berlin") || !strings.Contains(ls, "paused") {
 		t.Errorf("schedule ls:\n%s", ls)

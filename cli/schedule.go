@@ -76,14 +76,20 @@ func scheduleCommand() *ucli.Command {
 				if err != nil {
 					return nil, err
 				}
-				return any(s), nil
+				if c.Bool("json") {
+					return any(s), nil
+				}
+				return "schedule " + n + " paused", nil
 			}),
 			simple("resume", "fire again from the next tick", func(c *ucli.Context, cl *httpapi.Client, n string) (any, error) {
 				s, err := cl.PauseSchedule(c.Context, n, false)
 				if err != nil {
 					return nil, err
 				}
-				return any(s), nil
+				if c.Bool("json") {
+					return any(s), nil
+				}
+				return "schedule " + n + " resumed", nil
 			}),
 			simple("trigger", "run the schedule's job (or workflow) once now (recorded as manual); prints its ID", func(c *ucli.Context, cl *httpapi.Client, n string) (any, error) {
 				id, wf, err := cl.TriggerScheduleFire(c.Context, n)
