@@ -10,7 +10,7 @@ import (
 	"time"
 
 	ucli "github.com/urfave/cli/v2"
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 )
 
 // configFlag names the agent's YAML config file. Its keys are the agent's
