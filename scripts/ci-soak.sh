@@ -34,7 +34,7 @@ hog_pid=
 stop_hog() { [ -z "$hog_pid" ] || kill "$hog_pid" 2>/dev/null || true; hog_pid=; }
 trap stop_hog EXIT
 
-declare -A fails=()
+declare -A fails=() retries=()
 summary=()
 failed_runs=0
 for i in $(seq 1 "$N"); do
@@ -52,10 +52,14 @@ for i in $(seq 1 "$N"); do
   (cd "$clone" && CI=true bash .ci/run) >"$log" 2>&1 || rc=$?
   wall=$(( $(date +%s) - start ))
   stop_hog
-  # Failed tests (the innermost names: subtests included) and failed packages.
-  tests=$(grep -oE -- '--- FAIL: [^ ]+' "$log" | awk '{print $3}' | sort -u || true)
+  # Failed tests (the innermost names: subtests included) and failed packages. A fuzz target
+  # whose harness timed out without a failing input is run once more by scripts/fuzz.sh (a Go
+  # fuzzing quirk, not a crash): counted apart, as a retry.
+  retried=$(grep -oE '^== [^ :]+: the fuzz harness timed out without a failing input' "$log" | awk '{print $2}' | tr -d ':' | sort -u || true)
+  tests=$(grep -oE -- '--- FAIL: [^ ]+' "$log" | awk '{print $3}' | sort -u | grep -vxF -f <(printf '%s\n' $retried) || true)
   pkgs=$(grep -E '^FAIL[[:space:]]+[^ ]+' "$log" | awk '{print $2}' | sort -u || true)
   for t in $tests; do fails[$t]=$(( ${fails[$t]:-0} + 1 )); done
+  for t in $retried; do retries[$t]=$(( ${retries[$t]:-0} + 1 )); done
   if [ "$rc" = 0 ]; then
     result=pass
   else
@@ -78,6 +82,10 @@ done
   else
     echo "failures per test:"
     for t in "${!fails[@]}"; do echo "  ${fails[$t]}  $t"; done | sort -rn
+  fi
+  if [ ${#retries[@]} -gt 0 ]; then
+    echo "fuzz harness timeouts retried by scripts/fuzz.sh (no failing input):"
+    for t in "${!retries[@]}"; do echo "  ${retries[$t]}  $t"; done | sort -rn
   fi
   echo "$((N - failed_runs)) of $N green"
 } | tee "$DIR/tally.txt"
