@@ -157,6 +157,7 @@ run_go() {
     FOREMAN_BENCH_JOBS=$(q 1000000 100000) go test -run '^$' -bench 'BenchmarkSnapshotRestore' -benchtime 1x -count 1 -timeout 20m ./fsm
     go test -run '^$' -bench 'BenchmarkPlan5000Nodes100kJobs|BenchmarkPlaceOnly5000Nodes' -benchtime 3x -count 1 ./sched
     go test -run '^$' -bench 'BenchmarkDeliverer' -benchtime 3x -count 1 ./sched
+    go test -run '^$' -bench 'BenchmarkCoalesceBurst' -benchtime 3x -count "$RUNS" ./sched
     go test -run '^$' -bench 'BenchmarkApplyThreeNodes' -benchtime "$(q 20000x 2000x)" -count 1 ./cluster
     go test -run '^$' -bench 'BenchmarkProcessStart|BenchmarkWorkerStart' -benchtime "$(q 100x 20x)" -count 1 ./exec
     go test -run '^$' -bench 'BenchmarkContainerStart' -benchtime "$(q 50x 10x)" -count 1 ./exec/container
@@ -295,6 +296,7 @@ rows = [
   ("... events delivered per second to the 100 streams", "", med("dev_events", "events_delivered_per_second", "{:,.0f}") + "/s", ""),
   ("20 x sleep 2s on 4 nodes: efficiency", ">= 99%", med("sleep", "efficiency", "{:.3f}") + " (wall " + med("sleep", "wall_seconds", "{:.2f}") + " s)", "foreman bench sleep --jobs 20 --duration 2s"),
   ("Pure scheduler, 5,000 nodes", ">= 50,000 placements/s", go(r"BenchmarkPlan5000Nodes100kJobs", "placements/s") + " placements/s", "go test -bench BenchmarkPlan5000Nodes100kJobs ./sched"),
+  ("3,000 submits in a burst: share of it spent planning / plans per 1,000 submits", "about 20% (1/coalesceFactor)", go(r"BenchmarkCoalesceBurst", "planning-%") + "% / " + go(r"BenchmarkCoalesceBurst", "plans/1000-submits"), "go test -bench BenchmarkCoalesceBurst ./sched"),
   ("Webhook deliveries to a local receiver (one deliverer, outcomes applied to a real FSM)", "", go(r"BenchmarkDeliverer", "deliveries/s") + " deliveries/s", "go test -bench BenchmarkDeliverer ./sched"),
   ("FSM apply, 1 job per entry / 1,000 per entry (one node)", "", go(r"BenchmarkApplySubmitBatch/jobs=1-", "jobs/s") + " / " + go(r"BenchmarkApplySubmitBatch/jobs=1000-", "jobs/s") + " jobs/s", "go test -bench BenchmarkApplySubmitBatch ./fsm"),
   ("Raft apply, 3 in-process nodes, 64 clients: rate, p50, p99", "", go(r"BenchmarkApplyThreeNodes/leader", "jobs/s") + " jobs/s, " + go(r"BenchmarkApplyThreeNodes/leader", "p50-ms") + " ms, " + go(r"BenchmarkApplyThreeNodes/leader", "p99-ms") + " ms", "go test -bench BenchmarkApplyThreeNodes ./cluster"),
