@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"regexp"
 	"strings"
 
 	ucli "github.com/urfave/cli/v2"
@@ -21,13 +20,11 @@ import (
 // "(default: 0)" appended as well: help prints the usage's only.
 var flagStringer = ucli.FlagStringer
 
-var urfaveDefault = regexp.MustCompile(` \(default: [^()]*\)$`)
-
 func init() {
 	ucli.FlagStringer = func(f ucli.Flag) string {
 		s := flagStringer(f)
-		if d, ok := f.(ucli.DocGenerationFlag); ok && strings.Contains(d.GetUsage(), "(default") {
-			s = urfaveDefault.ReplaceAllString(s, "")
+		if d, ok := f.(ucli.DocGenerationFlag); ok && strings.Contains(d.GetUsage(), "(default") && d.GetDefaultText() != "" {
+			s = strings.TrimSuffix(s, " (default: "+d.GetDefaultText()+")")
 		}
 		return s
 	}

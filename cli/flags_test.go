@@ -130,6 +130,12 @@ func TestEveryCommandHelp(t *testing.T) {
 		if !strings.Contains(out, "USAGE:") || !strings.Contains(out, c.cmd.Usage) {
 			t.Errorf("foreman %s: no usage in %q", strings.Join(args, " "), out)
 		}
+		for _, f := range c.cmd.Flags {
+			// Each flag's usage is printed whole.
+			if d, ok := f.(ucli.DocGenerationFlag); ok && !strings.Contains(out, d.GetUsage()) {
+				t.Errorf("foreman %s: the help lacks --%s's usage %q", strings.Join(args, " "), f.Names()[0], d.GetUsage())
+			}
+		}
 		for _, line := range strings.Split(out, "\n") {
 			// One default per flag (a usage that names its default gets
 			// none appended), and no command taken for a value's name.

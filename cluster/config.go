@@ -84,7 +84,8 @@ type Config struct {
 	// Work, when set, builds the payload of the work streams this node
 	// serves to nodes outside raft (workstream.go); nil answers 501.
 	Work WorkSource
-	// WorkStreams bounds the work streams and their pings (workstream.go).
+	// WorkStreams bounds the work streams and their pings (workstream.go);
+	// a zero field takes its default.
 	WorkStreams WorkStreamLimits
 	// RaftLogLevel is hclog's level for raft's own log lines (default warn).
 	RaftLogLevel string
@@ -168,11 +169,6 @@ func DefaultConfig() Config {
 			PushPullInterval:        15 * time.Second,
 			TCPTimeout:              5 * time.Second,
 			GossipToTheDeadTime:     30 * time.Second,
-		},
-		WorkStreams: WorkStreamLimits{
-			PingInterval: time.Second,
-			NewPerSecond: 100,
-			CatchUp:      5 * time.Second,
 		},
 		RaftLogLevel: "warn",
 	}

@@ -69,6 +69,7 @@ func New(cfg Config, f *fsm.FSM, self fsm.Node, logger *slog.Logger) (*Node, err
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	cfg.WorkStreams = cfg.WorkStreams.withDefaults()
 	if logger == nil {
 		logger = slog.Default()
 	}
@@ -94,7 +95,7 @@ func New(cfg Config, f *fsm.FSM, self fsm.Node, logger *slog.Logger) (*Node, err
 		cfg: cfg, logger: logger, fsm: f, self: self, heard: newHeardTracker(),
 		members: newMemberTable(), state: state, client: newForwardClient(cfg.bindIP(), cfg.Network, cfg.TLS),
 		notifyCh: make(chan bool, 16), closing: make(chan struct{}), syncFlipped: make(chan struct{}, 1),
-		workWaker: newWorkWaker(f.Events(), cfg.WorkStreams.withDefaults().PingInterval),
+		workWaker: newWorkWaker(f.Events(), cfg.WorkStreams.PingInterval),
 	}
 	n.ld.init()
 	if cfg.InternalAuth != nil {

@@ -113,7 +113,7 @@ func workError(w http.ResponseWriter, status int, code, msg string) {
 
 // handleWork serves one node's work stream.
 func (n *Node) handleWork(w http.ResponseWriter, r *http.Request) {
-	lim := n.cfg.WorkStreams.withDefaults()
+	lim := n.cfg.WorkStreams
 	node := r.PathValue("node")
 	if n.cfg.Work == nil {
 		workError(w, http.StatusNotImplemented, "not_implemented", "this agent serves no work streams")
