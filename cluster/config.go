@@ -87,6 +87,10 @@ type Config struct {
 	// WorkStreams bounds the work streams and their pings (workstream.go);
 	// a zero field takes its default.
 	WorkStreams WorkStreamLimits
+	// Clients sets how the servers hear the clients attached to them and
+	// when the leader declares a silent one dead (clientlive.go); a zero
+	// field takes its default.
+	Clients ClientLimits
 	// RaftLogLevel is hclog's level for raft's own log lines (default warn).
 	RaftLogLevel string
 	// TLS, when set, puts raft and this node's calls to other nodes'

@@ -24,9 +24,12 @@ const ForwardedHeader = "X-Foreman-Forwarded"
 
 // InternalHandler serves the node-to-node endpoints under /v1/internal/:
 // POST apply (a follower's forwarded write; applied only if this node leads),
-// POST leave (a follower asking the leader to remove it from raft) and GET
-// index (a follower catching up; see sync.go) and GET work/{node} (a node
-// outside raft learning its attempts; see workstream.go).
+// POST leave (a follower asking the leader to remove it from raft), GET
+// index (a follower catching up; sync.go), POST work/{node} (a client
+// outside raft learning its attempts and beating; workstream.go), POST
+// client-beats (a server relaying its clients' beats to the leader;
+// clientbeats.go) and POST reports/{node} (a client's attempt reports;
+// clientreports.go).
 //
 // With Config.TLS, only callers that presented an agent certificate of the
 // cluster CA get through (RequireAgentCert); anyone else gets 403.
@@ -36,7 +39,9 @@ func (n *Node) InternalHandler() http.Handler {
 	mux.HandleFunc("POST "+InternalPrefix+"leave", n.handleLeave)
 	mux.HandleFunc("GET "+InternalPrefix+"index", n.handleIndex)
 	mux.HandleFunc("POST "+InternalPrefix+"keyring", n.handleKeyring)
-	mux.HandleFunc("GET "+InternalPrefix+"work/{node}", n.handleWork)
+	mux.HandleFunc("POST "+InternalPrefix+"work/{node}", n.handleWork)
+	mux.HandleFunc("POST "+InternalPrefix+"client-beats", n.handleClientBeats)
+	mux.HandleFunc("POST "+InternalPrefix+"reports/{node}", n.handleClientReports)
 	if n.cfg.TLS == nil {
 		return mux
 	}

@@ -105,6 +105,7 @@ func (n *Node) leadershipLoop() {
 			ctx, cancel := context.WithCancel(context.Background())
 			prev, gen := n.ld.gen, &sync.WaitGroup{}
 			n.ld.ctx, n.ld.cancel, n.ld.term, n.ld.since, n.ld.gen = ctx, cancel, term, time.Now(), gen
+			n.clientsHeard.reset() // what an earlier term heard proves nothing to this one
 			n.goLoop(func() { n.leaderWork(ctx, prev, gen) })
 		}
 		n.ld.mu.Unlock()
@@ -154,6 +155,7 @@ func (n *Node) leaderWork(ctx context.Context, prev, gen *sync.WaitGroup) {
 	n.ld.mu.Unlock()
 
 	n.runLeaderFn(gen, ctx, n.pushCommits)
+	n.runLeaderFn(gen, ctx, n.clientLivenessLoop)
 	gen.Add(1)
 	defer gen.Done()
 	n.reconcileLoop(ctx)
@@ -270,6 +272,9 @@ func (n *Node) LastHeardFrom(node string) (time.Time, bool) {
 	}
 	if node == n.cfg.Name {
 		return time.Now(), true
+	}
+	if t, ok := n.clientsHeard.get(node); ok {
+		return t, true // a client: heard through its beats (clientbeats.go)
 	}
 	f := n.raft.GetConfiguration()
 	if f.Error() == nil {

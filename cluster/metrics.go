@@ -20,7 +20,16 @@ var commitSeconds = sync.OnceValue(func() prometheus.Histogram {
 	})
 })
 
+// clientsSilentHeld is how many silent clients' deaths the mass-silence
+// guard holds back now (clientlive.go).
+var clientsSilentHeld = sync.OnceValue(func() prometheus.Gauge {
+	return promauto.NewGauge(prometheus.GaugeOpts{
+		Name: "foreman_clients_silent_held",
+		Help: "Silent clients the leader does not declare dead because too many fell silent at once (the mass-silence guard).",
+	})
+})
+
 // RegisterMetrics registers this package's metrics with the default
 // registry now (the agent does at start, so a scrape lists them before
 // their first observation). Later calls do nothing.
-func RegisterMetrics() { commitSeconds() }
+func RegisterMetrics() { commitSeconds(); clientsSilentHeld() }

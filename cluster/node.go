@@ -39,6 +39,8 @@ type Node struct {
 	// The work streams this node serves to nodes outside raft.
 	workWaker     *workWaker
 	workAdmission admission
+	attached      *clientTable // the clients whose streams this server holds
+	clientsHeard  *heardClients // leader: when each client was last heard
 
 	notifyCh chan bool
 	ld       leadership
@@ -70,6 +72,7 @@ func New(cfg Config, f *fsm.FSM, self fsm.Node, logger *slog.Logger) (*Node, err
 		return nil, err
 	}
 	cfg.WorkStreams = cfg.WorkStreams.withDefaults()
+	cfg.Clients = cfg.Clients.withDefaults()
 	if logger == nil {
 		logger = slog.Default()
 	}
@@ -96,6 +99,7 @@ func New(cfg Config, f *fsm.FSM, self fsm.Node, logger *slog.Logger) (*Node, err
 		members: newMemberTable(), state: state, client: newForwardClient(cfg.bindIP(), cfg.Network, cfg.TLS),
 		notifyCh: make(chan bool, 16), closing: make(chan struct{}), syncFlipped: make(chan struct{}, 1),
 		workWaker: newWorkWaker(f.Events(), cfg.WorkStreams.PingInterval),
+		attached:  newClientTable(), clientsHeard: newHeardClients(),
 	}
 	n.ld.init()
 	if cfg.InternalAuth != nil {
@@ -173,6 +177,7 @@ func (n *Node) Start(ctx context.Context) error {
 	n.goLoop(n.syncLoop)
 	n.goLoop(n.syncGossipLoop)
 	n.goLoop(n.compactLoop)
+	n.goLoop(n.relayBeatsLoop)
 
 	targets := n.joinTargets()
 	if len(targets) > 0 {

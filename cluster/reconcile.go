@@ -109,6 +109,9 @@ func (n *Node) reconcileNodes(ctx context.Context, members []Member) {
 		return
 	}
 	for _, nd := range nodes {
+		if nd.Role == fsm.RoleClient {
+			continue // not in gossip: heard through its beats (clientlive.go)
+		}
 		if !seen[nd.Name] && (nd.Gossip == fsm.NodeAlive || nd.Gossip == fsm.NodeSuspect) {
 			n.commit(ctx, fsm.CmdNodeState, fsm.SetNodeState{Name: nd.Name, Gossip: fsm.NodeDead})
 		}
@@ -140,7 +143,7 @@ func describe(nd fsm.Node) string {
 	b, _ := json.Marshal(fsm.Node{
 		Name: nd.Name, HTTPAddr: nd.HTTPAddr, RaftAddr: nd.RaftAddr, GossipAddr: nd.GossipAddr,
 		Capacity: nd.Capacity, Labels: nonEmpty(nd.Labels), Drivers: nd.Drivers, Version: nd.Version,
-		Slots: nd.Slots, JobUsers: nd.JobUsers,
+		Slots: nd.Slots, JobUsers: nd.JobUsers, Role: nd.Role,
 	})
 	return string(b)
 }

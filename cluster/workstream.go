@@ -1,34 +1,44 @@
 package cluster
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/foreman-sched/foreman/fsm"
+	"github.com/foreman-sched/foreman/wallclock"
 )
 
-// Work delivery without raft (issue 23; DESIGN.md "Work streams"). A node
-// outside raft learns its attempts from one long-lived stream from any
-// server or replica:
+// Work delivery without raft (issue 23; DESIGN.md "Work streams"). A
+// client (an agent outside raft) learns its attempts from one long-lived,
+// full-duplex stream to any server or replica:
 //
-//	GET /v1/internal/work/{node}?index=I
+//	POST /v1/internal/work/{node}?index=I
 //
-// answered with newline-delimited JSON frames (WorkFrame). A "work" frame
+// The request body is newline-delimited JSON up frames (UpFrame): a hello
+// with the client's self-description (the server registers it with the
+// leader when its record is missing or differs), then a numbered beat
+// every second (clientbeats.go: how the leader hears clients); a stream
+// silent for ClientLimits.ReadTimeout is dropped. The response is
+// newline-delimited JSON frames (WorkFrame). A "work" frame
 // holds the node's whole set of live attempts as of at least Index (the
 // set, not a delta: a node holds at most its slots' worth, and a set
 // cannot be half-applied, so a frame lost to a reconnect costs nothing); it
 // comes first and again after every change to the node's attempts, woken
 // per node (workWaker). A "ping" frame comes every PingInterval and says
-// whether this server is in contact with the leader: the client renews
-// its attempts' leases only while such frames keep coming (invariant 2).
+// whether this server is in contact with the leader and the newest beat
+// the leader confirmed: the client renews its attempts' leases only while
+// a recent beat is confirmed (invariant 2).
 // The server closes the stream when it has lost the leader for
 // LeaderContactTimeout, so its clients move to another server rather than
 // starve.
@@ -74,9 +84,27 @@ type WorkFrame struct {
 	Index uint64 `json:"index"`
 	// LeaderContact: this server was in contact with the leader when it
 	// sent the frame (the client's lease renewal gate).
-	LeaderContact bool            `json:"leader_contact"`
-	Work          json.RawMessage `json:"work,omitempty"`
+	LeaderContact bool `json:"leader_contact"`
+	// Acked is the newest of the client's beats the leader confirmed
+	// hearing (clientbeats.go): the client renews leases only while a
+	// recent beat is acked.
+	Acked uint64          `json:"acked,omitempty"`
+	Work  json.RawMessage `json:"work,omitempty"`
 }
+
+// UpFrame is one line of a work stream's request body: a hello first,
+// then a beat every second.
+type UpFrame struct {
+	Type string    `json:"type"`           // "hello" or "beat"
+	Seq  uint64    `json:"seq,omitempty"`  // beat: 1, 2, 3, ... per stream
+	Node *fsm.Node `json:"node,omitempty"` // hello: the client's self-description
+}
+
+// Up frame types.
+const (
+	UpFrameHello = "hello"
+	UpFrameBeat  = "beat"
+)
 
 // Work frame types.
 const (
@@ -111,7 +139,8 @@ func workError(w http.ResponseWriter, status int, code, msg string) {
 	writeApply(w, status, applyResponse{Error: msg, Code: code})
 }
 
-// handleWork serves one node's work stream.
+// handleWork serves one client's work stream (POST: full duplex, the
+// request body carries the client's hello and then its beats).
 func (n *Node) handleWork(w http.ResponseWriter, r *http.Request) {
 	lim := n.cfg.WorkStreams
 	node := r.PathValue("node")
@@ -128,17 +157,25 @@ func (n *Node) handleWork(w http.ResponseWriter, r *http.Request) {
 		}
 		index = i
 	}
-	var known bool
-	if err := n.fsm.View(func(tx *fsm.Tx) error {
-		nd, err := tx.Node(node)
-		known = err == nil && nd != nil
-		return nil
-	}); err != nil || !known {
-		workError(w, http.StatusNotFound, "not_found", fmt.Sprintf("node %q is not registered in this cluster", node))
+	rc := http.NewResponseController(w)
+	up := bufio.NewReaderSize(io.LimitReader(r.Body, 1<<40), 4096)
+	_ = rc.SetReadDeadline(time.Now().Add(n.cfg.Clients.ReadTimeout))
+	self, err := readHello(up, node)
+	if err != nil {
+		workError(w, http.StatusBadRequest, "bad_request", err.Error())
 		return
 	}
 	if err := n.Ready(); err != nil {
 		workError(w, http.StatusServiceUnavailable, "not_ready", "this server cannot serve work now: "+err.Error())
+		return
+	}
+	cur, err := n.nodeRecord(node)
+	if err != nil {
+		workError(w, http.StatusServiceUnavailable, "not_ready", err.Error())
+		return
+	}
+	if cur != nil && cur.Role != fsm.RoleClient {
+		workError(w, http.StatusConflict, "conflict", fmt.Sprintf("node %q is a raft member of this cluster, not a client: pick another --name", node))
 		return
 	}
 	// Only requests that would open a stream (or wait to catch up) spend
@@ -154,20 +191,142 @@ func (n *Node) handleWork(w http.ResponseWriter, r *http.Request) {
 		workError(w, http.StatusConflict, "index_ahead", err.Error())
 		return
 	}
+	if status, code, err := n.registerClient(r.Context(), self); err != nil {
+		workError(w, status, code, err.Error())
+		return
+	}
+	if err := rc.EnableFullDuplex(); err != nil {
+		workError(w, http.StatusInternalServerError, "internal", "full-duplex streams unsupported: "+err.Error())
+		return
+	}
 
+	ctx, cancel := context.WithCancelCause(r.Context())
+	defer cancel(nil)
+	stream, detach := n.attached.attach(node)
+	defer detach()
+	go n.readBeats(ctx, cancel, rc, up, node, stream)
 	leave := n.workWaker.join(node)
 	defer leave()
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusOK)
-	if err := n.serveWork(r.Context(), w, node); err != nil && !errors.Is(err, context.Canceled) {
-		n.logger.Debug("work stream ended", "node", node, "err", err)
+	if err := n.serveWork(ctx, w, node, stream); err != nil && !errors.Is(err, context.Canceled) {
+		n.logger.Debug("work stream ended", "node", node, "err", err, "cause", context.Cause(ctx))
 	}
+}
+
+// readHello reads and checks the stream's first up frame.
+func readHello(up *bufio.Reader, node string) (fsm.Node, error) {
+	line, err := readLine(up)
+	if err != nil {
+		return fsm.Node{}, fmt.Errorf("hello: %w", err)
+	}
+	var f UpFrame
+	if err := json.Unmarshal(line, &f); err != nil {
+		return fsm.Node{}, fmt.Errorf("hello: not a JSON up frame: %w", err)
+	}
+	switch {
+	case f.Type != UpFrameHello || f.Node == nil:
+		return fsm.Node{}, fmt.Errorf("hello: the first frame must be {\"type\":\"hello\",\"node\":{...}} (got type %q)", f.Type)
+	case f.Node.Name != node:
+		return fsm.Node{}, fmt.Errorf("hello: node.name %q differs from the stream's node %q", f.Node.Name, node)
+	case node == "" || len(node) > 128 || strings.ContainsAny(node, "/\x00"):
+		return fsm.Node{}, fmt.Errorf("node: %q is not a node name (1-128 bytes, no '/')", node)
+	case f.Node.HTTPAddr == "":
+		return fsm.Node{}, errors.New("hello: node.http_addr must be set (servers proxy logs and artifacts there)")
+	}
+	self := *f.Node
+	// What the leader decides, and what a client has not got, is not the
+	// client's to say.
+	self.Role, self.RaftAddr, self.GossipAddr = fsm.RoleClient, "", ""
+	self.Gossip, self.Eligibility, self.DrainDeadline, self.StateChangedAt, self.ModifyIndex = "", "", time.Time{}, time.Time{}, 0
+	return self, nil
+}
+
+// maxUpFrame bounds one up frame (a hello carries labels and resources).
+const maxUpFrame = 64 << 10
+
+func readLine(r *bufio.Reader) ([]byte, error) {
+	var line []byte
+	for {
+		chunk, isPrefix, err := r.ReadLine()
+		if err != nil {
+			return nil, err
+		}
+		line = append(line, chunk...)
+		if len(line) > maxUpFrame {
+			return nil, fmt.Errorf("frame over %d bytes", maxUpFrame)
+		}
+		if !isPrefix {
+			return line, nil
+		}
+	}
+}
+
+// readBeats reads a stream's beats until it ends or falls silent for the
+// read timeout, and then ends the stream (cancel).
+func (n *Node) readBeats(ctx context.Context, cancel context.CancelCauseFunc, rc *http.ResponseController, up *bufio.Reader, node string, s *clientStream) {
+	for ctx.Err() == nil {
+		_ = rc.SetReadDeadline(time.Now().Add(n.cfg.Clients.ReadTimeout))
+		line, err := readLine(up)
+		if err != nil {
+			cancel(fmt.Errorf("client %s: %w", node, err))
+			return
+		}
+		var f UpFrame
+		if err := json.Unmarshal(line, &f); err != nil || f.Type != UpFrameBeat || f.Seq == 0 {
+			cancel(fmt.Errorf("client %s: bad up frame %.100q", node, line))
+			return
+		}
+		n.attached.beat(s, f.Seq, time.Now())
+	}
+}
+
+// nodeRecord is node's record in this server's state (nil: none).
+func (n *Node) nodeRecord(node string) (*fsm.Node, error) {
+	var cur *fsm.Node
+	err := n.fsm.View(func(tx *fsm.Tx) error {
+		nd, err := tx.Node(node)
+		if err == nil {
+			cur = nd
+		} else if !errors.Is(err, fsm.ErrNotFound) {
+			return err
+		}
+		return nil
+	})
+	return cur, err
+}
+
+// registerClient makes the leader record self as an alive client when its
+// record is missing, differs or is not alive. (A raft member's name was
+// refused before.)
+func (n *Node) registerClient(ctx context.Context, self fsm.Node) (status int, code string, err error) {
+	cur, err := n.nodeRecord(self.Name)
+	if err != nil {
+		return http.StatusServiceUnavailable, "not_ready", err
+	}
+	if cur != nil && cur.Role != fsm.RoleClient {
+		return http.StatusConflict, "conflict", fmt.Errorf("node %q is a raft member of this cluster, not a client: pick another --name", self.Name)
+	}
+	if cur != nil && cur.Gossip == fsm.NodeAlive && describe(*cur) == describe(self) {
+		return 0, "", nil
+	}
+	cmd, err := fsm.NewCommand(fsm.CmdUpsertNode, wallclock.Now(), fsm.UpsertNode{Node: self})
+	if err != nil {
+		return http.StatusBadRequest, "bad_request", err
+	}
+	if _, err := n.Apply(ctx, cmd); err != nil {
+		if errors.Is(err, fsm.ErrBadCommand) {
+			return http.StatusBadRequest, "bad_request", err
+		}
+		return http.StatusServiceUnavailable, errorCode(err), fmt.Errorf("register client %s: %w", self.Name, err)
+	}
+	return 0, "", nil
 }
 
 // serveWork writes node's frames until the client leaves, this server
 // loses the leader or shuts down.
-func (n *Node) serveWork(ctx context.Context, w http.ResponseWriter, node string) error {
+func (n *Node) serveWork(ctx context.Context, w http.ResponseWriter, node string, stream *clientStream) error {
 	rc := http.NewResponseController(w)
 	enc := json.NewEncoder(w)
 	var last []byte
@@ -214,7 +373,7 @@ func (n *Node) serveWork(ctx context.Context, w http.ResponseWriter, node string
 				case time.Since(lostSince) >= n.cfg.LeaderContactTimeout:
 					return errors.New("lost the leader: dropping the stream so the client moves")
 				}
-				if err := send(WorkFrame{Type: WorkFramePing, Index: n.fsm.AppliedIndex(), LeaderContact: contact}); err != nil {
+				if err := send(WorkFrame{Type: WorkFramePing, Index: n.fsm.AppliedIndex(), LeaderContact: contact, Acked: n.attached.acked(stream)}); err != nil {
 					return err
 				}
 			}

@@ -2,8 +2,10 @@ package cluster_test
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -38,11 +40,14 @@ func (w *testWork) NodeWork(node string) (any, error) {
 }
 
 // workCluster is a 3-node cluster whose nodes serve work streams.
-func workCluster(t *testing.T, limits cluster.WorkStreamLimits) *clustertest.Cluster {
+func workCluster(t *testing.T, limits cluster.WorkStreamLimits, clients ...cluster.ClientLimits) *clustertest.Cluster {
 	t.Helper()
 	srcs := []*testWork{{}, {}, {}}
 	c := clustertest.NewCluster(t, 3, clustertest.Options{Configure: func(i int, cfg *cluster.Config) {
 		cfg.Work, cfg.WorkStreams = srcs[i], limits
+		if len(clients) > 0 {
+			cfg.Clients = clients[0]
+		}
 	}})
 	for i, s := range srcs {
 		s.mu.Lock()
@@ -63,32 +68,41 @@ func workCluster(t *testing.T, limits cluster.WorkStreamLimits) *clustertest.Clu
 
 // workStream is an open stream's frames.
 type workStream struct {
-	frames chan cluster.WorkFrame
-	resp   *http.Response
+	frames    chan cluster.WorkFrame
+	resp      *http.Response
+	stopBeats func() // the client falls silent (its connection stays open)
 }
 
-// openWork opens a stream; a server that is not ready (503: no leader
-// contact yet, or catching up) is asked again for up to 10 s, as a client
-// would.
+// openWork opens a client's stream: its hello names node (a client at a
+// made-up address), then it beats every 100 ms. A server that is not
+// ready (503: no leader contact yet, or catching up) is asked again for up
+// to 10 s, as a client would.
 func openWork(t *testing.T, via *clustertest.Node, node string, index uint64) (*workStream, *http.Response) {
 	t.Helper()
 	url := fmt.Sprintf("http://127.0.0.1:%d%swork/%s?index=%d", via.Port, cluster.InternalPrefix, node, index)
 	var resp *http.Response
+	var stop context.CancelFunc
 	for deadline := time.Now().Add(10 * time.Second); ; {
+		var ctx context.Context
+		ctx, stop = context.WithCancel(context.Background())
+		t.Cleanup(stop)
+		up := upFrames(ctx, t, node)
+		req, _ := http.NewRequest(http.MethodPost, url, up)
 		var err error
-		if resp, err = http.Get(url); err != nil {
+		if resp, err = http.DefaultClient.Do(req); err != nil {
 			t.Fatal(err)
 		}
 		if resp.StatusCode != http.StatusServiceUnavailable || time.Now().After(deadline) {
 			break
 		}
 		resp.Body.Close()
+		stop()
 		time.Sleep(50 * time.Millisecond)
 	}
 	if resp.StatusCode != http.StatusOK {
 		return nil, resp
 	}
-	ws := &workStream{frames: make(chan cluster.WorkFrame, 64), resp: resp}
+	ws := &workStream{frames: make(chan cluster.WorkFrame, 64), resp: resp, stopBeats: stop}
 	t.Cleanup(func() { resp.Body.Close() })
 	go func() {
 		defer close(ws.frames)
@@ -104,6 +118,31 @@ func openWork(t *testing.T, via *clustertest.Node, node string, index uint64) (*
 		}
 	}()
 	return ws, resp
+}
+
+// upFrames is a client's request body: its hello, then a beat every 100
+// ms until ctx ends (the body then stays open and silent).
+func upFrames(ctx context.Context, t *testing.T, node string) io.Reader {
+	pr, pw := io.Pipe()
+	t.Cleanup(func() { pw.Close() })
+	go func() {
+		enc := json.NewEncoder(pw)
+		self := fsm.Node{Name: node, HTTPAddr: "127.0.0.1:1", Capacity: fsm.Resources{CPU: 1000, MemoryMB: 1024}}
+		if enc.Encode(cluster.UpFrame{Type: cluster.UpFrameHello, Node: &self}) != nil {
+			return
+		}
+		for seq := uint64(1); ; seq++ {
+			if enc.Encode(cluster.UpFrame{Type: cluster.UpFrameBeat, Seq: seq}) != nil {
+				return
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}()
+	return pr
 }
 
 // nextWork returns the stream's next work frame's attempts, failing on a
@@ -139,14 +178,7 @@ func TestWorkStreamDeliversOnlyItsNode(t *testing.T) {
 	c := workCluster(t, cluster.WorkStreamLimits{PingInterval: 100 * time.Millisecond})
 	leader := c.WaitForLeader()
 	via := c.Followers()[0]
-	var target, other string
-	for _, nd := range c.Nodes() {
-		if nd.Name != via.Name && target == "" {
-			target = nd.Name
-		} else if nd.Name != target {
-			other = nd.Name
-		}
-	}
+	target, other := "client-1", leader.Name // other: a raft member, no stream
 	ws, resp := openWork(t, via, target, leader.FSM.AppliedIndex())
 	if ws == nil {
 		t.Fatalf("open: %s", resp.Status)
@@ -194,47 +226,56 @@ func TestWorkStreamDeliversOnlyItsNode(t *testing.T) {
 	}
 }
 
-// Bad requests change nothing and say why: an unknown node, an index that
-// is not a number, an index no server has reached, too many new streams.
+// Bad requests change nothing and say why: an index that is not a number,
+// a first frame that is no hello, a hello naming another node or a raft
+// member, an index no server has reached, too many new streams.
 func TestWorkStreamRefusals(t *testing.T) {
 	c := workCluster(t, cluster.WorkStreamLimits{CatchUp: 300 * time.Millisecond, NewPerSecond: 1})
 	leader := c.WaitForLeader()
 	before := leader.FSM.AppliedIndex()
-	get := func(via *clustertest.Node, path string) (int, string, http.Header) {
-		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d%s%s", via.Port, cluster.InternalPrefix, path))
+	post := func(via *clustertest.Node, path, body string) (int, string, http.Header) {
+		resp, err := http.Post(fmt.Sprintf("http://127.0.0.1:%d%s%s", via.Port, cluster.InternalPrefix, path), "application/x-ndjson", strings.NewReader(body))
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer resp.Body.Close()
-		var body struct{ Error, Code string }
-		_ = json.NewDecoder(resp.Body).Decode(&body)
-		return resp.StatusCode, body.Error, resp.Header
+		var body2 struct{ Error, Code string }
+		_ = json.NewDecoder(resp.Body).Decode(&body2)
+		return resp.StatusCode, body2.Error, resp.Header
+	}
+	hello := func(name string) string {
+		b, _ := json.Marshal(cluster.UpFrame{Type: cluster.UpFrameHello, Node: &fsm.Node{Name: name, HTTPAddr: "127.0.0.1:1"}})
+		return string(b) + "\n"
 	}
 	for _, tc := range []struct {
-		path, want string
-		status     int
+		path, body, want string
+		status           int
 	}{
-		{"work/" + leader.Name + "?index=abc", "index", http.StatusBadRequest},
-		{"work/no-such-node?index=0", `node "no-such-node" is not registered`, http.StatusNotFound},
-		{fmt.Sprintf("work/%s?index=%d", leader.Name, before+1_000_000), "is ahead of this server", http.StatusConflict},
+		{"work/c1?index=abc", hello("c1"), "index", http.StatusBadRequest},
+		{"work/c1", `{"type":"beat","seq":1}` + "\n", "the first frame must be", http.StatusBadRequest},
+		{"work/c1", "not json\n", "not a JSON up frame", http.StatusBadRequest},
+		{"work/c1", hello("c2"), `differs from the stream's node "c1"`, http.StatusBadRequest},
+		{"work/c1", "", "hello: EOF", http.StatusBadRequest},
+		{"work/" + leader.Name, hello(leader.Name), "is a raft member", http.StatusConflict},
+		{fmt.Sprintf("work/c1?index=%d", before+1_000_000), hello("c1"), "is ahead of this server", http.StatusConflict},
 	} {
-		status, msg, _ := get(leader, tc.path)
+		status, msg, _ := post(leader, tc.path, tc.body)
 		if status != tc.status || !strings.Contains(msg, tc.want) {
-			t.Errorf("GET %s: %d %q; want %d naming %q", tc.path, status, msg, tc.status, tc.want)
+			t.Errorf("POST %s %q: %d %q; want %d naming %q", tc.path, tc.body, status, msg, tc.status, tc.want)
 		}
-	}
-	// One new stream a second (per server; the leader's went to the
-	// catch-up above): a follower opens one, and refuses the next at once.
-	via := c.Followers()[0]
-	if ws, resp := openWork(t, via, via.Name, 0); ws == nil {
-		t.Fatalf("a stream within the rate: %s", resp.Status)
-	}
-	status, msg, h := get(via, "work/"+via.Name)
-	if status != http.StatusTooManyRequests || h.Get("Retry-After") == "" || !strings.Contains(msg, "1 new work streams per second") {
-		t.Errorf("a stream over the rate: %d %q Retry-After %q; want 429 with a Retry-After", status, msg, h.Get("Retry-After"))
 	}
 	if after := leader.FSM.AppliedIndex(); after != before {
 		t.Errorf("the refusals changed the state: index %d -> %d", before, after)
+	}
+	// One new stream a second (per server; the leader's went to the
+	// requests above): a follower opens one, and refuses the next at once.
+	via := c.Followers()[0]
+	if ws, resp := openWork(t, via, "c1", 0); ws == nil {
+		t.Fatalf("a stream within the rate: %s", resp.Status)
+	}
+	status, msg, h := post(via, "work/c3", hello("c3"))
+	if status != http.StatusTooManyRequests || h.Get("Retry-After") == "" || !strings.Contains(msg, "1 new work streams per second") {
+		t.Errorf("a stream over the rate: %d %q Retry-After %q; want 429 with a Retry-After", status, msg, h.Get("Retry-After"))
 	}
 }
 
@@ -245,7 +286,7 @@ func TestWorkStreamDroppedWhenServerLosesLeader(t *testing.T) {
 	c := workCluster(t, cluster.WorkStreamLimits{PingInterval: 100 * time.Millisecond})
 	c.WaitForLeader()
 	via := c.Followers()[0]
-	ws, resp := openWork(t, via, via.Name, 0)
+	ws, resp := openWork(t, via, "client-1", 0)
 	if ws == nil {
 		t.Fatalf("open: %s", resp.Status)
 	}

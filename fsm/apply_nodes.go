@@ -54,6 +54,9 @@ func (a *applier) upsertNode(p *UpsertNode, res *Result) error {
 	if err := validKey("node.name", n.Name, maxIDLen); err != nil {
 		return err
 	}
+	if n.Role != "" && n.Role != RoleClient {
+		return fmt.Errorf("%w: node.role: %q (want %q or empty)", ErrBadCommand, n.Role, RoleClient)
+	}
 	old, err := a.getNode(n.Name)
 	name := NameUpdated
 	switch {

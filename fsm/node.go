@@ -15,6 +15,10 @@ const (
 	NodeLeft    GossipState = "left"
 )
 
+// RoleClient is Node.Role of an agent outside raft (cluster/DESIGN.md
+// "Clients").
+const RoleClient = "client"
+
 // Eligibility says whether a node may receive new attempts.
 type Eligibility string
 
@@ -45,6 +49,11 @@ type Node struct {
 	// user only on nodes that allow it. Nil: the node does not restrict
 	// (an agent not running as root, or one from before this field).
 	JobUsers []string `json:"job_users,omitempty"`
+	// Role is RoleClient for an agent outside raft (it learns its work from
+	// a server's work stream and the leader hears it through its beats),
+	// "" for a raft member (server or replica: gossip carries its
+	// liveness).
+	Role string `json:"role,omitempty"`
 
 	Gossip        GossipState `json:"gossip"`
 	Eligibility   Eligibility `json:"eligibility"`

@@ -168,6 +168,7 @@ func (s *server) getArtifact(w http.ResponseWriter, r *http.Request) {
 		// The holder must have applied what this node knows (the listing).
 		q := r.URL.Query()
 		q.Set("min_index", strconv.FormatUint(s.state.AppliedIndex(), 10))
+		q.Set("attempt", strconv.Itoa(at.Num)) // a client agent (no state) serves only that
 		r.URL.RawQuery = q.Encode()
 		s.proxy(w, r, at.Node, node.HTTPAddr)
 		return

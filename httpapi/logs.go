@@ -77,6 +77,10 @@ func (s *server) jobLogs(w http.ResponseWriter, r *http.Request) {
 			s.serveTail(w, r, at, stream)
 			return
 		}
+		// Name the attempt: a client agent (no state) serves only that.
+		q := r.URL.Query()
+		q.Set("attempt", strconv.Itoa(num))
+		r.URL.RawQuery = q.Encode()
 		s.proxy(w, r, at.Node, node.HTTPAddr)
 		return
 	}

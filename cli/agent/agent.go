@@ -46,6 +46,7 @@ type agentConfig struct {
 	tls               *certs.Store
 	requireClientCert bool // the API port requires a client certificate
 	maxConnsPerIP     int
+	role              string // RoleServer or RoleClient
 }
 
 // Command is `foreman agent`; version is what this node advertises.
@@ -60,6 +61,7 @@ later agents only --join (they become non-voters and still run jobs).
 "data-dir: /var/lib/foreman", "join: [10.0.0.10, 10.0.0.11]"); flags on the command line win.`,
 		Flags: []ucli.Flag{
 			configFlag(),
+			&ucli.StringFlag{Name: "role", Value: RoleServer, Usage: "server (a raft member: schedules when leader, serves the API, runs jobs) or client (outside raft: runs what a server's work stream gives it; needs --join)"},
 			&ucli.BoolFlag{Name: "dev", Usage: "single node on 127.0.0.1 with a temporary data dir (unless --data-dir)"},
 			&ucli.StringFlag{Name: "data-dir", Usage: "where raft, state, logs and attempts live", EnvVars: []string{"FOREMAN_DATA_DIR"}},
 			&ucli.StringFlag{Name: "name", Usage: "unique node name (default: hostname)"},
@@ -116,6 +118,9 @@ later agents only --join (they become non-voters and still run jobs).
 			if err != nil {
 				return ucli.Exit("foreman agent: "+err.Error(), 2)
 			}
+			if cfg.role == RoleClient {
+				return runClient(c.Context, cfg)
+			}
 			return runAgent(c.Context, cfg)
 		},
 	}
@@ -131,6 +136,22 @@ func agentConfigFrom(c *ucli.Context, version string) (*agentConfig, error) {
 		pprof:   c.Bool("pprof"),
 	}
 	cfg.api.ACL = c.Bool("acl")
+	switch cfg.role = c.String("role"); cfg.role {
+	case RoleServer:
+	case RoleClient:
+		switch {
+		case c.Bool("dev"):
+			return nil, errors.New("--role client: not with --dev (a client joins servers)")
+		case len(c.StringSlice("join")) == 0:
+			return nil, errors.New("--role client: --join must name at least one server")
+		case c.Int("bootstrap-expect") != 0:
+			return nil, errors.New("--role client: --bootstrap-expect is for servers")
+		case cfg.api.ACL:
+			return nil, errors.New("--role client: not with --acl yet (a client cannot hold the cluster-internal secret; use TLS agent certificates)")
+		}
+	default:
+		return nil, fmt.Errorf("--role: %q is not one of server, client", cfg.role)
+	}
 	if err := cfg.logLevel.UnmarshalText([]byte(c.String("log-level"))); err != nil {
 		return nil, fmt.Errorf("--log-level: %q is not one of debug, info, warn, error", c.String("log-level"))
 	}

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,41 +17,48 @@ import (
 
 	"github.com/foreman-sched/foreman/cluster"
 	"github.com/foreman-sched/foreman/exec"
+	"github.com/foreman-sched/foreman/fsm"
 )
 
-// workClient is the executor's view of its work on a node outside raft
-// (issue 23): instead of a local replica it holds one work stream
-// (cluster/workstream.go) to one of the servers, and serves the latest
-// set it received as exec.Assignments, and the stream's pings as
-// exec.LeaderContact (the lease-renewal gate). It moves to another server
-// when its stream ends or fails, after a fully jittered, growing backoff
-// (or the server's Retry-After), resuming from the highest index it has
-// seen so that its view never goes back in time.
+// workClient is a client's view of its work (issue 23): instead of a local
+// replica it holds one work stream (cluster/workstream.go) to one of the
+// servers, and serves the latest set it received as exec.Assignments.
+// Up the same stream it sends its hello (self) and a numbered beat every
+// beatEvery; the leader hears it through them (cluster/clientbeats.go).
+// As exec.LeaderContact it is in contact while a beat it sent less than
+// contact ago was confirmed by the leader (a ping's acked): the lease-
+// renewal gate of invariant 2. It moves to another server when its stream
+// ends, fails or falls silent, after a fully jittered, growing backoff (or
+// the server's Retry-After), resuming from the highest index it has seen
+// so that its view never goes back in time.
 type workClient struct {
-	node    string
+	self    fsm.Node // sent in the hello
 	servers []string // base URLs, e.g. http://10.0.0.5:7070
 	hc      *http.Client
 	auth    func(http.Header) // the cluster-internal credential; nil adds nothing
-	// contact is how long a frame saying "in contact with the leader"
-	// keeps the gate open (cluster's LeaderContactTimeout).
-	contact time.Duration
-	logger  *slog.Logger
+	// contact is how long a confirmed beat keeps the gate open (cluster's
+	// LeaderContactTimeout: sched's safety margin covers it).
+	contact   time.Duration
+	beatEvery time.Duration
+	silence   time.Duration // a stream with no frame for this long is dropped
+	logger    *slog.Logger
 
 	mu          sync.Mutex
 	index       uint64
 	work        []exec.Assignment
 	haveWork    bool
-	lastContact time.Time
-	server      string // the server of the open stream ("" while none)
+	lastContact time.Time // send time of the newest beat the leader confirmed
+	server      string    // the server of the open stream ("" while none)
+	synced      bool      // the open stream delivered its first work frame
 	watchers    map[chan struct{}]struct{}
 }
 
-func newWorkClient(node string, servers []string, hc *http.Client, auth func(http.Header), contact time.Duration, logger *slog.Logger) *workClient {
+func newWorkClient(self fsm.Node, servers []string, hc *http.Client, auth func(http.Header), contact time.Duration, logger *slog.Logger) *workClient {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &workClient{node: node, servers: servers, hc: hc, auth: auth, contact: contact, logger: logger,
-		watchers: map[chan struct{}]struct{}{}}
+	return &workClient{self: self, servers: servers, hc: hc, auth: auth, contact: contact,
+		beatEvery: time.Second, silence: 3 * time.Second, logger: logger, watchers: map[chan struct{}]struct{}{}}
 }
 
 // Watch implements exec.Assignments: the channel gets a signal after each
@@ -73,8 +81,8 @@ func (c *workClient) Watch() (<-chan struct{}, func()) {
 func (c *workClient) LiveAttempts(node string) ([]exec.Assignment, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if node != c.node {
-		return nil, fmt.Errorf("this node's work stream is %s's, not %s's", c.node, node)
+	if node != c.self.Name {
+		return nil, fmt.Errorf("this node's work stream is %s's, not %s's", c.self.Name, node)
 	}
 	if !c.haveWork {
 		return nil, errors.New("no work received from a server yet")
@@ -82,12 +90,20 @@ func (c *workClient) LiveAttempts(node string) ([]exec.Assignment, error) {
 	return append([]exec.Assignment(nil), c.work...), nil
 }
 
-// InContactWithLeader implements exec.LeaderContact: a frame from a
-// server in contact with the leader arrived within the contact timeout.
+// InContactWithLeader implements exec.LeaderContact: the leader confirmed
+// a beat this client sent within the contact timeout.
 func (c *workClient) InContactWithLeader() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return !c.lastContact.IsZero() && time.Since(c.lastContact) < c.contact
+}
+
+// InSync implements exec.LeaderContact: the open stream delivered its
+// first work frame, which is at least as new as anything seen before.
+func (c *workClient) InSync() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.synced
 }
 
 // Server is the server of the open stream, "" while there is none.
@@ -95,6 +111,13 @@ func (c *workClient) Server() string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.server
+}
+
+// Index is the highest work index seen.
+func (c *workClient) Index() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.index
 }
 
 // Run keeps a stream open until ctx ends.
@@ -125,20 +148,27 @@ func (c *workClient) Run(ctx context.Context) error {
 	}
 }
 
-// stream reads one server's stream until it ends. healthy: it delivered
+// stream holds one server's stream until it ends. healthy: it delivered
 // at least one frame (the backoff starts over).
 func (c *workClient) stream(ctx context.Context, server string) (healthy bool, retryAfter time.Duration, err error) {
 	c.mu.Lock()
 	index := c.index
 	c.mu.Unlock()
-	url := fmt.Sprintf("%s%swork/%s?index=%d", server, cluster.InternalPrefix, c.node, index)
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	url := fmt.Sprintf("%s%swork/%s?index=%d", server, cluster.InternalPrefix, c.self.Name, index)
+	upR, upW := io.Pipe()
+	defer upW.Close()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, upR)
 	if err != nil {
 		return false, 0, err
 	}
+	req.Header.Set("Content-Type", "application/x-ndjson")
 	if c.auth != nil {
 		c.auth(req.Header)
 	}
+	beats := newBeatLog()
+	go c.sendUp(ctx, upW, beats)
 	resp, err := c.hc.Do(req)
 	if err != nil {
 		return false, 0, err
@@ -149,19 +179,24 @@ func (c *workClient) stream(ctx context.Context, server string) (healthy bool, r
 			retryAfter = time.Duration(s) * time.Second
 		}
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return false, retryAfter, fmt.Errorf("%s: %s %s", server, resp.Status, b)
+		return false, retryAfter, fmt.Errorf("%s: %s %s", server, resp.Status, bytes.TrimSpace(b))
 	}
 	c.mu.Lock()
 	c.server = server
 	c.mu.Unlock()
 	defer func() {
 		c.mu.Lock()
-		c.server = ""
+		c.server, c.synced = "", false
 		c.mu.Unlock()
 	}()
+	// A server that falls silent (cut off, frozen) is left: pings come
+	// every second.
+	watchdog := time.AfterFunc(c.silence, func() { cancel(errors.New("no frame from the server")) })
+	defer watchdog.Stop()
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(nil, 64<<20) // a set of thousands of assigned attempts with specs
 	for sc.Scan() {
+		watchdog.Reset(c.silence)
 		var f cluster.WorkFrame
 		if err := json.Unmarshal(sc.Bytes(), &f); err != nil {
 			return healthy, 0, fmt.Errorf("%s: bad frame: %w", server, err)
@@ -173,25 +208,78 @@ func (c *workClient) stream(ctx context.Context, server string) (healthy bool, r
 			}
 		}
 		healthy = true
-		c.take(f, work)
+		c.take(f, work, beats)
 	}
 	if err := sc.Err(); err != nil {
+		if cause := context.Cause(ctx); cause != nil && ctx.Err() != nil {
+			err = cause
+		}
 		return healthy, 0, err
 	}
 	return healthy, 0, fmt.Errorf("%s closed the stream", server)
 }
 
+// sendUp writes the hello and then a beat every beatEvery until ctx ends
+// or the server stops reading.
+func (c *workClient) sendUp(ctx context.Context, w *io.PipeWriter, beats *beatLog) {
+	enc := json.NewEncoder(w)
+	self := c.self
+	if err := enc.Encode(cluster.UpFrame{Type: cluster.UpFrameHello, Node: &self}); err != nil {
+		return
+	}
+	tick := time.NewTicker(c.beatEvery)
+	defer tick.Stop()
+	for seq := uint64(1); ; seq++ {
+		beats.sent(seq, time.Now())
+		if err := enc.Encode(cluster.UpFrame{Type: cluster.UpFrameBeat, Seq: seq}); err != nil {
+			w.CloseWithError(err)
+			return
+		}
+		select {
+		case <-ctx.Done():
+			w.CloseWithError(ctx.Err())
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// beatLog remembers when each recent beat of a stream was sent.
+type beatLog struct {
+	mu     sync.Mutex
+	sentAt map[uint64]time.Time
+}
+
+func newBeatLog() *beatLog { return &beatLog{sentAt: map[uint64]time.Time{}} }
+
+func (b *beatLog) sent(seq uint64, at time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.sentAt[seq] = at
+	if seq > 64 {
+		delete(b.sentAt, seq-64) // a confirmation that old would close the gate anyway
+	}
+}
+
+func (b *beatLog) at(seq uint64) (time.Time, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	t, ok := b.sentAt[seq]
+	return t, ok
+}
+
 // take records a frame.
-func (c *workClient) take(f cluster.WorkFrame, work []exec.Assignment) {
+func (c *workClient) take(f cluster.WorkFrame, work []exec.Assignment, beats *beatLog) {
+	sent, confirmed := beats.at(f.Acked)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if f.LeaderContact {
-		c.lastContact = time.Now()
+	if confirmed && sent.After(c.lastContact) {
+		c.lastContact = sent
 	}
 	if f.Type != cluster.WorkFrameWork || f.Index < c.index {
 		return // a server behind what we have seen never takes us back
 	}
-	c.index, c.work, c.haveWork = f.Index, work, true
+	c.index, c.work, c.haveWork, c.synced = f.Index, work, true, true
 	for ch := range c.watchers {
 		select {
 		case ch <- struct{}{}:

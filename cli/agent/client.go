@@ -1,0 +1,242 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/foreman-sched/foreman/cluster"
+	"github.com/foreman-sched/foreman/exec"
+	"github.com/foreman-sched/foreman/fsm"
+	"github.com/foreman-sched/foreman/httpapi"
+)
+
+// Roles of an agent (--role; cluster/DESIGN.md "Clients").
+const (
+	RoleServer = "server" // a raft member: schedules when leader, serves the API, runs jobs
+	RoleClient = "client" // outside raft: runs the jobs a server's work stream gives it
+)
+
+// runClient runs an agent as a client: no raft, no gossip, no copy of the
+// cluster state. Its executor learns its work from one server's work
+// stream (workclient.go), reports through a server (clientReports), and
+// keeps only its own attempts' directories on disk, which a restart
+// re-adopts. Its HTTP port serves what servers proxy to it (its attempts'
+// logs and artifacts) and its health; every other API call is refused
+// with the servers to ask instead.
+func runClient(parent context.Context, cfg *agentConfig) error {
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.logLevel}))
+	slog.SetDefault(logger)
+	ctx, stop := signal.NotifyContext(parent, syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	exec.RegisterMetrics(cfg.self.Drivers...)
+
+	cc := &cfg.cluster
+	servers, err := cluster.ServerURLs(cc.Join, cfg.tls != nil)
+	if err != nil {
+		return err
+	}
+	httpAddr, err := cc.HTTPAdvertise()
+	if err != nil {
+		return err
+	}
+	self := cfg.self
+	self.Name, self.HTTPAddr, self.Role = cc.Name, httpAddr, fsm.RoleClient
+	if self.Slots == 0 {
+		self.Slots = cc.Slots
+	}
+	hc := cluster.NewPeerClient(cc)
+	wc := newWorkClient(self, servers, hc, nil, cc.LeaderContactTimeout, logger.With("component", "workclient"))
+	worker, err := exec.NewWorker(cfg.worker, exec.WorkerDeps{
+		Assignments:   wc,
+		Reporter:      exec.NewBatchingReporter(clientReports{wc: wc, hc: hc}),
+		LeaderContact: wc,
+		Logger:        logger,
+	})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(bindHost(*cc), strconv.Itoa(cc.Port)))
+	if err != nil {
+		return fmt.Errorf("listen for HTTP: %w", err)
+	}
+	ln = wrapListener(ln, cfg.maxConnsPerIP, cfg.tls, cfg.requireClientCert)
+	if cfg.tls != nil {
+		go reloadOnSIGHUP(ctx, cfg.tls, logger)
+	}
+	srv := newHTTPServer(clientRoutes(self.Name, servers, worker), logger)
+	srvErr := make(chan error, 1)
+	go func() { srvErr <- srv.Serve(ln) }()
+
+	streamCtx, stopStream := context.WithCancel(context.Background())
+	streamDone := make(chan struct{})
+	go func() { _ = wc.Run(streamCtx); close(streamDone) }()
+	workerCtx, stopWorker := context.WithCancel(context.Background())
+	workerDone := make(chan error, 1)
+	go func() { workerDone <- worker.Run(workerCtx) }()
+	logger.Info("agent started", "component", "agent", "role", RoleClient, "node", self.Name, "http", self.HTTPAddr,
+		"servers", strings.Join(servers, ","), "data_dir", cc.DataDir, "drivers", strings.Join(self.Drivers, ","),
+		"default_driver", cfg.worker.DefaultDriver)
+
+	var runErr error
+	workerRunning := true
+	select {
+	case <-ctx.Done():
+		logger.Info("shutting down", "component", "agent")
+	case err := <-srvErr:
+		runErr = fmt.Errorf("http server: %w", err)
+	case err := <-workerDone:
+		runErr = fmt.Errorf("worker: %w", err)
+		workerRunning = false
+	}
+	// As a server does: a last renewal while still in contact, then the
+	// stream and the worker stop; running jobs keep going under their
+	// supervisors and a restart within the lease re-adopts them.
+	shutCtx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(shutCtx)
+	worker.RenewLeases()
+	stopStream()
+	<-streamDone
+	stopWorker()
+	if workerRunning {
+		select {
+		case <-workerDone:
+		case <-shutCtx.Done():
+			logger.Warn("the worker did not stop in time", "component", "agent")
+		}
+	}
+	return runErr
+}
+
+// clientReports is a client's exec.BatchReporter: reports go to the
+// server of its open stream (any server while it has none), which checks
+// they are this node's and commits them through the leader.
+type clientReports struct {
+	wc *workClient
+	hc *http.Client
+}
+
+func (r clientReports) ReportBatch(ctx context.Context, reps []fsm.ReportAttempt) ([]error, error) {
+	server := r.wc.Server()
+	if server == "" {
+		server = r.wc.servers[rand.IntN(len(r.wc.servers))]
+	}
+	return cluster.SendReports(ctx, r.hc, server, r.wc.self.Name, r.wc.Index(), reps, r.wc.auth)
+}
+
+// clientRoutes is a client's HTTP port: its health, and the logs and
+// artifacts of its attempts that servers proxy here (they name the
+// attempt); anything else is refused with the servers to ask instead.
+func clientRoutes(node string, servers []string, w *exec.Worker) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/health", func(rw http.ResponseWriter, r *http.Request) {
+		writeClientJSON(rw, http.StatusOK, map[string]string{"status": "ok", "node": node, "role": RoleClient})
+	})
+	mux.HandleFunc("GET /v1/jobs/{id}/logs", func(rw http.ResponseWriter, r *http.Request) {
+		attempt, ok := proxiedAttempt(rw, r)
+		if !ok {
+			return
+		}
+		stream := r.URL.Query().Get("stream")
+		if stream == "" {
+			stream = "stdout"
+		}
+		follow := r.URL.Query().Get("follow") == "true"
+		if follow {
+			_ = http.NewResponseController(rw).SetWriteDeadline(time.Time{})
+		}
+		fw := &clientFlushWriter{w: rw, rc: http.NewResponseController(rw)}
+		rw.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		rw.Header().Set(httpapi.HeaderLogSource, "node")
+		err := workerLogs{w}.StreamLog(r.Context(), r.PathValue("id"), attempt, stream, follow, fw)
+		if err != nil && !fw.wrote {
+			clientError(rw, err)
+			return
+		}
+		if !fw.wrote {
+			rw.WriteHeader(http.StatusOK)
+		}
+	})
+	mux.HandleFunc("GET /v1/jobs/{id}/artifacts/{path...}", func(rw http.ResponseWriter, r *http.Request) {
+		attempt, ok := proxiedAttempt(rw, r)
+		if !ok {
+			return
+		}
+		path := r.PathValue("path")
+		if err := fsm.ValidArtifactPath(path); err != nil {
+			writeClientJSON(rw, http.StatusBadRequest, httpapi.ErrorBody{Error: "path: " + err.Error(), Code: "invalid"})
+			return
+		}
+		f, err := workerArtifacts{w}.OpenArtifact(r.PathValue("id"), attempt, path)
+		if err != nil {
+			clientError(rw, err)
+			return
+		}
+		defer f.Close()
+		rw.Header().Set("Content-Type", "application/octet-stream")
+		_, _ = io.Copy(rw, f)
+	})
+	mux.HandleFunc("/", func(rw http.ResponseWriter, r *http.Request) {
+		writeClientJSON(rw, http.StatusMisdirectedRequest, httpapi.ErrorBody{
+			Error: fmt.Sprintf("%s is a client agent (outside raft): it serves no API; ask a server: %s", node, strings.Join(servers, ", ")),
+			Code:  "client_agent",
+		})
+	})
+	return mux
+}
+
+// proxiedAttempt is the attempt a server's proxied request names.
+func proxiedAttempt(rw http.ResponseWriter, r *http.Request) (int, bool) {
+	n, err := strconv.Atoi(r.URL.Query().Get("attempt"))
+	if err != nil || n < 1 {
+		writeClientJSON(rw, http.StatusBadRequest, httpapi.ErrorBody{
+			Error: "attempt: a client serves its attempts' files to servers, which name the attempt (ask a server)", Code: "invalid"})
+		return 0, false
+	}
+	return n, true
+}
+
+func clientError(rw http.ResponseWriter, err error) {
+	status, code := http.StatusInternalServerError, "internal"
+	if errors.Is(err, fs.ErrNotExist) {
+		status, code = http.StatusNotFound, "not_found"
+	}
+	writeClientJSON(rw, status, httpapi.ErrorBody{Error: err.Error(), Code: code})
+}
+
+func writeClientJSON(rw http.ResponseWriter, status int, v any) {
+	rw.Header().Set("Content-Type", "application/json")
+	rw.WriteHeader(status)
+	_ = json.NewEncoder(rw).Encode(v)
+}
+
+// clientFlushWriter flushes after every write, so a follower sees log
+// bytes as they come.
+type clientFlushWriter struct {
+	w     http.ResponseWriter
+	rc    *http.ResponseController
+	wrote bool
+}
+
+func (f *clientFlushWriter) Write(p []byte) (int, error) {
+	f.wrote = true
+	n, err := f.w.Write(p)
+	if err == nil {
+		_ = f.rc.Flush()
+	}
+	return n, err
+}

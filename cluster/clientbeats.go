@@ -1,0 +1,303 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// How the leader hears clients (DESIGN.md "Clients"). A client sends a
+// numbered beat up its work stream every BeatInterval. The server that
+// holds the stream relays the newest beat of each of its clients to the
+// leader every RelayInterval, with its age; the leader keeps, per client,
+// the latest time it heard from it (arrival of the relay minus the age:
+// never earlier than the server received the beat, whatever the transit
+// time, so never earlier than the client sent it). When
+// the leader answers the relay, the server tells the client, in its next
+// ping, the number of the newest beat the leader confirmed ("acked"). The
+// client renews its attempts' leases only while a beat it sent less than
+// LeaderContactTimeout ago is acked, so the leader's last-heard time of a
+// client is never earlier than the send time of the beat that keeps its
+// leases renewed: the leader's rule "lost after L + margin since last
+// heard" holds for clients as for raft members (sched/DESIGN.md). Beats
+// are never raft writes; only a client's death is committed.
+
+// ClientLimits are the knobs of clients' liveness; zero takes the default.
+type ClientLimits struct {
+	// RelayInterval is how often a server relays its clients' beats to the
+	// leader (default 250 ms).
+	RelayInterval time.Duration
+	// ReadTimeout is how long a server waits for the next beat on a stream
+	// before dropping it (default 3 s; clients beat every second).
+	ReadTimeout time.Duration
+	// DeadAfter is how long the leader waits without hearing from a client
+	// before it commits the client dead (default 3 s). Its attempts are
+	// declared lost only once their lease has run out too.
+	DeadAfter time.Duration
+	// MassSilence holds back deaths when more clients than this fall
+	// silent at once: more than max(MassSilenceMin, MassSilenceFraction of
+	// the live clients) (defaults 3 and 0.3). A server cut off, a starved
+	// leader or a network split makes many clients look silent at once;
+	// their jobs are safer left running (their leases still fence them)
+	// than rerun.
+	MassSilenceMin      int
+	MassSilenceFraction float64
+}
+
+func (l ClientLimits) withDefaults() ClientLimits {
+	if l.RelayInterval == 0 {
+		l.RelayInterval = 250 * time.Millisecond
+	}
+	if l.ReadTimeout == 0 {
+		l.ReadTimeout = 3 * time.Second
+	}
+	if l.DeadAfter == 0 {
+		l.DeadAfter = 3 * time.Second
+	}
+	if l.MassSilenceMin == 0 {
+		l.MassSilenceMin = 3
+	}
+	if l.MassSilenceFraction == 0 {
+		l.MassSilenceFraction = 0.3
+	}
+	return l
+}
+
+// clientTable is a server's record of the clients attached to it: each
+// client's newest stream (a client that reconnects here replaces its old
+// stream, whose beats then count no more).
+type clientTable struct {
+	mu sync.Mutex
+	m  map[string]*clientStream
+}
+
+// clientStream is one stream's beats; its beat numbers start at 1.
+type clientStream struct {
+	seq   uint64    // newest beat
+	at    time.Time // when it arrived (monotonic)
+	acked uint64    // newest beat the leader confirmed
+}
+
+func newClientTable() *clientTable { return &clientTable{m: map[string]*clientStream{}} }
+
+// attach registers a new stream of node; detach undoes it.
+func (t *clientTable) attach(node string) (s *clientStream, detach func()) {
+	s = &clientStream{}
+	t.mu.Lock()
+	t.m[node] = s
+	t.mu.Unlock()
+	return s, func() {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		if t.m[node] == s {
+			delete(t.m, node)
+		}
+	}
+}
+
+func (t *clientTable) beat(s *clientStream, seq uint64, now time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if seq > s.seq {
+		s.seq, s.at = seq, now
+	}
+}
+
+func (t *clientTable) acked(s *clientStream) uint64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return s.acked
+}
+
+func (t *clientTable) count() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.m)
+}
+
+// relayItem is a beat to relay and the stream to ack when the leader
+// confirms it.
+type relayItem struct {
+	beat   ClientBeat
+	stream *clientStream
+}
+
+// pending is the newest beat of every client the leader has not confirmed.
+func (t *clientTable) pending(now time.Time) []relayItem {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []relayItem
+	for node, s := range t.m {
+		if s.seq > s.acked {
+			out = append(out, relayItem{ClientBeat{Node: node, Seq: s.seq, AgeMS: now.Sub(s.at).Milliseconds()}, s})
+		}
+	}
+	return out
+}
+
+func (t *clientTable) ack(items []relayItem) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, it := range items {
+		if it.beat.Seq > it.stream.acked {
+			it.stream.acked = it.beat.Seq
+		}
+	}
+}
+
+// ClientBeat is one client's newest beat in a relay to the leader.
+type ClientBeat struct {
+	Node  string `json:"node"`
+	Seq   uint64 `json:"seq"`
+	AgeMS int64  `json:"age_ms"` // how long ago the server received it
+}
+
+// clientBeatsRequest is the body of POST /v1/internal/client-beats.
+type clientBeatsRequest struct {
+	Server string       `json:"server"`
+	Beats  []ClientBeat `json:"beats"`
+}
+
+// maxRelayedBeats bounds one relay (a server holds a few thousand clients).
+const maxRelayedBeats = 100_000
+
+// heardClients is the leader's last-heard time of each client (monotonic,
+// this node's clock), for this term only.
+type heardClients struct {
+	mu sync.Mutex
+	m  map[string]time.Time
+}
+
+func newHeardClients() *heardClients { return &heardClients{m: map[string]time.Time{}} }
+
+func (h *heardClients) reset() {
+	h.mu.Lock()
+	h.m = map[string]time.Time{}
+	h.mu.Unlock()
+}
+
+func (h *heardClients) get(node string) (time.Time, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	t, ok := h.m[node]
+	return t, ok
+}
+
+func (h *heardClients) take(beats []ClientBeat, arrived time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, b := range beats {
+		t := arrived.Add(-time.Duration(max(b.AgeMS, 0)) * time.Millisecond)
+		if t.After(h.m[b.Node]) {
+			h.m[b.Node] = t
+		}
+	}
+}
+
+// takeClientBeats records relayed beats on the leader. It refuses them
+// unless this node leads with a quorum in contact: a deposed leader's
+// confirmation would keep a client renewing leases that the new leader
+// does not know about.
+func (n *Node) takeClientBeats(beats []ClientBeat, arrived time.Time) error {
+	if !n.IsLeader() {
+		return ErrNotLeader
+	}
+	if !n.InContactWithLeader() {
+		return fmt.Errorf("%w: the leader has no quorum contact", ErrNoLeader)
+	}
+	n.clientsHeard.take(beats, arrived)
+	return nil
+}
+
+// handleClientBeats serves POST /v1/internal/client-beats on the leader.
+func (n *Node) handleClientBeats(w http.ResponseWriter, r *http.Request) {
+	arrived := time.Now()
+	var req clientBeatsRequest
+	if err := json.NewDecoder(io.LimitReader(r.Body, 32<<20)).Decode(&req); err != nil {
+		writeApply(w, http.StatusBadRequest, applyResponse{Error: "body: " + err.Error(), Code: "bad_request"})
+		return
+	}
+	if len(req.Beats) > maxRelayedBeats {
+		writeApply(w, http.StatusBadRequest, applyResponse{Error: fmt.Sprintf("beats: %d (max %d)", len(req.Beats), maxRelayedBeats), Code: "bad_request"})
+		return
+	}
+	for i, b := range req.Beats {
+		if b.Node == "" || b.Seq == 0 {
+			writeApply(w, http.StatusBadRequest, applyResponse{Error: fmt.Sprintf("beats[%d]: node and seq must be set", i), Code: "bad_request"})
+			return
+		}
+	}
+	switch err := n.takeClientBeats(req.Beats, arrived); {
+	case err == nil:
+		writeApply(w, http.StatusOK, applyResponse{})
+	case err == ErrNotLeader:
+		writeApply(w, http.StatusMisdirectedRequest, applyResponse{Error: err.Error(), Code: "not_leader"})
+	default:
+		writeApply(w, http.StatusServiceUnavailable, applyResponse{Error: err.Error(), Code: errorCode(err)})
+	}
+}
+
+// relayBeatsLoop sends the attached clients' beats to the leader (itself
+// when it leads) and records what the leader confirmed.
+func (n *Node) relayBeatsLoop() {
+	tick := time.NewTicker(n.cfg.Clients.RelayInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-n.closing:
+			return
+		case <-tick.C:
+		}
+		items := n.attached.pending(time.Now())
+		if len(items) == 0 {
+			continue
+		}
+		beats := make([]ClientBeat, len(items))
+		for i, it := range items {
+			beats[i] = it.beat
+		}
+		if err := n.relayBeats(beats); err != nil {
+			n.logger.Debug("cannot relay client beats to the leader", "clients", len(beats), "err", err)
+			continue
+		}
+		n.attached.ack(items)
+	}
+}
+
+func (n *Node) relayBeats(beats []ClientBeat) error {
+	if n.IsLeader() {
+		return n.takeClientBeats(beats, time.Now())
+	}
+	addr := n.leaderHTTP()
+	if addr == "" {
+		return ErrNoLeader
+	}
+	body, err := json.Marshal(clientBeatsRequest{Server: n.cfg.Name, Beats: beats})
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.Clients.RelayInterval*4)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, n.internalURL(addr, "client-beats"), bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(ForwardedHeader, "1")
+	resp, err := n.client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return fmt.Errorf("leader %s: %s %s", addr, resp.Status, bytes.TrimSpace(b))
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return nil
+}

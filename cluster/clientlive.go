@@ -1,0 +1,121 @@
+package cluster
+
+import (
+	"context"
+	"time"
+
+	"github.com/foreman-sched/foreman/fsm"
+)
+
+// clientLivenessLoop runs on the leader: it commits a client dead once it
+// has not been heard from for DeadAfter, and alive again when it is heard
+// from after that. Silence is counted from the latest of the last beat
+// relayed to this leader and the moment this loop first saw the client
+// alive (a new leader, a client just registered): a leader never declares
+// a client dead for a silence it did not watch. The mass-silence guard
+// holds every death while too many clients are silent at once
+// (ClientLimits.MassSilence*).
+// massSilenceWindow: a client declared dead less than this many DeadAfter
+// ago still counts as silent for the mass-silence guard.
+const massSilenceWindow = 20
+
+func (n *Node) clientLivenessLoop(ctx context.Context) {
+	lim := n.cfg.Clients
+	tick := time.NewTicker(max(lim.DeadAfter/6, 50*time.Millisecond))
+	defer tick.Stop()
+	watched := map[string]time.Time{} // client → when this loop started watching it (alive)
+	markedDead := map[string]time.Time{}
+	held := false
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		var clients []fsm.Node
+		if err := n.fsm.View(func(tx *fsm.Tx) error {
+			nodes, err := tx.Nodes()
+			for _, nd := range nodes {
+				if nd.Role == fsm.RoleClient {
+					clients = append(clients, nd)
+				}
+			}
+			return err
+		}); err != nil {
+			continue
+		}
+		now := time.Now()
+		// suspects (silent for half of DeadAfter) and the recently dead
+		// count towards the guard, so clients that fall silent together
+		// are judged together, not one at a time as each crosses DeadAfter.
+		live, suspects, recentDead, silent := 0, 0, 0, []string{}
+		seen := map[string]bool{}
+		for _, nd := range clients {
+			seen[nd.Name] = true
+			heard, ok := n.clientsHeard.get(nd.Name)
+			switch nd.Gossip {
+			case fsm.NodeAlive, fsm.NodeSuspect:
+				live++
+				delete(markedDead, nd.Name)
+				from, watching := watched[nd.Name]
+				if !watching {
+					from = now
+					watched[nd.Name] = now
+				}
+				if ok && heard.After(from) {
+					from = heard
+				}
+				if now.Sub(from) > lim.DeadAfter/2 {
+					suspects++
+				}
+				if now.Sub(from) > lim.DeadAfter {
+					silent = append(silent, nd.Name)
+				}
+			case fsm.NodeDead:
+				delete(watched, nd.Name)
+				since, marked := markedDead[nd.Name]
+				if marked && now.Sub(since) < massSilenceWindow*lim.DeadAfter {
+					recentDead++
+				}
+				// Heard again after it was declared dead (its stream never
+				// broke, so it did not register again): alive.
+				if ok && (!marked || heard.After(since)) && now.Sub(heard) < lim.DeadAfter {
+					if n.commit(ctx, fsm.CmdNodeState, fsm.SetNodeState{Name: nd.Name, Gossip: fsm.NodeAlive}) {
+						n.logger.Info("client heard from again: alive", "client", nd.Name)
+						delete(markedDead, nd.Name)
+					}
+				}
+			default:
+				delete(watched, nd.Name)
+			}
+		}
+		for name := range watched {
+			if !seen[name] {
+				delete(watched, name)
+			}
+		}
+		clientsSilentHeld().Set(0)
+		if len(silent) == 0 {
+			held = false
+			continue
+		}
+		unheard, total := suspects+recentDead, live+recentDead
+		if limit := max(lim.MassSilenceMin, int(lim.MassSilenceFraction*float64(total))); unheard > limit {
+			clientsSilentHeld().Set(float64(len(silent)))
+			if !held {
+				n.logger.Warn("many clients silent at once: holding their deaths (a server cut off, a starved leader or a network split?)",
+					"silent", len(silent), "unheard", unheard, "clients", total, "limit", limit)
+				held = true
+			}
+			continue
+		}
+		held = false
+		for _, name := range silent {
+			if n.commit(ctx, fsm.CmdNodeState, fsm.SetNodeState{Name: name, Gossip: fsm.NodeDead}) {
+				n.logger.Info("client silent: dead", "client", name, "after", lim.DeadAfter)
+				markedDead[name] = time.Now()
+				delete(watched, name)
+			}
+		}
+	}
+}
