@@ -74,13 +74,17 @@ func nodeList(c *ucli.Context) error {
 	if c.Bool("json") {
 		return PrintJSON(c, map[string]any{"nodes": nodes})
 	}
-	t := NewTable(Stdout(c), "NAME", "ADDRESS", "GOSSIP", "ELIGIBILITY", "CPU", "MEMORY", "RUNNING", "DRIVERS", "LABELS")
+	t := NewTable(Stdout(c), "NAME", "ROLE", "ADDRESS", "GOSSIP", "ELIGIBILITY", "CPU", "MEMORY", "RUNNING", "DRIVERS", "LABELS")
 	for _, n := range nodes {
 		elig := string(n.Eligibility)
 		if n.Eligibility == fsm.Draining && !n.DrainDeadline.IsZero() {
 			elig += " (deadline " + ago(n.DrainDeadline, time.Now()) + ")"
 		}
-		t.Row(n.Name, orDash(n.HTTPAddr), n.Gossip, elig,
+		role := "server"
+		if n.Role == fsm.RoleClient {
+			role = "client"
+		}
+		t.Row(n.Name, role, orDash(n.HTTPAddr), n.Gossip, elig,
 			httpapi.FormatCPU(n.Allocated.CPU)+"/"+httpapi.FormatCPU(n.Capacity.CPU),
 			httpapi.FormatMemory(n.Allocated.MemoryMB)+"/"+httpapi.FormatMemory(n.Capacity.MemoryMB),
 			n.Running, orDash(strings.Join(n.Drivers, ",")), labels(n.Labels))

@@ -53,10 +53,12 @@ type agentConfig struct {
 func Command(version string) *ucli.Command {
 	return &ucli.Command{
 		Name:  "agent",
-		Usage: "run an agent: a raft member that schedules (when leader) and runs jobs",
+		Usage: "run an agent: a server (a raft member that schedules when leader) or a client; both run jobs",
 		Description: `Every host runs one agent. --dev starts a throwaway single-node cluster on 127.0.0.1.
 For a real cluster start the first servers with --bootstrap-expect N and --join one another;
 later agents only --join (they become non-voters and still run jobs).
+--role client makes an agent a client: outside raft, it holds no copy of the cluster state and
+runs what one of the servers named by --join streams to it (the way to grow past a few dozen hosts).
 --config FILE reads any of these flags from a YAML file (key = flag name without --, e.g.
 "data-dir: /var/lib/foreman", "join: [10.0.0.10, 10.0.0.11]"); flags on the command line win.`,
 		Flags: []ucli.Flag{

@@ -141,12 +141,17 @@ func (r clientReports) ReportBatch(ctx context.Context, reps []fsm.ReportAttempt
 // clientRoutes is a client's HTTP port: its health, and the logs and
 // artifacts of its attempts that servers proxy here (they name the
 // attempt); anything else is refused with the servers to ask instead.
+// The routes go through an ACL that is off (a client refuses --acl until
+// it can hold the cluster-internal secret), which checks them against the
+// route table like every agent's.
 func clientRoutes(node string, servers []string, w *exec.Worker) http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /v1/health", func(rw http.ResponseWriter, r *http.Request) {
+	acl := httpapi.NewACL(false, nil, nil, nil)
+	handle := func(pattern string, h http.HandlerFunc) { acl.Handle(mux, pattern, h) }
+	handle("GET /v1/health", func(rw http.ResponseWriter, r *http.Request) {
 		writeClientJSON(rw, http.StatusOK, map[string]string{"status": "ok", "node": node, "role": RoleClient})
 	})
-	mux.HandleFunc("GET /v1/jobs/{id}/logs", func(rw http.ResponseWriter, r *http.Request) {
+	handle("GET /v1/jobs/{id}/logs", func(rw http.ResponseWriter, r *http.Request) {
 		attempt, ok := proxiedAttempt(rw, r)
 		if !ok {
 			return
@@ -171,7 +176,7 @@ func clientRoutes(node string, servers []string, w *exec.Worker) http.Handler {
 			rw.WriteHeader(http.StatusOK)
 		}
 	})
-	mux.HandleFunc("GET /v1/jobs/{id}/artifacts/{path...}", func(rw http.ResponseWriter, r *http.Request) {
+	handle("GET /v1/jobs/{id}/artifacts/{path...}", func(rw http.ResponseWriter, r *http.Request) {
 		attempt, ok := proxiedAttempt(rw, r)
 		if !ok {
 			return
@@ -190,7 +195,7 @@ func clientRoutes(node string, servers []string, w *exec.Worker) http.Handler {
 		rw.Header().Set("Content-Type", "application/octet-stream")
 		_, _ = io.Copy(rw, f)
 	})
-	mux.HandleFunc("/", func(rw http.ResponseWriter, r *http.Request) {
+	handle("/", func(rw http.ResponseWriter, r *http.Request) {
 		writeClientJSON(rw, http.StatusMisdirectedRequest, httpapi.ErrorBody{
 			Error: fmt.Sprintf("%s is a client agent (outside raft): it serves no API; ask a server: %s", node, strings.Join(servers, ", ")),
 			Code:  "client_agent",

@@ -1,0 +1,143 @@
+package main
+
+import (
+	"fmt"
+	"net"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// clientNode is a node as GET /v1/nodes shows it.
+type clientNode struct {
+	Name   string `json:"name"`
+	Role   string `json:"role"`
+	Gossip string `json:"gossip"`
+}
+
+// startClients starts n client agents (--role client) beside c's servers,
+// on the servers' 127.X.Y subnet, each labelled sysnode=<name> and
+// kind=client, and waits until the leader records them alive.
+func startClients(t *testing.T, c *sysCluster, n int) []*agentProc {
+	t.Helper()
+	s0 := c.agents[0]
+	prefix := s0.ip[:strings.LastIndex(s0.ip, ".")]
+	var join []string
+	for _, s := range c.agents {
+		join = append(join, "--join", net.JoinHostPort(s.ip, fmt.Sprint(s.base)))
+	}
+	var clients []*agentProc
+	for i := 1; i <= n; i++ {
+		name := fmt.Sprintf("c%d", i)
+		args := append([]string{"--role", "client", "--label", "sysnode=" + name, "--label", "kind=client",
+			"--default-driver", "process"}, join...)
+		clients = append(clients, startAgentAt(t, c.bin, name, filepath.Join(c.root, name, "data"),
+			fmt.Sprintf("%s.%d", prefix, 10+i), s0.base, args...))
+	}
+	eventually(t, systemTimeout, fmt.Sprintf("%d clients registered alive", n), func() error {
+		alive := 0
+		for _, nd := range nodesOf(t, c.leader()) {
+			if nd.Role == "client" && nd.Gossip == "alive" {
+				alive++
+			}
+		}
+		if alive != n {
+			return fmt.Errorf("%d of %d clients alive", alive, n)
+		}
+		return nil
+	})
+	return clients
+}
+
+func nodesOf(t *testing.T, a *agentProc) []clientNode {
+	t.Helper()
+	var nodes struct {
+		Nodes []clientNode `json:"nodes"`
+	}
+	if err := getJSON(a.url("/v1/nodes?consistent=true"), &nodes); err != nil {
+		t.Logf("nodes of %s: %v", a.name, err)
+	}
+	return nodes.Nodes
+}
+
+// 3 servers and 2 clients (agents outside raft) on real processes: jobs
+// run on the clients, their logs are read through a server; a client
+// killed with -9 has its job rerun on the other client only after the old
+// copy died (invariant 2); the leader killed with -9 costs the clients'
+// jobs nothing; the killed client comes back and registers again.
+func TestSystemClients(t *testing.T) {
+	c := newSysCluster(t, 3)
+	clients := startClients(t, c, 2)
+	leader := c.leader()
+
+	// A job on a client; its logs through a server (proxied to the client).
+	id := submitJob(t, leader, map[string]any{
+		"name": "hello", "command": []string{"/bin/sh", "-c", "echo hello-from-$FOREMAN_NODE"},
+		"driver": "process", "constraints": []string{"sysnode == c2"},
+	})
+	j := waitJobState(t, leader, id, "succeeded")
+	if j.latest().Node != "c2" {
+		t.Fatalf("the job ran on %s, want c2", j.latest().Node)
+	}
+	for _, s := range c.agents {
+		if lr := runForeman(t, c.bin, s.url(""), "logs", id); lr.code != 0 || strings.TrimSpace(lr.stdout) != "hello-from-c2" {
+			t.Errorf("logs through %s: exit %d, stdout %q, stderr %q", s.name, lr.code, lr.stdout, lr.stderr)
+		}
+	}
+	if lr := runForeman(t, c.bin, clients[0].url(""), "node", "ls"); lr.code == 0 || !strings.Contains(lr.stderr, "client agent") {
+		t.Errorf("the API of a client: exit %d, stderr %q; want a refusal naming the servers", lr.code, lr.stderr)
+	}
+
+	// kill -9 of the client running a long job: rerun on the other client.
+	d := newJobDir(t, c.root)
+	id = submitJob(t, leader, d.waitingJob("long", "kind == client"))
+	j = waitJobState(t, leader, id, "running")
+	victim := c1or2(clients, j.attempt(1).Node)
+	pid := d.pid(t, 1)
+	killed := time.Now()
+	victim.kill9()
+	nodeDead := watchNodeDead(t, leader, victim.name, killed)
+	deadAfter := waitDead(t, pid, killed)
+	j, took := runningElsewhere(t, leader, id, victim.name, killed)
+	reportRerun(t, "kill -9 of client "+victim.name, deadAfter, nodeDead(), took)
+	if took < deadAfter-500*time.Millisecond {
+		t.Errorf("invariant 2: the replacement ran %.1fs after kill -9 but the old copy died only at %.1fs", took.Seconds(), deadAfter.Seconds())
+	}
+	if a1 := j.attempt(1); a1.State != "lost" && !(a1.State == "killed" && a1.Reason == "fenced") {
+		t.Errorf("attempt 1 on the dead client: %+v, want lost (or killed: fenced)", a1)
+	}
+
+	// kill -9 of the leader: the surviving client's job keeps running
+	// under the new leader (no false "lost"), then finishes.
+	leader.kill9()
+	leader = c.leader()
+	d.release(t)
+	j = waitJobState(t, leader, id, "succeeded")
+	if j.Job.Attempts != 2 {
+		t.Errorf("after the leader's kill: %s; want the job done by its attempt 2", j)
+	}
+	if runs := d.runs(2); len(runs) != 1 {
+		t.Errorf("attempt 2 executed %d times: %v", len(runs), runs)
+	}
+
+	// The killed client restarts with its data dir and registers again.
+	victim.restart(t)
+	eventually(t, systemTimeout, victim.name+" alive again", func() error {
+		for _, nd := range nodesOf(t, leader) {
+			if nd.Name == victim.name && nd.Gossip == "alive" {
+				return nil
+			}
+		}
+		return fmt.Errorf("%s not alive", victim.name)
+	})
+}
+
+func c1or2(clients []*agentProc, name string) *agentProc {
+	for _, a := range clients {
+		if a.name == name {
+			return a
+		}
+	}
+	panic("the job ran on " + name + ", not on a client")
+}
