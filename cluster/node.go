@@ -39,7 +39,7 @@ type Node struct {
 	// The work streams this node serves to nodes outside raft.
 	workWaker     *workWaker
 	workAdmission admission
-	attached      *clientTable // the clients whose streams this server holds
+	attached      *clientTable  // the clients whose streams this server holds
 	clientsHeard  *heardClients // leader: when each client was last heard
 
 	notifyCh chan bool
