@@ -121,6 +121,19 @@ func TestSystemClients(t *testing.T) {
 		t.Errorf("attempt 2 executed %d times: %v", len(runs), runs)
 	}
 
+	// A client stopped with SIGTERM says so: dead at once, not after
+	// DeadAfter of silence.
+	other := clients[0]
+	if other == victim {
+		other = clients[1]
+	}
+	other.term(t)
+	for _, nd := range nodesOf(t, leader) {
+		if nd.Name == other.name && nd.Gossip != "dead" {
+			t.Errorf("%s stopped with SIGTERM is %s in the leader's state; want dead at once", nd.Name, nd.Gossip)
+		}
+	}
+
 	// The killed client restarts with its data dir and registers again.
 	victim.restart(t)
 	eventually(t, systemTimeout, victim.name+" alive again", func() error {

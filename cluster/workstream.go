@@ -95,15 +95,18 @@ type WorkFrame struct {
 // UpFrame is one line of a work stream's request body: a hello first,
 // then a beat every second.
 type UpFrame struct {
-	Type string    `json:"type"`           // "hello" or "beat"
+	Type string    `json:"type"`           // "hello", "beat" or "leave"
 	Seq  uint64    `json:"seq,omitempty"`  // beat: 1, 2, 3, ... per stream
 	Node *fsm.Node `json:"node,omitempty"` // hello: the client's self-description
 }
 
-// Up frame types.
+// Up frame types. A client that stops (SIGTERM) sends "leave": it is
+// committed dead at once, as gossip does for a server that shuts down,
+// instead of after DeadAfter of silence.
 const (
 	UpFrameHello = "hello"
 	UpFrameBeat  = "beat"
+	UpFrameLeave = "leave"
 )
 
 // Work frame types.
@@ -274,12 +277,33 @@ func (n *Node) readBeats(ctx context.Context, cancel context.CancelCauseFunc, rc
 			return
 		}
 		var f UpFrame
-		if err := json.Unmarshal(line, &f); err != nil || f.Type != UpFrameBeat || f.Seq == 0 {
+		if err := json.Unmarshal(line, &f); err == nil && f.Type == UpFrameLeave {
+			n.clientLeaving(ctx, node)
+			cancel(fmt.Errorf("client %s is stopping", node))
+			return
+		}
+		if err != nil || f.Type != UpFrameBeat || f.Seq == 0 {
 			cancel(fmt.Errorf("client %s: bad up frame %.100q", node, line))
 			return
 		}
 		n.attached.beat(s, f.Seq, time.Now())
 	}
+}
+
+// clientLeaving commits a stopping client dead (best effort: silence does
+// it later anyway).
+func (n *Node) clientLeaving(ctx context.Context, node string) {
+	cmd, err := fsm.NewCommand(fsm.CmdNodeState, wallclock.Now(), fsm.SetNodeState{Name: node, Gossip: fsm.NodeDead})
+	if err != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if _, err := n.Apply(ctx, cmd); err != nil {
+		n.logger.Warn("cannot record a stopping client dead", "client", node, "err", err)
+		return
+	}
+	n.logger.Info("client stopping: dead", "client", node)
 }
 
 // nodeRecord is node's record in this server's state (nil: none).

@@ -109,6 +109,7 @@ func runClient(parent context.Context, cfg *agentConfig) error {
 	defer cancel()
 	_ = srv.Shutdown(shutCtx)
 	worker.RenewLeases()
+	wc.Leave(2 * time.Second)
 	stopStream()
 	<-streamDone
 	stopWorker()

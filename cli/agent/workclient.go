@@ -51,6 +51,9 @@ type workClient struct {
 	server      string    // the server of the open stream ("" while none)
 	synced      bool      // the open stream delivered its first work frame
 	watchers    map[chan struct{}]struct{}
+	leaving     chan struct{} // closed by Leave
+	ended       chan struct{} // a stream ended (buffered: Leave waits on it)
+	leaveOnce   sync.Once
 }
 
 func newWorkClient(self fsm.Node, servers []string, hc *http.Client, auth func(http.Header), contact time.Duration, logger *slog.Logger) *workClient {
@@ -58,7 +61,8 @@ func newWorkClient(self fsm.Node, servers []string, hc *http.Client, auth func(h
 		logger = slog.New(slog.DiscardHandler)
 	}
 	return &workClient{self: self, servers: servers, hc: hc, auth: auth, contact: contact,
-		beatEvery: time.Second, silence: 3 * time.Second, logger: logger, watchers: map[chan struct{}]struct{}{}}
+		beatEvery: time.Second, silence: 3 * time.Second, logger: logger, watchers: map[chan struct{}]struct{}{},
+		leaving: make(chan struct{}), ended: make(chan struct{}, 1)}
 }
 
 // Watch implements exec.Assignments: the channel gets a signal after each
@@ -188,6 +192,10 @@ func (c *workClient) stream(ctx context.Context, server string) (healthy bool, r
 		c.mu.Lock()
 		c.server, c.synced = "", false
 		c.mu.Unlock()
+		select {
+		case c.ended <- struct{}{}:
+		default:
+		}
 	}()
 	// A server that falls silent (cut off, frozen) is left: pings come
 	// every second.
@@ -239,8 +247,30 @@ func (c *workClient) sendUp(ctx context.Context, w *io.PipeWriter, beats *beatLo
 		case <-ctx.Done():
 			w.CloseWithError(ctx.Err())
 			return
+		case <-c.leaving:
+			_ = enc.Encode(cluster.UpFrame{Type: cluster.UpFrameLeave})
+			w.Close()
+			return
 		case <-tick.C:
 		}
+	}
+}
+
+// Leave tells the server this client is stopping (it is recorded dead at
+// once) and waits, at most d, for the server to end the stream. Run
+// then keeps trying other servers until its ctx ends: call Leave last.
+func (c *workClient) Leave(d time.Duration) {
+	select {
+	case <-c.ended: // an old stream's news
+	default:
+	}
+	c.leaveOnce.Do(func() { close(c.leaving) })
+	if c.Server() == "" {
+		return
+	}
+	select {
+	case <-c.ended:
+	case <-time.After(d):
 	}
 }
 
