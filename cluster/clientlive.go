@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/foreman-sched/foreman/fsm"
@@ -23,6 +24,7 @@ func (n *Node) clientLivenessLoop(ctx context.Context) {
 	lim := n.cfg.Clients
 	tick := time.NewTicker(max(lim.DeadAfter/6, 50*time.Millisecond))
 	defer tick.Stop()
+	cache := &clientCache{}
 	watched := map[string]time.Time{} // client → when this loop started watching it (alive)
 	markedDead := map[string]time.Time{}
 	held := false
@@ -32,16 +34,8 @@ func (n *Node) clientLivenessLoop(ctx context.Context) {
 			return
 		case <-tick.C:
 		}
-		var clients []fsm.Node
-		if err := n.fsm.View(func(tx *fsm.Tx) error {
-			nodes, err := tx.Nodes()
-			for _, nd := range nodes {
-				if nd.Role == fsm.RoleClient {
-					clients = append(clients, nd)
-				}
-			}
-			return err
-		}); err != nil {
+		clients, err := cache.refresh(n.fsm)
+		if err != nil {
 			continue
 		}
 		now := time.Now()
@@ -50,7 +44,8 @@ func (n *Node) clientLivenessLoop(ctx context.Context) {
 		// are judged together, not one at a time as each crosses DeadAfter.
 		live, suspects, recentDead, silent := 0, 0, 0, []string{}
 		seen := map[string]bool{}
-		for _, nd := range clients {
+		for name, gossip := range clients {
+			nd := clientState{Name: name, Gossip: gossip}
 			seen[nd.Name] = true
 			heard, ok := n.clientsHeard.get(nd.Name)
 			switch nd.Gossip {
@@ -118,4 +113,70 @@ func (n *Node) clientLivenessLoop(ctx context.Context) {
 			}
 		}
 	}
+}
+
+type clientState struct {
+	Name   string
+	Gossip fsm.GossipState
+}
+
+// clientCache is the liveness loop's copy of the clients' states: read
+// whole once (and after the FSM's event ring lost events), then only the
+// records the ring says changed, so a tick costs nothing per client record.
+type clientCache struct {
+	pos   uint64
+	valid bool
+	state map[string]fsm.GossipState
+}
+
+func (c *clientCache) refresh(f *fsm.FSM) (map[string]fsm.GossipState, error) {
+	ring := f.Events()
+	if c.valid {
+		touched := map[string]bool{}
+		next, ok := ring.Visit(c.pos, func(e *fsm.Event) {
+			if e.Type == fsm.EventNode && e.Node != "" {
+				touched[e.Node] = true
+			}
+		})
+		if ok {
+			c.pos = next
+			if len(touched) == 0 {
+				return c.state, nil
+			}
+			err := f.View(func(tx *fsm.Tx) error {
+				for name := range touched {
+					nd, err := tx.Node(name)
+					switch {
+					case err == nil && nd.Role == fsm.RoleClient:
+						c.state[name] = nd.Gossip
+					case err == nil || errors.Is(err, fsm.ErrNotFound):
+						delete(c.state, name)
+					default:
+						return err
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				c.valid = false
+			}
+			return c.state, err
+		}
+	}
+	pos, _ := ring.Tail() // before the read: later changes are visited next time
+	state := map[string]fsm.GossipState{}
+	err := f.View(func(tx *fsm.Tx) error {
+		nodes, err := tx.Nodes()
+		for _, nd := range nodes {
+			if nd.Role == fsm.RoleClient {
+				state[nd.Name] = nd.Gossip
+			}
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	c.pos, c.valid, c.state = pos, true, state
+	return state, nil
 }

@@ -98,9 +98,9 @@ func New(cfg Config, f *fsm.FSM, self fsm.Node, logger *slog.Logger) (*Node, err
 		cfg: cfg, logger: logger, fsm: f, self: self, heard: newHeardTracker(),
 		members: newMemberTable(), state: state, client: newForwardClient(cfg.bindIP(), cfg.Network, cfg.TLS),
 		notifyCh: make(chan bool, 16), closing: make(chan struct{}), syncFlipped: make(chan struct{}, 1),
-		workWaker: newWorkWaker(f.Events(), cfg.WorkStreams.PingInterval),
 		attached:  newClientTable(), clientsHeard: newHeardClients(),
 	}
+	n.workWaker = newWorkWaker(f.Events(), cfg.WorkStreams.PingInterval, n.InContactWithLeader)
 	n.ld.init()
 	if cfg.InternalAuth != nil {
 		n.client.Transport = internalAuth{base: n.client.Transport, set: cfg.InternalAuth}

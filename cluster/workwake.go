@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/foreman-sched/foreman/fsm"
@@ -21,6 +22,10 @@ import (
 type workWaker struct {
 	ring      *fsm.EventRing
 	pingEvery time.Duration
+	// contact is read once per ping tick (on the leader it asks raft for
+	// its configuration: once per tick, not once per stream).
+	contact   func() bool
+	inContact atomic.Bool
 
 	mu      sync.Mutex
 	nodes   map[string]*nodeWake
@@ -37,9 +42,13 @@ type nodeWake struct {
 	ch      chan struct{}
 }
 
-func newWorkWaker(ring *fsm.EventRing, pingEvery time.Duration) *workWaker {
-	return &workWaker{ring: ring, pingEvery: pingEvery, nodes: map[string]*nodeWake{}, ping: make(chan struct{})}
+func newWorkWaker(ring *fsm.EventRing, pingEvery time.Duration, contact func() bool) *workWaker {
+	return &workWaker{ring: ring, pingEvery: pingEvery, contact: contact, nodes: map[string]*nodeWake{}, ping: make(chan struct{})}
 }
+
+// leaderContact is this server's contact with the leader as of the last
+// ping tick.
+func (w *workWaker) leaderContact() bool { return w.inContact.Load() }
 
 // nextPing returns the channel closed at the next ping tick.
 func (w *workWaker) nextPing() <-chan struct{} {
@@ -63,6 +72,7 @@ func (w *workWaker) join(node string) (leave func()) {
 		// From the ring's tail as of now: the caller reads the node's
 		// state after join, so every change it could miss is after this.
 		pos, _ := w.ring.Tail()
+		w.inContact.Store(w.contact())
 		ctx, cancel := context.WithCancel(context.Background())
 		w.running, w.stop = true, cancel
 		go w.run(ctx, pos)
@@ -126,6 +136,7 @@ func (w *workWaker) run(ctx context.Context, pos uint64) {
 			return
 		case <-changed:
 		case <-tick.C:
+			w.inContact.Store(w.contact())
 			w.mu.Lock()
 			close(w.ping)
 			w.ping = make(chan struct{})

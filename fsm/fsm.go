@@ -61,6 +61,7 @@ type FSM struct {
 	notify  notifier
 	events  *EventRing // recent events for the stream (eventring.go)
 	live    liveCache  // decoded live attempts for the read path (livecache.go)
+	nodes   nodeCache  // decoded node records for the read path (nodecache.go)
 
 	releaseStop, releaseDone chan struct{}
 	releaseOnce              sync.Once

@@ -9,8 +9,9 @@ import (
 // Tx is a consistent read-only view of the state. It is valid only inside
 // the View callback; the records it returns are copies the caller owns.
 type Tx struct {
-	tx   *bolt.Tx
-	live *liveCache // nil: decode every live attempt
+	tx    *bolt.Tx
+	live  *liveCache // nil: decode every live attempt
+	nodes *nodeCache // nil: decode every node
 }
 
 // View runs fn in a read transaction. Readers never block Apply.
@@ -20,7 +21,7 @@ func (f *FSM) View(fn func(tx *Tx) error) error {
 	if f.closed {
 		return ErrClosed
 	}
-	return f.db.View(func(tx *bolt.Tx) error { return fn(&Tx{tx: tx, live: &f.live}) })
+	return f.db.View(func(tx *bolt.Tx) error { return fn(&Tx{tx: tx, live: &f.live, nodes: &f.nodes}) })
 }
 
 // Job returns one job, or ErrNotFound.
@@ -94,14 +95,29 @@ func (t *Tx) Node(name string) (*Node, error) {
 // Nodes returns every node, sorted by name.
 func (t *Tx) Nodes() ([]Node, error) {
 	var out []Node
-	err := t.tx.Bucket(bucketNodes).ForEach(func(_, v []byte) error {
-		var n Node
-		if err := decode(v, &n); err != nil {
+	if t.nodes == nil {
+		err := t.tx.Bucket(bucketNodes).ForEach(func(_, v []byte) error {
+			var n Node
+			if err := decode(v, &n); err != nil {
+				return err
+			}
+			out = append(out, n)
+			return nil
+		})
+		return out, err
+	}
+	old, next := t.nodes.take(), map[string]*nodeEntry{}
+	err := t.tx.Bucket(bucketNodes).ForEach(func(k, v []byte) error {
+		n, err := t.nodes.node(old, next, k, v)
+		if err != nil {
 			return err
 		}
 		out = append(out, n)
 		return nil
 	})
+	if err == nil {
+		t.nodes.put(next)
+	}
 	return out, err
 }
 

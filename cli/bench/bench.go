@@ -82,6 +82,7 @@ func Command() *ucli.Command {
 			eventsCommand(driver),
 			gangCommand(driver),
 			preemptCommand(driver),
+			nodesCommand(driver),
 		},
 	}
 }

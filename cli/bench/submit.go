@@ -43,6 +43,36 @@ func benchSubmit(c *ucli.Context) error {
 		// Accepted and stored, but not run while we measure.
 		spec.RunAt = httpapi.JSONString(time.Now().Add(time.Hour).UTC().Format(time.RFC3339))
 	}
+	res, err := measureSubmits(c.Context, cl, n, conc, batch, spec)
+	if err != nil {
+		return err
+	}
+	secs := res.Seconds
+	if c.Bool("json") {
+		return cli.PrintJSON(c, res)
+	}
+	t := cli.NewTable(cli.Stdout(c), "JOBS", "CONCURRENCY", "BATCH", "SECONDS", "JOBS/S", "ERRORS", "P50", "P99")
+	t.Row(res.Jobs, conc, batch, fmt.Sprintf("%.2f", secs), fmt.Sprintf("%.0f", res.JobsPerSecond), res.Errors,
+		fmt.Sprintf("%.1fms", res.P50MS), fmt.Sprintf("%.1fms", res.P99MS))
+	if res.FirstError != "" {
+		cli.Stderrf("first error: %s", res.FirstError)
+	}
+	return t.Flush()
+}
+
+func submitOnce(ctx context.Context, cl *httpapi.Client, one, batchBody []byte, asBatch bool) error {
+	if !asBatch {
+		_, _, err := cl.SubmitJobBody(ctx, one, "")
+		return err
+	}
+	_, err := cl.SubmitJobsBody(ctx, batchBody)
+	return err
+}
+
+// measureSubmits submits n copies of spec from conc concurrent clients, in
+// requests of batch jobs, and times it.
+func measureSubmits(ctx context.Context, cl *httpapi.Client, n, conc, batch int, spec httpapi.JobSpecInput) (submitResult, error) {
+	var err error
 	// Every request of a size sends the same body, encoded once: the work
 	// measured is the cluster's, not the client's JSON encoder (the client
 	// shares the cores with the agents).
@@ -52,13 +82,13 @@ func benchSubmit(c *ucli.Context) error {
 	}
 	oneBody, err := json.Marshal(spec)
 	if err != nil {
-		return err
+		return submitResult{}, err
 	}
 	bodies := map[int][]byte{} // by jobs per request: batch, and the last request's
 	for _, size := range []int{batch, n % batch} {
 		if size > 0 && batch > 1 {
 			if bodies[size], err = json.Marshal(httpapi.BatchSubmitRequest{Jobs: specs[:size]}); err != nil {
-				return err
+				return submitResult{}, err
 			}
 		}
 	}
@@ -68,7 +98,6 @@ func benchSubmit(c *ucli.Context) error {
 	var accepted, failed atomic.Int64
 	var firstErr atomic.Value
 	lat := make([]time.Duration, requests)
-	ctx := c.Context
 	stop := make(chan struct{})
 	go func() { // progress
 		t := time.NewTicker(time.Second)
@@ -121,23 +150,5 @@ func benchSubmit(c *ucli.Context) error {
 	res.JobsPerSecond = round3(float64(res.Jobs) / secs)
 	sorted := sortDurations(lat)
 	res.P50MS, res.P99MS = percentileMS(sorted, 50), percentileMS(sorted, 99)
-	if c.Bool("json") {
-		return cli.PrintJSON(c, res)
-	}
-	t := cli.NewTable(cli.Stdout(c), "JOBS", "CONCURRENCY", "BATCH", "SECONDS", "JOBS/S", "ERRORS", "P50", "P99")
-	t.Row(res.Jobs, conc, batch, fmt.Sprintf("%.2f", secs), fmt.Sprintf("%.0f", res.JobsPerSecond), res.Errors,
-		fmt.Sprintf("%.1fms", res.P50MS), fmt.Sprintf("%.1fms", res.P99MS))
-	if res.FirstError != "" {
-		cli.Stderrf("first error: %s", res.FirstError)
-	}
-	return t.Flush()
-}
-
-func submitOnce(ctx context.Context, cl *httpapi.Client, one, batchBody []byte, asBatch bool) error {
-	if !asBatch {
-		_, _, err := cl.SubmitJobBody(ctx, one, "")
-		return err
-	}
-	_, err := cl.SubmitJobsBody(ctx, batchBody)
-	return err
+	return res, nil
 }

@@ -1,0 +1,360 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/foreman-sched/foreman/cluster"
+	"github.com/foreman-sched/foreman/exec"
+	"github.com/foreman-sched/foreman/fsm"
+)
+
+// A simulated client (foreman bench nodes): the client protocol over real
+// sockets (cluster/workstream.go: hello, beats, work and ping frames;
+// cluster/clientreports.go: reports) with a fake executor that finishes
+// each attempt after a sampled duration. Modelled on Kubernetes' KWOK and
+// Nomad's nomad-nodesim: the servers cannot tell it from a real client,
+// and thousands fit in one process.
+
+// simFleet is every simulated client of one run.
+type simFleet struct {
+	run     string
+	servers []string
+	sims    []*sim
+	// jobTime samples how long an attempt "runs"; long reports whether a
+	// job is held until finishLong.
+	jobTime func() time.Duration
+	long    func(spec *fsm.JobSpec) bool
+
+	finishLongCh chan struct{} // closed: long jobs finish too
+
+	mu        sync.Mutex
+	seen      map[string]time.Time // job/attempt → when a sim first got it
+	firstSeen map[string]time.Time // job → when its first attempt was seen
+	onSeen    func(jobID string, num int, node string, at time.Time)
+	beatAcks  []time.Duration // beat sent → a ping confirmed it
+
+	falseLost atomic.Int64 // attempts taken away from a live sim before it finished them
+	finished  atomic.Int64 // finish reports applied
+	reportErr atomic.Value // first report error (string)
+}
+
+// sim is one simulated client.
+type sim struct {
+	f      *simFleet
+	name   string
+	hc     *http.Client
+	killed atomic.Bool
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu       sync.Mutex
+	index    uint64
+	server   string
+	attached bool
+	held     map[string]*simAttempt // job/attempt → attempt it holds
+	reporter *exec.BatchingReporter
+}
+
+type simAttempt struct {
+	a         fsm.Attempt
+	long      bool
+	finishing bool
+	started   time.Time
+}
+
+func attemptKey(jobID string, num int) string { return jobID + "/" + strconv.Itoa(num) }
+
+// newSim makes a simulated client that dials from its own loopback
+// address (127.77.x.y), so the servers' per-IP connection limit and the
+// ephemeral ports of one address are no bound.
+func newSim(f *simFleet, i int) *sim {
+	ip := net.IPv4(127, 77, byte(i/250), byte(i%250+1))
+	d := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second, LocalAddr: &net.TCPAddr{IP: ip}}
+	s := &sim{f: f, name: fmt.Sprintf("sim-%s-%05d", f.run, i+1), held: map[string]*simAttempt{}, done: make(chan struct{}),
+		hc: &http.Client{Transport: &http.Transport{DialContext: d.DialContext, MaxIdleConnsPerHost: 2, IdleConnTimeout: time.Minute}}}
+	s.reporter = exec.NewBatchingReporter(simReports{s})
+	return s
+}
+
+// self is what the sim says it is: a 4-CPU, 8 GiB node with 16 slots,
+// labelled sim=<run>, running the process driver.
+func (s *sim) self() fsm.Node {
+	return fsm.Node{Name: s.name, HTTPAddr: "127.0.0.1:1", Slots: 16, Drivers: []string{exec.ProcessDriverName},
+		Capacity: fsm.Resources{CPU: 4000, MemoryMB: 8192}, Labels: map[string]string{"sim": s.f.run}, Version: "sim"}
+}
+
+// run keeps a stream to one server after another until ctx ends.
+func (s *sim) run(ctx context.Context) {
+	defer close(s.done)
+	next := rand.IntN(len(s.f.servers))
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		server := s.f.servers[next%len(s.f.servers)]
+		next++
+		healthy, retry, _ := s.stream(ctx, server)
+		if healthy {
+			backoff = 100 * time.Millisecond
+		}
+		wait := max(retry, time.Duration(rand.Int64N(int64(backoff)+1)))
+		backoff = min(2*backoff, 5*time.Second)
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+		}
+	}
+}
+
+func (s *sim) stream(ctx context.Context, server string) (healthy bool, retry time.Duration, err error) {
+	s.mu.Lock()
+	index := s.index
+	s.mu.Unlock()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	upR, upW := io.Pipe()
+	defer upW.Close()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, fmt.Sprintf("%s%swork/%s?index=%d", server, cluster.InternalPrefix, s.name, index), upR)
+	if err != nil {
+		return false, 0, err
+	}
+	var sentMu sync.Mutex
+	sent := map[uint64]time.Time{}
+	go func() {
+		enc := json.NewEncoder(upW)
+		self := s.self()
+		if enc.Encode(cluster.UpFrame{Type: cluster.UpFrameHello, Node: &self}) != nil {
+			return
+		}
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for seq := uint64(1); ; seq++ {
+			sentMu.Lock()
+			sent[seq] = time.Now()
+			delete(sent, seq-32)
+			sentMu.Unlock()
+			if enc.Encode(cluster.UpFrame{Type: cluster.UpFrameBeat, Seq: seq}) != nil {
+				return
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	resp, err := s.hc.Do(req)
+	if err != nil {
+		return false, 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		if sec, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil {
+			retry = time.Duration(sec) * time.Second
+		}
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
+		return false, retry, errors.New(resp.Status)
+	}
+	s.mu.Lock()
+	s.server = server
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.server, s.attached = "", false
+		s.mu.Unlock()
+	}()
+	watchdog := time.AfterFunc(3*time.Second, cancel)
+	defer watchdog.Stop()
+	var lastAck uint64
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 64<<20)
+	for sc.Scan() {
+		watchdog.Reset(3 * time.Second)
+		var fr cluster.WorkFrame
+		if err := json.Unmarshal(sc.Bytes(), &fr); err != nil {
+			return healthy, 0, err
+		}
+		healthy = true
+		if fr.Acked > lastAck {
+			sentMu.Lock()
+			at, ok := sent[fr.Acked]
+			sentMu.Unlock()
+			if ok {
+				s.f.mu.Lock()
+				s.f.beatAcks = append(s.f.beatAcks, time.Since(at))
+				s.f.mu.Unlock()
+			}
+			lastAck = fr.Acked
+			s.mu.Lock()
+			s.attached = true
+			s.mu.Unlock()
+		}
+		if fr.Type != cluster.WorkFrameWork {
+			continue
+		}
+		var work []exec.Assignment
+		if err := json.Unmarshal(fr.Work, &work); err != nil {
+			return healthy, 0, err
+		}
+		s.take(fr.Index, work)
+	}
+	return healthy, 0, sc.Err()
+}
+
+// take applies a work frame: new attempts start (their finish is
+// scheduled), attempts gone before the sim finished them count as false
+// "lost" (the bench cancels nothing; a killed sim takes nothing).
+func (s *sim) take(index uint64, work []exec.Assignment) {
+	now := time.Now()
+	s.mu.Lock()
+	if index < s.index || s.killed.Load() {
+		s.mu.Unlock()
+		return
+	}
+	s.index = index
+	in := map[string]bool{}
+	var started []*simAttempt
+	for i := range work {
+		a := work[i].Attempt
+		k := attemptKey(a.JobID, a.Num)
+		in[k] = true
+		if _, ok := s.held[k]; ok || a.State != fsm.AttemptAssigned {
+			continue
+		}
+		sa := &simAttempt{a: a, long: s.f.long(&work[i].Spec), started: now}
+		s.held[k] = sa
+		started = append(started, sa)
+	}
+	for k, sa := range s.held {
+		if !in[k] {
+			if !sa.finishing {
+				s.f.falseLost.Add(1)
+			}
+			delete(s.held, k)
+		}
+	}
+	s.mu.Unlock()
+	for _, sa := range started {
+		s.f.sawAttempt(sa.a.JobID, sa.a.Num, s.name, now)
+		if sa.long {
+			go s.finishWhenReleased(sa)
+			continue
+		}
+		time.AfterFunc(s.f.jobTime(), func() { s.finish(sa) })
+	}
+}
+
+func (s *sim) finishWhenReleased(sa *simAttempt) {
+	select {
+	case <-s.f.finishLongCh:
+		s.finish(sa)
+	case <-s.done:
+	}
+}
+
+// finish reports sa succeeded (with its start: no separate start report).
+func (s *sim) finish(sa *simAttempt) {
+	if s.killed.Load() {
+		return
+	}
+	s.mu.Lock()
+	if sa.finishing {
+		s.mu.Unlock()
+		return
+	}
+	sa.finishing = true
+	s.mu.Unlock()
+	zero := 0
+	rep := fsm.ReportAttempt{JobID: sa.a.JobID, Attempt: sa.a.Num, FencingToken: sa.a.FencingToken, Node: s.name,
+		State: fsm.AttemptSucceeded, StartedAt: sa.started, FinishedAt: time.Now(), ExitCode: &zero}
+	for try := 0; try < 20 && !s.killed.Load(); try++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err := s.reporter.Report(ctx, rep)
+		cancel()
+		if err == nil {
+			s.f.finished.Add(1)
+			return
+		}
+		if errors.Is(err, fsm.ErrStaleToken) || errors.Is(err, fsm.ErrConflict) || errors.Is(err, fsm.ErrNotFound) {
+			s.f.reportErr.CompareAndSwap(nil, err.Error())
+			return
+		}
+		time.Sleep(time.Duration(100*(try+1)) * time.Millisecond) // a server moving or the leader changing
+	}
+}
+
+// kill stops the sim as kill -9 would: no more beats, reports or frames.
+func (s *sim) kill() {
+	s.killed.Store(true)
+	s.cancel()
+	<-s.done
+}
+
+// simReports sends a sim's reports through the server of its stream.
+type simReports struct{ s *sim }
+
+func (r simReports) ReportBatch(ctx context.Context, reps []fsm.ReportAttempt) ([]error, error) {
+	r.s.mu.Lock()
+	server, index := r.s.server, r.s.index
+	r.s.mu.Unlock()
+	if server == "" {
+		server = r.s.f.servers[rand.IntN(len(r.s.f.servers))]
+	}
+	return cluster.SendReports(ctx, r.s.hc, server, r.s.name, index, reps, nil)
+}
+
+// sawAttempt records when an attempt was first seen by a sim.
+func (f *simFleet) sawAttempt(jobID string, num int, node string, at time.Time) {
+	f.mu.Lock()
+	k := attemptKey(jobID, num)
+	if _, ok := f.seen[k]; !ok {
+		f.seen[k] = at
+		if _, ok := f.firstSeen[jobID]; !ok {
+			f.firstSeen[jobID] = at
+		}
+	}
+	cb := f.onSeen
+	f.mu.Unlock()
+	if cb != nil {
+		cb(jobID, num, node, at)
+	}
+}
+
+// attachedCount is how many sims have a stream whose beats the leader
+// confirmed.
+func (f *simFleet) attachedCount() int {
+	n := 0
+	for _, s := range f.sims {
+		s.mu.Lock()
+		if s.attached {
+			n++
+		}
+		s.mu.Unlock()
+	}
+	return n
+}
+
+// heldBy returns, per sim, the attempts of the given jobs it holds.
+func (f *simFleet) holders(jobs map[string]bool) map[*sim][]string {
+	out := map[*sim][]string{}
+	for _, s := range f.sims {
+		s.mu.Lock()
+		for _, sa := range s.held {
+			if jobs[sa.a.JobID] {
+				out[s] = append(out[s], sa.a.JobID)
+			}
+		}
+		s.mu.Unlock()
+	}
+	return out
+}
