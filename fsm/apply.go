@@ -115,6 +115,10 @@ func (f *FSM) applyOnce(logs []*raft.Log, out []any, refused map[int]error) ([]E
 			return nil, -1, err
 		}
 	}
+	if a.wroteNodes {
+		f.nodes.beginWrite()
+		defer f.nodes.endWrite()
+	}
 	if err := tx.Commit(); err != nil {
 		return nil, -1, err
 	}
@@ -135,6 +139,7 @@ func isRefusal(err error) bool {
 
 // applier carries one write transaction through a batch.
 type applier struct {
+	wroteNodes                           bool // a node record changed (nodecache.go)
 	tx                                   *bolt.Tx
 	jobs, byState, attempts, live, nodes *bolt.Bucket
 	idem, queues, meta                   *bolt.Bucket
@@ -216,11 +221,13 @@ func (a *applier) emit(e Event) {
 
 func (a *applier) put(b *bolt.Bucket, k, v []byte) error {
 	a.wrote = true
+	a.wroteNodes = a.wroteNodes || b == a.nodes
 	return b.Put(k, v)
 }
 
 func (a *applier) del(b *bolt.Bucket, k []byte) error {
 	a.wrote = true
+	a.wroteNodes = a.wroteNodes || b == a.nodes
 	return b.Delete(k)
 }
 

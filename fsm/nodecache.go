@@ -1,68 +1,57 @@
 package fsm
 
 import (
-	"bytes"
-	"maps"
-	"slices"
 	"sync"
+	"sync/atomic"
 )
 
 // nodeCache memoizes the decoded node records for Tx.Nodes. The leader's
 // scheduler and every submit's capacity check read all of them, and with
 // thousands of clients (issue 23) decoding each record again on every read
 // was most of the leader's CPU during a submit run, though node records
-// change rarely. As liveCache does, it uses a decoded record only while the
-// stored bytes equal the bytes it was decoded from, so it can never return
-// anything the state does not hold; it is a read-path memo and never
-// touches Apply.
+// change rarely.
+//
+// Versions make it exact. Apply counts each batch that writes a node
+// record twice: started before its commit, done after. A view reads done
+// before its transaction opens and started inside it: when they are equal,
+// every write counted was committed before the view opened and none has
+// started since, so the view holds exactly the node records of version
+// done, and a memo of that version is the view's. Otherwise (a write in
+// flight) the view decodes its own records. A restore counts as a write.
 type nodeCache struct {
-	mu      sync.Mutex
-	entries map[string]*nodeEntry
+	started, done atomic.Uint64
+	mu            sync.Mutex
+	memo          *nodeMemo
 }
 
-type nodeEntry struct {
-	raw  []byte
-	node Node
+type nodeMemo struct {
+	version uint64
+	nodes   []Node // never changed: readers get a copy of the slice; the records' maps and slices are shared
 }
 
-// take removes and returns the memo (nil while another read holds it:
-// that read then decodes everything).
-func (c *nodeCache) take() map[string]*nodeEntry {
+// beginWrite and endWrite bracket the commit of a batch that wrote a node.
+func (c *nodeCache) beginWrite() { c.started.Add(1) }
+func (c *nodeCache) endWrite()   { c.done.Add(1) }
+
+// version is what a view that read done=before holds, ok when exact.
+func (c *nodeCache) version(before uint64) (uint64, bool) {
+	return before, c.started.Load() == before
+}
+
+func (c *nodeCache) get(version uint64) []Node {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	m := c.entries
-	c.entries = nil
-	return m
-}
-
-// put stores the memo a complete read built.
-func (c *nodeCache) put(m map[string]*nodeEntry) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.entries = m
-}
-
-// node returns the node stored as v under key, from old when v is the
-// bytes it was decoded from, and records it in next. The caller owns the
-// returned copy.
-func (c *nodeCache) node(old, next map[string]*nodeEntry, key, v []byte) (Node, error) {
-	e := old[string(key)]
-	if e == nil || !bytes.Equal(e.raw, v) {
-		e = &nodeEntry{raw: bytes.Clone(v)}
-		if err := decode(v, &e.node); err != nil {
-			return Node{}, err
-		}
+	if c.memo == nil || c.memo.version != version {
+		return nil
 	}
-	next[string(key)] = e
-	return copyNode(&e.node), nil
+	return c.memo.nodes
 }
 
-// copyNode is a deep copy: the caller may change what it gets.
-func copyNode(n *Node) Node {
-	out := *n
-	out.Labels = maps.Clone(n.Labels)
-	out.Capacity.Named = maps.Clone(n.Capacity.Named)
-	out.Drivers = slices.Clone(n.Drivers)
-	out.JobUsers = slices.Clone(n.JobUsers)
-	return out
+func (c *nodeCache) put(version uint64, nodes []Node) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.memo == nil || c.memo.version <= version {
+		c.memo = &nodeMemo{version: version, nodes: nodes}
+	}
 }
+

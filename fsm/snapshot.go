@@ -94,6 +94,8 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 		return fmt.Errorf("restore: %w", renameErr)
 	}
 	f.db = db
+	f.nodes.beginWrite() // the node records changed with everything else
+	f.nodes.endWrite()
 	f.loadApplied()
 	idx := f.applied.Load()
 	f.log.Info("state restored from snapshot", "applied_index", idx)

@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"fmt"
+	"slices"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -12,6 +13,8 @@ type Tx struct {
 	tx    *bolt.Tx
 	live  *liveCache // nil: decode every live attempt
 	nodes *nodeCache // nil: decode every node
+	// nodesDone is nodes.done read before the transaction opened.
+	nodesDone uint64
 }
 
 // View runs fn in a read transaction. Readers never block Apply.
@@ -21,7 +24,8 @@ func (f *FSM) View(fn func(tx *Tx) error) error {
 	if f.closed {
 		return ErrClosed
 	}
-	return f.db.View(func(tx *bolt.Tx) error { return fn(&Tx{tx: tx, live: &f.live, nodes: &f.nodes}) })
+	done := f.nodes.done.Load() // before the transaction: see nodeCache
+	return f.db.View(func(tx *bolt.Tx) error { return fn(&Tx{tx: tx, live: &f.live, nodes: &f.nodes, nodesDone: done}) })
 }
 
 // Job returns one job, or ErrNotFound.
@@ -92,33 +96,42 @@ func (t *Tx) Node(name string) (*Node, error) {
 	return &n, nil
 }
 
-// Nodes returns every node, sorted by name.
+// Nodes returns every node, sorted by name. The records' maps and slices
+// (labels, named resources, drivers, job users) may be shared with other
+// readers: do not modify them (nodecache.go).
 func (t *Tx) Nodes() ([]Node, error) {
-	var out []Node
-	if t.nodes == nil {
-		err := t.tx.Bucket(bucketNodes).ForEach(func(_, v []byte) error {
-			var n Node
-			if err := decode(v, &n); err != nil {
-				return err
+	var version uint64
+	exact := false
+	if t.nodes != nil {
+		if version, exact = t.nodes.version(t.nodesDone); exact {
+			if memo := t.nodes.get(version); memo != nil {
+				return slices.Clone(memo), nil
 			}
-			out = append(out, n)
-			return nil
-		})
-		return out, err
+		}
 	}
-	old, next := t.nodes.take(), map[string]*nodeEntry{}
-	err := t.tx.Bucket(bucketNodes).ForEach(func(k, v []byte) error {
-		n, err := t.nodes.node(old, next, k, v)
-		if err != nil {
+	var out []Node
+	err := t.tx.Bucket(bucketNodes).ForEach(func(_, v []byte) error {
+		var n Node
+		if err := decode(v, &n); err != nil {
 			return err
 		}
 		out = append(out, n)
 		return nil
 	})
-	if err == nil {
-		t.nodes.put(next)
+	if err == nil && exact {
+		t.nodes.put(version, slices.Clone(out))
 	}
 	return out, err
+}
+
+// NodesVersion identifies the node records this view holds: two views
+// with the same version hold the same records. ok is false when it cannot
+// tell (a write in flight); readers then build from the records.
+func (t *Tx) NodesVersion() (version uint64, ok bool) {
+	if t.nodes == nil {
+		return 0, false
+	}
+	return t.nodes.version(t.nodesDone)
 }
 
 // ForEachJobInState calls fn for each job in state, oldest first, until fn

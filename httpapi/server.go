@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"runtime/debug"
+	"sync/atomic"
 	"time"
 
 	"github.com/foreman-sched/foreman/fsm"
@@ -29,22 +30,24 @@ const (
 
 // server holds the handler's dependencies; one per agent.
 type server struct {
-	cfg       Config
-	cluster   Cluster
-	state     State
-	logs      Logs
-	artifacts Artifacts
-	keyring   GossipKeyring
-	usage     Usage
-	ops       Operator
-	clock     Clock
-	ids       IDs
-	log       *slog.Logger
-	transport *http.Transport
-	scheme    string // of other nodes' API: "https" with Deps.PeerTLS
-	mux       *http.ServeMux
-	submits   *groupCommit
-	over      overload
+	cfg     Config
+	cluster Cluster
+	state   State
+	// nodeLimits memoizes the node part of submits' capacity checks.
+	nodeLimits atomic.Pointer[nodeLimitsMemo]
+	logs       Logs
+	artifacts  Artifacts
+	keyring    GossipKeyring
+	usage      Usage
+	ops        Operator
+	clock      Clock
+	ids        IDs
+	log        *slog.Logger
+	transport  *http.Transport
+	scheme     string // of other nodes' API: "https" with Deps.PeerTLS
+	mux        *http.ServeMux
+	submits    *groupCommit
+	over       overload
 
 	beat        heartbeat   // shared by every event stream
 	waker       streamWaker // wakes every event stream after appends

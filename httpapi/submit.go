@@ -278,27 +278,52 @@ type capacityLimits struct {
 	policies map[string]*fsm.Namespace
 }
 
+// nodeLimitsMemo is the node part of capacityLimits for one version of
+// the node records (fsm.Tx.NodesVersion): every submit batch checks
+// against it, and with thousands of nodes building it was most of a
+// leader's submit work, though node records rarely change. Shared and
+// read-only.
+type nodeLimitsMemo struct {
+	version uint64
+	limits  capacityLimits // policies unset
+}
+
 // capacityLimits reads the nodes' capacities from the local state.
 func (s *server) capacityLimits() (*capacityLimits, error) {
-	var nodes []fsm.Node
+	var l capacityLimits
 	var nss []fsm.Namespace
 	if err := s.state.View(func(tx *fsm.Tx) error {
-		var err error
-		if nodes, err = tx.Nodes(); err != nil {
-			return err
+		version, exact := tx.NodesVersion()
+		if m := s.nodeLimits.Load(); exact && m != nil && m.version == version {
+			l = m.limits
+		} else {
+			nodes, err := tx.Nodes()
+			if err != nil {
+				return err
+			}
+			l = nodeLimits(nodes)
+			if exact {
+				s.nodeLimits.Store(&nodeLimitsMemo{version: version, limits: l})
+			}
 		}
+		var err error
 		nss, err = tx.Namespaces()
 		return err
 	}); err != nil {
 		return nil, err
 	}
-	l := &capacityLimits{named: map[string]*fsm.Node{}, agents: newAgentAddrs(nodes)}
 	for i := range nss {
 		if l.policies == nil {
 			l.policies = map[string]*fsm.Namespace{}
 		}
 		l.policies[nss[i].Name] = &nss[i]
 	}
+	return &l, nil
+}
+
+// nodeLimits is the node part of capacityLimits.
+func nodeLimits(nodes []fsm.Node) capacityLimits {
+	l := capacityLimits{named: map[string]*fsm.Node{}, agents: newAgentAddrs(nodes)}
 	for i := range nodes {
 		n := &nodes[i]
 		if n.Gossip == fsm.NodeLeft {
@@ -317,7 +342,7 @@ func (s *server) capacityLimits() (*capacityLimits, error) {
 			}
 		}
 	}
-	return l, nil
+	return l
 }
 
 // check refuses jobs that ask for more than the largest node has (unless
