@@ -416,11 +416,18 @@ func (s *Scheduler) leaderView(snap *Snapshot) error {
 			}
 		}
 	}
+	// Only lost detection reads LastHeard, and only for nodes not alive:
+	// with thousands of clients, asking for every node was a tenth of a
+	// plan.
 	for i := range snap.Nodes {
-		heard(snap.Nodes[i].Name)
+		if g := snap.Nodes[i].Gossip; g != fsm.NodeAlive && g != fsm.NodeSuspect {
+			heard(snap.Nodes[i].Name)
+		}
 	}
 	for i := range snap.Live { // attempts may sit on a node already removed
-		heard(snap.Live[i].Node)
+		if !snap.hasNode(snap.Live[i].Node) {
+			heard(snap.Live[i].Node)
+		}
 	}
 	if again := s.raft.LeaderSince(); !again.Equal(since) {
 		return ErrNotLeader

@@ -1,6 +1,7 @@
 package sched
 
 import (
+	"sort"
 	"time"
 
 	"github.com/foreman-sched/foreman/fsm"
@@ -144,4 +145,19 @@ func LoadSnapshot(r Reader, now time.Time) (*Snapshot, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// hasNode reports whether name is among s.Nodes (sorted by name, as the
+// state returns them; an unsorted list falls back to a scan).
+func (s *Snapshot) hasNode(name string) bool {
+	i := sort.Search(len(s.Nodes), func(i int) bool { return s.Nodes[i].Name >= name })
+	if i < len(s.Nodes) && s.Nodes[i].Name == name {
+		return true
+	}
+	for j := range s.Nodes {
+		if s.Nodes[j].Name == name {
+			return true
+		}
+	}
+	return false
 }
