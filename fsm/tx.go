@@ -100,28 +100,44 @@ func (t *Tx) Node(name string) (*Node, error) {
 // (labels, named resources, drivers, job users) may be shared with other
 // readers: do not modify them (nodecache.go).
 func (t *Tx) Nodes() ([]Node, error) {
+	nodes, shared, err := t.nodesMemo()
+	if shared {
+		nodes = slices.Clone(nodes)
+	}
+	return nodes, err
+}
+
+// NodesShared is Nodes without the copy: the slice and its records may be
+// shared with other readers and must not be modified at all. For readers
+// of every node on a hot path (the scheduler's plans).
+func (t *Tx) NodesShared() ([]Node, error) {
+	nodes, _, err := t.nodesMemo()
+	return nodes, err
+}
+
+// nodesMemo returns the records from the memo (shared) or decoded now.
+func (t *Tx) nodesMemo() (nodes []Node, shared bool, err error) {
 	var version uint64
 	exact := false
 	if t.nodes != nil {
 		if version, exact = t.nodes.version(t.nodesDone); exact {
 			if memo := t.nodes.get(version); memo != nil {
-				return slices.Clone(memo), nil
+				return memo, true, nil
 			}
 		}
 	}
-	var out []Node
-	err := t.tx.Bucket(bucketNodes).ForEach(func(_, v []byte) error {
+	err = t.tx.Bucket(bucketNodes).ForEach(func(_, v []byte) error {
 		var n Node
 		if err := decode(v, &n); err != nil {
 			return err
 		}
-		out = append(out, n)
+		nodes = append(nodes, n)
 		return nil
 	})
 	if err == nil && exact {
-		t.nodes.put(version, slices.Clone(out))
+		t.nodes.put(version, slices.Clone(nodes))
 	}
-	return out, err
+	return nodes, false, err
 }
 
 // NodesVersion identifies the node records this view holds: two views

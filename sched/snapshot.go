@@ -16,7 +16,8 @@ import (
 // wake never reads every pending job. Tests may instead put every job in
 // Pending, as earlier versions did; Plan treats both alike.
 type Snapshot struct {
-	// Nodes is every known node.
+	// Nodes is every known node: read-only (LoadSnapshot shares it with
+	// other readers of the state).
 	Nodes []fsm.Node
 	// Pending holds jobs in waiting, queued or retrying that Plan examines
 	// in full: from LoadSnapshot, those whose NextRunAt or deadline is at
@@ -72,7 +73,7 @@ type Snapshot struct {
 
 // Reader is the part of fsm.Tx that LoadSnapshot uses.
 type Reader interface {
-	Nodes() ([]fsm.Node, error)
+	NodesShared() ([]fsm.Node, error) // read-only: shared with other readers
 	ForEachJobInState(state fsm.JobState, fn func(*fsm.Job) bool) error
 	ForEachDueJob(now time.Time, fn func(*fsm.Job) bool) (time.Time, error)
 	QueuedRuns() ([]*fsm.QueuedRun, error)
@@ -90,7 +91,7 @@ type Reader interface {
 func LoadSnapshot(r Reader, now time.Time) (*Snapshot, error) {
 	s := &Snapshot{Running: map[string]int{}, LastHeard: map[string]time.Time{}}
 	var err error
-	if s.Nodes, err = r.Nodes(); err != nil {
+	if s.Nodes, err = r.NodesShared(); err != nil {
 		return nil, err
 	}
 	if s.QueueLimits, err = r.Queues(); err != nil {
