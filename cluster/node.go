@@ -98,7 +98,7 @@ func New(cfg Config, f *fsm.FSM, self fsm.Node, logger *slog.Logger) (*Node, err
 		cfg: cfg, logger: logger, fsm: f, self: self, heard: newHeardTracker(),
 		members: newMemberTable(), state: state, client: newForwardClient(cfg.bindIP(), cfg.Network, cfg.TLS),
 		notifyCh: make(chan bool, 16), closing: make(chan struct{}), syncFlipped: make(chan struct{}, 1),
-		attached:  newClientTable(), clientsHeard: newHeardClients(),
+		attached: newClientTable(), clientsHeard: newHeardClients(),
 	}
 	n.workWaker = newWorkWaker(f.Events(), cfg.WorkStreams.PingInterval, n.InContactWithLeader)
 	n.ld.init()

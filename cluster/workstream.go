@@ -19,7 +19,7 @@ import (
 	"github.com/foreman-sched/foreman/wallclock"
 )
 
-// Work delivery without raft (issue 23; DESIGN.md "Work streams"). A
+// Work delivery without raft (issue 23; DESIGN.md "Clients"). A
 // client (an agent outside raft) learns its attempts from one long-lived,
 // full-duplex stream to any server or replica:
 //

@@ -54,4 +54,3 @@ func (c *nodeCache) put(version uint64, nodes []Node) {
 		c.memo = &nodeMemo{version: version, nodes: nodes}
 	}
 }
-

@@ -13,7 +13,8 @@
 #   BENCH_AGENT_ARGS extra agent flags, e.g. "--pprof" (profiles)
 #   BENCH_LOG_LEVEL  the agents' log level (default warn; debug logs the start, finish and plan traces)
 #
-# Usage: scripts/bench.sh [all|go|cluster|exec|measure|start N|stop]
+# Usage: scripts/bench.sh [all|go|cluster|exec|nodes|measure|start N|stop]
+#   nodes: three servers with BENCH_NODES simulated clients (default 5000; 1000 with BENCH_QUICK=1)
 #   measure: the cluster phase's measurements into $BENCH_DIR/results, no report (bench-compare.sh)
 #   exec: only the executor's measurements (latency, throughput, sleep waves) on a fresh cluster
 set -euo pipefail
@@ -209,6 +210,28 @@ run_cluster() {
   stop_agents
 }
 
+# run_nodes: three servers and foreman bench nodes (simulated clients), side by side with one
+# client (the N=3 figure) on the same fresh cluster kind, one fresh cluster per run: a run leaves
+# its simulated clients' records behind.
+run_nodes() {
+  local n=${BENCH_NODES:-$(q 5000 1000)}
+  : >"$RES/nodes_base.json"
+  : >"$RES/nodes_$n.json"
+  for r in $(seq 1 "$RUNS"); do
+    log "nodes run $r/$RUNS: three servers, then 1 and $n simulated clients"
+    for c in 1 "$n"; do
+      start_cluster 3
+      local name=nodes_$c
+      [ "$c" = 1 ] && name=nodes_base
+      settle
+      FOREMAN_ADDR=127.0.0.1:$(port 1) "$BIN" bench nodes --clients "$c" --idle 10s --submits 30000 \
+        --jobs "$([ "$c" = 1 ] && echo 0 || echo "$n")" --kill "$([ "$c" = 1 ] && echo 0 || echo 5)" --json \
+        >>"$RES/$name.json" || log "$name failed"
+      stop_agents
+    done
+  done
+}
+
 # run_exec: the measurements the executor owns, on a fresh cluster (no retained jobs), so a change
 # can be compared side by side with another binary (FOREMAN_BIN) in the same session.
 run_exec() {
@@ -246,7 +269,7 @@ report() {
       "process driver unless noted. foreman bench figures are the median of $RUNS runs; see" \
       "[How each number is measured](#how-each-number-is-measured)."
     echo
-    python3 - "$RES" <<'EOF'
+    BENCH_NODES_N=${BENCH_NODES:-$(q 5000 1000)} python3 - "$RES" <<'EOF'
 import json, os, re, statistics, sys
 res = sys.argv[1]
 def runs(name):
@@ -275,6 +298,7 @@ def go(pattern, unit, scale=1.0):
 def read(name):
     p = os.path.join(res, name)
     return open(p).read().strip() if os.path.exists(p) else "n/a"
+nodes = os.environ.get("BENCH_NODES_N", "5000")
 rows = [
   ("Submits accepted, 64 concurrent single-job clients, via the leader", ">= 20,000 jobs/s", med("submit_c64", "jobs_per_second", "{:,.0f}") + " jobs/s", "foreman bench submit --jobs 20000 -c 64"),
   ("... via a follower (proxied)", "", med("submit_c64_follower", "jobs_per_second", "{:,.0f}") + " jobs/s", "same, FOREMAN_ADDR = a follower"),
@@ -306,6 +330,10 @@ rows = [
   ("Snapshot size, 1,000,000 jobs", "", go(r"BenchmarkSnapshotRestore", "snapshot-bytes", 1e-6) + " MB", ""),
   ("Disk: 4 KiB write + fdatasync", "(physical floor)", go(r"BenchmarkFsync", "fsyncs/s") + " fsyncs/s", "go test -bench BenchmarkFsync ./fsm"),
   ("Process start (exec, supervisor + fork/exec)", "", go(r"BenchmarkProcessStart", "ns/op", 1e-6) + " ms; worker start p50 " + go(r"BenchmarkWorkerStart", "p50-ms") + " ms", "go test -bench BenchmarkProcessStart ./exec"),
+  ("Simulated clients, 3 servers: accepted submits/s with them attached / with 1 (the N=3 figure)", ">= 90% of N=3", med("nodes_" + nodes, "submits_per_second", "{:,.0f}") + " / " + med("nodes_base", "submits_per_second", "{:,.0f}") + " jobs/s", "foreman bench nodes --clients N --submits 30000 (run_nodes)"),
+  ("... leader CPU per 30,000 submits, with them / with 1", "<= +15%", med("nodes_" + nodes, "leader_cpu_seconds_per_30k", "{:.2f}") + " / " + med("nodes_base", "leader_cpu_seconds_per_30k", "{:.2f}") + " s", ""),
+  ("... servers' CPU, every client idle: with no client / with them (% of one core, 3 servers together)", "clients' share < 5%", med("nodes_" + nodes, "base_server_cpu_pct") + "% / " + med("nodes_" + nodes, "idle_server_cpu_pct") + "%", ""),
+  ("... attach all / beat confirmed p99 / placements/s / client killed -> job rerun (max) / false lost", "rerun <= 15 s, 0 lost", med("nodes_" + nodes, "attach_seconds") + " s / " + med("nodes_" + nodes, "beat_ack_p99_ms", "{:.0f}") + " ms / " + med("nodes_" + nodes, "placements_per_second", "{:,.0f}") + " / " + med("nodes_" + nodes, "rerun_max_seconds") + " s / " + med("nodes_" + nodes, "false_lost", "{:.0f}"), ""),
   ("Agent RSS idle (dev / three agents)", "", read("rss_dev_idle") + " / " + read("rss_idle") + " MiB", "/proc/PID/status VmRSS"),
   ("Agent RSS with N retained jobs (N, then each agent)", "<= 100 MB at 100,000", read("rss_retained") + " MiB", "after the submit runs"),
 ]
@@ -331,7 +359,8 @@ EOF
 }
 
 case "${1:-all}" in
-  all) run_go; run_cluster; report ;;
+  all) run_go; run_cluster; run_nodes; report ;;
+  nodes) run_nodes; report ;;
   go) run_go ;;
   cluster) run_cluster; report ;;
   exec) run_exec; report ;;
@@ -339,5 +368,5 @@ case "${1:-all}" in
   report) report ;;
   start) trap - EXIT; start_cluster "${2:-3}"; follower_runs_jobs "${2:-3}"; echo "$WORK" ;;
   stop) stop_agents ;;
-  *) echo "usage: $0 [all|go|cluster|exec|measure|report|start N|stop]" >&2; exit 2 ;;
+  *) echo "usage: $0 [all|go|cluster|exec|nodes|measure|report|start N|stop]" >&2; exit 2 ;;
 esac
