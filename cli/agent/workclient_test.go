@@ -137,3 +137,67 @@ func TestWorkClientFollowsItsStream(t *testing.T) {
 		t.Fatalf("after its server %s was killed the client streams from %q", from, now)
 	}
 }
+
+// The fencing gate of a client (invariant 2): it is open only while the
+// leader confirms the client's beats, and the leader's last-heard time of
+// the client is never earlier than the send time of the newest confirmed
+// beat. A server cut off from the leader keeps the stream and its pings,
+// but its confirmations stop: the gate closes within the contact window.
+func TestWorkClientGateFollowsTheLeadersConfirmations(t *testing.T) {
+	srcs := []*lazyWork{{}, {}, {}}
+	c := clustertest.NewCluster(t, 3, clustertest.Options{Configure: func(i int, cfg *cluster.Config) {
+		cfg.Work = srcs[i]
+		cfg.WorkStreams.PingInterval = 100 * time.Millisecond
+		cfg.Clients.RelayInterval = 50 * time.Millisecond
+		cfg.LeaderContactTimeout = 10 * time.Second // the server keeps the stream open while cut off
+	}})
+	for i, s := range srcs {
+		s.mu.Lock()
+		s.f = c.Node(i).FSM
+		s.mu.Unlock()
+	}
+	leader := c.WaitForLeader()
+	via := c.Followers()[0]
+	const contact = 1500 * time.Millisecond
+	wc := newWorkClient(fsm.Node{Name: "client-1", HTTPAddr: "127.0.0.1:1"}, []string{fmt.Sprintf("http://127.0.0.1:%d", via.Port)},
+		&http.Client{}, nil, contact, nil)
+	wc.beatEvery = 100 * time.Millisecond
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- wc.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	c.Eventually(10*time.Second, "the gate open", func() error {
+		if !wc.InContactWithLeader() {
+			return fmt.Errorf("not in contact")
+		}
+		return nil
+	})
+	var others []int
+	for _, nd := range c.Nodes() {
+		if nd.Name != via.Name {
+			others = append(others, nd.Index)
+		}
+	}
+	c.Partition([]int{via.Index}, others)
+	cut := time.Now()
+	c.Eventually(contact+5*time.Second, "the gate closed", func() error {
+		if wc.InContactWithLeader() {
+			return fmt.Errorf("still in contact %.1fs after the cut", time.Since(cut).Seconds())
+		}
+		return nil
+	})
+	if wc.Server() == "" {
+		t.Fatal("the stream ended: the gate closed for that, not for the missing confirmations")
+	}
+	wc.mu.Lock()
+	confirmed := wc.lastContact
+	wc.mu.Unlock()
+	heard, ok := leader.LastHeardFrom("client-1")
+	if !ok || heard.Before(confirmed) {
+		t.Fatalf("the leader last heard client-1 at %v, before the send of its newest confirmed beat (%v): the lost rule would fire early",
+			heard, confirmed)
+	}
+	t.Logf("gate closed %.1fs after the cut; leader heard the client %.0f ms after the confirmed beat's send",
+		time.Since(cut).Seconds(), float64(heard.Sub(confirmed).Microseconds())/1000)
+}
