@@ -89,6 +89,17 @@ func TestSystemClients(t *testing.T) {
 		t.Errorf("the API of a client: exit %d, stderr %q; want a refusal naming the servers", lr.code, lr.stderr)
 	}
 
+	// The Nodes page: the summary of every node by role and state, and the
+	// role filter; the node page names the role.
+	b := newBrowser(t)
+	b.open(leader.url("/ui/nodes"), `tr[data-node="c1"]`)
+	b.wait("summary", `document.querySelector("#node-summary").textContent.startsWith("5 nodes: 3 servers, 2 clients")`)
+	b.open(leader.url("/ui/nodes?role=client"), `tr[data-node="c1"]`)
+	b.wait("only clients", `document.querySelectorAll("#nodes tbody tr").length === 2 && [...document.querySelectorAll("#nodes td.role")].every((td) => td.textContent === "client")`)
+	b.shot("nodes-clients")
+	b.open(leader.url("/ui/nodes/c2"), "dl.kv")
+	b.wait("role shown", `document.querySelector("dl.kv").textContent.includes("client (outside raft")`)
+
 	// kill -9 of the client running a long job: rerun on the other client.
 	d := newJobDir(t, c.root)
 	id = submitJob(t, leader, d.waitingJob("long", "kind == client"))

@@ -17,9 +17,15 @@ func nodeCommand() *ucli.Command {
 		Usage: "list nodes, drain them, change their eligibility",
 		Subcommands: []*ucli.Command{
 			{
-				Name:   "ls",
-				Usage:  "list nodes with capacity and what is placed on them",
-				Flags:  WithClientFlags(JSONFlag),
+				Name:  "ls",
+				Usage: "list nodes with capacity and what is placed on them, and a count of all of them by role and state",
+				Flags: WithClientFlags(JSONFlag,
+					&ucli.StringFlag{Name: "role", Usage: "only servers or clients (server, client)"},
+					&ucli.StringFlag{Name: "state", Usage: "only nodes in this state (alive, suspect, dead, left)"},
+					&ucli.StringFlag{Name: "name", Usage: "only nodes whose name starts with this"},
+					&ucli.IntFlag{Name: "limit", Usage: "at most this many (0: all); --cursor NAME goes on after NAME"},
+					&ucli.StringFlag{Name: "cursor", Usage: "list the nodes after this name (the next_cursor of --json)"},
+				),
 				Action: func(c *ucli.Context) error { return Error(nodeList(c)) },
 			},
 			{
@@ -67,13 +73,18 @@ func nodeList(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
-	nodes, err := cl.Nodes(c.Context)
+	if c.Int("limit") < 0 {
+		return Exitf(2, "--limit: must be 0 (all) or more")
+	}
+	list, err := cl.NodesQuery(c.Context, httpapi.NodeQuery{Role: c.String("role"), State: c.String("state"),
+		Name: c.String("name"), Limit: c.Int("limit"), Cursor: c.String("cursor")})
 	if err != nil {
 		return err
 	}
 	if c.Bool("json") {
-		return PrintJSON(c, map[string]any{"nodes": nodes})
+		return PrintJSON(c, list)
 	}
+	nodes := list.Nodes
 	t := NewTable(Stdout(c), "NAME", "ROLE", "ADDRESS", "GOSSIP", "ELIGIBILITY", "CPU", "MEMORY", "RUNNING", "DRIVERS", "LABELS")
 	for _, n := range nodes {
 		elig := string(n.Eligibility)
@@ -89,7 +100,33 @@ func nodeList(c *ucli.Context) error {
 			httpapi.FormatMemory(n.Allocated.MemoryMB)+"/"+httpapi.FormatMemory(n.Capacity.MemoryMB),
 			n.Running, orDash(strings.Join(n.Drivers, ",")), labels(n.Labels))
 	}
-	return t.Flush()
+	if err := t.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(Stdout(c), nodeSummaryLine(list))
+	return nil
+}
+
+// nodeSummaryLine reads "5003 nodes: 3 servers, 5000 clients; 4998 alive,
+// 5 dead (showing 100; more after --cursor n0100)".
+func nodeSummaryLine(l *httpapi.NodeList) string {
+	s := l.Summary
+	line := fmt.Sprintf("%d nodes: %d servers, %d clients;", s.Total, s.ByRole["server"], s.ByRole["client"])
+	var states []string
+	for _, st := range []fsm.GossipState{fsm.NodeAlive, fsm.NodeSuspect, fsm.NodeDead, fsm.NodeLeft} {
+		if n := s.ByState[string(st)]; n > 0 {
+			states = append(states, fmt.Sprintf("%d %s", n, st))
+		}
+	}
+	line += " " + orDash(strings.Join(states, ", "))
+	if len(l.Nodes) != s.Total {
+		line += fmt.Sprintf(" (showing %d", len(l.Nodes))
+		if l.NextCursor != "" {
+			line += "; more after --cursor " + l.NextCursor
+		}
+		line += ")"
+	}
+	return line
 }
 
 func nodeChange(c *ucli.Context, fn func(*httpapi.Client, string) (*httpapi.NodeDetail, error)) error {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"strconv"
 	"time"
 
 	"github.com/foreman-sched/foreman/fsm"
@@ -16,6 +17,25 @@ func (c *Client) Nodes(ctx context.Context) ([]NodeView, error) {
 		return nil, err
 	}
 	return out.Nodes, nil
+}
+
+// NodesQuery returns the nodes q selects (a page when q.Limit is set) and
+// the summary of them all.
+func (c *Client) NodesQuery(ctx context.Context, q NodeQuery) (*NodeList, error) {
+	v := url.Values{}
+	for k, x := range map[string]string{"role": q.Role, "state": q.State, "name": q.Name, "cursor": q.Cursor} {
+		if x != "" {
+			v.Set(k, x)
+		}
+	}
+	if q.Limit > 0 {
+		v.Set("limit", strconv.Itoa(q.Limit))
+	}
+	var out NodeList
+	if _, err := c.do(ctx, http.MethodGet, "/v1/nodes", v, nil, &out, nil); err != nil {
+		return nil, err
+	}
+	return &out, nil
 }
 
 // Node returns one node with its live attempts.

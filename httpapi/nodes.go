@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/http"
 	"sort"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/foreman-sched/foreman/fsm"
@@ -21,6 +23,60 @@ type NodeView struct {
 // NodeList is the reply to GET /v1/nodes.
 type NodeList struct {
 	Nodes []NodeView `json:"nodes"`
+	// Summary counts every node, whatever the filters, by role and state.
+	Summary NodeSummary `json:"summary"`
+	// NextCursor, when set, is the cursor of the next page (limit reached).
+	NextCursor string `json:"next_cursor,omitempty"`
+}
+
+// NodeSummary counts nodes: a fleet of thousands is read at a glance.
+type NodeSummary struct {
+	Total   int            `json:"total"`
+	ByRole  map[string]int `json:"by_role"`  // "server", "client"
+	ByState map[string]int `json:"by_state"` // alive, suspect, dead, left
+}
+
+// NodeQuery filters and pages GET /v1/nodes (zero fields: every node).
+type NodeQuery struct {
+	Role   string // "server" or "client"
+	State  string // alive, suspect, dead or left
+	Name   string // prefix
+	Limit  int    // at most this many (0: all)
+	Cursor string // the NextCursor of the previous page
+}
+
+// maxNodePage bounds ?limit.
+const maxNodePage = 10000
+
+// nodeRole is the role GET /v1/nodes shows and filters by.
+func nodeRole(n *fsm.Node) string {
+	if n.Role == fsm.RoleClient {
+		return "client"
+	}
+	return "server"
+}
+
+func parseNodeQuery(r *http.Request) (NodeQuery, error) {
+	v := r.URL.Query()
+	q := NodeQuery{Role: v.Get("role"), State: v.Get("state"), Name: v.Get("name"), Cursor: v.Get("cursor")}
+	switch q.Role {
+	case "", "server", "client":
+	default:
+		return q, invalid("role", "must be server or client (got %q)", q.Role)
+	}
+	switch fsm.GossipState(q.State) {
+	case "", fsm.NodeAlive, fsm.NodeSuspect, fsm.NodeDead, fsm.NodeLeft:
+	default:
+		return q, invalid("state", "must be alive, suspect, dead or left (got %q)", q.State)
+	}
+	if l := v.Get("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 || n > maxNodePage {
+			return q, invalid("limit", "must be a number from 1 to %d (got %q)", maxNodePage, l)
+		}
+		q.Limit = n
+	}
+	return q, nil
 }
 
 // NodeDetail is the reply to GET /v1/nodes/{name} (and to drain and
@@ -54,15 +110,36 @@ type EligibilityRequest struct {
 	Eligibility fsm.Eligibility `json:"eligibility"`
 }
 
+// listNodes handles GET /v1/nodes?role=&state=&name=&limit=&cursor=:
+// the nodes sorted by name, filtered, a page at a time, with a summary of
+// them all.
 func (s *server) listNodes(w http.ResponseWriter, r *http.Request) {
-	out := NodeList{Nodes: []NodeView{}}
-	err := s.state.View(func(tx *fsm.Tx) error {
+	q, err := parseNodeQuery(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	out := NodeList{Nodes: []NodeView{}, Summary: NodeSummary{ByRole: map[string]int{}, ByState: map[string]int{}}}
+	err = s.state.View(func(tx *fsm.Tx) error {
 		nodes, err := tx.Nodes()
 		if err != nil {
 			return err
 		}
-		for _, n := range nodes {
-			v, _, err := nodeView(tx, n)
+		sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
+		for i := range nodes {
+			n := &nodes[i]
+			out.Summary.Total++
+			out.Summary.ByRole[nodeRole(n)]++
+			out.Summary.ByState[string(n.Gossip)]++
+			if (q.Role != "" && nodeRole(n) != q.Role) || (q.State != "" && string(n.Gossip) != q.State) ||
+				!strings.HasPrefix(n.Name, q.Name) || (q.Cursor != "" && n.Name <= q.Cursor) {
+				continue
+			}
+			if q.Limit > 0 && len(out.Nodes) == q.Limit {
+				out.NextCursor = out.Nodes[len(out.Nodes)-1].Name
+				continue
+			}
+			v, _, err := nodeView(tx, *n)
 			if err != nil {
 				return err
 			}
@@ -74,7 +151,6 @@ func (s *server) listNodes(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	sort.Slice(out.Nodes, func(i, j int) bool { return out.Nodes[i].Name < out.Nodes[j].Name })
 	writeJSON(w, http.StatusOK, out)
 }
 

@@ -165,3 +165,65 @@ func TestNodeUsage(t *testing.T) {
 		t.Fatalf("unknown node: %d %s", code, body)
 	}
 }
+
+// GET /v1/nodes at fleet size: filters by role, state and name prefix, a
+// page at a time with a cursor, and a summary of every node whatever the
+// filters; bad filters are 400s naming the parameter.
+func TestNodesFilterPageSummary(t *testing.T) {
+	a := newTestAPI(t)
+	ctx := context.Background()
+	a.addNode("s1", "", 4000, 8192)
+	for _, c := range []string{"c1", "c2", "c3", "c4"} {
+		a.cluster.must(fsm.CmdUpsertNode, fsm.UpsertNode{Node: fsm.Node{Name: c, Role: fsm.RoleClient, Capacity: fsm.Resources{CPU: 1000}}})
+	}
+	a.cluster.must(fsm.CmdNodeState, fsm.SetNodeState{Name: "c4", Gossip: fsm.NodeDead})
+
+	names := func(l *NodeList) string {
+		if l == nil {
+			return "<none>"
+		}
+		var out []string
+		for _, n := range l.Nodes {
+			out = append(out, n.Name)
+		}
+		return strings.Join(out, ",")
+	}
+	all, err := a.client.NodesQuery(ctx, NodeQuery{})
+	if err != nil || names(all) != "c1,c2,c3,c4,s1" || all.NextCursor != "" {
+		t.Fatalf("all: %s next %q, %v", names(all), all.NextCursor, err)
+	}
+	if s := all.Summary; s.Total != 5 || s.ByRole["client"] != 4 || s.ByRole["server"] != 1 || s.ByState["alive"] != 4 || s.ByState["dead"] != 1 {
+		t.Fatalf("summary %+v", s)
+	}
+	for _, tc := range []struct {
+		q    NodeQuery
+		want string
+		next string
+	}{
+		{NodeQuery{Role: "client", State: "alive"}, "c1,c2,c3", ""},
+		{NodeQuery{Role: "server"}, "s1", ""},
+		{NodeQuery{State: "dead"}, "c4", ""},
+		{NodeQuery{Name: "c"}, "c1,c2,c3,c4", ""},
+		{NodeQuery{Role: "client", Limit: 2}, "c1,c2", "c2"},
+		{NodeQuery{Role: "client", Limit: 2, Cursor: "c2"}, "c3,c4", ""},
+	} {
+		l, err := a.client.NodesQuery(ctx, tc.q)
+		if err != nil {
+			t.Errorf("%+v: %v", tc.q, err)
+			continue
+		}
+		if names(l) != tc.want || l.NextCursor != tc.next || l.Summary.Total != 5 {
+			t.Errorf("%+v: %s next %q total %d, %v; want %s next %q", tc.q, names(l), l.NextCursor, l.Summary.Total, err, tc.want, tc.next)
+		}
+	}
+	for _, tc := range []struct{ query, want string }{
+		{"role=replica", "role: must be server or client"},
+		{"state=gone", "state: must be alive, suspect, dead or left"},
+		{"limit=0", "limit: must be a number from 1"},
+		{"limit=lots", "limit: must be a number from 1"},
+	} {
+		if code, body := a.do("GET", "/v1/nodes?"+tc.query, ""); code != http.StatusBadRequest || !strings.Contains(body, tc.want) {
+			t.Errorf("GET /v1/nodes?%s: %d %s, want 400 naming %q", tc.query, code, body, tc.want)
+		}
+	}
+}

@@ -146,7 +146,43 @@ func TestJepsenSmoke(t *testing.T) {
 	// encrypted gossip) under a killed leader.
 	m = append(m, secureScenarios()...)
 	m = append(m, dagScenarios()...)
+	m = append(m, clientSmoke())
 	runMatrix(t, append(m, gangSmoke()))
+}
+
+// clientSmoke is the smoke's client row (issue 23): three servers and two
+// clients (agents outside raft) under the submit workload, one client
+// frozen with SIGSTOP: its jobs must be fenced (its leases stop with its
+// confirmed beats) before the leader reruns them elsewhere.
+func clientSmoke() Scenario {
+	return Scenario{Name: "clients-pause-client", Nemesis: "pause-client", Nodes: 3, Clients: 2, Seed: 1,
+		Warmup: 5 * time.Second, Fault: 12 * time.Second, Recover: 8 * time.Second, Drain: 60 * time.Second}
+}
+
+// clientNemeses are the full matrix's client rows: a client killed,
+// paused or cut from every server, and the leader killed, split or paused
+// with clients attached.
+var clientNemeses = []string{"kill-client", "pause-client", "isolate-client", "kill-leader", "halves", "pause-leader"}
+
+// TestJepsenClients runs only the client rows (FOREMAN_JEPSEN=clients):
+// every client nemesis at seed 1 (FOREMAN_JEPSEN_NEMESES narrows it).
+func TestJepsenClients(t *testing.T) {
+	if os.Getenv("FOREMAN_JEPSEN") != "clients" {
+		t.Skip("set FOREMAN_JEPSEN=clients to run the client scenarios alone (the smoke runs clients-pause-client)")
+	}
+	nemeses := clientNemeses
+	if v := os.Getenv("FOREMAN_JEPSEN_NEMESES"); v != "" {
+		nemeses = strings.Split(v, ",")
+	}
+	var m []Scenario
+	for _, n := range nemeses {
+		m = append(m, clientScenario(n, 1))
+	}
+	runMatrix(t, m)
+}
+
+func clientScenario(n string, seed uint64) Scenario {
+	return Scenario{Name: fmt.Sprintf("clients-%s-s%d", n, seed), Nemesis: n, Nodes: 3, Clients: 2, Seed: seed}
 }
 
 // gangSmoke is the gang workload (gangs, failing tasks, preemption) under
@@ -269,6 +305,12 @@ func TestJepsenFull(t *testing.T) {
 			// gang-placements and preempted.
 			if wl == "" || wl == "gang" {
 				m = append(m, gangFull(n, seed))
+			}
+		}
+		// Clients (agents outside raft) with the submit workload.
+		if wl := os.Getenv("FOREMAN_JEPSEN_WORKLOADS"); wl == "" || wl == "clients" {
+			for _, n := range clientNemeses {
+				m = append(m, clientScenario(n, seed))
 			}
 		}
 	}

@@ -53,6 +53,10 @@ type Scenario struct {
 	// certificate per node made with the certs package, and a gossip key.
 	// Every client trusts the CA.
 	TLS bool
+	// Clients adds agents outside raft (--role client) beside the Nodes
+	// servers; they run jobs like any node. The workload talks to the
+	// servers only (a client serves no API).
+	Clients int
 }
 
 // Defaults fills zero durations.
@@ -106,7 +110,7 @@ func Run(bin, outDir string, sc Scenario, cleanup func(func())) report.Summary {
 		sum.Decide()
 		return sum
 	}
-	topo, err := netns.Setup(Subnet, sc.Nodes)
+	topo, err := netns.Setup(Subnet, sc.Nodes+sc.Clients)
 	if err != nil {
 		os.RemoveAll(tmp)
 		harness("topology: %v", err)
@@ -114,6 +118,7 @@ func Run(bin, outDir string, sc Scenario, cleanup func(func())) report.Summary {
 		return sum
 	}
 	c := rig.NewCluster(bin, tmp, topo, min(sc.Nodes, 3))
+	c.MarkClients(sc.Nodes)
 	if sc.ACL {
 		c.ExtraFlags = append(c.ExtraFlags, "--acl")
 	}
@@ -184,7 +189,7 @@ func Run(bin, outDir string, sc Scenario, cleanup func(func())) report.Summary {
 
 	rec := history.NewRecorder()
 	env := &workload.Env{Rec: rec, Dir: recDir, Seed: sc.Seed}
-	for i := range c.Nodes {
+	for _, i := range c.Servers() { // the servers come first: env's indices are the nodes'
 		env.Clients = append(env.Clients, c.WorkloadClient(i, workloadToken))
 	}
 	env.SetAlive(func(i int) bool { return i < len(c.Nodes) && c.Nodes[i].Running() })
@@ -321,7 +326,7 @@ func pollLeaders(ctx context.Context, c *rig.Cluster, rec *history.Recorder) <-c
 		}()
 		for tick := 0; tick < 100000; tick++ {
 			for i, n := range c.Nodes {
-				if !n.Running() {
+				if !n.Running() || n.Client {
 					continue
 				}
 				if clients[i] == nil {
@@ -352,7 +357,7 @@ func converge(ctx context.Context, c *rig.Cluster, d time.Duration) checker.Resu
 		polls++
 		last = last[:0]
 		for i, n := range c.Nodes {
-			if !n.Running() {
+			if !n.Running() || n.Client { // a client holds no state to hash
 				continue
 			}
 			cl := c.Client(i)

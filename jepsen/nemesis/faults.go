@@ -36,6 +36,12 @@ func (p *Partition) Start(ctx context.Context, c *rig.Cluster, rng *rand.Rand) (
 		g = MajoritiesRing(order)
 	case "bridge":
 		g = Bridge(order)
+	case "isolate-client":
+		v, err := randomClient(c, rng)
+		if err != nil {
+			return "", err
+		}
+		g = Isolate(v, nodes)
 	default:
 		return "", fmt.Errorf("unknown partition %q", p.Kind)
 	}
@@ -62,19 +68,23 @@ func describe(c *rig.Cluster, g netns.Grudge) string {
 // Kill crashes a node with kill -9 and restarts it from the same data dir.
 type Kill struct {
 	Leader bool
+	Client bool // a client, not the leader nor any node
 	victim int
 }
 
 func (k *Kill) Name() string {
-	if k.Leader {
+	switch {
+	case k.Leader:
 		return "kill-leader"
+	case k.Client:
+		return "kill-client"
 	}
 	return "kill-random"
 }
 
 func (k *Kill) Start(ctx context.Context, c *rig.Cluster, rng *rand.Rand) (string, error) {
 	k.victim = -1
-	i, err := target(ctx, c, rng, k.Leader)
+	i, err := pick(ctx, c, rng, k.Leader, k.Client)
 	if err != nil {
 		return "", err
 	}
@@ -93,19 +103,23 @@ func (k *Kill) Stop(ctx context.Context, c *rig.Cluster) error {
 // zombie-executor case) and resumes it with SIGCONT.
 type Pause struct {
 	Leader bool
+	Client bool
 	victim int
 }
 
 func (p *Pause) Name() string {
-	if p.Leader {
+	switch {
+	case p.Leader:
 		return "pause-leader"
+	case p.Client:
+		return "pause-client"
 	}
 	return "pause-random"
 }
 
 func (p *Pause) Start(ctx context.Context, c *rig.Cluster, rng *rand.Rand) (string, error) {
 	p.victim = -1
-	i, err := target(ctx, c, rng, p.Leader)
+	i, err := pick(ctx, c, rng, p.Leader, p.Client)
 	if err != nil {
 		return "", err
 	}
@@ -150,3 +164,11 @@ func (m *Member) Start(ctx context.Context, c *rig.Cluster, rng *rand.Rand) (str
 }
 
 func (m *Member) Stop(ctx context.Context, c *rig.Cluster) error { return nil }
+
+// pick is target, or a random client with client.
+func pick(ctx context.Context, c *rig.Cluster, rng *rand.Rand, leader, client bool) (int, error) {
+	if client {
+		return randomClient(c, rng)
+	}
+	return target(ctx, c, rng, leader)
+}

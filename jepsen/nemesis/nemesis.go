@@ -20,13 +20,19 @@ type Nemesis interface {
 
 // ByName returns a nemesis of the given name: none, halves,
 // isolate-leader, ring, bridge, kill-leader, kill-random, pause-leader,
-// pause-random, member, pause-flicker, clock, storm.
+// pause-random, member, pause-flicker, clock, storm, and for scenarios
+// with clients (agents outside raft) kill-client, pause-client and
+// isolate-client (cut from every server).
 func ByName(name string) (Nemesis, error) {
 	switch name {
 	case "none":
 		return None{}, nil
-	case "halves", "isolate-leader", "ring", "bridge":
+	case "halves", "isolate-leader", "ring", "bridge", "isolate-client":
 		return &Partition{Kind: name}, nil
+	case "kill-client":
+		return &Kill{Client: true}, nil
+	case "pause-client":
+		return &Pause{Client: true}, nil
 	case "kill-leader":
 		return &Kill{Leader: true}, nil
 	case "kill-random":
@@ -78,6 +84,20 @@ func target(ctx context.Context, c *rig.Cluster, rng *rand.Rand, leader bool) (i
 	r := running(c)
 	if len(r) == 0 {
 		return -1, fmt.Errorf("no running node")
+	}
+	return r[rng.IntN(len(r))], nil
+}
+
+// randomClient picks a running client (an agent outside raft).
+func randomClient(c *rig.Cluster, rng *rand.Rand) (int, error) {
+	var r []int
+	for _, i := range running(c) {
+		if c.Nodes[i].Client {
+			r = append(r, i)
+		}
+	}
+	if len(r) == 0 {
+		return -1, fmt.Errorf("no running client")
 	}
 	return r[rng.IntN(len(r))], nil
 }

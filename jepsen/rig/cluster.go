@@ -50,16 +50,46 @@ func (c *Cluster) addNode(i int) *Node {
 	return n
 }
 
-// joinFlags points a node at every other initial node.
+// MarkClients makes the nodes from index first on clients (--role client
+// joining every server). Call it before Start.
+func (c *Cluster) MarkClients(first int) {
+	for i := first; i < len(c.Nodes); i++ {
+		c.Nodes[i].Client = true
+	}
+}
+
+// Servers lists the indices of the raft members (every node but the
+// clients): the ones that answer the API.
+func (c *Cluster) Servers() []int {
+	var out []int
+	for i, n := range c.Nodes {
+		if !n.Client {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// joinFlags points a node at every other initial node (a client at every
+// server).
 func (c *Cluster) joinFlags(self int, bootstrap bool) []string {
 	var f []string
+	if c.Nodes[self].Client {
+		f = append(f, "--role", "client")
+		for _, n := range c.Nodes {
+			if !n.Client {
+				f = append(f, "--join", fmt.Sprintf("%s:%d", n.IP, Port))
+			}
+		}
+		return append(f, c.ExtraFlags...)
+	}
 	for i, n := range c.Nodes {
-		if i != self && (bootstrap || n.Running()) {
+		if i != self && !n.Client && (bootstrap || n.Running()) {
 			f = append(f, "--join", fmt.Sprintf("%s:%d", n.IP, Port))
 		}
 	}
 	if bootstrap {
-		f = append(f, "--bootstrap-expect", fmt.Sprint(len(c.Nodes)), "--voters", fmt.Sprint(c.Voters))
+		f = append(f, "--bootstrap-expect", fmt.Sprint(len(c.Servers())), "--voters", fmt.Sprint(c.Voters))
 	}
 	return append(f, c.ExtraFlags...)
 }
@@ -188,7 +218,7 @@ func (c *Cluster) IssueToken(ctx context.Context, d time.Duration, name string, 
 func (c *Cluster) Leader(ctx context.Context) int {
 	votes := map[int]int{}
 	for i, n := range c.Nodes {
-		if !n.Running() {
+		if !n.Running() || n.Client {
 			continue
 		}
 		cl := c.Client(i)
@@ -243,7 +273,7 @@ func (c *Cluster) WaitLeader(ctx context.Context, d time.Duration) (int, error) 
 func (c *Cluster) WaitReady(ctx context.Context, d time.Duration) error {
 	deadline := time.Now().Add(d)
 	for i, n := range c.Nodes {
-		if !n.Running() {
+		if !n.Running() || n.Client {
 			continue
 		}
 		cl := c.Client(i)

@@ -29,6 +29,9 @@ type Node struct {
 	Scheme string
 	// Env is added to the agent's environment (the gossip key).
 	Env []string
+	// Client: the agent runs with --role client (outside raft: no API,
+	// no state hash); Cluster.MarkClients sets it.
+	Client bool
 
 	mu     sync.Mutex
 	flags  []string // of the first start, reused on restart

@@ -6,6 +6,7 @@ import { subscribe } from "../lib/events.js";
 import { bar } from "../lib/chart.js";
 import { cpu, mem, labels, ago } from "../lib/fmt.js";
 import { guard } from "../lib/acl.js";
+import { go } from "../app.js";
 
 export function nodeActions(n, after) {
   const name = n.name;
@@ -63,10 +64,41 @@ export function usageReader() {
   };
 }
 
-export async function mount(el) {
+const ROLES = ["", "server", "client"];
+const STATES = ["", "alive", "suspect", "dead", "left"];
+const PAGE = 200;
+
+// mount: a summary of every node (by role and state), filters (role,
+// state, name prefix) and a page of PAGE nodes at a time, so the page
+// stays usable with thousands of clients.
+export async function mount(el, _params, q) {
+  q = q || new URLSearchParams();
+  const f = { role: q.get("role") || "", state: q.get("state") || "", name: q.get("name") || "" };
+  const cursor = q.get("cursor") || "";
+  const back = (q.get("back") || "").split(".").filter(Boolean); // cursors of the previous pages
+  const roleSel = h("select", { name: "role", "aria-label": "Role" }, ROLES.map((r) => h("option", { value: r, selected: r === f.role }, r || "any role")));
+  const stateSel = h("select", { name: "state", "aria-label": "State" }, STATES.map((x) => h("option", { value: x, selected: x === f.state }, x || "any state")));
+  const name = h("input", { type: "search", name: "name", placeholder: "name starts with…", value: f.name, "aria-label": "Name prefix" });
+  const form = h("form", { class: "filters", role: "search" }, roleSel, stateSel, name, h("button", { type: "submit" }, "Filter"));
+  const query = (extra) => {
+    const p = new URLSearchParams();
+    for (const [k, v] of Object.entries({ ...f, ...extra })) if (v) p.set(k, v);
+    const x = p.toString();
+    return "/ui/nodes" + (x ? "?" + x : "");
+  };
+  form.addEventListener("submit", (e) => {
+    e.preventDefault();
+    Object.assign(f, { role: roleSel.value, state: stateSel.value, name: name.value.trim() });
+    go(query({}));
+  });
+  roleSel.addEventListener("change", () => form.requestSubmit());
+  stateSel.addEventListener("change", () => form.requestSubmit());
+
   const body = h("tbody");
-  replace(el, h("h1", null, "Nodes"), h("p", { class: "muted" }, "Allocated is what live attempts requested (a job that requests nothing is placed as 100m / 64 MiB)."),
-    h("table", { id: "nodes" }, h("thead", null, h("tr", null, ["Node", "Gossip", "Eligibility", "Capacity vs allocated vs used", "Running", "Drivers", "Labels", "Version", ""].map((x) => h("th", null, x)))), body));
+  const summary = h("p", { id: "node-summary" });
+  const pager = h("nav", { class: "pager", "aria-label": "Pages" });
+  replace(el, h("h1", null, "Nodes"), summary, form, h("p", { class: "muted" }, "Allocated is what live attempts requested (a job that requests nothing is placed as 100m / 64 MiB)."),
+    h("table", { id: "nodes" }, h("thead", null, h("tr", null, ["Node", "Role", "Gossip", "Eligibility", "Capacity vs allocated vs used", "Running", "Drivers", "Labels", "Version", ""].map((x) => h("th", null, x)))), body), pager);
   const usage = usageReader();
   let list = [];
   const drawUsage = () => {
@@ -75,11 +107,20 @@ export async function mount(el) {
       if (cell) replace(cell, capacityBars(n, usage.get(n.name)));
     }
   };
+  const drawSummary = (sm) => {
+    const byState = ["alive", "suspect", "dead", "left"].filter((x) => sm.by_state[x]).map((x) => h("span", { class: "count" }, badge(x), " " + sm.by_state[x]));
+    replace(summary, h("strong", null, sm.total + " nodes"), ": " + (sm.by_role.server || 0) + " servers, " + (sm.by_role.client || 0) + " clients · ", ...byState);
+  };
   const load = async () => {
-    const l = await api("/v1/nodes");
+    const p = new URLSearchParams({ limit: PAGE });
+    for (const k of ["role", "state", "name"]) if (f[k]) p.set(k, f[k]);
+    if (cursor) p.set("cursor", cursor);
+    const l = await api("/v1/nodes?" + p);
     list = l.nodes;
+    drawSummary(l.summary);
     replace(body, l.nodes.map((n) => h("tr", { "data-node": n.name },
       h("td", null, link("nodes/" + enc(n.name), n.name), h("div", { class: "muted small" }, n.http_addr)),
+      h("td", { class: "role" }, n.role === "client" ? "client" : "server"),
       h("td", null, badge(n.gossip), h("div", { class: "muted small" }, ago(n.state_changed_at))),
       h("td", { class: "elig" }, badge(n.eligibility), n.drain_deadline ? h("div", { class: "small" }, "until " + n.drain_deadline) : ""),
       h("td", { class: "capcell" }, capacityBars(n, usage.get(n.name))),
@@ -88,14 +129,22 @@ export async function mount(el) {
       h("td", { class: "labels" }, labels(n.labels)),
       h("td", null, n.version || ""),
       h("td", null, nodeActions(n, () => again())))));
+    const prev = back[back.length - 1];
+    replace(pager,
+      cursor ? h("a", { href: query({ cursor: prev === "_" ? "" : prev, back: back.slice(0, -1).join(".") }), "data-link": true, rel: "prev" }, "← Previous") : h("span", { class: "muted" }, "← Previous"),
+      cursor ? h("a", { href: query({}), "data-link": true }, "First page") : "",
+      l.next_cursor ? h("a", { href: query({ cursor: l.next_cursor, back: [...back, cursor || "_"].join(".") }), "data-link": true, rel: "next" }, "Next →") : h("span", { class: "muted" }, "Next →"));
   };
-  const again = throttle(() => load().catch(() => {}), 1000);
+  // A fleet's node and attempt events come by the thousand: redraw at most
+  // every 2 s.
+  const again = throttle(() => load().catch(() => {}), 2000);
   await load();
   // Used: a first reading now, the second soon after (a CPU rate needs
-  // two), then every 5 s.
+  // two), then every 5 s. Clients serve no usage (their servers cannot
+  // ask them): only servers are read.
   let timer = 0, gone = false;
   const poll = async (next) => {
-    await usage.read(list.filter((n) => n.gossip === "alive").map((n) => n.name));
+    await usage.read(list.filter((n) => n.gossip === "alive" && n.role !== "client").map((n) => n.name));
     if (gone) return;
     drawUsage();
     timer = setTimeout(() => poll(5000), next);
