@@ -155,6 +155,39 @@ func TestSystemClients(t *testing.T) {
 		}
 		return fmt.Errorf("%s not alive", victim.name)
 	})
+
+	// A rolling restart of every role (each server, then the client
+	// running a long job, SIGTERM and start again): the job runs through
+	// it once, its attempt never lost.
+	d = newJobDir(t, c.root)
+	id = submitJob(t, leader, d.waitingJob("through-restarts", "sysnode == "+victim.name))
+	waitJobState(t, leader, id, "running")
+	d.pid(t, 1)
+	for _, s := range c.agents {
+		if !s.running() {
+			s.restart(t) // the leader killed above
+			c.leader()
+		}
+		took := s.term(t)
+		t.Logf("server %s stopped in %.1fs (its clients moved at once)", s.name, took.Seconds())
+		if took > 12*time.Second {
+			// The agent's shutdown gives up after 15 s: a server that
+			// waited that long waited for its clients' streams to end.
+			t.Errorf("server %s took %.1fs to stop: did it wait for its clients' streams?", s.name, took.Seconds())
+		}
+		s.restart(t)
+		c.leader()
+		c.waitConverged(c.others())
+	}
+	leader = c.leader()
+	took = victim.term(t)
+	t.Logf("client %s stopped in %.1fs", victim.name, took.Seconds())
+	victim.restart(t)
+	d.release(t)
+	j = waitJobState(t, leader, id, "succeeded")
+	if j.Job.Attempts != 1 || len(d.runs(1)) != 1 {
+		t.Errorf("through the rolling restart: %s, runs %v; want one attempt, run once", j, d.runs(1))
+	}
 }
 
 func c1or2(clients []*agentProc, name string) *agentProc {

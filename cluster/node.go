@@ -40,6 +40,8 @@ type Node struct {
 	workWaker     *workWaker
 	workAdmission admission
 	attached      *clientTable  // the clients whose streams this server holds
+	workStop      chan struct{} // closed by StopWorkStreams
+	workStopOnce  sync.Once
 	clientsHeard  *heardClients // leader: when each client was last heard
 
 	notifyCh chan bool
@@ -98,7 +100,7 @@ func New(cfg Config, f *fsm.FSM, self fsm.Node, logger *slog.Logger) (*Node, err
 		cfg: cfg, logger: logger, fsm: f, self: self, heard: newHeardTracker(),
 		members: newMemberTable(), state: state, client: newForwardClient(cfg.bindIP(), cfg.Network, cfg.TLS),
 		notifyCh: make(chan bool, 16), closing: make(chan struct{}), syncFlipped: make(chan struct{}, 1),
-		attached: newClientTable(), clientsHeard: newHeardClients(),
+		attached: newClientTable(), clientsHeard: newHeardClients(), workStop: make(chan struct{}),
 	}
 	n.workWaker = newWorkWaker(f.Events(), cfg.WorkStreams.PingInterval, n.InContactWithLeader)
 	n.ld.init()

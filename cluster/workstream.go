@@ -172,6 +172,12 @@ func (n *Node) handleWork(w http.ResponseWriter, r *http.Request) {
 		workError(w, http.StatusServiceUnavailable, "not_ready", "this server cannot serve work now: "+err.Error())
 		return
 	}
+	select {
+	case <-n.workStop:
+		workError(w, http.StatusServiceUnavailable, "not_ready", "this server is stopping: try another")
+		return
+	default:
+	}
 	cur, err := n.nodeRecord(node)
 	if err != nil {
 		workError(w, http.StatusServiceUnavailable, "not_ready", err.Error())
@@ -385,6 +391,8 @@ func (n *Node) serveWork(ctx context.Context, w http.ResponseWriter, node string
 				return ctx.Err()
 			case <-n.closing:
 				return ErrShutdown
+			case <-n.workStop:
+				return errors.New("this server is stopping: the client moves to another")
 			case <-wake:
 				woken = true
 			case <-tick:
@@ -409,6 +417,12 @@ func (n *Node) serveWork(ctx context.Context, w http.ResponseWriter, node string
 		}
 	}
 }
+
+// StopWorkStreams ends every work stream this server holds and refuses
+// new ones (503), so its clients move to other servers at once: call it
+// when the agent starts to stop (http.Server.Shutdown waits for streams,
+// which never go idle by themselves).
+func (n *Node) StopWorkStreams() { n.workStopOnce.Do(func() { close(n.workStop) }) }
 
 // appendPing appends a ping frame's JSON line (WorkFrame) to b.
 func appendPing(b []byte, index uint64, contact bool, acked uint64) []byte {

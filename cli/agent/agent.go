@@ -447,6 +447,7 @@ func runAgent(parent context.Context, cfg *agentConfig) error {
 		GossipKeys: keyringAdapter{node},
 	})
 	srv := newHTTPServer(routes(acl, api, node.InternalHandler(), checkpointHandler(worker), cfg.pprof, cfg.tls != nil), logger)
+	srv.RegisterOnShutdown(node.StopWorkStreams) // clients move at once; Shutdown would wait for their streams
 	srvErr := make(chan error, 1)
 	go func() { srvErr <- srv.Serve(ln) }()
 
