@@ -20,7 +20,7 @@ func nodeCommand() *ucli.Command {
 				Name:  "ls",
 				Usage: "list nodes with capacity and what is placed on them, and a count of all of them by role and state",
 				Flags: WithClientFlags(JSONFlag,
-					&ucli.StringFlag{Name: "role", Usage: "only servers or clients (server, client)"},
+					&ucli.StringFlag{Name: "role", Usage: "only nodes of this role (server, replica, client)"},
 					&ucli.StringFlag{Name: "state", Usage: "only nodes in this state (alive, suspect, dead, left)"},
 					&ucli.StringFlag{Name: "name", Usage: "only nodes whose name starts with this"},
 					&ucli.IntFlag{Name: "limit", Usage: "at most this many (0: all); --cursor NAME goes on after NAME"},
@@ -91,9 +91,9 @@ func nodeList(c *ucli.Context) error {
 		if n.Eligibility == fsm.Draining && !n.DrainDeadline.IsZero() {
 			elig += " (deadline " + ago(n.DrainDeadline, time.Now()) + ")"
 		}
-		role := "server"
-		if n.Role == fsm.RoleClient {
-			role = "client"
+		role := n.Role
+		if role == "" {
+			role = "server"
 		}
 		t.Row(n.Name, role, orDash(n.HTTPAddr), n.Gossip, elig,
 			httpapi.FormatCPU(n.Allocated.CPU)+"/"+httpapi.FormatCPU(n.Capacity.CPU),
@@ -112,6 +112,9 @@ func nodeList(c *ucli.Context) error {
 func nodeSummaryLine(l *httpapi.NodeList) string {
 	s := l.Summary
 	line := fmt.Sprintf("%d nodes: %d servers, %d clients;", s.Total, s.ByRole["server"], s.ByRole["client"])
+	if r := s.ByRole["replica"]; r > 0 {
+		line = fmt.Sprintf("%d nodes: %d servers, %d replicas, %d clients;", s.Total, s.ByRole["server"], r, s.ByRole["client"])
+	}
 	var states []string
 	for _, st := range []fsm.GossipState{fsm.NodeAlive, fsm.NodeSuspect, fsm.NodeDead, fsm.NodeLeft} {
 		if n := s.ByState[string(st)]; n > 0 {

@@ -59,8 +59,8 @@ func (n *Node) bootstrapLoop() {
 func (n *Node) bootstrapCandidates() (fresh []Member, existing bool) {
 	cid := n.ClusterID()
 	for _, m := range n.members.list() {
-		if m.Status != fsm.NodeAlive || m.RaftAddr == "" {
-			continue
+		if m.Status != fsm.NodeAlive || m.RaftAddr == "" || m.Replica {
+			continue // replicas join once there is a cluster
 		}
 		if cid != "" && m.ClusterID != "" && m.ClusterID != cid {
 			continue

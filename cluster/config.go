@@ -45,6 +45,11 @@ type Config struct {
 	Voters int
 	// Dev runs a single node that bootstraps at once.
 	Dev bool
+	// Replica makes this server a raft non-voter that is never promoted:
+	// it applies the log and serves reads, the API, the UI and client
+	// streams, but never votes (so never slows a commit). It takes no part
+	// in the bootstrap.
+	Replica bool
 	// DeadServerTimeout is how long a voter must be dead to gossip before the
 	// leader replaces it with a healthy non-voter (and how long a dead
 	// non-voter stays in the raft configuration).

@@ -31,6 +31,7 @@ type Member struct {
 	Behind   bool   `json:"behind,omitempty"`
 	HasState bool   `json:"has_raft_state"`
 	Leaving  bool   `json:"leaving,omitempty"`
+	Replica  bool   `json:"replica,omitempty"` // never promoted to voter
 	// Since is when this node saw the status change (monotonic, local).
 	Since time.Time `json:"-"`
 }
@@ -62,7 +63,7 @@ func (t *memberTable) set(n *memberlist.Node, status fsm.GossipState) {
 		m.Capacity = fsm.Resources{CPU: meta.CPU, MemoryMB: meta.MemoryMB, Named: meta.Named}
 		m.Labels, m.Drivers, m.HasState, m.Leaving = meta.Labels, meta.Drivers, meta.HasState, meta.Leaving
 		m.Slots, m.Applied, m.Behind = meta.Slots, meta.Applied, meta.Behind
-		m.JobUsers = meta.JobUsers
+		m.JobUsers, m.Replica = meta.JobUsers, meta.Replica
 	}
 	t.mu.Lock()
 	old, ok := t.members[n.Name]

@@ -41,6 +41,8 @@ type nodeMeta struct {
 	// Leaving is set by Leave just before the gossip leave: memberlist's
 	// leave event does not say whether a node left or died.
 	Leaving bool `json:"x,omitempty"`
+	// Replica: a raft non-voter that is never promoted (Config.Replica).
+	Replica bool `json:"rp,omitempty"`
 }
 
 func metaFromNode(n fsm.Node, clusterID string, hasState, leaving bool) nodeMeta {
@@ -48,6 +50,7 @@ func metaFromNode(n fsm.Node, clusterID string, hasState, leaving bool) nodeMeta
 		ClusterID: clusterID, HTTPAddr: n.HTTPAddr, RaftAddr: n.RaftAddr, Version: n.Version,
 		CPU: n.Capacity.CPU, MemoryMB: n.Capacity.MemoryMB, Named: n.Capacity.Named,
 		Labels: n.Labels, Drivers: n.Drivers, Slots: n.Slots, JobUsers: n.JobUsers, HasState: hasState, Leaving: leaving,
+		Replica: n.Role == fsm.RoleReplica,
 	}
 }
 

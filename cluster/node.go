@@ -96,6 +96,9 @@ func New(cfg Config, f *fsm.FSM, self fsm.Node, logger *slog.Logger) (*Node, err
 	if self.Slots == 0 {
 		self.Slots = cfg.Slots
 	}
+	if cfg.Replica {
+		self.Role = fsm.RoleReplica
+	}
 	n := &Node{
 		cfg: cfg, logger: logger, fsm: f, self: self, heard: newHeardTracker(),
 		members: newMemberTable(), state: state, client: newForwardClient(cfg.bindIP(), cfg.Network, cfg.TLS),

@@ -133,8 +133,15 @@ func (n *Node) memberNode(m Member) fsm.Node {
 	return fsm.Node{
 		Name: m.Name, HTTPAddr: m.HTTPAddr, RaftAddr: m.RaftAddr, GossipAddr: m.Addr,
 		Capacity: m.Capacity, Labels: m.Labels, Drivers: m.Drivers, Version: m.Version, Slots: m.Slots,
-		JobUsers: m.JobUsers,
+		JobUsers: m.JobUsers, Role: replicaRole(m.Replica),
 	}
+}
+
+func replicaRole(replica bool) string {
+	if replica {
+		return fsm.RoleReplica
+	}
+	return ""
 }
 
 // describe is the self-described part of a node record, for comparison
@@ -202,7 +209,7 @@ func (n *Node) reconcileRaft(members []Member) (wake time.Time) {
 			continue
 		}
 		var err error
-		if (ok && s.Suffrage == raft.Voter) || (!ok && voters < n.cfg.Voters) {
+		if (ok && s.Suffrage == raft.Voter) || (!ok && voters < n.cfg.Voters && !m.Replica) {
 			err = n.raft.AddVoter(raft.ServerID(m.Name), raft.ServerAddress(m.RaftAddr), 0, timeout).Error()
 			if err == nil && !ok {
 				voters++
@@ -221,7 +228,7 @@ func (n *Node) reconcileRaft(members []Member) (wake time.Time) {
 	healthyNonvoter := func() (string, bool) {
 		for _, s := range servers {
 			m, ok := byName[string(s.ID)]
-			if s.Suffrage == raft.Nonvoter && ok && m.Status == fsm.NodeAlive && !m.Leaving && !n.isLeaving(m.Name) {
+			if s.Suffrage == raft.Nonvoter && ok && m.Status == fsm.NodeAlive && !m.Leaving && !n.isLeaving(m.Name) && !m.Replica {
 				return string(s.ID), true
 			}
 		}

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/foreman-sched/foreman/cluster"
 	"github.com/foreman-sched/foreman/cluster/clustertest"
 	"github.com/foreman-sched/foreman/fsm"
 )
@@ -125,4 +126,58 @@ func TestBootstrapExpectFormsOneCluster(t *testing.T) {
 		return nil
 	})
 	c.WaitConverged()
+}
+
+// Replicas (Config.Replica) join as non-voters, are recorded with their
+// role, and are never promoted: with a voter dead, the leader keeps two
+// voters rather than make a replica vote.
+func TestReplicasAreNeverPromoted(t *testing.T) {
+	c := clustertest.NewCluster(t, 5, clustertest.Options{Voters: 3, DeadServerTimeout: 2 * time.Second,
+		Configure: func(i int, cfg *cluster.Config) { cfg.Replica = i >= 3 }})
+	leader := c.WaitForLeader()
+	for i, want := range []string{"voter", "voter", "voter", "nonvoter", "nonvoter"} {
+		if got := suffrageOf(leader, c.Node(i).Name); got != want {
+			t.Fatalf("%s is %q, want %q (servers %+v)", c.Node(i).Name, got, want, leader.RaftInfo().Servers)
+		}
+	}
+	c.Eventually(clustertest.ConvergeTimeout, "replicas recorded", func() error {
+		for _, i := range []int{3, 4} {
+			rec, err := nodeRecord(leader, c.Node(i).Name)
+			if err != nil {
+				return err
+			}
+			if rec.Role != fsm.RoleReplica {
+				return fmt.Errorf("%s recorded with role %q", rec.Name, rec.Role)
+			}
+		}
+		return nil
+	})
+	victim := c.Node(0)
+	if victim.Name == leader.Name {
+		victim = c.Node(1)
+	}
+	c.Kill(victim.Index)
+	// Past DeadServerTimeout the dead voter would be replaced by a healthy
+	// non-voter; replicas are not candidates, so it stays and none votes.
+	c.Eventually(clustertest.ConvergeTimeout, victim.Name+" recorded dead", func() error {
+		rec, err := nodeRecord(c.WaitForLeader(), victim.Name)
+		if err != nil {
+			return err
+		}
+		if rec.Gossip != fsm.NodeDead {
+			return fmt.Errorf("gossip state %q", rec.Gossip)
+		}
+		return nil
+	})
+	deadline := time.Now().Add(3 * 2 * time.Second) // three DeadServerTimeouts after the death was recorded
+	for time.Now().Before(deadline) {
+		l := c.WaitForLeader()
+		for _, i := range []int{3, 4} {
+			if got := suffrageOf(l, c.Node(i).Name); got != "nonvoter" {
+				t.Fatalf("replica %s became %q after %s died", c.Node(i).Name, got, victim.Name)
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	submit(t, c.Followers()[0])
 }

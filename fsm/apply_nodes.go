@@ -54,8 +54,8 @@ func (a *applier) upsertNode(p *UpsertNode, res *Result) error {
 	if err := validKey("node.name", n.Name, maxIDLen); err != nil {
 		return err
 	}
-	if n.Role != "" && n.Role != RoleClient {
-		return fmt.Errorf("%w: node.role: %q (want %q or empty)", ErrBadCommand, n.Role, RoleClient)
+	if n.Role != "" && n.Role != RoleClient && n.Role != RoleReplica {
+		return fmt.Errorf("%w: node.role: %q (want %q, %q or empty)", ErrBadCommand, n.Role, RoleClient, RoleReplica)
 	}
 	old, err := a.getNode(n.Name)
 	name := NameUpdated

@@ -15,9 +15,12 @@ const (
 	NodeLeft    GossipState = "left"
 )
 
-// RoleClient is Node.Role of an agent outside raft (cluster/DESIGN.md
-// "Clients").
-const RoleClient = "client"
+// Node.Role values (cluster/DESIGN.md "Clients"): a client is an agent
+// outside raft; a replica a raft non-voter that is never promoted.
+const (
+	RoleClient  = "client"
+	RoleReplica = "replica"
+)
 
 // Eligibility says whether a node may receive new attempts.
 type Eligibility string
@@ -51,8 +54,8 @@ type Node struct {
 	JobUsers []string `json:"job_users,omitempty"`
 	// Role is RoleClient for an agent outside raft (it learns its work from
 	// a server's work stream and the leader hears it through its beats),
-	// "" for a raft member (server or replica: gossip carries its
-	// liveness).
+	// RoleReplica for a raft non-voter that is never promoted, "" for a
+	// server (gossip carries the liveness of both).
 	Role string `json:"role,omitempty"`
 
 	Gossip        GossipState `json:"gossip"`

@@ -32,13 +32,13 @@ type NodeList struct {
 // NodeSummary counts nodes: a fleet of thousands is read at a glance.
 type NodeSummary struct {
 	Total   int            `json:"total"`
-	ByRole  map[string]int `json:"by_role"`  // "server", "client"
+	ByRole  map[string]int `json:"by_role"`  // "server", "replica", "client"
 	ByState map[string]int `json:"by_state"` // alive, suspect, dead, left
 }
 
 // NodeQuery filters and pages GET /v1/nodes (zero fields: every node).
 type NodeQuery struct {
-	Role   string // "server" or "client"
+	Role   string // "server", "replica" or "client"
 	State  string // alive, suspect, dead or left
 	Name   string // prefix
 	Limit  int    // at most this many (0: all)
@@ -50,19 +50,19 @@ const maxNodePage = 10000
 
 // nodeRole is the role GET /v1/nodes shows and filters by.
 func nodeRole(n *fsm.Node) string {
-	if n.Role == fsm.RoleClient {
-		return "client"
+	if n.Role == "" {
+		return "server"
 	}
-	return "server"
+	return n.Role
 }
 
 func parseNodeQuery(r *http.Request) (NodeQuery, error) {
 	v := r.URL.Query()
 	q := NodeQuery{Role: v.Get("role"), State: v.Get("state"), Name: v.Get("name"), Cursor: v.Get("cursor")}
 	switch q.Role {
-	case "", "server", "client":
+	case "", "server", fsm.RoleReplica, fsm.RoleClient:
 	default:
-		return q, invalid("role", "must be server or client (got %q)", q.Role)
+		return q, invalid("role", "must be server, replica or client (got %q)", q.Role)
 	}
 	switch fsm.GossipState(q.State) {
 	case "", fsm.NodeAlive, fsm.NodeSuspect, fsm.NodeDead, fsm.NodeLeft:

@@ -217,7 +217,7 @@ func TestNodesFilterPageSummary(t *testing.T) {
 		}
 	}
 	for _, tc := range []struct{ query, want string }{
-		{"role=replica", "role: must be server or client"},
+		{"role=voter", "role: must be server, replica or client"},
 		{"state=gone", "state: must be alive, suspect, dead or left"},
 		{"limit=0", "limit: must be a number from 1"},
 		{"limit=lots", "limit: must be a number from 1"},

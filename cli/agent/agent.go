@@ -63,7 +63,7 @@ runs what one of the servers named by --join streams to it (the way to grow past
 "data-dir: /var/lib/foreman", "join: [10.0.0.10, 10.0.0.11]"); flags on the command line win.`,
 		Flags: []ucli.Flag{
 			configFlag(),
-			&ucli.StringFlag{Name: "role", Value: RoleServer, Usage: "server (a raft member: schedules when leader, serves the API, runs jobs) or client (outside raft: runs what a server's work stream gives it; needs --join)"},
+			&ucli.StringFlag{Name: "role", Value: RoleServer, Usage: "server (a raft member: schedules when leader, serves the API, runs jobs), replica (a raft non-voter never promoted: serves reads, the API and client streams; needs --join) or client (outside raft: runs what a server's work stream gives it; needs --join)"},
 			&ucli.BoolFlag{Name: "dev", Usage: "single node on 127.0.0.1 with a temporary data dir (unless --data-dir)"},
 			&ucli.StringFlag{Name: "data-dir", Usage: "where raft, state, logs and attempts live", EnvVars: []string{"FOREMAN_DATA_DIR"}},
 			&ucli.StringFlag{Name: "name", Usage: "unique node name (default: hostname)"},
@@ -140,6 +140,15 @@ func agentConfigFrom(c *ucli.Context, version string) (*agentConfig, error) {
 	cfg.api.ACL = c.Bool("acl")
 	switch cfg.role = c.String("role"); cfg.role {
 	case RoleServer:
+	case RoleReplica:
+		switch {
+		case c.Bool("dev"):
+			return nil, errors.New("--role replica: not with --dev (a replica joins servers)")
+		case len(c.StringSlice("join")) == 0:
+			return nil, errors.New("--role replica: --join must name a server")
+		case c.Int("bootstrap-expect") != 0:
+			return nil, errors.New("--role replica: --bootstrap-expect is for servers (a replica joins once there is a cluster)")
+		}
 	case RoleClient:
 		switch {
 		case c.Bool("dev"):
@@ -152,7 +161,7 @@ func agentConfigFrom(c *ucli.Context, version string) (*agentConfig, error) {
 			return nil, errors.New("--role client: not with --acl yet (a client cannot hold the cluster-internal secret; use TLS agent certificates)")
 		}
 	default:
-		return nil, fmt.Errorf("--role: %q is not one of server, client", cfg.role)
+		return nil, fmt.Errorf("--role: %q is not one of server, replica, client", cfg.role)
 	}
 	if err := cfg.logLevel.UnmarshalText([]byte(c.String("log-level"))); err != nil {
 		return nil, fmt.Errorf("--log-level: %q is not one of debug, info, warn, error", c.String("log-level"))
@@ -184,6 +193,7 @@ func agentConfigFrom(c *ucli.Context, version string) (*agentConfig, error) {
 	cc.Join = c.StringSlice("join")
 	cc.BootstrapExpect = c.Int("bootstrap-expect")
 	cc.Voters = c.Int("voters")
+	cc.Replica = cfg.role == RoleReplica
 	cc.Slots = c.Int("slots")
 	hb := c.Duration("raft-heartbeat-timeout")
 	cc.Raft.HeartbeatTimeout, cc.Raft.ElectionTimeout = hb, hb

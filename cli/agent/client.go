@@ -26,8 +26,9 @@ import (
 
 // Roles of an agent (--role; cluster/DESIGN.md "Clients").
 const (
-	RoleServer = "server" // a raft member: schedules when leader, serves the API, runs jobs
-	RoleClient = "client" // outside raft: runs the jobs a server's work stream gives it
+	RoleServer  = "server"  // a raft member: votes, schedules when leader, serves the API, runs jobs
+	RoleReplica = "replica" // a raft non-voter never promoted: serves reads, the API and client streams, runs jobs
+	RoleClient  = "client"  // outside raft: runs the jobs a server's work stream gives it
 )
 
 // runClient runs an agent as a client: no raft, no gossip, no copy of the

@@ -17,7 +17,7 @@ export async function mount(el, [name]) {
     replace(el,
       h("div", { class: "head" }, h("h1", null, n.name), badge(n.gossip), badge(n.eligibility), h("span", { class: "spacer" }), nodeActions(n, () => again())),
       h("div", { class: "grid2" },
-        h("dl", { class: "kv card" }, [["Role", n.role === "client" ? "client (outside raft: heard through its work stream)" : "server (raft member)"],
+        h("dl", { class: "kv card" }, [["Role", { client: "client (outside raft: heard through its work stream)", replica: "replica (raft non-voter, never promoted)" }[n.role] || "server (raft member)"],
           ["API", n.http_addr], ["Raft", n.raft_addr || "—"], ["Gossip", n.gossip_addr || "—"], ["Version", n.version || "—"],
           ["Drivers", (n.drivers || []).join(", ")], ["Labels", labels(n.labels) || "—"], ["Slots", n.slots || "unbounded"], ["State since", time(n.state_changed_at)]]
           .map(([k, v]) => [h("dt", null, k), h("dd", null, v)])),

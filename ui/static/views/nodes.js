@@ -64,7 +64,7 @@ export function usageReader() {
   };
 }
 
-const ROLES = ["", "server", "client"];
+const ROLES = ["", "server", "replica", "client"];
 const STATES = ["", "alive", "suspect", "dead", "left"];
 const PAGE = 200;
 
@@ -109,7 +109,7 @@ export async function mount(el, _params, q) {
   };
   const drawSummary = (sm) => {
     const byState = ["alive", "suspect", "dead", "left"].filter((x) => sm.by_state[x]).map((x) => h("span", { class: "count" }, badge(x), " " + sm.by_state[x]));
-    replace(summary, h("strong", null, sm.total + " nodes"), ": " + (sm.by_role.server || 0) + " servers, " + (sm.by_role.client || 0) + " clients · ", ...byState);
+    replace(summary, h("strong", null, sm.total + " nodes"), ": " + (sm.by_role.server || 0) + " servers, " + (sm.by_role.replica ? sm.by_role.replica + " replicas, " : "") + (sm.by_role.client || 0) + " clients · ", ...byState);
   };
   const load = async () => {
     const p = new URLSearchParams({ limit: PAGE });
@@ -120,7 +120,7 @@ export async function mount(el, _params, q) {
     drawSummary(l.summary);
     replace(body, l.nodes.map((n) => h("tr", { "data-node": n.name },
       h("td", null, link("nodes/" + enc(n.name), n.name), h("div", { class: "muted small" }, n.http_addr)),
-      h("td", { class: "role" }, n.role === "client" ? "client" : "server"),
+      h("td", { class: "role" }, n.role || "server"),
       h("td", null, badge(n.gossip), h("div", { class: "muted small" }, ago(n.state_changed_at))),
       h("td", { class: "elig" }, badge(n.eligibility), n.drain_deadline ? h("div", { class: "small" }, "until " + n.drain_deadline) : ""),
       h("td", { class: "capcell" }, capacityBars(n, usage.get(n.name))),
