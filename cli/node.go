@@ -113,7 +113,7 @@ func nodeSummaryLine(l *httpapi.NodeList) string {
 	s := l.Summary
 	line := fmt.Sprintf("%d nodes: %d servers, %d clients;", s.Total, s.ByRole["server"], s.ByRole["client"])
 	if r := s.ByRole["replica"]; r > 0 {
-		line = fmt.Sprintf("%d nodes: %d servers, %d replicas, %d clients;", s.Total, s.ByRole["server"], r, s.ByRole["client"])
+		line = fmt.Sprintf("%d nodes: %d servers, %d replica(s), %d clients;", s.Total, s.ByRole["server"], r, s.ByRole["client"])
 	}
 	var states []string
 	for _, st := range []fsm.GossipState{fsm.NodeAlive, fsm.NodeSuspect, fsm.NodeDead, fsm.NodeLeft} {

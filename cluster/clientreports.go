@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/foreman-sched/foreman/fsm"
@@ -32,14 +31,10 @@ const maxClientReports = 1024
 
 func (n *Node) handleClientReports(w http.ResponseWriter, r *http.Request) {
 	node := r.PathValue("node")
-	var index uint64
-	if v := r.URL.Query().Get("index"); v != "" {
-		i, err := strconv.ParseUint(v, 10, 64)
-		if err != nil {
-			workError(w, http.StatusBadRequest, "bad_request", fmt.Sprintf("index: %q is not a raft index", v))
-			return
-		}
-		index = i
+	index, err := queryIndex(r)
+	if err != nil {
+		workError(w, http.StatusBadRequest, "bad_request", err.Error())
+		return
 	}
 	var body fsm.ReportAttempts
 	if err := json.NewDecoder(io.LimitReader(r.Body, 64<<20)).Decode(&body); err != nil {
@@ -76,7 +71,6 @@ func (n *Node) handleClientReports(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var cmd *fsm.Command
-	var err error
 	if len(body.Reports) == 1 {
 		cmd, err = fsm.NewCommand(fsm.CmdReport, wallclock.Now(), body.Reports[0])
 	} else {

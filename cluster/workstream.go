@@ -151,14 +151,10 @@ func (n *Node) handleWork(w http.ResponseWriter, r *http.Request) {
 		workError(w, http.StatusNotImplemented, "not_implemented", "this agent serves no work streams")
 		return
 	}
-	var index uint64
-	if v := r.URL.Query().Get("index"); v != "" {
-		i, err := strconv.ParseUint(v, 10, 64)
-		if err != nil {
-			workError(w, http.StatusBadRequest, "bad_request", fmt.Sprintf("index: %q is not a raft index (a non-negative integer)", v))
-			return
-		}
-		index = i
+	index, err := queryIndex(r)
+	if err != nil {
+		workError(w, http.StatusBadRequest, "bad_request", err.Error())
+		return
 	}
 	rc := http.NewResponseController(w)
 	up := bufio.NewReaderSize(io.LimitReader(r.Body, 1<<40), 4096)
@@ -222,6 +218,19 @@ func (n *Node) handleWork(w http.ResponseWriter, r *http.Request) {
 	if err := n.serveWork(ctx, w, node, stream); err != nil && !errors.Is(err, context.Canceled) {
 		n.logger.Debug("work stream ended", "node", node, "err", err, "cause", context.Cause(ctx))
 	}
+}
+
+// queryIndex is the request's ?index= (0 when absent).
+func queryIndex(r *http.Request) (uint64, error) {
+	v := r.URL.Query().Get("index")
+	if v == "" {
+		return 0, nil
+	}
+	i, err := strconv.ParseUint(v, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("index: %q is not a raft index (a non-negative integer)", v)
+	}
+	return i, nil
 }
 
 // readHello reads and checks the stream's first up frame.

@@ -483,17 +483,7 @@ func runAgent(parent context.Context, cfg *agentConfig) error {
 		warnIfBinaryHoldsState(cfg.container.stateRoot, logger)
 	}
 
-	var runErr error
-	workerRunning := true
-	select {
-	case <-ctx.Done():
-		logger.Info("shutting down", "component", "agent")
-	case err := <-srvErr:
-		runErr = fmt.Errorf("http server: %w", err)
-	case err := <-workerDone:
-		runErr = fmt.Errorf("worker: %w", err)
-		workerRunning = false
-	}
+	runErr, workerRunning := waitForStop(ctx, srvErr, workerDone, logger)
 
 	// Order matters: stop taking requests, leave the cluster, and only then
 	// stop the worker, so leases keep being renewed for as long as this node
@@ -522,6 +512,20 @@ func runAgent(parent context.Context, cfg *agentConfig) error {
 		}
 	}
 	return runErr
+}
+
+// waitForStop blocks until a signal (ctx), the HTTP server or the worker
+// ends the agent; workerRunning is false when the worker is what ended.
+func waitForStop(ctx context.Context, srvErr, workerDone <-chan error, logger *slog.Logger) (runErr error, workerRunning bool) {
+	select {
+	case <-ctx.Done():
+		logger.Info("shutting down", "component", "agent")
+		return nil, true
+	case err := <-srvErr:
+		return fmt.Errorf("http server: %w", err), true
+	case err := <-workerDone:
+		return fmt.Errorf("worker: %w", err), false
+	}
 }
 
 func bindHost(c cluster.Config) string {

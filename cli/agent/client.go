@@ -92,17 +92,7 @@ func runClient(parent context.Context, cfg *agentConfig) error {
 		"servers", strings.Join(servers, ","), "data_dir", cc.DataDir, "drivers", strings.Join(self.Drivers, ","),
 		"default_driver", cfg.worker.DefaultDriver)
 
-	var runErr error
-	workerRunning := true
-	select {
-	case <-ctx.Done():
-		logger.Info("shutting down", "component", "agent")
-	case err := <-srvErr:
-		runErr = fmt.Errorf("http server: %w", err)
-	case err := <-workerDone:
-		runErr = fmt.Errorf("worker: %w", err)
-		workerRunning = false
-	}
+	runErr, workerRunning := waitForStop(ctx, srvErr, workerDone, logger)
 	// As a server does: a last renewal while still in contact, then the
 	// stream and the worker stop; running jobs keep going under their
 	// supervisors and a restart within the lease re-adopts them.
