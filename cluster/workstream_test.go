@@ -232,17 +232,25 @@ func TestWorkStreamDeliversOnlyItsNode(t *testing.T) {
 func TestWorkStreamRefusals(t *testing.T) {
 	c := workCluster(t, cluster.WorkStreamLimits{CatchUp: 300 * time.Millisecond, NewPerSecond: 1})
 	leader := c.WaitForLeader()
-	before := leader.FSM.AppliedIndex()
+	// A server answers 503 while it applies what it committed (the
+	// cluster's own records settling): a client asks again, and so do we.
 	post := func(via *clustertest.Node, path, body string) (int, string, http.Header) {
-		resp, err := http.Post(fmt.Sprintf("http://127.0.0.1:%d%s%s", via.Port, cluster.InternalPrefix, path), "application/x-ndjson", strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
+		for deadline := time.Now().Add(10 * time.Second); ; {
+			resp, err := http.Post(fmt.Sprintf("http://127.0.0.1:%d%s%s", via.Port, cluster.InternalPrefix, path), "application/x-ndjson", strings.NewReader(body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var body2 struct{ Error, Code string }
+			_ = json.NewDecoder(resp.Body).Decode(&body2)
+			resp.Body.Close()
+			if body2.Code != "not_ready" || time.Now().After(deadline) {
+				return resp.StatusCode, body2.Error, resp.Header
+			}
+			time.Sleep(50 * time.Millisecond)
 		}
-		defer resp.Body.Close()
-		var body2 struct{ Error, Code string }
-		_ = json.NewDecoder(resp.Body).Decode(&body2)
-		return resp.StatusCode, body2.Error, resp.Header
 	}
+	c.Eventually(10*time.Second, "the leader ready", func() error { return leader.Ready() })
+	before := leader.FSM.AppliedIndex()
 	hello := func(name string) string {
 		b, _ := json.Marshal(cluster.UpFrame{Type: cluster.UpFrameHello, Node: &fsm.Node{Name: name, HTTPAddr: "127.0.0.1:1"}})
 		return string(b) + "\n"
