@@ -188,6 +188,13 @@ func TestSystemClients(t *testing.T) {
 	if j.Job.Attempts != 1 || len(d.runs(1)) != 1 {
 		t.Errorf("through the rolling restart: %s, runs %v; want one attempt, run once", j, d.runs(1))
 	}
+	// The client stopped with SIGTERM long before is still dead
+	// (TestLeavingClientStaysDead checks no event revived it meanwhile).
+	for _, nd := range nodesOf(t, leader) {
+		if nd.Name == other.name && nd.Gossip != "dead" {
+			t.Errorf("%s, stopped with SIGTERM, is %s now", nd.Name, nd.Gossip)
+		}
+	}
 }
 
 func c1or2(clients []*agentProc, name string) *agentProc {

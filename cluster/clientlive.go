@@ -25,8 +25,9 @@ func (n *Node) clientLivenessLoop(ctx context.Context) {
 	tick := time.NewTicker(max(lim.DeadAfter/6, 50*time.Millisecond))
 	defer tick.Stop()
 	cache := &clientCache{}
-	watched := map[string]time.Time{} // client → when this loop started watching it (alive)
-	markedDead := map[string]time.Time{}
+	watched := map[string]time.Time{}    // client → when this loop started watching it (alive)
+	markedDead := map[string]time.Time{} // client → when this loop committed it dead
+	deadSeen := map[string]time.Time{}   // client → when this loop first saw it dead
 	held := false
 	for {
 		select {
@@ -52,6 +53,7 @@ func (n *Node) clientLivenessLoop(ctx context.Context) {
 			case fsm.NodeAlive, fsm.NodeSuspect:
 				live++
 				delete(markedDead, nd.Name)
+				delete(deadSeen, nd.Name)
 				from, watching := watched[nd.Name]
 				if !watching {
 					from = now
@@ -68,16 +70,22 @@ func (n *Node) clientLivenessLoop(ctx context.Context) {
 				}
 			case fsm.NodeDead:
 				delete(watched, nd.Name)
-				since, marked := markedDead[nd.Name]
-				if marked && now.Sub(since) < massSilenceWindow*lim.DeadAfter {
+				if since, marked := markedDead[nd.Name]; marked && now.Sub(since) < massSilenceWindow*lim.DeadAfter {
 					recentDead++
 				}
-				// Heard again after it was declared dead (its stream never
-				// broke, so it did not register again): alive.
-				if ok && (!marked || heard.After(since)) && now.Sub(heard) < lim.DeadAfter {
+				sawDead, known := deadSeen[nd.Name]
+				if !known {
+					sawDead = now
+					deadSeen[nd.Name] = now
+				}
+				// Heard again after this loop saw it dead (its stream never
+				// broke, so it did not register again): alive. A beat from
+				// before (a client that said leave) proves nothing.
+				if ok && heard.After(sawDead) && now.Sub(heard) < lim.DeadAfter {
 					if n.commit(ctx, fsm.CmdNodeState, fsm.SetNodeState{Name: nd.Name, Gossip: fsm.NodeAlive}) {
 						n.logger.Info("client heard from again: alive", "client", nd.Name)
 						delete(markedDead, nd.Name)
+						delete(deadSeen, nd.Name)
 					}
 				}
 			default:
@@ -87,6 +95,11 @@ func (n *Node) clientLivenessLoop(ctx context.Context) {
 		for name := range watched {
 			if !seen[name] {
 				delete(watched, name)
+			}
+		}
+		for name := range deadSeen {
+			if !seen[name] {
+				delete(deadSeen, name)
 			}
 		}
 		clientsSilentHeld().Set(0)
@@ -108,7 +121,7 @@ func (n *Node) clientLivenessLoop(ctx context.Context) {
 		for _, name := range silent {
 			if n.commit(ctx, fsm.CmdNodeState, fsm.SetNodeState{Name: name, Gossip: fsm.NodeDead}) {
 				n.logger.Info("client silent: dead", "client", name, "after", lim.DeadAfter)
-				markedDead[name] = time.Now()
+				markedDead[name], deadSeen[name] = time.Now(), time.Now()
 				delete(watched, name)
 			}
 		}

@@ -63,6 +63,78 @@ func TestClientBeatsThenSilenceIsDeath(t *testing.T) {
 	}
 }
 
+// A client declared dead whose stream never broke (it only fell silent
+// for longer than DeadAfter) is committed alive when its beats come back.
+func TestSilentClientRevives(t *testing.T) {
+	c := workCluster(t, cluster.WorkStreamLimits{PingInterval: 100 * time.Millisecond},
+		cluster.ClientLimits{RelayInterval: 50 * time.Millisecond, ReadTimeout: 10 * time.Second, DeadAfter: 500 * time.Millisecond})
+	leader := c.WaitForLeader()
+	ws, resp := openWork(t, c.Followers()[0], "c1", 0)
+	if ws == nil {
+		t.Fatalf("open: %s", resp.Status)
+	}
+	state := func(want fsm.GossipState) func() error {
+		return func() error {
+			nd, err := nodeRecord(leader, "c1")
+			if err != nil {
+				return err
+			}
+			if nd.Gossip != want {
+				return fmt.Errorf("c1 is %s", nd.Gossip)
+			}
+			return nil
+		}
+	}
+	c.Eventually(10*time.Second, "c1 alive", state(fsm.NodeAlive))
+	ws.paused.Store(true)
+	c.Eventually(10*time.Second, "c1 dead while silent", state(fsm.NodeDead))
+	ws.paused.Store(false)
+	c.Eventually(10*time.Second, "c1 alive again", state(fsm.NodeAlive))
+}
+
+// A client that says leave is dead at once and stays dead: the beats it
+// sent before its leave do not revive it.
+func TestLeavingClientStaysDead(t *testing.T) {
+	lim := cluster.ClientLimits{RelayInterval: 50 * time.Millisecond, ReadTimeout: 10 * time.Second, DeadAfter: 2 * time.Second}
+	c := workCluster(t, cluster.WorkStreamLimits{PingInterval: 100 * time.Millisecond}, lim)
+	leader := c.WaitForLeader()
+	ws, resp := openWork(t, c.Followers()[0], "c1", 0)
+	if ws == nil {
+		t.Fatalf("open: %s", resp.Status)
+	}
+	for f := range ws.frames {
+		if f.Acked > 0 {
+			break
+		}
+	}
+	pos, _ := leader.FSM.Events().Tail()
+	ws.leave()
+	for range ws.frames { // the server ends the stream once it recorded the leave
+	}
+	nd, err := nodeRecord(leader, "c1")
+	if err != nil || nd.Gossip != fsm.NodeDead {
+		t.Fatalf("c1 after its leave: %+v, %v; want dead at once", nd, err)
+	}
+	// Its last beats were heard less than DeadAfter before the leave: a
+	// loop that took them for news would commit it alive. Watch its events
+	// until the beats are older than DeadAfter.
+	c.Eventually(10*time.Second, "c1's last beat older than DeadAfter", func() error {
+		if heard, ok := leader.LastHeardFrom("c1"); ok && time.Since(heard) < lim.DeadAfter+500*time.Millisecond {
+			return fmt.Errorf("heard %v ago", time.Since(heard))
+		}
+		return nil
+	})
+	var states []string
+	leader.FSM.Events().Visit(pos, func(e *fsm.Event) {
+		if e.Type == fsm.EventNode && e.Node == "c1" {
+			states = append(states, e.State)
+		}
+	})
+	if len(states) != 1 || states[0] != string(fsm.NodeDead) {
+		t.Fatalf("c1's node events after its leave: %v; want only dead", states)
+	}
+}
+
 // Many clients silent at once (their server cut off, the leader starved):
 // the leader holds their deaths instead of failing their jobs, and says
 // so in a metric.

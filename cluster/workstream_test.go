@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -70,7 +71,9 @@ func workCluster(t *testing.T, limits cluster.WorkStreamLimits, clients ...clust
 type workStream struct {
 	frames    chan cluster.WorkFrame
 	resp      *http.Response
-	stopBeats func() // the client falls silent (its connection stays open)
+	stopBeats func()       // the client falls silent (its connection stays open)
+	paused    *atomic.Bool // while set, the client skips its beats
+	leave     func()       // the client says leave (it is stopping)
 }
 
 // openWork opens a client's stream: its hello names node (a client at a
@@ -82,11 +85,15 @@ func openWork(t *testing.T, via *clustertest.Node, node string, index uint64) (*
 	url := fmt.Sprintf("http://127.0.0.1:%d%swork/%s?index=%d", via.Port, cluster.InternalPrefix, node, index)
 	var resp *http.Response
 	var stop context.CancelFunc
+	var paused *atomic.Bool
+	var leaveCh chan struct{}
 	for deadline := time.Now().Add(10 * time.Second); ; {
 		var ctx context.Context
 		ctx, stop = context.WithCancel(context.Background())
 		t.Cleanup(stop)
-		up := upFrames(ctx, t, node)
+		paused = &atomic.Bool{}
+		leaveCh = make(chan struct{})
+		up := upFrames(ctx, t, node, paused, leaveCh)
 		req, _ := http.NewRequest(http.MethodPost, url, up)
 		var err error
 		if resp, err = http.DefaultClient.Do(req); err != nil {
@@ -102,7 +109,8 @@ func openWork(t *testing.T, via *clustertest.Node, node string, index uint64) (*
 	if resp.StatusCode != http.StatusOK {
 		return nil, resp
 	}
-	ws := &workStream{frames: make(chan cluster.WorkFrame, 64), resp: resp, stopBeats: stop}
+	ws := &workStream{frames: make(chan cluster.WorkFrame, 64), resp: resp, stopBeats: stop, paused: paused,
+		leave: sync.OnceFunc(func() { close(leaveCh) })}
 	t.Cleanup(func() { resp.Body.Close() })
 	go func() {
 		defer close(ws.frames)
@@ -122,7 +130,7 @@ func openWork(t *testing.T, via *clustertest.Node, node string, index uint64) (*
 
 // upFrames is a client's request body: its hello, then a beat every 100
 // ms until ctx ends (the body then stays open and silent).
-func upFrames(ctx context.Context, t *testing.T, node string) io.Reader {
+func upFrames(ctx context.Context, t *testing.T, node string, paused *atomic.Bool, leave <-chan struct{}) io.Reader {
 	pr, pw := io.Pipe()
 	t.Cleanup(func() { pw.Close() })
 	go func() {
@@ -132,11 +140,16 @@ func upFrames(ctx context.Context, t *testing.T, node string) io.Reader {
 			return
 		}
 		for seq := uint64(1); ; seq++ {
-			if enc.Encode(cluster.UpFrame{Type: cluster.UpFrameBeat, Seq: seq}) != nil {
+			if paused.Load() {
+				seq--
+			} else if enc.Encode(cluster.UpFrame{Type: cluster.UpFrameBeat, Seq: seq}) != nil {
 				return
 			}
 			select {
 			case <-ctx.Done():
+				return
+			case <-leave:
+				_ = enc.Encode(cluster.UpFrame{Type: cluster.UpFrameLeave})
 				return
 			case <-time.After(100 * time.Millisecond):
 			}
