@@ -138,6 +138,21 @@ func TestSystemClients(t *testing.T) {
 	if other == victim {
 		other = clients[1]
 	}
+	// Once it is attached to a server the leader hears it through (its
+	// health says so), as a running client is.
+	eventually(t, systemTimeout, other.name+" in contact with the leader", func() error {
+		var h struct {
+			Server        string `json:"server"`
+			LeaderContact bool   `json:"leader_contact"`
+		}
+		if err := getJSON(other.url("/v1/health"), &h); err != nil {
+			return err
+		}
+		if !h.LeaderContact {
+			return fmt.Errorf("health %+v", h)
+		}
+		return nil
+	})
 	other.term(t)
 	for _, nd := range nodesOf(t, leader) {
 		if nd.Name == other.name && nd.Gossip != "dead" {

@@ -78,7 +78,7 @@ func runClient(parent context.Context, cfg *agentConfig) error {
 	if cfg.tls != nil {
 		go reloadOnSIGHUP(ctx, cfg.tls, logger)
 	}
-	srv := newHTTPServer(clientRoutes(self.Name, servers, worker), logger)
+	srv := newHTTPServer(clientRoutes(self.Name, servers, worker, wc), logger)
 	srvErr := make(chan error, 1)
 	go func() { srvErr <- srv.Serve(ln) }()
 
@@ -100,7 +100,7 @@ func runClient(parent context.Context, cfg *agentConfig) error {
 	defer cancel()
 	_ = srv.Shutdown(shutCtx)
 	worker.RenewLeases()
-	wc.Leave(2 * time.Second)
+	wc.Leave(5 * time.Second)
 	stopStream()
 	<-streamDone
 	stopWorker()
@@ -136,12 +136,16 @@ func (r clientReports) ReportBatch(ctx context.Context, reps []fsm.ReportAttempt
 // The routes go through an ACL that is off (a client refuses --acl until
 // it can hold the cluster-internal secret), which checks them against the
 // route table like every agent's.
-func clientRoutes(node string, servers []string, w *exec.Worker) http.Handler {
+func clientRoutes(node string, servers []string, w *exec.Worker, wc *workClient) http.Handler {
 	mux := http.NewServeMux()
 	acl := httpapi.NewACL(false, nil, nil, nil)
 	handle := func(pattern string, h http.HandlerFunc) { acl.Handle(mux, pattern, h) }
 	handle("GET /v1/health", func(rw http.ResponseWriter, r *http.Request) {
-		writeClientJSON(rw, http.StatusOK, map[string]string{"status": "ok", "node": node, "role": RoleClient})
+		// server: the server of its open stream ("" between servers);
+		// leader_contact: the leader confirmed a recent beat (its leases
+		// are being renewed).
+		writeClientJSON(rw, http.StatusOK, map[string]any{"status": "ok", "node": node, "role": RoleClient,
+			"server": wc.Server(), "leader_contact": wc.InContactWithLeader()})
 	})
 	handle("GET /v1/jobs/{id}/logs", func(rw http.ResponseWriter, r *http.Request) {
 		attempt, ok := proxiedAttempt(rw, r)

@@ -257,17 +257,16 @@ func (c *workClient) sendUp(ctx context.Context, w *io.PipeWriter, beats *beatLo
 }
 
 // Leave tells the server this client is stopping (it is recorded dead at
-// once) and waits, at most d, for the server to end the stream. Run
-// then keeps trying other servers until its ctx ends: call Leave last.
+// once) and waits, at most d, for the server to end the stream. With no
+// stream open (between servers), the next stream says it right after its
+// hello. Run then keeps trying other servers until its ctx ends: call
+// Leave last.
 func (c *workClient) Leave(d time.Duration) {
 	select {
 	case <-c.ended: // an old stream's news
 	default:
 	}
 	c.leaveOnce.Do(func() { close(c.leaving) })
-	if c.Server() == "" {
-		return
-	}
 	select {
 	case <-c.ended:
 	case <-time.After(d):
