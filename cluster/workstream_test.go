@@ -78,8 +78,8 @@ type workStream struct {
 
 // openWork opens a client's stream: its hello names node (a client at a
 // made-up address), then it beats every 100 ms. A server that is not
-// ready (503: no leader contact yet, or catching up) is asked again for up
-// to 10 s, as a client would.
+// ready (503: no leader contact yet, or catching up) is asked again for up to
+// clustertest.ConvergeTimeout (a loaded machine), as a client would.
 func openWork(t *testing.T, via *clustertest.Node, node string, index uint64) (*workStream, *http.Response) {
 	t.Helper()
 	url := fmt.Sprintf("http://127.0.0.1:%d%swork/%s?index=%d", via.Port, cluster.InternalPrefix, node, index)
@@ -87,7 +87,7 @@ func openWork(t *testing.T, via *clustertest.Node, node string, index uint64) (*
 	var stop context.CancelFunc
 	var paused *atomic.Bool
 	var leaveCh chan struct{}
-	for deadline := time.Now().Add(10 * time.Second); ; {
+	for deadline := time.Now().Add(clustertest.ConvergeTimeout); ; {
 		var ctx context.Context
 		ctx, stop = context.WithCancel(context.Background())
 		t.Cleanup(stop)
@@ -248,7 +248,7 @@ func TestWorkStreamRefusals(t *testing.T) {
 	// A server answers 503 while it applies what it committed (the
 	// cluster's own records settling): a client asks again, and so do we.
 	post := func(via *clustertest.Node, path, body string) (int, string, http.Header) {
-		for deadline := time.Now().Add(10 * time.Second); ; {
+		for deadline := time.Now().Add(clustertest.ConvergeTimeout); ; {
 			resp, err := http.Post(fmt.Sprintf("http://127.0.0.1:%d%s%s", via.Port, cluster.InternalPrefix, path), "application/x-ndjson", strings.NewReader(body))
 			if err != nil {
 				t.Fatal(err)
