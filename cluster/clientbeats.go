@@ -114,12 +114,6 @@ func (t *clientTable) acked(s *clientStream) uint64 {
 	return s.acked
 }
 
-func (t *clientTable) count() int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return len(t.m)
-}
-
 // relayItem is a beat to relay and the stream to ack when the leader
 // confirms it.
 type relayItem struct {

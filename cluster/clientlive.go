@@ -44,20 +44,17 @@ func (n *Node) clientLivenessLoop(ctx context.Context) {
 		// count towards the guard, so clients that fall silent together
 		// are judged together, not one at a time as each crosses DeadAfter.
 		live, suspects, recentDead, silent := 0, 0, 0, []string{}
-		seen := map[string]bool{}
 		for name, gossip := range clients {
-			nd := clientState{Name: name, Gossip: gossip}
-			seen[nd.Name] = true
-			heard, ok := n.clientsHeard.get(nd.Name)
-			switch nd.Gossip {
+			heard, ok := n.clientsHeard.get(name)
+			switch gossip {
 			case fsm.NodeAlive, fsm.NodeSuspect:
 				live++
-				delete(markedDead, nd.Name)
-				delete(deadSeen, nd.Name)
-				from, watching := watched[nd.Name]
+				delete(markedDead, name)
+				delete(deadSeen, name)
+				from, watching := watched[name]
 				if !watching {
 					from = now
-					watched[nd.Name] = now
+					watched[name] = now
 				}
 				if ok && heard.After(from) {
 					from = heard
@@ -66,40 +63,37 @@ func (n *Node) clientLivenessLoop(ctx context.Context) {
 					suspects++
 				}
 				if now.Sub(from) > lim.DeadAfter {
-					silent = append(silent, nd.Name)
+					silent = append(silent, name)
 				}
 			case fsm.NodeDead:
-				delete(watched, nd.Name)
-				if since, marked := markedDead[nd.Name]; marked && now.Sub(since) < massSilenceWindow*lim.DeadAfter {
+				delete(watched, name)
+				if since, marked := markedDead[name]; marked && now.Sub(since) < massSilenceWindow*lim.DeadAfter {
 					recentDead++
 				}
-				sawDead, known := deadSeen[nd.Name]
+				sawDead, known := deadSeen[name]
 				if !known {
 					sawDead = now
-					deadSeen[nd.Name] = now
+					deadSeen[name] = now
 				}
 				// Heard again after this loop saw it dead (its stream never
 				// broke, so it did not register again): alive. A beat from
 				// before (a client that said leave) proves nothing.
 				if ok && heard.After(sawDead) && now.Sub(heard) < lim.DeadAfter {
-					if n.commit(ctx, fsm.CmdNodeState, fsm.SetNodeState{Name: nd.Name, Gossip: fsm.NodeAlive}) {
-						n.logger.Info("client heard from again: alive", "client", nd.Name)
-						delete(markedDead, nd.Name)
-						delete(deadSeen, nd.Name)
+					if n.commit(ctx, fsm.CmdNodeState, fsm.SetNodeState{Name: name, Gossip: fsm.NodeAlive}) {
+						n.logger.Info("client heard from again: alive", "client", name)
+						delete(markedDead, name)
+						delete(deadSeen, name)
 					}
 				}
 			default:
-				delete(watched, nd.Name)
-			}
-		}
-		for name := range watched {
-			if !seen[name] {
 				delete(watched, name)
 			}
 		}
-		for name := range deadSeen {
-			if !seen[name] {
-				delete(deadSeen, name)
+		for _, m := range []map[string]time.Time{watched, deadSeen} {
+			for name := range m {
+				if _, ok := clients[name]; !ok {
+					delete(m, name)
+				}
 			}
 		}
 		clientsSilentHeld().Set(0)
@@ -126,11 +120,6 @@ func (n *Node) clientLivenessLoop(ctx context.Context) {
 			}
 		}
 	}
-}
-
-type clientState struct {
-	Name   string
-	Gossip fsm.GossipState
 }
 
 // clientCache is the liveness loop's copy of the clients' states: read

@@ -3,7 +3,6 @@ package httpapi
 import (
 	"fmt"
 	"net/http"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -125,7 +124,6 @@ func (s *server) listNodes(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return err
 		}
-		sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
 		for i := range nodes {
 			n := &nodes[i]
 			out.Summary.Total++

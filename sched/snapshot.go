@@ -149,16 +149,8 @@ func LoadSnapshot(r Reader, now time.Time) (*Snapshot, error) {
 }
 
 // hasNode reports whether name is among s.Nodes (sorted by name, as the
-// state returns them; an unsorted list falls back to a scan).
+// state returns them).
 func (s *Snapshot) hasNode(name string) bool {
 	i := sort.Search(len(s.Nodes), func(i int) bool { return s.Nodes[i].Name >= name })
-	if i < len(s.Nodes) && s.Nodes[i].Name == name {
-		return true
-	}
-	for j := range s.Nodes {
-		if s.Nodes[j].Name == name {
-			return true
-		}
-	}
-	return false
+	return i < len(s.Nodes) && s.Nodes[i].Name == name
 }
