@@ -68,7 +68,7 @@ jepsen: storm
 # The issue-13 storm at full size: 300 container + 5,000 process jobs without requests on three
 # agents (make test runs a smaller one); part of make jepsen.
 storm: build
-	FOREMAN_BIN=$(CURDIR)/$(BIN) FOREMAN_STORM=full $(GO) test -count=1 -timeout 30m -run 'TestSystemStorm' -v .
+	FOREMAN_BIN=$(CURDIR)/$(BIN) FOREMAN_STORM=full $(GO) test -count=1 -timeout 30m -run 'TestSystemStorm' -v ./systest/
 
 jepsen-smoke: build
 	CGO_ENABLED=1 $(GO) build -trimpath -tags '$(TAGS) jepsenclock' -ldflags '$(LDFLAGS)' -o bin/foreman-jepsen .

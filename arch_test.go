@@ -28,6 +28,7 @@ var allowedImports = map[string][]string{
 	"ui":        {},
 	"jepsen":    {"fsm", "httpapi", "cluster", "wallclock", "certs"},
 	"cli":       {"fsm", "cluster", "sched", "exec", "httpapi", "ui", "wallclock", "certs"},
+	"systest":   {"fsm", "cluster", "sched", "exec", "httpapi", "ui", "wallclock", "certs", "cli"},
 }
 
 // externalBans keeps heavy or wrong-layer libraries out of low packages.

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # What the test suite needs beyond Go (`make test` runs this first; .ci/run too): the network
 # nemeses and cut-off tests need ip and iptables, the system tests ping, file, ps and fuser, the
-# static build gcc and libc headers, the UI's browser tests (system_ui_test.go) Chromium and a font. Missing ones are installed when we are root on Debian/Ubuntu;
+# static build gcc and libc headers, the UI's browser tests (systest/system_ui_test.go) Chromium and a font. Missing ones are installed when we are root on Debian/Ubuntu;
 # otherwise this fails with the one command to run. Nothing is installed when all are present.
 set -euo pipefail
 

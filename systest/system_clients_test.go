@@ -1,0 +1,222 @@
+package systest
+
+import (
+	"fmt"
+	"net"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// clientNode is a node as GET /v1/nodes shows it.
+type clientNode struct {
+	Name   string `json:"name"`
+	Role   string `json:"role"`
+	Gossip string `json:"gossip"`
+}
+
+// startClients starts n client agents (--role client) beside c's servers,
+// on the servers' 127.X.Y subnet, each labelled sysnode=<name> and
+// kind=client, and waits until the leader records them alive.
+func startClients(t *testing.T, c *sysCluster, n int) []*agentProc {
+	t.Helper()
+	s0 := c.agents[0]
+	prefix := s0.ip[:strings.LastIndex(s0.ip, ".")]
+	var join []string
+	for _, s := range c.agents {
+		join = append(join, "--join", net.JoinHostPort(s.ip, fmt.Sprint(s.base)))
+	}
+	var clients []*agentProc
+	for i := 1; i <= n; i++ {
+		name := fmt.Sprintf("c%d", i)
+		args := append([]string{"--role", "client", "--label", "sysnode=" + name, "--label", "kind=client",
+			"--default-driver", "process"}, join...)
+		clients = append(clients, startAgentAt(t, c.bin, name, filepath.Join(c.root, name, "data"),
+			fmt.Sprintf("%s.%d", prefix, 10+i), s0.base, args...))
+	}
+	eventually(t, systemTimeout, fmt.Sprintf("%d clients registered alive", n), func() error {
+		alive := 0
+		for _, nd := range nodesOf(t, c.leader()) {
+			if nd.Role == "client" && nd.Gossip == "alive" {
+				alive++
+			}
+		}
+		if alive != n {
+			return fmt.Errorf("%d of %d clients alive", alive, n)
+		}
+		return nil
+	})
+	return clients
+}
+
+func nodesOf(t *testing.T, a *agentProc) []clientNode {
+	t.Helper()
+	var nodes struct {
+		Nodes []clientNode `json:"nodes"`
+	}
+	if err := getJSON(a.url("/v1/nodes?consistent=true"), &nodes); err != nil {
+		t.Logf("nodes of %s: %v", a.name, err)
+	}
+	return nodes.Nodes
+}
+
+// 3 servers and 2 clients (agents outside raft) on real processes: jobs
+// run on the clients, their logs are read through a server; a client
+// killed with -9 has its job rerun on the other client only after the old
+// copy died (invariant 2); the leader killed with -9 costs the clients'
+// jobs nothing; the killed client comes back and registers again.
+func TestSystemClients(t *testing.T) {
+	c := newSysCluster(t, 3)
+	clients := startClients(t, c, 2)
+	leader := c.leader()
+
+	// A job on a client; its logs through a server (proxied to the client).
+	id := submitJob(t, leader, map[string]any{
+		"name": "hello", "command": []string{"/bin/sh", "-c", "echo hello-from-$FOREMAN_NODE"},
+		"driver": "process", "constraints": []string{"sysnode == c2"},
+	})
+	j := waitJobState(t, leader, id, "succeeded")
+	if j.latest().Node != "c2" {
+		t.Fatalf("the job ran on %s, want c2", j.latest().Node)
+	}
+	for _, s := range c.agents {
+		if lr := runForeman(t, c.bin, s.url(""), "logs", id); lr.code != 0 || strings.TrimSpace(lr.stdout) != "hello-from-c2" {
+			t.Errorf("logs through %s: exit %d, stdout %q, stderr %q", s.name, lr.code, lr.stdout, lr.stderr)
+		}
+	}
+	if lr := runForeman(t, c.bin, clients[0].url(""), "node", "ls"); lr.code == 0 || !strings.Contains(lr.stderr, "client agent") {
+		t.Errorf("the API of a client: exit %d, stderr %q; want a refusal naming the servers", lr.code, lr.stderr)
+	}
+
+	// The Nodes page: the summary of every node by role and state, and the
+	// role filter; the node page names the role.
+	b := newBrowser(t)
+	b.open(leader.url("/ui/nodes"), `tr[data-node="c1"]`)
+	b.wait("summary", `document.querySelector("#node-summary").textContent.startsWith("5 nodes: 3 servers, 2 clients")`)
+	b.open(leader.url("/ui/nodes?role=client"), `tr[data-node="c1"]`)
+	b.wait("only clients", `document.querySelectorAll("#nodes tbody tr").length === 2 && [...document.querySelectorAll("#nodes td.role")].every((td) => td.textContent === "client")`)
+	b.shot("nodes-clients")
+	b.open(leader.url("/ui/nodes/c2"), "dl.kv")
+	b.wait("role shown", `document.querySelector("dl.kv").textContent.includes("client (outside raft")`)
+
+	// kill -9 of the client running a long job: rerun on the other client.
+	d := newJobDir(t, c.root)
+	id = submitJob(t, leader, d.waitingJob("long", "kind == client"))
+	j = waitJobState(t, leader, id, "running")
+	victim := c1or2(clients, j.attempt(1).Node)
+	pid := d.pid(t, 1)
+	killed := time.Now()
+	victim.kill9()
+	nodeDead := watchNodeDead(t, leader, victim.name, killed)
+	deadAfter := waitDead(t, pid, killed)
+	j, took := runningElsewhere(t, leader, id, victim.name, killed)
+	reportRerun(t, "kill -9 of client "+victim.name, deadAfter, nodeDead(), took)
+	if took < deadAfter-500*time.Millisecond {
+		t.Errorf("invariant 2: the replacement ran %.1fs after kill -9 but the old copy died only at %.1fs", took.Seconds(), deadAfter.Seconds())
+	}
+	if a1 := j.attempt(1); a1.State != "lost" && !(a1.State == "killed" && a1.Reason == "fenced") {
+		t.Errorf("attempt 1 on the dead client: %+v, want lost (or killed: fenced)", a1)
+	}
+
+	// kill -9 of the leader: the surviving client's job keeps running
+	// under the new leader (no false "lost"), then finishes.
+	leader.kill9()
+	leader = c.leader()
+	d.release(t)
+	j = waitJobState(t, leader, id, "succeeded")
+	if j.Job.Attempts != 2 {
+		t.Errorf("after the leader's kill: %s; want the job done by its attempt 2", j)
+	}
+	if runs := d.runs(2); len(runs) != 1 {
+		t.Errorf("attempt 2 executed %d times: %v", len(runs), runs)
+	}
+
+	// A client stopped with SIGTERM says so: dead at once, not after
+	// DeadAfter of silence.
+	other := clients[0]
+	if other == victim {
+		other = clients[1]
+	}
+	// Once it is attached to a server the leader hears it through (its
+	// health says so), as a running client is.
+	eventually(t, systemTimeout, other.name+" in contact with the leader", func() error {
+		var h struct {
+			Server        string `json:"server"`
+			LeaderContact bool   `json:"leader_contact"`
+		}
+		if err := getJSON(other.url("/v1/health"), &h); err != nil {
+			return err
+		}
+		if !h.LeaderContact {
+			return fmt.Errorf("health %+v", h)
+		}
+		return nil
+	})
+	other.term(t)
+	for _, nd := range nodesOf(t, leader) {
+		if nd.Name == other.name && nd.Gossip != "dead" {
+			t.Errorf("%s stopped with SIGTERM is %s in the leader's state; want dead at once", nd.Name, nd.Gossip)
+		}
+	}
+
+	// The killed client restarts with its data dir and registers again.
+	victim.restart(t)
+	eventually(t, systemTimeout, victim.name+" alive again", func() error {
+		for _, nd := range nodesOf(t, leader) {
+			if nd.Name == victim.name && nd.Gossip == "alive" {
+				return nil
+			}
+		}
+		return fmt.Errorf("%s not alive", victim.name)
+	})
+
+	// A rolling restart of every role (each server, then the client
+	// running a long job, SIGTERM and start again): the job runs through
+	// it once, its attempt never lost.
+	d = newJobDir(t, c.root)
+	id = submitJob(t, leader, d.waitingJob("through-restarts", "sysnode == "+victim.name))
+	waitJobState(t, leader, id, "running")
+	d.pid(t, 1)
+	for _, s := range c.agents {
+		if !s.running() {
+			s.restart(t) // the leader killed above
+			c.leader()
+		}
+		took := s.term(t)
+		t.Logf("server %s stopped in %.1fs (its clients moved at once)", s.name, took.Seconds())
+		if took > 12*time.Second {
+			// The agent's shutdown gives up after 15 s: a server that
+			// waited that long waited for its clients' streams to end.
+			t.Errorf("server %s took %.1fs to stop: did it wait for its clients' streams?", s.name, took.Seconds())
+		}
+		s.restart(t)
+		c.leader()
+		c.waitConverged(c.others())
+	}
+	leader = c.leader()
+	took = victim.term(t)
+	t.Logf("client %s stopped in %.1fs", victim.name, took.Seconds())
+	victim.restart(t)
+	d.release(t)
+	j = waitJobState(t, leader, id, "succeeded")
+	if j.Job.Attempts != 1 || len(d.runs(1)) != 1 {
+		t.Errorf("through the rolling restart: %s, runs %v; want one attempt, run once", j, d.runs(1))
+	}
+	// The client stopped with SIGTERM long before is still dead
+	// (TestLeavingClientStaysDead checks no event revived it meanwhile).
+	for _, nd := range nodesOf(t, leader) {
+		if nd.Name == other.name && nd.Gossip != "dead" {
+			t.Errorf("%s, stopped with SIGTERM, is %s now", nd.Name, nd.Gossip)
+		}
+	}
+}
+
+func c1or2(clients []*agentProc, name string) *agentProc {
+	for _, a := range clients {
+		if a.name == name {
+			return a
+		}
+	}
+	panic("the job ran on " + name + ", not on a client")
+}
