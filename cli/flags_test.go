@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -110,8 +111,12 @@ func flagArgs(cmd *ucli.Command) []string {
 	return out
 }
 
+// placeholder is what a back-quoted span in a flag's usage may hold.
+var placeholder = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]*$`)
+
 // TestEveryCommandHelp: `--help` on every command and subcommand exits 0
-// with its usage, and on a leaf it means the same after an argument.
+// with its usage, one default per flag and value names that are names,
+// and on a leaf it means the same after an argument.
 func TestEveryCommandHelp(t *testing.T) {
 	help := func(args ...string) string {
 		t.Helper()
@@ -131,9 +136,21 @@ func TestEveryCommandHelp(t *testing.T) {
 			t.Errorf("foreman %s: no usage in %q", strings.Join(args, " "), out)
 		}
 		for _, f := range c.cmd.Flags {
+			d, ok := f.(ucli.DocGenerationFlag)
+			if !ok {
+				continue
+			}
 			// Each flag's usage is printed whole.
-			if d, ok := f.(ucli.DocGenerationFlag); ok && !strings.Contains(out, d.GetUsage()) {
+			if !strings.Contains(out, d.GetUsage()) {
 				t.Errorf("foreman %s: the help lacks --%s's usage %q", strings.Join(args, " "), f.Names()[0], d.GetUsage())
+			}
+			// urfave/cli prints the first back-quoted span of a usage as
+			// the value's name: only a one-word placeholder belongs there
+			// (`foreman tls gossip-key` read as --gossip-key's value).
+			if _, rest, ok := strings.Cut(d.GetUsage(), "`"); ok {
+				if ph, _, _ := strings.Cut(rest, "`"); !placeholder.MatchString(ph) {
+					t.Errorf("foreman %s: --%s's usage back-quotes %q, which help prints as the value's name", strings.Join(args, " "), f.Names()[0], ph)
+				}
 			}
 		}
 		for _, line := range strings.Split(out, "\n") {
