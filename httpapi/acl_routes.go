@@ -20,6 +20,7 @@ type RouteRule struct {
 // token, a bad, an expired and each role's token.
 //
 // Decisions (docs/security.md): health and ready stay open (probes);
+// the OpenAPI description is open (it holds no state);
 // bootstrap is open but works once; the UI's static files are open and
 // the API calls it makes are guarded like any other; metrics and pprof
 // need operator (they describe every namespace and the host); the event
@@ -47,6 +48,7 @@ var Routes = map[string]RouteRule{
 	"POST /v1/internal/submits":             {PermInternal, false},
 	"GET /v1/health":                        {PermOpen, false},
 	"GET /v1/ready":                         {PermOpen, false},
+	"GET /v1/openapi.json":                  {PermOpen, false}, // the API's description: a client generator needs it before a token
 	"/":                                     {PermOpen, false}, // API: 404/405 only; agent: hands over to the API's own mux
 	"POST /v1/workflows":                    {PermWrite, true},
 	"GET /v1/workflows":                     {PermRead, true},

@@ -186,6 +186,7 @@ func (s *server) routes() {
 	s.handle(m, "POST "+submitsPath, s.local(s.forwardedSubmits))
 	s.handle(m, "GET /v1/health", s.local(s.health))
 	s.handle(m, "GET /v1/ready", s.local(s.ready))
+	s.handle(m, "GET "+OpenAPIPath, s.local(s.openAPI))
 
 	s.aclRoutes(m)
 	s.handle(m, "/", s.notFound(m))
