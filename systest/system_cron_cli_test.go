@@ -11,7 +11,8 @@ import (
 
 // The schedule commands on a real agent: create (flags and -f), refusals
 // with one line and a non-zero exit, ls, status --json with fired jobs
-// and their outcomes, trigger, pause, rm.
+// and their outcomes, trigger, pause and resume (a line; --json: the
+// schedule), rm.
 func TestSystemScheduleCLI(t *testing.T) {
 	c := newSysCluster(t, 1)
 	a := c.leader()
@@ -68,6 +69,14 @@ func TestSystemScheduleCLI(t *testing.T) {
 	ls := ok("schedule", "ls")
 	if !strings.Contains(ls, "nightly-backup") || !strings.Contains(ls, "Europe/Berlin") || !strings.Contains(ls, "paused") {
 		t.Errorf("schedule ls:\n%s", ls)
+	}
+	if out := ok("schedule", "resume", "tick"); strings.TrimSpace(out) != "schedule tick resumed" {
+		t.Errorf("schedule resume printed %q, want \"schedule tick resumed\"", out)
+	}
+	// --json prints the schedule, as status --json does.
+	var paused httpapi.ScheduleInfo
+	if out := ok("schedule", "pause", "tick", "--json"); json.Unmarshal([]byte(out), &paused) != nil || !paused.Spec.Paused || paused.Spec.Name != "tick" {
+		t.Errorf("schedule pause --json printed %q, want the paused schedule", out)
 	}
 	status := ok("schedule", "status", "tick")
 	if !strings.Contains(status, "succeeded") || !strings.Contains(status, "TICK") {
