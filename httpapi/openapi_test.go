@@ -1,9 +1,14 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -118,4 +123,155 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// docExamples names the schema of each fenced example in docs/api.md, by
+// the heading it stands under and its position there (0, 1, ...).
+// "events" is an event stream: each data: line is an Event. A block not
+// listed fails the test if it parses; one that does not parse counts as
+// elided ("…") and is skipped.
+var docExamples = map[string]string{
+	"### `POST /v1/jobs` — submit/0":               "JobSpecInput",
+	"### HTTP jobs (`driver: http`)/0":             "JobSpecInput",
+	"### Webhooks (`notify`)/0":                    "JobSpecInput", // a "notify" fragment, read inside {}
+	"### Webhooks (`notify`)/1":                    "WebhookEvent",
+	"### `GET /v1/jobs/counts` — jobs per state/0": "JobCounts",
+	"### `GET /v1/jobs/{id}/artifacts` — list/0":   "ArtifactList",
+	"### `POST /v1/workflows` — submit/0":          "WorkflowInput", // YAML
+	"## Schedules/0":                               "ScheduleInput",
+	"### `GET /v1/events` — Server-Sent Events/0":  "events",
+	"### `GET /v1/events` — Server-Sent Events/1":  "events",
+	"### `POST /v1/acl/bootstrap`/0":               "NewToken",
+	"### Backup file format/0":                     "", // a binary layout, not JSON
+}
+
+// TestOpenAPIDocExamples validates docs/api.md's examples against the
+// description's schemas, so the prose and the contract cannot drift apart.
+func TestOpenAPIDocExamples(t *testing.T) {
+	doc := loadOpenAPI(t)
+	b, err := os.ReadFile(filepath.Join("..", "docs", "api.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	used := map[string]bool{}
+	checked := 0
+	heading, n := "", 0
+	lines := strings.Split(string(b), "\n")
+	for i := 0; i < len(lines); i++ {
+		line := lines[i]
+		if strings.HasPrefix(line, "#") {
+			heading, n = line, 0
+			continue
+		}
+		lang, ok := strings.CutPrefix(strings.TrimSpace(line), "```")
+		if !ok {
+			continue
+		}
+		start := i + 1
+		for i++; i < len(lines) && !strings.HasPrefix(strings.TrimSpace(lines[i]), "```"); i++ {
+		}
+		block := strings.Join(lines[start:i], "\n")
+		key := fmt.Sprintf("%s/%d", heading, n)
+		n++
+		schema, listed := docExamples[key]
+		used[key] = listed
+		var v any
+		switch {
+		case listed && schema == "":
+			continue
+		case schema == "events":
+			for _, l := range strings.Split(block, "\n") {
+				if data, ok := strings.CutPrefix(l, "data: "); ok {
+					checkExample(t, doc, "docs/api.md "+key, "Event", []byte(data))
+					checked++
+				}
+			}
+			continue
+		case lang == "yaml":
+			j, err := YAMLToJSON([]byte(block))
+			if err != nil {
+				t.Errorf("docs/api.md %s: %v", key, err)
+				continue
+			}
+			block = string(j)
+		case strings.HasPrefix(strings.TrimSpace(block), `"`):
+			block = "{" + block + "}" // a fragment of an object
+		}
+		if json.Unmarshal([]byte(block), &v) != nil {
+			continue // elided with "…"
+		}
+		if !listed {
+			t.Errorf("docs/api.md %s (line %d) is a JSON example docExamples does not name a schema for: add it", key, start)
+			continue
+		}
+		checkExample(t, doc, "docs/api.md "+key, schema, []byte(block))
+		checked++
+	}
+	for key := range docExamples {
+		if !used[key] {
+			t.Errorf("docExamples names %q, which docs/api.md no longer has", key)
+		}
+	}
+	if checked < 10 {
+		t.Errorf("only %d examples checked", checked)
+	}
+}
+
+// testdataSchemas names the schema of the example specs under testdata/.
+var testdataSchemas = map[string]string{
+	"jobs":          "JobSpecInput",
+	"http-job.yaml": "JobSpecInput",
+	"batches":       "BatchSubmitRequest",
+	"workflows":     "WorkflowInput",
+	"schedules":     "ScheduleInput",
+}
+
+// TestOpenAPITestdata validates the example specs under testdata/ (YAML
+// as the CLI sends it: converted to JSON) against the request schemas.
+func TestOpenAPITestdata(t *testing.T) {
+	doc := loadOpenAPI(t)
+	root := filepath.Join("..", "testdata")
+	checked := 0
+	err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		schema, ok := testdataSchemas[strings.Split(filepath.ToSlash(rel), "/")[0]]
+		if !ok {
+			t.Errorf("testdata/%s: testdataSchemas names no schema for it", rel)
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if j, err := YAMLToJSON(b); err != nil { // JSON is YAML too
+			t.Errorf("testdata/%s: %v", rel, err)
+		} else {
+			checkExample(t, doc, "testdata/"+rel, schema, j)
+			checked++
+		}
+		return nil
+	})
+	if err != nil || checked == 0 {
+		t.Fatalf("testdata: %d files checked, %v", checked, err)
+	}
+}
+
+// checkExample validates a JSON document against a component schema.
+func checkExample(t *testing.T, doc *openapi3.T, where, schema string, b []byte) {
+	t.Helper()
+	ref := doc.Components.Schemas[schema]
+	if ref == nil {
+		t.Fatalf("%s: no schema %q in the description", where, schema)
+	}
+	var v any
+	if err := json.NewDecoder(bytes.NewReader(b)).Decode(&v); err != nil {
+		t.Errorf("%s: %v", where, err)
+		return
+	}
+	if err := ref.Value.VisitJSON(v, openapi3.MultiErrors(), openapi3.SetSchemaErrorMessageCustomizer(shortSchemaError)); err != nil {
+		t.Errorf("%s is not a valid %s: %v", where, schema, err)
+	}
 }
