@@ -373,6 +373,8 @@ func TestOpenAPIContract(t *testing.T) {
 	call(http.StatusBadRequest, "POST", "/v1/acl/bootstrap", "")
 	call(http.StatusNotFound, "GET", "/v1/no-such-route", "")
 	call(http.StatusMethodNotAllowed, "PATCH", "/v1/jobs", "")
+	call(http.StatusOK, "POST", "/v1/cluster/join", `{"addrs":["10.0.0.1:7072"]}`)
+	call(http.StatusOK, "POST", "/v1/cluster/leave", "")
 
 	c.checkEvents(base, 20)
 
@@ -384,7 +386,7 @@ func TestOpenAPIContract(t *testing.T) {
 		"createSchedule", "listSchedules", "getSchedule", "replaceSchedule", "deleteSchedule", "triggerSchedule", "pauseSchedule", "resumeSchedule",
 		"listNodes", "getNode", "getNodeUsage", "drainNode", "setNodeEligibility", "listQueues", "setQueue",
 		"listNamespaces", "getNamespace", "setNamespace", "deleteNamespace",
-		"listMembers", "getRaft", "getStateHash", "health", "ready", "getOpenAPI", "getMetrics", "listTokens", "aclBootstrap"} {
+		"listMembers", "getRaft", "getStateHash", "joinCluster", "leaveCluster", "health", "ready", "getOpenAPI", "getMetrics", "listTokens", "aclBootstrap"} {
 		if !c.seen[op] {
 			t.Errorf("operation %s was not checked", op)
 		}
@@ -414,6 +416,23 @@ func TestOpenAPIContractACL(t *testing.T) {
 		}
 		if code, body := c.call(a.srv.URL, "GET", tc.path, "", hdr...); code != tc.want {
 			t.Errorf("GET %s: %d %s, want %d", tc.path, code, body, tc.want)
+		}
+	}
+	mgmt := []string{"Authorization", "Bearer " + secretFor("management")}
+	code, body := c.call(a.srv.URL, "POST", "/v1/acl/tokens", `{"name":"ci","roles":[{"role":"submit","namespace":"build"}],"ttl":"720h"}`, mgmt...)
+	var tok NewToken
+	if err := json.Unmarshal(body, &tok); code != http.StatusCreated || err != nil {
+		t.Fatalf("create token: %d %s", code, body)
+	}
+	if code, body := c.call(a.srv.URL, "DELETE", "/v1/acl/tokens/"+tok.AccessorID, "", mgmt...); code != http.StatusNoContent {
+		t.Errorf("revoke: %d %s", code, body)
+	}
+	if code, body := c.call(a.srv.URL, "POST", "/v1/acl/internal-secret/rotate", "", mgmt...); code != http.StatusOK {
+		t.Errorf("rotate: %d %s", code, body)
+	}
+	for _, op := range []string{"createToken", "revokeToken", "rotateInternalSecret", "tokenSelf"} {
+		if !c.seen[op] {
+			t.Errorf("operation %s was not checked", op)
 		}
 	}
 }
