@@ -1,0 +1,151 @@
+"""Jobs against a real dev agent: submit, run, wait, exit codes, logs,
+cancel, retry, listing and idempotency."""
+
+from __future__ import annotations
+
+import io
+import os
+import uuid
+
+import pytest
+from conftest import JOB_TIMEOUT, eventually
+
+from foreman import Client, ConflictError, Job
+
+
+@pytest.fixture
+def gate(agent) -> str:
+    """A path a job waits for (`until [ -e $GATE ]`) and the test creates:
+    it orders what the job does against what the test sees, without sleeps.
+    Under the agent's root, which the job's user (nobody) can traverse."""
+    d = os.path.join(agent.root, "gates")
+    os.makedirs(d, mode=0o755, exist_ok=True)
+    os.chmod(d, 0o755)
+    return os.path.join(d, uuid.uuid4().hex)
+
+
+def open_gate(path: str) -> None:
+    with open(path, "w"):
+        pass
+
+
+@pytest.mark.parametrize(
+    "command, fields, state, exit_status",
+    [
+        ("true", {}, "succeeded", 0),
+        ("exit 3", {}, "failed", 3),
+        ("sleep 30", {"timeout": "300ms"}, "failed", 124),
+    ],
+    ids=["success", "exit-3", "timeout"],
+)
+def test_submit_wait_exit_status(client: Client, command, fields, state, exit_status):
+    sub = client.submit(command, max_attempts=1, **fields)
+    job = client.wait(sub, timeout=JOB_TIMEOUT)
+    assert job.id == sub.id
+    assert job.state == state
+    assert job.exit_status == exit_status
+    assert len(job.attempts) == 1
+
+
+def test_run_returns_exit_code_and_streams_output(client: Client):
+    out = io.StringIO()
+    code = client.run(["sh", "-c", "echo one; echo two; exit 5"], stdout=out, timeout=JOB_TIMEOUT)
+    assert code == 5
+    assert out.getvalue() == "one\ntwo\n"
+
+
+def test_run_is_one_attempt_unless_asked(client: Client):
+    name = "run-once-" + uuid.uuid4().hex[:8]
+    assert client.run("exit 1", name=name, timeout=JOB_TIMEOUT) == 1
+    (job,) = client.jobs(name=name).jobs
+    assert job.spec["max_attempts"] == 1
+
+
+def test_logs_of_both_streams(client: Client):
+    sub = client.submit(["sh", "-c", "echo out; echo err >&2"])
+    client.wait(sub, timeout=JOB_TIMEOUT)
+    assert client.logs(sub) == "out\n"
+    assert client.logs(sub, stream="stderr") == "err\n"
+
+
+def test_follow_logs_streams_while_the_job_runs(client: Client, gate: str):
+    # The job cannot print "last" before the test has seen "first": the
+    # lines arrive while it runs, not when it has ended.
+    sub = client.submit(["sh", "-c", f'echo first; until [ -e {gate} ]; do sleep 0.05; done; printf last'])
+    seen = []
+    for line in client.follow_logs(sub, timeout=JOB_TIMEOUT):
+        seen.append(line)
+        if line == "first":
+            assert client.job(sub).state == "running"
+            open_gate(gate)
+    assert seen == ["first", "last"]  # the unterminated last line too
+    assert client.wait(sub, timeout=JOB_TIMEOUT).succeeded
+
+
+def test_follow_logs_follows_every_attempt(client: Client):
+    sub = client.submit(
+        ["sh", "-c", 'echo "attempt $FOREMAN_ATTEMPT"; exit 1'],
+        max_attempts=2,
+        backoff={"initial": "10ms", "max": "10ms"},
+    )
+    lines = list(client.follow_logs(sub, timeout=JOB_TIMEOUT))
+    assert len(lines) == 2 and lines[0] != lines[1], lines
+    assert client.wait(sub, timeout=JOB_TIMEOUT).state == "failed"
+
+
+def test_cancel_a_running_job(client: Client, gate: str):
+    sub = client.submit(["sh", "-c", f"until [ -e {gate} ]; do sleep 0.05; done"])
+    eventually("the job runs", lambda: client.job(sub).state == "running" or None)
+    client.cancel(sub, reason="test")
+    job = client.wait(sub, timeout=JOB_TIMEOUT)
+    assert job.state == "cancelled"
+    assert job.exit_status == 130
+    with pytest.raises(ConflictError) as e:
+        client.cancel(sub)
+    assert e.value.status == 409 and e.value.code == "conflict"
+
+
+def test_retry_a_failed_job(client: Client, gate: str):
+    sub = client.submit(["test", "-e", gate], max_attempts=1)
+    assert client.wait(sub, timeout=JOB_TIMEOUT).state == "failed"
+    open_gate(gate)
+    again = client.retry(sub)
+    assert not again.terminal
+    job = client.wait(sub, timeout=JOB_TIMEOUT)
+    assert job.state == "succeeded"
+    assert [a.state for a in job.attempts] == ["failed", "succeeded"]
+
+
+def test_get_and_list(client: Client):
+    name = "listed-" + uuid.uuid4().hex[:8]
+    a = client.submit("true", name=name + "-a", labels={"team": "py"})
+    b = client.submit("true", name=name + "-b")
+    client.wait(a, timeout=JOB_TIMEOUT)
+    client.wait(b, timeout=JOB_TIMEOUT)
+    assert [j.id for j in client.jobs(name=name).jobs] == [b.id, a.id]  # newest first
+    assert [j.id for j in client.jobs(name=name, labels={"team": "py"}).jobs] == [a.id]
+    page = client.jobs(name=name, limit=1)
+    assert len(page.jobs) == 1 and page.next_cursor
+    assert [j.id for j in client.iter_jobs(name=name, limit=1)] == [b.id, a.id]
+    job = client.job(a)
+    assert isinstance(job, Job) and job.name == name + "-a" and job.spec["labels"] == {"team": "py"}
+
+
+def test_idempotency_key_dedupes(client: Client):
+    key = "py-test-" + uuid.uuid4().hex
+    first = client.submit("true", idempotency_key=key)
+    second = client.submit("true", idempotency_key=key)
+    assert second.id == first.id
+    assert (first.duplicate, second.duplicate) == (False, True)
+
+
+def test_batch_is_all_or_nothing(client: Client):
+    from foreman import InvalidError, job_spec
+
+    name = "batch-" + uuid.uuid4().hex[:8]
+    with pytest.raises(InvalidError) as e:
+        client.submit_batch([job_spec("true", name=name), job_spec("true", name=name, max_attempts=0)])
+    assert e.value.field == "jobs[1].max_attempts"
+    assert client.jobs(name=name).jobs == []
+    subs = client.submit_batch([job_spec("true", name=name), job_spec("true", name=name)])
+    assert len({s.id for s in subs}) == 2
