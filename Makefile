@@ -13,7 +13,7 @@ TESTFLAGS ?= -count=1 -timeout 25m
 FUZZTIME  ?= 60s
 FUZZSMOKE ?= 2s
 
-.PHONY: build run test test-deps lint fuzz bench cluster cluster-stop jepsen jepsen-smoke jepsen-secure storm clean
+.PHONY: build run test test-python test-deps lint fuzz bench cluster cluster-stop jepsen jepsen-smoke jepsen-secure storm clean
 
 build:
 	CGO_ENABLED=1 $(GO) build -trimpath -tags '$(TAGS)' -ldflags '$(LDFLAGS)' -o $(BIN) .
@@ -29,6 +29,21 @@ run: build
 test: test-deps lint build
 	FOREMAN_BIN=$(CURDIR)/$(BIN) CGO_ENABLED=1 $(GO) test $(TESTFLAGS) -p 2 ./...
 	GO=$(GO) FUZZTIME=$(FUZZSMOKE) ./scripts/fuzz.sh
+	$(MAKE) --no-print-directory test-python
+
+# The Python SDK's tests (clients/python) against dev agents of bin/foreman. Debian's pip refuses
+# the system Python (PEP 668), so: a venv that sees Debian's pytest and setuptools, the package
+# installed into it offline from a copy (the tree stays clean), pytest bounded by PYTEST_LIMIT.
+PYTHON       ?= /usr/bin/python3
+PYVENV       := bin/python-venv
+PYTEST_LIMIT ?= 110
+test-python: build
+	rm -rf $(PYVENV)
+	$(PYTHON) -m venv --system-site-packages --without-pip $(PYVENV)
+	cp -r clients/python $(PYVENV)/src
+	rm -rf $(PYVENV)/src/build $(PYVENV)/src/*.egg-info # a stale in-tree build would be installed
+	$(PYVENV)/bin/python -m pip install -q --disable-pip-version-check --root-user-action=ignore --no-build-isolation --no-index --no-deps $(PYVENV)/src
+	FOREMAN_BIN=$(CURDIR)/$(BIN) PYTHONDONTWRITEBYTECODE=1 timeout -k 10 $(PYTEST_LIMIT) $(PYVENV)/bin/python -m pytest -q clients/python
 
 test-deps:
 	./scripts/test-deps.sh

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # What the test suite needs beyond Go (`make test` runs this first; .ci/run too): the network
 # nemeses and cut-off tests need ip and iptables, the system tests ping, file, ps and fuser, the
-# static build gcc and libc headers, the UI's browser tests (systest/system_ui_test.go) Chromium and a font. Missing ones are installed when we are root on Debian/Ubuntu;
+# static build gcc and libc headers, the UI's browser tests (systest/system_ui_test.go) Chromium and a font,
+# the Python SDK's tests (make test-python) Debian's pip, setuptools and pytest. Missing ones are installed when we are root on Debian/Ubuntu;
 # otherwise this fails with the one command to run. Nothing is installed when all are present.
 set -euo pipefail
 
@@ -18,6 +19,9 @@ deps=(
   libc6-dev:/usr/include/stdio.h
   chromium:/usr/lib/chromium/chromium
   fonts-dejavu-core:/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf
+  python3-pip:/usr/lib/python3/dist-packages/pip/__init__.py
+  python3-setuptools:/usr/lib/python3/dist-packages/setuptools/__init__.py
+  python3-pytest:/usr/bin/pytest
 )
 
 missing=()
