@@ -267,6 +267,30 @@ func TestSystemUI(t *testing.T) {
 		b.wait("state shown", `document.querySelector("#job-state").textContent === "succeeded"`)
 	})
 
+	t.Run("a failed job: stderr first, the command as typed, what each time counts", func(t *testing.T) {
+		b.t = t
+		command := []string{"sh", "-c", "echo out-line; echo err-line >&2; exit 3"}
+		id := submitJob(t, leader, map[string]any{"name": "ui-fails", "command": command, "max_attempts": 1})
+		waitJobState(t, leader, id, "failed")
+		b.open(via.url("/ui/jobs/"+id), "#job-state")
+		// Its output went to stderr: the log opens there.
+		b.wait("stderr chosen", `document.querySelector('select[aria-label="Stream"]').value === "stderr"`)
+		b.wait("the error line", `(document.querySelector("pre.log")?.textContent || "").includes("err-line")`)
+		if got, want := eval[string](b, `document.querySelector("#job-command")?.textContent || ""`), `sh -c 'echo out-line; echo err-line >&2; exit 3'`; got != want {
+			t.Errorf("command shown as %q, want %q", got, want)
+		}
+		type times struct{ Job, JobTitle, Attempt, AttemptTitle string }
+		got := eval[times](b, `(() => { const dt = [...document.querySelectorAll("dl.kv dt")].find((x) => x.textContent === "Submit → finish");
+			const th = [...document.querySelectorAll("#attempts th")].find((x) => x.textContent === "Start → finish");
+			return { Job: dt?.textContent || "", JobTitle: dt?.title || "", Attempt: th?.textContent || "", AttemptTitle: th?.title || "" }; })()`)
+		if !strings.HasPrefix(got.JobTitle, "From submit to the end of the last attempt") || !strings.HasPrefix(got.AttemptTitle, "This attempt alone") {
+			t.Errorf("the times do not say what they count: %+v", got)
+		}
+		// A stream the user picks stays picked.
+		eval[bool](b, `(() => { const s = document.querySelector('select[aria-label="Stream"]'); s.value = "stdout"; return s.dispatchEvent(new Event("change")); })()`)
+		b.wait("stdout shown", `(document.querySelector("pre.log")?.textContent || "").includes("out-line")`)
+	})
+
 	t.Run("cancel a running job", func(t *testing.T) {
 		b.t = t
 		id := submitJob(t, leader, map[string]any{"name": "ui-sleeper", "command": []string{"sleep", "300"}})

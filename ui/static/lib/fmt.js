@@ -42,6 +42,13 @@ export function labels(m) {
   return Object.keys(m).sort().map((k) => k + "=" + m[k]).join(", ");
 }
 
+/** shellJoin writes a command's arguments as a POSIX shell would read them
+ * back: an argument with anything but safe characters is single-quoted
+ * (`sh -c 'echo hi; exit 3'`), a quote inside it written '\''. */
+export function shellJoin(args) {
+  return (args || []).map((a) => (/^[\w@%+=:,./-]+$/.test(a) ? a : "'" + String(a).replace(/'/g, "'\\''") + "'")).join(" ");
+}
+
 /** clip shortens very long text for a table cell (the full text is in the title). */
 export function clip(s, n = 120) {
   s = String(s ?? "");

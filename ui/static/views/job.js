@@ -3,11 +3,20 @@
 import { h, replace, link, badge, enc, confirmDialog, toast, throttle, add } from "../lib/dom.js";
 import { api, post, stream, request, ApiError, getToken } from "../lib/api.js";
 import { subscribe } from "../lib/events.js";
-import { time, between, ago, bytes, cpu, mem, labels, dur } from "../lib/fmt.js";
+import { time, between, ago, bytes, cpu, mem, labels, dur, shellJoin } from "../lib/fmt.js";
 import { logView } from "../lib/logview.js";
 import { guard } from "../lib/acl.js";
 
 const TERMINAL = new Set(["succeeded", "failed", "cancelled", "skipped"]);
+
+// What the two times count: the job's includes waiting to be placed and
+// the retries, an attempt's only its own run.
+const JOB_TIME = "From submit to the end of the last attempt: waiting to be placed, every attempt and the backoff between retries (still counting while the job is live)";
+const ATTEMPT_TIME = "This attempt alone: from its start to its end (still counting while it runs)";
+
+// defaultStream is the log an attempt opens on: stderr when it failed and
+// wrote there (where the error is), else stdout.
+const defaultStream = (a) => (a && a.state === "failed" && a.stderr_tail ? "stderr" : "stdout");
 
 export async function mount(el, [id]) {
   // Subscribe before the first read, keeping what arrives meanwhile: a
@@ -54,8 +63,8 @@ async function load(el, id, unsub, early, setHandler) {
       ["Exit code", j.exit_code ?? "—"],
       ["Submitted", time(j.submitted_at)],
       ["Finished", time(j.finished_at)],
-      ["Run time", between(j.submitted_at, j.finished_at)],
-      ["Command", s.http ? s.http.method + " " + s.http.url : (s.command || []).join(" ")],
+      ["Submit → finish", h("span", { id: "job-time", title: JOB_TIME }, between(j.submitted_at, j.finished_at)), JOB_TIME],
+      ["Command", h("code", { id: "job-command" }, s.http ? s.http.method + " " + s.http.url : shellJoin(s.command))],
       ["Driver", s.driver || "node default"],
       ["Resources", `${cpu(s.resources?.cpu)} · ${mem(s.resources?.memory)}`],
       ["Priority", s.priority], ["Queue", s.queue || "default"],
@@ -67,9 +76,10 @@ async function load(el, id, unsub, early, setHandler) {
     if (j.workflow) kv.push(["Workflow", link("workflows/" + enc(j.workflow), j.workflow)]);
     if (s.schedule) kv.push(["Schedule", link("schedules/" + enc(s.schedule), s.schedule)]);
     if (s.depends_on?.length) kv.push(["Depends on", s.depends_on.map((p, i) => [i ? ", " : "", link("jobs/" + enc(p), p)])]);
-    replace(summary, h("dl", { class: "kv" }, kv.map(([k, v]) => [h("dt", null, k), h("dd", null, v)])));
+    replace(summary, h("dl", { class: "kv" }, kv.map(([k, v, title]) => [h("dt", title ? { title } : null, k), h("dd", null, v)])));
     replace(attempts, h("h2", null, "Attempts"), d.attempts.length ? h("table", { id: "attempts" },
-      h("thead", null, h("tr", null, ["#", ...(j.gang ? ["Task"] : []), "Node", "State", "Reason", "Exit", "Started", "Duration", "Peak memory", "CPU time"].map((x) => h("th", null, x)))),
+      h("thead", null, h("tr", null, ["#", ...(j.gang ? ["Task"] : []), "Node", "State", "Reason", "Exit", "Started", ["Start → finish", ATTEMPT_TIME], "Peak memory", "CPU time"]
+        .map((x) => (Array.isArray(x) ? h("th", { title: x[1] }, x[0]) : h("th", null, x))))),
       h("tbody", null, d.attempts.map((a) => h("tr", null,
         h("td", null, a.attempt),
         j.gang ? h("td", { class: "task" }, a.task ? String(a.task.index) : "—") : null,
@@ -78,7 +88,7 @@ async function load(el, id, unsub, early, setHandler) {
         h("td", { class: a.oom || a.reason === "timeout" ? "bad" : "" }, a.oom ? "OOM killed" : a.reason || "", a.signal ? " (" + a.signal + ")" : "", a.warning ? " ⚠ " + a.warning : ""),
         h("td", null, a.exit_code ?? "—"),
         h("td", null, time(a.started_at)),
-        h("td", null, a.started_at ? between(a.started_at, a.finished_at) : "—"),
+        h("td", { class: "attempt-time", title: ATTEMPT_TIME }, a.started_at ? between(a.started_at, a.finished_at) : "—"),
         h("td", null, a.peak_memory_bytes ? bytes(a.peak_memory_bytes) : "—"),
         h("td", null, a.cpu_time_ns ? dur(a.cpu_time_ns / 1e6) : "—"))))) : h("p", { class: "muted" }, "Not placed yet."));
     const last = d.attempts.filter((a) => a.result).pop();
@@ -146,6 +156,7 @@ async function load(el, id, unsub, early, setHandler) {
   const logState = h("span", { class: "muted", id: "log-state" });
   replace(logBox, h("div", { class: "head" }, h("h2", null, "Log"), streamSel, attemptSel, logState), log.el);
   let tail = null; let tailKey = ""; let tailRunning = false; let tailFollowed = false;
+  let streamPicked = false; // the user chose a stream: keep it
   const fillAttempts = () => {
     const cur = attemptSel.value;
     replace(attemptSel, d.attempts.map((a) => h("option", { value: a.attempt }, "attempt " + a.attempt)));
@@ -154,8 +165,9 @@ async function load(el, id, unsub, early, setHandler) {
   const startTail = (force) => {
     const n = attemptSel.value;
     if (!n) { logState.textContent = "waiting for the job to be placed…"; return; }
-    const key = n + "/" + streamSel.value;
     const a0 = d.attempts.find((x) => String(x.attempt) === n);
+    if (!streamPicked) streamSel.value = defaultStream(a0);
+    const key = n + "/" + streamSel.value;
     const live0 = a0 && (a0.state === "assigned" || a0.state === "running");
     // Same attempt and stream: restart only when the tail ended while the
     // attempt still runs (it was read before the attempt started).
@@ -172,7 +184,7 @@ async function load(el, id, unsub, early, setHandler) {
       .then(() => { if (!ctl.signal.aborted) { tailRunning = false; log.end(); logState.textContent = "end of log"; } })
       .catch((e) => { if (!ctl.signal.aborted) { tailRunning = false; log.end(); logState.textContent = e instanceof ApiError ? e.message : "log stream ended: " + e.message; } });
   };
-  streamSel.addEventListener("change", () => startTail());
+  streamSel.addEventListener("change", () => { streamPicked = true; startTail(); });
   attemptSel.addEventListener("change", () => startTail());
 
   draw(); fillAttempts(); startTail(); loadTasks();
