@@ -20,6 +20,10 @@ var (
 	// ErrUserNotAllowed means a job asks to run as a user this node's
 	// WorkerConfig.JobUsers does not list.
 	ErrUserNotAllowed = errors.New("user not allowed on this node")
+	// ErrJobUserCannotReach means process jobs of a user other than root
+	// cannot reach their attempt dirs: a dir above the data dir is not
+	// searchable by others (CheckJobUserReach).
+	ErrJobUserCannotReach = errors.New("job user cannot reach the data dir")
 	// ErrInvalidConfig means a WorkerConfig failed Validate.
 	ErrInvalidConfig = errors.New("invalid exec config")
 )

@@ -2,6 +2,7 @@ package exec
 
 import (
 	"fmt"
+	"log/slog"
 	"os"
 	"os/user"
 	"path/filepath"
@@ -83,14 +84,9 @@ func handOver(dataDir, dir, spec string) error {
 			break
 		}
 	}
-	// Above the data dir foreman changes nothing: say which dir blocks.
-	for d := filepath.Dir(dataDir); ; d = filepath.Dir(d) {
-		if st, err := os.Stat(d); err == nil && st.Mode().Perm()&0o001 == 0 {
-			return fmt.Errorf("user %q cannot reach the attempt dir: %s is not searchable by others (chmod o+x it, or run jobs as the agent's user with agent --job-default-user=)", spec, d)
-		}
-		if d == filepath.Dir(d) {
-			break
-		}
+	// Above the data dir foreman changes nothing: say which dirs block.
+	if dirs := unsearchableAbove(dataDir); len(dirs) > 0 {
+		return cannotReach(spec, dirs)
 	}
 	for _, d := range []string{WorkDirName, IODirName} {
 		p := filepath.Join(dir, d)
@@ -102,4 +98,74 @@ func handOver(dataDir, dir, spec string) error {
 		}
 	}
 	return nil
+}
+
+// CheckJobUserReach reports whether process jobs running as user spec can
+// reach their attempt dirs under dataDir. Foreman makes the data dir and
+// what is below it searchable itself (handOver) but never changes a dir
+// above it, so one that others cannot search (a data dir under a 0700 dir,
+// which mktemp -d makes) stops every such job at its start. Root reaches
+// every dir. The error wraps ErrJobUserCannotReach and names the dir and
+// the ways out.
+func CheckJobUserReach(dataDir, spec string) error {
+	if isRootUser(spec) {
+		return nil
+	}
+	if dirs := unsearchableAbove(dataDir); len(dirs) > 0 {
+		return cannotReach(spec, dirs)
+	}
+	return nil
+}
+
+func cannotReach(spec string, dirs []string) error {
+	list := strings.Join(dirs, " ")
+	verb := "is"
+	if len(dirs) > 1 {
+		verb = "are"
+	}
+	return fmt.Errorf("%w: user %q cannot reach the attempt dirs: %s %s not searchable by others (chmod o+x %s, or a --data-dir whose parents others can search, or run process jobs as root with agent --job-default-user=)",
+		ErrJobUserCannotReach, spec, list, verb, list)
+}
+
+// unsearchableAbove lists the existing dirs above dataDir that others
+// cannot search (no o+x), outermost first: all of them need fixing.
+func unsearchableAbove(dataDir string) []string {
+	var dirs []string
+	for d := filepath.Dir(dataDir); ; d = filepath.Dir(d) {
+		if st, err := os.Stat(d); err == nil && st.Mode().Perm()&0o001 == 0 {
+			dirs = append([]string{d}, dirs...)
+		}
+		if d == filepath.Dir(d) {
+			return dirs
+		}
+	}
+}
+
+// isRootUser reports whether spec (name or uid, optionally ":group") is
+// uid 0. An unknown name is not root (CheckJobUsers refuses it anyway).
+func isRootUser(spec string) bool {
+	name, _, _ := strings.Cut(spec, ":")
+	if name == "0" || name == "root" {
+		return true
+	}
+	if _, err := strconv.Atoi(name); err == nil {
+		return false
+	}
+	u, err := user.Lookup(name)
+	return err == nil && u.Uid == "0"
+}
+
+// warnIfJobUserCannotReach says at start what would otherwise show only as
+// every process job failing: the default job user cannot reach the attempt
+// dirs (the agent then does not offer the process driver).
+func warnIfJobUserCannotReach(cfg *WorkerConfig, log *slog.Logger) {
+	if os.Geteuid() != 0 || cfg.DefaultJobUser == "" {
+		return // only root switches users
+	}
+	if err := CheckJobUserReach(cfg.DataDir, cfg.DefaultJobUser); err != nil {
+		dirs := strings.Join(unsearchableAbove(cfg.DataDir), " ")
+		log.Warn("process jobs cannot run on this node: their user cannot reach the data dir; the process driver is not offered",
+			"user", cfg.DefaultJobUser, "dir", dirs, "data_dir", cfg.DataDir,
+			"fix", "chmod o+x "+dirs+", or a --data-dir whose parents others can search, or --job-default-user= (process jobs run as root)")
+	}
 }

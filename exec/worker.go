@@ -90,6 +90,7 @@ func NewWorker(cfg WorkerConfig, deps WorkerDeps) (*Worker, error) {
 		log = slog.Default()
 	}
 	log = log.With("component", "exec")
+	warnIfJobUserCannotReach(&cfg, log)
 	return &Worker{
 		cfg: cfg, deps: deps,
 		log:            log,

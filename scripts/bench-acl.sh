@@ -18,6 +18,7 @@ export FOREMAN_ADDR=http://127.0.0.1:$PORT
 for round in $(seq 1 "$ROUNDS"); do
   for mode in off on; do
     d=$(mktemp -d)
+    chmod o+x "$d" # process jobs run as nobody by default and must reach their attempt dirs
     flags=(--dev --data-dir "$d/data" --port "$PORT" --default-driver process --log-level warn)
     [ "$mode" = on ] && flags+=(--acl)
     "$BIN" agent "${flags[@]}" > "$OUT/agent-$round-$mode.log" 2>&1 &

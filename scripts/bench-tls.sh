@@ -17,6 +17,7 @@ SUBMIT_JOBS=${SUBMIT_JOBS:-4000}
 LAT_JOBS=${LAT_JOBS:-100}
 BASE=${BASE:-18470}
 WORK=$(mktemp -d /tmp/foreman-bench-tls.XXXXXX)
+chmod o+x "$WORK" # process jobs run as nobody by default and must reach their attempt dirs
 PIDS=()
 cleanup() {
   for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done

@@ -1,13 +1,19 @@
 package systest
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/foreman-sched/foreman/fsm"
+	"github.com/foreman-sched/foreman/httpapi"
 )
 
 // TestSystemJobIsolation checks who a job runs as and what it can see, on a
@@ -102,4 +108,103 @@ func TestSystemJobIsolation(t *testing.T) {
 			t.Fatalf("exit %d, stdout %q, stderr %q; want nothing of the agent visible", r.code, r.stdout, r.stderr)
 		}
 	})
+}
+
+// TestSystemUnreachableDataDir: a root agent whose data dir sits under a
+// 0700 dir (what mktemp -d makes) says at start that its process jobs, run
+// as nobody, cannot reach it, and does not offer the process driver: a
+// process job waits with the reason instead of failing attempt after
+// attempt. An agent whose default driver would be process refuses to
+// start, naming the dir and the fix.
+func TestSystemUnreachableDataDir(t *testing.T) {
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("needs root (switching users)")
+		}
+		t.Skip("SKIPPED LOUDLY: needs root (switching users)")
+	}
+	bin := foremanBin(t)
+	root, err := os.MkdirTemp("", "foreman-systest-") // 0700, left so
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { killStrays(root); os.RemoveAll(root) })
+	dir := filepath.Join(root, "data") // --data-dir $(mktemp -d)/data
+	base := freeBase(t)
+	args := []string{"agent", "--dev", "--port", fmt.Sprint(base), "--data-dir", dir}
+
+	t.Run("process as the default driver is refused", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), systemTimeout) // an agent that starts would run on
+		defer cancel()
+		out, err := exec.CommandContext(ctx, bin, append(args, "--default-driver", "process")...).CombinedOutput()
+		if err == nil || ctx.Err() != nil || !strings.Contains(string(out), root+" is not searchable") ||
+			!strings.Contains(string(out), "chmod o+x "+root) || !strings.Contains(string(out), `"nobody"`) {
+			t.Fatalf("agent --default-driver process: %v (ctx %v)\n%s\nwant a refusal naming %s, nobody and chmod o+x", err, ctx.Err(), out, root)
+		}
+	})
+
+	// Explicitly container (CI has it), so the start does not depend on
+	// what this host can run.
+	a := &agentProc{name: "dev", dir: dir, base: base, bin: bin, logPath: filepath.Join(root, "dev.log"),
+		args: append(args, "--default-driver", "container")}
+	a.start(t)
+	t.Cleanup(func() {
+		a.stop9()
+		if t.Failed() {
+			b, _ := os.ReadFile(a.logPath)
+			t.Logf("--- dev log ---\n%s", tail(string(b), 6000))
+		}
+	})
+	addr := fmt.Sprintf("http://127.0.0.1:%d", base)
+	cli := func(args ...string) cliResult {
+		t.Helper()
+		return runForeman(t, bin, addr, args...)
+	}
+	var nodes httpapi.NodeList
+	eventually(t, systemTimeout, "dev agent ready", func() error {
+		r := cli("node", "ls", "--json")
+		if r.code != 0 {
+			return fmt.Errorf("exit %d %s", r.code, r.stderr)
+		}
+		if err := json.Unmarshal([]byte(r.stdout), &nodes); err != nil || len(nodes.Nodes) != 1 || nodes.Nodes[0].Gossip != fsm.NodeAlive {
+			return fmt.Errorf("%v: %s", err, r.stdout)
+		}
+		return nil
+	})
+	if d := nodes.Nodes[0].Drivers; slices.Contains(d, "process") || !slices.Contains(d, "container") {
+		t.Errorf("drivers %v: want container and no process", d)
+	}
+	// The worker is made before the API serves: its warning is written.
+	b, err := os.ReadFile(a.logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var warning string
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.Contains(l, "level=WARN") && strings.Contains(l, "process jobs cannot run") {
+			warning = l
+		}
+	}
+	if !strings.Contains(warning, "user=nobody") || !strings.Contains(warning, "dir="+root) || !strings.Contains(warning, "chmod o+x "+root) {
+		t.Errorf("start warning %q: want one naming user nobody, %s and chmod o+x", warning, root)
+	}
+
+	r := cli("submit", "--driver", "process", "--", "true")
+	if r.code != 0 {
+		t.Fatalf("submit: exit %d %s", r.code, r.stderr)
+	}
+	id := strings.TrimSpace(r.stdout)
+	var st httpapi.JobDetail
+	eventually(t, systemTimeout, "the process job's reason", func() error {
+		if err := json.Unmarshal([]byte(cli("job", "status", id, "--json").stdout), &st); err != nil {
+			return err
+		}
+		if !strings.Contains(st.Job.Reason, "driver process unavailable") {
+			return fmt.Errorf("%s: %q", st.Job.State, st.Job.Reason)
+		}
+		return nil
+	})
+	if st.Job.State != fsm.JobQueued || len(st.Attempts) != 0 {
+		t.Errorf("process job %s with %d attempts (%q); want queued with none", st.Job.State, len(st.Attempts), st.Job.Reason)
+	}
 }

@@ -251,6 +251,7 @@ func agentConfigFrom(c *ucli.Context, version string) (*agentConfig, error) {
 	cfg.container.export()
 	RegisterContainerDriver() // again, now with this agent's state root and cgroup parent
 	usable, unusable := exec.DetectDrivers()
+	usable = withoutUnreachableProcess(w, usable, unusable)
 	w.DefaultDriver = c.String("default-driver")
 	if w.DefaultDriver == "" {
 		w.DefaultDriver = exec.ProcessDriverName
@@ -258,6 +259,9 @@ func agentConfigFrom(c *ucli.Context, version string) (*agentConfig, error) {
 			if d == containerDriverName {
 				w.DefaultDriver = containerDriverName
 			}
+		}
+		if err, bad := unusable[w.DefaultDriver]; bad {
+			return nil, fmt.Errorf("jobs that name no driver would be process jobs here (containers are unavailable): %v", err)
 		}
 	} else if err, bad := unusable[w.DefaultDriver]; bad {
 		return nil, fmt.Errorf("--default-driver %s: %v", w.DefaultDriver, err)
