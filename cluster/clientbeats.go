@@ -12,20 +12,34 @@ import (
 )
 
 // How the leader hears clients (DESIGN.md "Clients"). A client sends a
-// numbered beat up its work stream every BeatInterval. The server that
+// numbered beat up its work stream every ClientBeatInterval. The server that
 // holds the stream relays the newest beat of each of its clients to the
 // leader every RelayInterval, with its age; the leader keeps, per client,
 // the latest time it heard from it (arrival of the relay minus the age:
 // never earlier than the server received the beat, whatever the transit
-// time, so never earlier than the client sent it). When
-// the leader answers the relay, the server tells the client, in its next
-// ping, the number of the newest beat the leader confirmed ("acked"). The
-// client renews its attempts' leases only while a beat it sent less than
-// LeaderContactTimeout ago is acked, so the leader's last-heard time of a
+// time, so never earlier than the client sent it). When the leader answers
+// the relay, the server at once sends each of those clients a ping with the
+// number of the newest beat the leader confirmed ("acked"). The client
+// renews its attempts' leases only while a beat it sent less than
+// ClientContactWindow ago is acked, so the leader's last-heard time of a
 // client is never earlier than the send time of the beat that keeps its
 // leases renewed: the leader's rule "lost after L + margin since last
-// heard" holds for clients as for raft members (sched/DESIGN.md). Beats
-// are never raft writes; only a client's death is committed.
+// heard" holds for clients as for raft members, with a margin that covers
+// the window (sched's ClientSafetyMargin, sched/DESIGN.md). Beats are never
+// raft writes; only a client's death is committed.
+
+// ClientBeatInterval is how often a client beats. It sets the cost of an
+// idle fleet (a read and a write per client per interval on its server)
+// against how fast a dead client's jobs rerun (the contact window and the
+// margin grow with it): every 3 s, 5,000 idle clients cost their servers a
+// few percent of a core (docs/benchmarks.md) and a killed client's jobs
+// rerun within L + ClientContactWindow + 1 s (12 s by default).
+const ClientBeatInterval = 3 * time.Second
+
+// ClientContactWindow is how long a confirmed beat keeps a client renewing
+// its leases: one beat interval plus 2 s for the relay, the leader's answer
+// and the ping to come back under load.
+const ClientContactWindow = ClientBeatInterval + 2*time.Second
 
 // ClientLimits are the knobs of clients' liveness; zero takes the default.
 type ClientLimits struct {
@@ -33,10 +47,12 @@ type ClientLimits struct {
 	// leader (default 250 ms).
 	RelayInterval time.Duration
 	// ReadTimeout is how long a server waits for the next beat on a stream
-	// before dropping it (default 3 s; clients beat every second).
+	// before dropping it (default two beat intervals and a second).
 	ReadTimeout time.Duration
 	// DeadAfter is how long the leader waits without hearing from a client
-	// before it commits the client dead (default 3 s). Its attempts are
+	// before it commits the client dead (default two beat intervals and
+	// 2 s: a client half that long silent is a suspect for the mass-silence
+	// guard, so one late relay must not make it one). Its attempts are
 	// declared lost only once their lease has run out too.
 	DeadAfter time.Duration
 	// MassSilence holds back deaths when more clients than this fall
@@ -54,10 +70,10 @@ func (l ClientLimits) withDefaults() ClientLimits {
 		l.RelayInterval = 250 * time.Millisecond
 	}
 	if l.ReadTimeout == 0 {
-		l.ReadTimeout = 3 * time.Second
+		l.ReadTimeout = 2*ClientBeatInterval + time.Second
 	}
 	if l.DeadAfter == 0 {
-		l.DeadAfter = 3 * time.Second
+		l.DeadAfter = 2*ClientBeatInterval + 2*time.Second
 	}
 	if l.MassSilenceMin == 0 {
 		l.MassSilenceMin = 3
@@ -81,13 +97,16 @@ type clientStream struct {
 	seq   uint64    // newest beat
 	at    time.Time // when it arrived (monotonic)
 	acked uint64    // newest beat the leader confirmed
+	// confirmed gets a signal when acked rises: the stream sends the ping
+	// at once, so the client's window starts from a fresh confirmation.
+	confirmed chan struct{}
 }
 
 func newClientTable() *clientTable { return &clientTable{m: map[string]*clientStream{}} }
 
 // attach registers a new stream of node; detach undoes it.
 func (t *clientTable) attach(node string) (s *clientStream, detach func()) {
-	s = &clientStream{}
+	s = &clientStream{confirmed: make(chan struct{}, 1)}
 	t.mu.Lock()
 	t.m[node] = s
 	t.mu.Unlock()
@@ -140,6 +159,10 @@ func (t *clientTable) ack(items []relayItem) {
 	for _, it := range items {
 		if it.beat.Seq > it.stream.acked {
 			it.stream.acked = it.beat.Seq
+			select {
+			case it.stream.confirmed <- struct{}{}:
+			default: // a ping is due already
+			}
 		}
 	}
 }

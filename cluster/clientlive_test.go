@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/foreman-sched/foreman/cluster"
+	"github.com/foreman-sched/foreman/cluster/clustertest"
 	"github.com/foreman-sched/foreman/fsm"
 )
 
@@ -188,4 +189,36 @@ func gauge(t *testing.T, name string) float64 {
 		}
 	}
 	return -1
+}
+
+// TestWorkStreamPingsOnConfirmation: a ping goes out as soon as the leader
+// confirms a beat, not on the keep-alive tick (an hour here), so a client's
+// contact window starts from a fresh confirmation.
+func TestWorkStreamPingsOnConfirmation(t *testing.T) {
+	c := workCluster(t, cluster.WorkStreamLimits{PingInterval: time.Hour},
+		cluster.ClientLimits{RelayInterval: 50 * time.Millisecond})
+	c.WaitForLeader()
+	ws, resp := openWork(t, c.Followers()[0], "c1", 0)
+	if ws == nil {
+		t.Fatalf("open: %s", resp.Status)
+	}
+	var acks []uint64
+	deadline := time.After(clustertest.ConvergeTimeout)
+	for len(acks) < 3 {
+		select {
+		case f, ok := <-ws.frames:
+			if !ok {
+				t.Fatalf("the stream ended after pings confirming %v", acks)
+			}
+			if f.Type != cluster.WorkFramePing {
+				continue
+			}
+			if len(acks) > 0 && f.Acked <= acks[len(acks)-1] {
+				t.Fatalf("ping confirmed beat %d after %v: a ping without a new confirmation", f.Acked, acks)
+			}
+			acks = append(acks, f.Acked)
+		case <-deadline:
+			t.Fatalf("pings confirmed %v within %s; want three (beats every 100 ms, relays every 50 ms)", acks, clustertest.ConvergeTimeout)
+		}
+	}
 }

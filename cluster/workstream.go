@@ -28,17 +28,19 @@ import (
 // The request body is newline-delimited JSON up frames (UpFrame): a hello
 // with the client's self-description (the server registers it with the
 // leader when its record is missing or differs), then a numbered beat
-// every second (clientbeats.go: how the leader hears clients); a stream
+// every ClientBeatInterval (clientbeats.go: how the leader hears clients); a stream
 // silent for ClientLimits.ReadTimeout is dropped. The response is
 // newline-delimited JSON frames (WorkFrame). A "work" frame
 // holds the node's whole set of live attempts as of at least Index (the
 // set, not a delta: a node holds at most its slots' worth, and a set
 // cannot be half-applied, so a frame lost to a reconnect costs nothing); it
 // comes first and again after every change to the node's attempts, woken
-// per node (workWaker). A "ping" frame comes every PingInterval and says
-// whether this server is in contact with the leader and the newest beat
-// the leader confirmed: the client renews its attempts' leases only while
-// a recent beat is confirmed (invariant 2).
+// per node (workWaker). A "ping" frame says whether this server is in
+// contact with the leader and the newest beat the leader confirmed: the
+// client renews its attempts' leases only while a recent beat is confirmed
+// (invariant 2). It is sent as soon as the leader confirms a beat, and as
+// a keep-alive after PingInterval without a frame (no confirmation: the
+// leader is out of reach).
 // The server closes the stream when it has lost the leader for
 // LeaderContactTimeout, so its clients move to another server rather than
 // starve.
@@ -58,14 +60,14 @@ type WorkSource interface {
 
 // WorkStreamLimits are the work streams' knobs; zero takes the default.
 type WorkStreamLimits struct {
-	PingInterval time.Duration // how often a ping frame is sent (default 1 s)
+	PingInterval time.Duration // a stream silent this long gets a keep-alive ping (default ClientBeatInterval)
 	NewPerSecond int           // new streams a server accepts per second (default 100)
 	CatchUp      time.Duration // how long a stream waits for this server to reach the client's index (default 5 s)
 }
 
 func (l WorkStreamLimits) withDefaults() WorkStreamLimits {
 	if l.PingInterval == 0 {
-		l.PingInterval = time.Second
+		l.PingInterval = ClientBeatInterval
 	}
 	if l.NewPerSecond == 0 {
 		l.NewPerSecond = 100
@@ -139,6 +141,10 @@ func (a *admission) take(rate int, now time.Time) bool {
 }
 
 func workError(w http.ResponseWriter, status int, code, msg string) {
+	// A refused stream's body never ends: without "close", net/http reads
+	// it (up to 256 KiB) before it writes the reply, so every refusal, a
+	// 429 included, reached the client only at the read deadline.
+	w.Header().Set("Connection", "close")
 	writeApply(w, status, applyResponse{Error: msg, Code: code})
 }
 
@@ -291,6 +297,10 @@ func (n *Node) readBeats(ctx context.Context, cancel context.CancelCauseFunc, rc
 			cancel(fmt.Errorf("client %s: %w", node, err))
 			return
 		}
+		if seq, ok := beatSeq(line); ok {
+			n.attached.beat(s, seq, time.Now())
+			continue
+		}
 		var f UpFrame
 		if err := json.Unmarshal(line, &f); err == nil && f.Type == UpFrameLeave {
 			n.clientLeaving(ctx, node)
@@ -303,6 +313,22 @@ func (n *Node) readBeats(ctx context.Context, cancel context.CancelCauseFunc, rc
 		}
 		n.attached.beat(s, f.Seq, time.Now())
 	}
+}
+
+// beatSeq reads a beat as clients write it ({"type":"beat","seq":N})
+// without the JSON decoder, a third of a stream's idle cost; any other
+// form is left to it.
+func beatSeq(line []byte) (uint64, bool) {
+	rest, ok := bytes.CutPrefix(line, []byte(`{"type":"beat","seq":`))
+	if !ok {
+		return 0, false
+	}
+	digits, ok := bytes.CutSuffix(rest, []byte("}"))
+	if !ok {
+		return 0, false
+	}
+	seq, err := strconv.ParseUint(string(digits), 10, 64)
+	return seq, err == nil && seq > 0
 }
 
 // clientLeaving commits a stopping client dead (best effort: silence does
@@ -370,10 +396,24 @@ func (n *Node) serveWork(ctx context.Context, w http.ResponseWriter, node string
 	enc := json.NewEncoder(w)
 	var last, ping []byte
 	var lostSince time.Time // when pings first found no leader contact
+	// keepAlive fires after PingInterval without a frame: a per-stream
+	// timer, so streams whose pings follow confirmations never wake for it.
+	keepAlive := time.NewTimer(n.cfg.WorkStreams.PingInterval)
+	defer keepAlive.Stop()
 	send := func(f WorkFrame) error {
 		if err := enc.Encode(f); err != nil {
 			return err
 		}
+		keepAlive.Reset(n.cfg.WorkStreams.PingInterval)
+		return rc.Flush()
+	}
+	// By hand: thousands of streams each send one per beat interval.
+	writePing := func() error {
+		ping = appendPing(ping[:0], n.fsm.AppliedIndex(), n.workWaker.leaderContact(), n.attached.acked(stream))
+		if _, err := w.Write(ping); err != nil {
+			return err
+		}
+		keepAlive.Reset(n.cfg.WorkStreams.PingInterval)
 		return rc.Flush()
 	}
 	for {
@@ -394,7 +434,6 @@ func (n *Node) serveWork(ctx context.Context, w http.ResponseWriter, node string
 			last = b
 		}
 		for woken := false; !woken; {
-			tick := n.workWaker.nextPing()
 			select {
 			case <-ctx.Done():
 				return ctx.Err()
@@ -404,7 +443,11 @@ func (n *Node) serveWork(ctx context.Context, w http.ResponseWriter, node string
 				return errors.New("this server is stopping: the client moves to another")
 			case <-wake:
 				woken = true
-			case <-tick:
+			case <-stream.confirmed:
+				if err := writePing(); err != nil {
+					return err
+				}
+			case <-keepAlive.C:
 				contact := n.workWaker.leaderContact()
 				switch {
 				case contact:
@@ -414,12 +457,7 @@ func (n *Node) serveWork(ctx context.Context, w http.ResponseWriter, node string
 				case time.Since(lostSince) >= n.cfg.LeaderContactTimeout:
 					return errors.New("lost the leader: dropping the stream so the client moves")
 				}
-				// By hand: thousands of streams each send one a second.
-				ping = appendPing(ping[:0], n.fsm.AppliedIndex(), contact, n.attached.acked(stream))
-				if _, err := w.Write(ping); err != nil {
-					return err
-				}
-				if err := rc.Flush(); err != nil {
+				if err := writePing(); err != nil {
 					return err
 				}
 			}

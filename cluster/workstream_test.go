@@ -243,7 +243,10 @@ func TestWorkStreamDeliversOnlyItsNode(t *testing.T) {
 // a first frame that is no hello, a hello naming another node or a raft
 // member, an index no server has reached, too many new streams.
 func TestWorkStreamRefusals(t *testing.T) {
-	c := workCluster(t, cluster.WorkStreamLimits{CatchUp: 300 * time.Millisecond, NewPerSecond: 1})
+	// A read timeout longer than the refusal's deadline below: a server
+	// that read a refused stream's body before answering would miss it.
+	c := workCluster(t, cluster.WorkStreamLimits{CatchUp: 300 * time.Millisecond, NewPerSecond: 1},
+		cluster.ClientLimits{ReadTimeout: time.Minute})
 	leader := c.WaitForLeader()
 	// A server answers 503 while it applies what it committed (the
 	// cluster's own records settling): a client asks again, and so do we.
@@ -294,7 +297,19 @@ func TestWorkStreamRefusals(t *testing.T) {
 	if ws, resp := openWork(t, via, "c1", 0); ws == nil {
 		t.Fatalf("a stream within the rate: %s", resp.Status)
 	}
-	status, msg, h := post(via, "work/c3", hello("c3"))
+	// As a client sends it: a body that stays open after the hello.
+	body, open := io.Pipe()
+	defer open.Close()
+	go func() { _, _ = io.WriteString(open, hello("c3")) }()
+	req, _ := http.NewRequest(http.MethodPost, fmt.Sprintf("http://127.0.0.1:%d%swork/c3", via.Port, cluster.InternalPrefix), body)
+	resp, err := (&http.Client{Timeout: 20 * time.Second}).Do(req)
+	if err != nil {
+		t.Fatalf("a stream over the rate, body open: %v (the refusal must not wait for the body to end)", err)
+	}
+	var refused struct{ Error, Code string }
+	_ = json.NewDecoder(resp.Body).Decode(&refused)
+	resp.Body.Close()
+	status, msg, h := resp.StatusCode, refused.Error, resp.Header
 	if status != http.StatusTooManyRequests || h.Get("Retry-After") == "" || !strings.Contains(msg, "1 new work streams per second") {
 		t.Errorf("a stream over the rate: %d %q Retry-After %q; want 429 with a Retry-After", status, msg, h.Get("Retry-After"))
 	}

@@ -16,20 +16,18 @@ import (
 // change to a node's live attempts (placed, started, stop_requested, a
 // terminal state) is an attempt event naming the node; when it falls
 // behind the ring (or the state is restored) it wakes every stream, which
-// costs a re-read each, never a missed change. It also ticks the streams'
-// pings, one timer for all of them. It runs while at least one stream is
-// open.
+// costs a re-read each, never a missed change. It also reads this server's
+// contact with the leader for every stream, once a second. It runs while at
+// least one stream is open.
 type workWaker struct {
-	ring      *fsm.EventRing
-	pingEvery time.Duration
-	// contact is read once per ping tick (on the leader it asks raft for
-	// its configuration: once per tick, not once per stream).
+	ring *fsm.EventRing
+	// contact is read once per contactEvery (on the leader it asks raft
+	// for its configuration: once per tick, not once per stream or ping).
 	contact   func() bool
 	inContact atomic.Bool
 
 	mu      sync.Mutex
 	nodes   map[string]*nodeWake
-	ping    chan struct{} // closed at the next ping tick: one timer for every stream
 	running bool
 	stop    context.CancelFunc
 	wakes   uint64 // node wake-ups so far (tests, metrics)
@@ -42,20 +40,17 @@ type nodeWake struct {
 	ch      chan struct{}
 }
 
-func newWorkWaker(ring *fsm.EventRing, pingEvery time.Duration, contact func() bool) *workWaker {
-	return &workWaker{ring: ring, pingEvery: pingEvery, contact: contact, nodes: map[string]*nodeWake{}, ping: make(chan struct{})}
+// contactEvery is how often the waker reads this server's contact with the
+// leader for the streams' frames.
+const contactEvery = time.Second
+
+func newWorkWaker(ring *fsm.EventRing, contact func() bool) *workWaker {
+	return &workWaker{ring: ring, contact: contact, nodes: map[string]*nodeWake{}}
 }
 
 // leaderContact is this server's contact with the leader as of the last
-// ping tick.
+// contact tick.
 func (w *workWaker) leaderContact() bool { return w.inContact.Load() }
-
-// nextPing returns the channel closed at the next ping tick.
-func (w *workWaker) nextPing() <-chan struct{} {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.ping
-}
 
 // join registers a stream of node and returns the function that removes
 // it.
@@ -116,7 +111,7 @@ func (w *workWaker) wakeups() uint64 {
 
 func (w *workWaker) run(ctx context.Context, pos uint64) {
 	touched := map[string]bool{}
-	tick := time.NewTicker(w.pingEvery)
+	tick := time.NewTicker(contactEvery)
 	defer tick.Stop()
 	for {
 		changed := w.ring.Changed()
@@ -137,10 +132,6 @@ func (w *workWaker) run(ctx context.Context, pos uint64) {
 		case <-changed:
 		case <-tick.C:
 			w.inContact.Store(w.contact())
-			w.mu.Lock()
-			close(w.ping)
-			w.ping = make(chan struct{})
-			w.mu.Unlock()
 		}
 	}
 }

@@ -22,6 +22,11 @@ type Config struct {
 	// up to cluster's LeaderContactTimeout (2s) after its last contact, the
 	// kill itself, and clock rate drift between machines.
 	SafetyMargin time.Duration
+	// ClientSafetyMargin is SafetyMargin for a client (and a node with no
+	// record, which may have been one): a client keeps renewing for up to
+	// cluster.ClientContactWindow after the send time of its last
+	// confirmed beat (5 s), so its margin is that window and a second.
+	ClientSafetyMargin time.Duration
 
 	// AgingInterval adds one to a queued job's effective priority per
 	// interval waited, so low priorities are not starved (0 disables).
@@ -86,23 +91,24 @@ type Config struct {
 // DefaultConfig returns the production defaults; DESIGN.md explains them.
 func DefaultConfig() Config {
 	return Config{
-		LeaseDuration:     6 * time.Second,
-		SafetyMargin:      3 * time.Second,
-		AgingInterval:     time.Minute,
-		AgingCap:          MaxPriority,
-		MinCandidates:     16,
-		DefaultRequest:    fsm.Resources{CPU: 100, MemoryMB: 64},
-		MaxSyncLag:        5000,
-		BatchSize:         1000,
-		Coalesce:          20 * time.Millisecond,
-		PlansInFlight:     4,
-		RetryDelay:        time.Second,
-		GCInterval:        time.Minute,
-		Retention:         7 * 24 * time.Hour,
-		IdempotencyWindow: 24 * time.Hour,
-		CronGrace:         5 * time.Second,
-		Preemption:        true,
-		PreemptionMargin:  DefaultPreemptionMargin,
+		LeaseDuration:      6 * time.Second,
+		SafetyMargin:       3 * time.Second,
+		ClientSafetyMargin: 6 * time.Second,
+		AgingInterval:      time.Minute,
+		AgingCap:           MaxPriority,
+		MinCandidates:      16,
+		DefaultRequest:     fsm.Resources{CPU: 100, MemoryMB: 64},
+		MaxSyncLag:         5000,
+		BatchSize:          1000,
+		Coalesce:           20 * time.Millisecond,
+		PlansInFlight:      4,
+		RetryDelay:         time.Second,
+		GCInterval:         time.Minute,
+		Retention:          7 * 24 * time.Hour,
+		IdempotencyWindow:  24 * time.Hour,
+		CronGrace:          5 * time.Second,
+		Preemption:         true,
+		PreemptionMargin:   DefaultPreemptionMargin,
 
 		DeliveryConcurrency: 16,
 		DeliveryTimeout:     10 * time.Second,
@@ -124,6 +130,8 @@ func (c Config) Validate() error {
 		return bad("LeaseDuration", "must be positive")
 	case c.SafetyMargin < 0:
 		return bad("SafetyMargin", "must not be negative")
+	case c.ClientSafetyMargin < 0:
+		return bad("ClientSafetyMargin", "must not be negative")
 	case c.AgingInterval < 0:
 		return bad("AgingInterval", "must not be negative")
 	case c.AgingCap < 0:
@@ -158,9 +166,14 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// lostAfter is how long after the last contact a dead node's attempts are
-// known to have stopped.
-func (c Config) lostAfter() time.Duration { return c.LeaseDuration + c.SafetyMargin }
+// lostAfter is how long after the last contact the attempts of dead node n
+// (nil: no record) are known to have stopped.
+func (c Config) lostAfter(n *fsm.Node) time.Duration {
+	if n == nil || n.Role == fsm.RoleClient {
+		return c.LeaseDuration + max(c.SafetyMargin, c.ClientSafetyMargin)
+	}
+	return c.LeaseDuration + c.SafetyMargin
+}
 
 // request is what a job is placed as: its own request, with
 // DefaultRequest standing in for cpu and memory it left at zero.

@@ -16,13 +16,14 @@ import (
 // node and (b) its own election — a new leader does not know (a), so it
 // assumes the node was heard from just before it took office.
 
-// lostReady is when attempts on a dead node may be declared lost.
-func lostReady(snap *Snapshot, node string, cfg Config) time.Time {
+// lostReady is when attempts on dead node (record n, nil if none) may be
+// declared lost.
+func lostReady(snap *Snapshot, node string, n *fsm.Node, cfg Config) time.Time {
 	from := snap.LeaderSince
 	if t, ok := snap.LastHeard[node]; ok && t.After(from) {
 		from = t
 	}
-	return from.Add(cfg.lostAfter())
+	return from.Add(cfg.lostAfter(n))
 }
 
 // nodeAttempts groups live attempts by node, in a deterministic order.
@@ -73,7 +74,7 @@ func (pl *planning) planNodeFailures() {
 			if pl.snap.LeaderSince.IsZero() {
 				continue // not leader (or unknown since when): never declare lost
 			}
-			ready := lostReady(pl.snap, g.node, pl.cfg)
+			ready := lostReady(pl.snap, g.node, n, pl.cfg)
 			if pl.now.Before(ready) {
 				pl.wakeAt(ready)
 				continue

@@ -322,6 +322,9 @@ func TestPlanLostDetection(t *testing.T) {
 	leftNode.Gossip = fsm.NodeLeft
 	suspect := node("s", 1000, 1000)
 	suspect.Gossip = fsm.NodeSuspect
+	deadClient := node("c", 1000, 1000)
+	deadClient.Gossip, deadClient.Role = fsm.NodeDead, fsm.RoleClient
+	clientWait := cfg.LeaseDuration + cfg.ClientSafetyMargin
 
 	tests := []struct {
 		name        string
@@ -340,6 +343,10 @@ func TestPlanLostDetection(t *testing.T) {
 		{"new leader, after wait", deadNode, -time.Hour, 0, wait, true, 0},
 		{"never heard: LeaderSince only", deadNode, -1, 10 * time.Second, 10*time.Second + wait - 1, false, 10*time.Second + wait},
 		{"heard after LeaderSince", deadNode, 20 * time.Second, 0, 20*time.Second + wait - 1, false, 20*time.Second + wait},
+		// A client renews for up to its contact window after its last
+		// confirmed beat: its margin is the client one.
+		{"dead client, server's wait is not enough", deadClient, 0, -time.Hour, wait, false, clientWait},
+		{"dead client, lease and client margin out", deadClient, 0, -time.Hour, clientWait, true, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -272,6 +272,9 @@ func agentConfigFrom(c *ucli.Context, version string) (*agentConfig, error) {
 
 	s := &cfg.sched
 	s.LeaseDuration = lease
+	// A client renews for up to its contact window after its last
+	// confirmed beat: the leader's margin for clients covers it and a second.
+	s.ClientSafetyMargin = cluster.ClientContactWindow + time.Second
 	s.Retention = c.Duration("retention")
 	s.IdempotencyWindow = c.Duration("idempotency-window")
 	s.PreemptionMargin = c.Int("preemption-margin")

@@ -60,7 +60,7 @@ func runClient(parent context.Context, cfg *agentConfig) error {
 		self.Slots = cc.Slots
 	}
 	hc := cluster.NewPeerClient(cc)
-	wc := newWorkClient(self, servers, hc, nil, cc.LeaderContactTimeout, logger.With("component", "workclient"))
+	wc := newWorkClient(self, servers, hc, nil, cluster.ClientContactWindow, logger.With("component", "workclient"))
 	worker, err := exec.NewWorker(cfg.worker, exec.WorkerDeps{
 		Assignments:   wc,
 		Reporter:      exec.NewBatchingReporter(clientReports{wc: wc, hc: hc}),

@@ -24,7 +24,8 @@ import (
 // replica it holds one work stream (cluster/workstream.go) to one of the
 // servers, and serves the latest set it received as exec.Assignments.
 // Up the same stream it sends its hello (self) and a numbered beat every
-// beatEvery; the leader hears it through them (cluster/clientbeats.go).
+// cluster.ClientBeatInterval; the leader hears it through them
+// (cluster/clientbeats.go).
 // As exec.LeaderContact it is in contact while a beat it sent less than
 // contact ago was confirmed by the leader (a ping's acked): the lease-
 // renewal gate of invariant 2. It moves to another server when its stream
@@ -36,8 +37,8 @@ type workClient struct {
 	servers []string // base URLs, e.g. http://10.0.0.5:7070
 	hc      *http.Client
 	auth    func(http.Header) // the cluster-internal credential; nil adds nothing
-	// contact is how long a confirmed beat keeps the gate open (cluster's
-	// LeaderContactTimeout: sched's safety margin covers it).
+	// contact is how long a confirmed beat keeps the gate open
+	// (cluster.ClientContactWindow: sched's ClientSafetyMargin covers it).
 	contact   time.Duration
 	beatEvery time.Duration
 	silence   time.Duration // a stream with no frame for this long is dropped
@@ -61,7 +62,7 @@ func newWorkClient(self fsm.Node, servers []string, hc *http.Client, auth func(h
 		logger = slog.New(slog.DiscardHandler)
 	}
 	return &workClient{self: self, servers: servers, hc: hc, auth: auth, contact: contact,
-		beatEvery: time.Second, silence: 3 * time.Second, logger: logger, watchers: map[chan struct{}]struct{}{},
+		beatEvery: cluster.ClientBeatInterval, silence: 3 * cluster.ClientBeatInterval, logger: logger, watchers: map[chan struct{}]struct{}{},
 		leaving: make(chan struct{}), ended: make(chan struct{}, 1)}
 }
 
@@ -197,8 +198,8 @@ func (c *workClient) stream(ctx context.Context, server string) (healthy bool, r
 		default:
 		}
 	}()
-	// A server that falls silent (cut off, frozen) is left: pings come
-	// every second.
+	// A server that falls silent (cut off, frozen) is left: a ping comes
+	// with each confirmed beat, a keep-alive at least every other interval.
 	watchdog := time.AfterFunc(c.silence, func() { cancel(errors.New("no frame from the server")) })
 	defer watchdog.Stop()
 	sc := bufio.NewScanner(resp.Body)

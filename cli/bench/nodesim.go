@@ -136,7 +136,7 @@ func (s *sim) stream(ctx context.Context, server string) (healthy bool, retry ti
 		if enc.Encode(cluster.UpFrame{Type: cluster.UpFrameHello, Node: &self}) != nil {
 			return
 		}
-		tick := time.NewTicker(time.Second)
+		tick := time.NewTicker(cluster.ClientBeatInterval)
 		defer tick.Stop()
 		for seq := uint64(1); ; seq++ {
 			sentMu.Lock()
@@ -173,13 +173,14 @@ func (s *sim) stream(ctx context.Context, server string) (healthy bool, retry ti
 		s.server, s.attached = "", false
 		s.mu.Unlock()
 	}()
-	watchdog := time.AfterFunc(3*time.Second, cancel)
+	silence := 3 * cluster.ClientBeatInterval // as a real client (cli/agent/workclient.go)
+	watchdog := time.AfterFunc(silence, cancel)
 	defer watchdog.Stop()
 	var lastAck uint64
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(nil, 64<<20)
 	for sc.Scan() {
-		watchdog.Reset(3 * time.Second)
+		watchdog.Reset(silence)
 		var fr cluster.WorkFrame
 		if err := json.Unmarshal(sc.Bytes(), &fr); err != nil {
 			return healthy, 0, err
