@@ -18,6 +18,7 @@ const module = "github.com/foreman-sched/foreman"
 // may import (its own subpackages are always allowed). No key lists cli, so
 // nothing below it may import it.
 var allowedImports = map[string][]string{
+	"api":       {}, // the public Go client: importable without the server
 	"wallclock": {},
 	"certs":     {},
 	"fsm":       {},
@@ -26,13 +27,14 @@ var allowedImports = map[string][]string{
 	"exec":      {"fsm"},
 	"httpapi":   {"fsm", "wallclock", "certs"},
 	"ui":        {},
-	"jepsen":    {"fsm", "httpapi", "cluster", "wallclock", "certs"},
-	"cli":       {"fsm", "cluster", "sched", "exec", "httpapi", "ui", "wallclock", "certs"},
-	"systest":   {"fsm", "cluster", "sched", "exec", "httpapi", "ui", "wallclock", "certs", "cli"},
+	"jepsen":    {"api", "fsm", "httpapi", "cluster", "wallclock", "certs"},
+	"cli":       {"api", "fsm", "cluster", "sched", "exec", "httpapi", "ui", "wallclock", "certs"},
+	"systest":   {"api", "fsm", "cluster", "sched", "exec", "httpapi", "ui", "wallclock", "certs", "cli"},
 }
 
 // externalBans keeps heavy or wrong-layer libraries out of low packages.
 var externalBans = map[string][]string{
+	"api":     {"github.com/hashicorp/", "go.etcd.io/bbolt", "github.com/opencontainers/", "github.com/prometheus/"},
 	"fsm":     {"github.com/hashicorp/memberlist", "github.com/opencontainers/", "net/http"},
 	"sched":   {"github.com/hashicorp/raft", "go.etcd.io/bbolt", "github.com/opencontainers/"},
 	"httpapi": {"github.com/hashicorp/raft", "go.etcd.io/bbolt", "github.com/opencontainers/"},

@@ -1,0 +1,99 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+)
+
+// ListNodes returns the nodes q selects (one page when q.Limit is set) and
+// the summary of them all.
+func (c *Client) ListNodes(ctx context.Context, q NodeQuery) (*NodeList, error) {
+	v := url.Values{}
+	for k, x := range map[string]string{"role": q.Role, "state": q.State, "name": q.Name, "cursor": q.Cursor} {
+		if x != "" {
+			v.Set(k, x)
+		}
+	}
+	if q.Limit > 0 {
+		v.Set("limit", strconv.Itoa(q.Limit))
+	}
+	var out NodeList
+	if err := c.do(ctx, request{method: http.MethodGet, path: "/v1/nodes", query: v, read: true}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// GetNode returns one node with its live attempts.
+func (c *Client) GetNode(ctx context.Context, name string) (*NodeDetail, error) {
+	var out NodeDetail
+	if err := c.do(ctx, request{method: http.MethodGet, path: nodePath(name), read: true}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// DrainNode stops new placements on a node; its running attempts get
+// deadline to finish (0: as long as they take).
+func (c *Client) DrainNode(ctx context.Context, name string, deadline time.Duration) (*NodeDetail, error) {
+	body := struct {
+		Deadline Duration `json:"deadline,omitempty"`
+	}{Duration(deadline)}
+	var out NodeDetail
+	if err := c.do(ctx, request{method: http.MethodPost, path: nodePath(name) + "/drain", body: body}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// SetEligibility makes a node eligible (true) or ineligible for new
+// attempts.
+func (c *Client) SetEligibility(ctx context.Context, name string, eligible bool) (*NodeDetail, error) {
+	e := "ineligible"
+	if eligible {
+		e = "eligible"
+	}
+	var out NodeDetail
+	err := c.do(ctx, request{method: http.MethodPost, path: nodePath(name) + "/eligibility",
+		body: map[string]string{"eligibility": e}, idempotent: true}, &out)
+	if err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// ListQueues lists the queues with limits or running work.
+func (c *Client) ListQueues(ctx context.Context) ([]Queue, error) {
+	var out struct {
+		Queues []Queue `json:"queues"`
+	}
+	if err := c.do(ctx, request{method: http.MethodGet, path: "/v1/queues", read: true}, &out); err != nil {
+		return nil, err
+	}
+	return out.Queues, nil
+}
+
+// SetQueue sets a queue's concurrency limit (0: unlimited).
+func (c *Client) SetQueue(ctx context.Context, name string, maxRunning int) (*Queue, error) {
+	var out Queue
+	err := c.do(ctx, request{method: http.MethodPut, path: "/v1/queues/" + url.PathEscape(name),
+		body: map[string]int{"max_running": maxRunning}, idempotent: true}, &out)
+	if err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// StateHash returns the node's state hash and the index it was taken at.
+func (c *Client) StateHash(ctx context.Context) (*HashResponse, error) {
+	var out HashResponse
+	if err := c.do(ctx, request{method: http.MethodGet, path: "/v1/cluster/hash"}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+func nodePath(name string) string { return "/v1/nodes/" + url.PathEscape(name) }

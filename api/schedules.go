@@ -1,0 +1,84 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+)
+
+// CreateSchedule creates a schedule (spec.Name is required) and returns it
+// as stored.
+func (c *Client) CreateSchedule(ctx context.Context, spec ScheduleSpec) (*ScheduleInfo, error) {
+	var out ScheduleInfo
+	if err := c.do(ctx, request{method: http.MethodPost, path: "/v1/schedules", body: spec}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// UpdateSchedule replaces the spec of the schedule name. Sending the same
+// spec twice leaves the same schedule, so it is retried like a read.
+func (c *Client) UpdateSchedule(ctx context.Context, name string, spec ScheduleSpec) (*ScheduleInfo, error) {
+	spec.Name = ""
+	var out ScheduleInfo
+	if err := c.do(ctx, request{method: http.MethodPut, path: schedulePath(name), body: spec, idempotent: true}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// GetSchedule returns one schedule with its next tick and recent fires.
+func (c *Client) GetSchedule(ctx context.Context, name string) (*ScheduleInfo, error) {
+	var out ScheduleInfo
+	if err := c.do(ctx, request{method: http.MethodGet, path: schedulePath(name), read: true}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// ListSchedules returns every schedule, in name order.
+func (c *Client) ListSchedules(ctx context.Context) ([]ScheduleInfo, error) {
+	var out struct {
+		Schedules []ScheduleInfo `json:"schedules"`
+	}
+	if err := c.do(ctx, request{method: http.MethodGet, path: "/v1/schedules", read: true}, &out); err != nil {
+		return nil, err
+	}
+	return out.Schedules, nil
+}
+
+// DeleteSchedule removes a schedule (the jobs it fired stay).
+func (c *Client) DeleteSchedule(ctx context.Context, name string) error {
+	return c.do(ctx, request{method: http.MethodDelete, path: schedulePath(name)}, nil)
+}
+
+// PauseSchedule pauses (paused) or resumes a schedule.
+func (c *Client) PauseSchedule(ctx context.Context, name string, paused bool) (*ScheduleInfo, error) {
+	op := "/resume"
+	if paused {
+		op = "/pause"
+	}
+	var out ScheduleInfo
+	if err := c.do(ctx, request{method: http.MethodPost, path: schedulePath(name) + op, idempotent: true}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// TriggerResponse is what a manual fire made: a job, or a workflow when
+// the schedule's template is one.
+type TriggerResponse struct {
+	JobID    string `json:"job_id"`
+	Workflow bool   `json:"workflow,omitempty"` // JobID is a workflow's ID
+}
+
+// TriggerSchedule fires a schedule once now.
+func (c *Client) TriggerSchedule(ctx context.Context, name string) (*TriggerResponse, error) {
+	var out TriggerResponse
+	if err := c.do(ctx, request{method: http.MethodPost, path: schedulePath(name) + "/trigger"}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+func schedulePath(name string) string { return "/v1/schedules/" + url.PathEscape(name) }

@@ -1,0 +1,364 @@
+package api
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// JobState is where a job is in its life.
+type JobState string
+
+// The job states (docs/api.md, "Jobs").
+const (
+	JobWaiting   JobState = "waiting"   // on run_at or its dependencies
+	JobQueued    JobState = "queued"    // eligible for placement now
+	JobRunning   JobState = "running"   // has a live attempt
+	JobRetrying  JobState = "retrying"  // its last attempt failed; the next one is due at NextRunAt
+	JobSucceeded JobState = "succeeded" // terminal
+	JobFailed    JobState = "failed"    // terminal: attempts exhausted or deadline passed
+	JobCancelled JobState = "cancelled" // terminal
+	JobSkipped   JobState = "skipped"   // terminal: a parent's outcome ruled it out
+)
+
+// Terminal reports whether no further attempt will be made without a user
+// action (retry).
+func (s JobState) Terminal() bool {
+	switch s {
+	case JobSucceeded, JobFailed, JobCancelled, JobSkipped:
+		return true
+	}
+	return false
+}
+
+// AttemptState is where one execution of a job is.
+type AttemptState string
+
+// The attempt states.
+const (
+	AttemptAssigned  AttemptState = "assigned"
+	AttemptRunning   AttemptState = "running"
+	AttemptSucceeded AttemptState = "succeeded"
+	AttemptFailed    AttemptState = "failed"
+	AttemptLost      AttemptState = "lost"
+	AttemptKilled    AttemptState = "killed"
+)
+
+// Duration is a time.Duration that travels as a Go duration string
+// ("1m30s"); a bare JSON number is read as seconds.
+type Duration time.Duration
+
+// MarshalJSON writes the duration as a string ("1m30s").
+func (d Duration) MarshalJSON() ([]byte, error) {
+	return json.Marshal(time.Duration(d).String())
+}
+
+// UnmarshalJSON reads a duration string or a number of seconds.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err == nil {
+		v, err := time.ParseDuration(s)
+		if err != nil {
+			return fmt.Errorf("invalid duration %q", s)
+		}
+		*d = Duration(v)
+		return nil
+	}
+	var secs float64
+	if err := json.Unmarshal(b, &secs); err != nil {
+		return fmt.Errorf("invalid duration %s", b)
+	}
+	*d = Duration(secs * float64(time.Second))
+	return nil
+}
+
+// Resources is a request (on a job) or a capacity (on a node).
+type Resources struct {
+	CPU    int64            `json:"cpu,omitempty"`    // millicores
+	Memory int64            `json:"memory,omitempty"` // MiB
+	Named  map[string]int64 `json:"named,omitempty"`  // countable resources such as gpu
+}
+
+// Backoff is a job's retry delay policy: delay(n) =
+// min(Initial*Multiplier^(n-1), Max) ± Jitter. Nil fields take the
+// server's defaults (1s, ×2, 5m, 0.2).
+type Backoff struct {
+	Initial    Duration `json:"initial,omitempty"`
+	Multiplier *float64 `json:"multiplier,omitempty"`
+	Max        Duration `json:"max,omitempty"`
+	Jitter     *float64 `json:"jitter,omitempty"` // fraction 0..1 of the delay
+}
+
+// Gang asks for Size tasks placed all-or-nothing, on distinct nodes
+// unless Spread is false.
+type Gang struct {
+	Size   int   `json:"size"`
+	Spread *bool `json:"spread,omitempty"`
+}
+
+// HTTPRequest makes a job an HTTP request (driver "http"). The attempt
+// succeeds when the status is in ExpectStatus (empty: any 2xx).
+type HTTPRequest struct {
+	Method       string            `json:"method,omitempty"` // default GET
+	URL          string            `json:"url"`
+	Headers      map[string]string `json:"headers,omitempty"`
+	Body         string            `json:"body,omitempty"`
+	ExpectStatus []int             `json:"expect_status,omitempty"`
+}
+
+// Webhook is called on a job's transitions (Events: running, retrying,
+// succeeded, failed, cancelled, skipped, or finished for every terminal
+// one).
+type Webhook struct {
+	URL         string   `json:"url"`
+	Events      []string `json:"events"`
+	MaxAttempts int      `json:"max_attempts,omitempty"`
+	Secret      string   `json:"secret,omitempty"` // never returned by the server
+}
+
+// JobSpec is a job as submitted, and as the server returns it in Job.Spec
+// with its defaults filled in. Only Command (or HTTP) is required; see
+// docs/api.md "Job spec" for every field's default and limit.
+//
+// Priority and MaxAttempts are pointers so that 0 can be asked for; nil
+// takes the default (50, 3). The server always returns them set.
+type JobSpec struct {
+	Name      string            `json:"name,omitempty"`
+	Namespace string            `json:"namespace,omitempty"` // "": the client's namespace
+	Command   []string          `json:"command,omitempty"`   // argv; see Shell
+	Env       map[string]string `json:"env,omitempty"`
+	// SecretEnv is set like Env; the server never returns its values.
+	SecretEnv   map[string]string `json:"secret_env,omitempty"`
+	Resources   *Resources        `json:"resources,omitempty"`
+	Priority    *int              `json:"priority,omitempty"` // 0..100
+	MaxAttempts *int              `json:"max_attempts,omitempty"`
+	Timeout     Duration          `json:"timeout,omitempty"` // per attempt; 0: none
+	Labels      map[string]string `json:"labels,omitempty"`
+
+	Driver      string   `json:"driver,omitempty"` // container, process or http; "": the node's default
+	Image       string   `json:"image,omitempty"`
+	Network     string   `json:"network,omitempty"` // none (default) or host
+	User        string   `json:"user,omitempty"`
+	KillSignal  string   `json:"kill_signal,omitempty"`
+	KillTimeout Duration `json:"kill_timeout,omitempty"`
+
+	Queue            string     `json:"queue,omitempty"`
+	Constraints      []string   `json:"constraints,omitempty"` // "zone == a", "gpu_model in (a100,h100)"
+	Placement        string     `json:"placement,omitempty"`   // binpack (default) or spread
+	Backoff          *Backoff   `json:"backoff,omitempty"`
+	NoRetryExitCodes []int      `json:"no_retry_exit_codes,omitempty"`
+	RunAt            *time.Time `json:"run_at,omitempty"`
+	Deadline         *time.Time `json:"deadline,omitempty"`
+	AllowUnplaceable bool       `json:"allow_unplaceable,omitempty"`
+
+	// DependsOn lists the parents: job IDs in SubmitJob, job names of the
+	// same workflow in SubmitWorkflow. Condition is success (default),
+	// failure, always or one_success.
+	DependsOn []string `json:"depends_on,omitempty"`
+	Condition string   `json:"condition,omitempty"`
+
+	HTTP   *HTTPRequest `json:"http,omitempty"`
+	Notify []Webhook    `json:"notify,omitempty"`
+
+	Gang        *Gang `json:"gang,omitempty"`
+	Preemptible *bool `json:"preemptible,omitempty"` // nil: true below priority 50
+
+	// IdempotencyKey deduplicates submissions: a second submit with the
+	// same key answers with the first job. SubmitJob makes one when empty.
+	// Never returned (the job carries it as Job.IdempotencyKey).
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
+
+	// Set by the server on the jobs a schedule fires; never submitted.
+	Schedule    string     `json:"schedule,omitempty"`
+	ScheduledAt *time.Time `json:"scheduled_at,omitempty"`
+}
+
+// Shell is the argv that runs s with /bin/sh -c, as the server does with
+// a command given as a string.
+func Shell(s string) []string { return []string{"/bin/sh", "-c", s} }
+
+// Int returns a pointer to v, for JobSpec's optional numbers.
+func Int(v int) *int { return &v }
+
+// Bool returns a pointer to v, for optional flags.
+func Bool(v bool) *bool { return &v }
+
+// SubmitResponse is the reply to a submit: the job's ID, and whether the
+// idempotency key named a job submitted before (no new job was made).
+type SubmitResponse struct {
+	ID        string `json:"id"`
+	Duplicate bool   `json:"duplicate"`
+}
+
+// Deps follows the parents of a job with DependsOn.
+type Deps struct {
+	Parents   int    `json:"parents"`
+	Terminal  int    `json:"terminal,omitempty"`
+	Succeeded int    `json:"succeeded,omitempty"`
+	Failed    int    `json:"failed,omitempty"`
+	Decision  string `json:"decision,omitempty"`
+	DecidedBy string `json:"decided_by,omitempty"`
+}
+
+// GangStatus follows the tasks of a gang job.
+type GangStatus struct {
+	Size       int      `json:"size"`
+	Counted    []int    `json:"counted"`
+	Live       int      `json:"live,omitempty"`
+	Outcome    JobState `json:"outcome,omitempty"`
+	Placements int      `json:"placements,omitempty"`
+	Stop       string   `json:"stop,omitempty"`
+	Succeeded  int      `json:"succeeded,omitempty"`
+	Token      uint64   `json:"token,omitempty"`
+}
+
+// GangTask is one task of a gang, on its attempts.
+type GangTask struct {
+	Index int      `json:"index"`
+	Size  int      `json:"size"`
+	Port  int      `json:"port"`
+	Peers []string `json:"peers"`
+}
+
+// Job is one submitted job.
+type Job struct {
+	ID             string    `json:"id"`
+	Spec           JobSpec   `json:"spec"`
+	State          JobState  `json:"state"`
+	Reason         string    `json:"reason,omitempty"` // why failed or cancelled, or why not placed
+	IdempotencyKey string    `json:"idempotency_key,omitempty"`
+	SubmittedAt    time.Time `json:"submitted_at"`
+	UpdatedAt      time.Time `json:"updated_at"`
+	FinishedAt     time.Time `json:"finished_at,omitzero"`
+	NextRunAt      time.Time `json:"next_run_at,omitzero"` // when a waiting or retrying job is due
+
+	Attempts        int         `json:"attempts"`         // made so far, numbered 1..Attempts
+	CountedAttempts int         `json:"counted_attempts"` // those that used up MaxAttempts
+	CurrentAttempt  int         `json:"current_attempt,omitempty"`
+	ExitCode        *int        `json:"exit_code,omitempty"`
+	Workflow        string      `json:"workflow,omitempty"`
+	Deps            *Deps       `json:"deps,omitempty"`
+	Gang            *GangStatus `json:"gang,omitempty"`
+	Preemptions     int         `json:"preemptions,omitempty"`
+
+	CreateIndex uint64 `json:"create_index"`
+	ModifyIndex uint64 `json:"modify_index"`
+}
+
+// Artifact is a file an attempt left in its artifacts directory.
+type Artifact struct {
+	Path string `json:"path"`
+	Size int64  `json:"size"`
+}
+
+// Attempt is one execution of a job on one node.
+type Attempt struct {
+	JobID           string       `json:"job_id"`
+	Attempt         int          `json:"attempt"` // 1-based
+	Node            string       `json:"node"`
+	State           AttemptState `json:"state"`
+	Reason          string       `json:"reason,omitempty"`
+	FencingToken    uint64       `json:"fencing_token"`
+	Counted         bool         `json:"counted"` // false for attempts that do not use up max_attempts (lost)
+	CancelRequested string       `json:"cancel_requested,omitempty"`
+	Resources       Resources    `json:"resources"`
+	AssignedAt      time.Time    `json:"assigned_at"`
+	StartedAt       time.Time    `json:"started_at,omitzero"`
+	FinishedAt      time.Time    `json:"finished_at,omitzero"`
+	ExitCode        *int         `json:"exit_code,omitempty"`
+	Signal          string       `json:"signal,omitempty"`
+	OOM             bool         `json:"oom,omitempty"`
+	PeakMemoryBytes int64        `json:"peak_memory_bytes,omitempty"`
+	CPUTimeNs       int64        `json:"cpu_time_ns,omitempty"`
+	StderrTail      string       `json:"stderr_tail,omitempty"`
+	Result          []byte       `json:"result,omitempty"`
+	Warning         string       `json:"warning,omitempty"`
+	ModifyIndex     uint64       `json:"modify_index"`
+	Artifacts       []Artifact   `json:"artifacts,omitempty"`
+	Task            *GangTask    `json:"task,omitempty"`
+}
+
+// WebhookEvent is what a webhook delivery posts.
+type WebhookEvent struct {
+	ID       string    `json:"id"`
+	Type     string    `json:"type"`
+	JobID    string    `json:"job_id"`
+	State    JobState  `json:"state"`
+	Index    uint64    `json:"index"`
+	Seq      int       `json:"seq"`
+	At       time.Time `json:"at"`
+	Attempt  int       `json:"attempt,omitempty"`
+	ExitCode *int      `json:"exit_code,omitempty"`
+	Reason   string    `json:"reason,omitempty"`
+}
+
+// Delivery is one webhook call of a job and where it stands.
+type Delivery struct {
+	ID          string       `json:"id"`
+	Hook        int          `json:"hook"`
+	URL         string       `json:"url"`
+	Event       WebhookEvent `json:"event"`
+	State       string       `json:"state"` // pending, delivered, failed
+	Attempts    int          `json:"attempts"`
+	MaxAttempts int          `json:"max_attempts"`
+	LastStatus  int          `json:"last_status,omitempty"`
+	LastError   string       `json:"last_error,omitempty"`
+	NextAt      time.Time    `json:"next_at,omitzero"`
+	CreatedAt   time.Time    `json:"created_at"`
+	UpdatedAt   time.Time    `json:"updated_at"`
+}
+
+// JobDetail is a job with its attempts (oldest first) and webhook
+// deliveries.
+type JobDetail struct {
+	Job        Job        `json:"job"`
+	Attempts   []Attempt  `json:"attempts"`
+	Deliveries []Delivery `json:"deliveries,omitempty"`
+}
+
+// JobList is one page of jobs, newest first.
+type JobList struct {
+	Jobs       []Job  `json:"jobs"`
+	NextCursor string `json:"next_cursor,omitempty"` // "" on the last page
+}
+
+// JobCounts is how many jobs are in each state (every state, zeros
+// included).
+type JobCounts struct {
+	Counts map[JobState]int `json:"counts"`
+	Total  int              `json:"total"`
+}
+
+// TaskList is a gang's tasks.
+type TaskList struct {
+	JobID string       `json:"job_id"`
+	Size  int          `json:"size"`
+	Token uint64       `json:"token,omitempty"`
+	Tasks []TaskStatus `json:"tasks"`
+}
+
+// TaskStatus is one task of a gang with its attempts.
+type TaskStatus struct {
+	Index    int       `json:"index"`
+	Latest   *Attempt  `json:"latest,omitempty"`
+	Counted  int       `json:"counted"`
+	Attempts []Attempt `json:"attempts"`
+}
+
+// ArtifactList is the artifacts of one attempt.
+type ArtifactList struct {
+	JobID      string     `json:"job_id"`
+	Attempt    int        `json:"attempt"`
+	Node       string     `json:"node"`
+	NodeStatus string     `json:"node_status,omitempty"`
+	Artifacts  []Artifact `json:"artifacts"`
+	TotalBytes int64      `json:"total_bytes"`
+	Warning    string     `json:"warning,omitempty"`
+}
+
+// Queue is a queue's concurrency limit and its running work.
+type Queue struct {
+	Name       string `json:"name"`
+	MaxRunning int    `json:"max_running"` // 0: unlimited
+	Running    int    `json:"running"`
+}

@@ -1,0 +1,62 @@
+package api
+
+import "time"
+
+// Node is a node as listed: its description, liveness and allocation.
+type Node struct {
+	Name           string            `json:"name"`
+	Role           string            `json:"role,omitempty"` // replica or client; "" for a server
+	HTTPAddr       string            `json:"http_addr"`
+	RaftAddr       string            `json:"raft_addr"`
+	GossipAddr     string            `json:"gossip_addr"`
+	Version        string            `json:"version,omitempty"`
+	Capacity       Resources         `json:"capacity"`
+	Allocated      Resources         `json:"allocated"`
+	Running        int               `json:"running"` // live attempts
+	Slots          int               `json:"slots,omitempty"`
+	Labels         map[string]string `json:"labels,omitempty"`
+	Drivers        []string          `json:"drivers,omitempty"`
+	JobUsers       []string          `json:"job_users,omitempty"`
+	Gossip         string            `json:"gossip"`      // alive, suspect, dead, left
+	Eligibility    string            `json:"eligibility"` // eligible, draining, ineligible
+	DrainDeadline  time.Time         `json:"drain_deadline,omitzero"`
+	StateChangedAt time.Time         `json:"state_changed_at"`
+	ModifyIndex    uint64            `json:"modify_index"`
+}
+
+// NodeDetail is a node with its live attempts.
+type NodeDetail struct {
+	Node
+	Attempts []Attempt `json:"attempts"`
+}
+
+// NodeSummary counts every node the query could see, by role and by
+// gossip state.
+type NodeSummary struct {
+	Total   int            `json:"total"`
+	ByRole  map[string]int `json:"by_role"`  // server, replica, client
+	ByState map[string]int `json:"by_state"` // alive, suspect, dead, left
+}
+
+// NodeList is one page of nodes and the summary of them all.
+type NodeList struct {
+	Nodes      []Node      `json:"nodes"`
+	Summary    NodeSummary `json:"summary"`
+	NextCursor string      `json:"next_cursor,omitempty"`
+}
+
+// NodeQuery filters ListNodes; zero fields do not filter.
+type NodeQuery struct {
+	Role   string // server, replica, client
+	State  string // alive, suspect, dead, left
+	Name   string // prefix
+	Limit  int
+	Cursor string
+}
+
+// HashResponse is a node's state hash at an index (compare nodes with it).
+type HashResponse struct {
+	Node  string `json:"node"`
+	Index uint64 `json:"index"`
+	Hash  string `json:"hash"`
+}

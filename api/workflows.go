@@ -1,0 +1,102 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strconv"
+)
+
+// SubmitWorkflow submits a workflow: all its jobs or none. It carries
+// spec.IdempotencyKey, or a key it makes, so a resend answers with the
+// first workflow.
+func (c *Client) SubmitWorkflow(ctx context.Context, spec WorkflowSpec) (*WorkflowSubmitResponse, error) {
+	key := spec.IdempotencyKey
+	if key == "" {
+		key = newKey()
+	}
+	spec.IdempotencyKey = ""
+	var out WorkflowSubmitResponse
+	err := c.do(ctx, request{method: http.MethodPost, path: "/v1/workflows", body: spec,
+		header: http.Header{headerIdempotencyKey: {key}}, idempotent: true}, &out)
+	if err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// WorkflowQuery pages ListWorkflows.
+type WorkflowQuery struct {
+	Limit  int
+	Cursor string
+}
+
+// ListWorkflows returns one page of workflows, newest first.
+func (c *Client) ListWorkflows(ctx context.Context, q WorkflowQuery) (*WorkflowList, error) {
+	v := url.Values{}
+	if q.Cursor != "" {
+		v.Set("cursor", q.Cursor)
+	}
+	if q.Limit > 0 {
+		v.Set("limit", strconv.Itoa(q.Limit))
+	}
+	var out WorkflowList
+	if err := c.do(ctx, request{method: http.MethodGet, path: "/v1/workflows", query: v, read: true}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// GetWorkflow returns a workflow with every one of its jobs (reading all
+// the pages).
+func (c *Client) GetWorkflow(ctx context.Context, id string) (*WorkflowDetail, error) {
+	d, err := c.getWorkflowPage(ctx, id, 0)
+	for err == nil && d.NextFrom > 0 {
+		var page *WorkflowDetail
+		if page, err = c.getWorkflowPage(ctx, id, d.NextFrom); err == nil {
+			d.JobList = append(d.JobList, page.JobList...)
+			d.NextFrom = page.NextFrom
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+func (c *Client) getWorkflowPage(ctx context.Context, id string, from int) (*WorkflowDetail, error) {
+	v := url.Values{}
+	if from > 0 {
+		v.Set("from", strconv.Itoa(from))
+	}
+	var out WorkflowDetail
+	if err := c.do(ctx, request{method: http.MethodGet, path: workflowPath(id), query: v, read: true}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// CancelWorkflow cancels every job of the workflow that has not finished.
+func (c *Client) CancelWorkflow(ctx context.Context, id, reason string) (*WorkflowDetail, error) {
+	var body any
+	if reason != "" {
+		body = map[string]string{"reason": reason}
+	}
+	var out WorkflowDetail
+	if err := c.do(ctx, request{method: http.MethodDelete, path: workflowPath(id), body: body}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// RetryWorkflow runs the failed, cancelled and skipped jobs of a workflow
+// again (and what depends on them), keeping the succeeded ones.
+func (c *Client) RetryWorkflow(ctx context.Context, id string) (*WorkflowDetail, error) {
+	var out WorkflowDetail
+	if err := c.do(ctx, request{method: http.MethodPost, path: workflowPath(id) + "/retry"}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+func workflowPath(id string) string { return "/v1/workflows/" + url.PathEscape(id) }
