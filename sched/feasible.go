@@ -15,6 +15,9 @@ type nodeState struct {
 	freeCPU   int64
 	freeMem   int64
 	freeNamed map[string]int64 // capacity minus allocated, per named resource
+	// namedOwned: freeNamed is this state's own map; until then it is the
+	// node record's (shared, read-only), copied at the first take.
+	namedOwned bool
 	attempts  int              // live attempts, counting this plan's placements
 }
 
@@ -22,6 +25,52 @@ type nodeState struct {
 // Free capacity may start negative (a node that shrank); it then fits
 // nothing, which is what "never over-commit" requires.
 func newNodeStates(nodes []fsm.Node, live []fsm.Attempt) ([]nodeState, map[string]int) {
+	return newNodeStatesIndexed(nodes, live, nil)
+}
+
+// newNodeStatesIndexed is newNodeStates with the name index of nodes
+// (sorted by name) given: a 5,000-entry map built for every plan was most
+// of a plan that had nothing to place.
+func newNodeStatesIndexed(nodes []fsm.Node, live []fsm.Attempt, byName map[string]int) ([]nodeState, map[string]int) {
+	if byName == nil || len(byName) != len(nodes) {
+		return newNodeStatesSorted(nodes, live)
+	}
+	out := make([]nodeState, len(nodes))
+	for i := range nodes {
+		out[i] = newNodeState(&nodes[i])
+	}
+	takeLive(out, byName, live)
+	return out, byName
+}
+
+func newNodeState(n *fsm.Node) nodeState {
+	return nodeState{node: n, freeCPU: n.Capacity.CPU, freeMem: n.Capacity.MemoryMB, freeNamed: n.Capacity.Named}
+}
+
+// ownNamed gives the state its own freeNamed before a change.
+func (ns *nodeState) ownNamed() {
+	if !ns.namedOwned {
+		ns.freeNamed = copyNamed(ns.freeNamed)
+		if ns.freeNamed == nil {
+			ns.freeNamed = map[string]int64{}
+		}
+		ns.namedOwned = true
+	}
+}
+
+// takeLive subtracts what live attempts hold from their nodes.
+func takeLive(out []nodeState, byName map[string]int, live []fsm.Attempt) {
+	for i := range live {
+		a := &live[i]
+		if ni, ok := byName[a.Node]; ok {
+			out[ni].take(&a.Resources)
+		}
+	}
+}
+
+// newNodeStatesSorted builds the states and their index from nodes in any
+// order.
+func newNodeStatesSorted(nodes []fsm.Node, live []fsm.Attempt) ([]nodeState, map[string]int) {
 	order := make([]int, len(nodes))
 	for i := range order {
 		order[i] = i
@@ -31,26 +80,43 @@ func newNodeStates(nodes []fsm.Node, live []fsm.Attempt) ([]nodeState, map[strin
 	out := make([]nodeState, len(nodes))
 	byName := make(map[string]int, len(nodes))
 	for i, oi := range order {
-		n := &nodes[oi]
-		ns := nodeState{node: n, freeCPU: n.Capacity.CPU, freeMem: n.Capacity.MemoryMB}
-		if len(n.Capacity.Named) > 0 {
-			ns.freeNamed = make(map[string]int64, len(n.Capacity.Named))
-			for k, v := range n.Capacity.Named {
-				ns.freeNamed[k] = v
-			}
-		}
-		out[i] = ns
-		byName[n.Name] = i
+		out[i] = newNodeState(&nodes[oi])
+		byName[nodes[oi].Name] = i
 	}
-	for i := range live {
-		a := &live[i]
-		ni, ok := byName[a.Node]
-		if !ok {
-			continue
-		}
-		out[ni].take(&a.Resources)
-	}
+	takeLive(out, byName, live)
 	return out, byName
+}
+
+// nodeIndexCache keeps the name index of the last node list it was given,
+// for as long as it is given the same list: fsm's NodesShared returns the
+// same slice until a node record changes, and the cache's reference keeps
+// that array's address from being reused.
+type nodeIndexCache struct {
+	first *fsm.Node
+	n     int
+	idx   map[string]int
+}
+
+// get returns the index of nodes, nil when they are not sorted by name.
+func (c *nodeIndexCache) get(nodes []fsm.Node) map[string]int {
+	if len(nodes) == 0 {
+		return nil
+	}
+	if c.first == &nodes[0] && c.n == len(nodes) {
+		return c.idx
+	}
+	var idx map[string]int
+	if slices.IsSortedFunc(nodes, func(a, b fsm.Node) int { return strings.Compare(a.Name, b.Name) }) {
+		idx = make(map[string]int, len(nodes))
+		for i := range nodes {
+			idx[nodes[i].Name] = i
+		}
+		if len(idx) != len(nodes) { // a name twice: let Plan index them as before
+			idx = nil
+		}
+	}
+	c.first, c.n, c.idx = &nodes[0], len(nodes), idx
+	return idx
 }
 
 // take subtracts a request from the node's free capacity.
@@ -59,9 +125,7 @@ func (ns *nodeState) take(r *fsm.Resources) {
 	ns.freeCPU -= r.CPU
 	ns.freeMem -= r.MemoryMB
 	for k, v := range r.Named {
-		if ns.freeNamed == nil {
-			ns.freeNamed = map[string]int64{}
-		}
+		ns.ownNamed()
 		ns.freeNamed[k] -= v
 	}
 }

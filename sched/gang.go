@@ -75,6 +75,7 @@ func (ns *nodeState) untake(r *fsm.Resources) {
 	ns.freeCPU += r.CPU
 	ns.freeMem += r.MemoryMB
 	for k, v := range r.Named {
+		ns.ownNamed()
 		ns.freeNamed[k] += v
 	}
 }

@@ -76,6 +76,8 @@ type Scheduler struct {
 	inf atomic.Pointer[inflight] // the running loop's plans in flight (tests read it)
 
 	cronFires atomic.Int64 // fire commands proposed (cronloop.go)
+
+	nodeIndex nodeIndexCache // the loop's plans' node index (one goroutine)
 }
 
 // CronCommits is how many fire commands the cron loop has proposed.
@@ -292,6 +294,7 @@ func (s *Scheduler) planOnce(ctx context.Context, inf *inflight) (dec *Decision,
 			return err
 		}
 		snap.Placing, snap.PendingReasons = placing, reasons
+		snap.NodeIndex = s.nodeIndex.get(snap.Nodes)
 		dec = Plan(snap, now, s.cfg)
 		if dec.Err != nil {
 			return fmt.Errorf("read queued jobs: %w", dec.Err)

@@ -82,7 +82,7 @@ func (pl *planning) wakeAt(t time.Time) {
 // stops, releases, placements, reasons.
 func Plan(snap *Snapshot, now time.Time, cfg Config) *Decision {
 	pl := &planning{snap: snap, now: now, cfg: cfg, reasons: map[string]string{}}
-	pl.nodes, pl.nodeIdx = newNodeStates(snap.Nodes, snap.Live)
+	pl.nodes, pl.nodeIdx = newNodeStatesIndexed(snap.Nodes, snap.Live, snap.NodeIndex)
 	pl.placing = make(map[string]bool, len(snap.Placing))
 	for i := range snap.Placing {
 		p := &snap.Placing[i]

@@ -169,7 +169,7 @@ func (pr *preemption) try(p *placer, j *fsm.Job, req *fsm.Resources) (string, bo
 // they end is enough needs no victims (it waits for them).
 func (pr *preemption) onNode(ni int, j *fsm.Job, req *fsm.Resources, margin int) (nodeChoice, bool) {
 	ns := pr.pl.nodes[ni]
-	ns.freeNamed = copyNamed(ns.freeNamed)
+	ns.freeNamed, ns.namedOwned = copyNamed(ns.freeNamed), true
 	c := nodeChoice{node: ni}
 	var cands []*fsm.Attempt
 	for _, a := range pr.byNode[ni] {

@@ -92,3 +92,30 @@ func BenchmarkPlaceOnly5000Nodes(b *testing.B) {
 	b.ReportMetric(float64(placed)/b.Elapsed().Seconds(), "placements/s")
 	_ = fsm.CmdPlace
 }
+
+// BenchmarkPlanNothingDue5000Nodes is a plan with nothing to place on
+// 5,000 nodes, as the leader makes after each batch of delayed submits:
+// its cost is the per-node work alone (issue 23), with the node index
+// built by the plan (fresh) or kept from the previous plan (reused).
+func BenchmarkPlanNothingDue5000Nodes(b *testing.B) {
+	s := scaleSnapshot(newRand(1), 5000, 0)
+	cfg := testConfig()
+	for _, reuse := range []bool{false, true} {
+		name := "fresh"
+		if reuse {
+			name = "reused"
+		}
+		b.Run(name, func(b *testing.B) {
+			var nc nodeIndexCache
+			for b.Loop() {
+				s.NodeIndex = nil
+				if reuse {
+					s.NodeIndex = nc.get(s.Nodes)
+				}
+				if dec := Plan(s, t0, cfg); len(dec.Commands) != 0 {
+					b.Fatalf("a plan with nothing due made %d commands", len(dec.Commands))
+				}
+			}
+		})
+	}
+}

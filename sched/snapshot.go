@@ -69,6 +69,11 @@ type Snapshot struct {
 	// LeaderSince is when this node became leader. A new leader knows
 	// nothing about earlier contacts, so it waits out a lease from here.
 	LeaderSince time.Time
+	// NodeIndex maps each node's name to its position in Nodes, for Nodes
+	// sorted by name (nodeIndexCache builds it; the leader loop keeps it
+	// across plans while the node records do not change). Nil: Plan
+	// builds its own.
+	NodeIndex map[string]int
 }
 
 // Reader is the part of fsm.Tx that LoadSnapshot uses.
