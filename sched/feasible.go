@@ -18,7 +18,7 @@ type nodeState struct {
 	// namedOwned: freeNamed is this state's own map; until then it is the
 	// node record's (shared, read-only), copied at the first take.
 	namedOwned bool
-	attempts  int              // live attempts, counting this plan's placements
+	attempts   int // live attempts, counting this plan's placements
 }
 
 // newNodeStates indexes nodes by name and subtracts what live attempts hold.
