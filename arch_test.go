@@ -25,7 +25,7 @@ var allowedImports = map[string][]string{
 	"cluster":   {"fsm", "wallclock", "certs"},
 	"sched":     {"fsm", "wallclock"},
 	"exec":      {"fsm"},
-	"httpapi":   {"fsm", "wallclock", "certs"},
+	"httpapi":   {"api", "fsm", "wallclock", "certs"},
 	"ui":        {},
 	"jepsen":    {"api", "fsm", "httpapi", "cluster", "wallclock", "certs"},
 	"cli":       {"api", "fsm", "cluster", "sched", "exec", "httpapi", "ui", "wallclock", "certs"},

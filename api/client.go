@@ -68,6 +68,11 @@ type Config struct {
 	// MaxRetryWait caps one wait between tries, Retry-After included (0:
 	// DefaultMaxRetryWait).
 	MaxRetryWait time.Duration
+	// FailFast returns at once, instead of retrying, when no server
+	// answered or the outcome is unknown (a refused or broken connection,
+	// 502, 503, 504): for interactive tools, whose user decides. A 429
+	// (the server took nothing) is still waited for and sent again.
+	FailFast bool
 }
 
 // Client talks to one agent's REST API (docs/api.md). It is safe for
@@ -92,6 +97,7 @@ type Client struct {
 	hc         *http.Client
 	retries    int
 	maxWait    time.Duration
+	failFast   bool
 }
 
 // NewClient returns a client for cfg.
@@ -121,6 +127,7 @@ func NewClient(cfg Config) (*Client, error) {
 		hc:        cfg.HTTPClient,
 		retries:   cfg.MaxRetries,
 		maxWait:   cfg.MaxRetryWait,
+		failFast:  cfg.FailFast,
 	}
 	switch {
 	case c.retries == 0:
@@ -206,32 +213,46 @@ func (c *Client) Consistent() *Client {
 
 // Health returns nil when the agent process answers.
 func (c *Client) Health(ctx context.Context) error {
-	return c.do(ctx, request{method: http.MethodGet, path: "/v1/health"}, nil)
+	return c.do(ctx, Request{Method: http.MethodGet, Path: "/v1/health"}, nil)
 }
 
 // Ready returns nil when the agent knows a leader and has caught up.
 func (c *Client) Ready(ctx context.Context) error {
-	return c.do(ctx, request{method: http.MethodGet, path: "/v1/ready"}, nil)
+	return c.do(ctx, Request{Method: http.MethodGet, Path: "/v1/ready"}, nil)
 }
 
-// request is one call: path is already escaped (names go through
-// url.PathEscape). body is nil, []byte (JSON as it is) or a value to
-// encode as JSON.
-type request struct {
-	method string
-	path   string
-	query  url.Values
-	body   any
-	header http.Header
-	// idempotent marks a write that is safe to send again when its
-	// outcome is unknown (it carries an idempotency key). Reads always are.
-	idempotent bool
+// Request is a call of a route this package has no method for (ACL
+// tokens, namespaces, operator routes: docs/api.md). Do and Open send it
+// with the Client's address, token, namespace and retries.
+type Request struct {
+	Method string
+	// Path is the route, escaped: "/v1/namespaces/" + url.PathEscape(ns).
+	Path  string
+	Query url.Values
+	// Body is nil, []byte (JSON as it is), an io.Reader (streamed as
+	// application/octet-stream, once: it is never sent again), or a value
+	// encoded as JSON.
+	Body   any
+	Header http.Header
+	// Idempotent marks a write that is safe to send again when its
+	// outcome is unknown (it carries an idempotency key, or sets a state
+	// rather than changing it). GET and HEAD always are.
+	Idempotent bool
+
 	// read adds ?consistent=true on a Consistent client.
 	read bool
 }
 
+// Do sends r and decodes a 2xx JSON answer into out (when non-nil); a
+// non-2xx answer is an *Error.
+func (c *Client) Do(ctx context.Context, r Request, out any) error { return c.do(ctx, r, out) }
+
+// Open sends r and returns its 2xx answer unread, for a stream (a log,
+// a snapshot, the raw event stream); the caller closes its body.
+func (c *Client) Open(ctx context.Context, r Request) (*http.Response, error) { return c.send(ctx, r) }
+
 // do sends r and decodes a 2xx JSON answer into out (when non-nil).
-func (c *Client) do(ctx context.Context, r request, out any) error {
+func (c *Client) do(ctx context.Context, r Request, out any) error {
 	resp, err := c.send(ctx, r)
 	if err != nil {
 		return err
@@ -242,34 +263,44 @@ func (c *Client) do(ctx context.Context, r request, out any) error {
 		return nil
 	}
 	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
-		return fmt.Errorf("%s %s: decoding the answer: %w", r.method, r.path, err)
+		return fmt.Errorf("%s %s: decoding the answer: %w", r.Method, r.Path, err)
 	}
 	return nil
 }
 
 // send returns a 2xx response, whose body the caller closes, retrying as
 // the Client's doc says.
-func (c *Client) send(ctx context.Context, r request) (*http.Response, error) {
+func (c *Client) send(ctx context.Context, r Request) (*http.Response, error) {
 	target, err := c.target(r)
 	if err != nil {
 		return nil, err
 	}
 	var body []byte
-	switch v := r.body.(type) {
+	var stream io.Reader
+	switch v := r.Body.(type) {
 	case nil:
 	case []byte:
 		body = v
+	case io.Reader:
+		stream = v
 	default:
 		if body, err = json.Marshal(v); err != nil {
-			return nil, fmt.Errorf("%s %s: encoding the request: %w", r.method, r.path, err)
+			return nil, fmt.Errorf("%s %s: encoding the request: %w", r.Method, r.Path, err)
 		}
 	}
-	idempotent := r.idempotent || r.method == http.MethodGet || r.method == http.MethodHead
+	idempotent := r.Idempotent || r.Method == http.MethodGet || r.Method == http.MethodHead
 	// One request ID for every try, so the agent's log lines about the
 	// retries of one call can be found together.
 	reqID := "go-" + randomHex(10)
+	if stream != nil {
+		return c.sendOnce(ctx, r, target, stream, "application/octet-stream", reqID)
+	}
 	for try := 0; ; try++ {
-		resp, err := c.sendOnce(ctx, r, target, body, reqID)
+		var rd io.Reader
+		if body != nil {
+			rd = bytes.NewReader(body)
+		}
+		resp, err := c.sendOnce(ctx, r, target, rd, "application/json", reqID)
 		if err == nil {
 			return resp, nil
 		}
@@ -303,13 +334,13 @@ func (c *Client) retryable(err error, idempotent bool) (bool, time.Duration) {
 		case http.StatusTooManyRequests:
 			return true, ae.RetryAfter
 		case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
-			return idempotent, ae.RetryAfter
+			return idempotent && !c.failFast, ae.RetryAfter
 		}
 		return false, 0
 	}
 	var ce *ConnectionError
 	if errors.As(err, &ce) {
-		return ce.NotSent || idempotent, 0
+		return (ce.NotSent || idempotent) && !c.failFast, 0
 	}
 	return false, 0
 }
@@ -333,17 +364,17 @@ type ConnectionError struct {
 func (e *ConnectionError) Error() string { return fmt.Sprintf("%s %s: %v", e.Method, e.Host, e.Err) }
 func (e *ConnectionError) Unwrap() error { return e.Err }
 
-func (c *Client) target(r request) (string, error) {
+func (c *Client) target(r Request) (string, error) {
 	u := *c.base
 	// The path comes escaped: keep it so, or "a b" would go as a%2520b.
-	u.RawPath = u.EscapedPath() + r.path
+	u.RawPath = u.EscapedPath() + r.Path
 	p, err := url.PathUnescape(u.RawPath)
 	if err != nil {
-		return "", fmt.Errorf("path %q: %w", r.path, err)
+		return "", fmt.Errorf("path %q: %w", r.Path, err)
 	}
 	u.Path = p
 	q := url.Values{}
-	for k, vs := range r.query {
+	for k, vs := range r.Query {
 		q[k] = append([]string(nil), vs...)
 	}
 	if c.namespace != "" && q.Get("namespace") == "" {
@@ -356,12 +387,9 @@ func (c *Client) target(r request) (string, error) {
 	return u.String(), nil
 }
 
-func (c *Client) sendOnce(ctx context.Context, r request, target string, body []byte, reqID string) (*http.Response, error) {
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(ctx, r.method, target, rd)
+// sendOnce sends one try; body is nil for a request without one.
+func (c *Client) sendOnce(ctx context.Context, r Request, target string, body io.Reader, ctype, reqID string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, r.Method, target, body)
 	if err != nil {
 		return nil, err
 	}
@@ -369,12 +397,12 @@ func (c *Client) sendOnce(ctx context.Context, r request, target string, body []
 	req.Header.Set(headerRequestID, reqID)
 	req.Header.Set("User-Agent", "foreman-go-api")
 	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Content-Type", ctype)
 	}
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
-	for k, vs := range r.header {
+	for k, vs := range r.Header {
 		req.Header[k] = vs
 	}
 	resp, err := c.hc.Do(req)
@@ -384,11 +412,11 @@ func (c *Client) sendOnce(ctx context.Context, r request, target string, body []
 			err = ue.Err
 		}
 		if ctx.Err() != nil {
-			return nil, fmt.Errorf("%s %s: %w", r.method, c.base.Host, ctx.Err())
+			return nil, fmt.Errorf("%s %s: %w", r.Method, c.base.Host, ctx.Err())
 		}
 		var oe *net.OpError
 		notSent := errors.As(err, &oe) && oe.Op == "dial"
-		return nil, &ConnectionError{Method: r.method, Host: c.base.Host, NotSent: notSent, Err: err}
+		return nil, &ConnectionError{Method: r.Method, Host: c.base.Host, NotSent: notSent, Err: err}
 	}
 	if resp.StatusCode/100 != 2 {
 		defer resp.Body.Close()

@@ -192,6 +192,9 @@ func TestNoRetry(t *testing.T) {
 			_, err := c.GetJob(ctx, "J1")
 			return err
 		}, 429, api.CodeOverloaded},
+		{"a streamed body", errorReply(503, "unavailable", "restoring"), func(ctx context.Context, c *api.Client) error {
+			return c.Do(ctx, api.Request{Method: http.MethodPut, Path: "/v1/operator/snapshot", Body: strings.NewReader("backup"), Idempotent: true}, nil)
+		}, 503, api.CodeUnavailable},
 		{"not found", errorReply(404, "not_found", "job J1 not found"), func(ctx context.Context, c *api.Client) error {
 			_, err := c.GetJob(ctx, "J1")
 			return err
@@ -242,6 +245,25 @@ func TestErrorCarriesField(t *testing.T) {
 	}
 	if len(f.got()) != 1 {
 		t.Errorf("an invalid submit was sent again")
+	}
+}
+
+func TestFailFast(t *testing.T) {
+	f := newFakeServer(t, errorReply(503, "no_leader", "no leader"), errorReply(429, "overloaded", "overloaded"), jsonReply(`{"id": "J1", "duplicate": false}`))
+	c, err := api.NewClient(api.Config{Address: f.URL, FailFast: true, MaxRetryWait: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	if _, err := c.SubmitJob(ctx, api.JobSpec{Command: []string{"true"}}); !errors.Is(err, api.ErrNoLeader) {
+		t.Fatalf("error %v: want no_leader at once", err)
+	}
+	if _, err := c.SubmitJob(ctx, api.JobSpec{Command: []string{"true"}}); err != nil {
+		t.Fatalf("error %v: a 429 is retried even with FailFast", err)
+	}
+	if n := len(f.got()); n != 3 {
+		t.Errorf("%d requests, want 3", n)
 	}
 }
 

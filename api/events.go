@@ -113,12 +113,12 @@ func (c *Client) openEvents(ctx context.Context, q EventQuery) (io.ReadCloser, e
 	if q.After != "" {
 		hdr.Set(headerLastEventID, q.After)
 	}
-	r := request{method: http.MethodGet, path: "/v1/events", query: v, header: hdr}
+	r := Request{Method: http.MethodGet, Path: "/v1/events", Query: v, Header: hdr}
 	target, err := c.target(r)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := c.sendOnce(ctx, r, target, nil, "go-"+randomHex(10))
+	resp, err := c.sendOnce(ctx, r, target, nil, "", "go-"+randomHex(10))
 	if err != nil {
 		return nil, err
 	}

@@ -22,8 +22,8 @@ func (c *Client) SubmitJob(ctx context.Context, spec JobSpec) (*SubmitResponse, 
 	}
 	spec.IdempotencyKey = ""
 	var out SubmitResponse
-	err := c.do(ctx, request{method: http.MethodPost, path: "/v1/jobs", body: spec,
-		header: http.Header{headerIdempotencyKey: {key}}, idempotent: true}, &out)
+	err := c.do(ctx, Request{Method: http.MethodPost, Path: "/v1/jobs", Body: spec,
+		Header: http.Header{headerIdempotencyKey: {key}}, Idempotent: true}, &out)
 	if err != nil {
 		return nil, err
 	}
@@ -44,8 +44,8 @@ func (c *Client) SubmitJobs(ctx context.Context, specs []JobSpec) ([]SubmitRespo
 	var out struct {
 		Jobs []SubmitResponse `json:"jobs"`
 	}
-	err := c.do(ctx, request{method: http.MethodPost, path: "/v1/jobs",
-		body: map[string][]JobSpec{"jobs": jobs}, idempotent: true}, &out)
+	err := c.do(ctx, Request{Method: http.MethodPost, Path: "/v1/jobs",
+		Body: map[string][]JobSpec{"jobs": jobs}, Idempotent: true}, &out)
 	if err != nil {
 		return nil, err
 	}
@@ -68,7 +68,7 @@ func (c *Client) SubmitJobJSON(ctx context.Context, body []byte, key string) ([]
 	if err := json.Unmarshal(body, &peek); err != nil {
 		return nil, fmt.Errorf("job spec: %w", err)
 	}
-	r := request{method: http.MethodPost, path: "/v1/jobs", body: body}
+	r := Request{Method: http.MethodPost, Path: "/v1/jobs", Body: body}
 	if peek.Jobs == nil {
 		switch {
 		case peek.IdempotencyKey != "":
@@ -76,16 +76,16 @@ func (c *Client) SubmitJobJSON(ctx context.Context, body []byte, key string) ([]
 		case key == "":
 			key = newKey()
 		}
-		r.header, r.idempotent = http.Header{headerIdempotencyKey: {key}}, true
+		r.Header, r.Idempotent = http.Header{headerIdempotencyKey: {key}}, true
 		var out SubmitResponse
 		if err := c.do(ctx, r, &out); err != nil {
 			return nil, err
 		}
 		return []SubmitResponse{out}, nil
 	}
-	r.idempotent = true
+	r.Idempotent = true
 	for _, j := range peek.Jobs {
-		r.idempotent = r.idempotent && j.IdempotencyKey != ""
+		r.Idempotent = r.Idempotent && j.IdempotencyKey != ""
 	}
 	var out struct {
 		Jobs []SubmitResponse `json:"jobs"`
@@ -99,7 +99,7 @@ func (c *Client) SubmitJobJSON(ctx context.Context, body []byte, key string) ([]
 // GetJob returns a job and its attempts.
 func (c *Client) GetJob(ctx context.Context, id string) (*JobDetail, error) {
 	var out JobDetail
-	if err := c.do(ctx, request{method: http.MethodGet, path: jobPath(id), read: true}, &out); err != nil {
+	if err := c.do(ctx, Request{Method: http.MethodGet, Path: jobPath(id), read: true}, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -135,7 +135,7 @@ func (c *Client) ListJobs(ctx context.Context, q JobQuery) (*JobList, error) {
 		v.Add("label", k+"="+q.Labels[k])
 	}
 	var out JobList
-	if err := c.do(ctx, request{method: http.MethodGet, path: "/v1/jobs", query: v, read: true}, &out); err != nil {
+	if err := c.do(ctx, Request{Method: http.MethodGet, Path: "/v1/jobs", Query: v, read: true}, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -144,7 +144,7 @@ func (c *Client) ListJobs(ctx context.Context, q JobQuery) (*JobList, error) {
 // JobCounts returns how many jobs are in each state.
 func (c *Client) JobCounts(ctx context.Context) (*JobCounts, error) {
 	var out JobCounts
-	if err := c.do(ctx, request{method: http.MethodGet, path: "/v1/jobs/counts", read: true}, &out); err != nil {
+	if err := c.do(ctx, Request{Method: http.MethodGet, Path: "/v1/jobs/counts", read: true}, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -153,7 +153,7 @@ func (c *Client) JobCounts(ctx context.Context) (*JobCounts, error) {
 // JobTasks returns a gang's tasks.
 func (c *Client) JobTasks(ctx context.Context, id string) (*TaskList, error) {
 	var out TaskList
-	if err := c.do(ctx, request{method: http.MethodGet, path: jobPath(id) + "/tasks", read: true}, &out); err != nil {
+	if err := c.do(ctx, Request{Method: http.MethodGet, Path: jobPath(id) + "/tasks", read: true}, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -162,7 +162,7 @@ func (c *Client) JobTasks(ctx context.Context, id string) (*TaskList, error) {
 // JobEvents returns a job's timeline, oldest first.
 func (c *Client) JobEvents(ctx context.Context, id string) ([]Event, error) {
 	var out JobTimeline
-	if err := c.do(ctx, request{method: http.MethodGet, path: jobPath(id) + "/events", read: true}, &out); err != nil {
+	if err := c.do(ctx, Request{Method: http.MethodGet, Path: jobPath(id) + "/events", read: true}, &out); err != nil {
 		return nil, err
 	}
 	return out.Events, nil
@@ -176,7 +176,7 @@ func (c *Client) CancelJob(ctx context.Context, id, reason string) (*JobDetail, 
 		body = map[string]string{"reason": reason}
 	}
 	var out JobDetail
-	if err := c.do(ctx, request{method: http.MethodPost, path: jobPath(id) + "/cancel", body: body}, &out); err != nil {
+	if err := c.do(ctx, Request{Method: http.MethodPost, Path: jobPath(id) + "/cancel", Body: body}, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -185,7 +185,7 @@ func (c *Client) CancelJob(ctx context.Context, id, reason string) (*JobDetail, 
 // RetryJob queues a failed or cancelled job again.
 func (c *Client) RetryJob(ctx context.Context, id string) (*JobDetail, error) {
 	var out JobDetail
-	if err := c.do(ctx, request{method: http.MethodPost, path: jobPath(id) + "/retry"}, &out); err != nil {
+	if err := c.do(ctx, Request{Method: http.MethodPost, Path: jobPath(id) + "/retry"}, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -194,7 +194,7 @@ func (c *Client) RetryJob(ctx context.Context, id string) (*JobDetail, error) {
 // JobResult returns what the job's last finished attempt wrote to its
 // result file.
 func (c *Client) JobResult(ctx context.Context, id string) ([]byte, error) {
-	resp, err := c.send(ctx, request{method: http.MethodGet, path: jobPath(id) + "/result", read: true})
+	resp, err := c.send(ctx, Request{Method: http.MethodGet, Path: jobPath(id) + "/result", read: true})
 	if err != nil {
 		return nil, err
 	}
@@ -223,7 +223,7 @@ func (c *Client) Logs(ctx context.Context, id string, q LogQuery, w io.Writer) e
 	if q.Attempt > 0 {
 		v.Set("attempt", strconv.Itoa(q.Attempt))
 	}
-	resp, err := c.send(ctx, request{method: http.MethodGet, path: jobPath(id) + "/logs", query: v})
+	resp, err := c.send(ctx, Request{Method: http.MethodGet, Path: jobPath(id) + "/logs", Query: v})
 	if err != nil {
 		return err
 	}
@@ -241,7 +241,7 @@ func (c *Client) Logs(ctx context.Context, id string, q LogQuery, w io.Writer) e
 // finished one).
 func (c *Client) ListArtifacts(ctx context.Context, id string, attempt int) (*ArtifactList, error) {
 	var out ArtifactList
-	if err := c.do(ctx, request{method: http.MethodGet, path: jobPath(id) + "/artifacts", query: attemptQuery(attempt)}, &out); err != nil {
+	if err := c.do(ctx, Request{Method: http.MethodGet, Path: jobPath(id) + "/artifacts", Query: attemptQuery(attempt)}, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -253,7 +253,7 @@ func (c *Client) GetArtifact(ctx context.Context, id string, attempt int, path s
 	for _, e := range splitPath(path) {
 		p += "/" + url.PathEscape(e)
 	}
-	resp, err := c.send(ctx, request{method: http.MethodGet, path: p, query: attemptQuery(attempt)})
+	resp, err := c.send(ctx, Request{Method: http.MethodGet, Path: p, Query: attemptQuery(attempt)})
 	if err != nil {
 		return 0, err
 	}

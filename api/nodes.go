@@ -21,7 +21,7 @@ func (c *Client) ListNodes(ctx context.Context, q NodeQuery) (*NodeList, error) 
 		v.Set("limit", strconv.Itoa(q.Limit))
 	}
 	var out NodeList
-	if err := c.do(ctx, request{method: http.MethodGet, path: "/v1/nodes", query: v, read: true}, &out); err != nil {
+	if err := c.do(ctx, Request{Method: http.MethodGet, Path: "/v1/nodes", Query: v, read: true}, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -30,7 +30,7 @@ func (c *Client) ListNodes(ctx context.Context, q NodeQuery) (*NodeList, error) 
 // GetNode returns one node with its live attempts.
 func (c *Client) GetNode(ctx context.Context, name string) (*NodeDetail, error) {
 	var out NodeDetail
-	if err := c.do(ctx, request{method: http.MethodGet, path: nodePath(name), read: true}, &out); err != nil {
+	if err := c.do(ctx, Request{Method: http.MethodGet, Path: nodePath(name), read: true}, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -43,7 +43,7 @@ func (c *Client) DrainNode(ctx context.Context, name string, deadline time.Durat
 		Deadline Duration `json:"deadline,omitempty"`
 	}{Duration(deadline)}
 	var out NodeDetail
-	if err := c.do(ctx, request{method: http.MethodPost, path: nodePath(name) + "/drain", body: body}, &out); err != nil {
+	if err := c.do(ctx, Request{Method: http.MethodPost, Path: nodePath(name) + "/drain", Body: body}, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -57,8 +57,8 @@ func (c *Client) SetEligibility(ctx context.Context, name string, eligible bool)
 		e = "eligible"
 	}
 	var out NodeDetail
-	err := c.do(ctx, request{method: http.MethodPost, path: nodePath(name) + "/eligibility",
-		body: map[string]string{"eligibility": e}, idempotent: true}, &out)
+	err := c.do(ctx, Request{Method: http.MethodPost, Path: nodePath(name) + "/eligibility",
+		Body: map[string]string{"eligibility": e}, Idempotent: true}, &out)
 	if err != nil {
 		return nil, err
 	}
@@ -70,7 +70,7 @@ func (c *Client) ListQueues(ctx context.Context) ([]Queue, error) {
 	var out struct {
 		Queues []Queue `json:"queues"`
 	}
-	if err := c.do(ctx, request{method: http.MethodGet, path: "/v1/queues", read: true}, &out); err != nil {
+	if err := c.do(ctx, Request{Method: http.MethodGet, Path: "/v1/queues", read: true}, &out); err != nil {
 		return nil, err
 	}
 	return out.Queues, nil
@@ -79,8 +79,8 @@ func (c *Client) ListQueues(ctx context.Context) ([]Queue, error) {
 // SetQueue sets a queue's concurrency limit (0: unlimited).
 func (c *Client) SetQueue(ctx context.Context, name string, maxRunning int) (*Queue, error) {
 	var out Queue
-	err := c.do(ctx, request{method: http.MethodPut, path: "/v1/queues/" + url.PathEscape(name),
-		body: map[string]int{"max_running": maxRunning}, idempotent: true}, &out)
+	err := c.do(ctx, Request{Method: http.MethodPut, Path: "/v1/queues/" + url.PathEscape(name),
+		Body: map[string]int{"max_running": maxRunning}, Idempotent: true}, &out)
 	if err != nil {
 		return nil, err
 	}
@@ -90,7 +90,7 @@ func (c *Client) SetQueue(ctx context.Context, name string, maxRunning int) (*Qu
 // StateHash returns the node's state hash and the index it was taken at.
 func (c *Client) StateHash(ctx context.Context) (*HashResponse, error) {
 	var out HashResponse
-	if err := c.do(ctx, request{method: http.MethodGet, path: "/v1/cluster/hash"}, &out); err != nil {
+	if err := c.do(ctx, Request{Method: http.MethodGet, Path: "/v1/cluster/hash"}, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil

@@ -10,7 +10,7 @@ import (
 // as stored.
 func (c *Client) CreateSchedule(ctx context.Context, spec ScheduleSpec) (*ScheduleInfo, error) {
 	var out ScheduleInfo
-	if err := c.do(ctx, request{method: http.MethodPost, path: "/v1/schedules", body: spec}, &out); err != nil {
+	if err := c.do(ctx, Request{Method: http.MethodPost, Path: "/v1/schedules", Body: spec}, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -21,7 +21,7 @@ func (c *Client) CreateSchedule(ctx context.Context, spec ScheduleSpec) (*Schedu
 func (c *Client) UpdateSchedule(ctx context.Context, name string, spec ScheduleSpec) (*ScheduleInfo, error) {
 	spec.Name = ""
 	var out ScheduleInfo
-	if err := c.do(ctx, request{method: http.MethodPut, path: schedulePath(name), body: spec, idempotent: true}, &out); err != nil {
+	if err := c.do(ctx, Request{Method: http.MethodPut, Path: schedulePath(name), Body: spec, Idempotent: true}, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -30,7 +30,7 @@ func (c *Client) UpdateSchedule(ctx context.Context, name string, spec ScheduleS
 // GetSchedule returns one schedule with its next tick and recent fires.
 func (c *Client) GetSchedule(ctx context.Context, name string) (*ScheduleInfo, error) {
 	var out ScheduleInfo
-	if err := c.do(ctx, request{method: http.MethodGet, path: schedulePath(name), read: true}, &out); err != nil {
+	if err := c.do(ctx, Request{Method: http.MethodGet, Path: schedulePath(name), read: true}, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -41,7 +41,7 @@ func (c *Client) ListSchedules(ctx context.Context) ([]ScheduleInfo, error) {
 	var out struct {
 		Schedules []ScheduleInfo `json:"schedules"`
 	}
-	if err := c.do(ctx, request{method: http.MethodGet, path: "/v1/schedules", read: true}, &out); err != nil {
+	if err := c.do(ctx, Request{Method: http.MethodGet, Path: "/v1/schedules", read: true}, &out); err != nil {
 		return nil, err
 	}
 	return out.Schedules, nil
@@ -49,7 +49,7 @@ func (c *Client) ListSchedules(ctx context.Context) ([]ScheduleInfo, error) {
 
 // DeleteSchedule removes a schedule (the jobs it fired stay).
 func (c *Client) DeleteSchedule(ctx context.Context, name string) error {
-	return c.do(ctx, request{method: http.MethodDelete, path: schedulePath(name)}, nil)
+	return c.do(ctx, Request{Method: http.MethodDelete, Path: schedulePath(name)}, nil)
 }
 
 // PauseSchedule pauses (paused) or resumes a schedule.
@@ -59,7 +59,7 @@ func (c *Client) PauseSchedule(ctx context.Context, name string, paused bool) (*
 		op = "/pause"
 	}
 	var out ScheduleInfo
-	if err := c.do(ctx, request{method: http.MethodPost, path: schedulePath(name) + op, idempotent: true}, &out); err != nil {
+	if err := c.do(ctx, Request{Method: http.MethodPost, Path: schedulePath(name) + op, Idempotent: true}, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -75,7 +75,7 @@ type TriggerResponse struct {
 // TriggerSchedule fires a schedule once now.
 func (c *Client) TriggerSchedule(ctx context.Context, name string) (*TriggerResponse, error) {
 	var out TriggerResponse
-	if err := c.do(ctx, request{method: http.MethodPost, path: schedulePath(name) + "/trigger"}, &out); err != nil {
+	if err := c.do(ctx, Request{Method: http.MethodPost, Path: schedulePath(name) + "/trigger"}, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil

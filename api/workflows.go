@@ -17,8 +17,8 @@ func (c *Client) SubmitWorkflow(ctx context.Context, spec WorkflowSpec) (*Workfl
 	}
 	spec.IdempotencyKey = ""
 	var out WorkflowSubmitResponse
-	err := c.do(ctx, request{method: http.MethodPost, path: "/v1/workflows", body: spec,
-		header: http.Header{headerIdempotencyKey: {key}}, idempotent: true}, &out)
+	err := c.do(ctx, Request{Method: http.MethodPost, Path: "/v1/workflows", Body: spec,
+		Header: http.Header{headerIdempotencyKey: {key}}, Idempotent: true}, &out)
 	if err != nil {
 		return nil, err
 	}
@@ -41,7 +41,7 @@ func (c *Client) ListWorkflows(ctx context.Context, q WorkflowQuery) (*WorkflowL
 		v.Set("limit", strconv.Itoa(q.Limit))
 	}
 	var out WorkflowList
-	if err := c.do(ctx, request{method: http.MethodGet, path: "/v1/workflows", query: v, read: true}, &out); err != nil {
+	if err := c.do(ctx, Request{Method: http.MethodGet, Path: "/v1/workflows", Query: v, read: true}, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -70,7 +70,7 @@ func (c *Client) getWorkflowPage(ctx context.Context, id string, from int) (*Wor
 		v.Set("from", strconv.Itoa(from))
 	}
 	var out WorkflowDetail
-	if err := c.do(ctx, request{method: http.MethodGet, path: workflowPath(id), query: v, read: true}, &out); err != nil {
+	if err := c.do(ctx, Request{Method: http.MethodGet, Path: workflowPath(id), Query: v, read: true}, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -83,7 +83,7 @@ func (c *Client) CancelWorkflow(ctx context.Context, id, reason string) (*Workfl
 		body = map[string]string{"reason": reason}
 	}
 	var out WorkflowDetail
-	if err := c.do(ctx, request{method: http.MethodDelete, path: workflowPath(id), body: body}, &out); err != nil {
+	if err := c.do(ctx, Request{Method: http.MethodDelete, Path: workflowPath(id), Body: body}, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -93,7 +93,7 @@ func (c *Client) CancelWorkflow(ctx context.Context, id, reason string) (*Workfl
 // again (and what depends on them), keeping the succeeded ones.
 func (c *Client) RetryWorkflow(ctx context.Context, id string) (*WorkflowDetail, error) {
 	var out WorkflowDetail
-	if err := c.do(ctx, request{method: http.MethodPost, path: workflowPath(id) + "/retry"}, &out); err != nil {
+	if err := c.do(ctx, Request{Method: http.MethodPost, Path: workflowPath(id) + "/retry"}, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil

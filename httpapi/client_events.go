@@ -68,9 +68,9 @@ func (c *Client) StreamEvents(ctx context.Context, q EventQuery, fn func(fsm.Eve
 		return nil
 	}
 	if err := sc.Err(); err != nil {
-		return fmt.Errorf("event stream from %s: %w", c.base.Host, err)
+		return fmt.Errorf("event stream from %s: %w", c.host, err)
 	}
-	return fmt.Errorf("event stream from %s: closed by the server", c.base.Host)
+	return fmt.Errorf("event stream from %s: closed by the server", c.host)
 }
 
 // OpenEventStream opens GET /v1/events for q (q.Opened is not called)

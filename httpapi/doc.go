@@ -1,5 +1,7 @@
-// Package httpapi is foreman's REST API under /v1/ and the Go client that
-// the CLI and the fault-injection suite use.
+// Package httpapi is foreman's REST API under /v1/, and a deprecated Go
+// client (Client) that the CLI and foreman bench still use: a thin layer
+// over package api, the public client, whose transport, errors and TLS it
+// shares. New code imports api.
 //
 // The handler reads from the local state machine and sends every change
 // through the Cluster interface, so the package imports only fsm types and
