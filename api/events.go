@@ -19,7 +19,9 @@ type EventQuery struct {
 	Topics []string // TopicJob, TopicNode, ...; empty: all
 	Job    string   // only this job's events
 	// After resumes after this event ID ("INDEX-SEQ", or a reset's bare
-	// "INDEX"). Empty: from now.
+	// "INDEX"; "0": from the oldest event the node holds). Empty: from
+	// now; a stream that breaks before its first event then reconnects
+	// from the new now (the server names no position before an event).
 	After string
 }
 
