@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log"
@@ -22,13 +23,17 @@ import (
 // repository. FOREMAN_ADDR points the examples' clients at it, as it
 // would a user's program.
 func TestMain(m *testing.M) {
-	stop, err := startDevAgent()
+	a, err := startDevAgent()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "api: starting a dev agent for the examples:", err)
 		os.Exit(2)
 	}
 	code := m.Run()
-	stop()
+	if code != 0 {
+		fmt.Fprintf(os.Stderr, "--- the examples' agent's log (tail) ---\n%s\n", a.logTail())
+	}
+	a.stop()
+	os.RemoveAll(a.dir)
 	os.Exit(code)
 }
 
@@ -36,19 +41,38 @@ func TestMain(m *testing.M) {
 // included).
 const agentStartTimeout = 5 * time.Minute
 
-func startDevAgent() (stop func(), err error) {
+type devAgent struct {
+	dir  string
+	cmd  *exec.Cmd
+	log  *os.File
+	done chan struct{} // closed when the process has exited
+}
+
+func (a *devAgent) logTail() string {
+	b, _ := os.ReadFile(a.log.Name())
+	return string(b[max(0, len(b)-4000):])
+}
+
+func (a *devAgent) stop() {
+	_ = a.cmd.Process.Signal(os.Interrupt)
+	select {
+	case <-a.done:
+	case <-time.After(30 * time.Second):
+		_ = a.cmd.Process.Kill()
+		<-a.done
+	}
+	a.log.Close()
+}
+
+func startDevAgent() (*devAgent, error) {
 	dir, err := os.MkdirTemp("", "foreman-api-test-")
 	if err != nil {
 		return nil, err
 	}
-	defer func() {
-		if err != nil {
-			os.RemoveAll(dir)
-		}
-	}()
 	// A root agent runs process jobs as nobody, who must reach the data
 	// dir (MkdirTemp makes it 0700).
 	if err := os.Chmod(dir, 0o755); err != nil {
+		os.RemoveAll(dir)
 		return nil, err
 	}
 	bin := os.Getenv("FOREMAN_BIN")
@@ -56,55 +80,73 @@ func startDevAgent() (stop func(), err error) {
 		bin = filepath.Join(dir, "bin", "foreman")
 		build := exec.Command("go", "build", "-tags", "netgo osusergo", "-o", bin, "..")
 		if out, err := build.CombinedOutput(); err != nil {
+			os.RemoveAll(dir)
 			return nil, fmt.Errorf("go build: %v\n%s", err, out)
 		}
 	}
+	// Another process may take the ports between freeBase and the agent's
+	// start: then the agent exits and the next try takes other ports.
+	for try := 1; ; try++ {
+		a, err := tryDevAgent(dir, bin, try)
+		if err == nil || try == 3 {
+			if err != nil {
+				os.RemoveAll(dir)
+			}
+			return a, err
+		}
+		fmt.Fprintf(os.Stderr, "api: dev agent, try %d: %v\n", try, err)
+	}
+}
+
+func tryDevAgent(dir, bin string, try int) (*devAgent, error) {
 	base, err := freeBase()
 	if err != nil {
 		return nil, err
 	}
-	logf, err := os.Create(filepath.Join(dir, "agent.log"))
+	logf, err := os.Create(filepath.Join(dir, fmt.Sprintf("agent-%d.log", try)))
 	if err != nil {
 		return nil, err
 	}
+	// The name tells our agent from another process that took the port.
+	name := fmt.Sprintf("api-examples-%d-%d", os.Getpid(), try)
 	// Process jobs: the examples run echo and true, no image.
-	cmd := exec.Command(bin, "agent", "--dev", "--port", fmt.Sprint(base), "--data-dir", filepath.Join(dir, "data"),
-		"--default-driver", "process")
+	cmd := exec.Command(bin, "agent", "--dev", "--name", name, "--port", fmt.Sprint(base),
+		"--data-dir", filepath.Join(dir, fmt.Sprintf("data-%d", try)), "--default-driver", "process")
 	cmd.Stdout, cmd.Stderr = logf, logf
+	dieWithTest(cmd)
 	if err := cmd.Start(); err != nil {
+		logf.Close()
 		return nil, err
 	}
-	stop = func() {
-		_ = cmd.Process.Signal(os.Interrupt)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-		logf.Close()
-		os.RemoveAll(dir)
-	}
+	a := &devAgent{dir: dir, cmd: cmd, log: logf, done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); close(a.done) }()
 	addr := fmt.Sprintf("http://127.0.0.1:%d", base)
 	deadline := time.Now().Add(agentStartTimeout)
 	for {
+		var ready struct {
+			Node string `json:"node"`
+		}
 		resp, err := http.Get(addr + "/v1/ready")
 		if err == nil {
+			err = json.NewDecoder(resp.Body).Decode(&ready)
 			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
+			if err == nil && resp.StatusCode == http.StatusOK && ready.Node == name {
 				break
 			}
 		}
+		select {
+		case <-a.done:
+			logf.Close()
+			return nil, fmt.Errorf("agent on port %d exited:\n%s", base, a.logTail())
+		case <-time.After(100 * time.Millisecond):
+		}
 		if time.Now().After(deadline) {
-			stop()
+			a.stop()
 			return nil, fmt.Errorf("agent at %s not ready after %v", addr, agentStartTimeout)
 		}
-		time.Sleep(100 * time.Millisecond)
 	}
 	os.Setenv(api.EnvAddress, addr)
-	return stop, nil
+	return a, nil
 }
 
 // freeBase finds a base port whose three ports (HTTP, raft, gossip) are
