@@ -225,7 +225,8 @@ run_nodes() {
       [ "$c" = 1 ] && name=nodes_base
       settle
       FOREMAN_ADDR=127.0.0.1:$(port 1) "$BIN" bench nodes --clients "$c" --idle 10s --submits 30000 \
-        --jobs "$([ "$c" = 1 ] && echo 0 || echo "$n")" --kill "$([ "$c" = 1 ] && echo 0 || echo 5)" --json \
+        --jobs "$([ "$c" = 1 ] && echo 0 || echo "$n")" --kill "$([ "$c" = 1 ] && echo 0 || echo 5)" \
+        $([ "$c" = 1 ] || echo --starve 20s --kill-leader) --json \
         >>"$RES/$name.json" || log "$name failed"
       stop_agents
     done
@@ -282,7 +283,12 @@ def runs(name):
         if i >= len(s): return out
         v, i = dec.raw_decode(s, i); out.append(v)
 def med(name, field, fmt="{:.1f}"):
-    v = [r[field] for r in runs(name) if field in r]
+    path = field.split(".")  # "starve.false_lost": a field of a nested result
+    def get(r):
+        for k in path:
+            r = r.get(k) if isinstance(r, dict) else None
+        return r
+    v = [get(r) for r in runs(name) if get(r) is not None]
     if not v: return "n/a"
     return fmt.format(statistics.median(v)) + (" (runs: " + ", ".join(fmt.format(x) for x in v) + ")" if len(v) > 1 else "")
 def go(pattern, unit, scale=1.0):
@@ -333,6 +339,7 @@ rows = [
   ("Simulated clients, 3 servers: accepted submits/s with them attached / with 1 (the N=3 figure)", ">= 90% of N=3", med("nodes_" + nodes, "submits_per_second", "{:,.0f}") + " / " + med("nodes_base", "submits_per_second", "{:,.0f}") + " jobs/s", "foreman bench nodes --clients N --submits 30000 (run_nodes)"),
   ("... leader CPU per 30,000 submits, with them / with 1", "<= +15%", med("nodes_" + nodes, "leader_cpu_seconds_per_30k", "{:.2f}") + " / " + med("nodes_base", "leader_cpu_seconds_per_30k", "{:.2f}") + " s", ""),
   ("... servers' CPU, every client idle: with no client / with them (% of one core, 3 servers together)", "clients' share < 5%", med("nodes_" + nodes, "base_server_cpu_pct") + "% / " + med("nodes_" + nodes, "idle_server_cpu_pct") + "%", ""),
+  ("... machine starved 20 s (4 busy loops per core), then the leader killed -9, 100 jobs held: every client confirmed again after / false lost, rerun or failed jobs", "<= 30 s, 0", med("nodes_" + nodes, "starve.reattach_seconds") + " s / " + med("nodes_" + nodes, "leader_kill.reattach_seconds") + " s; " + med("nodes_" + nodes, "starve.false_lost", "{:.0f}") + "+" + med("nodes_" + nodes, "starve.rerun", "{:.0f}") + "+" + med("nodes_" + nodes, "starve.failed", "{:.0f}") + " / " + med("nodes_" + nodes, "leader_kill.false_lost", "{:.0f}") + "+" + med("nodes_" + nodes, "leader_kill.rerun", "{:.0f}") + "+" + med("nodes_" + nodes, "leader_kill.failed", "{:.0f}"), "--starve 20s --kill-leader"),
   ("... attach all / beat confirmed p99 / placements/s / client killed -> job rerun (max) / false lost", "rerun <= 15 s, 0 lost", med("nodes_" + nodes, "attach_seconds") + " s / " + med("nodes_" + nodes, "beat_ack_p99_ms", "{:.0f}") + " ms / " + med("nodes_" + nodes, "placements_per_second", "{:,.0f}") + " / " + med("nodes_" + nodes, "rerun_max_seconds") + " s / " + med("nodes_" + nodes, "false_lost", "{:.0f}"), ""),
   ("Agent RSS idle (dev / three agents)", "", read("rss_dev_idle") + " / " + read("rss_idle") + " MiB", "/proc/PID/status VmRSS"),
   ("Agent RSS with N retained jobs (N, then each agent)", "<= 100 MB at 100,000", read("rss_retained") + " MiB", "after the submit runs"),

@@ -3,6 +3,7 @@ package bench
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -37,6 +38,9 @@ func nodesCommand(driver *ucli.StringFlag) *ucli.Command {
 			&ucli.IntFlag{Name: "jobs", Value: 5000, Usage: "jobs run on the simulated clients (0: skip)"},
 			&ucli.DurationFlag{Name: "job-time", Value: time.Second, Usage: "how long a simulated attempt runs (± 50%)"},
 			&ucli.IntFlag{Name: "kill", Value: 5, Usage: "clients killed while each holds a long job (0: skip)"},
+			&ucli.IntFlag{Name: "hold", Value: 100, Usage: "long jobs the clients hold through --starve and --kill-leader"},
+			&ucli.DurationFlag{Name: "starve", Usage: "starve the machine (4 busy loops per core) this long with the jobs held (0: skip)"},
+			&ucli.BoolFlag{Name: "kill-leader", Usage: "kill the leader (a process on this host) with -9 with the jobs held, last"},
 			&ucli.DurationFlag{Name: "timeout", Value: 5 * time.Minute, Usage: "give up a phase after"},
 		),
 		Action: func(c *ucli.Context) error { return cli.Error(benchNodes(c)) },
@@ -73,6 +77,9 @@ type nodesResult struct {
 	RerunMaxS   float64 `json:"rerun_max_seconds"`
 	FalseLost   int64   `json:"false_lost"` // attempts taken from a live client before it finished them
 	ReportError string  `json:"first_report_error,omitempty"`
+	// Disruptions with --hold long jobs held (nodedisrupt.go).
+	Starve     *disruptResult `json:"starve,omitempty"`
+	LeaderKill *disruptResult `json:"leader_kill,omitempty"`
 }
 
 func benchNodes(c *ucli.Context) error {
@@ -206,6 +213,9 @@ func benchNodes(c *ucli.Context) error {
 		}
 		res.Killed, res.RerunP50S, res.RerunMaxS = k, p50, mx
 	}
+	if err := disrupt(c, cl, f, run, servers, leaderAddr, timeout, &res); err != nil {
+		return err
+	}
 	res.FalseLost = f.falseLost.Load()
 	if e, ok := f.reportErr.Load().(string); ok {
 		res.ReportError = e
@@ -217,7 +227,73 @@ func benchNodes(c *ucli.Context) error {
 	t.Row(n, fmt.Sprintf("%.1fs", res.AttachSeconds), fmt.Sprintf("%.1f%%", res.BaseServerCPUPct), fmt.Sprintf("%.1f%%", res.IdleServerCPUPct), fmt.Sprintf("%.0fms", res.BeatAckP99MS),
 		fmt.Sprintf("%.0f", res.SubmitsPerSec), fmt.Sprintf("%.2fs", res.LeaderCPUPer30k), fmt.Sprintf("%.0f", res.PlacementsPerSec),
 		fmt.Sprintf("%.0f", res.CompletedPerSec), fmt.Sprintf("%.1fs", res.RerunP50S), fmt.Sprintf("%.1fs", res.RerunMaxS), res.FalseLost)
-	return t.Flush()
+	if err := t.Flush(); err != nil {
+		return err
+	}
+	for _, d := range []struct {
+		what string
+		r    *disruptResult
+	}{{"starved", res.Starve}, {"leader killed", res.LeaderKill}} {
+		if d.r != nil {
+			fmt.Fprintf(cli.Stdout(c), "%s: %d held jobs, every client confirmed again %.1fs after, false lost %d, rerun %d, failed %d\n",
+				d.what, d.r.Held, d.r.ReattachS, d.r.FalseLost, d.r.Rerun, d.r.Failed)
+		}
+	}
+	return nil
+}
+
+// disrupt runs the --starve and --kill-leader phases with --hold long
+// jobs held, judging the jobs through a server that is not the leader.
+func disrupt(c *ucli.Context, cl *httpapi.Client, f *simFleet, run string, servers []string, leaderAddr string, timeout time.Duration, res *nodesResult) error {
+	d, kill := c.Duration("starve"), c.Bool("kill-leader")
+	if d <= 0 && !kill {
+		return nil
+	}
+	ctx := c.Context
+	held, err := holdJobs(ctx, cl, f, run, max(c.Int("hold"), 1), timeout)
+	if err != nil {
+		return err
+	}
+	judge := func(r *disruptResult) error { return judgeHeld(ctx, cl, held, r) }
+	if d > 0 {
+		r, err := starve(ctx, f, d, timeout, judge)
+		if err != nil {
+			return fmt.Errorf("starve: %w", err)
+		}
+		res.Starve = &r
+	}
+	if kill {
+		// The leader now: a starved cluster may have elected another.
+		members, err := cl.Members(ctx)
+		if err != nil {
+			return err
+		}
+		for _, m := range members {
+			if m.Leader && m.Status == "alive" {
+				leaderAddr = strings.SplitN(leaderAddr, "://", 2)[0] + "://" + m.HTTPAddr
+			}
+		}
+		var other string
+		for _, s := range servers {
+			if s != leaderAddr {
+				other = s
+			}
+		}
+		if other == "" {
+			return errors.New("--kill-leader: no server but the leader")
+		}
+		survivor, err := httpapi.NewClient(other, httpapi.ClientOptions{})
+		if err != nil {
+			return err
+		}
+		judge := func(r *disruptResult) error { return judgeHeld(ctx, survivor, held, r) }
+		r, err := killLeader(ctx, f, leaderAddr, timeout, judge)
+		if err != nil {
+			return fmt.Errorf("kill the leader: %w", err)
+		}
+		res.LeaderKill = &r
+	}
+	return nil
 }
 
 type simJobsResult struct{ placements, completed float64 }

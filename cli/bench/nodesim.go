@@ -63,6 +63,7 @@ type sim struct {
 	index    uint64
 	server   string
 	attached bool
+	acked    time.Time              // when a ping last confirmed a new beat
 	held     map[string]*simAttempt // job/attempt → attempt it holds
 	reporter *exec.BatchingReporter
 }
@@ -197,7 +198,7 @@ func (s *sim) stream(ctx context.Context, server string) (healthy bool, retry ti
 			}
 			lastAck = fr.Acked
 			s.mu.Lock()
-			s.attached = true
+			s.attached, s.acked = true, time.Now()
 			s.mu.Unlock()
 		}
 		if fr.Type != cluster.WorkFrameWork {
@@ -343,6 +344,22 @@ func (f *simFleet) attachedCount() int {
 		s.mu.Unlock()
 	}
 	return n
+}
+
+// confirmedSince counts the live sims that had a beat confirmed after t.
+func (f *simFleet) confirmedSince(t time.Time) (n, live int) {
+	for _, s := range f.sims {
+		if s.killed.Load() {
+			continue
+		}
+		live++
+		s.mu.Lock()
+		if s.attached && s.acked.After(t) {
+			n++
+		}
+		s.mu.Unlock()
+	}
+	return n, live
 }
 
 // heldBy returns, per sim, the attempts of the given jobs it holds.
