@@ -221,8 +221,8 @@ func (c *Client) Ready(ctx context.Context) error {
 	return c.do(ctx, Request{Method: http.MethodGet, Path: "/v1/ready"}, nil)
 }
 
-// Request is a call of a route this package has no method for (ACL
-// tokens, namespaces, operator routes: docs/api.md). Do and Open send it
+// Request is a call of a route this package has no method for (the
+// operator's: snapshots, raft peers, gossip keys; docs/api.md). Do and Open send it
 // with the Client's address, token, namespace and retries.
 type Request struct {
 	Method string

@@ -22,8 +22,8 @@
 // made here), are sent again after a broken connection or a 502, 503 or
 // 504. Other writes return the error: their outcome may be unknown.
 //
-// Routes without a method here (ACL tokens, namespaces, operator
-// routes) go through Do and Open, with the same address, token, namespace
+// Routes without a method here (the operator's: snapshots, raft peers,
+// gossip keys) go through Do and Open, with the same address, token, namespace
 // and retries. Config.FailFast turns off the retries of unknown outcomes,
 // for interactive tools.
 //

@@ -63,6 +63,17 @@ var typeSchemas = []struct {
 	{api.NodeSummary{}, []string{"NodeSummary"}},
 	{api.NodeList{}, []string{"NodeList"}},
 	{api.HashResponse{}, []string{"HashResponse"}},
+	{api.NamespaceSpec{}, []string{"SetNamespaceRequest"}},
+	{api.NamespaceUsage{}, []string{"NamespaceUsage"}},
+	{api.NamespaceStatus{}, []string{"NamespaceStatus"}},
+	{api.NodeUsage{}, []string{"NodeUsage"}},
+	{api.Member{}, []string{"Member"}},
+	{api.RaftServer{}, []string{"RaftServer"}},
+	{api.RaftInfo{}, []string{"RaftInfo"}},
+	{api.ACLRole{}, []string{"ACLRole"}},
+	{api.TokenSpec{}, []string{"TokenRequest"}},
+	{api.Token{}, []string{"TokenInfo"}},
+	{api.NewToken{}, []string{"NewToken"}},
 }
 
 func TestTypesMatchOpenAPI(t *testing.T) {

@@ -1,0 +1,220 @@
+package api_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/foreman-sched/foreman/api"
+)
+
+// Every typed method against the real dev agent TestMain started: each
+// answer decodes and says what was asked.
+func TestDevAgentRoutes(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, err := api.NewClient(api.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	must := func(what string, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	if err := c.Health(ctx); err != nil {
+		t.Fatal(err)
+	}
+	must("ready", c.Ready(ctx))
+
+	t.Run("jobs", func(t *testing.T) {
+		subs, err := c.SubmitJobs(ctx, []api.JobSpec{
+			{Name: "routes-a", Command: api.Shell("echo out; echo err >&2"), Labels: map[string]string{"suite": "routes"}, Queue: "routes"},
+			{Name: "routes-b", Command: []string{"false"}, MaxAttempts: api.Int(1), Labels: map[string]string{"suite": "routes"}},
+		})
+		must("submit batch", err)
+		a, err := c.WaitJob(ctx, subs[0].ID, nil)
+		must("wait a", err)
+		b, err := c.WaitJob(ctx, subs[1].ID, nil)
+		must("wait b", err)
+		if a.Job.State != api.JobSucceeded || b.Job.State != api.JobFailed || len(b.Attempts) != 1 || *b.Attempts[0].ExitCode != 1 {
+			t.Fatalf("a %s, b %s %+v", a.Job.State, b.Job.State, b.Attempts)
+		}
+		var stderr bytes.Buffer
+		must("logs", c.Logs(ctx, subs[0].ID, api.LogQuery{Stream: "stderr", Attempt: 1}, &stderr))
+		if stderr.String() != "err\n" {
+			t.Errorf("stderr %q", stderr.String())
+		}
+		list, err := c.Consistent().ListJobs(ctx, api.JobQuery{Labels: map[string]string{"suite": "routes"}, State: api.JobFailed})
+		must("list", err)
+		if len(list.Jobs) != 1 || list.Jobs[0].ID != subs[1].ID {
+			t.Errorf("failed jobs labelled suite=routes: %+v", list.Jobs)
+		}
+		counts, err := c.JobCounts(ctx)
+		must("counts", err)
+		if counts.Counts[api.JobFailed] < 1 || counts.Total < 2 {
+			t.Errorf("counts %+v", counts)
+		}
+		events, err := c.JobEvents(ctx, subs[0].ID)
+		must("events", err)
+		if len(events) == 0 || events[0].Type != "job.submitted" || events[0].JobID != subs[0].ID {
+			t.Errorf("timeline %+v", events)
+		}
+		retried, err := c.RetryJob(ctx, subs[1].ID)
+		must("retry", err)
+		if retried.Job.State.Terminal() {
+			t.Errorf("retried job is %s", retried.Job.State)
+		}
+		if _, err := c.CancelJob(ctx, subs[0].ID, "done already"); !errors.Is(err, api.ErrConflict) {
+			t.Errorf("cancel of a finished job: %v, want conflict", err)
+		}
+		arts, err := c.ListArtifacts(ctx, subs[0].ID, 0)
+		must("artifacts", err)
+		if arts.JobID != subs[0].ID || arts.Attempt != 1 {
+			t.Errorf("artifacts %+v", arts)
+		}
+		queues, err := c.ListQueues(ctx)
+		must("queues", err)
+		_ = queues
+		q, err := c.SetQueue(ctx, "routes", 2)
+		must("set queue", err)
+		if q.Name != "routes" || q.MaxRunning != 2 {
+			t.Errorf("queue %+v", q)
+		}
+	})
+
+	t.Run("schedules", func(t *testing.T) {
+		s, err := c.CreateSchedule(ctx, api.ScheduleSpec{Name: "routes-nightly", Cron: "0 3 * * *", Job: &api.JobSpec{Command: []string{"true"}}})
+		must("create", err)
+		if s.Spec.Name != "routes-nightly" || s.Spec.Job == nil || s.Spec.Overlap == "" || s.NextFireUTC == "" {
+			t.Errorf("schedule %+v", s)
+		}
+		s, err = c.PauseSchedule(ctx, "routes-nightly", true)
+		must("pause", err)
+		if !s.Spec.Paused {
+			t.Error("not paused")
+		}
+		fire, err := c.TriggerSchedule(ctx, "routes-nightly")
+		must("trigger", err)
+		if fire.JobID == "" || fire.Workflow {
+			t.Errorf("trigger %+v", fire)
+		}
+		d, err := c.WaitJob(ctx, fire.JobID, nil)
+		must("wait fired job", err)
+		if d.Job.Spec.Schedule != "routes-nightly" || d.Job.Spec.ScheduledAt == nil {
+			t.Errorf("fired job's spec %+v", d.Job.Spec)
+		}
+		all, err := c.ListSchedules(ctx)
+		must("list", err)
+		if len(all) == 0 {
+			t.Error("no schedules")
+		}
+		// A spec read back goes in again as it is.
+		s.Spec.Paused = false
+		s, err = c.UpdateSchedule(ctx, "routes-nightly", s.Spec)
+		must("update", err)
+		if s.Spec.Paused || s.Spec.Name != "routes-nightly" {
+			t.Errorf("updated %+v", s.Spec)
+		}
+		must("delete", c.DeleteSchedule(ctx, "routes-nightly"))
+		if _, err := c.GetSchedule(ctx, "routes-nightly"); !errors.Is(err, api.ErrNotFound) {
+			t.Errorf("deleted schedule: %v, want not found", err)
+		}
+	})
+
+	t.Run("workflows", func(t *testing.T) {
+		sub, err := c.SubmitWorkflow(ctx, api.WorkflowSpec{Name: "routes-wf", Jobs: []api.JobSpec{
+			{Name: "a", Command: []string{"false"}, MaxAttempts: api.Int(1)},
+			{Name: "b", Command: []string{"true"}, DependsOn: []string{"a"}},
+		}})
+		must("submit", err)
+		if _, err := c.WaitJob(ctx, sub.Jobs[1].ID, nil); err != nil {
+			t.Fatal(err)
+		}
+		wf, err := c.Consistent().GetWorkflow(ctx, sub.ID)
+		must("get", err)
+		if wf.Name != "routes-wf" || len(wf.JobList) != 2 || wf.JobList[1].State != api.JobSkipped {
+			t.Errorf("workflow %+v", wf)
+		}
+		list, err := c.ListWorkflows(ctx, api.WorkflowQuery{Limit: 1})
+		must("list", err)
+		if len(list.Workflows) != 1 {
+			t.Errorf("list %+v", list)
+		}
+		_, err = c.RetryWorkflow(ctx, sub.ID)
+		must("retry", err)
+		_, err = c.CancelWorkflow(ctx, sub.ID, "test over")
+		must("cancel", err)
+	})
+
+	t.Run("nodes and cluster", func(t *testing.T) {
+		nodes, err := c.ListNodes(ctx, api.NodeQuery{})
+		must("nodes", err)
+		if len(nodes.Nodes) != 1 || nodes.Summary.Total != 1 || nodes.Nodes[0].Capacity.CPU == 0 {
+			t.Fatalf("nodes %+v", nodes)
+		}
+		name := nodes.Nodes[0].Name
+		n, err := c.GetNode(ctx, name)
+		must("node", err)
+		if n.Name != name || n.Gossip != "alive" {
+			t.Errorf("node %+v", n)
+		}
+		_, err = c.NodeUsage(ctx, name)
+		must("usage", err)
+		n, err = c.SetEligibility(ctx, name, true)
+		must("eligibility", err)
+		if n.Eligibility != "eligible" {
+			t.Errorf("eligibility %q", n.Eligibility)
+		}
+		members, err := c.Members(ctx)
+		must("members", err)
+		if len(members) != 1 || !members[0].Leader {
+			t.Errorf("members %+v", members)
+		}
+		r, err := c.Raft(ctx)
+		must("raft", err)
+		if r.Node != name || r.Leader != name || r.AppliedIndex == 0 {
+			t.Errorf("raft %+v", r)
+		}
+		h, err := c.StateHash(ctx)
+		must("hash", err)
+		if h.Hash == "" || h.Index == 0 {
+			t.Errorf("hash %+v", h)
+		}
+	})
+
+	t.Run("namespaces", func(t *testing.T) {
+		ns, err := c.SetNamespace(ctx, "routes-team", api.NamespaceSpec{MaxRunning: api.Int(3), MaxCPU: 2000, MaxMemory: 1024})
+		must("set", err)
+		if !ns.Configured || ns.MaxRunning != 3 || ns.MaxCPU != 2000 || ns.MaxMemory != 1024 {
+			t.Errorf("namespace %+v", ns)
+		}
+		sub, err := c.WithNamespace("routes-team").SubmitJob(ctx, api.JobSpec{Command: []string{"true"}})
+		must("submit in namespace", err)
+		d, err := c.WithNamespace("routes-team").GetJob(ctx, sub.ID)
+		must("get in namespace", err)
+		if d.Job.Spec.Namespace != "routes-team" {
+			t.Errorf("job's namespace %q", d.Job.Spec.Namespace)
+		}
+		all, err := c.ListNamespaces(ctx)
+		must("list", err)
+		if len(all) == 0 {
+			t.Error("no namespaces")
+		}
+		must("delete", c.DeleteNamespace(ctx, "routes-team"))
+		got, err := c.GetNamespace(ctx, "routes-team")
+		if err == nil && got.Configured {
+			t.Errorf("deleted namespace still configured: %+v", got)
+		}
+	})
+
+	t.Run("tokens", func(t *testing.T) {
+		// The dev agent runs without --acl: no token is needed, and the
+		// list decodes.
+		_, err := c.ListTokens(ctx)
+		must("list tokens", err)
+	})
+}

@@ -1,0 +1,117 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+)
+
+// ListNamespaces lists the namespaces with a record or active jobs that
+// the token may read.
+func (c *Client) ListNamespaces(ctx context.Context) ([]NamespaceStatus, error) {
+	var out struct {
+		Namespaces []NamespaceStatus `json:"namespaces"`
+	}
+	if err := c.do(ctx, Request{Method: http.MethodGet, Path: "/v1/namespaces", read: true}, &out); err != nil {
+		return nil, err
+	}
+	return out.Namespaces, nil
+}
+
+// GetNamespace reads one namespace's quota, policy and usage.
+func (c *Client) GetNamespace(ctx context.Context, name string) (*NamespaceStatus, error) {
+	var out NamespaceStatus
+	if err := c.do(ctx, Request{Method: http.MethodGet, Path: namespacePath(name), read: true}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// SetNamespace creates or replaces a namespace's quota and policy.
+func (c *Client) SetNamespace(ctx context.Context, name string, spec NamespaceSpec) (*NamespaceStatus, error) {
+	var out NamespaceStatus
+	if err := c.do(ctx, Request{Method: http.MethodPut, Path: namespacePath(name), Body: spec, Idempotent: true}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// DeleteNamespace removes a namespace's quota and policy (its jobs stay).
+func (c *Client) DeleteNamespace(ctx context.Context, name string) error {
+	return c.do(ctx, Request{Method: http.MethodDelete, Path: namespacePath(name)}, nil)
+}
+
+func namespacePath(name string) string { return "/v1/namespaces/" + url.PathEscape(name) }
+
+// NodeUsage asks a node what its jobs use now.
+func (c *Client) NodeUsage(ctx context.Context, name string) (*NodeUsage, error) {
+	var out NodeUsage
+	if err := c.do(ctx, Request{Method: http.MethodGet, Path: nodePath(name) + "/usage"}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// Members lists the gossip members as the agent sees them.
+func (c *Client) Members(ctx context.Context) ([]Member, error) {
+	var out struct {
+		Members []Member `json:"members"`
+	}
+	if err := c.do(ctx, Request{Method: http.MethodGet, Path: "/v1/cluster/members"}, &out); err != nil {
+		return nil, err
+	}
+	return out.Members, nil
+}
+
+// Raft describes the agent's raft state.
+func (c *Client) Raft(ctx context.Context) (*RaftInfo, error) {
+	var out RaftInfo
+	if err := c.do(ctx, Request{Method: http.MethodGet, Path: "/v1/cluster/raft"}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// ACLBootstrap makes the first management token of a cluster with
+// --acl (once: a second call is ErrConflict).
+func (c *Client) ACLBootstrap(ctx context.Context) (*NewToken, error) {
+	var out NewToken
+	if err := c.do(ctx, Request{Method: http.MethodPost, Path: "/v1/acl/bootstrap"}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// CreateToken makes a token; its secret is in the answer only.
+func (c *Client) CreateToken(ctx context.Context, spec TokenSpec) (*NewToken, error) {
+	var out NewToken
+	if err := c.do(ctx, Request{Method: http.MethodPost, Path: "/v1/acl/tokens", Body: spec}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// ListTokens lists every token, without secrets.
+func (c *Client) ListTokens(ctx context.Context) ([]Token, error) {
+	var out struct {
+		Tokens []Token `json:"tokens"`
+	}
+	if err := c.do(ctx, Request{Method: http.MethodGet, Path: "/v1/acl/tokens"}, &out); err != nil {
+		return nil, err
+	}
+	return out.Tokens, nil
+}
+
+// DeleteToken revokes a token by its accessor ID.
+func (c *Client) DeleteToken(ctx context.Context, accessorID string) error {
+	return c.do(ctx, Request{Method: http.MethodDelete, Path: "/v1/acl/tokens/" + url.PathEscape(accessorID)}, nil)
+}
+
+// TokenSelf describes the client's own token.
+func (c *Client) TokenSelf(ctx context.Context) (*Token, error) {
+	var out Token
+	if err := c.do(ctx, Request{Method: http.MethodGet, Path: "/v1/acl/token/self"}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}

@@ -1,0 +1,113 @@
+package api
+
+import "time"
+
+// NamespaceSpec is a namespace's quota and policy, as set. Zero limits
+// are unlimited.
+type NamespaceSpec struct {
+	MaxRunning *int     `json:"max_running,omitempty"` // live attempts
+	MaxCPU     int64    `json:"max_cpu,omitempty"`     // millicores, summed over live attempts
+	MaxMemory  int64    `json:"max_memory,omitempty"`  // MiB, summed over live attempts
+	Drivers    []string `json:"drivers,omitempty"`     // the drivers its jobs may use; empty: any
+	AllowRoot  bool     `json:"allow_root,omitempty"`  // its jobs may run as root
+}
+
+// NamespaceUsage is what a namespace's jobs hold now.
+type NamespaceUsage struct {
+	Running int              `json:"running"`
+	CPU     int64            `json:"cpu"`
+	Memory  int64            `json:"memory"`
+	Jobs    map[JobState]int `json:"jobs,omitempty"`
+}
+
+// NamespaceStatus is a namespace's quota, policy and usage.
+type NamespaceStatus struct {
+	Name       string         `json:"name"`
+	Configured bool           `json:"configured"` // it has a record (else: defaults, active jobs only)
+	MaxRunning int            `json:"max_running"`
+	MaxCPU     int64          `json:"max_cpu"`
+	MaxMemory  int64          `json:"max_memory"`
+	Drivers    []string       `json:"drivers,omitempty"`
+	AllowRoot  bool           `json:"allow_root"`
+	Usage      NamespaceUsage `json:"usage"`
+}
+
+// NodeUsage is what a node's jobs use now, measured by that node.
+type NodeUsage struct {
+	Node            string    `json:"node"`
+	CPUSecondsTotal *float64  `json:"cpu_seconds_total,omitempty"`
+	MemoryBytes     *int64    `json:"memory_bytes,omitempty"`
+	At              time.Time `json:"at"`
+}
+
+// Member is a gossip member as one agent sees it.
+type Member struct {
+	Name     string `json:"name"`
+	Addr     string `json:"addr"`
+	HTTPAddr string `json:"http_addr"`
+	RaftAddr string `json:"raft_addr"`
+	Status   string `json:"status"`
+	RaftRole string `json:"raft_role"`
+	Voter    bool   `json:"voter"`
+	Leader   bool   `json:"leader"`
+	Version  string `json:"version,omitempty"`
+}
+
+// RaftServer is one server of the raft configuration.
+type RaftServer struct {
+	ID           string `json:"id"`
+	Address      string `json:"address"`
+	Suffrage     string `json:"suffrage"`
+	Role         string `json:"role"`
+	LastHeardAgo string `json:"last_heard_ago,omitempty"`
+}
+
+// RaftInfo is an agent's raft state.
+type RaftInfo struct {
+	Node          string            `json:"node"`
+	State         string            `json:"state"`
+	Leader        string            `json:"leader"`
+	LeaderAddr    string            `json:"leader_addr,omitempty"`
+	Term          uint64            `json:"term"`
+	CommitIndex   uint64            `json:"commit_index"`
+	AppliedIndex  uint64            `json:"applied_index"`
+	LastIndex     uint64            `json:"last_index"`
+	FirstIndex    uint64            `json:"first_index"`
+	SnapshotIndex uint64            `json:"snapshot_index"`
+	LastContact   string            `json:"last_contact,omitempty"`
+	Voters        int               `json:"voters"`
+	Servers       []RaftServer      `json:"servers,omitempty"`
+	Stats         map[string]string `json:"stats,omitempty"`
+}
+
+// ACLRole grants a role (read, submit, write, operator, management) in a
+// namespace ("": every namespace).
+type ACLRole struct {
+	Namespace string `json:"namespace,omitempty"`
+	Role      string `json:"role"`
+}
+
+// TokenSpec asks for a token.
+type TokenSpec struct {
+	Name      string     `json:"name,omitempty"`
+	Roles     []ACLRole  `json:"roles"`
+	TTL       Duration   `json:"ttl,omitempty"` // 0: never expires (unless ExpiresAt)
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+}
+
+// Token is a token as listed: never its secret.
+type Token struct {
+	AccessorID string    `json:"accessor_id"`
+	Name       string    `json:"name,omitempty"`
+	Roles      []ACLRole `json:"roles"`
+	CreatedAt  time.Time `json:"created_at"`
+	ExpiresAt  time.Time `json:"expires_at,omitzero"`
+	Expired    bool      `json:"expired,omitempty"`
+}
+
+// NewToken is a token just made, with its secret: the only time the
+// server shows it.
+type NewToken struct {
+	Token
+	Secret string `json:"secret"`
+}
