@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -31,9 +32,12 @@ func TestDevAgentRoutes(t *testing.T) {
 	must("ready", c.Ready(ctx))
 
 	t.Run("jobs", func(t *testing.T) {
+		// A label of this run only: the agent is shared by every test of
+		// the process, and -count runs them again on it.
+		suite := map[string]string{"suite": fmt.Sprintf("routes-%d", time.Now().UnixNano())}
 		subs, err := c.SubmitJobs(ctx, []api.JobSpec{
-			{Name: "routes-a", Command: api.Shell("echo out; echo err >&2"), Labels: map[string]string{"suite": "routes"}, Queue: "routes"},
-			{Name: "routes-b", Command: []string{"false"}, MaxAttempts: api.Int(1), Labels: map[string]string{"suite": "routes"}},
+			{Name: "routes-a", Command: api.Shell("echo out; echo err >&2"), Labels: suite, Queue: "routes"},
+			{Name: "routes-b", Command: []string{"false"}, MaxAttempts: api.Int(1), Labels: suite},
 		})
 		must("submit batch", err)
 		a, err := c.WaitJob(ctx, subs[0].ID, nil)
@@ -48,10 +52,10 @@ func TestDevAgentRoutes(t *testing.T) {
 		if stderr.String() != "err\n" {
 			t.Errorf("stderr %q", stderr.String())
 		}
-		list, err := c.Consistent().ListJobs(ctx, api.JobQuery{Labels: map[string]string{"suite": "routes"}, State: api.JobFailed})
+		list, err := c.Consistent().ListJobs(ctx, api.JobQuery{Labels: suite, State: api.JobFailed})
 		must("list", err)
 		if len(list.Jobs) != 1 || list.Jobs[0].ID != subs[1].ID {
-			t.Errorf("failed jobs labelled suite=routes: %+v", list.Jobs)
+			t.Errorf("failed jobs labelled %v: %+v", suite, list.Jobs)
 		}
 		counts, err := c.JobCounts(ctx)
 		must("counts", err)
