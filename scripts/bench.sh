@@ -40,6 +40,12 @@ port() { echo $((BASE + 10 * ($1 - 1))); }
 start_agent() { # i [extra args...]
   local i=$1; shift
   local p; p=$(port "$i")
+  # An agent left running on the port (another BENCH_DIR) would answer for the new one, which
+  # cannot bind: every figure would be that agent's.
+  if (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+    log "port $p is taken by another agent (a bench left running? scripts/bench.sh stop with its BENCH_DIR)"
+    exit 1
+  fi
   mkdir -p "$WORK/n$i"
   "$BIN" agent --name "bench$i" --data-dir "$WORK/n$i/data" --bind 127.0.0.1 --port "$p" \
     --default-driver process --log-level "${BENCH_LOG_LEVEL:-warn}" ${BENCH_AGENT_ARGS:-} "$@" >"$WORK/n$i/agent.log" 2>&1 &
