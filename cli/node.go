@@ -43,6 +43,17 @@ func nodeCommand() *ucli.Command {
 				},
 			},
 			{
+				Name:      "down",
+				Usage:     "declare a client dead now (when the leader holds the deaths of many silent clients); its jobs rerun once their lease is out",
+				ArgsUsage: "NAME",
+				Flags:     WithClientFlags(JSONFlag),
+				Action: func(c *ucli.Context) error {
+					return Error(nodeChange(c, func(cl *httpapi.Client, name string) (*httpapi.NodeDetail, error) {
+						return cl.MarkDown(c.Context, name)
+					}))
+				},
+			},
+			{
 				Name:      "usage",
 				Usage:     "what a node's jobs use now (CPU seconds so far, memory), measured by that node from its jobs cgroup",
 				ArgsUsage: "NAME",
@@ -148,6 +159,9 @@ func nodeChange(c *ucli.Context, fn func(*httpapi.Client, string) (*httpapi.Node
 		return PrintJSON(c, d)
 	}
 	msg := fmt.Sprintf("node %s is %s", d.Name, d.Eligibility)
+	if c.Command.Name == "down" {
+		msg = fmt.Sprintf("node %s is %s, with %d live attempt(s) to be declared lost once their lease is out", d.Name, d.Gossip, d.Running)
+	}
 	if d.Eligibility == fsm.Draining {
 		msg += fmt.Sprintf(" with %d running attempt(s)", d.Running)
 		if !d.DrainDeadline.IsZero() {

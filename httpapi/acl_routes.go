@@ -74,6 +74,7 @@ var Routes = map[string]RouteRule{
 	"GET /v1/nodes/{name}":              {PermRead, false},
 	"POST /v1/nodes/{name}/drain":       {PermOperator, false},
 	"POST /v1/nodes/{name}/eligibility": {PermOperator, false},
+	"POST /v1/nodes/{name}/down":        {PermOperator, false},
 	"GET /v1/queues":                    {PermRead, false},
 	"PUT /v1/queues/{name}":             {PermWrite, true}, // queues are shared: write on "*"
 

@@ -67,6 +67,15 @@ func (c *Client) DrainNode(ctx context.Context, name string, deadline time.Durat
 	return &out, nil
 }
 
+// MarkDown declares a client dead (POST /v1/nodes/{name}/down).
+func (c *Client) MarkDown(ctx context.Context, name string) (*NodeDetail, error) {
+	var out NodeDetail
+	if _, err := c.do(ctx, http.MethodPost, "/v1/nodes/"+url.PathEscape(name)+"/down", nil, nil, &out, nil); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
 // SetEligibility marks a node eligible or ineligible for new attempts.
 func (c *Client) SetEligibility(ctx context.Context, name string, e fsm.Eligibility) (*NodeDetail, error) {
 	var out NodeDetail

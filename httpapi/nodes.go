@@ -274,6 +274,27 @@ func (s *server) setEligibility(w http.ResponseWriter, r *http.Request) {
 	s.nodeChange(w, r, fsm.SetNodeState{Name: r.PathValue("name"), Eligibility: req.Eligibility})
 }
 
+// markDown handles POST /v1/nodes/{name}/down (leader only): an operator
+// declares a client dead, as its silence would, without waiting for the
+// mass-silence guard, which holds the deaths of clients that fell silent
+// together until an operator acts (cluster/DESIGN.md "Clients"). Its
+// attempts are declared lost once the lease has run out since the leader
+// last heard from it; a client that is in fact up and beating is committed
+// alive again by the leader. A raft member's liveness is gossip's.
+func (s *server) markDown(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	d, err := s.nodeDetail(name)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if d.Role != fsm.RoleClient {
+		s.writeError(w, r, fmt.Errorf("%w: node %s is a raft member: gossip decides whether it is alive (stop its agent, or remove it with foreman cluster raft remove-peer)", fsm.ErrConflict, name))
+		return
+	}
+	s.nodeChange(w, r, fsm.SetNodeState{Name: name, Gossip: fsm.NodeDead})
+}
+
 // nodeChange applies a SetNodeState for a node that must exist and replies
 // with the node.
 func (s *server) nodeChange(w http.ResponseWriter, r *http.Request, cmd fsm.SetNodeState) {

@@ -44,6 +44,27 @@ func TestNodes(t *testing.T) {
 		t.Fatalf("node detail %+v %v", d, err)
 	}
 
+	// down: only a client, which it commits dead; a raft member's liveness
+	// is gossip's, and neither refusal changes anything.
+	a.cluster.must(fsm.CmdUpsertNode, fsm.UpsertNode{Node: fsm.Node{Name: "c1", HTTPAddr: "127.0.0.1:1", Role: fsm.RoleClient,
+		Capacity: fsm.Resources{CPU: 1000, MemoryMB: 1024}, Drivers: []string{"process"}}})
+	for _, tc := range []struct {
+		node, want string
+		code       int
+	}{{"n1", "is a raft member", http.StatusConflict}, {"nope", "nope", http.StatusNotFound}} {
+		before := a.f.AppliedIndex()
+		if code, body := a.do("POST", "/v1/nodes/"+tc.node+"/down", ""); code != tc.code || !strings.Contains(body, tc.want) {
+			t.Errorf("down %s: %d %s, want %d naming %q", tc.node, code, body, tc.code, tc.want)
+		}
+		if a.f.AppliedIndex() != before {
+			t.Errorf("down %s changed the state", tc.node)
+		}
+	}
+	d, err = a.client.MarkDown(ctx, "c1")
+	if err != nil || d.Gossip != fsm.NodeDead || d.Role != fsm.RoleClient {
+		t.Fatalf("down c1: %+v %v", d, err)
+	}
+
 	bad := []struct{ path, body, want string }{
 		{"/v1/nodes/n1/eligibility", `{"eligibility":"draining"}`, "drain"},
 		{"/v1/nodes/n1/eligibility", `{"eligibility":"maybe"}`, "eligibility: must be eligible or ineligible"},

@@ -353,6 +353,10 @@ func TestOpenAPIContract(t *testing.T) {
 	call(http.StatusOK, "GET", "/v1/nodes/n1/usage", "")
 	call(http.StatusOK, "POST", "/v1/nodes/w1/drain", `{"deadline":"10m"}`)
 	call(http.StatusOK, "POST", "/v1/nodes/w1/eligibility", `{"eligibility":"eligible"}`)
+	call(http.StatusConflict, "POST", "/v1/nodes/w1/down", "")
+	a.cluster.must(fsm.CmdUpsertNode, fsm.UpsertNode{Node: fsm.Node{Name: "c9", HTTPAddr: "127.0.0.1:1", Role: fsm.RoleClient,
+		Capacity: fsm.Resources{CPU: 1000, MemoryMB: 1024}, Drivers: []string{"process"}}})
+	call(http.StatusOK, "POST", "/v1/nodes/c9/down", "")
 	call(http.StatusNotFound, "GET", "/v1/nodes/nope", "")
 	call(http.StatusOK, "PUT", "/v1/queues/etl", `{"max_running":4}`)
 	call(http.StatusOK, "GET", "/v1/queues", "")
@@ -384,7 +388,7 @@ func TestOpenAPIContract(t *testing.T) {
 		"getJobResult", "listArtifacts", "getArtifact", "getJobTasks", "putCheckpoint", "getCheckpoint", "streamEvents",
 		"submitWorkflow", "listWorkflows", "getWorkflow", "cancelWorkflow", "retryWorkflow",
 		"createSchedule", "listSchedules", "getSchedule", "replaceSchedule", "deleteSchedule", "triggerSchedule", "pauseSchedule", "resumeSchedule",
-		"listNodes", "getNode", "getNodeUsage", "drainNode", "setNodeEligibility", "listQueues", "setQueue",
+		"listNodes", "getNode", "getNodeUsage", "drainNode", "setNodeEligibility", "markNodeDown", "listQueues", "setQueue",
 		"listNamespaces", "getNamespace", "setNamespace", "deleteNamespace",
 		"listMembers", "getRaft", "getStateHash", "joinCluster", "leaveCluster", "health", "ready", "getOpenAPI", "getMetrics", "listTokens", "aclBootstrap"} {
 		if !c.seen[op] {

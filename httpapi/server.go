@@ -159,6 +159,7 @@ func (s *server) routes() {
 	s.handle(m, "GET /v1/nodes/{name}/usage", s.nodeUsage)
 	s.handle(m, "POST /v1/nodes/{name}/drain", s.write(s.drainNode))
 	s.handle(m, "POST /v1/nodes/{name}/eligibility", s.write(s.setEligibility))
+	s.handle(m, "POST /v1/nodes/{name}/down", s.write(s.markDown))
 
 	s.scheduleRoutes(m)
 

@@ -210,6 +210,25 @@ func TestSystemClients(t *testing.T) {
 			t.Errorf("%s, stopped with SIGTERM, is %s now", nd.Name, nd.Gossip)
 		}
 	}
+
+	// node down: refused for a raft member; a client an operator declared
+	// dead that is in fact up and beating is committed alive again.
+	if r := runForeman(t, c.bin, leader.url(""), "node", "down", leader.name); r.code == 0 || !strings.Contains(r.stderr, "raft member") {
+		t.Errorf("node down %s (a server): exit %d %q, want a refusal naming a raft member", leader.name, r.code, r.stderr)
+	}
+	if r := runForeman(t, c.bin, leader.url(""), "node", "down", victim.name); r.code != 0 || !strings.Contains(r.stdout, "dead") {
+		t.Fatalf("node down %s: exit %d %q %q", victim.name, r.code, r.stdout, r.stderr)
+	}
+	if err := poll(measureTimeout, func() error {
+		for _, nd := range nodesOf(t, leader) {
+			if nd.Name == victim.name && nd.Gossip != "alive" {
+				return fmt.Errorf("%s is %s", nd.Name, nd.Gossip)
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Errorf("a beating client declared down was not committed alive again: %v", err)
+	}
 }
 
 func c1or2(clients []*agentProc, name string) *agentProc {
