@@ -39,7 +39,7 @@ func nodeCommand() *ucli.Command {
 				Action: func(c *ucli.Context) error {
 					return Error(nodeChange(c, func(cl *httpapi.Client, name string) (*httpapi.NodeDetail, error) {
 						return cl.DrainNode(c.Context, name, c.Duration("deadline"))
-					}))
+					}, eligibilityLine))
 				},
 			},
 			{
@@ -50,6 +50,8 @@ func nodeCommand() *ucli.Command {
 				Action: func(c *ucli.Context) error {
 					return Error(nodeChange(c, func(cl *httpapi.Client, name string) (*httpapi.NodeDetail, error) {
 						return cl.MarkDown(c.Context, name)
+					}, func(d *httpapi.NodeDetail) string {
+						return fmt.Sprintf("node %s is %s, with %d live attempt(s) to be declared lost once their lease is out", d.Name, d.Gossip, d.Running)
 					}))
 				},
 			},
@@ -72,7 +74,7 @@ func nodeCommand() *ucli.Command {
 					e := fsm.Eligibility(c.Args().Get(1))
 					return Error(nodeChange(c, func(cl *httpapi.Client, name string) (*httpapi.NodeDetail, error) {
 						return cl.SetEligibility(c.Context, name, e)
-					}))
+					}, eligibilityLine))
 				},
 			},
 		},
@@ -143,7 +145,7 @@ func nodeSummaryLine(l *httpapi.NodeList) string {
 	return line
 }
 
-func nodeChange(c *ucli.Context, fn func(*httpapi.Client, string) (*httpapi.NodeDetail, error)) error {
+func nodeChange(c *ucli.Context, fn func(*httpapi.Client, string) (*httpapi.NodeDetail, error), say func(*httpapi.NodeDetail) string) error {
 	if c.NArg() < 1 {
 		return Exitf(2, "%s needs a node NAME", c.Command.FullName())
 	}
@@ -158,18 +160,20 @@ func nodeChange(c *ucli.Context, fn func(*httpapi.Client, string) (*httpapi.Node
 	if c.Bool("json") {
 		return PrintJSON(c, d)
 	}
+	fmt.Fprintln(Stdout(c), say(d))
+	return nil
+}
+
+// eligibilityLine is what node drain and node eligibility print.
+func eligibilityLine(d *httpapi.NodeDetail) string {
 	msg := fmt.Sprintf("node %s is %s", d.Name, d.Eligibility)
-	if c.Command.Name == "down" {
-		msg = fmt.Sprintf("node %s is %s, with %d live attempt(s) to be declared lost once their lease is out", d.Name, d.Gossip, d.Running)
-	}
 	if d.Eligibility == fsm.Draining {
 		msg += fmt.Sprintf(" with %d running attempt(s)", d.Running)
 		if !d.DrainDeadline.IsZero() {
 			msg += " until " + d.DrainDeadline.Local().Format(time.RFC3339)
 		}
 	}
-	fmt.Fprintln(Stdout(c), msg)
-	return nil
+	return msg
 }
 
 func queueCommand() *ucli.Command {

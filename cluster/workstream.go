@@ -400,12 +400,15 @@ func (n *Node) serveWork(ctx context.Context, w http.ResponseWriter, node string
 	// timer, so streams whose pings follow confirmations never wake for it.
 	keepAlive := time.NewTimer(n.cfg.WorkStreams.PingInterval)
 	defer keepAlive.Stop()
+	flush := func() error {
+		keepAlive.Reset(n.cfg.WorkStreams.PingInterval)
+		return rc.Flush()
+	}
 	send := func(f WorkFrame) error {
 		if err := enc.Encode(f); err != nil {
 			return err
 		}
-		keepAlive.Reset(n.cfg.WorkStreams.PingInterval)
-		return rc.Flush()
+		return flush()
 	}
 	// By hand: thousands of streams each send one per beat interval.
 	writePing := func() error {
@@ -413,8 +416,7 @@ func (n *Node) serveWork(ctx context.Context, w http.ResponseWriter, node string
 		if _, err := w.Write(ping); err != nil {
 			return err
 		}
-		keepAlive.Reset(n.cfg.WorkStreams.PingInterval)
-		return rc.Flush()
+		return flush()
 	}
 	for {
 		wake := n.workWaker.next(node) // before the read: a change after it wakes us

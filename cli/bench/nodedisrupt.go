@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -33,11 +34,14 @@ type disruptResult struct {
 	Failed    int     `json:"failed"`           // held jobs that failed
 }
 
-// holdJobs submits k long jobs for the clients and waits until each is held.
-func holdJobs(ctx context.Context, cl *httpapi.Client, f *simFleet, run string, k int, timeout time.Duration) ([]string, error) {
+// holdJobs submits k long jobs (bench-long: a sim holds one until the run
+// ends) for the clients and waits until each is held.
+func holdJobs(ctx context.Context, cl *httpapi.Client, f *simFleet, run string, k int, timeout time.Duration) (map[string]bool, error) {
 	spec := noopSpec(run, "")
 	spec.Name = "bench-long"
 	spec.Constraints = []string{"sim == " + run}
+	three := 3
+	spec.MaxAttempts = &three
 	specs := make([]httpapi.JobSpecInput, k)
 	for i := range specs {
 		specs[i] = spec
@@ -46,13 +50,11 @@ func holdJobs(ctx context.Context, cl *httpapi.Client, f *simFleet, run string, 
 	if err != nil {
 		return nil, fmt.Errorf("submit long jobs: %w", err)
 	}
-	ids := make([]string, 0, k)
 	jobs := map[string]bool{}
 	for _, s := range subs {
-		ids = append(ids, s.ID)
 		jobs[s.ID] = true
 	}
-	return ids, waitFor(ctx, timeout, func() (bool, string) {
+	return jobs, waitFor(ctx, timeout, func() (bool, string) {
 		held := 0
 		for _, js := range f.holders(jobs) {
 			held += len(js)
@@ -62,9 +64,9 @@ func holdJobs(ctx context.Context, cl *httpapi.Client, f *simFleet, run string, 
 }
 
 // judgeHeld counts held jobs that were rerun or failed.
-func judgeHeld(ctx context.Context, cl *httpapi.Client, ids []string, r *disruptResult) error {
-	r.Held = len(ids)
-	for _, id := range ids {
+func judgeHeld(ctx context.Context, cl *httpapi.Client, jobs map[string]bool, r *disruptResult) error {
+	r.Held = len(jobs)
+	for id := range jobs {
 		j, err := cl.GetJob(ctx, id, false)
 		if err != nil {
 			return fmt.Errorf("job %s: %w", id, err)
@@ -79,90 +81,75 @@ func judgeHeld(ctx context.Context, cl *httpapi.Client, ids []string, r *disrupt
 	return nil
 }
 
-// reattach waits until every live client has had a beat confirmed after t.
-func reattach(ctx context.Context, f *simFleet, t time.Time, timeout time.Duration) (time.Duration, error) {
+// settle waits until every live client has had a beat confirmed after t
+// (the end of a disruption), then counts what the disruption cost.
+func settle(ctx context.Context, f *simFleet, t time.Time, lost0 int64, timeout time.Duration, judge func(*disruptResult) error) (disruptResult, error) {
+	var r disruptResult
 	err := waitFor(ctx, timeout, func() (bool, string) {
 		n, live := f.confirmedSince(t)
 		return n == live, fmt.Sprintf("%d/%d clients confirmed again", n, live)
 	})
-	return time.Since(t), err
+	if err != nil {
+		return r, err
+	}
+	r.ReattachS = round3(time.Since(t).Seconds())
+	r.FalseLost = f.falseLost.Load() - lost0
+	return r, judge(&r)
 }
 
 // starve runs 4 busy loops per core for d: a load of at least 4× the
 // cores, which starves the servers and the simulator alike.
 func starve(ctx context.Context, f *simFleet, d, timeout time.Duration, judge func(*disruptResult) error) (disruptResult, error) {
-	var r disruptResult
 	lost0 := f.falseLost.Load()
 	n := 4 * runtime.NumCPU()
 	cli.Stderrf("bench nodes: starving the machine for %s (%d busy loops)", d, n)
 	var burners []*exec.Cmd
-	defer func() {
+	stop := func() {
 		for _, b := range burners {
 			_ = b.Process.Kill()
 			_ = b.Wait()
 		}
-	}()
+		burners = nil
+	}
+	defer stop()
 	for range n {
 		b := exec.Command("sh", "-c", "while :; do :; done")
 		if err := b.Start(); err != nil {
-			return r, fmt.Errorf("start a busy loop: %w", err)
+			return disruptResult{}, fmt.Errorf("start a busy loop: %w", err)
 		}
 		burners = append(burners, b)
 	}
 	select {
 	case <-ctx.Done():
-		return r, ctx.Err()
+		return disruptResult{}, ctx.Err()
 	case <-time.After(d):
 	}
-	for _, b := range burners {
-		_ = b.Process.Kill()
-		_ = b.Wait()
-	}
-	burners = nil
-	took, err := reattach(ctx, f, time.Now(), timeout)
-	if err != nil {
-		return r, err
-	}
-	r.ReattachS = round3(took.Seconds())
-	r.FalseLost = f.falseLost.Load() - lost0
-	return r, judge(&r)
+	stop()
+	return settle(ctx, f, time.Now(), lost0, timeout, judge)
 }
 
 // killLeader kills the leader (a process on this host listening on
 // leaderAddr's port) with -9.
 func killLeader(ctx context.Context, f *simFleet, leaderAddr string, timeout time.Duration, judge func(*disruptResult) error) (disruptResult, error) {
-	var r disruptResult
-	_, portStr, err := splitHostPort(leaderAddr)
+	u, err := url.Parse(leaderAddr)
 	if err != nil {
-		return r, err
+		return disruptResult{}, err
 	}
-	port, _ := strconv.Atoi(portStr)
+	port, err := strconv.Atoi(u.Port())
+	if err != nil {
+		return disruptResult{}, fmt.Errorf("%s: no port", leaderAddr)
+	}
 	pid, err := pidListeningOn(port)
 	if err != nil {
-		return r, fmt.Errorf("the leader's process: %w", err)
+		return disruptResult{}, fmt.Errorf("the leader's process: %w", err)
 	}
 	lost0 := f.falseLost.Load()
 	cli.Stderrf("bench nodes: killing the leader (pid %d, %s) with -9", pid, leaderAddr)
 	killed := time.Now()
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-		return r, fmt.Errorf("kill the leader: %w", err)
+		return disruptResult{}, fmt.Errorf("kill the leader: %w", err)
 	}
-	took, err := reattach(ctx, f, killed, timeout)
-	if err != nil {
-		return r, err
-	}
-	r.ReattachS = round3(took.Seconds())
-	r.FalseLost = f.falseLost.Load() - lost0
-	return r, judge(&r)
-}
-
-func splitHostPort(url string) (host, port string, err error) {
-	hp := url[strings.Index(url, "://")+3:]
-	i := strings.LastIndexByte(hp, ':')
-	if i < 0 {
-		return "", "", fmt.Errorf("%s: no port", url)
-	}
-	return hp[:i], hp[i+1:], nil
+	return settle(ctx, f, killed, lost0, timeout, judge)
 }
 
 // pidListeningOn finds the process with a TCP socket listening on port

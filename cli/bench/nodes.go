@@ -254,9 +254,11 @@ func disrupt(c *ucli.Context, cl *httpapi.Client, f *simFleet, run string, serve
 	if err != nil {
 		return err
 	}
-	judge := func(r *disruptResult) error { return judgeHeld(ctx, cl, held, r) }
+	judgeVia := func(cl *httpapi.Client) func(*disruptResult) error {
+		return func(r *disruptResult) error { return judgeHeld(ctx, cl, held, r) }
+	}
 	if d > 0 {
-		r, err := starve(ctx, f, d, timeout, judge)
+		r, err := starve(ctx, f, d, timeout, judgeVia(cl))
 		if err != nil {
 			return fmt.Errorf("starve: %w", err)
 		}
@@ -286,8 +288,7 @@ func disrupt(c *ucli.Context, cl *httpapi.Client, f *simFleet, run string, serve
 		if err != nil {
 			return err
 		}
-		judge := func(r *disruptResult) error { return judgeHeld(ctx, survivor, held, r) }
-		r, err := killLeader(ctx, f, leaderAddr, timeout, judge)
+		r, err := killLeader(ctx, f, leaderAddr, timeout, judgeVia(survivor))
 		if err != nil {
 			return fmt.Errorf("kill the leader: %w", err)
 		}
@@ -342,34 +343,11 @@ func runOnSims(ctx context.Context, cl *httpapi.Client, f *simFleet, run, driver
 // killSims runs k long jobs on the sims, kills the sims holding them and
 // times the jobs' next attempts on other sims.
 func killSims(ctx context.Context, cl *httpapi.Client, f *simFleet, run string, k int, timeout time.Duration) (p50, mx float64, err error) {
-	spec := noopSpec(run, "")
-	spec.Name = "bench-long"
-	spec.Constraints = []string{"sim == " + run}
-	three := 3
-	spec.MaxAttempts = &three
-	specs := make([]httpapi.JobSpecInput, k)
-	for i := range specs {
-		specs[i] = spec
-	}
-	subs, err := cl.SubmitJobs(ctx, specs)
+	jobs, err := holdJobs(ctx, cl, f, run, k, timeout)
 	if err != nil {
-		return 0, 0, fmt.Errorf("submit long jobs: %w", err)
-	}
-	jobs := map[string]bool{}
-	for _, s := range subs {
-		jobs[s.ID] = true
-	}
-	var holders map[*sim][]string
-	if err := waitFor(ctx, timeout, func() (bool, string) {
-		holders = f.holders(jobs)
-		held := 0
-		for _, js := range holders {
-			held += len(js)
-		}
-		return held == k, fmt.Sprintf("%d/%d long jobs held", held, k)
-	}); err != nil {
 		return 0, 0, err
 	}
+	holders := f.holders(jobs)
 	var mu sync.Mutex
 	killedAt := map[string]time.Time{}
 	victims := map[string]bool{}
