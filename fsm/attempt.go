@@ -76,4 +76,8 @@ type Attempt struct {
 	Artifacts []Artifact `json:"artifacts,omitempty"`
 	// Task is set on the attempts of a gang's tasks (gang.go).
 	Task *GangTask `json:"task,omitempty"`
+	// GPUs are the exact devices the leader picked for this attempt from
+	// its node's GPUs (copies, so the node isolates them without a lookup);
+	// freed when the attempt ends.
+	GPUs []GPU `json:"gpus,omitempty"`
 }

@@ -57,6 +57,8 @@ type Node struct {
 	// RoleReplica for a raft non-voter that is never promoted, "" for a
 	// server (gossip carries the liveness of both).
 	Role string `json:"role,omitempty"`
+	// GPUs are the devices detection found on the node (gpu.go), by Index.
+	GPUs []GPU `json:"gpus,omitempty"`
 
 	Gossip        GossipState `json:"gossip"`
 	Eligibility   Eligibility `json:"eligibility"`
