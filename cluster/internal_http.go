@@ -28,8 +28,9 @@ const ForwardedHeader = "X-Foreman-Forwarded"
 // index (a follower catching up; sync.go), POST work/{node} (a client
 // outside raft learning its attempts and beating; workstream.go), POST
 // client-beats (a server relaying its clients' beats to the leader;
-// clientbeats.go) and POST reports/{node} (a client's attempt reports;
-// clientreports.go).
+// clientbeats.go), POST reports/{node} (a client's attempt reports;
+// clientreports.go) and GET voters (a fresh agent choosing its role;
+// voters.go).
 //
 // With Config.TLS, only callers that presented an agent certificate of the
 // cluster CA get through (RequireAgentCert); anyone else gets 403.
@@ -42,6 +43,7 @@ func (n *Node) InternalHandler() http.Handler {
 	mux.HandleFunc("POST "+InternalPrefix+"work/{node}", n.handleWork)
 	mux.HandleFunc("POST "+InternalPrefix+"client-beats", n.handleClientBeats)
 	mux.HandleFunc("POST "+InternalPrefix+"reports/{node}", n.handleClientReports)
+	mux.HandleFunc("GET "+InternalPrefix+"voters", n.handleVoters)
 	if n.cfg.TLS == nil {
 		return mux
 	}

@@ -23,6 +23,13 @@ const (
 	snapshotsKept = 2
 )
 
+// HasRaftState reports whether dataDir holds a raft log: the agent that
+// owns it has been a server.
+func HasRaftState(dataDir string) bool {
+	_, err := os.Stat(filepath.Join(dataDir, raftFile))
+	return err == nil
+}
+
 // OpenFSM opens the state file <dataDir>/fsm.db. A file that fsm reports as
 // corrupt is moved aside (fsm.db.corrupt-<unix>) and a fresh one is opened:
 // New then rebuilds it from the latest raft snapshot and raft replays the log

@@ -1,7 +1,10 @@
 package cluster_test
 
 import (
+	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -180,4 +183,38 @@ func TestReplicasAreNeverPromoted(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 	submit(t, c.Followers()[0])
+}
+
+// GET /v1/internal/voters, which a fresh agent with only --join asks to
+// choose its role: a forming cluster is short of voters, a formed one is
+// full, and a follower answers as the leader does.
+func TestVotersInfoTellsAFreshAgentItsRole(t *testing.T) {
+	c := clustertest.NewCluster(t, 1, clustertest.Options{Voters: 3})
+	c.WaitForLeader()
+	base := fmt.Sprintf("http://127.0.0.1:%d", c.Node(0).Port)
+	info, err := cluster.FetchVoters(t.Context(), http.DefaultClient, base)
+	if err != nil || info != (cluster.VotersInfo{Voters: 1, Target: 3}) || info.Full() {
+		t.Fatalf("one server of three: %+v, %v; want 1 voter of 3, not full", info, err)
+	}
+
+	c3 := clustertest.NewCluster(t, 3, clustertest.Options{Voters: 3})
+	c3.WaitForLeader()
+	c3.Eventually(10*time.Second, "three voters", func() error {
+		for _, nd := range c3.Nodes() {
+			info, err := cluster.FetchVoters(t.Context(), http.DefaultClient, fmt.Sprintf("http://127.0.0.1:%d", nd.Port))
+			if err != nil {
+				return err
+			}
+			if !info.Full() || info.Voters != 3 {
+				return fmt.Errorf("%s answers %+v", nd.Name, info)
+			}
+		}
+		return nil
+	})
+
+	srv := httptest.NewServer(http.NotFoundHandler()) // an agent from before the route
+	defer srv.Close()
+	if _, err := cluster.FetchVoters(t.Context(), http.DefaultClient, srv.URL); !errors.Is(err, cluster.ErrNoVotersRoute) {
+		t.Fatalf("a peer without the route: %v, want ErrNoVotersRoute", err)
+	}
 }

@@ -202,7 +202,9 @@ run_cluster() {
   bench throughput "$lead" throughput --jobs "$(q 5000 1000)" --batch 1000 --driver process || log "throughput failed"
   bench dag "$lead" dag --driver process --fan-out "$(q 10000 1000)" || log "dag failed"
   log "a fourth agent joins for the sleep waves"
-  start_agent 4 --join "127.0.0.1:$(port 1)"
+  # --role server: a raft non-voter, as later agents were before --role auto made them clients, so
+  # the figures compare with earlier builds.
+  start_agent 4 --role server --join "127.0.0.1:$(port 1)"
   wait_nodes 4
   bench sleep "$lead" sleep --jobs 20 --duration 2s --driver process || log "sleep failed"
   bench submit_c64 "$lead" submit --jobs "$(q 20000 5000)" --concurrency 64 || log "submit_c64 failed"
@@ -257,7 +259,9 @@ run_exec() {
   lead=$(leader_addr)
   bench throughput "$lead" throughput --jobs "$tp" --batch 1000 --driver process || log "throughput failed"
   log "a fourth agent joins for the sleep waves"
-  start_agent 4 --join "127.0.0.1:$(port 1)"
+  # --role server: a raft non-voter, as later agents were before --role auto made them clients, so
+  # the figures compare with earlier builds.
+  start_agent 4 --role server --join "127.0.0.1:$(port 1)"
   wait_nodes 4
   lead=$(leader_addr)
   bench sleep "$lead" sleep --jobs 20 --duration 2s --driver process || log "sleep failed"

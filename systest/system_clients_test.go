@@ -16,9 +16,11 @@ type clientNode struct {
 	Gossip string `json:"gossip"`
 }
 
-// startClients starts n client agents (--role client) beside c's servers,
-// on the servers' 127.X.Y subnet, each labelled sysnode=<name> and
-// kind=client, and waits until the leader records them alive.
+// startClients starts n agents beside c's servers with only --join, as
+// the README starts every later host: --role auto makes them clients, the
+// cluster having its 3 voters. They sit on the servers' 127.X.Y subnet,
+// each labelled sysnode=<name> and kind=client; it waits until the leader
+// records them alive as clients.
 func startClients(t *testing.T, c *sysCluster, n int) []*agentProc {
 	t.Helper()
 	s0 := c.agents[0]
@@ -30,7 +32,7 @@ func startClients(t *testing.T, c *sysCluster, n int) []*agentProc {
 	var clients []*agentProc
 	for i := 1; i <= n; i++ {
 		name := fmt.Sprintf("c%d", i)
-		args := append([]string{"--role", "client", "--label", "sysnode=" + name, "--label", "kind=client",
+		args := append([]string{"--label", "sysnode=" + name, "--label", "kind=client",
 			"--default-driver", "process"}, join...)
 		clients = append(clients, startAgentAt(t, c.bin, name, filepath.Join(c.root, name, "data"),
 			fmt.Sprintf("%s.%d", prefix, 10+i), s0.base, args...))

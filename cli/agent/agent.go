@@ -46,7 +46,7 @@ type agentConfig struct {
 	tls               *certs.Store
 	requireClientCert bool // the API port requires a client certificate
 	maxConnsPerIP     int
-	role              string // RoleServer or RoleClient
+	role              string // RoleServer, RoleReplica, RoleClient, or RoleAuto until resolveRole
 }
 
 // Command is `foreman agent`; version is what this node advertises.
@@ -56,14 +56,14 @@ func Command(version string) *ucli.Command {
 		Usage: "run an agent: a server (a raft member that schedules when leader) or a client; both run jobs",
 		Description: `Every host runs one agent. --dev starts a throwaway single-node cluster on 127.0.0.1.
 For a real cluster start the first servers with --bootstrap-expect N and --join one another;
-later agents only --join (they become non-voters and still run jobs).
---role client makes an agent a client: outside raft, it holds no copy of the cluster state and
-runs what one of the servers named by --join streams to it (the way to grow past a few dozen hosts).
+later agents only --join the servers: they become clients, outside raft, holding no copy of the
+cluster state and running what one of the servers streams to them (the way to grow past a few
+dozen hosts). --role server or --role replica makes a later agent a raft member instead.
 --config FILE reads any of these flags from a YAML file (key = flag name without --, e.g.
 "data-dir: /var/lib/foreman", "join: [10.0.0.10, 10.0.0.11]"); flags on the command line win.`,
 		Flags: []ucli.Flag{
 			configFlag(),
-			&ucli.StringFlag{Name: "role", Value: RoleServer, Usage: "server (a raft member: schedules when leader, serves the API, runs jobs), replica (a raft non-voter never promoted: serves reads, the API and client streams; needs --join) or client (outside raft: runs what a server's work stream gives it; needs --join)"},
+			&ucli.StringFlag{Name: "role", Value: RoleAuto, Usage: "auto (a server with --dev, --bootstrap-expect, --acl or no --join; else a server while the cluster lacks voters and a client once it has them; kept in the data dir), server (a raft member: schedules when leader, serves the API, runs jobs), replica (a raft non-voter never promoted: serves reads, the API and client streams; needs --join) or client (outside raft: runs what a server's work stream gives it; needs --join)"},
 			&ucli.BoolFlag{Name: "dev", Usage: "single node on 127.0.0.1 with a temporary data dir (unless --data-dir)"},
 			&ucli.StringFlag{Name: "data-dir", Usage: "where raft, state, logs and attempts live", EnvVars: []string{"FOREMAN_DATA_DIR"}},
 			&ucli.StringFlag{Name: "name", Usage: "unique node name (default: hostname)"},
@@ -72,7 +72,7 @@ runs what one of the servers named by --join streams to it (the way to grow past
 			&ucli.IntFlag{Name: "port", Value: cluster.DefaultPort, Usage: "base port: HTTP = BASE, raft = BASE+1, gossip = BASE+2"},
 			&ucli.StringSliceFlag{Name: "join", Usage: "HOST[:BASE] of any member to join (repeatable)"},
 			&ucli.IntFlag{Name: "bootstrap-expect", Usage: "bootstrap raft once this many fresh servers see each other"},
-			&ucli.IntFlag{Name: "voters", Value: 3, Usage: "number of raft voters (1, 3 or 5); later agents are non-voters"},
+			&ucli.IntFlag{Name: "voters", Value: 3, Usage: "number of raft voters (1, 3 or 5); later servers are non-voters, later --role auto agents clients"},
 			&ucli.StringSliceFlag{Name: "label", Usage: "node label k=v for constraints (repeatable)"},
 			&ucli.StringSliceFlag{Name: "resource", Usage: "named countable resource, e.g. gpu=4 (repeatable)"},
 			&ucli.StringFlag{Name: "cpu", Usage: "override the advertised CPU capacity (e.g. 4, 3500m)"},
@@ -120,6 +120,12 @@ runs what one of the servers named by --join streams to it (the way to grow past
 			if err != nil {
 				return ucli.Exit("foreman agent: "+err.Error(), 2)
 			}
+			if cfg.role == RoleAuto {
+				logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.logLevel}))
+				if cfg.role, err = resolveRole(c.Context, &cfg.cluster, logger); err != nil {
+					return ucli.Exit("foreman agent: "+err.Error(), 2)
+				}
+			}
 			if cfg.role == RoleClient {
 				return runClient(c.Context, cfg)
 			}
@@ -139,6 +145,10 @@ func agentConfigFrom(c *ucli.Context, version string) (*agentConfig, error) {
 	}
 	cfg.api.ACL = c.Bool("acl")
 	switch cfg.role = c.String("role"); cfg.role {
+	case RoleAuto:
+		if r := autoRoleWithoutAsking(c.Bool("dev"), cfg.api.ACL, c.Int("bootstrap-expect"), c.StringSlice("join")); r != "" {
+			cfg.role = r
+		}
 	case RoleServer:
 	case RoleReplica:
 		switch {
@@ -161,7 +171,7 @@ func agentConfigFrom(c *ucli.Context, version string) (*agentConfig, error) {
 			return nil, errors.New("--role client: not with --acl yet (a client cannot hold the cluster-internal secret; use TLS agent certificates)")
 		}
 	default:
-		return nil, fmt.Errorf("--role: %q is not one of server, replica, client", cfg.role)
+		return nil, fmt.Errorf("--role: %q is not one of auto, server, replica, client", cfg.role)
 	}
 	if err := cfg.logLevel.UnmarshalText([]byte(c.String("log-level"))); err != nil {
 		return nil, fmt.Errorf("--log-level: %q is not one of debug, info, warn, error", c.String("log-level"))
