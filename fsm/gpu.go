@@ -1,5 +1,10 @@
 package fsm
 
+import (
+	"strconv"
+	"strings"
+)
+
 // GPU is one device a node advertises. Detection on the node fills it
 // (exec/gpu); it lives in the node's record so the leader can pick exact
 // devices, and a copy of each picked one goes with the attempt so the node
@@ -27,3 +32,35 @@ type GPU struct {
 
 // Healthy reports whether the leader may place work on g.
 func (g GPU) Healthy() bool { return g.Health == "" }
+
+// LinkScore ranks a link type for the placer: more bonded NVLinks first,
+// then the PCIe paths from the closest (PIX) to the farthest (SYS), as
+// go-gpuallocator's best-effort policy does. Unknown links score 0.
+func LinkScore(link string) int {
+	switch link {
+	case "PIX":
+		return 50
+	case "PXB":
+		return 40
+	case "PHB":
+		return 30
+	case "NODE":
+		return 20
+	case "SYS":
+		return 10
+	}
+	if n, ok := nvlinks(link); ok {
+		return 100 + n
+	}
+	return 0
+}
+
+// nvlinks reads "NV<n>".
+func nvlinks(link string) (int, bool) {
+	rest, ok := strings.CutPrefix(link, "NV")
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.Atoi(rest)
+	return n, err == nil && n > 0 && n < 1000
+}
