@@ -87,6 +87,53 @@ func TestSystemClients(t *testing.T) {
 			t.Errorf("logs through %s: exit %d, stdout %q, stderr %q", s.name, lr.code, lr.stdout, lr.stderr)
 		}
 	}
+	// A workflow across the clients: the child on c1 reads the result and
+	// the artifact its parent wrote on c2. A client knows no other node's
+	// address: it fetches them through a server, which proxies to c2.
+	var sub struct {
+		Jobs []struct{ Name, ID string } `json:"jobs"`
+	}
+	one := 1
+	wf := map[string]any{"name": "across-clients", "jobs": []map[string]any{
+		{"name": "parent", "driver": "process", "max_attempts": one, "constraints": []string{"sysnode == c2"},
+			"command": `printf "p-on-$FOREMAN_NODE" > "$FOREMAN_RESULT" && mkdir -p "$FOREMAN_ARTIFACTS/d" && printf art > "$FOREMAN_ARTIFACTS/d/f"`},
+		{"name": "child", "driver": "process", "max_attempts": one, "constraints": []string{"sysnode == c1"}, "depends_on": []string{"parent"},
+			"command": `test "$(cat "$FOREMAN_INPUTS/parent/result")" = p-on-c2 && test "$(cat "$FOREMAN_INPUTS/parent/artifacts/d/f")" = art`},
+	}}
+	if err := postJSON(leader.url("/v1/workflows"), wf, &sub); err != nil || len(sub.Jobs) != 2 {
+		t.Fatalf("submit the workflow: %v (%+v)", err, sub)
+	}
+	for _, jr := range sub.Jobs {
+		if jr.Name == "child" {
+			if j := waitJobState(t, leader, jr.ID, "succeeded"); j.latest().Node != "c1" {
+				t.Errorf("the child ran on %s, want c1", j.latest().Node)
+			}
+		}
+	}
+
+	// A job's checkpoint follows it from one client to the other: attempt
+	// 1, on c2 (c1 ineligible), writes it and is stopped by a drain's
+	// deadline; attempt 2, on c1, finds it, fetched through a server that
+	// relays it from c2.
+	cli := func(args ...string) {
+		t.Helper()
+		if r := runForeman(t, c.bin, leader.url(""), args...); r.code != 0 {
+			t.Fatalf("foreman %s: exit %d: %s", strings.Join(args, " "), r.code, r.stderr)
+		}
+	}
+	cli("node", "eligibility", "c1", "ineligible")
+	id = submitJob(t, leader, map[string]any{"name": "checkpointed", "driver": "process", "max_attempts": 3,
+		"constraints": []string{"kind == client"},
+		"command": `if [ -f "$FOREMAN_CHECKPOINT/from" ]; then test "$(cat "$FOREMAN_CHECKPOINT/from")" = c2 && test "$FOREMAN_NODE" = c1; exit; fi
+printf "$FOREMAN_NODE" > "$FOREMAN_CHECKPOINT/from" && exec sleep 600`})
+	waitJobState(t, leader, id, "running")
+	cli("node", "eligibility", "c1", "eligible")
+	cli("node", "drain", "c2", "--deadline", "1s")
+	if j := waitJobState(t, leader, id, "succeeded"); j.latest().Node != "c1" || j.attempt(1).Node != "c2" {
+		t.Errorf("the checkpointed job: %s; want attempt 1 on c2, the last on c1", j)
+	}
+	cli("node", "eligibility", "c2", "eligible")
+
 	if lr := runForeman(t, c.bin, clients[0].url(""), "node", "ls"); lr.code == 0 || !strings.Contains(lr.stderr, "client agent") {
 		t.Errorf("the API of a client: exit %d, stderr %q; want a refusal naming the servers", lr.code, lr.stderr)
 	}

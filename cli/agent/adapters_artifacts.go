@@ -66,23 +66,34 @@ func (a artifactFetcher) FetchArtifact(ctx context.Context, node, jobID string, 
 	if err != nil {
 		return err
 	}
+	// The holder answers once it has applied what this node knows: the
+	// parent's finish, which lists the artifact.
+	return fetchArtifact(ctx, a.hc, a.scheme+"://"+addr, a.acl.SetInternalAuth, "node "+node,
+		jobID, attempt, path, a.f.AppliedIndex(), out)
+}
+
+// fetchArtifact copies one artifact from the agent at base through its
+// internal artifact endpoint, which serves it from disk or proxies to the
+// node holding it; the agent answers once it has applied minIndex. from
+// names the source in errors.
+func fetchArtifact(ctx context.Context, hc *http.Client, base string, auth func(http.Header), from string,
+	jobID string, attempt int, path string, minIndex uint64, out io.Writer) error {
 	els := strings.Split(path, "/")
 	for i, e := range els {
 		els[i] = url.PathEscape(e)
 	}
-	u := a.scheme + "://" + addr + httpapi.InternalArtifactsPath + url.PathEscape(jobID) + "/" + strings.Join(els, "/") +
-		"?attempt=" + strconv.Itoa(attempt) +
-		// The holder answers once it has applied what this node knows:
-		// the parent's finish, which lists the artifact.
-		"&min_index=" + strconv.FormatUint(a.f.AppliedIndex(), 10)
+	u := base + httpapi.InternalArtifactsPath + url.PathEscape(jobID) + "/" + strings.Join(els, "/") +
+		"?attempt=" + strconv.Itoa(attempt) + "&min_index=" + strconv.FormatUint(minIndex, 10)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return err
 	}
-	a.acl.SetInternalAuth(req.Header)
-	resp, err := a.hc.Do(req)
+	if auth != nil {
+		auth(req.Header)
+	}
+	resp, err := hc.Do(req)
 	if err != nil {
-		return fmt.Errorf("artifact %s of %s from node %s: %w", path, jobID, node, err)
+		return fmt.Errorf("artifact %s of %s from %s: %w", path, jobID, from, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
@@ -91,17 +102,23 @@ func (a artifactFetcher) FetchArtifact(ctx context.Context, node, jobID string, 
 		if json.Unmarshal(b, &e) != nil || e.Error == "" {
 			e.Error = strings.TrimSpace(string(b))
 		}
-		return fmt.Errorf("artifact %s of %s from node %s: %s: %s", path, jobID, node, resp.Status, e.Error)
+		return &fetchStatusError{fmt.Errorf("artifact %s of %s from %s: %s: %s", path, jobID, from, resp.Status, e.Error)}
 	}
 	n, err := io.Copy(out, resp.Body)
 	if err != nil {
-		return fmt.Errorf("reading artifact %s of %s from node %s: %w", path, jobID, node, err)
+		return fmt.Errorf("reading artifact %s of %s from %s: %w", path, jobID, from, err)
 	}
 	if resp.ContentLength >= 0 && n != resp.ContentLength {
-		return fmt.Errorf("artifact %s of %s from node %s: got %d of %d bytes", path, jobID, node, n, resp.ContentLength)
+		return fmt.Errorf("artifact %s of %s from %s: got %d of %d bytes", path, jobID, from, n, resp.ContentLength)
 	}
 	return nil
 }
+
+// fetchStatusError is an answer other than 200: the agent was reached
+// and said no, so asking another server would not help.
+type fetchStatusError struct{ error }
+
+func (e *fetchStatusError) Unwrap() error { return e.error }
 
 // nodeUsage reads this node's jobs cgroup for GET /v1/nodes/{name}/usage.
 type nodeUsage struct{}

@@ -23,12 +23,22 @@ import (
 // cluster-internal secret under ACL, an agent certificate under TLS.
 const CheckpointsPath = "GET /v1/internal/checkpoints/{name}"
 
-// checkpointHandler serves CheckpointsPath from w.
-func checkpointHandler(w *exec.Worker) http.Handler {
+// checkpointHandler serves CheckpointsPath from w. On a server, relay
+// (non-nil) serves ?node=OTHER by fetching from that node: a client knows
+// no other node's address, so it asks a server (serverCheckpoints).
+func checkpointHandler(w *exec.Worker, relay exec.CheckpointFetcher, self string) http.Handler {
 	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		name := r.PathValue("name")
 		if !exec.ValidCheckpointName(name) {
 			http.Error(rw, fmt.Sprintf("name %q: not a checkpoint directory name", name), http.StatusBadRequest)
+			return
+		}
+		if node := r.URL.Query().Get("node"); node != "" && node != self {
+			if relay == nil {
+				http.Error(rw, fmt.Sprintf("node %q: this agent serves only its own checkpoints", node), http.StatusBadRequest)
+				return
+			}
+			relayCheckpoint(rw, r, relay, node, name)
 			return
 		}
 		// Errors before the first byte are a status; after it, the tar
@@ -76,17 +86,57 @@ func newCheckpointFetcher(f *fsm.FSM, acl *httpapi.ACL, peerTLS *tls.Config) che
 	return checkpointFetcher{f: f, acl: acl, client: &http.Client{Transport: tr}, scheme: scheme}
 }
 
+// relayCheckpoint streams node's checkpoint name to rw: errors before the
+// first byte are a status (404 for none), after it the stream is cut.
+func relayCheckpoint(rw http.ResponseWriter, r *http.Request, relay exec.CheckpointFetcher, node, name string) {
+	fw := &firstByteWriter{rw: rw}
+	err := relay.FetchCheckpoint(r.Context(), node, name, fw)
+	switch {
+	case err == nil && !fw.wrote:
+		rw.Header().Set("Content-Type", "application/x-tar")
+		rw.WriteHeader(http.StatusOK)
+	case err != nil && !fw.wrote && errors.Is(err, exec.ErrNoCheckpoint):
+		http.Error(rw, err.Error(), http.StatusNotFound)
+	case err != nil && !fw.wrote:
+		http.Error(rw, err.Error(), http.StatusBadGateway)
+	case err != nil:
+		panic(http.ErrAbortHandler) // cut the tar short: the reader fails on it
+	}
+}
+
+// firstByteWriter sets the tar content type before its first write.
+type firstByteWriter struct {
+	rw    http.ResponseWriter
+	wrote bool
+}
+
+func (f *firstByteWriter) Write(p []byte) (int, error) {
+	if !f.wrote {
+		f.rw.Header().Set("Content-Type", "application/x-tar")
+		f.wrote = true
+	}
+	return f.rw.Write(p)
+}
+
 func (c checkpointFetcher) FetchCheckpoint(ctx context.Context, node, name string, out io.Writer) error {
 	addr, err := peerAddr(c.f, node, "the checkpoint is")
 	if err != nil {
 		return err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.scheme+"://"+addr+"/v1/internal/checkpoints/"+url.PathEscape(name), nil)
+	return fetchCheckpoint(ctx, c.client, c.scheme+"://"+addr+"/v1/internal/checkpoints/"+url.PathEscape(name), c.acl.SetInternalAuth, node, out)
+}
+
+// fetchCheckpoint copies the tar stream at u (a CheckpointsPath URL) to
+// out; node names the holder in errors.
+func fetchCheckpoint(ctx context.Context, hc *http.Client, u string, auth func(http.Header), node string, out io.Writer) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return err
 	}
-	c.acl.SetInternalAuth(req.Header)
-	resp, err := c.client.Do(req)
+	if auth != nil {
+		auth(req.Header)
+	}
+	resp, err := hc.Do(req)
 	if err != nil {
 		return err
 	}
@@ -96,8 +146,8 @@ func (c checkpointFetcher) FetchCheckpoint(ctx context.Context, node, name strin
 		_, err = io.Copy(out, resp.Body)
 		return err
 	case http.StatusNotFound:
-		return fmt.Errorf("%w on node %s", exec.ErrNoCheckpoint, node)
+		return &fetchStatusError{fmt.Errorf("%w on node %s", exec.ErrNoCheckpoint, node)}
 	}
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
-	return fmt.Errorf("node %s: HTTP %d: %s", node, resp.StatusCode, b)
+	return &fetchStatusError{fmt.Errorf("node %s: HTTP %d: %s", node, resp.StatusCode, b)}
 }

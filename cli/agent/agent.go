@@ -473,7 +473,7 @@ func runAgent(parent context.Context, cfg *agentConfig) error {
 		PeerTLS:    peerTLS,
 		GossipKeys: keyringAdapter{node},
 	})
-	srv := newHTTPServer(routes(acl, api, node.InternalHandler(), checkpointHandler(worker), cfg.pprof, cfg.tls != nil), logger)
+	srv := newHTTPServer(routes(acl, api, node.InternalHandler(), checkpointHandler(worker, newCheckpointFetcher(f, acl, peerTLS), cfg.cluster.Name), cfg.pprof, cfg.tls != nil), logger)
 	srv.RegisterOnShutdown(node.StopWorkStreams) // clients move at once; Shutdown would wait for their streams
 	srvErr := make(chan error, 1)
 	go func() { srvErr <- srv.Serve(ln) }()

@@ -62,6 +62,8 @@ func runClient(parent context.Context, cfg *agentConfig) error {
 	hc := cluster.NewPeerClient(cc)
 	wc := newWorkClient(self, servers, hc, nil, cluster.ClientContactWindow, logger.With("component", "workclient"))
 	worker, err := exec.NewWorker(cfg.worker, exec.WorkerDeps{
+		Artifacts:     serverArtifacts{wc: wc, hc: hc},
+		Checkpoints:   serverCheckpoints{wc: wc, hc: hc},
 		Assignments:   wc,
 		Reporter:      exec.NewBatchingReporter(clientReports{wc: wc, hc: hc}),
 		LeaderContact: wc,
@@ -172,7 +174,7 @@ func clientRoutes(node string, servers []string, w *exec.Worker, wc *workClient)
 			rw.WriteHeader(http.StatusOK)
 		}
 	})
-	handle("GET /v1/jobs/{id}/artifacts/{path...}", func(rw http.ResponseWriter, r *http.Request) {
+	serveArtifact := func(rw http.ResponseWriter, r *http.Request) {
 		attempt, ok := proxiedAttempt(rw, r)
 		if !ok {
 			return
@@ -188,9 +190,17 @@ func clientRoutes(node string, servers []string, w *exec.Worker, wc *workClient)
 			return
 		}
 		defer f.Close()
+		if st, err := f.Stat(); err == nil {
+			rw.Header().Set("Content-Length", strconv.FormatInt(st.Size(), 10))
+		}
 		rw.Header().Set("Content-Type", "application/octet-stream")
 		_, _ = io.Copy(rw, f)
-	})
+	}
+	handle("GET /v1/jobs/{id}/artifacts/{path...}", serveArtifact)
+	// What a server proxies when a child elsewhere fetches its inputs.
+	handle("GET "+httpapi.InternalArtifactsPath+"{id}/{path...}", serveArtifact)
+	// What a server relays when a task's next attempt elsewhere resumes.
+	handle(CheckpointsPath, checkpointHandler(w, nil, node).ServeHTTP)
 	handle("/", func(rw http.ResponseWriter, r *http.Request) {
 		writeClientJSON(rw, http.StatusMisdirectedRequest, httpapi.ErrorBody{
 			Error: fmt.Sprintf("%s is a client agent (outside raft): it serves no API; ask a server: %s", node, strings.Join(servers, ", ")),
