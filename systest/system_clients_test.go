@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/chromedp/chromedp"
 )
 
 // clientNode is a node as GET /v1/nodes shows it.
@@ -148,6 +150,9 @@ printf "$FOREMAN_NODE" > "$FOREMAN_CHECKPOINT/from" && exec sleep 600`})
 	b.shot("nodes-clients")
 	b.open(leader.url("/ui/nodes/c2"), "dl.kv")
 	b.wait("role shown", `document.querySelector("dl.kv").textContent.includes("client (outside raft")`)
+	b.wait("a client can be declared down", `document.querySelector('[data-action="down"]') !== null`)
+	b.open(leader.url("/ui/nodes/"+leader.name), "dl.kv")
+	b.wait("a server cannot", `document.querySelector('[data-action="drain"]') !== null && document.querySelector('[data-action="down"]') === null`)
 
 	// kill -9 of the client running a long job: rerun on the other client.
 	d := newJobDir(t, c.root)
@@ -278,6 +283,11 @@ printf "$FOREMAN_NODE" > "$FOREMAN_CHECKPOINT/from" && exec sleep 600`})
 	}); err != nil {
 		t.Errorf("a beating client declared down was not committed alive again: %v", err)
 	}
+	// The same from the Node page's button.
+	b.open(leader.url("/ui/nodes/"+victim.name), `[data-action="down"]`)
+	b.run("declare down", chromedp.Click(chromedp.CSS(`[data-action="down"]`)), chromedp.WaitVisible(`[data-confirm="yes"]`),
+		chromedp.Click(chromedp.CSS(`[data-confirm="yes"]`)))
+	b.wait("the API took it", `document.body.textContent.includes("`+victim.name+` declared down")`)
 }
 
 func c1or2(clients []*agentProc, name string) *agentProc {

@@ -14,10 +14,18 @@ export function nodeActions(n, after) {
     if (!(await confirmDialog("Drain " + name + "?", h("p", null, "No new attempts are placed on it; running ones finish (no deadline).") , "Drain"))) return;
     try { await post("/v1/nodes/" + enc(name) + "/drain", {}); toast(name + " is draining"); after && after(); } catch (e) { toast(e.message, "error"); }
   };
+  // A client the leader still counts alive (the mass-silence guard may be
+  // holding its death): the operator declares it down (foreman node down).
+  const down = async () => {
+    if (!(await confirmDialog("Declare " + name + " down?", h("p", null, "It is committed dead now; its jobs rerun elsewhere once their lease has run out since the leader last heard it. If it is in fact beating, the leader marks it alive again."), "Declare down"))) return;
+    try { await post("/v1/nodes/" + enc(name) + "/down"); toast(name + " declared down"); after && after(); } catch (e) { toast(e.message, "error"); }
+  };
   const elig = (v) => async () => {
     try { await post("/v1/nodes/" + enc(name) + "/eligibility", { eligibility: v }); toast(name + ": " + v); after && after(); } catch (e) { toast(e.message, "error"); }
   };
   return h("span", { class: "actions" },
+    n.role === "client" && n.gossip !== "dead" && n.gossip !== "left"
+      ? guard(h("button", { type: "button", class: "danger", "data-action": "down", onclick: down }, "Declare down"), "operator") : "",
     guard(h("button", { type: "button", class: "danger", "data-action": "drain", disabled: n.eligibility === "draining", onclick: drain }, "Drain"), "operator"),
     guard(n.eligibility === "eligible"
       ? h("button", { type: "button", "data-action": "ineligible", onclick: elig("ineligible") }, "Make ineligible")
