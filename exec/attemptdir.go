@@ -49,6 +49,9 @@ type TaskFile struct {
 	CreatedAt     time.Time `json:"created_at"`
 	// ArtifactsMaxBytes caps what is kept of the artifacts (0: the default).
 	ArtifactsMaxBytes int64 `json:"artifacts_max_bytes,omitempty"`
+	// GPURoot and DeviceCgroup: Task's fields of the same names.
+	GPURoot      string `json:"gpu_root,omitempty"`
+	DeviceCgroup string `json:"device_cgroup,omitempty"`
 }
 
 // Result is result.json: how the attempt ended, as the supervisor saw it.

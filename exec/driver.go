@@ -49,6 +49,18 @@ type Task struct {
 	Stdout, Stderr *os.File
 	// ImageCache is the host directory where pulled images are kept by digest.
 	ImageCache string
+	// GPUs are the devices the leader picked for this attempt
+	// (fsm.Attempt.GPUs); a driver gives the job exactly these, and on a
+	// host with NVIDIA devices denies it every other (process_gpu.go).
+	GPUs []fsm.GPU
+	// GPURoot is the directory under which the host's NVIDIA files
+	// (/proc/devices, /proc/driver/nvidia, /dev/nvidia*, the ldcache and the
+	// driver's libraries) are read: "" or "/" in production, a fake root in
+	// tests.
+	GPURoot string
+	// DeviceCgroup is the cgroup path under which a process job on an
+	// NVIDIA host gets its device cgroup <DeviceCgroup>/<ID> ("": none).
+	DeviceCgroup string
 }
 
 // Handle controls a started task.

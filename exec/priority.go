@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/foreman-sched/foreman/exec/gpu"
 )
 
 // The control plane first. A node's raft heartbeats, gossip probes and API
@@ -217,29 +219,90 @@ func startJobLauncher() error {
 }
 
 // startJobProcess is os.StartProcess for a job: forked by the job launcher,
-// if there is one, so that the job starts below the agent. The trap: while
-// the launcher forks it holds the supervisor's one P (process attempts run
-// on one, supervisor.go), so the supervisor waits for one fork at the job's
-// priority; that is the job's own start, which waited as long before.
-func startJobProcess(path string, argv []string, attr *os.ProcAttr) (p *os.Process, err error) {
+// if there is one, so that the job starts below the agent, and inside its
+// device cgroup dc when it has one (GPU isolation, process_gpu.go). The
+// trap: while the launcher forks it holds the supervisor's one P (process
+// attempts run on one, supervisor.go), so the supervisor waits for one fork
+// at the job's priority; that is the job's own start, which waited as long
+// before.
+func startJobProcess(path string, argv []string, attr *os.ProcAttr, dc *gpu.DeviceCgroup) (*os.Process, error) {
+	if dc != nil && dc.V2 {
+		// v2: the fork clones straight into the device cgroup, a child of
+		// the jobs cgroup, so the cpu weight still applies. Never without
+		// it: there is no fallback that keeps the isolation.
+		fd, err := dc.FD()
+		if err != nil {
+			return nil, fmt.Errorf("gpu isolation: %w", err)
+		}
+		defer unix.Close(fd)
+		attr.Sys.UseCgroupFD, attr.Sys.CgroupFD = true, fd
+	}
 	l := jobLauncher
 	if l == nil {
-		return os.StartProcess(path, argv, attr)
+		if dc == nil || dc.V2 {
+			return os.StartProcess(path, argv, attr)
+		}
+		// v1 moves threads: fork from a thread of our own that joins the
+		// device cgroup. A thread that could not leave it again is not
+		// given back to the runtime (a locked goroutine's exit ends it).
+		var p *os.Process
+		var err error
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			runtime.LockOSThread()
+			var stuck bool
+			p, err, stuck = forkInDeviceCgroup(path, argv, attr, dc)
+			if !stuck {
+				runtime.UnlockOSThread()
+			}
+		}()
+		<-done
+		return p, err
 	}
-	if l.cgroupFD >= 0 {
+	useJobsFD := l.cgroupFD >= 0 && !attr.Sys.UseCgroupFD
+	if useJobsFD {
 		attr.Sys.UseCgroupFD, attr.Sys.CgroupFD = true, l.cgroupFD
 	}
+	var p *os.Process
+	var err error
 	done := make(chan struct{})
 	l.forks <- func() {
-		p, err = os.StartProcess(path, argv, attr)
-		close(done)
+		defer close(done)
+		if dc == nil || dc.V2 {
+			p, err = os.StartProcess(path, argv, attr)
+			return
+		}
+		// A launcher that could not leave the device cgroup stays in it:
+		// later jobs then get fewer devices, never more, and the cgroup
+		// cannot be removed, so Destroy fails and the supervisor is not
+		// recycled (recycle.go).
+		p, err, _ = forkInDeviceCgroup(path, argv, attr, dc)
 	}
 	<-done
-	if l.cgroupFD >= 0 && errors.Is(err, unix.ENOSYS) {
+	if useJobsFD && errors.Is(err, unix.ENOSYS) {
 		// No clone3 (kernel < 5.7): jobs start at the job nice only.
 		l.cgroupFD = -1
 		attr.Sys.UseCgroupFD = false
-		return startJobProcess(path, argv, attr)
+		return startJobProcess(path, argv, attr, dc)
 	}
 	return p, err
+}
+
+// forkInDeviceCgroup forks from the calling (locked) thread while it sits
+// in the v1 device cgroup dc. stuck: the thread is still in dc.
+func forkInDeviceCgroup(path string, argv []string, attr *os.ProcAttr, dc *gpu.DeviceCgroup) (p *os.Process, err error, stuck bool) {
+	back, err := dc.JoinThread()
+	if err != nil {
+		return nil, fmt.Errorf("gpu isolation: %w", err), false
+	}
+	p, err = os.StartProcess(path, argv, attr)
+	if berr := back(); berr != nil {
+		if p != nil {
+			p.Kill()
+			p.Wait()
+		}
+		return nil, fmt.Errorf("gpu isolation: %w", berr), true
+	}
+	return p, err, false
 }

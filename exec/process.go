@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/foreman-sched/foreman/exec/gpu"
 )
 
 // ProcessDriverName is the JobSpec.Driver value of the process driver.
@@ -75,17 +77,24 @@ func (*ProcessDriver) Start(ctx context.Context, t *Task) (Handle, error) {
 		}
 		sys.Credential = cred
 	}
+	env, dc, err := processGPU(t)
+	if err != nil {
+		return nil, err
+	}
 	started := time.Now()
 	p, err := startJobProcess(path, t.Spec.Command, &os.ProcAttr{
 		Dir:   t.WorkDir,
-		Env:   t.Env,
+		Env:   env,
 		Files: []*os.File{devnull, t.Stdout, t.Stderr},
 		Sys:   sys,
-	})
+	}, dc)
 	if err != nil {
+		if dc != nil {
+			dc.Remove()
+		}
 		return nil, fmt.Errorf("start %q: %w", t.Spec.Command[0], err)
 	}
-	return &processHandle{p: p, pgid: p.Pid, startedAt: started}, nil
+	return &processHandle{p: p, pgid: p.Pid, startedAt: started, dc: dc}, nil
 }
 
 // lookPath resolves argv[0] like a shell would, but against the job's PATH
@@ -165,6 +174,7 @@ type processHandle struct {
 	p         *os.Process
 	pgid      int
 	startedAt time.Time
+	dc        *gpu.DeviceCgroup // nil: no GPU isolation on this host
 
 	once   sync.Once
 	status ExitStatus
@@ -203,8 +213,15 @@ func (h *processHandle) Signal(sig syscall.Signal) error {
 }
 
 // Destroy implements Handle: kill whatever is left in the group (a job's
-// background children) so nothing outlives the attempt.
-func (h *processHandle) Destroy() error { return h.Signal(syscall.SIGKILL) }
+// background children) so nothing outlives the attempt, and remove the
+// job's device cgroup.
+func (h *processHandle) Destroy() error {
+	err := h.Signal(syscall.SIGKILL)
+	if h.dc != nil {
+		err = errors.Join(err, h.dc.Remove())
+	}
+	return err
+}
 
 // notFoundError reads `command "x" not found` and matches ErrCommandNotFound.
 type notFoundError struct{ cmd string }

@@ -229,6 +229,7 @@ func (r *attemptRun) start(ctx context.Context, a Assignment) (*leaseClient, err
 		Lease: fsm.Duration(w.cfg.LeaseDuration), LogMaxBytes: w.cfg.LogMaxBytes,
 		ImageCache: w.cfg.ImageCache, CreatedAt: time.Now().UTC(),
 		ArtifactsDir: artifactsDir(r.dir), ArtifactsMaxBytes: w.cfg.ArtifactsMaxBytes,
+		GPURoot: w.cfg.GPURoot, DeviceCgroup: w.cfg.deviceCgroup(),
 	}
 	// Two mkdirs, not MkdirAll + chmod: this is on every attempt's path.
 	// The dir may exist (a start that failed before task.json was written);

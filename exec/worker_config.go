@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"path"
 	"runtime"
 	"time"
 
@@ -156,6 +157,20 @@ type WorkerConfig struct {
 	// after KeepFinished.
 	ArtifactsMaxBytes     int64
 	ArtifactsNodeMaxBytes int64
+	// GPURoot is where the host's NVIDIA files are read ("" = "/"; a fake
+	// root in tests, `foreman agent --gpu-root`): drivers isolate each
+	// attempt's GPUs from what they find there (exec/gpu).
+	GPURoot string
+}
+
+// deviceCgroup is the cgroup path under which process jobs on an NVIDIA
+// host get their device cgroups: the process jobs' leaf of JobsCgroup.
+func (c *WorkerConfig) deviceCgroup() string {
+	parent := c.JobsCgroup
+	if parent == "" {
+		parent = "/foreman/" + c.Node
+	}
+	return path.Join(parent, ProcessJobsLeaf)
 }
 
 // DefaultWorkerConfig returns the defaults; Node and DataDir must be set.
@@ -191,6 +206,8 @@ func (c *WorkerConfig) Validate() error {
 	case len(c.DataDir) > maxDataDirLen:
 		// <data>/attempts/<26-char job ID>-<n>/lease.sock must fit a unix socket address (108 bytes).
 		return fmt.Errorf("%w: DataDir %q is longer than %d bytes (unix socket paths are limited)", ErrInvalidConfig, c.DataDir, maxDataDirLen)
+	case c.GPURoot != "" && !path.IsAbs(c.GPURoot):
+		return fmt.Errorf("%w: GPURoot %q must be an absolute path", ErrInvalidConfig, c.GPURoot)
 	case c.DefaultDriver == "":
 		return fmt.Errorf("%w: DefaultDriver is empty", ErrInvalidConfig)
 	case c.LeaseDuration <= 0:

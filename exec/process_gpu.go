@@ -1,0 +1,50 @@
+package exec
+
+import (
+	"fmt"
+	"os"
+	"path"
+
+	"github.com/foreman-sched/foreman/exec/gpu"
+)
+
+// devicesMount is where device cgroups are made (tests point it at the v2
+// hierarchy of a hybrid host).
+var devicesMount = gpu.DevicesMount
+
+// processGPU is a process attempt's GPU isolation, decided per attempt from
+// <GPURoot>/proc/devices: on a host without NVIDIA devices nothing changes.
+// Otherwise the job starts in a device cgroup that denies every NVIDIA
+// device it does not hold (a 0-GPU job: all of them), as Slurm's
+// ConstrainDevices does, and gets the GPU environment with ordinals
+// 0..n-1: CUDA enumerates only the devices the job can open. An agent that
+// is not root cannot make cgroups: its jobs see every device, so their
+// CUDA_VISIBLE_DEVICES holds the host's indices instead (docs: README GPUs).
+func processGPU(t *Task) (env []string, dc *gpu.DeviceCgroup, err error) {
+	root := t.GPURoot
+	if root == "" {
+		root = "/"
+	}
+	m, err := gpu.ReadMajors(root)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !m.Present() {
+		if len(t.GPUs) > 0 {
+			return nil, nil, fmt.Errorf("%w: the attempt holds %s but this host has no NVIDIA devices (no nvidia major in %s)", gpu.ErrBadRoot, t.GPUs[0].UUID, path.Join(root, "proc/devices"))
+		}
+		return t.Env, nil, nil
+	}
+	if os.Geteuid() != 0 || t.DeviceCgroup == "" {
+		return gpu.Env(t.Env, t.GPUs, true, gpu.HostIndex), nil, nil
+	}
+	mount, v2, err := devicesMount()
+	if err != nil {
+		return nil, nil, fmt.Errorf("gpu isolation: %w", err)
+	}
+	dc, err = gpu.NewDeviceCgroup(mount, v2, path.Join(t.DeviceCgroup, t.ID), gpu.DenyRules(m, t.GPUs))
+	if err != nil {
+		return nil, nil, fmt.Errorf("gpu isolation: %w", err)
+	}
+	return gpu.Env(t.Env, t.GPUs, true, gpu.Relative), dc, nil
+}
