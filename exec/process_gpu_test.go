@@ -23,7 +23,7 @@ import (
 // devices controller and, where the host mounts cgroup2 beside v1 (hybrid),
 // on v2's eBPF device filter.
 func TestProcessGPUIsolation(t *testing.T) {
-	root := gputest.New(t)
+	root := gputest.Devices(t)
 	mounts := map[string]func() (string, bool, error){"v1": gpu.DevicesMount}
 	if cgroup2(t, "/sys/fs/cgroup/unified") {
 		mounts["v2"] = func() (string, bool, error) { return "/sys/fs/cgroup/unified", true, nil }
@@ -106,7 +106,7 @@ func TestProcessGPUIsolation(t *testing.T) {
 // through the worker and a real supervisor (the job launcher, the task
 // file) with exactly its device and the GPU environment.
 func TestWorkerGPUAttempt(t *testing.T) {
-	root := gputest.New(t)
+	root := gputest.Devices(t)
 	cfg := testConfig(t, dataDir(t))
 	cfg.GPURoot = root.Dir
 	cfg.JobsCgroup = "/foreman-test-worker"

@@ -1,9 +1,9 @@
-// Package gputest builds fake GPU roots for tests: a directory laid out like
-// a host with an NVIDIA driver (/proc/devices, /proc/driver/nvidia, /dev,
-// the ldcache and the driver's libraries) whose "GPUs" are ordinary
-// character devices of the machine running the test, so the kernel's
-// device cgroup really allows or denies them.
 package gputest
+
+// Devices builds a fake GPU root for isolation tests: a directory laid out
+// like a host with an NVIDIA driver (/proc/devices, /proc/driver/nvidia,
+// /dev) whose "GPUs" are ordinary character devices of the machine running
+// the test, so the kernel's device cgroup really allows or denies them.
 
 import (
 	"fmt"
@@ -30,16 +30,16 @@ const (
 	Version  = "580.159.04"
 )
 
-// Root is a fake GPU root.
-type Root struct {
+// Host is a fake GPU root with working device nodes.
+type Host struct {
 	Dir  string
 	GPUs []fsm.GPU // the node's devices, by index
 }
 
-// New builds a fake root with two GPUs in a fresh directory. It needs root
+// Devices builds a fake root with two GPUs in a fresh directory. It needs root
 // (mknod) and the stand-in devices; without them it skips, or fails under
 // CI=true.
-func New(t testing.TB) *Root {
+func Devices(t testing.TB) *Host {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		Unavailable(t, "fake GPU devices need root (mknod)")
@@ -56,7 +56,7 @@ func New(t testing.TB) *Root {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	r := &Root{Dir: dir, GPUs: []fsm.GPU{
+	r := &Host{Dir: dir, GPUs: []fsm.GPU{
 		{UUID: "GPU-00000000-0000-0000-0000-00000000000a", Index: 0, Minor: 1, BusID: "0000:00:06.0", Model: "NVIDIA H200", MemoryMiB: 143771, Compute: "9.0"},
 		{UUID: "GPU-00000000-0000-0000-0000-00000000000b", Index: 1, Minor: 0, BusID: "0000:00:07.0", Model: "NVIDIA H200", MemoryMiB: 143771, Compute: "9.0"},
 	}}
@@ -73,9 +73,9 @@ func New(t testing.TB) *Root {
 }
 
 // Path is p under the root.
-func (r *Root) Path(p string) string { return filepath.Join(r.Dir, p) }
+func (r *Host) Path(p string) string { return filepath.Join(r.Dir, p) }
 
-func (r *Root) write(t testing.TB, p, content string) {
+func (r *Host) write(t testing.TB, p, content string) {
 	t.Helper()
 	full := r.Path(p)
 	if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
@@ -86,7 +86,7 @@ func (r *Root) write(t testing.TB, p, content string) {
 	}
 }
 
-func (r *Root) mknod(t testing.TB, p string, major, minor int) {
+func (r *Host) mknod(t testing.TB, p string, major, minor int) {
 	t.Helper()
 	full := r.Path(p)
 	if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
