@@ -224,6 +224,7 @@ var testdataSchemas = map[string]string{
 	"batches":       "BatchSubmitRequest",
 	"workflows":     "WorkflowInput",
 	"schedules":     "ScheduleInput",
+	"gpu":           "", // GPU host fixtures for exec/gpu, not specs
 }
 
 // TestOpenAPITestdata validates the example specs under testdata/ (YAML
@@ -240,6 +241,9 @@ func TestOpenAPITestdata(t *testing.T) {
 		schema, ok := testdataSchemas[strings.Split(filepath.ToSlash(rel), "/")[0]]
 		if !ok {
 			t.Errorf("testdata/%s: testdataSchemas names no schema for it", rel)
+			return nil
+		}
+		if schema == "" {
 			return nil
 		}
 		b, err := os.ReadFile(path)
