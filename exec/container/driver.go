@@ -205,6 +205,12 @@ func (d *Driver) Start(ctx context.Context, t *exec.Task) (exec.Handle, error) {
 	}
 	spec.uid = eu.Uid
 	env = mergeEnv([]string{"PATH=" + defaultPath, "HOME=" + eu.Home}, env)
+	if spec.gpu, env, err = gpuSetup(t, view.image, env); err != nil {
+		return nil, err
+	}
+	if spec.gpu != nil {
+		view.extra = spec.gpu.bins
+	}
 	if err := view.lookPath(argv[0], env); err != nil {
 		return nil, err
 	}

@@ -59,6 +59,12 @@ func buildToolbox(t testing.TB) string {
 // non-root user, Entrypoint+Cmd that print a greeting.
 func toolboxImage(t testing.TB) v1.Image {
 	t.Helper()
+	return toolboxImageWith(t, nil)
+}
+
+// toolboxImageWith is toolboxImage with more regular files (path -> content).
+func toolboxImageWith(t testing.TB, files map[string][]byte) v1.Image {
+	t.Helper()
 	bin, err := os.ReadFile(buildToolbox(t))
 	if err != nil {
 		t.Fatal(err)
@@ -74,6 +80,9 @@ func toolboxImage(t testing.TB) v1.Image {
 	add(&tar.Header{Name: "bin/toolbox", Typeflag: tar.TypeReg, Mode: 0o755}, bin)
 	add(&tar.Header{Name: "etc/", Typeflag: tar.TypeDir, Mode: 0o755}, nil)
 	add(&tar.Header{Name: "etc/passwd", Typeflag: tar.TypeReg, Mode: 0o644}, []byte("root:x:0:0::/:/bin/toolbox\napp:x:1000:1000::/home/app:/bin/toolbox\n"))
+	for name, body := range files {
+		add(&tar.Header{Name: name, Typeflag: tar.TypeReg, Mode: 0o644}, body)
+	}
 	tw.Close()
 	b := buf.Bytes()
 	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil })
@@ -97,6 +106,12 @@ func toolboxImage(t testing.TB) v1.Image {
 
 func pushToolbox(t testing.TB) string {
 	t.Helper()
+	return pushImage(t, toolboxImage(t))
+}
+
+// pushImage serves img from an in-process registry and returns its reference.
+func pushImage(t testing.TB, img v1.Image) string {
+	t.Helper()
 	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
 	t.Cleanup(srv.Close)
 	ref := strings.TrimPrefix(srv.URL, "http://") + "/foreman/toolbox:test"
@@ -104,7 +119,7 @@ func pushToolbox(t testing.TB) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := remote.Write(r, toolboxImage(t)); err != nil {
+	if err := remote.Write(r, img); err != nil {
 		t.Fatal(err)
 	}
 	return ref

@@ -18,15 +18,19 @@ const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bi
 // before the container exists, so bad input fails with a clear error
 // instead of a shim exit code.
 type rootView struct {
-	image   string      // image rootfs, or ""
-	host    *hostRootfs // set when image == ""
-	workDir string      // host dir mounted at /task
+	image   string            // image rootfs, or ""
+	host    *hostRootfs       // set when image == ""
+	workDir string            // host dir mounted at /task
+	extra   map[string]string // files mounted at container paths (the driver's utilities)
 }
 
 // hostPath maps a container path to the host path the job would see, or
 // "" when nothing is mounted there. Symlinks resolve as if chrooted.
 func (v rootView) hostPath(p string) string {
 	p = path.Clean("/" + p)
+	if hp, ok := v.extra[p]; ok {
+		return hp
+	}
 	if rel, ok := strings.CutPrefix(p, TaskDir); ok && (rel == "" || rel[0] == '/') {
 		hp, err := securejoin.SecureJoin(v.workDir, rel)
 		if err != nil {

@@ -68,6 +68,7 @@ type containerSpec struct {
 	uid         int
 	cpuMilli    int64
 	memoryMB    int64
+	gpu         *containerGPU // nil: not an NVIDIA host
 }
 
 const (
@@ -161,7 +162,7 @@ func (d *Driver) buildConfig(s containerSpec) *configs.Config {
 		res.Unified = map[string]string{"memory.oom.group": "1"}
 	}
 
-	return &configs.Config{
+	cfg := &configs.Config{
 		Rootfs:          s.rootfs,
 		Readonlyfs:      true,
 		Hostname:        d.cfg.Hostname,
@@ -176,6 +177,8 @@ func (d *Driver) buildConfig(s containerSpec) *configs.Config {
 		ReadonlyPaths:   readonlyPaths,
 		Rlimits:         []configs.Rlimit{{Type: unix.RLIMIT_NOFILE, Hard: d.noFile, Soft: d.noFile}},
 	}
+	s.gpu.apply(cfg)
+	return cfg
 }
 
 func checkMemory(mb int64) error {

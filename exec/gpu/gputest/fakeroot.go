@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/foreman-sched/foreman/exec/gpu"
 	"github.com/foreman-sched/foreman/fsm"
 )
 
@@ -116,4 +117,61 @@ func OpenScript(paths ...string) string {
 		fmt.Fprintf(&b, "if (exec 3<%s) 2>/dev/null; then echo %s ok; else echo %s $( (exec 3<%s) 2>&1 | sed 's/.*: //'); fi\n", p, p, p, p)
 	}
 	return b.String()
+}
+
+// Driver lists the fake driver files InstallDriver lays out.
+type Driver struct {
+	// Libs maps each library's real file (in LibDir) to the names the
+	// ldcache looks it up by.
+	Libs map[string][]string
+	// Decoys are files a container must not get: a library of another
+	// driver version and a 32-bit copy.
+	Decoys []string
+	SMI    string // the host path of nvidia-smi
+}
+
+// LibDir is where the fake driver's libraries live, as on Debian hosts.
+const LibDir = "/usr/lib/x86_64-linux-gnu"
+
+// InstallDriver lays out the driver's user-space side in the root: the
+// compute libraries as <name>.so.<Version> with their SONAME symlinks, an
+// ldcache listing them (and a decoy of another version, a 32-bit copy and a
+// library that is not the driver's), and smi (an executable to copy) as
+// /usr/bin/nvidia-smi.
+func (r *Host) InstallDriver(t testing.TB, smi string) Driver {
+	t.Helper()
+	d := Driver{Libs: map[string][]string{
+		"libcuda.so." + Version:      {"libcuda.so.1", "libcuda.so"},
+		"libnvidia-ml.so." + Version: {"libnvidia-ml.so.1"},
+	}}
+	var entries []gpu.LDEntry
+	for file, names := range d.Libs {
+		r.write(t, LibDir+"/"+file, "fake "+file)
+		for _, n := range names {
+			if err := os.Symlink(file, r.Path(LibDir+"/"+n)); err != nil {
+				t.Fatal(err)
+			}
+			entries = append(entries, gpu.LDEntry{Name: n, Path: LibDir + "/" + n, Flags: 0x0303})
+		}
+	}
+	r.write(t, LibDir+"/libnvidia-cfg.so.470.57", "another driver's")
+	r.write(t, "/usr/lib/i386-linux-gnu/libnvidia-ml.so."+Version, "32-bit")
+	r.write(t, LibDir+"/libz.so.1", "not the driver's")
+	d.Decoys = []string{"libnvidia-cfg.so.470.57", "libnvidia-cfg.so.1"}
+	entries = append(entries,
+		gpu.LDEntry{Name: "libnvidia-cfg.so.1", Path: LibDir + "/libnvidia-cfg.so.470.57", Flags: 0x0303},
+		gpu.LDEntry{Name: "libnvidia-ml.so.1", Path: "/usr/lib/i386-linux-gnu/libnvidia-ml.so." + Version, Flags: 0x0003},
+		gpu.LDEntry{Name: "libz.so.1", Path: LibDir + "/libz.so.1", Flags: 0x0303},
+	)
+	r.write(t, "etc/ld.so.cache", string(gpu.EncodeLDCache(entries)))
+	b, err := os.ReadFile(smi)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.SMI = r.Path("usr/bin/nvidia-smi")
+	r.write(t, "usr/bin/nvidia-smi", string(b))
+	if err := os.Chmod(d.SMI, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return d
 }

@@ -5,23 +5,55 @@
 //	toolbox id                 print uid gid
 //	toolbox ls DIR             list DIR
 //	toolbox shim -- CMD...     a minimal PID 1: forward signals, reap, exit with CMD's status
+//	toolbox env                print the environment
+//	toolbox cat FILE           copy FILE to stdout
+//	toolbox open PATH...       print "PATH ok" or "PATH <error>" for each
+//	nvidia-smi -L              (installed under that name) a stand-in for the
+//	                           real one: one line per /dev/nvidiaN it can open
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 )
 
 func main() {
+	if filepath.Base(os.Args[0]) == "nvidia-smi" {
+		smi()
+		return
+	}
 	if len(os.Args) < 2 {
 		fmt.Println("toolbox")
 		return
 	}
 	switch os.Args[1] {
+	case "env":
+		for _, kv := range os.Environ() {
+			fmt.Println(kv)
+		}
+	case "cat":
+		b, err := os.ReadFile(os.Args[2])
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Stdout.Write(b)
+	case "open":
+		for _, p := range os.Args[2:] {
+			f, err := os.Open(p)
+			if err != nil {
+				fmt.Println(p, errors.Unwrap(err))
+				continue
+			}
+			f.Close()
+			fmt.Println(p, "ok")
+		}
 	case "echo":
 		fmt.Println(strings.Join(os.Args[2:], " "))
 	case "id":
@@ -40,6 +72,21 @@ func main() {
 	default:
 		fmt.Fprintln(os.Stderr, "unknown:", os.Args[1])
 		os.Exit(2)
+	}
+}
+
+// smi lists the GPUs this process can open, as `nvidia-smi -L` does.
+func smi() {
+	paths, _ := filepath.Glob("/dev/nvidia[0-9]*")
+	i := 0
+	for _, p := range paths {
+		f, err := os.Open(p)
+		if err != nil {
+			continue
+		}
+		f.Close()
+		fmt.Printf("GPU %d: stand-in (%s)\n", i, p)
+		i++
 	}
 }
 
