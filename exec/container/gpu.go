@@ -8,10 +8,13 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
+	securejoin "github.com/cyphar/filepath-securejoin"
 	devconf "github.com/opencontainers/cgroups/devices/config"
 	"github.com/opencontainers/runc/libcontainer/configs"
 	"golang.org/x/sys/unix"
+	cdispec "tags.cncf.io/container-device-interface/specs-go"
 
 	"github.com/foreman-sched/foreman/exec"
 	"github.com/foreman-sched/foreman/exec/gpu"
@@ -31,7 +34,80 @@ type containerGPU struct {
 	mask   []string
 	// bins maps container paths of the driver's utilities to host files,
 	// so a command such as nvidia-smi is found before the container exists.
-	bins map[string]string
+	bins  map[string]string
+	hooks configs.Hooks // from a CDI spec
+}
+
+// fromCDI takes the held GPUs' edits from the node's CDI specs instead of
+// the built-in recipe: their device nodes (allowed in the cgroup like the
+// recipe's), mounts, hooks and environment; foreman's GPU variables still
+// win over the spec's (its NVIDIA_VISIBLE_DEVICES=void included).
+func (g *containerGPU) fromCDI(root string, specs []gpu.CDISpec, gpus []fsm.GPU, env []string) ([]string, error) {
+	var names []string
+	for _, x := range gpus {
+		names = append(names, gpu.CDIName(specs, x))
+	}
+	e, err := gpu.ResolveCDI(root, specs, names)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrStart, err)
+	}
+	for _, n := range e.Nodes {
+		g.nodes = append(g.nodes, n.Node)
+	}
+	for _, m := range e.Mounts {
+		g.mounts = append(g.mounts, cdiMount(m))
+	}
+	for _, h := range e.Hooks {
+		name := configs.HookName(h.HookName)
+		if !slices.Contains(configs.KnownHookNames(), h.HookName) {
+			return nil, fmt.Errorf("%w: cdi: hook %s: unknown hookName %q", ErrStart, h.Path, h.HookName)
+		}
+		path, err := securejoin.SecureJoin(root, h.Path)
+		if err != nil {
+			return nil, fmt.Errorf("%w: cdi: hook %s: %v", ErrStart, h.Path, err)
+		}
+		cmd := &configs.Command{Path: path, Args: h.Args, Env: h.Env}
+		if h.Timeout != nil {
+			d := time.Duration(*h.Timeout) * time.Second
+			cmd.Timeout = &d
+		}
+		if g.hooks == nil {
+			g.hooks = configs.Hooks{}
+		}
+		g.hooks[name] = append(g.hooks[name], configs.NewCommandHook(cmd))
+	}
+	return gpu.Env(mergeEnv(env, e.Env), gpus, true, gpu.Relative), nil
+}
+
+// cdiMount turns a CDI mount into a libcontainer one: a bind unless it
+// names another type; options it knows become flags, the rest mount data.
+func cdiMount(m cdispec.Mount) *configs.Mount {
+	out := &configs.Mount{Source: m.HostPath, Destination: m.ContainerPath, Device: m.Type}
+	var data []string
+	for _, o := range m.Options {
+		switch o {
+		case "bind":
+			out.Flags |= unix.MS_BIND
+		case "rbind":
+			out.Flags |= unix.MS_BIND | unix.MS_REC
+		case "ro":
+			out.Flags |= unix.MS_RDONLY
+		case "rw":
+		case "nosuid":
+			out.Flags |= unix.MS_NOSUID
+		case "nodev":
+			out.Flags |= unix.MS_NODEV
+		case "noexec":
+			out.Flags |= unix.MS_NOEXEC
+		default:
+			data = append(data, o)
+		}
+	}
+	if out.Device == "" || out.Device == "bind" {
+		out.Device, out.Flags = "bind", out.Flags|unix.MS_BIND
+	}
+	out.Data = strings.Join(data, ",")
+	return out
 }
 
 // gpuSetup prepares t's GPUs (t.GPUs, read under t.GPURoot) for a container
@@ -57,6 +133,17 @@ func gpuSetup(t *exec.Task, image string, env []string) (*containerGPU, []string
 	g := &containerGPU{mask: otherGPUs(root, t.GPUs), bins: map[string]string{}}
 	if len(t.GPUs) == 0 {
 		return g, env, nil
+	}
+	specs, err := gpu.LoadCDI(root, gpu.CDIKind)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %v", ErrStart, err)
+	}
+	if len(specs) > 0 {
+		env, err = g.fromCDI(root, specs, t.GPUs, env)
+		if err != nil {
+			return nil, nil, err
+		}
+		return g, appendPath(env, "PATH", gpu.ContainerBinDir), nil
 	}
 	if g.nodes, err = gpu.Nodes(root, m, t.GPUs); err != nil {
 		return nil, nil, fmt.Errorf("%w: %v", ErrStart, err)
@@ -138,6 +225,9 @@ func (g *containerGPU) apply(cfg *configs.Config) {
 	cfg.Cgroups.Resources.Devices = append(cfg.Cgroups.Resources.Devices, gpu.AllowRules(g.nodes)...)
 	cfg.Mounts = append(cfg.Mounts, g.mounts...)
 	cfg.MaskPaths = append(slices.Clone(cfg.MaskPaths), g.mask...)
+	if g.hooks != nil {
+		cfg.Hooks = g.hooks
+	}
 }
 
 // appendPath appends dir to the colon list in env's key unless it is there.

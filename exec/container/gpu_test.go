@@ -210,3 +210,69 @@ func writeFile(t testing.TB, p string, b []byte) {
 		t.Fatal(err)
 	}
 }
+
+// TestContainerGPUCDI: on a node with a CDI spec for nvidia.com/gpu the
+// container gets what the spec names for the held GPU (by UUID, else by
+// index) instead of the built-in recipe: its device nodes (no nvidia-uvm
+// here, as the spec lists none), mounts, env and a createContainer hook
+// that really runs; foreman's GPU variables win over the spec's. A held
+// GPU the spec does not name is a clear start error.
+func TestContainerGPUCDI(t *testing.T) {
+	requireContainers(t)
+	host := gputest.Devices(t)
+	d := newTestDriver(t, nil)
+	g0, g1 := host.GPUs[0], host.GPUs[1]
+	hookOut := filepath.Join(t.TempDir(), "hook-ran")
+	writeFile(t, host.Path("usr/share/cdi-test/file"), []byte("mounted by cdi\n"))
+	writeFile(t, host.Path("usr/bin/cdi-hook"), []byte("#!/bin/sh\ncat > "+hookOut+"\n"))
+	os.Chmod(host.Path("usr/bin/cdi-hook"), 0o755)
+	writeFile(t, host.Path("etc/cdi/nvidia.yaml"), []byte(`cdiVersion: 0.5.0
+kind: nvidia.com/gpu
+devices:
+- name: "`+g0.UUID+`"
+  containerEdits:
+    deviceNodes:
+    - path: /dev/nvidia1
+- name: "1"
+  containerEdits:
+    deviceNodes:
+    - path: /dev/nvidia0
+containerEdits:
+  env:
+  - NVIDIA_VISIBLE_DEVICES=void
+  - FROM_CDI=yes
+  deviceNodes:
+  - path: /dev/nvidiactl
+  mounts:
+  - hostPath: /usr/share/cdi-test/file
+    containerPath: /tmp/cdi-file
+    options: [ro, nosuid, nodev, bind]
+  hooks:
+  - hookName: createContainer
+    path: /usr/bin/cdi-hook
+`))
+	script := "ls /dev | grep nvidia\n" + gputest.OpenScript("/dev/nvidia0") + "cat /tmp/cdi-file\necho $FROM_CDI $NVIDIA_VISIBLE_DEVICES $CUDA_VISIBLE_DEVICES\n"
+	task := newTask(t, testID(t), fsm.JobSpec{Command: sh(script)})
+	task.GPUs, task.GPURoot = []fsm.GPU{g1}, host.Dir // by index: the spec has no entry for its UUID
+	h, err := d.Start(context.Background(), task)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := waitFor(t, h)
+	h.Destroy()
+	out := readFile(t, task.Stdout.Name())
+	want := "nvidia0\nnvidiactl\n/dev/nvidia0 ok\nmounted by cdi\nyes " + g1.UUID + " 0\n"
+	if st.ExitCode != 0 || out != want {
+		t.Errorf("exit %d, job printed\n%s\nwant\n%s\nstderr: %s", st.ExitCode, out, want, readFile(t, task.Stderr.Name()))
+	}
+	if b, err := os.ReadFile(hookOut); err != nil || !strings.Contains(string(b), `"id":"`+task.ID+`"`) {
+		t.Errorf("the createContainer hook did not get the container's state: %q %v", b, err)
+	}
+
+	task = newTask(t, testID(t), fsm.JobSpec{Command: sh("true")})
+	host.GPUs[1].UUID = "GPU-not-in-the-spec"
+	host.GPUs[1].Index = 7
+	task.GPUs, task.GPURoot = []fsm.GPU{host.GPUs[1]}, host.Dir
+	_, err = d.Start(context.Background(), task)
+	assertErrorIs(t, err, ErrStart, "nvidia.com/gpu=7: no such device in "+host.Path("etc/cdi/nvidia.yaml")+" (it has: "+g0.UUID+", 1)")
+}
