@@ -48,3 +48,17 @@ func processGPU(t *Task) (env []string, dc *gpu.DeviceCgroup, err error) {
 	}
 	return gpu.Env(t.Env, t.GPUs, true, gpu.Relative), dc, nil
 }
+
+// warnIfGPUsUnconfined says once, at start, that an agent that is not root
+// on an NVIDIA host cannot confine process jobs to their GPUs.
+func warnIfGPUsUnconfined(cfg *WorkerConfig, log interface{ Warn(string, ...any) }) {
+	root := cfg.GPURoot
+	if root == "" {
+		root = "/"
+	}
+	if m, err := gpu.ReadMajors(root); err == nil && m.Present() && os.Geteuid() != 0 {
+		log.Warn("not root: process jobs are not confined to their GPUs (every job can open every /dev/nvidia*); CUDA_VISIBLE_DEVICES holds host indices")
+	} else if err != nil {
+		log.Warn("GPU isolation: cannot read the NVIDIA majors; GPU jobs will fail to start", "err", err)
+	}
+}

@@ -91,6 +91,7 @@ func NewWorker(cfg WorkerConfig, deps WorkerDeps) (*Worker, error) {
 	}
 	log = log.With("component", "exec")
 	warnIfJobUserCannotReach(&cfg, log)
+	warnIfGPUsUnconfined(&cfg, log)
 	return &Worker{
 		cfg: cfg, deps: deps,
 		log:            log,

@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# The GPU host check of issue 24: one prepared script of a few minutes, run as root on a host
+# with an NVIDIA GPU and no network. It builds nothing: it runs a carried bin/foreman, starts one
+# agent with no GPU flags (--dev, on its own port and data dir), and checks
+#   detection     the node lists the host's GPUs (UUIDs as nvidia-smi -L prints them)
+#   process       a --gpus 1 job sees one GPU, CUDA_VISIBLE_DEVICES=0 (torch matmul if torch imports)
+#   process-0     a job without GPUs cannot open /dev/nvidia0 (EPERM from the device cgroup)
+#   container     a --gpus 1 job in the host-rootfs container sees one GPU (torch if it imports)
+#   container-0   a container without GPUs has no /dev/nvidia* and cannot make one usable
+#   plain-image   `nvidia-smi -L` in a plain image (glibc only: no CUDA, no driver) lists one GPU
+# and prints a PASS/FAIL table; it exits 1 if anything failed. Needs the control-plane half of
+# issue 24 (`--gpus`, GPUs in the node record): without it it says so and exits 2.
+#
+#   FOREMAN_BIN (default bin/foreman)  PORT (17970)  OUT (/tmp/gpu-check)  KEEP=1 keeps OUT/agent
+set -uo pipefail
+BIN=$(realpath "${FOREMAN_BIN:-bin/foreman}")
+PORT=${PORT:-17970}
+OUT=${OUT:-/tmp/gpu-check}
+export FOREMAN_ADDR=http://127.0.0.1:$PORT
+rm -rf "$OUT" && mkdir -p "$OUT" && chmod 755 "$OUT"
+
+declare -a ROWS
+row() { ROWS+=("$(printf '%-12s %-5s %s' "$1" "$2" "$3")"); echo "[$2] $1: $3"; }
+table() {
+  echo
+  printf '%-12s %-5s %s\n' CHECK RESULT DETAIL
+  printf '%s\n' "${ROWS[@]}"
+}
+die() { echo "gpu-check: $*" >&2; exit 2; }
+
+[ "$(id -u)" = 0 ] || die "run as root (device cgroups and containers need it)"
+[ -x "$BIN" ] || die "no foreman binary at $BIN (carry bin/foreman; this script builds nothing)"
+"$BIN" run --help 2>&1 | grep -q -- '--gpus' ||
+  die "this foreman has no 'run --gpus' flag: the control-plane half of issue 24 (requests, assignment) is not in this binary"
+SMI=$(command -v nvidia-smi || ls /usr/local/nvidia/bin/nvidia-smi /usr/bin/nvidia-smi 2> /dev/null | head -1)
+[ -n "$SMI" ] || die "no nvidia-smi on PATH, in /usr/local/nvidia/bin or /usr/bin: is this a GPU host?"
+HOST_GPUS=$("$SMI" -L | grep -c '^GPU ')
+echo "host: $HOST_GPUS GPU(s) by $SMI; $(uname -r); cgroup $(stat -fc %T /sys/fs/cgroup)"
+TORCH=0
+python3 -c 'import torch' 2> /dev/null && TORCH=1
+echo "torch importable on the host: $TORCH"
+
+# The agent: no GPU flags at all.
+"$BIN" agent --dev --data-dir "$OUT/agent" --port "$PORT" > "$OUT/agent.log" 2>&1 &
+AGENT=$!
+trap 'kill $AGENT 2> /dev/null; wait $AGENT 2> /dev/null; [ "${KEEP:-0}" = 1 ] || rm -rf "$OUT/agent"' EXIT
+for _ in $(seq 1 150); do curl -sf "$FOREMAN_ADDR/v1/ready" > /dev/null && break; sleep 0.2; done
+curl -sf "$FOREMAN_ADDR/v1/ready" > /dev/null || { tail -20 "$OUT/agent.log"; die "the agent did not get ready"; }
+
+# 1. Detection: every UUID nvidia-smi prints is in the node record.
+"$BIN" node ls --json > "$OUT/nodes.json" 2>&1
+missing=""
+for uuid in $("$SMI" -L | sed -n 's/.*(UUID: \(GPU-[^)]*\)).*/\1/p'); do
+  grep -q "\"$uuid\"" "$OUT/nodes.json" || missing="$missing $uuid"
+done
+if [ "$HOST_GPUS" -gt 0 ] && [ -z "$missing" ]; then
+  row detection PASS "$HOST_GPUS GPU(s) in the node record, no --resource flag"
+else
+  row detection FAIL "not in 'node ls --json':${missing:- (nvidia-smi lists none)}"
+fi
+
+# run NAME EXPECT_EXIT -- foreman run args...: output in OUT/NAME.out, 0 when the exit matched.
+run() {
+  local name=$1 want=$2
+  shift 3
+  timeout 180 "$BIN" run --max-attempts 1 "$@" > "$OUT/$name.out" 2>&1
+  local rc=$?
+  [ "$rc" = "$want" ] || { echo "  $name: exit $rc, want $want; output:" && sed 's/^/    /' "$OUT/$name.out"; return 1; }
+}
+gpus_in() { grep -c '^GPU [0-9]*:' "$OUT/$1.out"; }
+
+TORCH_PY='import torch
+n = torch.cuda.device_count()
+a = torch.randn(4096, 4096, device="cuda")
+print("torch devices", n, "matmul", float((a @ a).abs().sum()) > 0, torch.cuda.get_device_name(0))'
+# What a --gpus 1 job runs (sh, not bash): its GPU variables, nvidia-smi -L, torch where it imports.
+JOB='echo CVD=$CUDA_VISIBLE_DEVICES UUIDS=$FOREMAN_GPU_UUIDS; "$SMI" -L
+if python3 -c "import torch" 2> /dev/null; then python3 -c "$TORCH_PY"; else echo "torch: not importable here"; fi'
+# Tries to open DEV; prints OPENED or the error.
+OPEN='if (exec 3< "$DEV") 2> /dev/null; then echo OPENED; else (exec 3< "$DEV") 2>&1; fi'
+MAJOR=$(awk '$2 == "nvidia-frontend" || $2 == "nvidia" { print $1; exit }' /proc/devices)
+
+# 2-5. Both drivers: one GPU, then none.
+for driver in process container; do
+  if run "$driver" 0 -- --driver "$driver" --gpus 1 --env "SMI=$SMI" --env "TORCH_PY=$TORCH_PY" -- sh -c "$JOB"; then
+    n=$(gpus_in "$driver")
+    cvd=$(sed -n 's/^CVD=\([^ ]*\).*/\1/p' "$OUT/$driver.out")
+    torch=$(grep '^torch devices' "$OUT/$driver.out")
+    [ "$TORCH" = 1 ] && [ -z "$torch" ] && torch="torch did not import in this driver"
+    [ "$torch" = "torch did not import in this driver" ] && [ "$driver" = process ] && torch=""
+    # torch must see exactly one device wherever it imports (the host rootfs container sees
+    # only what is under the host's /usr and /lib*).
+    if [ "$n" = 1 ] && [ "$cvd" = 0 ] && { [ -z "$torch" ] || echo "$torch" | grep -q '^torch devices 1 matmul True'; }; then
+      row "$driver" PASS "nvidia-smi -L: 1 GPU, CUDA_VISIBLE_DEVICES=0${torch:+; $torch}"
+    else
+      row "$driver" FAIL "nvidia-smi -L: $n GPU(s), CUDA_VISIBLE_DEVICES=$cvd; ${torch:-no torch line} (see $OUT/$driver.out)"
+    fi
+  else
+    row "$driver" FAIL "the job failed (see $OUT/$driver.out)"
+  fi
+done
+
+if run process-0 0 -- --driver process --env DEV=/dev/nvidia0 -- sh -c "$OPEN; echo CVD=[\$CUDA_VISIBLE_DEVICES]"; then
+  if grep -q 'Operation not permitted' "$OUT/process-0.out" && ! grep -q OPENED "$OUT/process-0.out"; then
+    row process-0 PASS "open /dev/nvidia0: Operation not permitted; $(grep CVD= "$OUT/process-0.out")"
+  else
+    row process-0 FAIL "$(head -c 200 "$OUT/process-0.out" | tr '\n' ' ')"
+  fi
+else
+  row process-0 FAIL "the job failed (see $OUT/process-0.out)"
+fi
+
+if run container-0 0 -- --driver container --env DEV=/dev/probe -- sh -c "ls /dev | grep nvidia; mknod /dev/probe c $MAJOR 0 && $OPEN"; then
+  if ! grep -q '^nvidia' "$OUT/container-0.out" && grep -q 'Operation not permitted' "$OUT/container-0.out"; then
+    row container-0 PASS "no /dev/nvidia*; a node it makes for $MAJOR:0: Operation not permitted"
+  else
+    row container-0 FAIL "$(head -c 200 "$OUT/container-0.out" | tr '\n' ' ')"
+  fi
+else
+  row container-0 FAIL "the job failed (see $OUT/container-0.out)"
+fi
+
+# 6. A plain image: nvidia-smi's glibc and nothing else (no CUDA, no driver), as a docker-save tar.
+IMG=$OUT/image
+mkdir -p "$IMG/rootfs"
+for lib in $(ldd "$SMI" | grep -o '/[^ ]*' | grep -v nvidia); do
+  mkdir -p "$IMG/rootfs$(dirname "$lib")" && cp -L "$lib" "$IMG/rootfs$lib"
+done
+(cd "$IMG/rootfs" && tar -cf ../layer.tar -- *)
+diff=$(sha256sum "$IMG/layer.tar" | cut -d' ' -f1)
+ARCH=$(uname -m | sed 's/x86_64/amd64/; s/aarch64/arm64/')
+printf '{"architecture":"%s","os":"linux","config":{"Env":["PATH=/usr/bin:/bin"]},"rootfs":{"type":"layers","diff_ids":["sha256:%s"]}}' "$ARCH" "$diff" > "$IMG/config.json"
+echo '[{"Config":"config.json","RepoTags":["plain:gpu"],"Layers":["layer.tar"]}]' > "$IMG/manifest.json"
+(cd "$IMG" && tar -cf ../plain.tar manifest.json config.json layer.tar)
+if run plain-image 0 -- --driver container --gpus 1 --image "docker-archive:$OUT/plain.tar" -- nvidia-smi -L; then
+  n=$(gpus_in plain-image)
+  if [ "$n" = 1 ]; then
+    row plain-image PASS "$(grep '^GPU ' "$OUT/plain-image.out" | head -1)"
+  else
+    row plain-image FAIL "nvidia-smi -L listed $n GPU(s) (see $OUT/plain-image.out)"
+  fi
+else
+  row plain-image FAIL "the job failed (see $OUT/plain-image.out)"
+fi
+
+table
+! printf '%s\n' "${ROWS[@]}" | grep -q ' FAIL '
