@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path"
+	"syscall"
 
 	"github.com/foreman-sched/foreman/exec/gpu"
 )
@@ -60,5 +61,28 @@ func warnIfGPUsUnconfined(cfg *WorkerConfig, log interface{ Warn(string, ...any)
 		log.Warn("not root: process jobs are not confined to their GPUs (every job can open every /dev/nvidia*); CUDA_VISIBLE_DEVICES holds host indices")
 	} else if err != nil {
 		log.Warn("GPU isolation: cannot read the NVIDIA majors; GPU jobs will fail to start", "err", err)
+	}
+}
+
+// removeStaleDeviceCgroups removes the device cgroups of process attempts
+// whose supervisors died before Destroy (live: the attempts still
+// supervised). A cgroup that still holds processes is left alone.
+func (w *Worker) removeStaleDeviceCgroups(live map[string]bool) {
+	mount, _, err := devicesMount()
+	if err != nil || os.Geteuid() != 0 {
+		return
+	}
+	parent := path.Join(mount, w.cfg.deviceCgroup())
+	es, err := os.ReadDir(parent)
+	if err != nil {
+		return
+	}
+	for _, e := range es {
+		if e.IsDir() && !live[e.Name()] {
+			// rmdir fails (EBUSY) while the cgroup has members.
+			if err := syscall.Rmdir(path.Join(parent, e.Name())); err == nil {
+				w.log.Info("removed a stale device cgroup", "cgroup", path.Join(w.cfg.deviceCgroup(), e.Name()))
+			}
+		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -122,6 +123,12 @@ func TestWorkerGPUAttempt(t *testing.T) {
 			return err != nil
 		})
 	})
+	// A device cgroup left by a supervisor that died: removed at start.
+	dev, _, _ := gpu.DevicesMount()
+	stale := filepath.Join(dev, cfg.JobsCgroup, "process", TaskID("job-dead", 1))
+	if err := os.MkdirAll(stale, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	state := newFakeState()
 	h := startWorker(t, state, cfg)
 	g := root.GPUs[0] // minor 1
@@ -136,9 +143,11 @@ func TestWorkerGPUAttempt(t *testing.T) {
 	if out != want {
 		t.Errorf("job printed\n%s\nwant\n%s", out, want)
 	}
-	dev, _, _ := gpu.DevicesMount()
 	if _, err := os.Stat(filepath.Join(dev, cfg.JobsCgroup, "process", TaskID("job-gpu", 1))); !os.IsNotExist(err) {
 		t.Errorf("the attempt's device cgroup is still there (err %v)", err)
+	}
+	if _, err := os.Stat(stale); !os.IsNotExist(err) {
+		t.Errorf("a dead attempt's device cgroup is still there (err %v)", err)
 	}
 }
 
@@ -192,4 +201,33 @@ func runProcess(t *testing.T, task *Task) (out, cgroupDir string) {
 func cgroup2(t *testing.T, dir string) bool {
 	var st unix.Statfs_t
 	return unix.Statfs(dir, &st) == nil && st.Type == unix.CGROUP2_SUPER_MAGIC
+}
+
+// BenchmarkProcessStartGPU is BenchmarkProcessStart's `true` on a fake GPU
+// host: the device cgroup (made, its rules applied, joined, removed) is
+// what a process job on an NVIDIA host pays over one elsewhere.
+func BenchmarkProcessStartGPU(b *testing.B) {
+	root := gputest.Devices(b)
+	work := b.TempDir()
+	for _, held := range []int{0, 1} {
+		b.Run(strconv.Itoa(held)+"gpu", func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				h, err := NewProcessDriver().Start(context.Background(), &Task{
+					ID: "bench-gpu", Spec: fsm.JobSpec{Command: []string{"true"}}, Env: []string{"PATH=" + defaultPath},
+					WorkDir: work, Stdout: os.Stderr, Stderr: os.Stderr,
+					GPUs: root.GPUs[:held], GPURoot: root.Dir, DeviceCgroup: "/foreman-test/process",
+				})
+				if err != nil {
+					b.Fatal(err)
+				}
+				h.Wait()
+				if err := h.Destroy(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+	dir, _, _ := gpu.DevicesMount()
+	os.Remove(dir + "/foreman-test/process")
+	os.Remove(dir + "/foreman-test")
 }

@@ -29,6 +29,7 @@ func (w *Worker) adopt(ctx context.Context) {
 			live[id] = true
 		}
 	}
+	w.removeStaleDeviceCgroups(live)
 	for _, d := range Drivers() {
 		if c, ok := d.(OrphanCleaner); ok {
 			if err := c.CleanupOrphans(live); err != nil {
