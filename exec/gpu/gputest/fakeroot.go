@@ -65,6 +65,7 @@ func Devices(t testing.TB) *Host {
 	r.write(t, "proc/driver/nvidia/version", "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  "+Version+"  Release Build  (dvs-builder@U22-I3-AE18-23-3)  Thu Oct 30 05:51:10 UTC 2025\nGCC version:  gcc version 12.3.0\n")
 	for _, g := range r.GPUs {
 		r.write(t, "proc/driver/nvidia/gpus/"+g.BusID+"/information", fmt.Sprintf("Model: \t\t %s\nIRQ:   \t\t 0\nGPU UUID: \t %s\nVideo BIOS: \t 96.00.af.00.01\nBus Type: \t PCIe\nDMA Size: \t 52 bits\nDMA Mask: \t 0xfffffffffffff\nBus Location: \t %s\nDevice Minor: \t %d\nGPU Excluded:\t No\n", g.Model, g.UUID, g.BusID, g.Minor))
+		r.write(t, "sys/bus/pci/devices/"+g.BusID+"/vendor", "0x10de\n")
 		r.mknod(t, fmt.Sprintf("dev/nvidia%d", g.Minor), GPUMajor, g.Minor)
 	}
 	r.mknod(t, "dev/nvidiactl", GPUMajor, 255)

@@ -7,13 +7,11 @@
 //	toolbox shim -- CMD...     a minimal PID 1: forward signals, reap, exit with CMD's status
 //	toolbox env                print the environment
 //	toolbox cat FILE           copy FILE to stdout
-//	toolbox open PATH...       print "PATH ok" or "PATH <error>" for each
 //	nvidia-smi -L              (installed under that name) a stand-in for the
 //	                           real one: one line per /dev/nvidiaN it can open
 package main
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -44,16 +42,6 @@ func main() {
 			os.Exit(1)
 		}
 		os.Stdout.Write(b)
-	case "open":
-		for _, p := range os.Args[2:] {
-			f, err := os.Open(p)
-			if err != nil {
-				fmt.Println(p, errors.Unwrap(err))
-				continue
-			}
-			f.Close()
-			fmt.Println(p, "ok")
-		}
 	case "echo":
 		fmt.Println(strings.Join(os.Args[2:], " "))
 	case "id":
