@@ -57,6 +57,9 @@ func Devices(t testing.TB) *Host {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil { // process jobs may run as nobody
+		t.Fatal(err)
+	}
 	r := &Host{Dir: dir, GPUs: []fsm.GPU{
 		{UUID: "GPU-00000000-0000-0000-0000-00000000000a", Index: 0, Minor: 1, BusID: "0000:00:06.0", Model: "NVIDIA H200", MemoryMiB: 143771, Compute: "9.0"},
 		{UUID: "GPU-00000000-0000-0000-0000-00000000000b", Index: 1, Minor: 0, BusID: "0000:00:07.0", Model: "NVIDIA H200", MemoryMiB: 143771, Compute: "9.0"},
