@@ -48,10 +48,14 @@ for _ in $(seq 1 150); do curl -sf "$FOREMAN_ADDR/v1/ready" > /dev/null && break
 curl -sf "$FOREMAN_ADDR/v1/ready" > /dev/null || { tail -20 "$OUT/agent.log"; die "the agent did not get ready"; }
 
 # 1. Detection: every UUID nvidia-smi prints is in the node record.
-"$BIN" node ls --json > "$OUT/nodes.json" 2>&1
-missing=""
-for uuid in $("$SMI" -L | sed -n 's/.*(UUID: \(GPU-[^)]*\)).*/\1/p'); do
-  grep -q "\"$uuid\"" "$OUT/nodes.json" || missing="$missing $uuid"
+for _ in $(seq 1 50); do # the first detection is in the node's record from its start; allow 10 s
+  "$BIN" node ls --json > "$OUT/nodes.json" 2>&1
+  missing=""
+  for uuid in $("$SMI" -L | sed -n 's/.*(UUID: \(GPU-[^)]*\)).*/\1/p'); do
+    grep -q "\"$uuid\"" "$OUT/nodes.json" || missing="$missing $uuid"
+  done
+  [ -z "$missing" ] && break
+  sleep 0.2
 done
 if [ "$HOST_GPUS" -gt 0 ] && [ -z "$missing" ]; then
   row detection PASS "$HOST_GPUS GPU(s) in the node record, no --resource flag"
