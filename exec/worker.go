@@ -48,6 +48,11 @@ type Worker struct {
 	// it wakes the log follows (logs.go) as soon as the output is whole.
 	endedMu sync.Mutex
 	ended   chan struct{}
+
+	// assignErr is the last error reading assignments (reconcile's
+	// goroutine only), said again only when it changes or after a while.
+	assignErr   string
+	assignErrAt time.Time
 }
 
 // attemptEnded returns a channel closed when the next attempt on this
@@ -197,9 +202,15 @@ func (w *Worker) pace(ctx context.Context, d time.Duration) bool {
 func (w *Worker) reconcile(ctx context.Context) (deferred bool) {
 	live, err := w.deps.Assignments.LiveAttempts(w.cfg.Node)
 	if err != nil {
-		w.log.Warn("read assignments", "err", err)
+		// Retried every few ms while it lasts (a client with no server
+		// yet): said when it changes, and again every half minute.
+		if msg := err.Error(); msg != w.assignErr || time.Since(w.assignErrAt) >= 30*time.Second {
+			w.log.Warn("read assignments", "err", err)
+			w.assignErr, w.assignErrAt = msg, time.Now()
+		}
 		return true
 	}
+	w.assignErr = ""
 	contact := w.deps.LeaderContact.InContactWithLeader()
 	synced := contact && w.deps.LeaderContact.InSync()
 	seen := make(map[string]bool, len(live))
