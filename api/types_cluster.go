@@ -83,7 +83,8 @@ type RaftInfo struct {
 // ACLRole grants a role (read, submit, write, operator, management) in a
 // namespace ("": every namespace).
 type ACLRole struct {
-	Namespace string `json:"namespace,omitempty"`
+	Namespace string `json:"namespace,omitempty"` // read, submit, write: a namespace or "*"
+	Node      string `json:"node,omitempty"`      // client: the client agent it speaks for, or "*"
 	Role      string `json:"role"`
 }
 

@@ -60,7 +60,7 @@ func aclCommand() *ucli.Command {
 						Usage: "create a token; prints its secret once",
 						Flags: WithClientFlags(JSONFlag,
 							&ucli.StringFlag{Name: "name", Usage: "a description"},
-							&ucli.StringSliceFlag{Name: "role", Required: true, Usage: "ROLE[:NAMESPACE] (repeatable): read:NS, submit:NS, write:NS (NS or *), operator, management"},
+							&ucli.StringSliceFlag{Name: "role", Required: true, Usage: "ROLE[:NAMESPACE] (repeatable): read:NS, submit:NS, write:NS (NS or *), operator, management; client:NODE (NODE or *) for a client agent"},
 							&ucli.DurationFlag{Name: "ttl", Usage: "expire after this long (default: never)"},
 						),
 						Action: func(c *ucli.Context) error { return Error(aclTokenCreate(c)) },
@@ -90,7 +90,7 @@ func aclCommand() *ucli.Command {
 	}
 }
 
-// ParseRole reads ROLE[:NAMESPACE].
+// ParseRole reads ROLE[:NAMESPACE], or client:NODE.
 func ParseRole(s string) (fsm.ACLRole, error) {
 	role, ns, _ := strings.Cut(strings.TrimSpace(s), ":")
 	switch role {
@@ -102,8 +102,13 @@ func ParseRole(s string) (fsm.ACLRole, error) {
 		if ns != "" {
 			return fsm.ACLRole{}, fmt.Errorf("--role %s: %s is cluster-wide and takes no namespace", s, role)
 		}
+	case httpapi.RoleClient:
+		if ns == "" {
+			return fsm.ACLRole{}, fmt.Errorf("--role %s: client needs the node it speaks for: client:NODE (or client:* for any)", s)
+		}
+		return fsm.ACLRole{Role: role, Node: ns}, nil
 	default:
-		return fsm.ACLRole{}, fmt.Errorf("--role %s: unknown role %q (want read, submit, write, operator or management)", s, role)
+		return fsm.ACLRole{}, fmt.Errorf("--role %s: unknown role %q (want read, submit, write, operator, management or client)", s, role)
 	}
 	return fsm.ACLRole{Role: role, Namespace: ns}, nil
 }
@@ -114,6 +119,9 @@ func rolesString(roles []fsm.ACLRole) string {
 		parts[i] = r.Role
 		if r.Namespace != "" {
 			parts[i] += ":" + r.Namespace
+		}
+		if r.Node != "" {
+			parts[i] += ":" + r.Node
 		}
 	}
 	return strings.Join(parts, ",")

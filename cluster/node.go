@@ -105,7 +105,10 @@ func New(cfg Config, f *fsm.FSM, self fsm.Node, logger *slog.Logger) (*Node, err
 		notifyCh: make(chan bool, 16), closing: make(chan struct{}), syncFlipped: make(chan struct{}, 1),
 		attached: newClientTable(), clientsHeard: newHeardClients(), workStop: make(chan struct{}),
 	}
-	n.workWaker = newWorkWaker(f.Events(), n.InContactWithLeader)
+	n.workWaker = newWorkWaker(f.Events(), n.InContactWithLeader, func() (s string) {
+		_ = f.View(func(tx *fsm.Tx) error { s = tx.ACLInternalSecret(); return nil })
+		return s
+	})
 	n.ld.init()
 	if cfg.InternalAuth != nil {
 		n.client.Transport = internalAuth{base: n.client.Transport, set: cfg.InternalAuth}

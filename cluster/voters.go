@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -43,12 +44,19 @@ func (n *Node) handleVoters(w http.ResponseWriter, r *http.Request) {
 // the route: an agent from before it, or a client.
 var ErrNoVotersRoute = fmt.Errorf("the peer does not serve %svoters", InternalPrefix)
 
+// ErrVotersRefused is FetchVoters' error for a server that refused the
+// agent's credential: asking again will not help.
+var ErrVotersRefused = errors.New("refused")
+
 // FetchVoters asks the agent at base (a URL from ServerURLs) for its
-// VotersInfo.
-func FetchVoters(ctx context.Context, hc *http.Client, base string) (VotersInfo, error) {
+// VotersInfo; auth (nil: none) adds a credential under ACL.
+func FetchVoters(ctx context.Context, hc *http.Client, base string, auth func(http.Header)) (VotersInfo, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+InternalPrefix+"voters", nil)
 	if err != nil {
 		return VotersInfo{}, err
+	}
+	if auth != nil {
+		auth(req.Header)
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
@@ -59,6 +67,8 @@ func FetchVoters(ctx context.Context, hc *http.Client, base string) (VotersInfo,
 	switch {
 	case resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusMethodNotAllowed:
 		return VotersInfo{}, ErrNoVotersRoute
+	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
+		return VotersInfo{}, fmt.Errorf("%w: %s: %s: %s", ErrVotersRefused, base, resp.Status, body)
 	case resp.StatusCode != http.StatusOK:
 		return VotersInfo{}, fmt.Errorf("%s: %s: %s", base, resp.Status, body)
 	}

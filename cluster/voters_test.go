@@ -192,7 +192,7 @@ func TestVotersInfoTellsAFreshAgentItsRole(t *testing.T) {
 	c := clustertest.NewCluster(t, 1, clustertest.Options{Voters: 3})
 	c.WaitForLeader()
 	base := fmt.Sprintf("http://127.0.0.1:%d", c.Node(0).Port)
-	info, err := cluster.FetchVoters(t.Context(), http.DefaultClient, base)
+	info, err := cluster.FetchVoters(t.Context(), http.DefaultClient, base, nil)
 	if err != nil || info != (cluster.VotersInfo{Voters: 1, Target: 3}) || info.Full() {
 		t.Fatalf("one server of three: %+v, %v; want 1 voter of 3, not full", info, err)
 	}
@@ -201,7 +201,7 @@ func TestVotersInfoTellsAFreshAgentItsRole(t *testing.T) {
 	c3.WaitForLeader()
 	c3.Eventually(10*time.Second, "three voters", func() error {
 		for _, nd := range c3.Nodes() {
-			info, err := cluster.FetchVoters(t.Context(), http.DefaultClient, fmt.Sprintf("http://127.0.0.1:%d", nd.Port))
+			info, err := cluster.FetchVoters(t.Context(), http.DefaultClient, fmt.Sprintf("http://127.0.0.1:%d", nd.Port), nil)
 			if err != nil {
 				return err
 			}
@@ -214,7 +214,7 @@ func TestVotersInfoTellsAFreshAgentItsRole(t *testing.T) {
 
 	srv := httptest.NewServer(http.NotFoundHandler()) // an agent from before the route
 	defer srv.Close()
-	if _, err := cluster.FetchVoters(t.Context(), http.DefaultClient, srv.URL); !errors.Is(err, cluster.ErrNoVotersRoute) {
+	if _, err := cluster.FetchVoters(t.Context(), http.DefaultClient, srv.URL, nil); !errors.Is(err, cluster.ErrNoVotersRoute) {
 		t.Fatalf("a peer without the route: %v, want ErrNoVotersRoute", err)
 	}
 }

@@ -11,7 +11,6 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -92,6 +91,10 @@ type WorkFrame struct {
 	// recent beat is acked.
 	Acked uint64          `json:"acked,omitempty"`
 	Work  json.RawMessage `json:"work,omitempty"`
+	// Key is fsm.ClientKey for the stream's node under ACL: what servers
+	// present when they call the client's port. Sent on the first frame
+	// and again when the cluster-internal secret rotates.
+	Key string `json:"key,omitempty"`
 }
 
 // UpFrame is one line of a work stream's request body: a hello first,
@@ -254,8 +257,8 @@ func readHello(up *bufio.Reader, node string) (fsm.Node, error) {
 		return fsm.Node{}, fmt.Errorf("hello: the first frame must be {\"type\":\"hello\",\"node\":{...}} (got type %q)", f.Type)
 	case f.Node.Name != node:
 		return fsm.Node{}, fmt.Errorf("hello: node.name %q differs from the stream's node %q", f.Node.Name, node)
-	case node == "" || len(node) > 128 || strings.ContainsAny(node, "/\x00"):
-		return fsm.Node{}, fmt.Errorf("node: %q is not a node name (1-128 bytes, no '/')", node)
+	case fsm.ValidNodeName(node) != nil:
+		return fsm.Node{}, fmt.Errorf("node: %w", fsm.ValidNodeName(node))
 	case f.Node.HTTPAddr == "":
 		return fsm.Node{}, errors.New("hello: node.http_addr must be set (servers proxy logs and artifacts there)")
 	}
@@ -410,8 +413,23 @@ func (n *Node) serveWork(ctx context.Context, w http.ResponseWriter, node string
 		}
 		return flush()
 	}
+	// The client's key goes on the next frame whenever the secret it
+	// derives from is not the one it was last derived from.
+	var keyFrom *string
+	newKey := func() string {
+		cur := n.workWaker.internalSecret()
+		if cur == keyFrom {
+			return ""
+		}
+		keyFrom = cur
+		return fsm.ClientKey(*cur, node)
+	}
 	// By hand: thousands of streams each send one per beat interval.
 	writePing := func() error {
+		if key := newKey(); key != "" {
+			return send(WorkFrame{Type: WorkFramePing, Index: n.fsm.AppliedIndex(), LeaderContact: n.workWaker.leaderContact(),
+				Acked: n.attached.acked(stream), Key: key})
+		}
 		ping = appendPing(ping[:0], n.fsm.AppliedIndex(), n.workWaker.leaderContact(), n.attached.acked(stream))
 		if _, err := w.Write(ping); err != nil {
 			return err
@@ -430,7 +448,7 @@ func (n *Node) serveWork(ctx context.Context, w http.ResponseWriter, node string
 			return fmt.Errorf("encode the work of %s: %w", node, err)
 		}
 		if !bytes.Equal(b, last) { // an event that changed nothing here sends nothing
-			if err := send(WorkFrame{Type: WorkFrameWork, Index: index, LeaderContact: n.workWaker.leaderContact(), Work: b}); err != nil {
+			if err := send(WorkFrame{Type: WorkFrameWork, Index: index, LeaderContact: n.workWaker.leaderContact(), Work: b, Key: newKey()}); err != nil {
 				return err
 			}
 			last = b

@@ -25,6 +25,11 @@ type workWaker struct {
 	// for its configuration: once per tick, not once per stream or ping).
 	contact   func() bool
 	inContact atomic.Bool
+	// secret reads the cluster-internal secret, kept in secretNow once per
+	// tick (a new pointer only when it changed): each stream hands its
+	// client the key derived from it (fsm.ClientKey) when it changes.
+	secret    func() string
+	secretNow atomic.Pointer[string]
 
 	mu      sync.Mutex
 	nodes   map[string]*nodeWake
@@ -44,9 +49,23 @@ type nodeWake struct {
 // leader for the streams' frames.
 const contactEvery = time.Second
 
-func newWorkWaker(ring *fsm.EventRing, contact func() bool) *workWaker {
-	return &workWaker{ring: ring, contact: contact, nodes: map[string]*nodeWake{}}
+func newWorkWaker(ring *fsm.EventRing, contact func() bool, secret func() string) *workWaker {
+	w := &workWaker{ring: ring, contact: contact, secret: secret, nodes: map[string]*nodeWake{}}
+	w.readSecret()
+	return w
 }
+
+// readSecret refreshes secretNow from the state.
+func (w *workWaker) readSecret() {
+	s := w.secret()
+	if cur := w.secretNow.Load(); cur == nil || *cur != s {
+		w.secretNow.Store(&s)
+	}
+}
+
+// internalSecret is the cluster-internal secret as of the last tick (a
+// pointer that changes only with the secret).
+func (w *workWaker) internalSecret() *string { return w.secretNow.Load() }
 
 // leaderContact is this server's contact with the leader as of the last
 // contact tick.
@@ -68,6 +87,7 @@ func (w *workWaker) join(node string) (leave func()) {
 		// state after join, so every change it could miss is after this.
 		pos, _ := w.ring.Tail()
 		w.inContact.Store(w.contact())
+		w.readSecret()
 		ctx, cancel := context.WithCancel(context.Background())
 		w.running, w.stop = true, cancel
 		go w.run(ctx, pos)
@@ -132,6 +152,7 @@ func (w *workWaker) run(ctx context.Context, pos uint64) {
 		case <-changed:
 		case <-tick.C:
 			w.inContact.Store(w.contact())
+			w.readSecret()
 		}
 	}
 }

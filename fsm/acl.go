@@ -65,6 +65,9 @@ func StoredNamespace(ns string) string {
 type ACLRole struct {
 	Role      string `json:"role"`
 	Namespace string `json:"namespace,omitempty"`
+	// Node is the client agent a "client" role speaks for ("*" = any):
+	// its work stream and reports, under its own name only.
+	Node string `json:"node,omitempty"`
 }
 
 // ACLToken is the replicated record of one token. SecretHash is the hex

@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"fmt"
 	"strings"
 	"time"
 )
@@ -83,4 +84,13 @@ func (n *Node) AllowsJobUser(spec string) bool {
 		}
 	}
 	return false
+}
+
+// ValidNodeName checks a node name as servers accept it from a client:
+// 1-128 bytes, no '/' or NUL.
+func ValidNodeName(name string) error {
+	if name == "" || len(name) > 128 || strings.ContainsAny(name, "/\x00") {
+		return fmt.Errorf("%q is not a node name (1-128 bytes, no '/')", name)
+	}
+	return nil
 }

@@ -35,6 +35,10 @@ const (
 	PermOperator   Permission = "operator"   // cluster-wide: nodes, drain, raft, snapshots, metrics
 	PermManagement Permission = "management" // cluster-wide: tokens; implies every other permission
 	PermInternal   Permission = "internal"   // node-to-node only: the cluster-internal secret
+	// PermClient: what a client agent calls on a server (its work stream,
+	// its reports, a parent's artifact, a checkpoint): the cluster-internal
+	// secret, or a token with the client role for the node the path names.
+	PermClient Permission = "client"
 )
 
 // The fixed roles a token can carry. read, submit and write are per
@@ -46,6 +50,8 @@ const (
 	RoleWrite      = "write"
 	RoleOperator   = "operator"
 	RoleManagement = "management"
+	// RoleClient is a client agent's: cluster-wide, for one node (or "*").
+	RoleClient = "client"
 )
 
 // AllNamespaces in a role (or ?namespace=) means every namespace.
@@ -59,6 +65,10 @@ const (
 	// HeaderInternalToken carries the cluster-internal secret on
 	// node-to-node requests to /v1/internal/.
 	HeaderInternalToken = "X-Foreman-Internal-Token"
+	// HeaderClientKey carries fsm.ClientKey on a server's requests to a
+	// client agent's port, which checks it against the key its server
+	// sent it (a client never sees the internal secret).
+	HeaderClientKey = "X-Foreman-Client-Key"
 )
 
 var (
@@ -140,7 +150,11 @@ func (a *ACL) guard(perm Permission, h http.Handler) http.Handler {
 			return
 		}
 		id, err := a.authenticate(r, perm)
-		if err == nil && !id.internal {
+		switch {
+		case err != nil || id.internal:
+		case perm == PermClient:
+			err = id.allowClient(r.PathValue("node"))
+		default:
 			err = id.allow(perm, "")
 		}
 		if err != nil {
@@ -159,6 +173,11 @@ func (a *ACL) refuse(w http.ResponseWriter, r *http.Request, err error) {
 	if status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="foreman"`)
 	}
+	if r.ContentLength < 0 {
+		// A body of unknown length (a client's work stream never ends):
+		// net/http would read up to 256 KiB of it before this reply.
+		w.Header().Set("Connection", "close")
+	}
 	writeJSON(w, status, ErrorBody{Error: err.Error(), Code: code})
 }
 
@@ -169,7 +188,7 @@ func HashSecret(secret string) string {
 }
 
 func (a *ACL) authenticate(r *http.Request, perm Permission) (*identity, error) {
-	if perm == PermInternal {
+	if perm == PermInternal || perm == PermClient && r.Header.Get(HeaderInternalToken) != "" {
 		got := r.Header.Get(HeaderInternalToken)
 		if got == "" {
 			return nil, fmt.Errorf("%w: %s is for cluster nodes only (no %s header)", ErrUnauthenticated, r.URL.Path, HeaderInternalToken)
@@ -257,12 +276,30 @@ func (id *identity) allow(perm Permission, ns string) error {
 	return fmt.Errorf("%w: this needs the %s permission%s; token %s has %s", ErrForbidden, perm, where, id.token.AccessorID, describeRoles(id.token.Roles))
 }
 
+// allowClient reports whether a token may act as the client agent node
+// ("" when the route names none: any client role will do).
+func (id *identity) allowClient(node string) error {
+	for _, role := range id.token.Roles {
+		if role.Role == RoleManagement || role.Role == RoleClient && (node == "" || role.Node == AllNamespaces || role.Node == node) {
+			return nil
+		}
+	}
+	what := "a client agent's token (role client)"
+	if node != "" {
+		what = fmt.Sprintf("the token of client agent %q (role client:%s or client:*)", node, node)
+	}
+	return fmt.Errorf("%w: this needs the client permission: %s; token %s has %s", ErrForbidden, what, id.token.AccessorID, describeRoles(id.token.Roles))
+}
+
 func describeRoles(roles []fsm.ACLRole) string {
 	parts := make([]string, len(roles))
 	for i, r := range roles {
 		parts[i] = r.Role
 		if r.Namespace != "" {
 			parts[i] += ":" + r.Namespace
+		}
+		if r.Node != "" {
+			parts[i] += ":" + r.Node
 		}
 	}
 	return strings.Join(parts, ", ")
@@ -302,6 +339,15 @@ func (a *ACL) InternalSecret() string {
 	var s string
 	_ = a.state.View(func(tx *fsm.Tx) error { s = tx.ACLInternalSecret(); return nil })
 	return s
+}
+
+// ClientKey is the key this node presents to the client agent node under
+// ACL (fsm.ClientKey); "" with ACL off or before the leader set a secret.
+func (a *ACL) ClientKey(node string) string {
+	if !a.Enabled() {
+		return ""
+	}
+	return fsm.ClientKey(a.InternalSecret(), node)
 }
 
 // SetInternalAuth adds the cluster-internal secret to h (a node-to-node

@@ -57,7 +57,8 @@ var Routes = map[string]RouteRule{
 	"POST /v1/workflows/{id}/retry":         {PermWrite, true},
 
 	// Node to node: a child's inputs fetched from the parent's node.
-	"GET /v1/internal/artifacts/{id}/{path...}": {PermInternal, false},
+	// Client agents too: a client asks a server, which serves or proxies.
+	"GET /v1/internal/artifacts/{id}/{path...}": {PermClient, false},
 
 	// Schedules.
 	"POST /v1/schedules":                {PermWrite, true},
@@ -116,7 +117,10 @@ var Routes = map[string]RouteRule{
 	// The agent's own routes (cli/agent/agent.go).
 	"/v1/internal/":                       {PermInternal, false}, // raft forwarding, leave, catch-up
 	"/v1/internal/submits":                {PermInternal, false}, // handed to the API, which checks it again
-	"GET /v1/internal/checkpoints/{name}": {PermInternal, false}, // a checkpoint directory for a task's next attempt on another node
+	"GET /v1/internal/checkpoints/{name}": {PermClient, false},   // a checkpoint directory for a task's next attempt on another node (a client's through a server)
+	"POST /v1/internal/work/{node}":       {PermClient, false},   // a client agent's work stream (cluster/workstream.go)
+	"POST /v1/internal/reports/{node}":    {PermClient, false},   // a client agent's attempt reports
+	"GET /v1/internal/voters":             {PermClient, false},   // a fresh agent choosing its role (cluster/voters.go)
 	"/ui/":                                {PermOpen, false},     // static assets; the API calls they make are guarded
 	"GET /{$}":                            {PermOpen, false},     // redirect to /ui/
 	"/debug/pprof/":                       {PermOperator, false},
@@ -126,5 +130,5 @@ var Routes = map[string]RouteRule{
 	"/debug/pprof/trace":                  {PermOperator, false},
 
 	// The agent's: a child's inputs fetched node to node; handed to the API, which checks it again.
-	"/v1/internal/artifacts/": {PermInternal, false},
+	"/v1/internal/artifacts/": {PermClient, false},
 }

@@ -24,6 +24,8 @@ var aclTestTokens = map[string][]fsm.ACLRole{
 	"management": {{Role: RoleManagement}},
 	"submit-a":   {{Role: RoleSubmit, Namespace: "a"}},
 	"read-a":     {{Role: RoleRead, Namespace: "a"}},
+	"client":     {{Role: RoleClient, Node: AllNamespaces}},
+	"client-c9":  {{Role: RoleClient, Node: "c9"}},
 }
 
 func secretFor(name string) string { return SecretPrefix + "test-" + name }
@@ -82,14 +84,15 @@ func (a *testAPI) send(method, path, secret string, hdr ...string) (int, string)
 
 // wants says which test tokens a permission admits.
 var wants = map[Permission][]string{
-	PermOpen:       {"read", "submit", "write", "operator", "management"},
-	PermToken:      {"read", "submit", "write", "operator", "management"},
+	PermOpen:       {"read", "submit", "write", "operator", "management", "client"},
+	PermToken:      {"read", "submit", "write", "operator", "management", "client"},
 	PermRead:       {"read", "submit", "write", "management"},
 	PermSubmit:     {"submit", "write", "management"},
 	PermWrite:      {"write", "management"},
 	PermOperator:   {"operator", "management"},
 	PermManagement: {"management"},
 	PermInternal:   {},
+	PermClient:     {"client", "management"},
 }
 
 // routeRequest turns a pattern into a method and a path that reaches it.
@@ -101,7 +104,7 @@ func routeRequest(pattern, jobID string) (string, string) {
 	if path == "/" {
 		path = "/v1/no-such-route"
 	}
-	r := strings.NewReplacer("{id}", jobID, "{name}", "x", "{accessor}", "no-such-token", "{$}", "")
+	r := strings.NewReplacer("{id}", jobID, "{name}", "x", "{node}", "c1", "{accessor}", "no-such-token", "{$}", "")
 	return method, r.Replace(path)
 }
 
@@ -135,7 +138,7 @@ func TestACLRouteWalk(t *testing.T) {
 					t.Errorf("wrong header format: %d %s, want 401 naming Bearer", code, body)
 				}
 			}
-			for _, role := range []string{"read", "submit", "write", "operator", "management"} {
+			for _, role := range []string{"read", "submit", "write", "operator", "management", "client"} {
 				code, body := a.send(method, path, secretFor(role))
 				allowed := false
 				for _, w := range wants[rule.Perm] {
@@ -153,7 +156,13 @@ func TestACLRouteWalk(t *testing.T) {
 					t.Errorf("role %s: the reply echoes the secret: %s", role, body)
 				}
 			}
-			if rule.Perm == PermInternal {
+			if rule.Perm == PermClient && strings.Contains(p, "{node}") {
+				// A client's token speaks for its own node only.
+				if code, body := a.send(method, path, secretFor("client-c9")); code != http.StatusForbidden || !strings.Contains(body, `client agent "c1"`) {
+					t.Errorf("the token of client c9 on c1's route: %d %s, want 403 naming c1", code, body)
+				}
+			}
+			if rule.Perm == PermInternal || rule.Perm == PermClient {
 				if code, body := a.send(method, path, "", HeaderInternalToken, strings.Repeat("i", 40)); code == http.StatusUnauthorized || code == http.StatusForbidden {
 					t.Errorf("internal secret: %d %s, want it let through", code, body)
 				}
@@ -174,7 +183,7 @@ func TestACLRoutesHaveEntries(t *testing.T) {
 	for _, p := range s.acl.Patterns() {
 		got[p] = true
 	}
-	agentOwn := map[string]bool{"/v1/internal/": true, "/v1/internal/submits": true, "/v1/internal/artifacts/": true, "GET /v1/internal/checkpoints/{name}": true, "/ui/": true, "GET /{$}": true,
+	agentOwn := map[string]bool{"/v1/internal/": true, "POST /v1/internal/work/{node}": true, "POST /v1/internal/reports/{node}": true, "GET /v1/internal/voters": true, "/v1/internal/submits": true, "/v1/internal/artifacts/": true, "GET /v1/internal/checkpoints/{name}": true, "/ui/": true, "GET /{$}": true,
 		"/debug/pprof/": true, "/debug/pprof/cmdline": true, "/debug/pprof/profile": true, "/debug/pprof/symbol": true, "/debug/pprof/trace": true}
 	for p := range Routes {
 		if !got[p] && !agentOwn[p] {

@@ -156,8 +156,23 @@ func checkRoles(roles []fsm.ACLRole) error {
 			if rl.Namespace != "" {
 				return invalid(f+".namespace", "role %s is cluster-wide and takes no namespace", rl.Role)
 			}
+		case RoleClient:
+			if rl.Namespace != "" {
+				return invalid(f+".namespace", "role client is for a node and takes no namespace")
+			}
+			if rl.Node == "" {
+				return invalid(f+".node", "role client needs the node it speaks for (a client agent's name, or \"*\" for any)")
+			}
+			if rl.Node != AllNamespaces {
+				if err := fsm.ValidNodeName(rl.Node); err != nil {
+					return invalid(f+".node", "%v", err)
+				}
+			}
 		default:
-			return invalid(f+".role", "unknown role %q (want read, submit, write, operator or management)", rl.Role)
+			return invalid(f+".role", "unknown role %q (want read, submit, write, operator, management or client)", rl.Role)
+		}
+		if rl.Node != "" && rl.Role != RoleClient {
+			return invalid(f+".node", "only the client role names a node")
 		}
 	}
 	return nil

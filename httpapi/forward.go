@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+
+	"github.com/foreman-sched/foreman/fsm"
 )
 
 // proxyToLeader sends the request to the leader's HTTP address.
@@ -30,11 +32,22 @@ func (s *server) proxy(w http.ResponseWriter, r *http.Request, name, addr string
 		return
 	}
 	w.Header().Del(HeaderNode) // the node that really answers sets it
+	toClient := s.isClientAgent(name)
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(&url.URL{Scheme: s.scheme, Host: addr})
 			pr.SetXForwarded()
 			pr.Out.Header.Set(HeaderForwarded, "1")
+			if toClient {
+				// A client agent is trusted less than a server: it gets
+				// neither the user's token nor the internal secret (this
+				// server has checked them), only its own key under ACL.
+				pr.Out.Header.Del("Authorization")
+				pr.Out.Header.Del(HeaderInternalToken)
+				if key := s.acl.ClientKey(name); key != "" {
+					pr.Out.Header.Set(HeaderClientKey, key)
+				}
+			}
 		},
 		Transport:     s.transport,
 		FlushInterval: -1,
@@ -50,4 +63,17 @@ func (s *server) proxy(w http.ResponseWriter, r *http.Request, name, addr string
 		},
 	}
 	rp.ServeHTTP(w, r)
+}
+
+// isClientAgent reports whether the node named is a client agent (outside
+// raft).
+func (s *server) isClientAgent(name string) bool {
+	client := false
+	_ = s.state.View(func(tx *fsm.Tx) error {
+		if n, err := tx.Node(name); err == nil {
+			client = n.Role == fsm.RoleClient
+		}
+		return nil
+	})
+	return client
 }

@@ -11,12 +11,12 @@ import (
 	"testing"
 )
 
-// TestSystemACL runs three real agents with --acl: bootstrap through a
-// follower (once), tokens per namespace from the CLI, submits from a
-// follower (grouped forwarding and every executor report then need the
-// cluster-internal secret), 401 and 403 where they belong.
-func TestSystemACL(t *testing.T) {
-	bin := foremanBin(t)
+// newACLCluster starts three servers with --acl on one subnet, waits
+// until each is ready, and bootstraps the ACL through a follower: the
+// binary, the root dir, the agents and the management secret.
+func newACLCluster(t *testing.T) (bin, root string, agents []*agentProc, mgmtSecret string) {
+	t.Helper()
+	bin = foremanBin(t)
 	root, err := os.MkdirTemp("", "foreman-systest-acl-")
 	if err != nil {
 		t.Fatal(err)
@@ -25,7 +25,6 @@ func TestSystemACL(t *testing.T) {
 	net24 := subnet()
 	ips := []string{net24 + ".1", net24 + ".2", net24 + ".3"}
 	base := freeBaseOn(t, ips...)
-	var agents []*agentProc
 	for i, ip := range ips {
 		name := fmt.Sprintf("acl%d", i+1)
 		args := []string{"--acl", "--bootstrap-expect", "3", "--default-driver", "process"}
@@ -66,6 +65,17 @@ func TestSystemACL(t *testing.T) {
 	if again := runForeman(t, bin, addr(agents[2]), "acl", "bootstrap"); again.code == 0 || !strings.Contains(again.stderr, "already bootstrapped") {
 		t.Errorf("second bootstrap: exit %d, stderr %q; want a refusal saying it was already bootstrapped", again.code, again.stderr)
 	}
+	return bin, root, agents, mgmt.Secret
+}
+
+// TestSystemACL runs three real agents with --acl: bootstrap through a
+// follower (once), tokens per namespace from the CLI, submits from a
+// follower (grouped forwarding and every executor report then need the
+// cluster-internal secret), 401 and 403 where they belong.
+func TestSystemACL(t *testing.T) {
+	bin, _, agents, secret := newACLCluster(t)
+	mgmt := struct{ Secret string }{secret}
+	addr := func(a *agentProc) string { return a.url("") }
 	var leader string
 	eventually(t, systemTimeout, "leader known", func() error {
 		var rv raftView

@@ -62,13 +62,13 @@ func newArtifactFetcher(f *fsm.FSM, acl *httpapi.ACL, peerTLS *tls.Config) artif
 }
 
 func (a artifactFetcher) FetchArtifact(ctx context.Context, node, jobID string, attempt int, path string, out io.Writer) error {
-	addr, err := peerAddr(a.f, node, "the only copy is")
+	addr, client, err := peerAddr(a.f, node, "the only copy is")
 	if err != nil {
 		return err
 	}
 	// The holder answers once it has applied what this node knows: the
 	// parent's finish, which lists the artifact.
-	return fetchArtifact(ctx, a.hc, a.scheme+"://"+addr, a.acl.SetInternalAuth, "node "+node,
+	return fetchArtifact(ctx, a.hc, a.scheme+"://"+addr, peerAuth(a.acl, node, client), "node "+node,
 		jobID, attempt, path, a.f.AppliedIndex(), out)
 }
 
@@ -129,22 +129,35 @@ func (nodeUsage) NodeUsage(node string) (cpuSeconds, memBytes float64, cpuOK, me
 
 // peerAddr is node's API address for a node-to-node fetch, or an error
 // saying that what (e.g. "the only copy is") is on a node that cannot answer.
-func peerAddr(f *fsm.FSM, node, what string) (string, error) {
-	var addr string
+func peerAddr(f *fsm.FSM, node, what string) (addr string, client bool, err error) {
 	var state fsm.GossipState
-	err := f.View(func(tx *fsm.Tx) error {
+	err = f.View(func(tx *fsm.Tx) error {
 		n, err := tx.Node(node)
 		if err != nil {
 			return err
 		}
-		addr, state = n.HTTPAddr, n.Gossip
+		addr, state, client = n.HTTPAddr, n.Gossip, n.Role == fsm.RoleClient
 		return nil
 	})
 	if err != nil {
-		return "", fmt.Errorf("node %s: %w", node, err)
+		return "", false, fmt.Errorf("node %s: %w", node, err)
 	}
 	if addr == "" || state == fsm.NodeDead || state == fsm.NodeLeft {
-		return "", fmt.Errorf("%s on node %s, which is %s", what, node, state)
+		return "", false, fmt.Errorf("%s on node %s, which is %s", what, node, state)
 	}
-	return addr, nil
+	return addr, client, nil
+}
+
+// peerAuth is how this server authenticates to node: the cluster-internal
+// secret to a server, to a client agent only the client's own key (a
+// client is trusted less and never sees the secret).
+func peerAuth(acl *httpapi.ACL, node string, client bool) func(http.Header) {
+	if !client {
+		return acl.SetInternalAuth
+	}
+	return func(h http.Header) {
+		if key := acl.ClientKey(node); key != "" {
+			h.Set(httpapi.HeaderClientKey, key)
+		}
+	}
 }

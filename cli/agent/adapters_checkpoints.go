@@ -119,11 +119,11 @@ func (f *firstByteWriter) Write(p []byte) (int, error) {
 }
 
 func (c checkpointFetcher) FetchCheckpoint(ctx context.Context, node, name string, out io.Writer) error {
-	addr, err := peerAddr(c.f, node, "the checkpoint is")
+	addr, client, err := peerAddr(c.f, node, "the checkpoint is")
 	if err != nil {
 		return err
 	}
-	return fetchCheckpoint(ctx, c.client, c.scheme+"://"+addr+"/v1/internal/checkpoints/"+url.PathEscape(name), c.acl.SetInternalAuth, node, out)
+	return fetchCheckpoint(ctx, c.client, c.scheme+"://"+addr+"/v1/internal/checkpoints/"+url.PathEscape(name), peerAuth(c.acl, node, client), node, out)
 }
 
 // fetchCheckpoint copies the tar stream at u (a CheckpointsPath URL) to

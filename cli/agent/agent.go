@@ -47,6 +47,7 @@ type agentConfig struct {
 	requireClientCert bool // the API port requires a client certificate
 	maxConnsPerIP     int
 	role              string // RoleServer, RoleReplica, RoleClient, or RoleAuto until resolveRole
+	clientToken       string // --token-file's secret: a client agent's credential under --acl
 }
 
 // Command is `foreman agent`; version is what this node advertises.
@@ -102,6 +103,7 @@ dozen hosts). --role server or --role replica makes a later agent a raft member 
 			&ucli.BoolFlag{Name: "no-preemption", Usage: "never preempt running attempts for higher priorities"},
 			&ucli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error"},
 			&ucli.BoolFlag{Name: "pprof", Usage: "serve Go runtime profiles under /debug/pprof on the HTTP port (needs an operator token with --acl)"},
+			&ucli.StringFlag{Name: "token-file", Usage: "a client agent's token under --acl (role client:NAME, from foreman acl token create): it opens the work stream and sends reports with it"},
 			&ucli.BoolFlag{Name: "acl", Usage: "require a token on every API route but health (turn it on for every agent; then run foreman acl bootstrap)"},
 			&ucli.StringFlag{Name: "tls-cert", Usage: "this agent's certificate (PEM, from 'foreman tls cert create --server'): turns on HTTPS for the API and mutual TLS between agents"},
 			&ucli.StringFlag{Name: "tls-key", Usage: "the key of --tls-cert"},
@@ -122,7 +124,7 @@ dozen hosts). --role server or --role replica makes a later agent a raft member 
 			}
 			if cfg.role == RoleAuto {
 				logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.logLevel}))
-				if cfg.role, err = resolveRole(c.Context, &cfg.cluster, logger); err != nil {
+				if cfg.role, err = resolveRole(c.Context, &cfg.cluster, bearerAuth(cfg.clientToken), logger); err != nil {
 					return ucli.Exit("foreman agent: "+err.Error(), 2)
 				}
 			}
@@ -146,7 +148,7 @@ func agentConfigFrom(c *ucli.Context, version string) (*agentConfig, error) {
 	cfg.api.ACL = c.Bool("acl")
 	switch cfg.role = c.String("role"); cfg.role {
 	case RoleAuto:
-		if r := autoRoleWithoutAsking(c.Bool("dev"), cfg.api.ACL, c.Int("bootstrap-expect"), c.StringSlice("join")); r != "" {
+		if r := autoRoleWithoutAsking(c.Bool("dev"), cfg.api.ACL && c.String("token-file") == "", c.Int("bootstrap-expect"), c.StringSlice("join")); r != "" {
 			cfg.role = r
 		}
 	case RoleServer:
@@ -167,11 +169,20 @@ func agentConfigFrom(c *ucli.Context, version string) (*agentConfig, error) {
 			return nil, errors.New("--role client: --join must name at least one server")
 		case c.Int("bootstrap-expect") != 0:
 			return nil, errors.New("--role client: --bootstrap-expect is for servers")
-		case cfg.api.ACL:
-			return nil, errors.New("--role client: not with --acl yet (a client cannot hold the cluster-internal secret; use TLS agent certificates)")
+		case cfg.api.ACL && c.String("token-file") == "":
+			return nil, errors.New("--role client --acl: --token-file must name a file holding a token with role client:NAME (foreman acl token create --role client:NAME); a client never holds the cluster-internal secret")
 		}
 	default:
 		return nil, fmt.Errorf("--role: %q is not one of auto, server, replica, client", cfg.role)
+	}
+	if f := c.String("token-file"); f != "" {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return nil, fmt.Errorf("--token-file: %w", err)
+		}
+		if cfg.clientToken = strings.TrimSpace(string(b)); cfg.clientToken == "" || strings.ContainsAny(cfg.clientToken, " \t\r\n") {
+			return nil, fmt.Errorf("--token-file %s: want one token secret (fmn_...) on one line", f)
+		}
 	}
 	if err := cfg.logLevel.UnmarshalText([]byte(c.String("log-level"))); err != nil {
 		return nil, fmt.Errorf("--log-level: %q is not one of debug, info, warn, error", c.String("log-level"))
@@ -571,6 +582,11 @@ func routes(acl *httpapi.ACL, api, internal, checkpoints http.Handler, withPprof
 		acl.Handle(mux, "/debug/pprof/trace", http.HandlerFunc(pprof.Trace))
 	}
 	acl.Handle(mux, "/v1/internal/", internal)
+	// A client agent's calls: its token (client role, for its own node)
+	// or the cluster-internal secret.
+	acl.Handle(mux, "POST /v1/internal/work/{node}", internal)
+	acl.Handle(mux, "POST /v1/internal/reports/{node}", internal)
+	acl.Handle(mux, "GET /v1/internal/voters", internal)                  // a fresh --acl agent with a client token choosing its role
 	acl.Handle(mux, httpapi.ForwardedSubmitsPath, agentOnly(api, tlsOn))  // followers' grouped submits: the API's, not raft's
 	acl.Handle(mux, httpapi.InternalArtifactsPath, agentOnly(api, tlsOn)) // artifacts fetched for a child's inputs
 	acl.Handle(mux, CheckpointsPath, agentOnly(checkpoints, tlsOn))       // a task's checkpoint for its next attempt elsewhere

@@ -60,7 +60,7 @@ func runClient(parent context.Context, cfg *agentConfig) error {
 		self.Slots = cc.Slots
 	}
 	hc := cluster.NewPeerClient(cc)
-	wc := newWorkClient(self, servers, hc, nil, cluster.ClientContactWindow, logger.With("component", "workclient"))
+	wc := newWorkClient(self, servers, hc, bearerAuth(cfg.clientToken), cluster.ClientContactWindow, logger.With("component", "workclient"))
 	worker, err := exec.NewWorker(cfg.worker, exec.WorkerDeps{
 		Artifacts:     serverArtifacts{wc: wc, hc: hc},
 		Checkpoints:   serverCheckpoints{wc: wc, hc: hc},
@@ -80,7 +80,7 @@ func runClient(parent context.Context, cfg *agentConfig) error {
 	if cfg.tls != nil {
 		go reloadOnSIGHUP(ctx, cfg.tls, logger)
 	}
-	srv := newHTTPServer(clientRoutes(self.Name, servers, worker, wc), logger)
+	srv := newHTTPServer(clientRoutes(self.Name, servers, worker, wc, cfg.api.ACL), logger)
 	srvErr := make(chan error, 1)
 	go func() { srvErr <- srv.Serve(ln) }()
 
@@ -138,17 +138,17 @@ func (r clientReports) ReportBatch(ctx context.Context, reps []fsm.ReportAttempt
 // The routes go through an ACL that is off (a client refuses --acl until
 // it can hold the cluster-internal secret), which checks them against the
 // route table like every agent's.
-func clientRoutes(node string, servers []string, w *exec.Worker, wc *workClient) http.Handler {
+func clientRoutes(node string, servers []string, w *exec.Worker, wc *workClient, aclOn bool) http.Handler {
 	mux := http.NewServeMux()
 	acl := httpapi.NewACL(false, nil, nil, nil)
-	handle := func(pattern string, h http.HandlerFunc) { acl.Handle(mux, pattern, h) }
-	handle("GET /v1/health", func(rw http.ResponseWriter, r *http.Request) {
+	handle := func(pattern string, h http.HandlerFunc) { acl.Handle(mux, pattern, serversOnly(h, wc, aclOn)) }
+	acl.Handle(mux, "GET /v1/health", http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		// server: the server of its open stream ("" between servers);
 		// leader_contact: the leader confirmed a recent beat (its leases
 		// are being renewed).
 		writeClientJSON(rw, http.StatusOK, map[string]any{"status": "ok", "node": node, "role": RoleClient,
 			"server": wc.Server(), "leader_contact": wc.InContactWithLeader()})
-	})
+	}))
 	handle("GET /v1/jobs/{id}/logs", func(rw http.ResponseWriter, r *http.Request) {
 		attempt, ok := proxiedAttempt(rw, r)
 		if !ok {
@@ -201,12 +201,12 @@ func clientRoutes(node string, servers []string, w *exec.Worker, wc *workClient)
 	handle("GET "+httpapi.InternalArtifactsPath+"{id}/{path...}", serveArtifact)
 	// What a server relays when a task's next attempt elsewhere resumes.
 	handle(CheckpointsPath, checkpointHandler(w, nil, node).ServeHTTP)
-	handle("/", func(rw http.ResponseWriter, r *http.Request) {
+	acl.Handle(mux, "/", http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		writeClientJSON(rw, http.StatusMisdirectedRequest, httpapi.ErrorBody{
 			Error: fmt.Sprintf("%s is a client agent (outside raft): it serves no API; ask a server: %s", node, strings.Join(servers, ", ")),
 			Code:  "client_agent",
 		})
-	})
+	}))
 	return mux
 }
 
@@ -250,4 +250,34 @@ func (f *clientFlushWriter) Write(p []byte) (int, error) {
 		_ = f.rc.Flush()
 	}
 	return n, err
+}
+
+// bearerAuth sends a client agent's token (nil without one).
+func bearerAuth(token string) func(http.Header) {
+	if token == "" {
+		return nil
+	}
+	return func(h http.Header) { h.Set("Authorization", "Bearer "+token) }
+}
+
+// serversOnly lets through, under ACL, only requests that present a key
+// a server sent this client (fsm.ClientKey): servers proxy users' log
+// and artifact reads here after checking their tokens, and fetch inputs
+// and checkpoints. Without ACL every request goes through, as on a
+// server's port.
+func serversOnly(h http.HandlerFunc, wc *workClient, aclOn bool) http.HandlerFunc {
+	if !aclOn {
+		return h
+	}
+	return func(rw http.ResponseWriter, r *http.Request) {
+		if !wc.ServerKey(r.Header.Get(httpapi.HeaderClientKey)) {
+			rw.Header().Set("WWW-Authenticate", `Bearer realm="foreman"`)
+			writeClientJSON(rw, http.StatusUnauthorized, httpapi.ErrorBody{
+				Error: "unauthenticated: a client agent's port answers its servers only (they present the key they sent it); ask a server: " + strings.Join(wc.servers, ", "),
+				Code:  "unauthenticated",
+			})
+			return
+		}
+		h(rw, r)
+	}
 }

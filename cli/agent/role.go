@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -44,7 +45,7 @@ func autoRoleWithoutAsking(dev, acl bool, bootstrapExpect int, join []string) st
 // state (an agent from before roles were chosen), else what the first
 // server to answer says. Peers that do not serve the route (agents from
 // before it) leave the agent a server, as it always was.
-func resolveRole(ctx context.Context, cc *cluster.Config, logger *slog.Logger) (string, error) {
+func resolveRole(ctx context.Context, cc *cluster.Config, auth func(http.Header), logger *slog.Logger) (string, error) {
 	if b, err := os.ReadFile(filepath.Join(cc.DataDir, roleFile)); err == nil {
 		switch r := strings.TrimSpace(string(b)); r {
 		case RoleServer, RoleClient:
@@ -68,12 +69,14 @@ func resolveRole(ctx context.Context, cc *cluster.Config, logger *slog.Logger) (
 		old := 0
 		for _, u := range urls {
 			askCtx, done := context.WithTimeout(ctx, 5*time.Second)
-			info, err := cluster.FetchVoters(askCtx, hc, u)
+			info, err := cluster.FetchVoters(askCtx, hc, u, auth)
 			done()
 			switch {
 			case errors.Is(err, cluster.ErrNoVotersRoute):
 				old++
 				continue
+			case errors.Is(err, cluster.ErrVotersRefused):
+				return "", fmt.Errorf("--role auto: %w (under --acl a joining agent asks with its --token-file, which needs role client:NAME)", err)
 			case err != nil:
 				lastErr = err
 				continue

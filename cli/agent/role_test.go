@@ -51,7 +51,7 @@ func TestResolveRole(t *testing.T) {
 		t.Fatal(err)
 	}
 	cc := cluster.Config{DataDir: kept, Join: oldJoin}
-	if r, err := resolveRole(t.Context(), &cc, logger); err != nil || r != RoleClient {
+	if r, err := resolveRole(t.Context(), &cc, nil, logger); err != nil || r != RoleClient {
 		t.Fatalf("kept client: %q, %v", r, err)
 	}
 
@@ -60,13 +60,13 @@ func TestResolveRole(t *testing.T) {
 		t.Fatal(err)
 	}
 	cc = cluster.Config{DataDir: raftDir, Join: []string{"127.0.0.1:1"}}
-	if r, err := resolveRole(t.Context(), &cc, logger); err != nil || r != RoleServer {
+	if r, err := resolveRole(t.Context(), &cc, nil, logger); err != nil || r != RoleServer {
 		t.Fatalf("a data dir with raft state: %q, %v", r, err)
 	}
 
 	fresh := t.TempDir()
 	cc = cluster.Config{DataDir: fresh, Join: oldJoin}
-	if r, err := resolveRole(t.Context(), &cc, logger); err != nil || r != RoleServer {
+	if r, err := resolveRole(t.Context(), &cc, nil, logger); err != nil || r != RoleServer {
 		t.Fatalf("old peers: %q, %v", r, err)
 	}
 	if b, _ := os.ReadFile(filepath.Join(fresh, roleFile)); strings.TrimSpace(string(b)) != RoleServer {
@@ -78,7 +78,7 @@ func TestResolveRole(t *testing.T) {
 		t.Fatal(err)
 	}
 	cc = cluster.Config{DataDir: bad, Join: oldJoin}
-	if _, err := resolveRole(t.Context(), &cc, logger); err == nil || !strings.Contains(err.Error(), "voter") {
+	if _, err := resolveRole(t.Context(), &cc, nil, logger); err == nil || !strings.Contains(err.Error(), "voter") {
 		t.Fatalf("a garbled role file: %v, want an error naming its content", err)
 	}
 
@@ -92,7 +92,7 @@ func TestResolveRole(t *testing.T) {
 	defer func(d time.Duration) { roleAsk = d }(roleAsk)
 	roleAsk = 500 * time.Millisecond
 	cc = cluster.Config{DataDir: t.TempDir(), Join: deadJoin}
-	if _, err := resolveRole(t.Context(), &cc, logger); err == nil || !strings.Contains(err.Error(), "--role server or --role client") {
+	if _, err := resolveRole(t.Context(), &cc, nil, logger); err == nil || !strings.Contains(err.Error(), "--role server or --role client") {
 		t.Fatalf("no server answering: %v, want an error naming --role", err)
 	}
 }

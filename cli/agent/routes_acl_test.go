@@ -24,7 +24,7 @@ func TestAgentRoutesACL(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = f.Close() })
 	at := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	secrets := map[string]string{"read": "fmn_r", "operator": "fmn_o"}
+	secrets := map[string]string{"read": "fmn_r", "operator": "fmn_o", "client": "fmn_c"}
 	var logs []*raft.Log
 	add := func(typ fsm.CommandType, p any) {
 		cmd, err := fsm.NewCommand(typ, at, p)
@@ -39,6 +39,7 @@ func TestAgentRoutesACL(t *testing.T) {
 	}
 	add(fsm.CmdACLCreateToken, fsm.ACLCreateToken{Token: fsm.ACLToken{AccessorID: "r", SecretHash: httpapi.HashSecret(secrets["read"]), Roles: []fsm.ACLRole{{Role: "read", Namespace: "*"}}}})
 	add(fsm.CmdACLCreateToken, fsm.ACLCreateToken{Token: fsm.ACLToken{AccessorID: "o", SecretHash: httpapi.HashSecret(secrets["operator"]), Roles: []fsm.ACLRole{{Role: "operator"}}}})
+	add(fsm.CmdACLCreateToken, fsm.ACLCreateToken{Token: fsm.ACLToken{AccessorID: "c", SecretHash: httpapi.HashSecret(secrets["client"]), Roles: []fsm.ACLRole{{Role: "client", Node: "c1"}}}})
 	internal := strings.Repeat("s", 43)
 	add(fsm.CmdACLInternal, fsm.ACLInternal{Secret: internal})
 	for i, r := range f.ApplyBatch(logs) {
@@ -50,8 +51,9 @@ func TestAgentRoutesACL(t *testing.T) {
 	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
 	srv := httptest.NewServer(routes(acl, ok, ok, ok, true, false))
 	t.Cleanup(srv.Close)
+	var method string
 	get := func(path string, hdr ...string) int {
-		req, _ := http.NewRequest(http.MethodGet, srv.URL+path, nil)
+		req, _ := http.NewRequest(method, srv.URL+path, nil)
 		for i := 0; i+1 < len(hdr); i += 2 {
 			req.Header.Set(hdr[i], hdr[i+1])
 		}
@@ -64,14 +66,17 @@ func TestAgentRoutesACL(t *testing.T) {
 	}
 	for _, p := range acl.Patterns() {
 		rule := httpapi.Routes[p]
-		_, path, found := strings.Cut(p, " ")
-		if !found {
-			path = p
+		m, path, found := strings.Cut(p, " ")
+		if method = m; !found {
+			method, path = http.MethodGet, p
 		}
 		path = strings.ReplaceAll(path, "{$}", "")
 		if path == "/debug/pprof/profile" || path == "/debug/pprof/trace" {
 			path += "?seconds=1"
 		}
+		other := get(strings.ReplaceAll(path, "{node}", "c2"), "Authorization", "Bearer "+secrets["client"])
+		path = strings.ReplaceAll(path, "{node}", "c1")
+		client := get(path, "Authorization", "Bearer "+secrets["client"])
 		none := get(path)
 		read := get(path, "Authorization", "Bearer "+secrets["read"])
 		op := get(path, "Authorization", "Bearer "+secrets["operator"])
@@ -88,8 +93,15 @@ func TestAgentRoutesACL(t *testing.T) {
 				t.Errorf("%s (operator): none %d, read %d, operator %d; want 401, 403, allowed", p, none, read, op)
 			}
 		case httpapi.PermInternal:
-			if none != http.StatusUnauthorized || op != http.StatusUnauthorized || bad != http.StatusUnauthorized || denied(in) {
+			if none != http.StatusUnauthorized || op != http.StatusUnauthorized || bad != http.StatusUnauthorized || denied(in) || client != http.StatusUnauthorized {
 				t.Errorf("%s (internal): none %d, operator %d, wrong secret %d, secret %d; want 401, 401, 401, allowed", p, none, op, bad, in)
+			}
+		case httpapi.PermClient:
+			// A client:c1 token: its own node's routes, and those that name none.
+			if none != http.StatusUnauthorized || op != http.StatusForbidden || bad != http.StatusUnauthorized || denied(in) || denied(client) ||
+				strings.Contains(p, "{node}") && other != http.StatusForbidden {
+				t.Errorf("%s (client): none %d, operator %d, wrong secret %d, secret %d, client:c1 %d, client:c1 for c2 %d; want 401, 403, 401, allowed, allowed, 403",
+					p, none, op, bad, in, client, other)
 			}
 		default:
 			t.Errorf("%s: unexpected permission %s on an agent route", p, rule.Perm)

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -52,9 +53,12 @@ type workClient struct {
 	server      string    // the server of the open stream ("" while none)
 	synced      bool      // the open stream delivered its first work frame
 	watchers    map[chan struct{}]struct{}
-	leaving     chan struct{} // closed by Leave
-	ended       chan struct{} // a stream ended (buffered: Leave waits on it)
-	leaveOnce   sync.Once
+	// keys are the last two keys servers sent (fsm.ClientKey; newest
+	// first): servers calling this client's port under ACL present one.
+	keys      [2]string
+	leaving   chan struct{} // closed by Leave
+	ended     chan struct{} // a stream ended (buffered: Leave waits on it)
+	leaveOnce sync.Once
 }
 
 func newWorkClient(self fsm.Node, servers []string, hc *http.Client, auth func(http.Header), contact time.Duration, logger *slog.Logger) *workClient {
@@ -143,7 +147,11 @@ func (c *workClient) Run(ctx context.Context) error {
 		if retryAfter > wait {
 			wait = retryAfter
 		}
-		c.logger.Debug("work stream ended", "server", server, "err", err, "retry_in", wait)
+		if errors.Is(err, errStreamRefused) {
+			c.logger.Warn("a server refused this client's credential", "server", server, "err", err, "retry_in", wait)
+		} else {
+			c.logger.Debug("work stream ended", "server", server, "err", err, "retry_in", wait)
+		}
 		backoff = min(2*backoff, 5*time.Second)
 		select {
 		case <-ctx.Done():
@@ -184,7 +192,11 @@ func (c *workClient) stream(ctx context.Context, server string) (healthy bool, r
 			retryAfter = time.Duration(s) * time.Second
 		}
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return false, retryAfter, fmt.Errorf("%s: %s %s", server, resp.Status, bytes.TrimSpace(b))
+		err := fmt.Errorf("%s: %s %s", server, resp.Status, bytes.TrimSpace(b))
+		if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
+			err = fmt.Errorf("%w: %w", errStreamRefused, err)
+		}
+		return false, retryAfter, err
 	}
 	c.mu.Lock()
 	c.server = server
@@ -298,6 +310,24 @@ func (b *beatLog) at(seq uint64) (time.Time, bool) {
 	return t, ok
 }
 
+// errStreamRefused: a server refused the stream's credential (401/403).
+var errStreamRefused = errors.New("refused")
+
+// ServerKey reports whether key is one a server sent this client (the
+// current or the one before the last rotation); never for "".
+func (c *workClient) ServerKey(key string) bool {
+	c.mu.Lock()
+	keys := c.keys
+	c.mu.Unlock()
+	ok := false
+	for _, k := range keys {
+		if k != "" && subtle.ConstantTimeCompare([]byte(k), []byte(key)) == 1 {
+			ok = true
+		}
+	}
+	return ok
+}
+
 // take records a frame.
 func (c *workClient) take(f cluster.WorkFrame, work []exec.Assignment, beats *beatLog) {
 	sent, confirmed := beats.at(f.Acked)
@@ -305,6 +335,9 @@ func (c *workClient) take(f cluster.WorkFrame, work []exec.Assignment, beats *be
 	defer c.mu.Unlock()
 	if confirmed && sent.After(c.lastContact) {
 		c.lastContact = sent
+	}
+	if f.Key != "" && f.Key != c.keys[0] {
+		c.keys = [2]string{f.Key, c.keys[0]}
 	}
 	if f.Type != cluster.WorkFrameWork || f.Index < c.index {
 		return // a server behind what we have seen never takes us back
