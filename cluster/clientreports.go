@@ -31,6 +31,10 @@ const maxClientReports = 1024
 
 func (n *Node) handleClientReports(w http.ResponseWriter, r *http.Request) {
 	node := r.PathValue("node")
+	if err := certBindsNode(r, node); err != nil {
+		workError(w, http.StatusForbidden, "forbidden", err.Error())
+		return
+	}
 	index, err := queryIndex(r)
 	if err != nil {
 		workError(w, http.StatusBadRequest, "bad_request", err.Error())

@@ -141,6 +141,32 @@ func TestSecureCluster(t *testing.T) {
 			t.Fatalf("no certificate: got %d %v", code, err)
 		}
 	})
+	t.Run("a client's certificate speaks only for its node", func(t *testing.T) {
+		hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: pki.store("c1", certs.RoleServer).PeerClientConfig()}}
+		defer hc.CloseIdleConnections()
+		post := func(path string) (int, string) {
+			resp, err := hc.Post("https://"+httpAddr+cluster.InternalPrefix+path, "application/x-ndjson", strings.NewReader("{}\n"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			return resp.StatusCode, string(b)
+		}
+		for _, path := range []string{"work/c2", "reports/c2?index=0"} {
+			if code, body := post(path); code != http.StatusForbidden || !strings.Contains(body, `node \"c1\"`) {
+				t.Errorf("%s with c1's certificate: %d %s, want 403 naming c1", path, code, body)
+			}
+		}
+		// Its own node gets past the check (to the next refusal: these
+		// nodes serve no work streams; the reports' empty body).
+		if code, body := post("work/c1"); code == http.StatusForbidden {
+			t.Errorf("work/c1 with c1's certificate: %d %s, want past the certificate check", code, body)
+		}
+		if code, body := post("reports/c1?index=0"); code != http.StatusBadRequest || !strings.Contains(body, "reports") {
+			t.Errorf("reports/c1 with c1's certificate: %d %s, want 400 about the reports", code, body)
+		}
+	})
 	t.Run("another CA's agent certificate is refused", func(t *testing.T) {
 		other := newTestPKI(t)
 		_, _, err := get(other.store("n9", certs.RoleServer).PeerClientConfig(), index)

@@ -156,6 +156,10 @@ func workError(w http.ResponseWriter, status int, code, msg string) {
 func (n *Node) handleWork(w http.ResponseWriter, r *http.Request) {
 	lim := n.cfg.WorkStreams
 	node := r.PathValue("node")
+	if err := certBindsNode(r, node); err != nil {
+		workError(w, http.StatusForbidden, "forbidden", err.Error())
+		return
+	}
 	if n.cfg.Work == nil {
 		workError(w, http.StatusNotImplemented, "not_implemented", "this agent serves no work streams")
 		return
