@@ -23,7 +23,7 @@ type clientNode struct {
 // cluster having its 3 voters. They sit on the servers' 127.X.Y subnet,
 // each labelled sysnode=<name> and kind=client; it waits until the leader
 // records them alive as clients.
-func startClients(t *testing.T, c *sysCluster, n int) []*agentProc {
+func startClients(t testing.TB, c *sysCluster, n int) []*agentProc {
 	t.Helper()
 	s0 := c.agents[0]
 	prefix := s0.ip[:strings.LastIndex(s0.ip, ".")]
@@ -54,7 +54,7 @@ func startClients(t *testing.T, c *sysCluster, n int) []*agentProc {
 	return clients
 }
 
-func nodesOf(t *testing.T, a *agentProc) []clientNode {
+func nodesOf(t testing.TB, a *agentProc) []clientNode {
 	t.Helper()
 	var nodes struct {
 		Nodes []clientNode `json:"nodes"`
