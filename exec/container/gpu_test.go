@@ -3,6 +3,7 @@ package container
 import (
 	"context"
 	"os"
+	osexec "os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -275,4 +276,87 @@ containerEdits:
 	task.GPUs, task.GPURoot = []fsm.GPU{host.GPUs[1]}, host.Dir
 	_, err = d.Start(context.Background(), task)
 	assertErrorIs(t, err, ErrStart, "nvidia.com/gpu=7: no such device in "+host.Path("etc/cdi/nvidia.yaml")+" (it has: "+g0.UUID+", 1)")
+}
+
+// TestContainerGPULoader checks the merged ldcache with glibc's own loader:
+// a program linked against libcuda.so.1 (a stub built here, installed as
+// the fake host's driver library) runs in an image that has glibc and its
+// own /etc/ld.so.cache but no libcuda and no LD_LIBRARY_PATH, so it starts
+// only if the loader's binary search of the container's cache finds the
+// library in /usr/local/nvidia/lib64 (it does not when the cache is sorted
+// the other way round).
+func TestContainerGPULoader(t *testing.T) {
+	requireContainers(t)
+	gcc, err := osexec.LookPath("gcc")
+	if err != nil {
+		gputest.Unavailable(t, "no gcc to build the stub libcuda")
+	}
+	tb := buildToolbox(t)
+	host := gputest.Devices(t)
+	host.InstallDriver(t, tb)
+	src := t.TempDir()
+	lib := host.Path(gputest.LibDir + "/libcuda.so." + gputest.Version)
+	writeFile(t, src+"/cuda.c", []byte("int cuInit(unsigned flags) { return 42; }\n"))
+	writeFile(t, src+"/app.c", []byte("#include <stdio.h>\nint cuInit(unsigned);\nint main(void) { printf(\"cuInit=%d\\n\", cuInit(0)); return 0; }\n"))
+	for _, args := range [][]string{
+		{"-shared", "-fPIC", "-Wl,-soname,libcuda.so.1", "-o", lib, src + "/cuda.c"},
+		{"-o", src + "/app", src + "/app.c", "-L" + filepath.Dir(lib), "-l:" + filepath.Base(lib)},
+	} {
+		if out, err := osexec.Command(gcc, args...).CombinedOutput(); err != nil {
+			t.Fatalf("gcc %v: %v\n%s", args, err, out)
+		}
+	}
+	files := map[string][]byte{}
+	read := func(p string) []byte {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	files["app"] = read(src + "/app")
+	// The program's glibc, from this host, at the same paths.
+	out, err := osexec.Command("ldd", src+"/app").Output()
+	if err != nil {
+		t.Skipf("ldd: %v", err)
+	}
+	var cache []gpu.LDEntry
+	for _, f := range strings.Fields(string(out)) {
+		if !strings.HasPrefix(f, "/") || strings.Contains(f, "libcuda") || strings.HasPrefix(f, src) {
+			continue
+		}
+		files[strings.TrimPrefix(f, "/")] = read(f)
+		if base := filepath.Base(f); strings.HasPrefix(base, "libc.") {
+			cache = append(cache, gpu.LDEntry{Name: base, Path: f, Flags: 0x0303})
+		}
+	}
+	// The image's cache lists this host's ~500 libraries (most absent from
+	// the image: the loader goes by the cache, so it finds libc), enough
+	// that a cache sorted other than glibc binary-searches it would miss.
+	if hostCache, err := os.ReadFile("/etc/ld.so.cache"); err == nil {
+		if es, err := gpu.ParseLDCache(hostCache); err == nil {
+			cache = append(cache, es...)
+		}
+	}
+	files["etc/ld.so.cache"] = gpu.EncodeLDCache(cache)
+	ref := pushImage(t, toolboxImageWith(t, files))
+	d := newTestDriver(t, func(c *Config) { c.ShimPath = tb })
+	for _, gpus := range [][]fsm.GPU{{host.GPUs[0]}, nil} {
+		task := newTask(t, testID(t), fsm.JobSpec{Image: ref, Command: []string{"/app"}})
+		task.GPUs, task.GPURoot = gpus, host.Dir
+		h, err := d.Start(context.Background(), task)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := waitFor(t, h)
+		h.Destroy()
+		stdout, stderr := readFile(t, task.Stdout.Name()), readFile(t, task.Stderr.Name())
+		if gpus != nil && (st.ExitCode != 0 || stdout != "cuInit=42\n") {
+			t.Errorf("with a GPU: exit %d, stdout %q, stderr %q; want the stub's cuInit=42", st.ExitCode, stdout, stderr)
+		}
+		// Without GPUs the image is as it was: no driver library to load.
+		if gpus == nil && (st.ExitCode == 0 || !strings.Contains(stderr, "libcuda.so.1")) {
+			t.Errorf("without GPUs: exit %d, stdout %q, stderr %q; want the loader to miss libcuda.so.1", st.ExitCode, stdout, stderr)
+		}
+	}
 }

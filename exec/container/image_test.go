@@ -62,7 +62,8 @@ func toolboxImage(t testing.TB) v1.Image {
 	return toolboxImageWith(t, nil)
 }
 
-// toolboxImageWith is toolboxImage with more regular files (path -> content).
+// toolboxImageWith is toolboxImage with more regular files (path ->
+// content); ELF files (programs, shared libraries) are executable.
 func toolboxImageWith(t testing.TB, files map[string][]byte) v1.Image {
 	t.Helper()
 	bin, err := os.ReadFile(buildToolbox(t))
@@ -81,7 +82,11 @@ func toolboxImageWith(t testing.TB, files map[string][]byte) v1.Image {
 	add(&tar.Header{Name: "etc/", Typeflag: tar.TypeDir, Mode: 0o755}, nil)
 	add(&tar.Header{Name: "etc/passwd", Typeflag: tar.TypeReg, Mode: 0o644}, []byte("root:x:0:0::/:/bin/toolbox\napp:x:1000:1000::/home/app:/bin/toolbox\n"))
 	for name, body := range files {
-		add(&tar.Header{Name: name, Typeflag: tar.TypeReg, Mode: 0o644}, body)
+		mode := int64(0o644)
+		if bytes.HasPrefix(body, []byte("\x7fELF")) {
+			mode = 0o755
+		}
+		add(&tar.Header{Name: name, Typeflag: tar.TypeReg, Mode: mode}, body)
 	}
 	tw.Close()
 	b := buf.Bytes()
