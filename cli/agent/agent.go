@@ -88,6 +88,7 @@ dozen hosts). --role server or --role replica makes a later agent a raft member 
 			&ucli.IntFlag{Name: "job-nice", Aliases: []string{"supervisor-nice"}, Value: exec.DefaultWorkerConfig().JobNice, Usage: "nice value of process jobs (0-19); supervisors keep the agent's"},
 			&ucli.IntFlag{Name: "jobs-cpu-weight", Value: exec.DefaultWorkerConfig().JobsCPUWeight, Usage: "cpu weight of all jobs against the agent's 100 (root only; 0: no cgroup)"},
 			&ucli.DurationFlag{Name: "raft-heartbeat-timeout", Value: cluster.DefaultConfig().Raft.HeartbeatTimeout, Usage: "raft heartbeat and election timeout (a follower elects after 1-2x this of silence)"},
+			&ucli.DurationFlag{Name: "raft-commit-timeout", Value: cluster.DefaultConfig().Raft.CommitTimeout, Usage: "how often an idle leader tells followers its commit index (1-2x this; placements are pushed at once): lower costs idle CPU, higher delays followers' reads of new submits"},
 			&ucli.DurationFlag{Name: "raft-leader-lease", Value: cluster.DefaultConfig().Raft.LeaderLeaseTimeout, Usage: "a leader without quorum contact for this long steps down (<= --raft-heartbeat-timeout)"},
 			&ucli.IntFlag{Name: "max-pending-jobs", Value: httpapi.DefaultConfig().MaxPendingJobs, Usage: "submits get 429 while this node holds this many submitted jobs not yet committed"},
 			&ucli.IntFlag{Name: "max-queued-jobs", Value: httpapi.DefaultConfig().MaxQueuedJobs, Usage: "submits get 429 while this many jobs are queued (not placed)"},
@@ -219,6 +220,7 @@ func agentConfigFrom(c *ucli.Context, version string) (*agentConfig, error) {
 	hb := c.Duration("raft-heartbeat-timeout")
 	cc.Raft.HeartbeatTimeout, cc.Raft.ElectionTimeout = hb, hb
 	cc.Raft.LeaderLeaseTimeout = c.Duration("raft-leader-lease")
+	cc.Raft.CommitTimeout = c.Duration("raft-commit-timeout")
 	if cfg.tls, err = loadTLS(c); err != nil {
 		return nil, err
 	}
