@@ -252,6 +252,8 @@ func (a *applier) applyEntry(data []byte, res *Result) error {
 		return run(a, cmd, res, (*applier).upsertNode)
 	case CmdNodeState:
 		return run(a, cmd, res, (*applier).setNodeState)
+	case CmdNodeGPUs:
+		return run(a, cmd, res, (*applier).nodeGPUs)
 	case CmdPlace:
 		return run(a, cmd, res, (*applier).place)
 	case CmdReport:

@@ -42,6 +42,11 @@ func (a *applier) place(p *Place, res *Result) error {
 			skip(res, pl.JobID, fmt.Sprintf("node %s is %s/%s", n.Name, n.Gossip, n.Eligibility))
 			continue
 		}
+		gpus, why := attemptGPUs(n, pl.GPUs)
+		if why != "" {
+			skip(res, pl.JobID, why)
+			continue
+		}
 		from := j.State
 		j.Attempts++
 		j.CountedAttempts++
@@ -56,6 +61,7 @@ func (a *applier) place(p *Place, res *Result) error {
 			Counted:      true,
 			Resources:    pl.Resources,
 			AssignedAt:   a.at,
+			GPUs:         gpus,
 		}
 		if err := a.saveAttempt(at, ""); err != nil {
 			return err

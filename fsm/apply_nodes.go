@@ -57,10 +57,18 @@ func (a *applier) upsertNode(p *UpsertNode, res *Result) error {
 	if n.Role != "" && n.Role != RoleClient && n.Role != RoleReplica {
 		return fmt.Errorf("%w: node.role: %q (want %q, %q or empty)", ErrBadCommand, n.Role, RoleClient, RoleReplica)
 	}
+	if err := validGPUs("node.gpus", n.GPUs); err != nil {
+		return err
+	}
 	old, err := a.getNode(n.Name)
 	name := NameUpdated
+	var oldGPUs []GPU
 	switch {
 	case err == nil:
+		oldGPUs = old.GPUs
+		if p.KeepGPUs {
+			n.GPUs, n.GPUDriver, n.CUDAVersion = old.GPUs, old.GPUDriver, old.CUDAVersion
+		}
 		if old.Gossip != NodeAlive {
 			name = string(NodeAlive)
 		}
@@ -76,7 +84,11 @@ func (a *applier) upsertNode(p *UpsertNode, res *Result) error {
 		return err
 	}
 	n.Gossip = NodeAlive
-	return a.saveNode(&n, name)
+	if err := a.saveNode(&n, name); err != nil {
+		return err
+	}
+	a.gpuEvents(&n, oldGPUs)
+	return nil
 }
 
 func validGossip(g GossipState) bool {

@@ -37,6 +37,8 @@ const (
 	// CmdLeader records that a new leader took office, so the event
 	// stream shows leader changes in log order on every node.
 	CmdLeader CommandType = "leader" // LeaderChanged
+	// CmdNodeGPUs records the devices a node detected (issue 24).
+	CmdNodeGPUs CommandType = "node_gpus" // NodeGPUs
 )
 
 // CmdSubmitGroup is many independent submits in one entry (the leader's
@@ -53,6 +55,7 @@ var payloadTypes = map[CommandType]any{
 	CmdSubmitGroup:  SubmitGroup{},
 	CmdUpsertNode:   UpsertNode{},
 	CmdNodeState:    SetNodeState{},
+	CmdNodeGPUs:     NodeGPUs{},
 	CmdPlace:        Place{},
 	CmdReport:       ReportAttempt{},
 	CmdReportBatch:  ReportAttempts{},
@@ -220,6 +223,20 @@ type NewJob struct {
 // alive and eligible. It sets Gossip to alive.
 type UpsertNode struct {
 	Node Node `json:"node"`
+	// KeepGPUs keeps the record's GPUs, driver and CUDA versions instead
+	// of Node's: gossip, from which the leader upserts raft members,
+	// cannot carry a device list (512 bytes of meta), so those members
+	// send theirs in NodeGPUs. A client's hello carries its own.
+	KeepGPUs bool `json:"keep_gpus,omitempty"`
+}
+
+// NodeGPUs replaces the GPUs (and driver and CUDA versions) of an existing
+// node: what its detection found at start, every 30 s and on SIGHUP.
+type NodeGPUs struct {
+	Name        string `json:"name"`
+	GPUs        []GPU  `json:"gpus,omitempty"`
+	GPUDriver   string `json:"gpu_driver,omitempty"`
+	CUDAVersion string `json:"cuda_version,omitempty"`
 }
 
 // SetNodeState changes the leader/user-owned fields of a node. Empty fields
@@ -245,6 +262,9 @@ type Placement struct {
 	JobID     string    `json:"job_id"`
 	Node      string    `json:"node"`
 	Resources Resources `json:"resources"`
+	// GPUs are the UUIDs of the node's devices the attempt gets (the
+	// leader's pick); Apply copies those devices into Attempt.GPUs.
+	GPUs []string `json:"gpus,omitempty"`
 	// Tasks places a gang: one slot per task, in task order (Node is
 	// Tasks[0].Node). Apply places all of them or none (gang.go).
 	Tasks []TaskSlot `json:"tasks,omitempty"`

@@ -19,10 +19,16 @@ const (
 	OpNotIn    = "not_in"  // arch not_in (arm)  label absent or none of the values ("not in" also accepted)
 	OpHas      = "has"     // has gpu_model      label present (any value)
 	OpNotHas   = "not_has" // not_has spot       label absent
+	// Ordering operators compare a GPU's memory or compute capability
+	// (constraint_gpu.go), never labels.
+	OpGreaterEqual = ">="
+	OpLessEqual    = "<="
+	OpGreater      = ">"
+	OpLess         = "<"
 )
 
 // validOps is listed in error messages, in this order.
-var validOps = []string{OpEqual, OpNotEqual, OpIn, OpNotIn, OpHas, OpNotHas}
+var validOps = []string{OpEqual, OpNotEqual, OpIn, OpNotIn, OpHas, OpNotHas, OpGreaterEqual, OpLessEqual, OpGreater, OpLess}
 
 // Constraint restricts which nodes a job may run on, by node label.
 // Negative operators (!=, not_in, not_has) match nodes without the label, so
@@ -52,8 +58,21 @@ func ParseConstraints(ss []string) ([]Constraint, error) {
 //	KEY == VALUE | KEY != VALUE | KEY in (V1,V2) | KEY not_in (V1,V2) | KEY not in (V1,V2)
 //	has KEY | not_has KEY
 //
-// Parentheses around a list are optional. Errors wrap ErrBadConstraint.
+// Parentheses around a list are optional. Keys starting with "gpu." name
+// an attribute of the GPUs (constraint_gpu.go), which also take >=, <=, >
+// and <. Errors wrap ErrBadConstraint.
 func ParseConstraint(s string) (Constraint, error) {
+	c, err := parseConstraint(s)
+	if err != nil {
+		return c, err
+	}
+	if err := checkGPUConstraint(c); err != nil {
+		return Constraint{}, fmt.Errorf("%w %q: %v", ErrBadConstraint, s, err)
+	}
+	return c, nil
+}
+
+func parseConstraint(s string) (Constraint, error) {
 	orig := s
 	s = strings.TrimSpace(s)
 	if s == "" {
@@ -76,7 +95,7 @@ func ParseConstraint(s string) (Constraint, error) {
 	}
 
 	// Binary comparisons may be written without spaces ("zone==a").
-	for _, op := range []string{OpEqual, OpNotEqual} {
+	for _, op := range []string{OpEqual, OpNotEqual, OpGreaterEqual, OpLessEqual, OpGreater, OpLess} {
 		if i := strings.Index(s, op); i >= 0 {
 			key, val := strings.TrimSpace(s[:i]), strings.TrimSpace(s[i+len(op):])
 			if err := checkKey(key); err != nil {

@@ -50,7 +50,8 @@ func TestParseConstraintErrors(t *testing.T) {
 		contains []string
 	}{
 		{"", []string{"empty"}},
-		{"zone >= a", []string{`unknown operator ">="`, "==, !=, in, not_in, has, not_has"}},
+		{"zone >= a", []string{`>= compares gpu.memory and gpu.compute only`}},
+		{"zone ~ a", []string{`unknown operator "~"`, "==, !=, in, not_in, has, not_has, >=, <=, >, <"}},
 		{"zone = a", []string{`unknown operator "="`}},
 		{"zone like a%", []string{`unknown operator "like"`}},
 		{"zone not like (a)", []string{`unknown operator "not like"`}},

@@ -78,6 +78,8 @@ type GangStatus struct {
 type TaskSlot struct {
 	Node string `json:"node"`
 	Port int    `json:"port"`
+	// GPUs are the UUIDs of this task's devices on Node (Placement.GPUs).
+	GPUs []string `json:"gpus,omitempty"`
 }
 
 // GangTask is the gang part of a task's attempt: what the job gets as
@@ -104,6 +106,7 @@ func (a *applier) placeGang(j *Job, pl *Placement, nodes map[string]*Node, res *
 	}
 	seen := map[string]bool{}
 	peers := make([]string, size)
+	gpus := make([][]GPU, size)
 	for i, t := range pl.Tasks {
 		n := nodes[t.Node]
 		if n == nil {
@@ -126,6 +129,12 @@ func (a *applier) placeGang(j *Job, pl *Placement, nodes map[string]*Node, res *
 			skip(res, pl.JobID, fmt.Sprintf("tasks[%d]: port %d", i, t.Port))
 			return nil
 		}
+		g, why := attemptGPUs(n, t.GPUs)
+		if why != "" {
+			skip(res, pl.JobID, fmt.Sprintf("tasks[%d]: %s", i, why))
+			return nil
+		}
+		gpus[i] = g
 		seen[t.Node] = true
 		host := n.HTTPAddr
 		if h, _, err := net.SplitHostPort(n.HTTPAddr); err == nil {
@@ -155,6 +164,7 @@ func (a *applier) placeGang(j *Job, pl *Placement, nodes map[string]*Node, res *
 			Resources:    pl.Resources,
 			AssignedAt:   a.at,
 			Task:         &GangTask{Index: i, Size: size, Port: t.Port, Peers: peers},
+			GPUs:         gpus[i],
 		}
 		if err := a.saveAttempt(at, ""); err != nil {
 			return err

@@ -60,6 +60,10 @@ type Node struct {
 	Role string `json:"role,omitempty"`
 	// GPUs are the devices detection found on the node (gpu.go), by Index.
 	GPUs []GPU `json:"gpus,omitempty"`
+	// GPUDriver and CUDAVersion are the NVIDIA driver's version and the
+	// highest CUDA version it supports, as detection found them.
+	GPUDriver   string `json:"gpu_driver,omitempty"`
+	CUDAVersion string `json:"cuda_version,omitempty"`
 
 	Gossip        GossipState `json:"gossip"`
 	Eligibility   Eligibility `json:"eligibility"`

@@ -19,6 +19,9 @@ type nodeState struct {
 	// node record's (shared, read-only), copied at the first take.
 	namedOwned bool
 	attempts   int // live attempts, counting this plan's placements
+	// gpuUsed[i]: node.GPUs[i] is held by a live attempt or this plan
+	// (gpus.go); nil while none is.
+	gpuUsed []bool
 }
 
 // newNodeStates indexes nodes by name and subtracts what live attempts hold.
@@ -64,6 +67,9 @@ func takeLive(out []nodeState, byName map[string]int, live []fsm.Attempt) {
 		a := &live[i]
 		if ni, ok := byName[a.Node]; ok {
 			out[ni].take(&a.Resources)
+			if len(a.GPUs) > 0 {
+				out[ni].markGPUs(attemptGPUUUIDs(a.GPUs), true)
+			}
 		}
 	}
 }
@@ -128,6 +134,11 @@ func (ns *nodeState) take(r *fsm.Resources) {
 		ns.ownNamed()
 		ns.freeNamed[k] -= v
 	}
+}
+
+// fitsClass is fits plus the devices of a GPU request.
+func (ns *nodeState) fitsClass(r *fsm.Resources, cl *class) bool {
+	return ns.fits(r) && ns.gpuFits(r, cl.cons)
 }
 
 // fits is the hot path: does the request fit the free capacity?
@@ -207,6 +218,9 @@ func staticMisfit(n *fsm.Node, behind bool, driver, user string, cons []fsm.Cons
 		return "user " + name + " not in --job-users"
 	}
 	for _, c := range cons {
+		if c.IsGPU() {
+			continue // per device: below
+		}
 		if c.Match(n.Labels) {
 			continue
 		}
@@ -214,6 +228,9 @@ func staticMisfit(n *fsm.Node, behind bool, driver, user string, cons []fsm.Cons
 			return "missing label " + c.Key
 		}
 		return "unmet " + c.String()
+	}
+	if hasGPUConstraint(cons) && len(fsm.GPUsMatching(n.GPUs, cons)) == 0 {
+		return "no GPU matching " + gpuConstraintText(cons)
 	}
 	return ""
 }
@@ -225,6 +242,7 @@ type class struct {
 	static map[string]int // why the other nodes were rejected
 	err    string         // set when the constraints do not parse
 	cursor int            // index into nodes where the next scan starts
+	cons   []fsm.Constraint
 }
 
 func classKey(s *fsm.JobSpec) string {
@@ -246,6 +264,7 @@ func newClass(nodes []nodeState, behind map[string]bool, s *fsm.JobSpec) *class 
 		cl.err = err.Error()
 		return cl
 	}
+	cl.cons = cons
 	for i := range nodes {
 		if r := staticMisfit(nodes[i].node, behind[nodes[i].node.Name], s.Driver, s.User, cons); r != "" {
 			cl.static[r]++

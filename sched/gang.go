@@ -28,6 +28,7 @@ func (p *placer) placeGang(spec *fsm.JobSpec, req *fsm.Resources, ports *portBoo
 	spread := g.SpreadTasks()
 	wantSpread := spec.Placement == "spread"
 	picked := make([]int, 0, g.Size)
+	var gpus [][]string // per picked task
 	for len(picked) < g.Size {
 		best := -1
 		var bestScore float64
@@ -36,7 +37,7 @@ func (p *placer) placeGang(spec *fsm.JobSpec, req *fsm.Resources, ports *portBoo
 			if spread && slices.Contains(picked, ni) {
 				continue
 			}
-			if !ns.fits(req) {
+			if !ns.fitsClass(req, cl) {
 				continue
 			}
 			s := score(ns, req)
@@ -48,18 +49,20 @@ func (p *placer) placeGang(spec *fsm.JobSpec, req *fsm.Resources, ports *portBoo
 			}
 		}
 		if best < 0 {
-			for _, ni := range picked {
+			for k, ni := range picked {
 				p.nodes[ni].untake(req)
+				p.nodes[ni].markGPUs(gpus[k], false)
 			}
 			return nil, p.explainGang(cl, req, g.Size, len(picked))
 		}
 		p.nodes[best].take(req)
+		gpus = append(gpus, p.nodes[best].takeGPUs(req, cl.cons))
 		picked = append(picked, best)
 	}
 	slots := make([]fsm.TaskSlot, len(picked))
 	for i, ni := range picked {
 		name := p.nodes[ni].node.Name
-		slots[i] = fsm.TaskSlot{Node: name, Port: ports.next(name)}
+		slots[i] = fsm.TaskSlot{Node: name, Port: ports.next(name), GPUs: gpus[i]}
 	}
 	return slots, ""
 }

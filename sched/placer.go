@@ -51,7 +51,7 @@ func shapeOf(ck string, r *fsm.Resources) shapeKey {
 
 // place picks a node for the job and reserves req (the job's request, with
 // Config.DefaultRequest filled in) there, or returns why no node can take it.
-func (p *placer) place(spec *fsm.JobSpec, req *fsm.Resources) (node int, reason string) {
+func (p *placer) place(spec *fsm.JobSpec, req *fsm.Resources) (node int, gpus []string, reason string) {
 	ck := classKey(spec)
 	cl := p.classes[ck]
 	if cl == nil {
@@ -59,11 +59,11 @@ func (p *placer) place(spec *fsm.JobSpec, req *fsm.Resources) (node int, reason 
 		p.classes[ck] = cl
 	}
 	if cl.err != "" {
-		return -1, cl.err
+		return -1, nil, cl.err
 	}
 	sk := shapeOf(ck, req)
 	if r, ok := p.failed[sk]; ok {
-		return -1, r
+		return -1, nil, r
 	}
 	spread := spec.Placement == "spread"
 	// A job that requests nothing gains nothing from packing, and packing
@@ -77,7 +77,7 @@ func (p *placer) place(spec *fsm.JobSpec, req *fsm.Resources) (node int, reason 
 	for i := 0; i < n && found < p.limit; i++ {
 		k := (cl.cursor + i) % n
 		ns := &p.nodes[cl.nodes[k]]
-		if !ns.fits(req) {
+		if !ns.fitsClass(req, cl) {
 			continue
 		}
 		if found == 0 {
@@ -98,7 +98,7 @@ func (p *placer) place(spec *fsm.JobSpec, req *fsm.Resources) (node int, reason 
 	if best < 0 {
 		r := p.explain(cl, req)
 		p.failed[sk] = r
-		return -1, r
+		return -1, nil, r
 	}
 	// Bin-pack keeps returning to the first node with room until it is
 	// full; spread moves on so the next job looks at other nodes.
@@ -108,7 +108,7 @@ func (p *placer) place(spec *fsm.JobSpec, req *fsm.Resources) (node int, reason 
 		cl.cursor = first
 	}
 	p.nodes[best].take(req)
-	return best, ""
+	return best, p.nodes[best].takeGPUs(req, cl.cons), ""
 }
 
 // score is how full the node would be after placing req: the sum of the
@@ -122,18 +122,28 @@ func score(ns *nodeState, req *fsm.Resources) float64 {
 	if c.MemoryMB > 0 {
 		s += float64(c.MemoryMB-ns.freeMem+req.MemoryMB) / float64(c.MemoryMB)
 	}
+	// A GPU job packs GPUs too: whole nodes stay free for the big ones,
+	// and a gang's tasks gather on the fewest nodes.
+	if g := c.Named["gpu"]; g > 0 && req.Named["gpu"] > 0 {
+		s += float64(g-ns.freeNamed["gpu"]+req.Named["gpu"]) / float64(g)
+	}
 	return s
 }
 
 // explain scans every node of the class for the reason a request fits
 // none of them.
 func (p *placer) explain(cl *class, req *fsm.Resources) string {
+	if r := noNodeHasGPUs(p.nodes, req); r != "" {
+		return r
+	}
 	counts := make(map[string]int, len(cl.static)+2)
 	for r, n := range cl.static {
 		counts[r] += n
 	}
 	for _, i := range cl.nodes {
 		if r := p.nodes[i].misfit(req); r != "" {
+			counts[r]++
+		} else if r := p.nodes[i].gpuMisfit(req, cl.cons); r != "" {
 			counts[r]++
 		}
 	}

@@ -91,12 +91,14 @@ func Plan(snap *Snapshot, now time.Time, cfg Config) *Decision {
 			for _, t := range p.Tasks {
 				if ni, ok := pl.nodeIdx[t.Node]; ok {
 					pl.nodes[ni].take(&p.Resources)
+					pl.nodes[ni].markGPUs(t.GPUs, true)
 				}
 			}
 			continue
 		}
 		if ni, ok := pl.nodeIdx[p.Node]; ok {
 			pl.nodes[ni].take(&p.Resources)
+			pl.nodes[ni].markGPUs(p.GPUs, true)
 		}
 	}
 	pl.planNodeFailures()
@@ -212,11 +214,11 @@ func (pl *planning) placeAll(cands []candidate) {
 				reason = r
 				goto unplaced
 			}
-			ni, r := p.place(&j.Spec, &req)
+			ni, gpus, r := p.place(&j.Spec, &req)
 			if ni >= 0 {
 				running[q]++
 				quota.take(ns, &req, 1)
-				p := fsm.Placement{JobID: j.ID, Node: pl.nodes[ni].node.Name, Resources: req}
+				p := fsm.Placement{JobID: j.ID, Node: pl.nodes[ni].node.Name, Resources: req, GPUs: gpus}
 				pl.placed = append(pl.placed, p)
 				pl.placings = append(pl.placings, Placing{Placement: p, Queue: q, Namespace: ns})
 				continue

@@ -68,7 +68,7 @@ func TestPlanFeasibilityReasons(t *testing.T) {
 			reason: "2 nodes: 1 gpu exceeds node capacity, 1 insufficient gpu"},
 		{name: "bad constraint", nodes: []fsm.Node{node("a", 4000, 4096)},
 			mutate: func(j *fsm.Job) { j.Spec.Constraints = []string{"zone ~ a"} },
-			reason: `constraints[0]: invalid constraint "zone ~ a": unknown operator "~" (valid operators: ==, !=, in, not_in, has, not_has)`},
+			reason: `constraints[0]: invalid constraint "zone ~ a": unknown operator "~" (valid operators: ==, !=, in, not_in, has, not_has, >=, <=, >, <)`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

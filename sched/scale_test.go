@@ -84,7 +84,7 @@ func BenchmarkPlaceOnly5000Nodes(b *testing.B) {
 		p := newPlacer(nodes, nil, cfg.MinCandidates)
 		for _, j := range s.Pending {
 			req := cfg.request(&j.Spec.Resources)
-			if ni, _ := p.place(&j.Spec, &req); ni >= 0 {
+			if ni, _, _ := p.place(&j.Spec, &req); ni >= 0 {
 				placed++
 			}
 		}
