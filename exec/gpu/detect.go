@@ -1,4 +1,4 @@
-// Package gpu finds the NVIDIA GPUs of this host without cgo (issue 24).
+// Detection finds the NVIDIA GPUs of this host without cgo (issue 24).
 //
 // The floor is what the kernel driver publishes: one
 // /proc/driver/nvidia/gpus/<bus>/information per device (model, UUID, PCI
@@ -8,6 +8,7 @@
 // CUDA versions and the link matrix (`topo -m`). NVML through cgo is not an
 // option: the binary is static, and NVIDIA's Go binding crashes when linked
 // statically. Every path is under Config.Root so tests run on a fake root.
+
 package gpu
 
 import (
