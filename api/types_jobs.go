@@ -77,6 +77,23 @@ type Resources struct {
 	CPU    int64            `json:"cpu,omitempty"`    // millicores
 	Memory int64            `json:"memory,omitempty"` // MiB
 	Named  map[string]int64 `json:"named,omitempty"`  // countable resources such as gpu
+	// GPUs on a submit asks for whole GPUs (named "gpu" by its own name;
+	// the leader picks the devices). Responses carry the count in Named.
+	GPUs int64 `json:"gpus,omitempty"`
+}
+
+// GPU is one NVIDIA device: in a node's list (what it detected) or an
+// attempt's (the exact devices the leader picked for it).
+type GPU struct {
+	UUID      string   `json:"uuid"`
+	Index     int      `json:"index"` // nvidia-smi's (CUDA's under CUDA_DEVICE_ORDER=PCI_BUS_ID)
+	Minor     int      `json:"minor"` // the N of /dev/nvidiaN
+	BusID     string   `json:"bus_id,omitempty"`
+	Model     string   `json:"model,omitempty"`
+	MemoryMiB int64    `json:"memory_mib,omitempty"`
+	Compute   string   `json:"compute,omitempty"` // compute capability, "9.0"
+	Health    string   `json:"health,omitempty"`  // "" when healthy
+	Links     []string `json:"links,omitempty"`   // to the device of each index, as topo -m prints it
 }
 
 // Backoff is a job's retry delay policy: delay(n) =
@@ -276,6 +293,7 @@ type Attempt struct {
 	ModifyIndex     uint64       `json:"modify_index"`
 	Artifacts       []Artifact   `json:"artifacts,omitempty"`
 	Task            *GangTask    `json:"task,omitempty"`
+	GPUs            []GPU        `json:"gpus,omitempty"` // the devices the leader picked
 }
 
 // WebhookEvent is what a webhook delivery posts.

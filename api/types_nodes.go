@@ -17,8 +17,11 @@ type Node struct {
 	Labels         map[string]string `json:"labels,omitempty"`
 	Drivers        []string          `json:"drivers,omitempty"`
 	JobUsers       []string          `json:"job_users,omitempty"`
-	Gossip         string            `json:"gossip"`      // alive, suspect, dead, left
-	Eligibility    string            `json:"eligibility"` // eligible, draining, ineligible
+	GPUs           []GPU             `json:"gpus,omitempty"`         // detected NVIDIA GPUs, by index
+	GPUDriver      string            `json:"gpu_driver,omitempty"`   // NVIDIA driver version
+	CUDAVersion    string            `json:"cuda_version,omitempty"` // highest CUDA the driver supports
+	Gossip         string            `json:"gossip"`                 // alive, suspect, dead, left
+	Eligibility    string            `json:"eligibility"`            // eligible, draining, ineligible
 	DrainDeadline  time.Time         `json:"drain_deadline,omitzero"`
 	StateChangedAt time.Time         `json:"state_changed_at"`
 	ModifyIndex    uint64            `json:"modify_index"`

@@ -266,9 +266,16 @@ func printJobDetail(c *ucli.Context, d *httpapi.JobDetail) error {
 	}
 	fmt.Fprintln(Stdout(c))
 	gang := j.Spec.Gang != nil
+	gpus := false
+	for _, a := range d.Attempts {
+		gpus = gpus || len(a.GPUs) > 0
+	}
 	cols := []string{"ATTEMPT", "NODE", "STATE", "EXIT", "REASON", "STARTED", "DURATION", "TOKEN"}
 	if gang {
 		cols = append([]string{"TASK"}, cols...)
+	}
+	if gpus {
+		cols = append(cols, "GPUS")
 	}
 	t := NewTable(Stdout(c), cols...)
 	for _, a := range d.Attempts {
@@ -291,6 +298,9 @@ func printJobDetail(c *ucli.Context, d *httpapi.JobDetail) error {
 				task = fmt.Sprint(a.Task.Index)
 			}
 			row = append([]any{task}, row...)
+		}
+		if gpus {
+			row = append(row, gpuIndexes(a.GPUs))
 		}
 		t.Row(row...)
 	}

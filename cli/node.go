@@ -29,6 +29,13 @@ func nodeCommand() *ucli.Command {
 				Action: func(c *ucli.Context) error { return Error(nodeList(c)) },
 			},
 			{
+				Name:      "show",
+				Usage:     "one node: addresses, capacity, what is allocated, its GPUs and its live attempts",
+				ArgsUsage: "NAME",
+				Flags:     WithClientFlags(JSONFlag),
+				Action:    func(c *ucli.Context) error { return Error(nodeShow(c)) },
+			},
+			{
 				Name:      "drain",
 				Usage:     "stop placing attempts on a node; running ones get --deadline to finish",
 				ArgsUsage: "NAME",
@@ -98,7 +105,7 @@ func nodeList(c *ucli.Context) error {
 		return PrintJSON(c, list)
 	}
 	nodes := list.Nodes
-	t := NewTable(Stdout(c), "NAME", "ROLE", "ADDRESS", "GOSSIP", "ELIGIBILITY", "CPU", "MEMORY", "RUNNING", "DRIVERS", "LABELS")
+	t := NewTable(Stdout(c), "NAME", "ROLE", "ADDRESS", "GOSSIP", "ELIGIBILITY", "CPU", "MEMORY", "GPUS", "RUNNING", "DRIVERS", "LABELS")
 	for _, n := range nodes {
 		elig := string(n.Eligibility)
 		if n.Eligibility == fsm.Draining && !n.DrainDeadline.IsZero() {
@@ -111,7 +118,7 @@ func nodeList(c *ucli.Context) error {
 		t.Row(n.Name, role, orDash(n.HTTPAddr), n.Gossip, elig,
 			httpapi.FormatCPU(n.Allocated.CPU)+"/"+httpapi.FormatCPU(n.Capacity.CPU),
 			httpapi.FormatMemory(n.Allocated.MemoryMB)+"/"+httpapi.FormatMemory(n.Capacity.MemoryMB),
-			n.Running, orDash(strings.Join(n.Drivers, ",")), labels(n.Labels))
+			gpuColumn(n.Allocated, n.Capacity, n.GPUs), n.Running, orDash(strings.Join(n.Drivers, ",")), labels(n.Labels))
 	}
 	if err := t.Flush(); err != nil {
 		return err

@@ -31,6 +31,7 @@ func specFlags() []ucli.Flag {
 		&ucli.StringFlag{Name: "name", Usage: "job name"},
 		&ucli.StringFlag{Name: "cpu", Usage: "CPU: 500m, 0.5 or 2 (cores), 500 (millicores; bare integers from 64 up)"},
 		&ucli.StringFlag{Name: "memory", Usage: "memory: 256MiB, 1GiB, or 256 (MiB)"},
+		&ucli.IntFlag{Name: "gpus", Usage: "whole NVIDIA GPUs; the leader picks which (the best-linked free set on the node)"},
 		&ucli.IntFlag{Name: "priority", Usage: "0..100", DefaultText: "50"},
 		&ucli.IntFlag{Name: "max-attempts", Usage: "attempts before the job fails", DefaultText: "3"},
 		&ucli.StringFlag{Name: "timeout", Usage: "per-attempt time limit, e.g. 10m"},
@@ -44,7 +45,7 @@ func specFlags() []ucli.Flag {
 		&ucli.StringFlag{Name: "kill-signal", Usage: "signal sent on cancel or timeout (default SIGTERM)"},
 		&ucli.StringFlag{Name: "kill-timeout", Usage: "grace period before SIGKILL (default 10s)"},
 		&ucli.StringFlag{Name: "queue", Usage: "queue name"},
-		&ucli.GenericFlag{Name: "constraint", Value: &multi{}, Usage: "node label constraint, e.g. 'zone == a' (repeatable)"},
+		&ucli.GenericFlag{Name: "constraint", Value: &multi{}, Usage: "node label constraint, e.g. 'zone == a', or on the GPUs: 'gpu.memory >= 40GiB', 'gpu.model == h100', 'gpu.compute >= 8.0' (repeatable)"},
 		&ucli.StringFlag{Name: "placement", Usage: "binpack (default) or spread"},
 		&ucli.StringFlag{Name: "run-at", Usage: "start no earlier than this RFC 3339 time"},
 		&ucli.StringFlag{Name: "in", Usage: "start no earlier than this long from now, e.g. 10m"},
@@ -175,6 +176,13 @@ func applyFlags(c *ucli.Context, spec *httpapi.JobSpecInput, now time.Time) erro
 		if err != nil {
 			return err
 		}
+	}
+	if c.IsSet("gpus") {
+		g := int64(c.Int("gpus"))
+		if g < 0 {
+			return fmt.Errorf("--gpus: must be 0 or more (got %d)", g)
+		}
+		res().GPUs = &g
 	}
 	if c.IsSet("priority") {
 		p := c.Int("priority")

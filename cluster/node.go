@@ -21,10 +21,13 @@ import (
 // Node is one agent's membership in the cluster: its raft server, its gossip
 // member and the leader-side loops. Methods are safe for concurrent use.
 type Node struct {
-	cfg     Config
-	logger  *slog.Logger
-	fsm     *fsm.FSM
-	self    fsm.Node // this node's self-description with its addresses
+	cfg    Config
+	logger *slog.Logger
+	fsm    *fsm.FSM
+	self   fsm.Node // this node's self-description with its addresses
+	// selfMu guards self's GPUs and capacity, which SetGPUs changes
+	// (gpus.go); the addresses never change.
+	selfMu  sync.Mutex
 	storage *raftStorage
 	trans   *raft.NetworkTransport
 	raft    *raft.Raft
@@ -214,7 +217,11 @@ func (n *Node) goLoop(fn func()) {
 func (n *Node) Name() string { return n.cfg.Name }
 
 // Self is this node's self-description with its advertised addresses.
-func (n *Node) Self() fsm.Node { return n.self }
+func (n *Node) Self() fsm.Node {
+	n.selfMu.Lock()
+	defer n.selfMu.Unlock()
+	return n.self
+}
 
 // ClusterID is the cluster's identity once known ("" before the first
 // leader committed it and this node learnt it).
@@ -399,7 +406,7 @@ func (n *Node) refreshMeta() error {
 	} else if ok, err := n.storage.hasState(); err == nil {
 		hasState = ok
 	}
-	m := metaFromNode(n.self, n.ClusterID(), hasState, n.leavingSelf.Load())
+	m := metaFromNode(n.Self(), n.ClusterID(), hasState, n.leavingSelf.Load())
 	m.Applied, m.Behind = n.fsm.AppliedIndex(), !n.InSync()
 	b, err := m.encode()
 	if err != nil {

@@ -92,9 +92,14 @@ func (n *Node) reconcileNodes(ctx context.Context, members []Member) {
 		}
 		cur, ok := known[m.Name]
 		want := n.memberNode(m)
+		if ok {
+			// A raft member's devices come in its own NodeGPUs (gossip
+			// cannot carry them): they are not the leader's to change.
+			want.GPUs, want.GPUDriver, want.CUDAVersion = cur.GPUs, cur.GPUDriver, cur.CUDAVersion
+		}
 		alive := m.Status == fsm.NodeAlive || m.Status == fsm.NodeSuspect
 		if alive && (!ok || describe(cur) != describe(want)) {
-			if n.commit(ctx, fsm.CmdUpsertNode, fsm.UpsertNode{Node: want}) {
+			if n.commit(ctx, fsm.CmdUpsertNode, fsm.UpsertNode{Node: want, KeepGPUs: true}) {
 				cur, ok = want, true
 				cur.Gossip = fsm.NodeAlive
 			}
@@ -128,7 +133,7 @@ func (n *Node) gossipGrace() time.Duration {
 
 func (n *Node) memberNode(m Member) fsm.Node {
 	if m.Name == n.cfg.Name {
-		return n.self
+		return n.Self()
 	}
 	return fsm.Node{
 		Name: m.Name, HTTPAddr: m.HTTPAddr, RaftAddr: m.RaftAddr, GossipAddr: m.Addr,
@@ -151,6 +156,7 @@ func describe(nd fsm.Node) string {
 		Name: nd.Name, HTTPAddr: nd.HTTPAddr, RaftAddr: nd.RaftAddr, GossipAddr: nd.GossipAddr,
 		Capacity: nd.Capacity, Labels: nonEmpty(nd.Labels), Drivers: nd.Drivers, Version: nd.Version,
 		Slots: nd.Slots, JobUsers: nd.JobUsers, Role: nd.Role,
+		GPUs: nd.GPUs, GPUDriver: nd.GPUDriver, CUDAVersion: nd.CUDAVersion,
 	})
 	return string(b)
 }

@@ -97,7 +97,8 @@ type WorkFrame struct {
 	Key string `json:"key,omitempty"`
 }
 
-// UpFrame is one line of a work stream's request body: a hello first,
+// UpFrame is one line of a work stream's request body: a hello first
+// (and again whenever the client's self-description changes),
 // then a beat every second.
 type UpFrame struct {
 	Type string    `json:"type"`           // "hello", "beat" or "leave"
@@ -256,6 +257,12 @@ func readHello(up *bufio.Reader, node string) (fsm.Node, error) {
 	if err := json.Unmarshal(line, &f); err != nil {
 		return fsm.Node{}, fmt.Errorf("hello: not a JSON up frame: %w", err)
 	}
+	return checkHello(f, node)
+}
+
+// checkHello checks a hello frame and returns the client's self-description
+// less what is not the client's to say.
+func checkHello(f UpFrame, node string) (fsm.Node, error) {
 	switch {
 	case f.Type != UpFrameHello || f.Node == nil:
 		return fsm.Node{}, fmt.Errorf("hello: the first frame must be {\"type\":\"hello\",\"node\":{...}} (got type %q)", f.Type)
@@ -313,6 +320,21 @@ func (n *Node) readBeats(ctx context.Context, cancel context.CancelCauseFunc, rc
 			n.clientLeaving(ctx, node)
 			cancel(fmt.Errorf("client %s is stopping", node))
 			return
+		}
+		if err == nil && f.Type == UpFrameHello {
+			// A client whose self-description changed (its GPUs, issue 24)
+			// says it again; registered off this goroutine, as it commits.
+			self, err := checkHello(f, node)
+			if err != nil {
+				cancel(fmt.Errorf("client %s: %w", node, err))
+				return
+			}
+			go func() {
+				if _, _, err := n.registerClient(ctx, self); err != nil {
+					n.logger.Warn("client re-registration failed", "client", node, "err", err)
+				}
+			}()
+			continue
 		}
 		if err != nil || f.Type != UpFrameBeat || f.Seq == 0 {
 			cancel(fmt.Errorf("client %s: bad up frame %.100q", node, line))

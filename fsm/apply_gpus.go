@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"fmt"
+	"reflect"
 	"strconv"
 )
 
@@ -31,6 +32,9 @@ func (a *applier) nodeGPUs(p *NodeGPUs, res *Result) error {
 	n, err := a.getNode(p.Name)
 	if err != nil {
 		return err
+	}
+	if reflect.DeepEqual(n.GPUs, p.GPUs) && n.GPUDriver == p.GPUDriver && n.CUDAVersion == p.CUDAVersion {
+		return nil // an agent's start says what the record holds: no event
 	}
 	old := n.GPUs
 	n.GPUs, n.GPUDriver, n.CUDAVersion = p.GPUs, p.GPUDriver, p.CUDAVersion

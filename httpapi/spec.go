@@ -77,6 +77,9 @@ type ResourcesInput struct {
 	CPU    json.RawMessage  `json:"cpu,omitempty"`
 	Memory json.RawMessage  `json:"memory,omitempty"`
 	Named  map[string]int64 `json:"named,omitempty"`
+	// GPUs is named.gpu by its own name (issue 24): whole devices, which
+	// the leader picks on the node.
+	GPUs *int64 `json:"gpus,omitempty"`
 }
 
 // BackoffInput is the retry delay policy; durations are strings ("5s") or

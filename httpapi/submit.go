@@ -387,8 +387,17 @@ func (l *capacityLimits) check(jobs []fsm.NewJob, batch bool) error {
 				continue
 			}
 			b := l.named[k]
+			if b == nil && k == "gpu" {
+				return invalid(field("resources.gpus"), "no node has GPUs%s", hint)
+			}
 			if b == nil {
 				return invalid(field("resources.named."+k), "no node has %q%s", k, hint)
+			}
+			if k == "gpu" {
+				if v > b.Capacity.Named[k] {
+					return invalid(field("resources.gpus"), "no node has %d GPUs (largest: %s with %d)%s", v, b.Name, b.Capacity.Named[k], hint)
+				}
+				continue
 			}
 			if v > b.Capacity.Named[k] {
 				return invalid(field("resources.named."+k), "%d is more than any node has (largest: %s with %d)%s", v, b.Name, b.Capacity.Named[k], hint)

@@ -302,7 +302,22 @@ func (r *ResourcesInput) normalize() (fsm.Resources, error) {
 		}
 	}
 	if len(r.Named) > 0 {
-		out.Named = r.Named
+		out.Named = maps.Clone(r.Named)
+	}
+	if r.GPUs != nil {
+		g := *r.GPUs
+		if g < 0 || g > MaxNamed {
+			return out, invalid("resources.gpus", "must be between 0 and %d (got %d)", MaxNamed, g)
+		}
+		if v, ok := r.Named["gpu"]; ok && v != g {
+			return out, invalid("resources.gpus", "%d conflicts with resources.named.gpu %d: give one", g, v)
+		}
+		if g > 0 {
+			if out.Named == nil {
+				out.Named = map[string]int64{}
+			}
+			out.Named["gpu"] = g
+		}
 	}
 	return out, nil
 }

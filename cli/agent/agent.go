@@ -23,6 +23,7 @@ import (
 	"github.com/foreman-sched/foreman/certs"
 	"github.com/foreman-sched/foreman/cluster"
 	"github.com/foreman-sched/foreman/exec"
+	"github.com/foreman-sched/foreman/exec/gpu"
 	"github.com/foreman-sched/foreman/fsm"
 	"github.com/foreman-sched/foreman/httpapi"
 	"github.com/foreman-sched/foreman/sched"
@@ -48,6 +49,11 @@ type agentConfig struct {
 	maxConnsPerIP     int
 	role              string // RoleServer, RoleReplica, RoleClient, or RoleAuto until resolveRole
 	clientToken       string // --token-file's secret: a client agent's credential under --acl
+	// GPU detection (gpus.go): where it looks, --resource gpu=N when
+	// given, and what it found at start (already in self).
+	gpu         gpu.Config
+	gpuOverride *int64
+	gpuStart    gpuState
 }
 
 // Command is `foreman agent`; version is what this node advertises.
@@ -75,7 +81,9 @@ dozen hosts). --role server or --role replica makes a later agent a raft member 
 			&ucli.IntFlag{Name: "bootstrap-expect", Usage: "bootstrap raft once this many fresh servers see each other"},
 			&ucli.IntFlag{Name: "voters", Value: 3, Usage: "number of raft voters (1, 3 or 5); later servers are non-voters, later --role auto agents clients"},
 			&ucli.StringSliceFlag{Name: "label", Usage: "node label k=v for constraints (repeatable)"},
-			&ucli.StringSliceFlag{Name: "resource", Usage: "named countable resource, e.g. gpu=4 (repeatable)"},
+			&ucli.StringSliceFlag{Name: "resource", Usage: "named countable resource, e.g. gpu=4 (repeatable); gpu defaults to the healthy NVIDIA GPUs detected"},
+			&ucli.StringFlag{Name: "nvidia-smi", Usage: "nvidia-smi to ask about GPUs (default: on PATH, else /usr/local/nvidia/bin/nvidia-smi)"},
+			&ucli.StringFlag{Name: "gpu-root", Hidden: true, Usage: "read /proc, /sys and /dev for GPUs below this directory (tests: a fake host)"},
 			&ucli.StringFlag{Name: "cpu", Usage: "override the advertised CPU capacity (e.g. 4, 3500m)"},
 			&ucli.StringFlag{Name: "memory", Usage: "override the advertised memory capacity (e.g. 8GiB, 4096)"},
 			&ucli.StringFlag{Name: "reserve-cpu", Value: "0", Usage: "CPU kept back from jobs (e.g. 500m)"},
@@ -322,10 +330,23 @@ func agentConfigFrom(c *ucli.Context, version string) (*agentConfig, error) {
 		return nil, fmt.Errorf("--max-pending-jobs/--max-queued-jobs: %w", err)
 	}
 
+	cfg.gpu = gpu.DefaultConfig()
+	cfg.gpu.NvidiaSMI = c.String("nvidia-smi")
+	if r := c.String("gpu-root"); r != "" {
+		if cfg.gpu.Root, err = filepath.Abs(r); err != nil {
+			return nil, fmt.Errorf("--gpu-root: %w", err)
+		}
+		w.GPURoot = cfg.gpu.Root
+	}
 	self, err := selfDescription(c, usable, version)
 	if err != nil {
 		return nil, err
 	}
+	if v, ok := self.Capacity.Named["gpu"]; ok {
+		cfg.gpuOverride = &v
+	}
+	cfg.gpuStart = detectGPUs(context.Background(), cfg.gpu, cfg.gpuOverride, slog.Default())
+	cfg.gpuStart.apply(&self)
 	// Advertise the allow-list so the scheduler places a job naming a user
 	// only where it may run (an agent not running as root runs every job as
 	// itself and advertises none).
@@ -506,6 +527,9 @@ func runAgent(parent context.Context, cfg *agentConfig) error {
 		return err
 	}
 
+	go watchGPUs(ctx, cfg.gpu, cfg.gpuOverride, cfg.gpuStart, func(ctx context.Context, st gpuState) error {
+		return node.SetGPUs(ctx, st.GPUs, st.Driver, st.CUDA, st.Capacity)
+	}, logger)
 	logger.Info("agent started", "component", "agent", "node", self.Name, "http", self.HTTPAddr, "tls", cfg.tls != nil,
 		"gossip_encrypted", node.GossipEncrypted(),
 		"data_dir", cfg.cluster.DataDir, "drivers", strings.Join(cfg.self.Drivers, ","), "default_driver", cfg.worker.DefaultDriver)

@@ -90,6 +90,12 @@ func runClient(parent context.Context, cfg *agentConfig) error {
 	workerCtx, stopWorker := context.WithCancel(context.Background())
 	workerDone := make(chan error, 1)
 	go func() { workerDone <- worker.Run(workerCtx) }()
+	go watchGPUs(ctx, cfg.gpu, cfg.gpuOverride, cfg.gpuStart, func(_ context.Context, st gpuState) error {
+		s := wc.selfNode()
+		st.apply(&s)
+		wc.SetSelf(s)
+		return nil
+	}, logger)
 	logger.Info("agent started", "component", "agent", "role", RoleClient, "node", self.Name, "http", self.HTTPAddr,
 		"servers", strings.Join(servers, ","), "data_dir", cc.DataDir, "drivers", strings.Join(self.Drivers, ","),
 		"default_driver", cfg.worker.DefaultDriver)

@@ -34,7 +34,7 @@ import (
 // the server's Retry-After), resuming from the highest index it has seen
 // so that its view never goes back in time.
 type workClient struct {
-	self    fsm.Node // sent in the hello
+	self    fsm.Node // sent in the hello; its Name never changes (SetSelf, under mu)
 	servers []string // base URLs, e.g. http://10.0.0.5:7070
 	hc      *http.Client
 	auth    func(http.Header) // the cluster-internal credential; nil adds nothing
@@ -55,10 +55,11 @@ type workClient struct {
 	watchers    map[chan struct{}]struct{}
 	// keys are the last two keys servers sent (fsm.ClientKey; newest
 	// first): servers calling this client's port under ACL present one.
-	keys      [2]string
-	leaving   chan struct{} // closed by Leave
-	ended     chan struct{} // a stream ended (buffered: Leave waits on it)
-	leaveOnce sync.Once
+	keys        [2]string
+	selfChanged chan struct{} // SetSelf: say the hello again (buffered)
+	leaving     chan struct{} // closed by Leave
+	ended       chan struct{} // a stream ended (buffered: Leave waits on it)
+	leaveOnce   sync.Once
 }
 
 func newWorkClient(self fsm.Node, servers []string, hc *http.Client, auth func(http.Header), contact time.Duration, logger *slog.Logger) *workClient {
@@ -67,7 +68,26 @@ func newWorkClient(self fsm.Node, servers []string, hc *http.Client, auth func(h
 	}
 	return &workClient{self: self, servers: servers, hc: hc, auth: auth, contact: contact,
 		beatEvery: cluster.ClientBeatInterval, silence: 3 * cluster.ClientBeatInterval, logger: logger, watchers: map[chan struct{}]struct{}{},
-		leaving: make(chan struct{}), ended: make(chan struct{}, 1)}
+		leaving: make(chan struct{}), ended: make(chan struct{}, 1), selfChanged: make(chan struct{}, 1)}
+}
+
+// SetSelf changes the self-description (its GPUs, issue 24): the open
+// stream says the hello again, and every later stream opens with it.
+func (c *workClient) SetSelf(self fsm.Node) {
+	c.mu.Lock()
+	self.Name = c.self.Name
+	c.self = self
+	c.mu.Unlock()
+	select {
+	case c.selfChanged <- struct{}{}:
+	default:
+	}
+}
+
+func (c *workClient) selfNode() fsm.Node {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.self
 }
 
 // Watch implements exec.Assignments: the channel gets a signal after each
@@ -244,7 +264,7 @@ func (c *workClient) stream(ctx context.Context, server string) (healthy bool, r
 // or the server stops reading.
 func (c *workClient) sendUp(ctx context.Context, w *io.PipeWriter, beats *beatLog) {
 	enc := json.NewEncoder(w)
-	self := c.self
+	self := c.selfNode()
 	if err := enc.Encode(cluster.UpFrame{Type: cluster.UpFrameHello, Node: &self}); err != nil {
 		return
 	}
@@ -256,15 +276,25 @@ func (c *workClient) sendUp(ctx context.Context, w *io.PipeWriter, beats *beatLo
 			w.CloseWithError(err)
 			return
 		}
-		select {
-		case <-ctx.Done():
-			w.CloseWithError(ctx.Err())
-			return
-		case <-c.leaving:
-			_ = enc.Encode(cluster.UpFrame{Type: cluster.UpFrameLeave})
-			w.Close()
-			return
-		case <-tick.C:
+	wait:
+		for {
+			select {
+			case <-ctx.Done():
+				w.CloseWithError(ctx.Err())
+				return
+			case <-c.leaving:
+				_ = enc.Encode(cluster.UpFrame{Type: cluster.UpFrameLeave})
+				w.Close()
+				return
+			case <-c.selfChanged:
+				self := c.selfNode()
+				if err := enc.Encode(cluster.UpFrame{Type: cluster.UpFrameHello, Node: &self}); err != nil {
+					w.CloseWithError(err)
+					return
+				}
+			case <-tick.C:
+				break wait
+			}
 		}
 	}
 }

@@ -323,15 +323,18 @@ type Artifact struct {
 
 // Attempt defines model for Attempt.
 type Attempt struct {
-	Artifacts       *[]Artifact  `json:"artifacts,omitempty"`
-	AssignedAt      time.Time    `json:"assigned_at"`
-	Attempt         int          `json:"attempt"`
-	CancelRequested *string      `json:"cancel_requested,omitempty"`
-	Counted         bool         `json:"counted"`
-	CpuTimeNs       *int64       `json:"cpu_time_ns,omitempty"`
-	ExitCode        *int         `json:"exit_code,omitempty"`
-	FencingToken    int64        `json:"fencing_token"`
-	FinishedAt      *time.Time   `json:"finished_at,omitempty"`
+	Artifacts       *[]Artifact `json:"artifacts,omitempty"`
+	AssignedAt      time.Time   `json:"assigned_at"`
+	Attempt         int         `json:"attempt"`
+	CancelRequested *string     `json:"cancel_requested,omitempty"`
+	Counted         bool        `json:"counted"`
+	CpuTimeNs       *int64      `json:"cpu_time_ns,omitempty"`
+	ExitCode        *int        `json:"exit_code,omitempty"`
+	FencingToken    int64       `json:"fencing_token"`
+	FinishedAt      *time.Time  `json:"finished_at,omitempty"`
+
+	// Gpus the exact devices the leader picked for this attempt (copies of the node's, without links)
+	Gpus            *[]GPU       `json:"gpus,omitempty"`
 	JobId           string       `json:"job_id"`
 	ModifyIndex     int64        `json:"modify_index"`
 	Node            string       `json:"node"`
@@ -470,6 +473,32 @@ type Error struct {
 
 // ErrorCode a stable code (docs/api.md, "Errors")
 type ErrorCode string
+
+// GPU defines model for GPU.
+type GPU struct {
+	// BusId PCI address, 0000:19:00.0
+	BusId *string `json:"bus_id,omitempty"`
+
+	// Compute compute capability, 9.0
+	Compute *string `json:"compute,omitempty"`
+
+	// Health absent when healthy; else why the leader places nothing on it
+	Health *string `json:"health,omitempty"`
+
+	// Index nvidia-smi's index (CUDA's under CUDA_DEVICE_ORDER=PCI_BUS_ID)
+	Index int `json:"index"`
+
+	// Links how this device reaches the device of each index, as nvidia-smi topo -m prints it (X, NV18, PIX, PXB, PHB, NODE, SYS)
+	Links     *[]string `json:"links,omitempty"`
+	MemoryMib *int64    `json:"memory_mib,omitempty"`
+
+	// Minor the N of /dev/nvidiaN
+	Minor int     `json:"minor"`
+	Model *string `json:"model,omitempty"`
+
+	// Uuid GPU-…, stable across reboots
+	Uuid string `json:"uuid"`
+}
 
 // GangInput defines model for GangInput.
 type GangInput struct {
@@ -673,6 +702,9 @@ type Resources struct {
 type ResourcesInput struct {
 	// Cpu millicores as a number, or a string with units (`500m`, `0.5`, `2` cores below 64)
 	Cpu *CPUInput `json:"cpu,omitempty"`
+
+	// Gpus whole GPUs (named.gpu); the leader picks which devices
+	Gpus *int64 `json:"gpus,omitempty"`
 
 	// Memory MiB as a number, or a string with units (`256MiB`, `1GiB`, `1.5G`)
 	Memory *MemoryInput      `json:"memory,omitempty"`
@@ -2166,108 +2198,114 @@ func ParseGetJobResponse(rsp *http.Response) (*GetJobResponse, error) {
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H19bxs5kvdXIfpZYOwHrRfbycysgsEimWRymU0mc4n3dm9tQ011lyTG3WQPybatDQzcp7kPdp/kUEX2",
-	"iyTqzXHmgMX+FaubTRbJYtWvXlj5HKWqKJUEaU00+hzNgWeg6c+3KuVWKIl/Z2BSLUr3M7JzYKkGbiFj",
-	"avIJUvuNYX/58JaV3M6jODLpHAqO39lFCdEoMlYLOYvu7+PoA1i9eD61oNf7NZAqmRlmFbvlwrIJTJUG",
-	"ZkBmQs4YDqvhtwqMZXzGhQwNJaSFGejoHgcrueYFWD+hVEkjjAVp14dOrK4gGTED+gYyNlnQaDmtBuNI",
-	"LuNM86llE661AM2OOJuqPFe3oFmp1Z0Aw4Q9juJIYIe/VaAXURxJXiBZnbG7RGcw5VVuo9GU5wbiehIT",
-	"pXLgkhYsrbRROrwJpYYboSrDSj6DbwxLJNzZsfsi2USJ62/7LokMilJZkOniz7BYHzyDrCpzkXILhnFm",
-	"hJzl0PukJsxUk0JYdqRwwW6Vvp7m6vaYCWlEBm4LcRV5WeaLmkLHdC2Jb9rRezh8l9aC370FObPzaHT6",
-	"9Ns4QPsnNXnzcp1kzpC8Ny9x4/7y9s3LZqc80/qxRRbFEXKZ0JBFI2SL7UuVi0IQQ4UW270M7vjJcBjj",
-	"bERRFfQLfwrpf8br/Ow6NSVPIcwNzWt25Edhif8jecaS/58wIRlnuTBWyNmIwQ3oRecr7MOqa5Cs4Aum",
-	"gWebuLklZPvaSJXBL/TJ+m7gu28MDR/eCf/mkL3Ad1mVbxyzfv/Y49Z8Hua7+u2jM989NjalkgZIwL3g",
-	"2QcnH724q2UdnjbhpPngk3EiHe54UebgWmaO1W54TiSA1ihy8CiZi7OrfqmF0sIuRqyoDMplNgF7CyDZ",
-	"kHGZsZPhkB3NlGWnw+FxdN+l+Q8aptEo+n+DVs8M3FszeEXD0DyW12zCMyZkWdlnxJQFGMNnwIzl2hp2",
-	"K+ycnk8F5BkO5zrae860WFOlJyLLgF7c8LzqLkX7sl2MEnQhjBFKsgykgGzE7FwYJgFQZ82hln2dhkp2",
-	"ztdlNLmMnvkjlgo254ZO2Yj7w/LWycEAPVKN81pI1vRI5fVTTYfKgB3J02NGP+ySBpMZa9rj+2upbuUz",
-	"plEbMzNX2uYLoqKSvLJzpcU/kAPXKVl63xLjHoO0pBOyEY723DekPWBOyLOjWy4tu4xeANeg2cdXP354",
-	"dX4ZHTs2+EK+4ZIRQezIALBMpWbAS9EvsphdOiYxl1HMpkp74YeTIob9RdmfVCWzBx0cqex4Sl8vHR02",
-	"PPn55dnf//3ph+G74X88+dt3//nij38+/eX7H09ejWiD3DdfPm2pmKnSucdi2OH7G9C54hk8bEKq/byd",
-	"UftwhOd8OPT8jigQBQXjGmhaqSr84wXYmscchjoxjzJdO0c8eMsN42kKpYXsGaFEJjwy9MMlhDZ7BDcT",
-	"5uFlFHdRbqfFJoJ860EHuhJV50q95XoGD1riicoWY6vUOKcu2mWuES42wJNK7zWzcy7diUZIwdSUfX/2",
-	"/fffDr9nk4WFx1hW7obEbe4MdJQsU5ocM4J2E26R46asQIhO1D2NkSmIFY4Set/9LGrPNy38c23FlKe0",
-	"ZKVWJWgrnGQmnbiu7uLIiH+AF90Ftw4cffskCmKlVote1EqWPr9qWren5bm1UJQBSrinkX4IC4XZtbrN",
-	"rO6bcbjWfIG/uTFiJiEbc7s0i4xb6FlBqGNtzrylbXWWcZRymUI+9izjDvtaD6mq5PK7xryIo7Ssxjj0",
-	"WJq9VjaO4E7YsWPiz5Gs8pxPkLEdVllvPgWZCjkbk9YLDtGA3mHweyGFmR+4aJ/UZCzCq1GoTEwXYyEz",
-	"uHsAOdJPfK1fpYrwCpfAr8cFFEovxu6o7rfOGrgXHmtjaTCq0ins5MYPTUP3FRkendGRntD6IZ/yPHwG",
-	"EYMduB3Gcgs7T45j9I/Ulj7KQOux5SJMiOXmelefr7mcnWM7xOhcS/w0COC70sIzT3v0/K7X81jl6faE",
-	"dXdm+biv8N0WIfSxXiuQyIQXTTfYeyVpCnFkqjQFcPp5ykVOf+TK4EjXIsffV4GNeMHTazWdrgs6IYUV",
-	"bse3refLSjuXEJ4xVPF6mQlUhbKgGVhWxcQxc8HvDum7qHIrylzs2f99YDn9VN+gFUGiPMsEds/zXzsz",
-	"926XL1oMN8SOFdkgKB+0Qs2Au5Zpx6DhZbPp/CPhuo4pecDiofrfW1v+rCYfS0ibCS1rzPVzaYInZ4lm",
-	"Zw6vc/hBdK109mDKfvz1Lw0DLoOtQuS5SJUGwxDFMrcnscNW7sA6O7eSwiKeejocFknMkmH/Kf5zmjD3",
-	"9QRydcu+fXIcxZGS8H4ajS4+r7FXB4FG2NO6lL5CclVRcJltIJlLxvXshtEaLFOqK4nTSC4uo8FEyIGZ",
-	"o5l1GfVS/NdcJUvENVuwrpyFfONenqzBp89hiqXjzHVyb+cinbOSa5CWqcqmqgDDcrCMswxKkBm+QDNN",
-	"V2Tme3lLotUYL1grjQeJ57d8YdwkxnWDkIB9CblAwzIAJZ14NxuAnPOmH6RV4cYbHNs4+a8wmSt1/Yra",
-	"3scR/giTsAEv5dzYMdT+lfBr1IvVhpkV/G68fe7ks350OFHvRIMnqjI7eIkrne/GC4QVaF3dB/XOtHih",
-	"mf/Kcizt+xKFIWGyPKMOQihdfCRCg46adGFBmEtLs86hGaQig2w8WQR3Gl8bsQGR+sGC++uO4IbNb4FM",
-	"8LUFXYhlKLrZyHPDBJeuxhYB7+xrxTL/mh0lJ8XZ0CQoTFuBSc9C7LGskAN9Nx17OXmUYO8xS56SLD+Z",
-	"nw2L2qB2shot6tZP0crMjvgOCO94TeJfdb2i66ECZ+lPvRfM+cxqV3J37lt8wwf7hJe5rbYg11z0FhEL",
-	"OebY0QYP3nFHXLeE8TQfZ8Lg5/hzxVHZ9eh2/XVSjVucX4Cdq2yM7zmF9jJC93Kai9Qf6Bwa2K9hWhlq",
-	"MuHZ2EhemrmigyxNVZaK7KTO4zWXz4qPBDe863hDq2NcSQ08nXOP6Dp+YKRSA88WbrI3XOS+VXf8G9B0",
-	"auMIhZyqLEUeLGg8VSHhAGGuURJYLiSMWEJu9xFzBmoSxTvko+swdjseOp1opT0Ep9fuoIBUKXFhtjgo",
-	"ugHWLq0bXURII0LVdbH5u1PRKNvVA9W4eVYBVlegrvikUF+EW3rItA+Er1VsmfMUii3CfvNSWVWG3Q07",
-	"9MODvEqh5W6t+E0Lf+4dDqvGonckBRQfeB/zZsC7uh14aA9bu1UwQuTE9Zyov5qS0MT+7fz8146htzw3",
-	"FFhBsuGuhLSL+w7guI7vPXzWNy9TS7YT1MG2e2E2/71rvWNdHiKa/nlXbtOC/awmBxs97sCN9zGNHuyw",
-	"TSuNuHC81Y+eeUC83aAozUP83w/xX8+4c1Tu8m16XbDZeuvk8YyvYfFVPOJovulKHjTBUgPuhlByw65v",
-	"8X4br4b3cCztbS12tVgT1TzMVHyAeVknhuxpY9LEW6tyic4lApYszrVTtnKk9nBN/6wmL6F2xG8+4fsF",
-	"yPw5DMg3b73WinWf3hp/S6C7T04i7dj2kDOvu4Ab1uOtCCnMQ52fIbI7KXx7xSo2khiGq2TXjCtJWM2J",
-	"rlDUatJGCrbNoQ4okDQn52HAptOzm2cMJSUlXnDJULmS5+0IDUVKSmtypDopWpVE84oln9SELPLNMGqD",
-	"GG7WNO26CbfNp/Unuq+M1VxIeyCKy4BnaCvtLwmcQ9KMHYUHjKSR/cNIQ958GVLYWwl5QTu3ttzVvgs3",
-	"UT0VfBYOp16LPB9vCUPS+9qiPSCylPMJ5F8KoXa7NH3+4TqjdjM419+CxXMQfqfGlEgzbvDHofBRKium",
-	"i73Fk/ccB62U2s4LUlrrdi9bdtm+ceNJCk/jtwoqeMww+IFQpRZIYSziXx4YD4dUgx1/8Ql9AP9XBvZQ",
-	"K7Us7+zNFiWzn4EUysZGROPiX2kuQFp2q4WlPPpnLPFEJJRLnqB0SVYVCKU6NoQv+S0Des4T0lFtTaQ3",
-	"OkFcVAdwh/1TH5B13tZunPW0q+ouonJh50qekTcQje1+uYjiqNfLOP5rFf57taJKLqJ/KAnshx8YVL2T",
-	"KI5mZTUuVAY56sIjfjIcxvOT4fAYv2x1SXQ6PBv2hie94en58NvRcDgaDv8etTqActC4kC5J1PHWu/cv",
-	"X0WjaFrledAc8FT32q6jRipHmUqvQfeFGuRiorleDNxsR2f9k9OeyUURrQjq6OOb1+evPryLVgV0dEIe",
-	"9Fb6WuCFOyZ8XaSetbnYYja3+aLnyIw6IjKSSnqP6LpcvDi9WpJS0UTIkqfXXYYefTdshEsENo9WBEpa",
-	"Vm2w1OXv4Dxeixc+X5ugzgxbndx35MrSNp2129SuxRl16U5idDIcDin7f91F/lWgWhNr7+C17YioExNe",
-	"hVKBXLN/QaY9IFOzmgdipua7fez63xdcNaR9DYS1283yT4S4NmTDfFXYtXuBHxOGNTM8GIv93wCnht7N",
-	"6CmIjVYD9bdcWBeop9VcTukjXtuS3edyfd3f5lqU5Ybg/jtSVRtC0u/Eiz3zjU6ffvtOvKAo9Wv/b//p",
-	"62T/NCOvKQNJOx+6DLMSxEJ1uld6bK2R92rcqOtNLLNHHys7HNrzFQY/LGTgp75VF9fpZEvz3/ZFlxl+",
-	"v3Wo0+fKfBFOP9D4ilnFfn3/8ZwNbk4Gn9TEjBjC4k9q8o2JO5cMvjEIi+trEUq76HfLhAcl8u3CSOuZ",
-	"hMSyaxmRm1MqwlMiU6c7q72nsJIjecAEvJulS/+m7MjmNm8YYgajCyEXddtPyF6sXQprw1PC1LJ2rWXm",
-	"lwnINv4SlJWrGna3Z8dpoC8Ln8X1fLes0as6uW/V3f5IN0cOjGJtCi89MGa05X7GtsAP/LYpe+DAEI/r",
-	"Yi+OpiZxeymgjr40gXb4jcIF2zbzIergX0eiVTAG0gqR6kfcSh9gp+uj65L4ub9e64hiR8m0kOP/+a//",
-	"To7ZVKuCJY145mk+mChl0V4tE5TMy++oH5O4G8g/vn1zKQ3amyzp9ehVwgYs+cNP7z+8evf8l/H5+z+/",
-	"+iXpsx/nkF5DxpTMF0xJxmc4LeZvzTiIlfR6PM2T/mVTwILErZtRM38yDemanpBTtT7T8zmw57++8Sl8",
-	"U6Wh4H48V8XC4PgI5shbVipt27oA3w2/Gx732TnPr1ENc7mg68OU1JXRTU6cLpXCoGWzc27rG/uovN0t",
-	"X0aHIa69dlyDr4SRYaft9eM+O6diFcqg6p+CBplCfClpNRz9E1XJjPIGPYkxE6Z7g/eZu+TcWQNsgNMr",
-	"eDoXEnpIus8dlFbz1PYv5aXssQ/thUrhqcwARV9GwDe1+WLEuGSVpEvR7lY5ds7Zk+HQTx2tSCYsO+oU",
-	"IbmUjHnpwgxfsCR0vEeMjndy3Ge1+vX3dA2VWaDbqjQkwZycW9DYsc/bMyPvGjXMzFWFhM2k0lB/Yuew",
-	"YJmie7dIfh9n/KqT1SkMSz5fuiS8y2jELqPLajg8S5eS+OgRuJx9XJluQ/rt398n7MjNmCWUjJkcdwas",
-	"E0hZSiVSDEv+1vOL33vzMqHdTf7W+8mxau8XlUHyrOa43KjuyzcoXhNablwNqhlCIhchFt21R9Zz078F",
-	"KhLTcKuj6Xll56Nt548u7rNk6Zb6iC3dS0/wCDkGxf10ubyTinYeiVAlSER4aDDVQmrELq6S42csuev5",
-	"Q9lrCwIknpOoeEtbJqCpvPGNodmqHIxLq51pLi07QmHAS4GCaaxVZcH0Z+q4z/4q7FxVtp2SvxotDEud",
-	"JKK1SP7UuEF++OVjwgzkxIDLVUPUtP2RtRM2G8uJ5MJYInilkgjO/k9txZsfqLYOK/g1FYvBDWczlA9a",
-	"VbP5rkI7TkzmIgWPXL1r2IAvJwOlMsIqnwQgbO4LOJA8/PDq4zmKySiO6kzYUXRzQgmOJUheimgUnfWH",
-	"/bMopnvCpF3W9EM0+nwfN4/r/Nme0zIDrTwA6bSh7RwYyKeB5yb0bPCZ08USpe/dLei2dtHF51C1kLr5",
-	"QTVDrvy4aV4ZC3ow52beUlM//aRwvNWnOfAbWH9cAJr/Zv0FbmP46YAyEgefcSah2a6bV3S+tS/cgtra",
-	"lRHKMu0u6zxGIZerEKVWc2mmoHuOR81cdLihQWn+9xx4bjvrWSeEzBxAas7UmywaRW+FsT9jg3h1+iEc",
-	"2zYZtD7NTfZgp3Gn8hS2DobhnBpHCOS9iJAl7Ihu8pP6m3PUzczjQNY0itntnFvwFQOE9lJZqttNlYOa",
-	"5KVmE76ac6xxiQaR7vpaJNew+IHKnZBWKoG7qwhKU0UL3jOAy0rFJnieO/lceFse7sqcrCnHY8FaUHwC",
-	"+dLU9w9aGLuoxVoR2EY6E6WGqbjbUrFpe7Gm0KEjXwyj/YgZ3PHUbujeeYd39L+DUV2trH042iVH3V+t",
-	"lD86HQ73KMWxX5WMOsUrUCdDSaB6a8+Wy60RYpwYum3oK3Vwl+XyxNEVGq6hf9Cp3UQj+iphuz6rq3ng",
-	"uSgKTjFKJJzKcMRMwi1C36nQxsaME92MW8ZZ7TXgM9NNJAuBFgoT88zlp4fcX+9XfVyIOLFHxJEX7mm/",
-	"379C+MgtK5SxrljIcZ89b6vo0UUeqijX+NO4zC7lVOlbrjPC30t2BYofkc5R6hSlYW9eGsKYODWDPaPU",
-	"QGPE12Vq6kYZXsCl7MTQ2DUgfLWVlm5wpcVMSJ67LLWkcWuNGGGZmC41OWSyLNOdo+3rS/WVAn3uLBD7",
-	"vPCp5weUwnIOyW6xJ6e3Lj63UeKoP4A7MqvaU98+6MbRkfpOhkR/kCueUVIEzyl3vJaH+Pj+inh3Dnm+",
-	"Um2qHhfSuWL4Xm1LIOiG9alHqkgY7vKivqSMRKUovNshrlY9HqcNvTUNgSyBk5UsgW+fvBMvUHbsXZVn",
-	"xWe77CNBnrv/isKu668PCDyH7vEkUMUl1pwGtBhQGrZ1oHzFzqWTxlYOGm7X6fDk8Xi047z2rjSBjLO5",
-	"+pbToAd+9VPNq+uc9QACDueMDZvDLQpDY5tAA+5RXZz1qC7N6TW5i7s05nld4ZWiehsqv24riNW0I7oe",
-	"oOaenJzt/qQps4UfnP5x9wed4mdfqkrd4tdrG6+UvnKlrhALKl2b3sf7K1V3bGjE2lYYULa+WTYgBp9F",
-	"dr/RingNqG4O1jZds+ArAyl/dyDAvB5jsiPvrgV5w+hUOUV+69zn3pnrC8yRteF0NWTHDl892b27TYG/",
-	"L2WJ9zUvCKTI6wkiFx/UJHfuMhwOsg7aSFfutrFdG4YZLBUve+w+B5/R1r5/cNdBcyNHhsyYhpxbcQNU",
-	"TpodJaqyA9Tz/dTcJM8QBRZ8weYqz1gySGIGPJ0zyCk1hoFJeQnZhgKr/tfhLoF2CZyp+YhrSo66Ugkf",
-	"73ucTtvw0SN1mKvZY3bXFiN7tA6tL7vyOP1Zbq6/fMIFWiBpR543ID/4bLND7DHdW9KnsnV/bh55l9VS",
-	"l3he7t73N8jUrXz8TjUXj98r5GImJiL3KXGP2ndlfC7ml/bqndZ9r4Tbp5pbpQczZYwoe9ewMIG3TS2K",
-	"5hXZbWb19+/Dhq52RTN0fZXCBB49mDuXCoI3I6/2Oyh5ZeCr9Y6yrvh63VstZjMXC3+M/uubeJ19aB41",
-	"SPSwgTrl0deH+SLxvdxzJ1WAPq6TBC6uEOK6CEIovsBZrlKe++D5UbIcTO/1MrghE4nSGSgwPxoMTk6/",
-	"6w/7w/7J6Lvhd0MC0R7nrf23FoTzYwp8xczhBwKMrjIy6pxn3n+OWhYbonI0MWvgFjVvgYJpjx9hynU4",
-	"9fL5a1MH9Hx55tZKFxS0dBEUkLbryG13f73PVCvZ3M/0kQHvWnNxhKX/84Fx6+OCVtDNizoC0JzzMAj8",
-	"SNvU+4hLT1lQhhmrgRdtvaK2wLSLN6RzLql8Tu2XcuAnEO6gaHDsFzvlJU+FXcSMFAqtcVcJtCKOFGZg",
-	"QZR05QXShauW3FlyL1mXPeShTn6rlOU0dqlykS6YhlTpzCyFY03g/14IdebkP/MRudhtsQ/vfFJ+jhTG",
-	"i5mPVbX/MYiLegV6rfVG3aHvfi5K6s8PSkqn6a1WOqFdpnCnc9XOgflxe3VU1Zt73ThnHuSVlXQQ7K/G",
-	"W823BViOouF/AwAA//8=",
+	"7H37btw4sverEPoWGPuDulu2k8lMG4NFEnuyns3txMnu7NpGiy1VtxhLpIakbPcGBvZp9sH2SQ5YpC7d",
+	"zb45zhxgsX8lLVFkkSxW/erC8pcgEUUpOHCtguGXIAOagsT/vhYJ1Uxw8/8UVCJZaX8GOgOSSKAaUiLG",
+	"nyHR3yny6cNrUlKdBWGgkgwKar7TsxKCYaC0ZHwa3N+HwQfQcvZ8okEu96sgETxVRAtyS5kmY5gICUQB",
+	"TxmfEjOshN8qUJrQKWXcNxTjGqYgg3szWEklLUC7CSWCK6Y0cL08dKxlBfGQKJA3kJLxDEfLcTUINeQS",
+	"SiSdaDKmUjKQZI+SichzcQuSlFLcMVCE6f0gDJjp8LcK5CwIA04LQ1Zn7C7RKUxoletgOKG5grCexFiI",
+	"HCjHBUsqqYT0b0Ip4YaJSpGSTuE7RWIOd3pkv4hXUWL7W79LLIWiFBp4MvszzJYHTyGtypwlVIMilCjG",
+	"pzn0PosxUdW4YJrsCbNgt0JeT3Jxu08YVywFu4VmFWlZ5rOaQst0LYln7eg9M3yX1oLevQY+1VkwPHz6",
+	"feih/bMYn50sk0yJIe/sxGzcp9dnJ81OOaZ1Y7M0CAPDZUxCGgwNW6xfqpwVDBnKt9j2pXfHD6IoNLNh",
+	"RVXgL/OTcfczXOZn26kqaQJ+bmhekz03Condf+JjEv//mDBOKMmZ0oxPhwRuQM46X5k+tLgGTgo6IxJo",
+	"uoqbW0LWrw0XKbzFT5Z3w7z7TuHw/p1wb3bZC/MurfKVY9bvH3vcms/9fFe/fXTmuzeNVSm4AhRwL2j6",
+	"wcpHJ+5qWWdOG7PSfPBZWZEOd7Qoc7AtU8tqNzRHEkBKI3LMUVIXR1f9UjIhmZ4NSVEpI5fJGPQtACcR",
+	"oTwlB1FE9qZCk8Mo2g/uuzT/QcIkGAb/b9DqmYF9qwanOAzOY37NxjQljJeVPkamLEApOgWiNJVakVum",
+	"M3w+YZCnZjjb0dZzxsWaCDlmaQr44obmVXcp2pftYpQgC6YUE5ykwBmkQ6IzpggHMDorg1r2dRoK3jlf",
+	"l8H4Mjh2RyxhJKMKT9mQusPy2spBDz1cjPJaSNb0cOH0U02HSIHs8cN9gj/0nAbjKWnam/fXXNzyYyKN",
+	"NiYqE1LnM6Si4rTSmZDsH4YDlymZe98SYx8D16gT0qEZ7blriHtArJAne7eUa3IZvAAqQZLz05cfTj9e",
+	"BvuWDb6SbygnSBDZUwAkFYka0JL1izQkl5ZJ1GUQkomQTviZSSHDvhX6Z1Hx9EEHhws9muDXc0eHRAe/",
+	"nBz9/X+efojeRH958uuzv7348c+Hb394eXA6xA2y33z9tLkgqkoyh8VMh+9uQOaCpvCwCYn283ZG7cOh",
+	"OedR5PjdoEAjKAiVgNNKROEez0DXPGYx1IF6lOnqzODBW6oITRIoNaTHiBIJc8jQDRcj2uwh3IyJg5dB",
+	"2EW5nRarCHKtBx3oilR9FOI1lVN40BKPRTobaSFGOXbRLnONcE0Dc1LxvSQ6o9yeaAMpiJiQH45++OH7",
+	"6Acynml4jGWldkizzZ2B9uJ5SuN9gtBuTLXhuAkpDERH6p6GhimQFfZifN/9LGjPNy78c6nZhCa4ZKUU",
+	"JUjNrGRGnbis7sJAsX+AE90F1RYcff8k8GKlVote1EoWP79qWren5bnWUJQeSqijEX8wDYXatLrNrO6b",
+	"caiUdGZ+U6XYlEM6onpuFinV0NMMUcfSnGlL2+IswyChPIF85FjGHvalHhJR8fl3jXkRBklZjczQI662",
+	"WtkwgDumR5aJvwS8ynM6Noxtscpy8wnwhPHpCLWed4gG9Ebe7xlnKttx0aZlpfwYGe5ookkKNywB1dWQ",
+	"JUuuIUXVgNrUrTvZS0RpTDsxwdYWtYaIQUSlSc74tUI0tw13vHr/yccYn8V4xPybV4iUTWYjxlO4e8Dq",
+	"cbdPS/0KUfgZogR6PSqgEHI2spJlO7aQQJ2sWxpLghKVTGDj8nxoGtqv0E7qjG7o8W23OVY094sMAxl3",
+	"5B6lqYaNB93yxzm2xY9SkHKkKfMToqm63sgelE8/mnbGpKCSm0+99kZXuDnmaSWF2/V6HotHsBUI3Z2Z",
+	"l04LfLdGZp7XawXcMOFF043pveI4hTBQVZIAWDgxoSzH/+RCmZGuWW5+X3k24gVNrsVksiyXGWea2R1f",
+	"t54nlbQeLHPGDCKR80wgKiO6moF5VYwtMxf0bpe+iyrXrMzZlv3fe5bTTfXMGD2oedKUme5p/r4zc+cl",
+	"+qrFsENsWJEVcv1BK9QMuGmZNgzqXzadZOcIQzuW7w6LZ9DK1sr9FzE+LyFpJjQvx5fPpfKenDmarfW+",
+	"zOE70bXQ2YMpe/n+U8OA86qzYHnOEiFBEQO6id2T0EJBe2CtWV5xpg38expFRRySOOo/Nf8cxsR+PYZc",
+	"3JLvnxiVKTi8mwTDiy9L7NUBzIHpaVlKXxlyRVFQnq4gmXJC5fSG4BrMUyorbqYRX1wGgzHjA5UZq/Ay",
+	"6CXmX3UVzxHXbMGycmb8zL48WFLqX/wUc8uZy+TeZizJSEklcE1EpRNRgCI5aEJJCiXw1LwwVqWs0Cvh",
+	"5C2KVqWcYK2kOUg0v6UzZScxqhv4BOwJ5MzYwR7ka8W7WoE7rfN/J60KN84+WsfJf4VxJsT1Kba9DwPz",
+	"w0/CCryUU6VHULuD/K+NXqxWzKygd6P1c0cX+6PDiXonGjxRlenOS1zJfDNeQKyA62o/qHemxQvN/BeW",
+	"Y27f5yj0CZP5GXUQQmnDOYGxP7FJFxb4ubRUyxyaQsJSSEfjmXenzWvFViBSN5h3f+0RXLH5LZDxvtYg",
+	"CzYPRVfbpHYY79LV2MLjTH4lSOpek734oDiKVGyEaSsw8ZmPPeYVsqfvpmMnJ/di03tI4qcoyw+yo6io",
+	"7X8rq41Z1LpVWpnZEd8e4R0uSfyrrhN32WqzjomJc9pZF1/t+e7OfY0re2cX9jy31QbvUkRBG8SCfkSy",
+	"t8LhuN8R1y1hNMlHKVPmc/Nzwa/adUB33YtcjFqcX4DORDoy7ylGIlNE93ySs8Qd6Bwa2C9hUilsMqbp",
+	"SHFaqkzgQeaqKkuBdlLn8ZKHasGlYza86yc0Vseo4hJoklGH6Dpua0OlBJrO7GRvKMtdq+74NyDx1IaB",
+	"EXKi0hgo0SDNqfIJB/BzjeBgbHMYkhijBENiDdQ4CDfIR9thaHfcdzqNEb8kjcaVcib8PB3vX54RmqYS",
+	"lApJFEXR8ODHYRT1I98BNXqh0h4+cy9IQks6ZjnTs5D86O8jA5pb99kCq46VARC3GaArPtfZ7JhAroDc",
+	"ZnPB7jKnCWAAAZ2sghOMYC4N1LgkFpyzNyxltKcK9p0i2Ibsvfx08vw7RSpu+jc/Rienfzl7eTp69+Hk",
+	"9MNP71+ejV58Oh/ZsNiyVEUfy/JImbi1rhrrzSHIeM6p4x4ZkUGTzNIRGszXkke0KAXpFaSUjGtFmCZ7",
+	"v4bk7V8OfgjJ+7NfQ/L+1xchef+nFyF5++7kNCTnfzuf8/Qs2/gLfh3nRinYeEsnSsH4KhH41kxmkMLN",
+	"wE7hrb8DkYLf/1BVPvZ89f5T79///FdYyzGaSKEUkTAWQquNZwU7rVmhJt97ZiifPsS2rT2+Hk1cGmGy",
+	"xgfZzaHo0rzSC2xoNObd8uH+3aloAOqiEmo8uYtM2AUhC1xoMJa/pTMztjF7a1iK0qFYA5BWL5UWpd9F",
+	"twFTPchx7Fvu1vO1auE/OifdooPFSToPWAQXRtpeKBhFt9vaLQJ4d9rcnLC/mhLfxP708eP7jnNkQW+J",
+	"1I+f4a6EpGsr7cBxnfCa/6yvXqaWbAtu/LJsGzvHfW9bb1iXh4im/9yVW7Vgv4jxzo4Ce+BG27gTHhzk",
+	"SCppbKnR2lBZ6ozI9UZ4qR4S4npQiIpa5/6meIDTBas9Hp1UvdE1zL5JFAnu9EhWfKcJlhLMbjDBV+z6",
+	"moiRcmp4C2fs1h6WrhZrEhd2c688wCVT535t6ZfBibeemDk65wiY89IsnbKFI7VFOOcXMT6BOni1+oRv",
+	"FwN359Aj35zHp1as2/TW+Cj9gdMttt3nAO8u4Ir1eM18CnPXgIGP7E6W7lbxvZUk+uEq+gJGFUesZkWX",
+	"L9I7bqNr6+ZQB+GsfVpQ7jEjqJzeHBMjKTGATjkxyhW91XuUpzbvtEmD7GRhVrxSkJL4sxjH622rFWK4",
+	"WdOk61pfN5/WB2+/UlpSxvWOKC4FmuaMw/aSwDrx1chSuMNI0rC/H2nwm69DClsrISdoM63LTe27cNOo",
+	"p4JO/SkI1yzPR2tC9/i+9gLtEI3N6Rjyr4VQm8MALsV4mVG7SdrLb0Gbc+B/J0aYKzdq8Meu8JELzSaz",
+	"rcWTi7Z4rZTazvNSWut2J1s22b5h4331T+O3Cip4zNSRHaFKLZD8WMS93DGHBBIJevTVJ/QB/F8p2EKt",
+	"1LK8szdrlMx2BpLvwoVBNDZmnOQMPZCSabwqc0xiR0SM10ViI13iRQWC2cwN4XO+fo+ec4R0VFuTHREc",
+	"GFxUJz1E/UOXxGAjFN3chMOuqrsIypnOBD9CD7oxtvvlLAiDXi+l5l8tzL9XC6rkIviH4EB++olA1TsI",
+	"MCNthM45owv36EEUhdlBFO2bL1tdEhxGR1EvOuhFhx+j74dRNIyivwetDsA0U8q4zQO3vPXm3clpMAwm",
+	"VZ57zQFHda/tOmikcpCK5Bpkn4lBzsaSytnAznZ41D847KmcFcGCoA7Oz159PP3wJlgU0MEBRp1a6auB",
+	"FvaY0GWRetRet2DTTOezniUz6IjIgAvuogjLcvHi8GpOSgVjxkuaXHcZevgsaoRLADoPFgRKUlZtgoF1",
+	"1pp5vGIv3JUMhDpT0+rgviNX5rbpqN2mdi2OsEt7EoMDdPtHUbQcVvomUK3JT+ngtfWIqJNHsQilPEGK",
+	"/0KmLSBTs5o7Yqbmu23s+t8XXDWkfQuEtdnN8h+EuFZkkH1T2LV5gR8ThjUz3BmL/d8Ap4be1ejJi40W",
+	"k1tuKdM2uQVXcz4NFnltTUasTee3/1fXrCxXJMS8QVW1Io3jDXuxZY7e4dPv37AXmNnxyv3bf/oq3j41",
+	"z2lKT6Lbhy7DLASxjDrdLhrqNPJWjRt1vYpltuhjYYd9e77A4LuFDNzU1+riOgVz5S2G20zkQF69/6TI",
+	"Hk66Py2r/ePFuwyK2IxCd9XBppTs4vRtV38dvV1W/P12oU54LfOZP1ouzSuiBXn/7vwjGdwcDD6LsRoS",
+	"A8o/i/F3KuzcYsJEhaaygJA2X6U9Ajul3m5CaMu5v3hglnKYVydB+aeEhlZ3VltPYSGreYcJOCdPl/5V",
+	"+cxNuQA/wPXGNnwO8rYfn7VaOzSWhscUx3ndXkvsrxPPbfTHK6mXMkI2+pWs/vu64F1Yz3fNGp3W6biL",
+	"zv5Hupq2YwxtVXDrgRGrNTeq1oWd4LdVuQs7BphsF1txNDYJ22s8deynCfPDbxisWLeZD1FG/z0SrYJR",
+	"kFQGJ5+brXThfbyfviyJn7v7+5YoshdPCj769z//Fe+TiRQFiRvxTJN8gGlUWtIyNpJ5/h32o2KruV++",
+	"Prvkyli7JO718FVMBiT+w8/vPpy+ef529PHdn0/fxn3yMgO8qCh4PiOCEzo10yLunpsFeHGvR5M87l82",
+	"FXJQ3NoZNfNHwxTvATM+Ecsz/ZgBef7+zCXdToSEgrrxbJkcZZMDlfXVlULqtvDIs+hZtN8nH2l+bdQw",
+	"5TO8OolpmCleFTfTxVo7uGw6o7ouCWKUty0jQPAwhLXPkEpwpXZS02mLePrkI1bDEcqo/glI4AmElxxX",
+	"w9I/FhVPMdPXkRgSprolAo7rZMJmDUwDM72CJhnj0DOku2xfriVNdP+SX/Ie+dDe2GaOyhSM6EsRdic6",
+	"nw0J5aTiWHXBlq0wnVPyJIrc1I0NizmInSpHl5wQJ12IojMS+473kODxjvf7pFa/rhCAwjoueB0eh0SY",
+	"k1MN0nTsMm3V0DlmFVGZqAxhUy4k1J/oDGYkFXix35DfNzM+7eRhM0XiL5c2bfYyGJLL4LKKoqNkLu0W",
+	"H4G9ZWNWptsQf7v39zHZszMmMaZPx/udAeuUb5JgDSZF4l97bvF7Zycx7m78a+9ny6q9tyKF+LjmuFyJ",
+	"7sszI15jXG6zGliUyKarupu+yHp2+reAVagabrU0Pa90Nlx3/rAyCInnymAMyVzhi9gcIcugZj9t9v24",
+	"wp03RIgSuEF4xlyrhdSQXFzF+8ckvuu5Q9lrK47EjpOwOlRbh6Qp7fOdwtmKHJRNhJ9KyjXZM8KAlswI",
+	"ppEUlQbVn4r9Pvmru+fcTMmlBTNFEiuJcC3iPzZOmJ/ensdEQY4MOF+WSEzaH2k7YbWyXlHOlEaCF0oV",
+	"mdn/sS2p9RMW7yIFvcZqVGbDydTIBymqabapkpcVkzlLwCFX55hW4OpVQSkU08KlIDCduwoxKA8/nJ5/",
+	"NGIyCIM6d30Y3BxgemUJnJYsGAZH/ah/FIRYiAC1y5J+CIZf7sPmcZ3x3rNaZiCFAyCdNridAwX5xPNc",
+	"+Z4NvlC8CibkvS2z0BZHu/jiK0dUN9+pKNGVGzfJK6VBDjKqspaa+ulnYcZbfJoDvYHlxwUUY5sVt/DC",
+	"bKP/6QDzIQdfzEx8s102r/B8S1cZymhrW6fM5u4/UqWoKx+lWlKuJiB7lkdVxjrc0KA097tJ73e/63SU",
+	"qQVIzZk6S4Nh8Jop/YtpEC5O34dj2yaD1qO6yh7sNO6UtjOtvUFAq8YNBHI+TEhjsoelQlD9ZdTo5qbo",
+	"QtMoJLcZ1eBKkjDppDIXt6tKkzWpU80mfDPXXOOQ9SLd5bWIr2H2E9ZTQq1UArVJ90JiyRzaU2CWFavZ",
+	"0Dy38rlwtjzclTlaU5bHvMXm6BjyualvHzJRelaLtcKzjXgmSgkTdremJNz6anC+Q4e+GIL7EdraHCu6",
+	"t77pDf1vYFRbjG8bjrapWfdXC/XVDqNoi1o/25XhqRPMPIV4BAcs6Hg8X88REaO9xeM0ek5tjs0TS5dv",
+	"uIb+Qac4HI7oyhBu+qwuF2TORVFQjJAawrHOT0g43BroO2FS6ZBQpJtQTSipvQZ0qrppbD7QgkFqmtrs",
+	"eJ/7692ij8sgTtOjwZEX9mm/378y8JFqUgilbTWi/T553pbpxKt3WLKy8adRnl7yiZC3VKaIv+fsitA5",
+	"UZWmRanI2YlCjGmmpkzPRmoYY8QVfmsK0ylawCXvRPDINRj4qivJ7eBCsinjNLc5cnHj1hoSxDIhXkO0",
+	"yGRepltH27eX6gsVQO1ZQPZ54RLfd6i1Zx2S3WpyVm9dfGlj1EF/AHdoVrWnvn3QjeIb6jv5Gf1BLmiK",
+	"KRk0x8z1Wh6ax/dXyLsZ5PlCObt6XEgyQcx7sS59oZtUgD1iyVN/lxd1WQFDVGKEdzvE1aLH47Cht6bB",
+	"k6NwsJCj8P2TN+yFkR1bl/1a8NnO+0gMz91/Q2HX9dd7BJ5F9+YkYEk30pwGYzEYadgWmnMlgedOGlk4",
+	"aGa7DqODx+PRjvPaudKYYZzV5f2sBt3xq59rXl3mrAcQsDtnrNgcqo0wVLoJNJg9qqs/79W1f50mt3GX",
+	"xjyvS0hjTHFFael1FfeadkjXA9Tck4OjzZ80dfzMB4c/bv6gU13xa1WpXfx6bcOF2nq2lp7BgkLWpvf+",
+	"9krVHhscsbYVBnhXQM0bEIMvLL1faUW8AqNudtY2XbPgGwMpd3PBw7wOY5I9564FfkPwVFlFfmvd586Z",
+	"6ypYorVhdTWk+xZfPdm8u00F0a9liXc1LzDdlKGz5JoHNcmdmxS7g6ydNtLW025s14ZhBnPVER+7z8EX",
+	"Y2vfP7hrr7mRG4ZMiYScanYDWK+e7MWi0gOj5/uJuomPDQos6IxkIk9JPIhDe4ccckzMIaASWkK6ooKz",
+	"+7W7S6BdAmtqPuKaoqOuFMzF+x6n0zZ89Egd5mL6mN215QMfrUPtCiU9Tn+aquuvn3BhLJCkI88bkO99",
+	"ttoh9pjuLe4S6bo/V4+8yWqpa8jPd+/6G6Tilj9+p5Kyx+8VcjZltnzHo/ddKZcJ+rW9Oqd13ynh9qmk",
+	"WsjBVCjFyt41zJTnbVM9pnmFdpta/P37sKGtNtMMXV/kUJ5HD+bOub840Iy82O+gpJWCb9a7kXXFt+te",
+	"Szad2lj4Y/Rf3wPs7EPzqEGiuw3U+fsLy8N8lfie77mTKoAf10kCF1cG4toIgi++QEkuEpq74PlePB9M",
+	"7/VSuEETCdMZMDA/HAwODp/1o37UPxg+i55FCKIdzlv6uzmI80MMfIXE4gcEjLb0utE5x85/brSsaWiU",
+	"owpJA7eweQsUVHv8EFMuw6mT569UHdBz9d9bK51h0NJGUIDrriO33f3lPhMpeHM71EUGnGvNxhHm/qgM",
+	"odrFBTXDex91BKA5534QeI7b1Ds3S49ZUIooLYEWbYWxtoK9jTckGeVY8Kr2S1nw4wl3YDQ4dIud0JIm",
+	"WKwJFQqucVcJtCIOFaZnQQS3xQ2SmS3H3llyJ1nnPeS+Tn6rhKY4dilylsyIhETIVM2FY5Xnj7v4OrPy",
+	"n7iIXGi32IV3Pgs3Rwzjha7MVOcvD9mol6fXWm/UHbruM1Zif25QVDpNb7XS8e0yhjutqzYD4sbt1VFV",
+	"Z+5145y5l1cW0kFMfzXear4tQFMjGv43AAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

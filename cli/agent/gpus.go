@@ -1,0 +1,126 @@
+package agent
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"os/signal"
+	"reflect"
+	"syscall"
+	"time"
+
+	"github.com/foreman-sched/foreman/exec/gpu"
+	"github.com/foreman-sched/foreman/fsm"
+)
+
+// GPU detection in the agent (issue 24): at start (selfDescription), then
+// every gpuRedetect and on SIGHUP. A change (a device appearing, vanishing
+// or changing health, a new driver) is published: a server commits a
+// NodeGPUs entry through the leader, a client says its hello again on its
+// work stream. The leader turns the differences into node events.
+
+// gpuRedetect is how often the agent looks at its GPUs again.
+const gpuRedetect = 30 * time.Second
+
+// gpuRetry is how soon a publish that failed (no leader yet, this node's
+// record not written yet) is tried again.
+const gpuRetry = 2 * time.Second
+
+// gpuState is one detection as the node record carries it.
+type gpuState struct {
+	GPUs          []fsm.GPU
+	Driver, CUDA  string
+	Capacity      *int64 // the gpu count to advertise; nil: --resource gpu=N holds it
+}
+
+// detectGPUs runs detection and logs what it could not read.
+func detectGPUs(ctx context.Context, cfg gpu.Config, override *int64, logger *slog.Logger) gpuState {
+	inv := gpu.Detect(ctx, cfg)
+	for _, w := range inv.Warnings {
+		logger.Warn("gpu detection", "component", "gpu", "warning", w)
+	}
+	st := gpuState{GPUs: inv.GPUs, Driver: inv.Driver, CUDA: inv.CUDA}
+	healthy := int64(inv.Healthy())
+	if override != nil {
+		if len(inv.GPUs) > 0 && *override != healthy {
+			logger.Warn("--resource gpu differs from the detected GPUs: the flag wins", "component", "gpu",
+				"resource_gpu", *override, "healthy_gpus", healthy, "detected", len(inv.GPUs))
+		}
+	} else {
+		st.Capacity = &healthy
+	}
+	return st
+}
+
+func (s gpuState) same(o gpuState) bool {
+	return reflect.DeepEqual(s.GPUs, o.GPUs) && s.Driver == o.Driver && s.CUDA == o.CUDA &&
+		reflect.DeepEqual(s.Capacity, o.Capacity)
+}
+
+// apply writes the detection into a node record.
+func (s gpuState) apply(n *fsm.Node) {
+	n.GPUs, n.GPUDriver, n.CUDAVersion = s.GPUs, s.Driver, s.CUDA
+	if s.Capacity == nil {
+		return
+	}
+	named := make(map[string]int64, len(n.Capacity.Named)+1)
+	for k, v := range n.Capacity.Named {
+		named[k] = v
+	}
+	delete(named, "gpu")
+	if *s.Capacity > 0 {
+		named["gpu"] = *s.Capacity
+	}
+	if len(named) == 0 {
+		named = nil
+	}
+	n.Capacity.Named = named
+}
+
+// watchGPUs re-detects until ctx ends and publishes each change; the
+// first publish (of initial, the start's detection) is retried until it
+// succeeds, since a server's record may not exist yet.
+func watchGPUs(ctx context.Context, cfg gpu.Config, override *int64, initial gpuState,
+	publish func(context.Context, gpuState) error, logger *slog.Logger) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	published, pending := gpuState{}, &initial
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+			logger.Info("SIGHUP: detecting GPUs again", "component", "gpu")
+		case <-timer.C:
+		}
+		if pending == nil {
+			st := detectGPUs(ctx, cfg, override, logger)
+			if !st.same(published) {
+				pending = &st
+			}
+		}
+		next := gpuRedetect
+		if pending != nil {
+			if err := publish(ctx, *pending); err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				logger.Debug("gpu publish failed; retrying", "component", "gpu", "err", err)
+				next = gpuRetry
+			} else {
+				logger.Info("gpus published", "component", "gpu", "gpus", len(pending.GPUs), "driver", pending.Driver, "cuda", pending.CUDA)
+				published, pending = *pending, nil
+			}
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+		timer.Reset(next)
+	}
+}

@@ -1,0 +1,127 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	ucli "github.com/urfave/cli/v2"
+
+	"github.com/foreman-sched/foreman/fsm"
+	"github.com/foreman-sched/foreman/httpapi"
+)
+
+// gpuColumn is node ls's GPUS: allocated/capacity and the model of the
+// detected devices ("4/8 H100"), "-" for a node without GPUs.
+func gpuColumn(alloc, capacity fsm.Resources, gpus []fsm.GPU) string {
+	c := capacity.Named["gpu"]
+	if c == 0 && len(gpus) == 0 {
+		return "-"
+	}
+	s := strconv.FormatInt(alloc.Named["gpu"], 10) + "/" + strconv.FormatInt(c, 10)
+	if m := commonModel(gpus); m != "" {
+		s += " " + m
+	}
+	return s
+}
+
+// commonModel is the devices' model without the vendor, when they share
+// one ("H100 80GB HBM3"), else "mixed".
+func commonModel(gpus []fsm.GPU) string {
+	if len(gpus) == 0 {
+		return ""
+	}
+	m := gpus[0].Model
+	for _, g := range gpus[1:] {
+		if g.Model != m {
+			return "mixed"
+		}
+	}
+	return strings.TrimPrefix(m, "NVIDIA ")
+}
+
+func nodeShow(c *ucli.Context) error {
+	name, err := oneArg(c, "node NAME")
+	if err != nil {
+		return err
+	}
+	cl, err := newClient(c)
+	if err != nil {
+		return err
+	}
+	d, err := cl.Node(c.Context, name)
+	if err != nil {
+		return err
+	}
+	if c.Bool("json") {
+		return PrintJSON(c, d)
+	}
+	w := Stdout(c)
+	role := d.Role
+	if role == "" {
+		role = "server"
+	}
+	fmt.Fprintf(w, "Name:        %s (%s)\n", d.Name, role)
+	fmt.Fprintf(w, "Address:     %s\n", orDash(d.HTTPAddr))
+	fmt.Fprintf(w, "State:       %s, %s (since %s)\n", d.Gossip, d.Eligibility, ago(d.StateChangedAt, time.Now()))
+	fmt.Fprintf(w, "CPU:         %s/%s\n", httpapi.FormatCPU(d.Allocated.CPU), httpapi.FormatCPU(d.Capacity.CPU))
+	fmt.Fprintf(w, "Memory:      %s/%s\n", httpapi.FormatMemory(d.Allocated.MemoryMB), httpapi.FormatMemory(d.Capacity.MemoryMB))
+	fmt.Fprintf(w, "GPUs:        %s\n", gpuColumn(d.Allocated, d.Capacity, d.GPUs))
+	fmt.Fprintf(w, "Running:     %d\n", d.Running)
+	fmt.Fprintf(w, "Drivers:     %s\n", orDash(strings.Join(d.Drivers, ",")))
+	fmt.Fprintf(w, "Labels:      %s\n", labels(d.Labels))
+	if d.GPUDriver != "" || d.CUDAVersion != "" {
+		fmt.Fprintf(w, "GPU driver:  %s (CUDA %s)\n", orDash(d.GPUDriver), orDash(d.CUDAVersion))
+	}
+	if len(d.GPUs) > 0 {
+		fmt.Fprintln(w)
+		printGPUs(w, d.GPUs, d.Attempts)
+	}
+	if len(d.Attempts) > 0 {
+		fmt.Fprintln(w)
+		t := NewTable(w, "JOB", "ATTEMPT", "STATE", "GPUS", "ASSIGNED")
+		for _, a := range d.Attempts {
+			t.Row(a.JobID, a.Num, a.State, gpuIndexes(a.GPUs), ago(a.AssignedAt, time.Now()))
+		}
+		return t.Flush()
+	}
+	return nil
+}
+
+// printGPUs lists a node's devices with the live attempt holding each.
+func printGPUs(w io.Writer, gpus []fsm.GPU, attempts []fsm.Attempt) {
+	holder := map[string]string{}
+	for _, a := range attempts {
+		for _, g := range a.GPUs {
+			holder[g.UUID] = a.JobID + "/" + strconv.Itoa(a.Num)
+		}
+	}
+	t := NewTable(w, "INDEX", "UUID", "MODEL", "MEMORY", "COMPUTE", "MINOR", "BUS", "HEALTH", "HELD BY", "LINKS")
+	for _, g := range gpus {
+		mem := "-"
+		if g.MemoryMiB > 0 {
+			mem = httpapi.FormatMemory(g.MemoryMiB)
+		}
+		health := "healthy"
+		if g.Health != "" {
+			health = g.Health
+		}
+		t.Row(g.Index, g.UUID, orDash(g.Model), mem, orDash(g.Compute), g.Minor, orDash(g.BusID), health,
+			orDash(holder[g.UUID]), orDash(strings.Join(g.Links, " ")))
+	}
+	_ = t.Flush()
+}
+
+// gpuIndexes is an attempt's devices by index ("0,1,4,5"), "-" for none.
+func gpuIndexes(gpus []fsm.GPU) string {
+	if len(gpus) == 0 {
+		return "-"
+	}
+	idx := make([]string, len(gpus))
+	for i, g := range gpus {
+		idx[i] = strconv.Itoa(g.Index)
+	}
+	return strings.Join(idx, ",")
+}

@@ -1,0 +1,216 @@
+package systest
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/foreman-sched/foreman/exec/gpu/gputest"
+)
+
+type gpuView struct {
+	UUID      string   `json:"uuid"`
+	Index     int      `json:"index"`
+	Minor     int      `json:"minor"`
+	Model     string   `json:"model"`
+	MemoryMiB int64    `json:"memory_mib"`
+	Health    string   `json:"health"`
+	Links     []string `json:"links"`
+}
+
+type gpuNodeView struct {
+	Name      string `json:"name"`
+	GPUDriver string `json:"gpu_driver"`
+	CUDA      string `json:"cuda_version"`
+	Capacity  struct {
+		Named map[string]int64 `json:"named"`
+	} `json:"capacity"`
+	GPUs []gpuView `json:"gpus"`
+}
+
+// TestSystemGPUs runs a real agent on the synthetic 8-GPU host of
+// testdata/gpu/nvlink8 (a fake /proc and /dev under --gpu-root, a fake
+// nvidia-smi): it detects the devices, shows them in node show/ls, gives
+// two --gpus 4 jobs disjoint devices that are each one NVLink island, and
+// reads them back from job status --json and from inside the jobs;
+// re-detects on SIGHUP; refuses bad requests with the field named.
+func TestSystemGPUs(t *testing.T) {
+	root := gputest.Root(t, "nvlink8")
+	smi := gputest.SMI(t, "print", "nvlink8")
+	c := newSysCluster(t, 1, "--gpu-root", root, "--nvidia-smi", smi)
+	a := c.agents[0]
+	addr := a.url("")
+	cli := func(args ...string) cliResult {
+		t.Helper()
+		return runForeman(t, c.bin, addr, args...)
+	}
+
+	// Detection reached the node record: the devices, their links, the count.
+	var nd gpuNodeView
+	eventually(t, systemTimeout, "n1 lists its 8 GPUs", func() error {
+		r := cli("node", "show", "n1", "--json")
+		if r.code != 0 {
+			return fmt.Errorf("node show: %d %s", r.code, r.stderr)
+		}
+		nd = gpuNodeView{}
+		if err := json.Unmarshal([]byte(r.stdout), &nd); err != nil {
+			return err
+		}
+		if len(nd.GPUs) != 8 || nd.Capacity.Named["gpu"] != 8 {
+			return fmt.Errorf("gpus %d, capacity %v", len(nd.GPUs), nd.Capacity.Named)
+		}
+		return nil
+	})
+	if g := nd.GPUs[2]; g.Minor != 5 || g.MemoryMiB != 81559 || len(g.Links) != 8 || g.Links[3] != "NV18" || nd.GPUDriver != "580.159.04" || nd.CUDA != "13.0" {
+		t.Fatalf("GPU 2 as detected: %+v (driver %q, cuda %q)", g, nd.GPUDriver, nd.CUDA)
+	}
+	if r := cli("node", "ls"); r.code != 0 || !strings.Contains(r.stdout, "0/8 H100 80GB HBM3") {
+		t.Fatalf("node ls: %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+
+	// Two 4-GPU jobs hold their devices until released.
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	script := `echo "$FOREMAN_GPU_UUIDS" > ` + dir + `/uuids-$FOREMAN_JOB_ID; while [ ! -e ` + dir + `/release ]; do sleep 0.2; done`
+	var ids []string
+	for range 2 {
+		r := cli("submit", "--gpus", "4", "--", script)
+		if r.code != 0 {
+			t.Fatalf("submit --gpus 4: %d %s", r.code, r.stderr)
+		}
+		ids = append(ids, strings.TrimSpace(r.stdout))
+	}
+	sets := make([][]int, 2)
+	for i, id := range ids {
+		eventually(t, systemTimeout, "job "+id+" running with 4 GPUs", func() error {
+			var st struct {
+				Attempts []struct {
+					State string    `json:"state"`
+					GPUs  []gpuView `json:"gpus"`
+				} `json:"attempts"`
+			}
+			r := cli("job", "status", id, "--json")
+			if err := json.Unmarshal([]byte(r.stdout), &st); err != nil {
+				return fmt.Errorf("job status --json: %v: %s %s", err, r.stdout, r.stderr)
+			}
+			if len(st.Attempts) != 1 || st.Attempts[0].State != "running" || len(st.Attempts[0].GPUs) != 4 {
+				return fmt.Errorf("attempts %+v", st.Attempts)
+			}
+			sets[i] = nil
+			var uuids []string
+			for _, g := range st.Attempts[0].GPUs {
+				sets[i] = append(sets[i], g.Index)
+				uuids = append(uuids, g.UUID)
+			}
+			// What the job itself was given is what the state says.
+			b, err := os.ReadFile(filepath.Join(dir, "uuids-"+id))
+			if err != nil {
+				return err
+			}
+			seen := strings.Split(strings.TrimSpace(string(b)), ",")
+			sort.Strings(seen)
+			sort.Strings(uuids)
+			if !slices.Equal(seen, uuids) {
+				return fmt.Errorf("the job saw FOREMAN_GPU_UUIDS %q, the state says %q", seen, uuids)
+			}
+			return nil
+		})
+	}
+	slices.Sort(sets[0])
+	slices.Sort(sets[1])
+	islandA, islandB := []int{0, 1, 4, 5}, []int{2, 3, 6, 7}
+	if !(slices.Equal(sets[0], islandA) && slices.Equal(sets[1], islandB)) && !(slices.Equal(sets[0], islandB) && slices.Equal(sets[1], islandA)) {
+		t.Fatalf("the two jobs got %v and %v: want the NVLink islands %v and %v", sets[0], sets[1], islandA, islandB)
+	}
+	if r := cli("job", "status", ids[0]); r.code != 0 || !strings.Contains(r.stdout, "GPUS") {
+		t.Fatalf("job status shows no GPUS column: %s %s", r.stdout, r.stderr)
+	}
+
+	// A third waits for devices, with a reason that says so.
+	r := cli("submit", "--gpus", "1", "--", "true")
+	if r.code != 0 {
+		t.Fatalf("submit --gpus 1: %s", r.stderr)
+	}
+	third := strings.TrimSpace(r.stdout)
+	eventually(t, systemTimeout, "the third job waits for GPUs", func() error {
+		j, err := getJob(a, third)
+		if err != nil {
+			return err
+		}
+		if j.Job.State != "queued" || !strings.Contains(j.Job.Reason, "insufficient gpu") {
+			return fmt.Errorf("%s", j)
+		}
+		return nil
+	})
+
+	// Bad requests: the field and the reason, nothing submitted.
+	for _, bad := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"submit", "--gpus", "-1", "--", "true"}, "--gpus: must be 0 or more"},
+		{[]string{"submit", "--gpus", "100", "--", "true"}, "resources.gpus: no node has 100 GPUs (largest: n1 with 8)"},
+		{[]string{"submit", "--gpus", "1", "--constraint", "gpu.vram >= 40GiB", "--", "true"}, "unknown GPU attribute gpu.vram"},
+	} {
+		if r := cli(bad.args...); r.code == 0 || !strings.Contains(r.stderr, bad.want) {
+			t.Errorf("foreman %s: exit %d, stderr %q; want an error containing %q", strings.Join(bad.args, " "), r.code, r.stderr, bad.want)
+		}
+	}
+	r = cli("submit", "--gpus", "100", "--allow-unplaceable", "--", "true")
+	if r.code != 0 {
+		t.Fatalf("submit --gpus 100 --allow-unplaceable: %s", r.stderr)
+	}
+	huge := strings.TrimSpace(r.stdout)
+	eventually(t, systemTimeout, "the 100-GPU job's reason", func() error {
+		j, err := getJob(a, huge)
+		if err != nil {
+			return err
+		}
+		if j.Job.Reason != "no node has 100 GPUs (the most any node has is 8)" {
+			return fmt.Errorf("%s", j)
+		}
+		return nil
+	})
+	if r := cli("job", "cancel", huge); r.code != 0 {
+		t.Fatalf("cancel: %s", r.stderr)
+	}
+
+	// Released: the devices are free again and the third job gets one.
+	if err := os.WriteFile(filepath.Join(dir, "release"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range append(ids, third) {
+		waitJobState(t, a, id, "succeeded")
+	}
+
+	// A device the driver now excludes turns unhealthy on SIGHUP.
+	info := filepath.Join(root, "proc/driver/nvidia/gpus/0000:db:00.0/information")
+	b, err := os.ReadFile(info)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(info, []byte(strings.Replace(string(b), "GPU Excluded:\t No", "GPU Excluded:\t Yes", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, systemTimeout, "GPU 7 unhealthy and the capacity 7", func() error {
+		var nd gpuNodeView
+		if err := getJSON(a.url("/v1/nodes/n1"), &nd); err != nil {
+			return err
+		}
+		if len(nd.GPUs) != 8 || !strings.Contains(nd.GPUs[7].Health, "excluded") || nd.Capacity.Named["gpu"] != 7 {
+			return fmt.Errorf("gpus %+v capacity %v", nd.GPUs, nd.Capacity.Named)
+		}
+		return nil
+	})
+}
