@@ -28,9 +28,9 @@ const gpuRetry = 2 * time.Second
 
 // gpuState is one detection as the node record carries it.
 type gpuState struct {
-	GPUs          []fsm.GPU
-	Driver, CUDA  string
-	Capacity      *int64 // the gpu count to advertise; nil: --resource gpu=N holds it
+	GPUs         []fsm.GPU
+	Driver, CUDA string
+	Capacity     *int64 // the gpu count to advertise; nil: --resource gpu=N holds it
 }
 
 // detectGPUs runs detection and logs what it could not read.

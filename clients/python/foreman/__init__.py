@@ -32,6 +32,7 @@ from .events import EventStream  # noqa: E402
 from .models import (  # noqa: E402
     Artifact,
     ArtifactList,
+    GPU,
     Attempt,
     Event,
     Fire,
@@ -54,6 +55,7 @@ __all__ = [
     "EventStream",
     "Job",
     "JobPage",
+    "GPU",
     "Attempt",
     "Event",
     "Artifact",

@@ -40,6 +40,29 @@ def parse_time(s: Optional[str]) -> Optional[datetime]:
 
 
 @dataclass
+class GPU:
+    """One NVIDIA device the leader picked for an attempt."""
+
+    uuid: str
+    index: int  # nvidia-smi's, CUDA's under CUDA_DEVICE_ORDER=PCI_BUS_ID
+    minor: int  # the N of /dev/nvidiaN
+    model: str
+    memory_mib: int
+    compute: str  # compute capability, "9.0"
+
+    @classmethod
+    def from_json(cls, d: Dict[str, Any]) -> "GPU":
+        return cls(
+            uuid=d.get("uuid", ""),
+            index=int(d.get("index", 0)),
+            minor=int(d.get("minor", 0)),
+            model=d.get("model", ""),
+            memory_mib=int(d.get("memory_mib", 0)),
+            compute=d.get("compute", ""),
+        )
+
+
+@dataclass
 class Attempt:
     """One execution of a job on one node (a gang has one per task)."""
 
@@ -53,6 +76,7 @@ class Attempt:
     finished_at: Optional[datetime]
     stderr_tail: str
     raw: Dict[str, Any] = field(repr=False)
+    gpus: List[GPU] = field(default_factory=list)  # the exact devices, by the leader's pick
 
     @property
     def live(self) -> bool:
@@ -72,6 +96,7 @@ class Attempt:
             finished_at=parse_time(d.get("finished_at")),
             stderr_tail=d.get("stderr_tail", ""),
             raw=d,
+            gpus=[GPU.from_json(g) for g in d.get("gpus") or []],
         )
 
 

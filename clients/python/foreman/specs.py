@@ -22,7 +22,7 @@ def job_spec(command: Optional[Command] = None, **fields: Any) -> Dict[str, Any]
     ``depends_on``, ``condition``, ``http``, ``notify``, ...
 
     Conveniences: ``cpu=``, ``memory=`` and ``gpus=`` fill ``resources``
-    (``cpu="500m"``, ``memory="1GiB"``, ``gpus=1`` is ``named: {gpu: 1}``);
+    (``cpu="500m"``, ``memory="1GiB"``, ``gpus=1`` is ``gpus: 1``: whole GPUs, the leader picks which);
     ``gang=3`` is ``{"size": 3}``; durations may be ``timedelta`` and times
     ``datetime`` (a naive one is taken as UTC); None values are left out.
 
@@ -43,7 +43,7 @@ def job_spec(command: Optional[Command] = None, **fields: Any) -> Dict[str, Any]
         if memory is not None:
             res["memory"] = memory
         if gpus is not None:
-            res["named"] = {**(res.get("named") or {}), "gpu": gpus}
+            res["gpus"] = gpus
         spec["resources"] = res
     if isinstance(spec.get("gang"), int):
         spec["gang"] = {"size": spec["gang"]}
