@@ -134,6 +134,16 @@ func TestSystemGPUs(t *testing.T) {
 		t.Fatalf("job status shows no GPUS column: %s %s", r.stdout, r.stderr)
 	}
 
+	// The UI: the node's GPU table says who holds each device; the nodes
+	// page has a GPU bar.
+	br := newBrowser(t)
+	br.open(a.url("/ui/nodes/n1"), "table#node-gpus")
+	br.wait("8 GPUs, each held", `document.querySelectorAll("table#node-gpus tbody tr").length === 8 &&
+		[...document.querySelectorAll("table#node-gpus td.held")].every((td) => td.textContent.includes("/1"))`)
+	br.shot("node-gpus")
+	br.open(a.url("/ui/nodes"), `tr[data-node="n1"]`)
+	br.wait("the GPU bar", `(document.querySelector('tr[data-node="n1"] .bar.gpu') || {}).textContent?.includes("GPUs 8 / 8 H100 80GB HBM3")`)
+
 	// A third waits for devices, with a reason that says so.
 	r := cli("submit", "--gpus", "1", "--", "true")
 	if r.code != 0 {

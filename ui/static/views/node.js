@@ -6,6 +6,27 @@ import { subscribe } from "../lib/events.js";
 import { time, between, labels, cpu, mem } from "../lib/fmt.js";
 import { nodeActions, capacityBars, usageReader } from "./nodes.js";
 
+// gpuTable lists the node's detected GPUs: what detection found, health,
+// the live attempt holding each, and its links to the others (topo -m).
+function gpuTable(n) {
+  const gpus = n.gpus || [];
+  if (!gpus.length) return "";
+  const held = new Map();
+  for (const a of n.attempts || []) for (const g of a.gpus || []) held.set(g.uuid, a);
+  return [
+    h("h2", null, "GPUs (" + gpus.length + ")" + (n.gpu_driver ? " · driver " + n.gpu_driver : "") + (n.cuda_version ? " · CUDA " + n.cuda_version : "")),
+    h("table", { id: "node-gpus" }, h("thead", null, h("tr", null, ["Index", "UUID", "Model", "Memory", "Compute", "/dev", "Health", "Held by", "Links"].map((x) => h("th", null, x)))),
+      h("tbody", null, gpus.map((g) => {
+        const a = held.get(g.uuid);
+        return h("tr", { "data-gpu": g.uuid },
+          h("td", null, g.index), h("td", { class: "mono small" }, g.uuid), h("td", null, g.model || "—"),
+          h("td", null, g.memory_mib ? mem(g.memory_mib) : "—"), h("td", null, g.compute || "—"), h("td", null, "nvidia" + g.minor),
+          h("td", { class: "health" }, g.health ? [badge("unhealthy"), " " + g.health] : badge("healthy")),
+          h("td", { class: "held" }, a ? link("jobs/" + enc(a.job_id), a.job_id + "/" + a.attempt) : "—"),
+          h("td", { class: "small" }, (g.links || []).join(" ") || "—"));
+      })))];
+}
+
 export async function mount(el, [name]) {
   const usage = usageReader();
   let n = null;
@@ -22,11 +43,14 @@ export async function mount(el, [name]) {
           ["Drivers", (n.drivers || []).join(", ")], ["Labels", labels(n.labels) || "—"], ["Slots", n.slots || "unbounded"], ["State since", time(n.state_changed_at)]]
           .map(([k, v]) => [h("dt", null, k), h("dd", null, v)])),
         capBox),
+      gpuTable(n),
       h("h2", null, "Running attempts (" + (n.attempts || []).length + ")"),
-      h("table", { id: "node-attempts" }, h("thead", null, h("tr", null, ["Job", "Attempt", "State", "Requested", "Running for"].map((x) => h("th", null, x)))),
+      h("table", { id: "node-attempts" }, h("thead", null, h("tr", null, ["Job", "Attempt", "State", "Requested", "GPUs", "Running for"].map((x) => h("th", null, x)))),
         h("tbody", null, (n.attempts || []).map((a) => h("tr", null,
           h("td", null, link("jobs/" + enc(a.job_id), a.job_id)), h("td", null, a.attempt), h("td", null, badge(a.state)),
-          h("td", null, cpu(a.resources?.cpu) + " · " + mem(a.resources?.memory)), h("td", null, between(a.started_at || a.assigned_at)))))));
+          h("td", null, cpu(a.resources?.cpu) + " · " + mem(a.resources?.memory)),
+          h("td", { class: "gpus" }, (a.gpus || []).map((g) => g.index).join(", ") || "—"),
+          h("td", null, between(a.started_at || a.assigned_at)))))));
   };
   const again = throttle(() => load().catch(() => {}), 1000);
   await load();

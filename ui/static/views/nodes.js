@@ -43,8 +43,23 @@ export function capacityBars(n, u) {
   return h("div", { class: "bars" },
     bar(a.cpu || 0, c.cpu || 0, "CPU " + cpu(a.cpu || 0) + " / " + cpu(c.cpu || 0) + " allocated"), usedCPU,
     bar(a.memory || 0, c.memory || 0, "Memory " + mem(a.memory || 0) + " / " + mem(c.memory || 0) + " allocated"), usedMem,
+    gpuBar(n),
     n.slots ? bar(n.running || 0, n.slots, "Slots " + (n.running || 0) + " / " + n.slots) : "",
     u && u.none ? h("small", { class: "muted" }, "used: not measured (no jobs cgroup)") : "");
+}
+
+// gpuBar: GPUs allocated against the node's gpu capacity, with the model
+// when its detected devices share one ("" for a node without GPUs).
+function gpuBar(n) {
+  const c = (n.capacity?.named || {}).gpu || 0, a = (n.allocated?.named || {}).gpu || 0;
+  const gpus = n.gpus || [];
+  if (!c && !gpus.length) return "";
+  const models = [...new Set(gpus.map((g) => (g.model || "").replace(/^NVIDIA /, "")))];
+  const model = models.length === 1 && models[0] ? " " + models[0] : models.length > 1 ? " (mixed)" : "";
+  const unhealthy = gpus.filter((g) => g.health).length;
+  const b = bar(a, c, "GPUs " + a + " / " + c + model + " allocated" + (unhealthy ? " · " + unhealthy + " unhealthy" : ""));
+  b.classList.add("gpu");
+  return b;
 }
 
 // usageReader polls GET /v1/nodes/{name}/usage (each node measures its own
