@@ -135,7 +135,7 @@ func (r clientReports) ReportBatch(ctx context.Context, reps []fsm.ReportAttempt
 	if server == "" {
 		server = r.wc.servers[rand.IntN(len(r.wc.servers))]
 	}
-	return cluster.SendReports(ctx, r.hc, server, r.wc.self.Name, r.wc.Index(), reps, r.wc.auth)
+	return cluster.SendReports(ctx, r.hc, server, r.wc.name, r.wc.Index(), reps, r.wc.auth)
 }
 
 // clientRoutes is a client's HTTP port: its health, and the logs and

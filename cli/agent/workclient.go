@@ -34,7 +34,8 @@ import (
 // the server's Retry-After), resuming from the highest index it has seen
 // so that its view never goes back in time.
 type workClient struct {
-	self    fsm.Node // sent in the hello; its Name never changes (SetSelf, under mu)
+	self    fsm.Node // sent in the hello; changed by SetSelf (under mu)
+	name    string   // self.Name, which never changes (read without mu)
 	servers []string // base URLs, e.g. http://10.0.0.5:7070
 	hc      *http.Client
 	auth    func(http.Header) // the cluster-internal credential; nil adds nothing
@@ -66,7 +67,7 @@ func newWorkClient(self fsm.Node, servers []string, hc *http.Client, auth func(h
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &workClient{self: self, servers: servers, hc: hc, auth: auth, contact: contact,
+	return &workClient{self: self, name: self.Name, servers: servers, hc: hc, auth: auth, contact: contact,
 		beatEvery: cluster.ClientBeatInterval, silence: 3 * cluster.ClientBeatInterval, logger: logger, watchers: map[chan struct{}]struct{}{},
 		leaving: make(chan struct{}), ended: make(chan struct{}, 1), selfChanged: make(chan struct{}, 1)}
 }
@@ -75,7 +76,7 @@ func newWorkClient(self fsm.Node, servers []string, hc *http.Client, auth func(h
 // stream says the hello again, and every later stream opens with it.
 func (c *workClient) SetSelf(self fsm.Node) {
 	c.mu.Lock()
-	self.Name = c.self.Name
+	self.Name = c.name
 	c.self = self
 	c.mu.Unlock()
 	select {
@@ -110,8 +111,8 @@ func (c *workClient) Watch() (<-chan struct{}, func()) {
 func (c *workClient) LiveAttempts(node string) ([]exec.Assignment, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if node != c.self.Name {
-		return nil, fmt.Errorf("this node's work stream is %s's, not %s's", c.self.Name, node)
+	if node != c.name {
+		return nil, fmt.Errorf("this node's work stream is %s's, not %s's", c.name, node)
 	}
 	if !c.haveWork {
 		return nil, errors.New("no work received from a server yet")
@@ -189,7 +190,7 @@ func (c *workClient) stream(ctx context.Context, server string) (healthy bool, r
 	c.mu.Unlock()
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	url := fmt.Sprintf("%s%swork/%s?index=%d", server, cluster.InternalPrefix, c.self.Name, index)
+	url := fmt.Sprintf("%s%swork/%s?index=%d", server, cluster.InternalPrefix, c.name, index)
 	upR, upW := io.Pipe()
 	defer upW.Close()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, upR)
