@@ -3,6 +3,7 @@ package systest
 import (
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -222,5 +223,71 @@ func TestSystemGPUs(t *testing.T) {
 			return fmt.Errorf("gpus %+v capacity %v", nd.GPUs, nd.Capacity.Named)
 		}
 		return nil
+	})
+}
+
+// TestSystemGPUClient: a client agent (outside raft) detects the H200 of
+// the probe fixture, its hello carries the device to the leader, a GPU job
+// constrained to that model lands there with that device, and a change
+// after SIGHUP reaches the record through a second hello on the open
+// stream.
+func TestSystemGPUClient(t *testing.T) {
+	c := newSysCluster(t, 1)
+	s := c.agents[0]
+	root := gputest.Root(t, "h200")
+	smi := gputest.SMI(t, "print", "h200")
+	prefix := s.ip[:strings.LastIndex(s.ip, ".")]
+	cl := startAgentAt(t, c.bin, "c1", filepath.Join(c.root, "c1", "data"), prefix+".11", s.base,
+		"--role", "client", "--join", net.JoinHostPort(s.ip, fmt.Sprint(s.base)), "--default-driver", "process",
+		"--gpu-root", root, "--nvidia-smi", smi)
+	const uuid = "GPU-d87123f6-fea5-26be-6826-1c34038af791"
+	record := func(what string, ok func(gpuNodeView) bool) {
+		t.Helper()
+		eventually(t, systemTimeout, what, func() error {
+			var nd gpuNodeView
+			if err := getJSON(s.url("/v1/nodes/c1?consistent=true"), &nd); err != nil {
+				return err
+			}
+			if !ok(nd) {
+				return fmt.Errorf("c1: %+v", nd)
+			}
+			return nil
+		})
+	}
+	record("c1's hello brought its H200", func(nd gpuNodeView) bool {
+		return len(nd.GPUs) == 1 && nd.GPUs[0].UUID == uuid && nd.GPUs[0].MemoryMiB == 143771 && nd.Capacity.Named["gpu"] == 1 && nd.CUDA == "13.0"
+	})
+	r := runForeman(t, c.bin, s.url(""), "submit", "--gpus", "1", "--constraint", "gpu.model == h200", "--constraint", "gpu.memory >= 140GiB", "--", "true")
+	if r.code != 0 {
+		t.Fatalf("submit: %s", r.stderr)
+	}
+	j := waitJobState(t, s, strings.TrimSpace(r.stdout), "succeeded")
+	var st struct {
+		Attempts []struct {
+			Node string    `json:"node"`
+			GPUs []gpuView `json:"gpus"`
+		} `json:"attempts"`
+	}
+	if err := getJSON(s.url("/v1/jobs/"+j.Job.ID), &st); err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Attempts) != 1 || st.Attempts[0].Node != "c1" || len(st.Attempts[0].GPUs) != 1 || st.Attempts[0].GPUs[0].UUID != uuid {
+		t.Fatalf("attempts %+v: want one on c1 holding %s", st.Attempts, uuid)
+	}
+
+	// The driver now excludes it: after SIGHUP the client says so in a new hello.
+	info := filepath.Join(root, "proc/driver/nvidia/gpus/0000:00:06.0/information")
+	b, err := os.ReadFile(info)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(info, []byte(strings.Replace(string(b), "GPU Excluded:\t No", "GPU Excluded:\t Yes", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	record("c1's GPU unhealthy, its capacity 0", func(nd gpuNodeView) bool {
+		return len(nd.GPUs) == 1 && strings.Contains(nd.GPUs[0].Health, "excluded") && nd.Capacity.Named["gpu"] == 0
 	})
 }
