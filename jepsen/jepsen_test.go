@@ -165,7 +165,8 @@ func clientSmoke() Scenario {
 var clientNemeses = []string{"kill-client", "pause-client", "isolate-client", "kill-leader", "halves", "pause-leader"}
 
 // TestJepsenClients runs only the client rows (FOREMAN_JEPSEN=clients):
-// every client nemesis at seed 1 (FOREMAN_JEPSEN_NEMESES narrows it).
+// every client nemesis at seed 1 (FOREMAN_JEPSEN_NEMESES narrows it;
+// FOREMAN_JEPSEN_SECURE=1 turns on ACL and TLS).
 func TestJepsenClients(t *testing.T) {
 	if os.Getenv("FOREMAN_JEPSEN") != "clients" {
 		t.Skip("set FOREMAN_JEPSEN=clients to run the client scenarios alone (the smoke runs clients-pause-client)")
@@ -177,6 +178,13 @@ func TestJepsenClients(t *testing.T) {
 	var m []Scenario
 	for _, n := range nemeses {
 		m = append(m, clientScenario(n, 1))
+	}
+	// FOREMAN_JEPSEN_SECURE=1: with ACL and TLS on (the clients carry
+	// client:NAME tokens and their own certificates).
+	if os.Getenv("FOREMAN_JEPSEN_SECURE") == "1" {
+		for i := range m {
+			m[i].Name, m[i].ACL, m[i].TLS = "secure-"+m[i].Name, true, true
+		}
 	}
 	runMatrix(t, m)
 }

@@ -166,6 +166,11 @@ func Run(bin, outDir string, sc Scenario, cleanup func(func())) report.Summary {
 			sum.Decide()
 			return sum
 		}
+		if err := c.StartClients(ctx, 30*time.Second); err != nil {
+			harness("clients: %v", err)
+			sum.Decide()
+			return sum
+		}
 		role := client.Role{Role: "submit", Namespace: "default"}
 		if sc.Workload == "cron" || sc.Workload == "dag" {
 			role.Role = "write"

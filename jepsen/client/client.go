@@ -270,6 +270,7 @@ func (c *Client) ACLBootstrap(ctx context.Context) (string, error) {
 type Role struct {
 	Role      string `json:"role"`
 	Namespace string `json:"namespace,omitempty"`
+	Node      string `json:"node,omitempty"` // the client role's node ("*": any)
 }
 
 // ACLCreateToken issues a token with roles (POST /v1/acl/tokens, a

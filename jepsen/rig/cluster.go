@@ -3,7 +3,9 @@ package rig
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -109,15 +111,45 @@ func (c *Cluster) start(i int, flags []string) error {
 	return n.Start(c.Bin, flags)
 }
 
-// Start launches every node for the first time.
+// Start launches every node for the first time; under --acl the clients
+// wait for StartClients, which needs a token the ACL bootstrap makes
+// possible.
 func (c *Cluster) Start() error {
-	for i := range c.Nodes {
+	for i, n := range c.Nodes {
+		if n.Client && c.acl() {
+			continue
+		}
 		if err := c.start(i, c.joinFlags(i, true)); err != nil {
 			return err
 		}
 	}
 	return nil
 }
+
+// StartClients starts the clients Start left for after the ACL bootstrap
+// (--acl): each with a token of role client:NAME in --token-file.
+func (c *Cluster) StartClients(ctx context.Context, d time.Duration) error {
+	for i, n := range c.Nodes {
+		if !n.Client || n.Running() {
+			continue
+		}
+		secret, err := c.IssueToken(ctx, d, "client-"+n.Name, client.Role{Role: "client", Node: n.Name})
+		if err != nil {
+			return err
+		}
+		file := filepath.Join(c.Dir, n.Name+".token")
+		if err := os.WriteFile(file, []byte(secret+"\n"), 0o600); err != nil {
+			return err
+		}
+		if err := c.start(i, append(c.joinFlags(i, true), "--token-file", file)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// acl reports whether the agents run with --acl.
+func (c *Cluster) acl() bool { return slices.Contains(c.ExtraFlags, "--acl") }
 
 // Restart starts node i again from its data directory.
 func (c *Cluster) Restart(i int) error {
@@ -136,7 +168,9 @@ func (c *Cluster) AddNode() (*Node, error) {
 	}
 	i := len(c.Nodes)
 	n := c.addNode(i)
-	return n, c.start(i, append(c.joinFlags(i, false), "--voters", fmt.Sprint(c.Voters)))
+	// --role server: the nemesis changes raft's membership (--role auto
+	// would make a late joiner a client once the voters are all there).
+	return n, c.start(i, append(c.joinFlags(i, false), "--voters", fmt.Sprint(c.Voters), "--role", "server"))
 }
 
 // Client returns a fresh client for node i.
