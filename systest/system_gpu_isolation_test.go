@@ -3,8 +3,10 @@ package systest
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/foreman-sched/foreman/exec/gpu/gputest"
@@ -18,6 +20,10 @@ import (
 // neither and gets CUDA_VISIBLE_DEVICES empty.
 func TestSystemGPUIsolation(t *testing.T) {
 	host := gputest.Devices(t)
+	kmsg := host.Path("dev/kmsg") // the kernel log the agent follows for XIDs
+	if err := syscall.Mkfifo(kmsg, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	c := newSysCluster(t, 1, "--gpu-root", host.Dir)
 	a := c.agents[0]
 	cli := func(args ...string) cliResult {
@@ -73,6 +79,10 @@ func TestSystemGPUIsolation(t *testing.T) {
 		}
 	})
 
+	t.Run("xid", func(t *testing.T) {
+		testXIDs(t, cli, kmsg, gpuBus{host.GPUs[0].UUID, host.GPUs[0].BusID}, gpuBus{host.GPUs[1].UUID, host.GPUs[1].BusID})
+	})
+
 	t.Run("container", func(t *testing.T) {
 		var nodes struct {
 			Nodes []struct {
@@ -114,3 +124,42 @@ func lineWith(out, s string) string {
 	}
 	return ""
 }
+
+// TestSystemGPUIsolation's XID part: a critical XID in the kernel log marks
+// its device unhealthy in the node record at once (the leader places no
+// more on it, the advertised count drops); an application's XID does not.
+func testXIDs(t *testing.T, cli func(args ...string) cliResult, kmsg string, bad, good gpuBus) {
+	t.Helper()
+	w, err := os.OpenFile(kmsg, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	fmt.Fprintf(w, "4,10,10,-;NVRM: Xid (PCI:%s): 13, pid=1, name=a.out, Graphics Exception\n", good.xidBus())
+	fmt.Fprintf(w, "4,11,11,-;NVRM: Xid (PCI:%s): 79, pid=1, name=python3, GPU has fallen off the bus.\n", bad.xidBus())
+	eventually(t, systemTimeout, "the XID 79 device unhealthy in the node record", func() error {
+		var nd gpuNodeView
+		r := cli("node", "show", "n1", "--json")
+		if err := json.Unmarshal([]byte(r.stdout), &nd); err != nil {
+			return fmt.Errorf("node show: %v %s", err, r.stderr)
+		}
+		for _, g := range nd.GPUs {
+			want := ""
+			if g.UUID == bad.uuid {
+				want = "xid 79: GPU has fallen off the bus (pid 1 python3)"
+			}
+			if g.Health != want {
+				return fmt.Errorf("%s health %q, want %q", g.UUID, g.Health, want)
+			}
+		}
+		if nd.Capacity.Named["gpu"] != 1 {
+			return fmt.Errorf("advertised gpu %d, want 1", nd.Capacity.Named["gpu"])
+		}
+		return nil
+	})
+}
+
+type gpuBus struct{ uuid, bus string }
+
+// xidBus is the address as the driver prints it in an XID: no function.
+func (g gpuBus) xidBus() string { return strings.TrimSuffix(g.bus, ".0") }

@@ -85,6 +85,8 @@ func watchGPUs(ctx context.Context, cfg gpu.Config, override *int64, initial gpu
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
+	xids, kick := gpu.NewXIDHealth(xidQuiet), make(chan struct{}, 1)
+	go watchXIDs(ctx, cfg.Root, xids, kick, logger)
 	published, pending := gpuState{}, &initial
 	timer := time.NewTimer(0)
 	defer timer.Stop()
@@ -94,10 +96,12 @@ func watchGPUs(ctx context.Context, cfg gpu.Config, override *int64, initial gpu
 			return
 		case <-hup:
 			logger.Info("SIGHUP: detecting GPUs again", "component", "gpu")
+		case <-kick:
 		case <-timer.C:
 		}
 		if pending == nil {
 			st := detectGPUs(ctx, cfg, override, logger)
+			st.withXIDs(xids)
 			if !st.same(published) {
 				pending = &st
 			}
