@@ -89,12 +89,12 @@ for driver in process container; do
   if run "$driver" 0 -- --driver "$driver" --gpus 1 --env "SMI=$SMI" --env "TORCH_PY=$TORCH_PY" -- sh -c "$JOB"; then
     n=$(gpus_in "$driver")
     cvd=$(sed -n 's/^CVD=\([^ ]*\).*/\1/p' "$OUT/$driver.out")
-    torch=$(grep '^torch devices' "$OUT/$driver.out")
-    [ "$TORCH" = 1 ] && [ -z "$torch" ] && torch="torch did not import in this driver"
-    [ "$torch" = "torch did not import in this driver" ] && [ "$driver" = process ] && torch=""
-    # torch must see exactly one device wherever it imports (the host rootfs container sees
-    # only what is under the host's /usr and /lib*).
-    if [ "$n" = 1 ] && [ "$cvd" = 0 ] && { [ -z "$torch" ] || echo "$torch" | grep -q '^torch devices 1 matmul True'; }; then
+    # torch, where it imports in the job (a host-rootfs container sees only the host's /usr and
+    # /lib*), must see exactly the one device and multiply on it.
+    torch=$(grep '^torch' "$OUT/$driver.out" | head -1)
+    torch_ok=0
+    case "$torch" in "torch devices 1 matmul True"* | "torch: not importable here") torch_ok=1 ;; esac
+    if [ "$n" = 1 ] && [ "$cvd" = 0 ] && [ "$torch_ok" = 1 ]; then
       row "$driver" PASS "nvidia-smi -L: 1 GPU, CUDA_VISIBLE_DEVICES=0${torch:+; $torch}"
     else
       row "$driver" FAIL "nvidia-smi -L: $n GPU(s), CUDA_VISIBLE_DEVICES=$cvd; ${torch:-no torch line} (see $OUT/$driver.out)"
