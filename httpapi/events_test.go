@@ -259,6 +259,8 @@ func TestRequestID(t *testing.T) {
 func TestMetricsLint(t *testing.T) {
 	a := newTestAPI(t)
 	a.addNode("n1", "127.0.0.1:1", 1000, 1000)
+	a.cluster.must(fsm.CmdNodeGPUs, fsm.NodeGPUs{Name: "n1", GPUs: []fsm.GPU{
+		{UUID: "GPU-aaaaaaaa", Index: 0, Model: "NVIDIA H100"}, {UUID: "GPU-bbbbbbbb", Index: 1, Model: "NVIDIA H100", Health: "xid 79"}}})
 	j := a.submit(`{"command":["true"],"queue":"batch"}`)
 	a.place(j, "n1")
 	a.submit(`{"command":["true"],"namespace":"team","allow_unplaceable":true}`)
@@ -278,6 +280,8 @@ func TestMetricsLint(t *testing.T) {
 		`foreman_queue_jobs{queue="batch",state="running"} 1`,
 		`foreman_node_allocated{node="n1",resource="cpu"}`,
 		`foreman_node_capacity{node="n1",resource="cpu"} 1000`,
+		`foreman_gpu_healthy{index="0",model="NVIDIA H100",node="n1",uuid="GPU-aaaaaaaa"} 1`,
+		`foreman_gpu_healthy{index="1",model="NVIDIA H100",node="n1",uuid="GPU-bbbbbbbb"} 0`,
 		`foreman_jobs_submitted_total{namespace="default"} 1`,
 		`foreman_namespace_jobs{namespace="default",state="running"} 1`,
 		`foreman_namespace_jobs{namespace="team",state="queued"} 1`,

@@ -4,6 +4,7 @@ import (
 	"maps"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -86,6 +87,7 @@ var (
 	descNodeCapacity  = prometheus.NewDesc("foreman_node_capacity", "A node's advertised capacity (cpu in millicores, memory in MiB, named resources as counts).", []string{"node", "resource"}, nil)
 	descNodeAlloc     = prometheus.NewDesc("foreman_node_allocated", "Resources held by live attempts on a node (same units as foreman_node_capacity).", []string{"node", "resource"}, nil)
 	descNodeUp        = prometheus.NewDesc("foreman_node_alive", "1 when the node's committed gossip state is alive.", []string{"node"}, nil)
+	descGPUHealthy    = prometheus.NewDesc("foreman_gpu_healthy", "1 for each GPU a node detected that the leader may place on, 0 for an unhealthy one.", []string{"node", "index", "uuid", "model"}, nil)
 )
 
 var raftStates = []string{"Leader", "Follower", "Candidate", "Shutdown"}
@@ -96,7 +98,7 @@ type stateCollector struct{ s *server }
 func (c stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descJobs, descQueueJobs, descNSJobs, descEvents, descAttempts, descSubmitted, descLeaderChanges,
 		descSubscribers, descStreamWakeups, descRaftState, descRaftTerm, descRaftCommit, descRaftApplied, descRaftLast,
-		descNodeCapacity, descNodeAlloc, descNodeUp} {
+		descNodeCapacity, descNodeAlloc, descNodeUp, descGPUHealthy} {
 		ch <- d
 	}
 }
@@ -184,6 +186,13 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 			gauge(descNodeUp, up, n.Name)
 			resources(n.Capacity, func(res string, v int64) { gauge(descNodeCapacity, float64(v), n.Name, res) })
 			resources(alloc[n.Name], func(res string, v int64) { gauge(descNodeAlloc, float64(v), n.Name, res) })
+			for _, g := range n.GPUs {
+				h := 0.0
+				if g.Healthy() {
+					h = 1
+				}
+				gauge(descGPUHealthy, h, n.Name, strconv.Itoa(g.Index), g.UUID, g.Model)
+			}
 		}
 		return nil
 	})
