@@ -65,14 +65,16 @@ func nodesOf(t testing.TB, a *agentProc) []clientNode {
 	return nodes.Nodes
 }
 
-// 3 servers and 2 clients (agents outside raft) on real processes: jobs
-// run on the clients, their logs are read through a server; a client
-// killed with -9 has its job rerun on the other client only after the old
+// 3 servers and 3 clients (agents outside raft) on real processes: jobs
+// run on the clients, their logs are read through a server; a workflow's
+// inputs and a checkpoint cross from one client to another; a client
+// killed with -9 has its job rerun on another client only after the old
 // copy died (invariant 2); the leader killed with -9 costs the clients'
-// jobs nothing; the killed client comes back and registers again.
+// jobs nothing; the killed client comes back and registers again; a
+// rolling restart of every role runs a job through once; node down.
 func TestSystemClients(t *testing.T) {
 	c := newSysCluster(t, 3)
-	clients := startClients(t, c, 2)
+	clients := startClients(t, c, 3)
 	leader := c.leader()
 
 	// A job on a client; its logs through a server (proxied to the client).
@@ -144,9 +146,9 @@ printf "$FOREMAN_NODE" > "$FOREMAN_CHECKPOINT/from" && exec sleep 600`})
 	// role filter; the node page names the role.
 	b := newBrowser(t)
 	b.open(leader.url("/ui/nodes"), `tr[data-node="c1"]`)
-	b.wait("summary", `document.querySelector("#node-summary").textContent.startsWith("5 nodes: 3 servers, 2 clients")`)
+	b.wait("summary", `document.querySelector("#node-summary").textContent.startsWith("6 nodes: 3 servers, 3 clients")`)
 	b.open(leader.url("/ui/nodes?role=client"), `tr[data-node="c1"]`)
-	b.wait("only clients", `document.querySelectorAll("#nodes tbody tr").length === 2 && [...document.querySelectorAll("#nodes td.role")].every((td) => td.textContent === "client")`)
+	b.wait("only clients", `document.querySelectorAll("#nodes tbody tr").length === 3 && [...document.querySelectorAll("#nodes td.role")].every((td) => td.textContent === "client")`)
 	b.shot("nodes-clients")
 	b.open(leader.url("/ui/nodes/c2"), "dl.kv")
 	b.wait("role shown", `document.querySelector("dl.kv").textContent.includes("client (outside raft")`)
@@ -154,11 +156,11 @@ printf "$FOREMAN_NODE" > "$FOREMAN_CHECKPOINT/from" && exec sleep 600`})
 	b.open(leader.url("/ui/nodes/"+leader.name), "dl.kv")
 	b.wait("a server cannot", `document.querySelector('[data-action="drain"]') !== null && document.querySelector('[data-action="down"]') === null`)
 
-	// kill -9 of the client running a long job: rerun on the other client.
+	// kill -9 of the client running a long job: rerun on another client.
 	d := newJobDir(t, c.root)
 	id = submitJob(t, leader, d.waitingJob("long", "kind == client"))
 	j = waitJobState(t, leader, id, "running")
-	victim := c1or2(clients, j.attempt(1).Node)
+	victim := clientNamed(clients, j.attempt(1).Node)
 	pid := d.pid(t, 1)
 	killed := time.Now()
 	victim.kill9()
@@ -290,7 +292,7 @@ printf "$FOREMAN_NODE" > "$FOREMAN_CHECKPOINT/from" && exec sleep 600`})
 	b.wait("the API took it", `document.body.textContent.includes("`+victim.name+` declared down")`)
 }
 
-func c1or2(clients []*agentProc, name string) *agentProc {
+func clientNamed(clients []*agentProc, name string) *agentProc {
 	for _, a := range clients {
 		if a.name == name {
 			return a
