@@ -21,6 +21,7 @@ var allowedImports = map[string][]string{
 	"api":       {}, // the public Go client: importable without the server
 	"wallclock": {},
 	"certs":     {},
+	"objstore":  {}, // the S3 client (issue 25): exec and httpapi declare what they use of it; cli/agent wires it
 	"fsm":       {},
 	"cluster":   {"fsm", "wallclock", "certs"},
 	"sched":     {"fsm", "wallclock"},
@@ -28,16 +29,17 @@ var allowedImports = map[string][]string{
 	"httpapi":   {"api", "fsm", "wallclock", "certs"},
 	"ui":        {},
 	"jepsen":    {"api", "fsm", "httpapi", "cluster", "wallclock", "certs"},
-	"cli":       {"api", "fsm", "cluster", "sched", "exec", "httpapi", "ui", "wallclock", "certs"},
-	"systest":   {"api", "fsm", "cluster", "sched", "exec", "httpapi", "ui", "wallclock", "certs", "cli"},
+	"cli":       {"api", "fsm", "cluster", "sched", "exec", "httpapi", "ui", "wallclock", "certs", "objstore"},
+	"systest":   {"api", "fsm", "cluster", "sched", "exec", "httpapi", "ui", "wallclock", "certs", "cli", "objstore"},
 }
 
 // externalBans keeps heavy or wrong-layer libraries out of low packages.
 var externalBans = map[string][]string{
 	"api":     {"github.com/hashicorp/", "go.etcd.io/bbolt", "github.com/opencontainers/", "github.com/prometheus/"},
-	"fsm":     {"github.com/hashicorp/memberlist", "github.com/opencontainers/", "net/http"},
+	"fsm":     {"github.com/hashicorp/memberlist", "github.com/opencontainers/", "net/http", "github.com/minio/"},
 	"sched":   {"github.com/hashicorp/raft", "go.etcd.io/bbolt", "github.com/opencontainers/"},
-	"httpapi": {"github.com/hashicorp/raft", "go.etcd.io/bbolt", "github.com/opencontainers/"},
+	"httpapi": {"github.com/hashicorp/raft", "go.etcd.io/bbolt", "github.com/opencontainers/", "github.com/minio/"},
+	"exec":    {"github.com/minio/"},
 }
 
 func TestPackageDirection(t *testing.T) {

@@ -294,6 +294,26 @@ type Attempt struct {
 	Artifacts       []Artifact   `json:"artifacts,omitempty"`
 	Task            *GangTask    `json:"task,omitempty"`
 	GPUs            []GPU        `json:"gpus,omitempty"` // the devices the leader picked
+	// Outputs says where the artifacts and logs are kept besides Node
+	// (an object store); nil: only on Node.
+	Outputs *Outputs `json:"outputs,omitempty"`
+}
+
+// Outputs is where an attempt's artifacts and logs were uploaded.
+type Outputs struct {
+	Store     string         `json:"store"` // s3://bucket/prefix
+	State     string         `json:"state"` // pending, stored, partial
+	Objects   []StoredObject `json:"objects,omitempty"`
+	NotStored []string       `json:"not_stored,omitempty"`
+	Error     string         `json:"error,omitempty"`
+	StoredAt  time.Time      `json:"stored_at,omitzero"`
+}
+
+// StoredObject is one file of an attempt in the object store.
+type StoredObject struct {
+	Name string `json:"name"` // artifacts/PATH, logs/stdout, logs/stderr
+	Key  string `json:"key"`
+	Size int64  `json:"size"`
 }
 
 // WebhookEvent is what a webhook delivery posts.
@@ -372,6 +392,9 @@ type ArtifactList struct {
 	Artifacts  []Artifact `json:"artifacts"`
 	TotalBytes int64      `json:"total_bytes"`
 	Warning    string     `json:"warning,omitempty"`
+	Store      string     `json:"store,omitempty"`  // the object store, when the node uploads
+	Stored     string     `json:"stored,omitempty"` // pending, stored, partial
+	NotStored  []string   `json:"not_stored,omitempty"`
 }
 
 // Queue is a queue's concurrency limit and its running work.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	ucli "github.com/urfave/cli/v2"
 
@@ -62,6 +63,12 @@ func artifactsList(c *ucli.Context) error {
 		return err
 	}
 	fmt.Fprintf(c.App.ErrWriter, "attempt %d on node %s (%s): %d files, %d bytes\n", l.Attempt, l.Node, orDash(l.NodeStatus), len(l.Artifacts), l.TotalBytes)
+	if l.Store != "" {
+		fmt.Fprintf(c.App.ErrWriter, "object store %s: %s\n", l.Store, l.Stored)
+		if len(l.NotStored) > 0 {
+			fmt.Fprintf(c.App.ErrWriter, "not stored: %s\n", strings.Join(l.NotStored, ", "))
+		}
+	}
 	if l.Warning != "" {
 		fmt.Fprintf(c.App.ErrWriter, "warning: %s\n", l.Warning)
 	}

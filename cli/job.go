@@ -314,6 +314,9 @@ func printJobDetail(c *ucli.Context, d *httpapi.JobDetail) error {
 		}
 		fmt.Fprintf(Stdout(c), "\nArtifacts of attempt %d: %d files, %d bytes on node %s (foreman artifacts ls %s)\n", last.Num, len(last.Artifacts), bytes, last.Node, d.Job.ID)
 	}
+	if last := d.Attempts[len(d.Attempts)-1]; last.Outputs != nil {
+		fmt.Fprintf(Stdout(c), "Outputs of attempt %d (artifacts, logs): %s\n", last.Num, outputsWhere(&last))
+	}
 	if last := d.Attempts[len(d.Attempts)-1]; last.StderrTail != "" && !last.State.Live() && last.State != fsm.AttemptSucceeded {
 		fmt.Fprintf(Stdout(c), "\nstderr tail of attempt %d:\n%s\n", last.Num, strings.TrimRight(last.StderrTail, "\n"))
 	}
@@ -438,4 +441,17 @@ func jobCheckpoint(c *ucli.Context) error {
 	}
 	fmt.Fprintf(Stdout(c), "checkpoint of %s: %d bytes\n", info.JobID, info.Bytes)
 	return nil
+}
+
+// outputsWhere says where an attempt's artifacts and logs are: on its
+// node while the upload to the object store is pending, then in the store.
+func outputsWhere(a *fsm.Attempt) string {
+	o := a.Outputs
+	switch o.State {
+	case fsm.OutputsPending:
+		return fmt.Sprintf("on node %s only; upload to %s pending", a.Node, o.Store)
+	case fsm.OutputsPartial:
+		return fmt.Sprintf("in %s (%d objects) except %s, which stay on node %s only: %s", o.Store, len(o.Objects), strings.Join(o.NotStored, ", "), a.Node, o.Error)
+	}
+	return fmt.Sprintf("in %s (%d objects) and on node %s", o.Store, len(o.Objects), a.Node)
 }

@@ -183,12 +183,40 @@ func (w *Worker) fetchInputArtifacts(ctx context.Context, dir string, inputs []I
 	return nil
 }
 
+// copyArtifact copies one input artifact from the node that holds it or,
+// when that fails (the node is dead, gone or evicted it), from the object
+// store it was uploaded to.
 func (w *Worker) copyArtifact(ctx context.Context, in Input, path, dst string) error {
 	f, err := os.OpenFile(dst, os.O_CREATE|os.O_TRUNC|os.O_WRONLY|syscall.O_NOFOLLOW, 0o644)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
+	nerr := w.copyArtifactFromNode(ctx, in, path, f)
+	if nerr == nil || in.Outputs.Object(fsm.OutputArtifact(path)) == nil {
+		return nerr
+	}
+	if err := f.Truncate(0); err != nil {
+		return err
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, artifactFetchTimeout)
+	defer cancel()
+	r, err := w.openStored(ctx, in, path)
+	if err == nil {
+		_, err = io.Copy(f, r)
+		r.Close()
+	}
+	if err != nil {
+		return fmt.Errorf("%v; from the object store: %w", nerr, err)
+	}
+	w.log.Info("input artifact read from the object store", "job", in.JobID, "attempt", in.Attempt, "path", path, "node_err", nerr)
+	return nil
+}
+
+func (w *Worker) copyArtifactFromNode(ctx context.Context, in Input, path string, f *os.File) error {
 	if in.Node == w.cfg.Node {
 		src, err := w.OpenArtifact(in.JobID, in.Attempt, path)
 		if err != nil {

@@ -38,6 +38,9 @@ type Input struct {
 	Attempt   int
 	Node      string
 	Artifacts []fsm.Artifact
+	// Outputs says where else the parent's files are (an object store);
+	// nil: only on Node.
+	Outputs *fsm.Outputs
 }
 
 // resultPath and inputsDir are the host paths of an attempt's result file

@@ -44,6 +44,9 @@ type Worker struct {
 	recycled   atomic.Int64
 	spawned    atomic.Int64
 
+	// uploadSlots bounds the node's uploads in flight (outputs.go).
+	uploadSlots chan struct{}
+
 	// ended is closed (and replaced) each time an attempt here finishes:
 	// it wakes the log follows (logs.go) as soon as the output is whole.
 	endedMu sync.Mutex
@@ -107,6 +110,7 @@ func NewWorker(cfg WorkerConfig, deps WorkerDeps) (*Worker, error) {
 		starts:         newStartQueue(cfg.MaxConcurrentStarts),
 		recheck:        make(chan struct{}, 1),
 		pool:           newSupervisorPool(max(cfg.WarmSupervisors, cfg.MaxIdleSupervisors)),
+		uploadSlots:    make(chan struct{}, max(cfg.UploadConcurrency, 1)),
 	}, nil
 }
 
@@ -127,6 +131,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.mu.Unlock()
 	defer usage().watch(w.cfg.Node, w.jobsCgroup())() // metrics.go
 	w.adopt(ctx)
+	w.resumeUploads(ctx)
 	w.sweepCheckpoints()
 	if w.pool.max > 0 {
 		w.wg.Add(1)

@@ -514,10 +514,18 @@ func (r *attemptRun) finish(ctx context.Context, res *Result) {
 	w.signalEnded()
 	superseded := r.isGone()
 	collected := time.Now()
+	upload := false
 	if !superseded {
-		if err := w.report(ctx, res.Report(r.tf)); err != nil && ctx.Err() != nil {
+		rep := res.Report(r.tf)
+		if rep.Outputs = w.pendingOutputs(); rep.Outputs != nil {
+			// Before the report: a restarted agent resumes the upload.
+			os.WriteFile(filepath.Join(r.dir, UploadName), nil, 0o644)
+		}
+		err := w.report(ctx, rep)
+		if err != nil && ctx.Err() != nil {
 			return // shutting down: the next worker reports it
 		}
+		upload = err == nil && rep.Outputs != nil
 		// exit_to_collected: the supervisor drains output, writes and syncs
 		// result.json, exits; the worker sees its connection close.
 		w.log.Debug("attempt finish trace", "task", r.id,
@@ -526,6 +534,9 @@ func (r *attemptRun) finish(ctx context.Context, res *Result) {
 	}
 	os.WriteFile(filepath.Join(r.dir, ReportedName), nil, 0o644)
 	os.RemoveAll(filepath.Join(r.dir, WorkDirName))
+	if upload {
+		w.startUpload(ctx, r.dir, r.tf, res)
+	}
 	if len(res.Artifacts) > 0 {
 		w.enforceNodeCap()
 	}

@@ -70,7 +70,10 @@ type WorkerDeps struct {
 	// task's previous attempt (nil: the next attempt starts with what
 	// this node has).
 	Checkpoints CheckpointFetcher
-	Logger      *slog.Logger // nil = slog.Default()
+	// Outputs is the object store finished attempts' artifacts and logs
+	// are uploaded to (outputs.go); nil: they stay on this node only.
+	Outputs OutputStore
+	Logger  *slog.Logger // nil = slog.Default()
 }
 
 // Defaults. The lease must stay below what the leader waits before it
@@ -161,6 +164,12 @@ type WorkerConfig struct {
 	// root in tests, `foreman agent --gpu-root`): drivers isolate each
 	// attempt's GPUs from what they find there (exec/gpu).
 	GPURoot string
+	// UploadConcurrency bounds the files this node uploads to the object
+	// store at once; UploadRetryFor is how long a file is retried (with
+	// backoff) after its attempt finished before it is reported not
+	// stored (outputs.go).
+	UploadConcurrency int
+	UploadRetryFor    time.Duration
 }
 
 // deviceCgroup is the cgroup path under which process jobs on an NVIDIA
@@ -193,6 +202,8 @@ func DefaultWorkerConfig() WorkerConfig {
 
 		ArtifactsMaxBytes:     DefaultArtifactsMaxBytes,
 		ArtifactsNodeMaxBytes: DefaultArtifactsNodeMaxBytes,
+		UploadConcurrency:     DefaultUploadConcurrency,
+		UploadRetryFor:        DefaultUploadRetryFor,
 	}
 }
 

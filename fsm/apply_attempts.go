@@ -115,8 +115,10 @@ func (a *applier) currentAttemptOf(jobID string, current, num int, token uint64,
 func (a *applier) report(p *ReportAttempt, res *Result) error {
 	switch p.State {
 	case AttemptRunning, AttemptSucceeded, AttemptFailed, AttemptKilled:
+	case ReportOutputs:
+		return a.reportOutputs(p)
 	default:
-		return fmt.Errorf("%w: state: %q (a report is running, succeeded, failed or killed)", ErrBadCommand, p.State)
+		return fmt.Errorf("%w: state: %q (a report is running, succeeded, failed, killed or outputs)", ErrBadCommand, p.State)
 	}
 	if p.State == AttemptRunning {
 		return a.reportRunning(p)
@@ -154,6 +156,16 @@ func (a *applier) report(p *ReportAttempt, res *Result) error {
 	for _, w := range []string{p.ArtifactsWarning, dropped} {
 		if w = truncateString(w, 512); w != "" {
 			at.Warning = strings.TrimPrefix(at.Warning+"; "+w, "; ")
+		}
+	}
+	if p.Outputs != nil {
+		// A bad outputs note must not refuse the finish: drop it, say so.
+		if err := validOutputs(p.Outputs, false); err != nil {
+			at.Warning = strings.TrimPrefix(at.Warning+"; "+truncateString(err.Error(), 256), "; ")
+		} else {
+			o := *p.Outputs
+			o.Objects, o.NotStored, o.Error = nil, nil, ""
+			at.Outputs = &o
 		}
 	}
 	if p.OOM && at.Reason == "" {

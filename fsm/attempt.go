@@ -74,6 +74,9 @@ type Attempt struct {
 	// Artifacts lists the files the attempt left in its artifacts
 	// directory; the bytes stay on Node (artifact.go).
 	Artifacts []Artifact `json:"artifacts,omitempty"`
+	// Outputs says where the artifacts and logs are kept besides Node,
+	// when the node has an object store (outputs.go); nil: only on Node.
+	Outputs *Outputs `json:"outputs,omitempty"`
 	// Task is set on the attempts of a gang's tasks (gang.go).
 	Task *GangTask `json:"task,omitempty"`
 	// GPUs are the exact devices the leader picked for this attempt from

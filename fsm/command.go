@@ -305,6 +305,9 @@ type ReportAttempt struct {
 	// ArtifactsWarning is the executor's note about what it did not keep.
 	Artifacts        []Artifact `json:"artifacts,omitempty"`
 	ArtifactsWarning string     `json:"artifacts_warning,omitempty"`
+	// Outputs: on a finish, that the node uploads the outputs (pending);
+	// on a report with State ReportOutputs, where they were stored.
+	Outputs *Outputs `json:"outputs,omitempty"`
 }
 
 // ReleaseJobs moves waiting or retrying jobs whose NextRunAt <= At to

@@ -52,6 +52,7 @@ type JobInput struct {
 	Attempt   int
 	Node      string
 	Artifacts []Artifact
+	Outputs   *Outputs // where else they are (an object store); nil: only on Node
 }
 
 // JobInputs returns the results of spec's parents that have a finished
@@ -76,7 +77,7 @@ func (t *Tx) JobInputs(spec *JobSpec) ([]JobInput, error) {
 			name = pid
 		}
 		used[name] = true
-		out = append(out, JobInput{Name: name, JobID: pid, Result: at.Result, Attempt: at.Num, Node: at.Node, Artifacts: at.Artifacts})
+		out = append(out, JobInput{Name: name, JobID: pid, Result: at.Result, Attempt: at.Num, Node: at.Node, Artifacts: at.Artifacts, Outputs: at.Outputs})
 	}
 	return out, nil
 }

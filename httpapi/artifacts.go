@@ -26,6 +26,11 @@ type ArtifactList struct {
 	Artifacts  []fsm.Artifact `json:"artifacts"`
 	TotalBytes int64          `json:"total_bytes"`
 	Warning    string         `json:"warning,omitempty"`
+	// Store and Stored say where else the bytes are: the object store's
+	// location and the outputs' state there (pending, stored, partial).
+	Store     string   `json:"store,omitempty"`
+	Stored    string   `json:"stored,omitempty"`
+	NotStored []string `json:"not_stored,omitempty"`
 }
 
 // artifactAttempt finds the attempt whose artifacts a request names:
@@ -127,6 +132,9 @@ func (s *server) listArtifacts(w http.ResponseWriter, r *http.Request) {
 	for _, a := range at.Artifacts {
 		out.TotalBytes += a.Size
 	}
+	if o := at.Outputs; o != nil {
+		out.Store, out.Stored, out.NotStored = o.Store, o.State, o.NotStored
+	}
 	writeJSON(w, http.StatusOK, out)
 }
 
@@ -156,8 +164,13 @@ func (s *server) getArtifact(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, fmt.Errorf("%w: job %s attempt %d has no artifact %q", fsm.ErrNotFound, at.JobID, at.Num, path))
 		return
 	}
+	stored := storedObject(at, fsm.OutputArtifact(path))
 	if at.Node != s.cluster.NodeName() {
 		if node == nil || node.HTTPAddr == "" || node.Gossip == fsm.NodeDead || node.Gossip == fsm.NodeLeft {
+			if stored != nil {
+				s.serveObject(w, r, at, stored, HeaderArtifactSource, "application/octet-stream")
+				return
+			}
 			state := "gone from the cluster"
 			if node != nil {
 				state = string(node.Gossip)
@@ -178,6 +191,10 @@ func (s *server) getArtifact(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f, err := s.artifacts.OpenArtifact(at.JobID, at.Num, path)
+	if err != nil && stored != nil {
+		s.serveObject(w, r, at, stored, HeaderArtifactSource, "application/octet-stream")
+		return
+	}
 	if err != nil {
 		s.writeError(w, r, fmt.Errorf("artifact %q of job %s attempt %d on node %s (evicted or expired?): %w", path, at.JobID, at.Num, at.Node, err))
 		return
@@ -192,6 +209,7 @@ func (s *server) getArtifact(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.Header().Set(HeaderAttempt, strconv.Itoa(at.Num))
 	w.Header().Set(HeaderArtifactNode, at.Node)
+	w.Header().Set(HeaderArtifactSource, SourceNode)
 	// ServeContent: Content-Length, Range and If-Modified-Since.
 	http.ServeContent(w, r, "", st.ModTime(), f)
 }

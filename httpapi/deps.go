@@ -100,6 +100,9 @@ type Deps struct {
 	// Artifacts serves this node's artifacts (nil: requests for artifacts
 	// kept here fail with 503).
 	Artifacts Artifacts
+	// Objects reads outputs from the object store (nil: this agent has
+	// none; outputs whose node is gone answer 502 as before).
+	Objects Objects
 	// GossipKeys rotates the gossip key cluster-wide (nil: those
 	// requests fail with 503).
 	GossipKeys GossipKeyring
@@ -156,4 +159,13 @@ type RaftServer struct {
 	// LastHeardAgo is, when the answering node leads, how long since the
 	// server last answered it (e.g. "40ms").
 	LastHeardAgo string `json:"last_heard_ago,omitempty"`
+}
+
+// Objects reads attempts' outputs from the cluster's object store (issue
+// 25) when their node cannot serve them. Open is called from request
+// goroutines and may block for the transfer's start; ErrNoSuchObject-like
+// errors come back wrapped as the store words them.
+type Objects interface {
+	Location() string
+	Open(ctx context.Context, key string) (io.ReadCloser, int64, error)
 }

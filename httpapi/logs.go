@@ -74,7 +74,7 @@ func (s *server) jobLogs(w http.ResponseWriter, r *http.Request) {
 
 	if at.Node != s.cluster.NodeName() {
 		if node == nil || node.HTTPAddr == "" || node.Gossip == fsm.NodeDead || node.Gossip == fsm.NodeLeft || r.Header.Get(HeaderForwarded) != "" {
-			s.serveTail(w, r, at, stream)
+			s.serveStoredLog(w, r, at, stream)
 			return
 		}
 		// Name the attempt: a client agent (no state) serves only that.
@@ -101,8 +101,8 @@ func (s *server) jobLogs(w http.ResponseWriter, r *http.Request) {
 		if at.State == fsm.AttemptAssigned {
 			// The node has not created the attempt's files yet.
 			err = fmt.Errorf("%w: attempt %d is assigned to %s but has not started: %v", ErrNoAttempt, num, at.Node, err)
-		} else if errors.Is(err, fs.ErrNotExist) && at.StderrTail != "" {
-			s.serveTail(w, r, at, stream)
+		} else if errors.Is(err, fs.ErrNotExist) && (at.StderrTail != "" || storedObject(at, logObject(stream)) != nil) {
+			s.serveStoredLog(w, r, at, stream)
 			return
 		}
 		s.writeError(w, r, err)
@@ -114,6 +114,24 @@ func (s *server) jobLogs(w http.ResponseWriter, r *http.Request) {
 	if !fw.wrote {
 		w.WriteHeader(http.StatusOK)
 	}
+}
+
+// logObject is the outputs name of a log stream.
+func logObject(stream string) string {
+	if stream == "stderr" {
+		return fsm.OutputStderr
+	}
+	return fsm.OutputStdout
+}
+
+// serveStoredLog answers for an attempt whose node cannot serve its logs:
+// from the object store when they were stored there, else the stderr tail.
+func (s *server) serveStoredLog(w http.ResponseWriter, r *http.Request, at *fsm.Attempt, stream string) {
+	if obj := storedObject(at, logObject(stream)); obj != nil && s.objects != nil {
+		s.serveObject(w, r, at, obj, HeaderLogSource, "text/plain; charset=utf-8")
+		return
+	}
+	s.serveTail(w, r, at, stream)
 }
 
 // serveTail answers with the stderr tail kept in the attempt record, for an

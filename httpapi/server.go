@@ -37,6 +37,7 @@ type server struct {
 	nodeLimits atomic.Pointer[nodeLimitsMemo]
 	logs       Logs
 	artifacts  Artifacts
+	objects    Objects
 	keyring    GossipKeyring
 	usage      Usage
 	ops        Operator
@@ -83,6 +84,7 @@ func New(cfg Config, deps Deps) http.Handler {
 		log:     deps.Logger,
 	}
 	s.artifacts = deps.Artifacts
+	s.objects = deps.Objects
 	s.keyring = deps.GossipKeys
 	s.usage = deps.Usage
 	if s.clock == nil {

@@ -73,7 +73,7 @@ func (a assignments) LiveAttempts(node string) ([]exec.Assignment, error) {
 					return false
 				}
 				for _, x := range in {
-					as.Inputs = append(as.Inputs, exec.Input{Name: x.Name, Result: x.Result, JobID: x.JobID, Attempt: x.Attempt, Node: x.Node, Artifacts: x.Artifacts})
+					as.Inputs = append(as.Inputs, exec.Input{Name: x.Name, Result: x.Result, JobID: x.JobID, Attempt: x.Attempt, Node: x.Node, Artifacts: x.Artifacts, Outputs: x.Outputs})
 				}
 			}
 			out = append(out, as)

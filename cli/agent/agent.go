@@ -26,6 +26,7 @@ import (
 	"github.com/foreman-sched/foreman/exec/gpu"
 	"github.com/foreman-sched/foreman/fsm"
 	"github.com/foreman-sched/foreman/httpapi"
+	"github.com/foreman-sched/foreman/objstore"
 	"github.com/foreman-sched/foreman/sched"
 	"github.com/foreman-sched/foreman/wallclock"
 )
@@ -54,6 +55,7 @@ type agentConfig struct {
 	gpu         gpu.Config
 	gpuOverride *int64
 	gpuStart    gpuState
+	objectStore *objstore.Config // nil: outputs stay on the node
 }
 
 // Command is `foreman agent`; version is what this node advertises.
@@ -68,7 +70,7 @@ cluster state and running what one of the servers streams to them (the way to gr
 dozen hosts). --role server or --role replica makes a later agent a raft member instead.
 --config FILE reads any of these flags from a YAML file (key = flag name without --, e.g.
 "data-dir: /var/lib/foreman", "join: [10.0.0.10, 10.0.0.11]"); flags on the command line win.`,
-		Flags: []ucli.Flag{
+		Flags: append([]ucli.Flag{
 			configFlag(),
 			&ucli.StringFlag{Name: "role", Value: RoleAuto, Usage: "auto (a server with --dev, --bootstrap-expect, --acl or no --join; else a server while the cluster lacks voters and a client once it has them; kept in the data dir), server (a raft member: schedules when leader, serves the API, runs jobs), replica (a raft non-voter never promoted: serves reads, the API and client streams; needs --join) or client (outside raft: runs what a server's work stream gives it; needs --join)"},
 			&ucli.BoolFlag{Name: "dev", Usage: "single node on 127.0.0.1 with a temporary data dir (unless --data-dir)"},
@@ -122,7 +124,7 @@ dozen hosts). --role server or --role replica makes a later agent a raft member 
 			&ucli.StringSliceFlag{Name: "job-users", Value: ucli.NewStringSlice("nobody"), Usage: "users jobs may name in user: (repeatable; \"*\": any, root included); applies when the agent runs as root"},
 			&ucli.StringFlag{Name: "job-default-user", Value: "nobody", Usage: "user of process-driver jobs that name none (\"\": the agent's own user); applies when the agent runs as root"},
 			&ucli.IntFlag{Name: "max-conns-per-ip", Value: DefaultMaxConnsPerIP, Usage: "open HTTP connections one client IP may hold; more are closed at once (0: unlimited)"},
-		},
+		}, objectStoreFlags()...),
 		Action: func(c *ucli.Context) error {
 			if err := applyConfigFile(c); err != nil {
 				return ucli.Exit("foreman agent: "+err.Error(), 2)
@@ -259,6 +261,9 @@ func agentConfigFrom(c *ucli.Context, version string) (*agentConfig, error) {
 	w.JobNice = c.Int("job-nice")
 	w.JobsCPUWeight = c.Int("jobs-cpu-weight")
 	w.KeepFinished = c.Duration("keep-finished")
+	if cfg.objectStore, err = objectStoreConfig(c, w); err != nil {
+		return nil, err
+	}
 	for _, f := range []struct {
 		flag string
 		dst  *int64
@@ -438,6 +443,11 @@ func runAgent(parent context.Context, cfg *agentConfig) error {
 	sched.RegisterMetrics()
 	exec.RegisterMetrics(cfg.self.Drivers...)
 
+	// Before anything else: a store this agent cannot use stops it here.
+	store, err := openObjectStore(ctx, cfg.objectStore, logger)
+	if err != nil {
+		return err
+	}
 	f, err := cluster.OpenFSM(cfg.cluster.DataDir, fsm.Options{NoSync: true, Logger: logger}, logger)
 	if err != nil {
 		return fmt.Errorf("open state: %w", err)
@@ -467,6 +477,7 @@ func runAgent(parent context.Context, cfg *agentConfig) error {
 	}
 
 	worker, err := exec.NewWorker(cfg.worker, exec.WorkerDeps{
+		Outputs:       outputStore(store),
 		Assignments:   newAssignments(f),
 		Reporter:      exec.NewBatchingReporter(reportBatch{n: node, now: wallclock.Now}),
 		LeaderContact: node,
@@ -503,6 +514,7 @@ func runAgent(parent context.Context, cfg *agentConfig) error {
 		Logger:   logger,
 
 		Artifacts:  workerArtifacts{worker},
+		Objects:    objectReader(store),
 		Usage:      nodeUsage{},
 		PeerTLS:    peerTLS,
 		GossipKeys: keyringAdapter{node},

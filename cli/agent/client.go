@@ -61,9 +61,14 @@ func runClient(parent context.Context, cfg *agentConfig) error {
 	}
 	hc := cluster.NewPeerClient(cc)
 	wc := newWorkClient(self, servers, hc, bearerAuth(cfg.clientToken), cluster.ClientContactWindow, logger.With("component", "workclient"))
+	store, err := openObjectStore(ctx, cfg.objectStore, logger)
+	if err != nil {
+		return err
+	}
 	worker, err := exec.NewWorker(cfg.worker, exec.WorkerDeps{
 		Artifacts:     serverArtifacts{wc: wc, hc: hc},
 		Checkpoints:   serverCheckpoints{wc: wc, hc: hc},
+		Outputs:       outputStore(store),
 		Assignments:   wc,
 		Reporter:      exec.NewBatchingReporter(clientReports{wc: wc, hc: hc}),
 		LeaderContact: wc,

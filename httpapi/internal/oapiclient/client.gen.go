@@ -210,6 +210,27 @@ func (e JobState) Valid() bool {
 	}
 }
 
+// Defines values for OutputsState.
+const (
+	OutputsStatePartial OutputsState = "partial"
+	OutputsStatePending OutputsState = "pending"
+	OutputsStateStored  OutputsState = "stored"
+)
+
+// Valid indicates whether the value is a known member of the OutputsState enum.
+func (e OutputsState) Valid() bool {
+	switch e {
+	case OutputsStatePartial:
+		return true
+	case OutputsStatePending:
+		return true
+	case OutputsStateStored:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for WebhookEvents.
 const (
 	WebhookEventsCancelled WebhookEvents = "cancelled"
@@ -334,11 +355,14 @@ type Attempt struct {
 	FinishedAt      *time.Time  `json:"finished_at,omitempty"`
 
 	// Gpus the exact devices the leader picked for this attempt (copies of the node's, without links)
-	Gpus            *[]GPU       `json:"gpus,omitempty"`
-	JobId           string       `json:"job_id"`
-	ModifyIndex     int64        `json:"modify_index"`
-	Node            string       `json:"node"`
-	Oom             *bool        `json:"oom,omitempty"`
+	Gpus        *[]GPU `json:"gpus,omitempty"`
+	JobId       string `json:"job_id"`
+	ModifyIndex int64  `json:"modify_index"`
+	Node        string `json:"node"`
+	Oom         *bool  `json:"oom,omitempty"`
+
+	// Outputs where an attempt's artifacts and logs are kept besides its node (an agent with --object-store)
+	Outputs         *Outputs     `json:"outputs,omitempty"`
 	PeakMemoryBytes *int64       `json:"peak_memory_bytes,omitempty"`
 	Reason          *string      `json:"reason,omitempty"`
 	Resources       Resources    `json:"resources"`
@@ -691,6 +715,22 @@ type MemoryInput0 = float32
 // MemoryInput1 Example: 1GiB
 type MemoryInput1 = string
 
+// Outputs where an attempt's artifacts and logs are kept besides its node (an agent with --object-store)
+type Outputs struct {
+	// Error why the files in not_stored were not stored
+	Error     *string         `json:"error,omitempty"`
+	NotStored *[]string       `json:"not_stored,omitempty"`
+	Objects   *[]StoredObject `json:"objects,omitempty"`
+	State     OutputsState    `json:"state"`
+
+	// Store s3://bucket/prefix
+	Store    string     `json:"store"`
+	StoredAt *time.Time `json:"stored_at,omitempty"`
+}
+
+// OutputsState defines model for Outputs.State.
+type OutputsState string
+
 // Resources defines model for Resources.
 type Resources struct {
 	Cpu    *int64            `json:"cpu,omitempty"`
@@ -709,6 +749,16 @@ type ResourcesInput struct {
 	// Memory MiB as a number, or a string with units (`256MiB`, `1GiB`, `1.5G`)
 	Memory *MemoryInput      `json:"memory,omitempty"`
 	Named  *map[string]int64 `json:"named,omitempty"`
+}
+
+// StoredObject defines model for StoredObject.
+type StoredObject struct {
+	// Key the object's key in the bucket
+	Key string `json:"key"`
+
+	// Name artifacts/PATH, logs/stdout or logs/stderr
+	Name string `json:"name"`
+	Size int64  `json:"size"`
 }
 
 // SubmitReply the reply to POST /v1/jobs: one job's, or a batch's in request order
@@ -2198,114 +2248,117 @@ func ParseGetJobResponse(rsp *http.Response) (*GetJobResponse, error) {
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H37btw4sverEPoWGPuDulu2k8lMG4NFEnuyns3txMnu7NpGiy1VtxhLpIakbPcGBvZp9sH2SQ5YpC7d",
-	"zb45zhxgsX8lLVFkkSxW/erC8pcgEUUpOHCtguGXIAOagsT/vhYJ1Uxw8/8UVCJZaX8GOgOSSKAaUiLG",
-	"nyHR3yny6cNrUlKdBWGgkgwKar7TsxKCYaC0ZHwa3N+HwQfQcvZ8okEu96sgETxVRAtyS5kmY5gICUQB",
-	"TxmfEjOshN8qUJrQKWXcNxTjGqYgg3szWEklLUC7CSWCK6Y0cL08dKxlBfGQKJA3kJLxDEfLcTUINeQS",
-	"SiSdaDKmUjKQZI+SichzcQuSlFLcMVCE6f0gDJjp8LcK5CwIA04LQ1Zn7C7RKUxoletgOKG5grCexFiI",
-	"HCjHBUsqqYT0b0Ip4YaJSpGSTuE7RWIOd3pkv4hXUWL7W79LLIWiFBp4MvszzJYHTyGtypwlVIMilCjG",
-	"pzn0PosxUdW4YJrsCbNgt0JeT3Jxu08YVywFu4VmFWlZ5rOaQst0LYln7eg9M3yX1oLevQY+1VkwPHz6",
-	"feih/bMYn50sk0yJIe/sxGzcp9dnJ81OOaZ1Y7M0CAPDZUxCGgwNW6xfqpwVDBnKt9j2pXfHD6IoNLNh",
-	"RVXgL/OTcfczXOZn26kqaQJ+bmhekz03Condf+JjEv//mDBOKMmZ0oxPhwRuQM46X5k+tLgGTgo6IxJo",
-	"uoqbW0LWrw0XKbzFT5Z3w7z7TuHw/p1wb3bZC/MurfKVY9bvH3vcms/9fFe/fXTmuzeNVSm4AhRwL2j6",
-	"wcpHJ+5qWWdOG7PSfPBZWZEOd7Qoc7AtU8tqNzRHEkBKI3LMUVIXR1f9UjIhmZ4NSVEpI5fJGPQtACcR",
-	"oTwlB1FE9qZCk8Mo2g/uuzT/QcIkGAb/b9DqmYF9qwanOAzOY37NxjQljJeVPkamLEApOgWiNJVakVum",
-	"M3w+YZCnZjjb0dZzxsWaCDlmaQr44obmVXcp2pftYpQgC6YUE5ykwBmkQ6IzpggHMDorg1r2dRoK3jlf",
-	"l8H4Mjh2RyxhJKMKT9mQusPy2spBDz1cjPJaSNb0cOH0U02HSIHs8cN9gj/0nAbjKWnam/fXXNzyYyKN",
-	"NiYqE1LnM6Si4rTSmZDsH4YDlymZe98SYx8D16gT0qEZ7blriHtArJAne7eUa3IZvAAqQZLz05cfTj9e",
-	"BvuWDb6SbygnSBDZUwAkFYka0JL1izQkl5ZJ1GUQkomQTviZSSHDvhX6Z1Hx9EEHhws9muDXc0eHRAe/",
-	"nBz9/X+efojeRH958uuzv7348c+Hb394eXA6xA2y33z9tLkgqkoyh8VMh+9uQOaCpvCwCYn283ZG7cOh",
-	"OedR5PjdoEAjKAiVgNNKROEez0DXPGYx1IF6lOnqzODBW6oITRIoNaTHiBIJc8jQDRcj2uwh3IyJg5dB",
-	"2EW5nRarCHKtBx3oilR9FOI1lVN40BKPRTobaSFGOXbRLnONcE0Dc1LxvSQ6o9yeaAMpiJiQH45++OH7",
-	"6Acynml4jGWldkizzZ2B9uJ5SuN9gtBuTLXhuAkpDERH6p6GhimQFfZifN/9LGjPNy78c6nZhCa4ZKUU",
-	"JUjNrGRGnbis7sJAsX+AE90F1RYcff8k8GKlVote1EoWP79qWren5bnWUJQeSqijEX8wDYXatLrNrO6b",
-	"caiUdGZ+U6XYlEM6onpuFinV0NMMUcfSnGlL2+IswyChPIF85FjGHvalHhJR8fl3jXkRBklZjczQI662",
-	"WtkwgDumR5aJvwS8ynM6Noxtscpy8wnwhPHpCLWed4gG9Ebe7xlnKttx0aZlpfwYGe5ookkKNywB1dWQ",
-	"JUuuIUXVgNrUrTvZS0RpTDsxwdYWtYaIQUSlSc74tUI0tw13vHr/yccYn8V4xPybV4iUTWYjxlO4e8Dq",
-	"cbdPS/0KUfgZogR6PSqgEHI2spJlO7aQQJ2sWxpLghKVTGDj8nxoGtqv0E7qjG7o8W23OVY094sMAxl3",
-	"5B6lqYaNB93yxzm2xY9SkHKkKfMToqm63sgelE8/mnbGpKCSm0+99kZXuDnmaSWF2/V6HotHsBUI3Z2Z",
-	"l04LfLdGZp7XawXcMOFF043pveI4hTBQVZIAWDgxoSzH/+RCmZGuWW5+X3k24gVNrsVksiyXGWea2R1f",
-	"t54nlbQeLHPGDCKR80wgKiO6moF5VYwtMxf0bpe+iyrXrMzZlv3fe5bTTfXMGD2oedKUme5p/r4zc+cl",
-	"+qrFsENsWJEVcv1BK9QMuGmZNgzqXzadZOcIQzuW7w6LZ9DK1sr9FzE+LyFpJjQvx5fPpfKenDmarfW+",
-	"zOE70bXQ2YMpe/n+U8OA86qzYHnOEiFBEQO6id2T0EJBe2CtWV5xpg38expFRRySOOo/Nf8cxsR+PYZc",
-	"3JLvnxiVKTi8mwTDiy9L7NUBzIHpaVlKXxlyRVFQnq4gmXJC5fSG4BrMUyorbqYRX1wGgzHjA5UZq/Ay",
-	"6CXmX3UVzxHXbMGycmb8zL48WFLqX/wUc8uZy+TeZizJSEklcE1EpRNRgCI5aEJJCiXw1LwwVqWs0Cvh",
-	"5C2KVqWcYK2kOUg0v6UzZScxqhv4BOwJ5MzYwR7ka8W7WoE7rfN/J60KN84+WsfJf4VxJsT1Kba9DwPz",
-	"w0/CCryUU6VHULuD/K+NXqxWzKygd6P1c0cX+6PDiXonGjxRlenOS1zJfDNeQKyA62o/qHemxQvN/BeW",
-	"Y27f5yj0CZP5GXUQQmnDOYGxP7FJFxb4ubRUyxyaQsJSSEfjmXenzWvFViBSN5h3f+0RXLH5LZDxvtYg",
-	"CzYPRVfbpHYY79LV2MLjTH4lSOpek734oDiKVGyEaSsw8ZmPPeYVsqfvpmMnJ/di03tI4qcoyw+yo6io",
-	"7X8rq41Z1LpVWpnZEd8e4R0uSfyrrhN32WqzjomJc9pZF1/t+e7OfY0re2cX9jy31QbvUkRBG8SCfkSy",
-	"t8LhuN8R1y1hNMlHKVPmc/Nzwa/adUB33YtcjFqcX4DORDoy7ylGIlNE93ySs8Qd6Bwa2C9hUilsMqbp",
-	"SHFaqkzgQeaqKkuBdlLn8ZKHasGlYza86yc0Vseo4hJoklGH6Dpua0OlBJrO7GRvKMtdq+74NyDx1IaB",
-	"EXKi0hgo0SDNqfIJB/BzjeBgbHMYkhijBENiDdQ4CDfIR9thaHfcdzqNEb8kjcaVcib8PB3vX54RmqYS",
-	"lApJFEXR8ODHYRT1I98BNXqh0h4+cy9IQks6ZjnTs5D86O8jA5pb99kCq46VARC3GaArPtfZ7JhAroDc",
-	"ZnPB7jKnCWAAAZ2sghOMYC4N1LgkFpyzNyxltKcK9p0i2Ibsvfx08vw7RSpu+jc/Rienfzl7eTp69+Hk",
-	"9MNP71+ejV58Oh/ZsNiyVEUfy/JImbi1rhrrzSHIeM6p4x4ZkUGTzNIRGszXkke0KAXpFaSUjGtFmCZ7",
-	"v4bk7V8OfgjJ+7NfQ/L+1xchef+nFyF5++7kNCTnfzuf8/Qs2/gLfh3nRinYeEsnSsH4KhH41kxmkMLN",
-	"wE7hrb8DkYLf/1BVPvZ89f5T79///FdYyzGaSKEUkTAWQquNZwU7rVmhJt97ZiifPsS2rT2+Hk1cGmGy",
-	"xgfZzaHo0rzSC2xoNObd8uH+3aloAOqiEmo8uYtM2AUhC1xoMJa/pTMztjF7a1iK0qFYA5BWL5UWpd9F",
-	"twFTPchx7Fvu1vO1auE/OifdooPFSToPWAQXRtpeKBhFt9vaLQJ4d9rcnLC/mhLfxP708eP7jnNkQW+J",
-	"1I+f4a6EpGsr7cBxnfCa/6yvXqaWbAtu/LJsGzvHfW9bb1iXh4im/9yVW7Vgv4jxzo4Ce+BG27gTHhzk",
-	"SCppbKnR2lBZ6ozI9UZ4qR4S4npQiIpa5/6meIDTBas9Hp1UvdE1zL5JFAnu9EhWfKcJlhLMbjDBV+z6",
-	"moiRcmp4C2fs1h6WrhZrEhd2c688wCVT535t6ZfBibeemDk65wiY89IsnbKFI7VFOOcXMT6BOni1+oRv",
-	"FwN359Aj35zHp1as2/TW+Cj9gdMttt3nAO8u4Ir1eM18CnPXgIGP7E6W7lbxvZUk+uEq+gJGFUesZkWX",
-	"L9I7bqNr6+ZQB+GsfVpQ7jEjqJzeHBMjKTGATjkxyhW91XuUpzbvtEmD7GRhVrxSkJL4sxjH622rFWK4",
-	"WdOk61pfN5/WB2+/UlpSxvWOKC4FmuaMw/aSwDrx1chSuMNI0rC/H2nwm69DClsrISdoM63LTe27cNOo",
-	"p4JO/SkI1yzPR2tC9/i+9gLtEI3N6Rjyr4VQm8MALsV4mVG7SdrLb0Gbc+B/J0aYKzdq8Meu8JELzSaz",
-	"rcWTi7Z4rZTazvNSWut2J1s22b5h4331T+O3Cip4zNSRHaFKLZD8WMS93DGHBBIJevTVJ/QB/F8p2EKt",
-	"1LK8szdrlMx2BpLvwoVBNDZmnOQMPZCSabwqc0xiR0SM10ViI13iRQWC2cwN4XO+fo+ec4R0VFuTHREc",
-	"GFxUJz1E/UOXxGAjFN3chMOuqrsIypnOBD9CD7oxtvvlLAiDXi+l5l8tzL9XC6rkIviH4EB++olA1TsI",
-	"MCNthM45owv36EEUhdlBFO2bL1tdEhxGR1EvOuhFhx+j74dRNIyivwetDsA0U8q4zQO3vPXm3clpMAwm",
-	"VZ57zQFHda/tOmikcpCK5Bpkn4lBzsaSytnAznZ41D847KmcFcGCoA7Oz159PP3wJlgU0MEBRp1a6auB",
-	"FvaY0GWRetRet2DTTOezniUz6IjIgAvuogjLcvHi8GpOSgVjxkuaXHcZevgsaoRLADoPFgRKUlZtgoF1",
-	"1pp5vGIv3JUMhDpT0+rgviNX5rbpqN2mdi2OsEt7EoMDdPtHUbQcVvomUK3JT+ngtfWIqJNHsQilPEGK",
-	"/0KmLSBTs5o7Yqbmu23s+t8XXDWkfQuEtdnN8h+EuFZkkH1T2LV5gR8ThjUz3BmL/d8Ap4be1ejJi40W",
-	"k1tuKdM2uQVXcz4NFnltTUasTee3/1fXrCxXJMS8QVW1Io3jDXuxZY7e4dPv37AXmNnxyv3bf/oq3j41",
-	"z2lKT6Lbhy7DLASxjDrdLhrqNPJWjRt1vYpltuhjYYd9e77A4LuFDNzU1+riOgVz5S2G20zkQF69/6TI",
-	"Hk66Py2r/ePFuwyK2IxCd9XBppTs4vRtV38dvV1W/P12oU54LfOZP1ouzSuiBXn/7vwjGdwcDD6LsRoS",
-	"A8o/i/F3KuzcYsJEhaaygJA2X6U9Ajul3m5CaMu5v3hglnKYVydB+aeEhlZ3VltPYSGreYcJOCdPl/5V",
-	"+cxNuQA/wPXGNnwO8rYfn7VaOzSWhscUx3ndXkvsrxPPbfTHK6mXMkI2+pWs/vu64F1Yz3fNGp3W6biL",
-	"zv5Hupq2YwxtVXDrgRGrNTeq1oWd4LdVuQs7BphsF1txNDYJ22s8deynCfPDbxisWLeZD1FG/z0SrYJR",
-	"kFQGJ5+brXThfbyfviyJn7v7+5YoshdPCj769z//Fe+TiRQFiRvxTJN8gGlUWtIyNpJ5/h32o2KruV++",
-	"Prvkyli7JO718FVMBiT+w8/vPpy+ef529PHdn0/fxn3yMgO8qCh4PiOCEzo10yLunpsFeHGvR5M87l82",
-	"FXJQ3NoZNfNHwxTvATM+Ecsz/ZgBef7+zCXdToSEgrrxbJkcZZMDlfXVlULqtvDIs+hZtN8nH2l+bdQw",
-	"5TO8OolpmCleFTfTxVo7uGw6o7ouCWKUty0jQPAwhLXPkEpwpXZS02mLePrkI1bDEcqo/glI4AmElxxX",
-	"w9I/FhVPMdPXkRgSprolAo7rZMJmDUwDM72CJhnj0DOku2xfriVNdP+SX/Ie+dDe2GaOyhSM6EsRdic6",
-	"nw0J5aTiWHXBlq0wnVPyJIrc1I0NizmInSpHl5wQJ12IojMS+473kODxjvf7pFa/rhCAwjoueB0eh0SY",
-	"k1MN0nTsMm3V0DlmFVGZqAxhUy4k1J/oDGYkFXix35DfNzM+7eRhM0XiL5c2bfYyGJLL4LKKoqNkLu0W",
-	"H4G9ZWNWptsQf7v39zHZszMmMaZPx/udAeuUb5JgDSZF4l97bvF7Zycx7m78a+9ny6q9tyKF+LjmuFyJ",
-	"7sszI15jXG6zGliUyKarupu+yHp2+reAVagabrU0Pa90Nlx3/rAyCInnymAMyVzhi9gcIcugZj9t9v24",
-	"wp03RIgSuEF4xlyrhdSQXFzF+8ckvuu5Q9lrK47EjpOwOlRbh6Qp7fOdwtmKHJRNhJ9KyjXZM8KAlswI",
-	"ppEUlQbVn4r9Pvmru+fcTMmlBTNFEiuJcC3iPzZOmJ/ensdEQY4MOF+WSEzaH2k7YbWyXlHOlEaCF0oV",
-	"mdn/sS2p9RMW7yIFvcZqVGbDydTIBymqabapkpcVkzlLwCFX55hW4OpVQSkU08KlIDCduwoxKA8/nJ5/",
-	"NGIyCIM6d30Y3BxgemUJnJYsGAZH/ah/FIRYiAC1y5J+CIZf7sPmcZ3x3rNaZiCFAyCdNridAwX5xPNc",
-	"+Z4NvlC8CibkvS2z0BZHu/jiK0dUN9+pKNGVGzfJK6VBDjKqspaa+ulnYcZbfJoDvYHlxwUUY5sVt/DC",
-	"bKP/6QDzIQdfzEx8s102r/B8S1cZymhrW6fM5u4/UqWoKx+lWlKuJiB7lkdVxjrc0KA097tJ73e/63SU",
-	"qQVIzZk6S4Nh8Jop/YtpEC5O34dj2yaD1qO6yh7sNO6UtjOtvUFAq8YNBHI+TEhjsoelQlD9ZdTo5qbo",
-	"QtMoJLcZ1eBKkjDppDIXt6tKkzWpU80mfDPXXOOQ9SLd5bWIr2H2E9ZTQq1UArVJ90JiyRzaU2CWFavZ",
-	"0Dy38rlwtjzclTlaU5bHvMXm6BjyualvHzJRelaLtcKzjXgmSgkTdremJNz6anC+Q4e+GIL7EdraHCu6",
-	"t77pDf1vYFRbjG8bjrapWfdXC/XVDqNoi1o/25XhqRPMPIV4BAcs6Hg8X88REaO9xeM0ek5tjs0TS5dv",
-	"uIb+Qac4HI7oyhBu+qwuF2TORVFQjJAawrHOT0g43BroO2FS6ZBQpJtQTSipvQZ0qrppbD7QgkFqmtrs",
-	"eJ/7692ij8sgTtOjwZEX9mm/378y8JFqUgilbTWi/T553pbpxKt3WLKy8adRnl7yiZC3VKaIv+fsitA5",
-	"UZWmRanI2YlCjGmmpkzPRmoYY8QVfmsK0ylawCXvRPDINRj4qivJ7eBCsinjNLc5cnHj1hoSxDIhXkO0",
-	"yGRepltH27eX6gsVQO1ZQPZ54RLfd6i1Zx2S3WpyVm9dfGlj1EF/AHdoVrWnvn3QjeIb6jv5Gf1BLmiK",
-	"KRk0x8z1Wh6ax/dXyLsZ5PlCObt6XEgyQcx7sS59oZtUgD1iyVN/lxd1WQFDVGKEdzvE1aLH47Cht6bB",
-	"k6NwsJCj8P2TN+yFkR1bl/1a8NnO+0gMz91/Q2HX9dd7BJ5F9+YkYEk30pwGYzEYadgWmnMlgedOGlk4",
-	"aGa7DqODx+PRjvPaudKYYZzV5f2sBt3xq59rXl3mrAcQsDtnrNgcqo0wVLoJNJg9qqs/79W1f50mt3GX",
-	"xjyvS0hjTHFFael1FfeadkjXA9Tck4OjzZ80dfzMB4c/bv6gU13xa1WpXfx6bcOF2nq2lp7BgkLWpvf+",
-	"9krVHhscsbYVBnhXQM0bEIMvLL1faUW8AqNudtY2XbPgGwMpd3PBw7wOY5I9564FfkPwVFlFfmvd586Z",
-	"6ypYorVhdTWk+xZfPdm8u00F0a9liXc1LzDdlKGz5JoHNcmdmxS7g6ydNtLW025s14ZhBnPVER+7z8EX",
-	"Y2vfP7hrr7mRG4ZMiYScanYDWK+e7MWi0gOj5/uJuomPDQos6IxkIk9JPIhDe4ccckzMIaASWkK6ooKz",
-	"+7W7S6BdAmtqPuKaoqOuFMzF+x6n0zZ89Egd5mL6mN215QMfrUPtCiU9Tn+aquuvn3BhLJCkI88bkO99",
-	"ttoh9pjuLe4S6bo/V4+8yWqpa8jPd+/6G6Tilj9+p5Kyx+8VcjZltnzHo/ddKZcJ+rW9Oqd13ynh9qmk",
-	"WsjBVCjFyt41zJTnbVM9pnmFdpta/P37sKGtNtMMXV/kUJ5HD+bOub840Iy82O+gpJWCb9a7kXXFt+te",
-	"Szad2lj4Y/Rf3wPs7EPzqEGiuw3U+fsLy8N8lfie77mTKoAf10kCF1cG4toIgi++QEkuEpq74PlePB9M",
-	"7/VSuEETCdMZMDA/HAwODp/1o37UPxg+i55FCKIdzlv6uzmI80MMfIXE4gcEjLb0utE5x85/brSsaWiU",
-	"owpJA7eweQsUVHv8EFMuw6mT569UHdBz9d9bK51h0NJGUIDrriO33f3lPhMpeHM71EUGnGvNxhHm/qgM",
-	"odrFBTXDex91BKA5534QeI7b1Ds3S49ZUIooLYEWbYWxtoK9jTckGeVY8Kr2S1nw4wl3YDQ4dIud0JIm",
-	"WKwJFQqucVcJtCIOFaZnQQS3xQ2SmS3H3llyJ1nnPeS+Tn6rhKY4dilylsyIhETIVM2FY5Xnj7v4OrPy",
-	"n7iIXGi32IV3Pgs3Rwzjha7MVOcvD9mol6fXWm/UHbruM1Zif25QVDpNb7XS8e0yhjutqzYD4sbt1VFV",
-	"Z+5145y5l1cW0kFMfzXear4tQFMjGv43AAD//w==",
+	"7H37bty41firEPoViP2DZka2k72MsSiS2Jt6m9sXO+22sTHiSGdGjCVSS1K2p4GBPk0frE/ygYfUZWY4",
+	"N8fZDyj6ly2RIg8PD8+dZ74EiShKwYFrFQy/BBnQFCT++1okVDPBzf8pqESy0j4GOgOSSKAaUiLGnyHR",
+	"TxT5+OE1KanOgjBQSQYFNd/pWQnBMFBaMj4N7u/D4ANoOXs+0SCXx1WQCJ4qogW5pUyTMUyEBKKAp4xP",
+	"iZlWwm8VKE3olDLum4pxDVOQwb2ZrKSSFqDdghLBFVMauF6eOtaygnhIFMgbSMl4hrPliA1CDbiEEkkn",
+	"moyplAwk2aNkIvJc3IIkpRR3DBRhej8IA2YG/K0COQvCgNPCgNWZuwt0ChNa5ToYTmiuIKwXMRYiB8oR",
+	"YUkllZD+TSgl3DBRKVLSKTxRJOZwp0f2i3gVJHa89bvEUihKoYEnsz/DbHnyFNKqzFlCNShCiWJ8mkPv",
+	"sxgTVY0LpsmeMAi7FfJ6kovbfcK4YinYLTRYpGWZz2oILdG1IJ61s/fM9F1YC3r3GvhUZ8Hw8Nl3oQf2",
+	"z2J8drIMMiUGvLMTs3EfX5+dNDvliNbNzdIgDAyVMQlpMDRksR5VOSsYEpQP2bbRu+MHURSa1bCiKvDJ",
+	"PDLuHsNleraDqpIm4KeGppnsuVlI7P6Jj0n8/2PCOKEkZ0ozPh0SuAE563xlxtDiGjgp6IxIoOkqam4B",
+	"WY8bLlJ4i58s74Zpe6Jwev9OuJZd9sK0pVW+cs66/bHnrencT3d166MT373prErBFSCDe0HTD5Y/OnZX",
+	"8zpz2pjl5oPPyrJ0uKNFmYPtmVpSu6E5ggBSGpZjjpL6dHTVLyUTkunZkBSVMnyZjEHfAnASEcpTchBF",
+	"ZG8qNDmMov3gvgvzHyRMgmHw/watnBnYVjU4xWlwHfM4G9OUMF5W+hiJsgCl6BSI0lRqRW6ZzvD9hEGe",
+	"munsQFuvGZE1EXLM0hSw4YbmVRcVbWOLjBJkwZRigpMUOIN0SHTGFOEARmZlUPO+TkfBO+frMhhfBsfu",
+	"iCWMZFThKRtSd1heWz7ogYeLUV4zyRoeLpx8quEQKZA9frhP8EHPSTCekqa/ab/m4pYfE2mkMVGZkDqf",
+	"IRQVp5XOhGT/MBS4DMlcewuMfQ1co0xIh2a2564j7gGxTJ7s3VKuyWXwAqgESc5PX344vbgM9i0ZfCXd",
+	"UE4QILKnAEgqEjWgJesXaUguLZGoyyAkEyEd8zOLQoJ9K/TPouLpgw4OF3o0wa/njg6JDn45Ofr7/zz7",
+	"EL2J/vL01+//9uLHPx++/eHlwekQN8h+8/XL5oKoKsmcLmYGfHcDMhc0hYctSLSftytqXw7NOY8iR+9G",
+	"CzSMglAJuKxEFO71DHRNY1aHOlCPslydGX3wlipCkwRKDekxaomEOc3QTRejttlDdTMmTr0Mwq6W2+mx",
+	"CiDXe9BRXRGqCyFeUzmFB6F4LNLZSAsxynGIFs21hms6mJOK7ZLojHJ7oo1KQcSE/HD0ww/fRT+Q8UzD",
+	"Y6CV2inNNncm2ovnIY33Cap2Y6oNxU1IYVR0hO5ZaIgCSWEvxvbuZ0F7vhHxz6VmE5ogykopSpCaWc6M",
+	"MnFZ3IWBYv8Ax7oLqq1y9N3TwKsrtVL0Uy1k8fOrpnd7Wp5rDUXpgYQ6GPGBaSjUJuw2q7pv5qFS0pl5",
+	"pkqxKYd0RPXcKlKqoacZah1La6YtbIurDIOE8gTykSMZe9iXRkhExefbGvMiDJKyGpmpR1xthdkwgDum",
+	"R5aIvwS8ynM6NoRtdZXl7hPgCePTEUo97xSN0ht5v2ecqWxHpE3LSvl1ZLijiSYp3LAEVFdCliy5hhRF",
+	"A0pTh3eyl4jSmHZigr2t1hqiDiIqTXLGrxVqc9tQx6v3H32E8VmMR8y/eYVI2WQ2YjyFuwdgj7t9WhpX",
+	"iMJPEKLSZaU3ruSd62aMbKDXowIKIWcjy4u2IyQJ1HHHJegkKFHJBDaC8aHpaL9Cy6ozu4HHRyDmINLc",
+	"z2SMkrkjvSlNNWxkDZaizrEvfpSClCNNmR8QTdX1RoKifHph+hkjhEpuPvVaKF126Mit5S2OTup1LB7a",
+	"loV0d2aeny1Q6houe17jCrgh20/NMGb0iuMSwkBVSQJgFZAJZTn+kwtlZrpmuXm+8mzEC5pci8lkmZMz",
+	"zjSzO74OnyeVtD4vcyqNDiPniUBUhtk1E/OqGFtiLujdLmMXVa5ZmbMtx7/3oNMt9cyYSSir0pSZ4Wn+",
+	"vrNy51f6KmTYKTZgZIUkeBCGmgk3oWnDpH606SQ7R8W1YyvvgDyj32ytDvwixuclJM2C5jn/8rlU3pMz",
+	"B7O195cpfCe4FgZ7MGQv339sCHBe2BYsz1kiJChi1HRi9yS0yqM9sNaQrzjTRmF8FkVFHJI46j8zfw5j",
+	"Yr8eQy5uyXdPjZAVHN5NguGnL0vk1VGxAzPSMpe+MuCKoqA8XQEy5YTK6Q1BHMxDKitulhF/ugwGY8YH",
+	"KjN25GXQS8xfdRXPAddswbI4Z/zMNh4sqQFf/BBzS5nL4N5mLMlISSVwTUSlE1GAIjloQkkKJfDUNBg7",
+	"VFbox3D8FlmrUo6xVtIcJJrf0pmyixjVHXwM9gRyZixnj65s2btaoanacMFOUhVunEW1jpL/CuNMiOtT",
+	"7HsfBubBD8IKDSunSo+gdiD5m41crFasrKB3o/VrR6f8o6sT9U40+kRVpjujuJL5Zn0BdQXEq/2g3plW",
+	"X2jWv4COuX2fg9DHTOZX1NEQShsACozFil26aoGfSku1TKEpJCyFdDSeeXfaNCu2QiN1k3n31x7BFZvf",
+	"KjLeZg2yYPOq6Gor1k7jRV2tW3jcz68ESV0z2YsPiqNIxYaZtgwT3/nIY14ge8ZuBnZ8ci82o4ckfoa8",
+	"/CA7ioraY2B5tTGkWkdMyzM77NvDvMMljn/Vdfsu23nWlTFxbj7rFKx95d21r3F+7+z0nqe22kReikFo",
+	"o7Gg55HsrXBR7nfYdQsYTfJRypT53DwueGK7LuuuQ5KLUavnF6AzkY5MO8XYZYraPZ/kLHEHOodG7Zcw",
+	"qRR2GdN0pDgtVSbwIHNVlaVAO6nzesmnteAEMhve9Swaq2NUcQk0yajT6DqObgOlBJrO7GJvKMtdr+78",
+	"NyDx1IaBYXKi0hha0SDNqfIxB/BTjeBgrHkYkhjjCkNiDdQ4CDfwRztgaHfcdzqN2b/EjcaVckb/PBzv",
+	"X54RmqYSlApJFEXR8ODHYRT1I98BNXKh0h46cw0koSUds5zpWUh+9I+RAc2tw22BVMfKKBC3GaDzPtfZ",
+	"7JhAroDcZnPh8TKnCWDIAd2yghOMeS5N1DgxFty5NyxltKcK9kQR7EP2Xn48ef5EkYqb8c3D6OT0L2cv",
+	"T0fvPpycfvjp/cuz0YuP5yMbSFvmquiVWZ4pE7fWuWP9PwQJz7mB3CvDMmiSWThCo/O14BEtSkF6BSkl",
+	"41oRpsneryF5+5eDH0Ly/uzXkLz/9UVI3v/pRUjevjs5Dcn5387nfEPLNv6CJ8i5UQo23tKJUjC+igW+",
+	"NYsZpHAzsEt46x9ApOD3P1SVjzxfvf/Y+/c//xXWfIwmUihFJIyF0GrjWcFBa1KowfeeGcqnD7Ftax+x",
+	"RxKXhpms8Vp2sy66MK/0GxsYjXm3fLh/dygaBXVRCDW+30Ui7CohC1RodCx/T2dmbGP21mopcodijYK0",
+	"GlValH4X3Qad6kGuZh+6W8/XKsRfOCfdooPFcTqPsggu8LQ9UzCCbjfcLSrw7rS5NeF4NSS+hf3p4uJ9",
+	"xzmyILdE6tef4a6EpGsr7UBxnYCc/6yvRlMLtlVu/LxsGzvHfW97b8DLQ1jTfy7mViHsFzHe2VFgD9xo",
+	"G3fCg8MiSSWNLTVaG1xLnRG53ggv1UOCYg8KalHr3N8UD3CyYLXHo5PcN7qG2TeJO8GdHsmK77TAUoLZ",
+	"DSb4il1fEzFSTgxv4Yzd2sPSlWJNqsNu7pUHuGTqbLEt/TK48NYTMwfnHABzXpqlU7ZwpLYI5/wixidQ",
+	"B69Wn/DtoubuHHr4m/P41IJ1m9EaH6U/1LrFtvsc4F0ErsDHa+YTmLsGDHxgd/J6t4rvrQTRr66iL2BU",
+	"cdTVLOvyxYbHbXRt3RrqIJy1TwvKPWYEldObY2I4JYbcKSdGuKK3eo/y1GaqNomTnbzNilcKUhJ/FuN4",
+	"vW21gg03OE26rvV162l98PYrpSVlXO+oxaVA05xx2J4TWCe+GlkId5hJGvL3axr85us0ha2FkGO0mdbl",
+	"pv5dddOIp4JO/UkL1yzPR2tC99hee4F2iMbmdAz516pQm8MALil5mVC7ad3LraDNOfC3iRFm140a/WNX",
+	"9ZELzSazrdmTi7Z4rZTazvNCWst2x1s22b5h4331L+O3Cip4zNSRHVWVmiH5dRHXuGMOCSQS9OirT+gD",
+	"6L9SsIVYqXl5Z2/WCJntDCTfFQ2j0diYcZIz9EBKpvFyzTGJHRAxXjCJDXeJFwUI5j83gM/5+j1yzgHS",
+	"EW1NdkRwYPSiOukh6h+6JAYboejmJhx2Rd2noJzpTPAj9KAbY7tfzoIw6PVSav5qYf5eLYiST8E/BAfy",
+	"008Eqt5BgDlsI3TOGVm4Rw+iKMwOomjffNnKkuAwOop60UEvOryIvhtG0TCK/h60MgATUynjNnPc0tab",
+	"dyenwTCYVHnuNQcc1L126KDhykEqkmuQfSYGORtLKmcDu9rhUf/gsKdyVgQLjDo4P3t1cfrhTbDIoIMD",
+	"jDq13FcDLewxocss9ai9oMGmmc5nPQtm0GGRARfcRRGW+eKnw6s5LhWMGS9pct0l6OH3UcNcAtB5sMBQ",
+	"krJqEwyss9as4xV74S5xoKozNb0O7jt8ZW6bjtptanFxhEPakxgcoNs/iqLlsNI3UdWa/JSOvrZeI+rk",
+	"USyqUp4gxX9Vpi1UpgabO+pMzXfb2PW/r3LVgPYtNKzNbpb/II1rRQbZN1W7NiP4MdWwZoU762L/N4pT",
+	"A+9q7cmrGy0mt9xSpm1yC2JzPg0WaW1NRqy9AGD/V9esLFckxLxBUbUijeMNe7Fljt7hs+/esBeY2fHK",
+	"/e0/exVvn5rnJKUn0e1dm3e+mOYGEox+587+E0WaaxmYh5GLqb17dA2lJmNQLEVtsb4RZz6doh5pltLr",
+	"2e3oKS0k7AeL8nVFdkAd8p6w3AzOCRd6hEOk5BbcxSf77KPRtvducsnCukNeJ87xrqXphfHU6tSqBvjS",
+	"oHdF7gR28lzcPxoOBuMquQY9KCVM2F2w6uNdjKLFkBxOXi/CZ3t86HKdhUio0cm2C6k7tW6rzo3Ot4rv",
+	"bDHGwjLu1y3sIXEnt/S1Cl2dx7vy8sxtJnIgr95/VGQPF92fltX+8eIVGkVsWqq7YWPzknaJHLTYXwdv",
+	"l5/9frswd7qWKOzaVyjBoKcpkXENM8M6MD8ND4uXVfjvrtcsb/D++cWfQmR6A6VTUWnDrutHkNJ/3eVh",
+	"F+fcVfhrW4NhVQJCnUxe5isQIE0T0YK8f3d+QQY3B4PPYqyGxBi8n8X4iQo7dwoxCaip8yGkzQVrxctO",
+	"ae2brJ/lvHoURkv3A1YnGPqXhE6M7qq2XsLCjYEdFuAcqF34V90VaIp3+I1Hb9zQF3xqx/HRRe0sXJoe",
+	"04fnhVotj75O9Wkjq17ptZRttdFna3XLrwuMh/V61+DotE51XwykPdJF0R3j06sCxw+MBq+537gupAu/",
+	"rcoL2jF4a4fYiqKxS9hekavjqk0KDfyGgcB1m/kQGf3fI9HKXQVJZWzQc7OVLnUGq0Usc+LnrpqGBYrs",
+	"xZOCj/79z3/F+2QiRUHihj3TJB9giqKWtIwNZ55vw3FUbBWal6/PLrkCnioS93rYFJMBif/w87sPp2+e",
+	"vx1dvPvz6du4T15mgNeGBc9nRDhDQxF3h9RaHHGvR5M87l829aqQ3doVNetHpw/eymd8IpZXepEBef7+",
+	"zCW0T4SEojFssGiVsom3yvrBSyF1Wwbo++j7aL9PLmh+bcQw5TO0jTDFOUXjySwXK18h2nRGdV2gxwhv",
+	"W9SD4GEIa3+8Mbls4avUDNoqgn1ygbWphDKifwISeALhJUdsWPjHouIpWm8OxJAw1S3YcVwn6jY4MB3M",
+	"8gqaZIxDz4DuMum5ljTR/Ut+yXvkQ1s/gTkoUzCsL0WTNtH5bGjMyYpjDRRbRMYMTsnTKHJLpwXY/N5O",
+	"zbFLTojjLkTRGYl9x3tI8HjH+31Si1+n/ymsqoTFKXBKVHNyqkGagV0Wuxq6oIciKhOVAWzKhYT6E53B",
+	"jKQCrU0Dft+s+LRzx4EpEn+5tFbsZTAkl8FlFUVHyVxKO74Ce4PNYKbbEZ9d+31M9uyKSYxXE+L9zoT1",
+	"dQqSYEU0ReJfew75vbOTGHc3/rX3syXV3luRQnxcU1yuRLfxzLDXGNFtsIElwmwquLt3j6Rnl4/mdoda",
+	"LUzPK50N150/rNND4rmiNEMyV4YmNkfIEqjZT3uzZVzhzqMiXwI3Gp4ie3HNpIbk01W8f0ziu547lL22",
+	"/k/sKAlrtbVVgZpCW08UrlbkoOwlk6mkXJM9wwxoyQxjGklRaVD9qdjvk7+6qgPNklzKPVMksZwIcRH/",
+	"sXFw/vT2PCYKciTA+SJhYtI+pO2C1crqYTlTGgFeKBxmVv/HtsDdT1hKjxT0GmvDmQ0nU8MfpKim2aa6",
+	"epZN5iwBp7m6oI8CVz0OSqGYFi69h+nc1WtCfvjh9PzCsMkgDOp7IcPg5gBdKSVwWrJgGBz1o/4ROjp0",
+	"htJlST4Ewy/3YfO6vk3Ss1JmIIVTQDp9cDsHCvKJ573yvRt8oXjNUsh7W/SkLVX46YuvOFjdfacSYVdu",
+	"3iSvlAY5yKjKWmjqt5+FmW/xbQ70BpZfF1CMbcbpQoPZRv/bAeYaD76YlfhWu2xe4fmWrk6bkda2aqC9",
+	"F/NIdduufJBqSbmagOxZGlUZ61BDo6W55+bqjHuuU72mVkFqztRZGgyD10zpX0yHcHH5Pj227TJooxWr",
+	"7MFO506hSdPbG2C3YtyoQC4+AGlM9rBwD4q/jKYdhytpOoXkNqMaXIEgJh1X5uJ2VaHAJi2x2YRv5vZu",
+	"gh1eTXcZF/E1zH7C6mYolUqg9kKLkFjAivYUGLRibSma55Y/F86Wh7syR2vK0pi39CMdQz639O3dvkrP",
+	"arZWeLYRz0TjZ11VoHF9bUbfoUNfDMH9CG2lnBXD27jPhvE3EKotjbkNRdu0x/urhWqHh1G0ReWt7Ypi",
+	"1cmbnrJYggOWVz2er66KGqO9Ieckek5t/tpTC5dvugb+QadUI87oioJu+qwu3mXORVFQzD4wgGPVrZBw",
+	"uDWq74RJpUNCEW5CNaGk9hrQqeqmiPqUFkwAoam9eeJzf71b9HEZjdOMaPTIT/Ztv9+/Muoj1aQQStva",
+	"YPt98rwtmovXWrGAbONPozy95BMhb6lMUf+esytC51tWmhalImcnNv5jlqbMyIZrGGPElWFsykQqWsAl",
+	"70TH0RErQVeS28mFZFPGaW7zT+PGrTUkqMuEeMXXaibzPN062r49V1+ox2vPApLPC3epZIfKl9Yh2a3t",
+	"aOXWpy9t/kfQH8AdmlXtqW9fdDNkDPSd3Kf+IBc0xXQnmmMQqeaH5vX9FdJuBnm+UFyynheSTBDTLtal",
+	"BnUTdnBELEDsH/JTXbLDAJUY5t1OcbXo8Ths4K1h8OT/HCzk/3z39A17YXjH1kX4Fny28z4SQ3P335DZ",
+	"df31HoZntXtzErDAImlOg7EYDDdsyz66At1zJ40sHDSzXYfRwePRaMd57VxpzBDO6mKbVoLu+NXPNa0u",
+	"U9YDANidMlZsDtWGGSrdBBrMHtW12PfqStxOktu4S2Oe1wXdMV6/otD7uvqXTT+E6wFi7unB0eZPmqqa",
+	"5oPDHzd/0Kl1+rWi1CK/xm24UOnSVrY0uqCQtem9v71QtccGZ6xthQHew1HzBsTgC0vvV1oRr8CIm52l",
+	"Tdcs+MaKlLsV5CFep2OSPeeuBX5D8FRZQX5r3efOmevqyaK1YWU1pPtWv3q6eXeber5fSxLvalpguikK",
+	"acE1L2qQO7eUdleydtpIW92+sV0bghnM1Sp97DEHX4ytff/gob3mRm4IMiUScqrZDeCvR5C9WFR6YOR8",
+	"P1E38bHRAgs6I5nIUxIP4tDWZ4Ack94IqISWkK6op+6edncJtCiwpuYj4hQddaVgLt73OIO24aNHGjAX",
+	"08ccri3N+WgDaleE7HHG01Rdf/2CC2OBJB1+3ij53nerHWKP6d7iLkm1+7h65k1WS/2LDvPDu/EGqbjl",
+	"jz+opOzxR4WcTZktjfPoY1fKZVl/7ajOad13Qrh9K6kWcjAVSrGydw0z5WltKjM1TWi3qcXn34cMbSWn",
+	"Zur6kpTyvHowdc79/kcz8+K4g5JWCr7Z6IbXFd9ueC3ZdGpj4Y8xfn3HtrMPzatGE91tos6voSxP81Xs",
+	"e37kTqoAflwnCXy6MiqujSD44guU5CKhuQue78XzwfReL4UbNJEwnQED88PB4ODw+37Uj/oHw++j7yNU",
+	"op2et5QMi3p+iIGvkFj9ARVG+0MIRuYcO/+5kbKmoxGOKlzIa24VBdUeP9Qpl9Wpk+evVB3Qc7/G0Frp",
+	"DIOWNoICXHcdue3uL4+ZSMGbm9cuMuBcazaOMPcTT4RqFxfUDO9U1RGA5pz7lcBz3KbeuUE9ZkEporQE",
+	"WrTV+9rfk7DxhiSjHIvJ1X4pq/x4wh0YDQ4dshNa0gQLoaFAQRx3hUDL4lBgehAiuC0ckszsjyN0UO44",
+	"67yH3DfIb5XQFOcuRc6SGZGQCJmquXCs8vzUkm8wy/+Ji8iFdotdeOezcGvEMF7oSrh1fgfMRr08o9Zy",
+	"ox7QDZ+xEsdzk6LQaUarhY5vlzHcaV21GRA3b6+OqjpzrxvnzL20spAOYsar9a3m2wI0NazhfwMAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -1,0 +1,251 @@
+package systest
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/foreman-sched/foreman/fsm"
+	"github.com/foreman-sched/foreman/httpapi"
+	"github.com/foreman-sched/foreman/objstore"
+	"github.com/foreman-sched/foreman/objstore/objstoretest"
+)
+
+// outputsView is what the test reads of an attempt's outputs.
+type outputsView struct {
+	Attempts []struct {
+		Num     int          `json:"attempt"`
+		Node    string       `json:"node"`
+		State   string       `json:"state"`
+		Outputs *fsm.Outputs `json:"outputs"`
+	} `json:"attempts"`
+}
+
+// outputsOf is the outputs record of job id's last attempt, read from a.
+func outputsOf(a *agentProc, id string) (*fsm.Outputs, error) {
+	var v outputsView
+	if err := getJSON(a.url("/v1/jobs/"+id), &v); err != nil {
+		return nil, err
+	}
+	if len(v.Attempts) == 0 || v.Attempts[len(v.Attempts)-1].Outputs == nil {
+		return nil, fmt.Errorf("job %s: no outputs record yet", id)
+	}
+	return v.Attempts[len(v.Attempts)-1].Outputs, nil
+}
+
+// TestSystemObjectStore (issue 25) on three real agents and a real S3
+// server (SeaweedFS): a workflow parent writes an artifact and a result on
+// node A; A is killed -9 once the parent's outputs are stored; the child
+// runs on node B and reads both; the parent's logs and artifact are read
+// from every node that is left. Then the store stops: attempts still
+// finish, their outputs stay pending (nothing is claimed stored), and when
+// the store is back every file arrives.
+func TestSystemObjectStore(t *testing.T) {
+	if testing.Short() {
+		t.Skip("system test: skipped in -short mode")
+	}
+	srv := objstoretest.Start(t, "foreman-systest") // sets AWS_* for the agents
+	const prefix = "cluster"
+	c := newSysCluster(t, 3, "--object-store", "s3://foreman-systest/"+prefix, "--object-store-endpoint", srv.Endpoint,
+		"--object-store-path-style", "--object-store-retry", "30m")
+	bin := foremanBin(t)
+	leader := c.leader()
+	fs := c.followers()
+	nodeA, nodeB := fs[0], fs[1]
+	root := t.TempDir()
+	if err := os.Chmod(root, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	gate := filepath.Join(root, "gate")
+
+	cl, err := httpapi.NewClient(leader.url(""), httpapi.ClientOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	one := 1
+	job := func(name string, node *agentProc, script string, deps ...string) httpapi.JobSpecInput {
+		return httpapi.JobSpecInput{Name: name, Command: httpapi.JSONString(script), Driver: "process", MaxAttempts: &one,
+			Constraints: []string{"sysnode == " + node.name}, DependsOn: deps}
+	}
+	wf := httpapi.WorkflowInput{Name: "objstore", Jobs: []httpapi.JobSpecInput{
+		job("parent", nodeA, `printf "result-of-parent" > "$FOREMAN_RESULT" && mkdir -p "$FOREMAN_ARTIFACTS/out" &&
+			printf "artifact-of-parent" > "$FOREMAN_ARTIFACTS/out/data.txt" && echo "stdout-of-parent" && echo "stderr-of-parent" >&2`),
+		// The gate holds the child until node A is dead.
+		job("gate", nodeB, "while [ ! -e "+gate+" ]; do sleep 0.1; done"),
+		job("child", nodeB, `printf "%s+%s@%s" "$(cat "$FOREMAN_INPUTS/parent/result")" "$(cat "$FOREMAN_INPUTS/parent/artifacts/out/data.txt")" "$FOREMAN_NODE" > "$FOREMAN_RESULT"`, "parent", "gate"),
+	}}
+	var sub *httpapi.WorkflowSubmitResponse
+	eventually(t, systemTimeout, "submit the workflow", func() error {
+		var err error
+		sub, err = cl.SubmitWorkflow(ctx, wf)
+		return err
+	})
+	ids := map[string]string{}
+	for _, j := range sub.Jobs {
+		ids[j.Name] = j.ID
+	}
+	parent, child := ids["parent"], ids["child"]
+	waitJobState(t, leader, parent, "succeeded")
+	var out *fsm.Outputs
+	eventually(t, systemTimeout, "the parent's outputs stored", func() error {
+		var err error
+		if out, err = outputsOf(leader, parent); err != nil {
+			return err
+		}
+		if out.State != fsm.OutputsStored {
+			return fmt.Errorf("outputs %+v", out)
+		}
+		return nil
+	})
+	if out.Store != "s3://foreman-systest/"+prefix || out.Object("artifacts/out/data.txt") == nil || out.Object("logs/stdout") == nil || out.Object("logs/stderr") == nil {
+		t.Fatalf("parent's outputs record: %+v", out)
+	}
+	if k := out.Object("artifacts/out/data.txt").Key; k != prefix+"/default/"+parent+"/1/artifacts/out/data.txt" {
+		t.Errorf("artifact key %q", k)
+	}
+
+	nodeA.kill9()
+	eventually(t, systemTimeout, nodeA.name+" dead", func() error {
+		var nodes struct {
+			Nodes []fsm.Node `json:"nodes"`
+		}
+		if err := getJSON(leader.url("/v1/nodes"), &nodes); err != nil {
+			return err
+		}
+		for _, n := range nodes.Nodes {
+			if n.Name == nodeA.name && n.Gossip != fsm.NodeDead {
+				return fmt.Errorf("%s is %s", n.Name, n.Gossip)
+			}
+		}
+		return nil
+	})
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitJobState(t, leader, child, "succeeded")
+	res, err := cl.JobResult(ctx, child, false)
+	if want := "result-of-parent+artifact-of-parent@" + nodeB.name; err != nil || string(res) != want {
+		t.Errorf("child's result %q (%v), want %q", res, err, want)
+	}
+
+	// From every node that is left: logs and the artifact, from the store.
+	for _, a := range c.others(nodeA) {
+		addr := a.url("")
+		if r := runForeman(t, bin, addr, "logs", parent); r.code != 0 || r.stdout != "stdout-of-parent\n" {
+			t.Errorf("foreman logs %s via %s: %d %q %q", parent, a.name, r.code, r.stdout, r.stderr)
+		}
+		if r := runForeman(t, bin, addr, "logs", "--stderr", parent); r.code != 0 || r.stderr != "stderr-of-parent\n" {
+			t.Errorf("foreman logs --stderr via %s: %d %q %q", a.name, r.code, r.stdout, r.stderr)
+		}
+		if r := runForeman(t, bin, addr, "artifacts", "get", parent, "out/data.txt", "-o", "-"); r.code != 0 || r.stdout != "artifact-of-parent" {
+			t.Errorf("artifacts get via %s: %d %q %q", a.name, r.code, r.stdout, r.stderr)
+		}
+		resp, err := http.Get(a.url("/v1/jobs/" + parent + "/artifacts/out/data.txt"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || resp.Header.Get(httpapi.HeaderArtifactSource) != httpapi.SourceStore {
+			t.Errorf("GET artifact via %s: %d source %q, want 200 from the store", a.name, resp.StatusCode, resp.Header.Get(httpapi.HeaderArtifactSource))
+		}
+		if r := runForeman(t, bin, addr, "job", "status", parent); r.code != 0 || !strings.Contains(r.stdout, "in s3://foreman-systest/"+prefix+" (3 objects)") {
+			t.Errorf("job status via %s: %d %q %q", a.name, r.code, r.stdout, r.stderr)
+		}
+	}
+
+	// The store stops: attempts finish; their outputs stay pending.
+	srv.Stop()
+	var jobs []string
+	for i := range 3 {
+		jobs = append(jobs, submitJob(t, leader, map[string]any{
+			"command": []string{"/bin/sh", "-c", fmt.Sprintf(`head -c 300000 /dev/urandom > "$FOREMAN_ARTIFACTS/blob" && printf "%d" > "$FOREMAN_ARTIFACTS/n" && echo out-%d`, i, i)},
+			"driver":  "process",
+		}))
+	}
+	for _, id := range jobs {
+		waitJobState(t, leader, id, "succeeded")
+	}
+	eventually(t, systemTimeout, "an upload retried against the stopped store", func() error {
+		for _, a := range c.others(nodeA) {
+			b, _ := os.ReadFile(a.logPath)
+			if strings.Contains(string(b), "upload failed; retrying") {
+				return nil
+			}
+		}
+		return fmt.Errorf("no retry logged yet")
+	})
+	for _, id := range jobs {
+		o, err := outputsOf(leader, id)
+		if err != nil || o.State != fsm.OutputsPending || len(o.Objects) != 0 {
+			t.Fatalf("job %s with the store down: outputs %+v %v, want pending with no objects", id, o, err)
+		}
+	}
+	// The store is back: every file arrives, byte for byte.
+	srv.Restart()
+	st, err := objstore.New(srv.Config(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range jobs {
+		var o *fsm.Outputs
+		eventually(t, 3*systemTimeout, "job "+id+"'s outputs stored after the outage", func() error {
+			var err error
+			if o, err = outputsOf(leader, id); err != nil {
+				return err
+			}
+			if o.State != fsm.OutputsStored {
+				return fmt.Errorf("outputs %+v", o)
+			}
+			return nil
+		})
+		if len(o.Objects) != 4 {
+			t.Errorf("job %s: %d objects, want blob, n, stdout, stderr: %+v", id, len(o.Objects), o.Objects)
+		}
+		for _, name := range []string{"artifacts/blob", "artifacts/n", "logs/stdout"} {
+			obj := o.Object(name)
+			if obj == nil {
+				t.Errorf("job %s: %s not stored", id, name)
+				continue
+			}
+			var viaAPI strings.Builder
+			path := "/v1/jobs/" + id + "/logs"
+			if a, ok := strings.CutPrefix(name, "artifacts/"); ok {
+				path = "/v1/jobs/" + id + "/artifacts/" + a
+			}
+			if err := getRaw(leader.url(path), &viaAPI); err != nil {
+				t.Fatal(err)
+			}
+			r, size, err := st.Open(ctx, obj.Key)
+			if err != nil {
+				t.Fatalf("open %s: %v", obj.Key, err)
+			}
+			b, _ := io.ReadAll(r)
+			r.Close()
+			if size != obj.Size || string(b) != viaAPI.String() {
+				t.Errorf("%s of job %s: the store holds %d bytes (record %d), the node serves %d", name, id, len(b), obj.Size, viaAPI.Len())
+			}
+		}
+	}
+}
+
+// getRaw copies the body of a GET to out.
+func getRaw(url string, out io.Writer) error {
+	resp, err := http.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		return fmt.Errorf("GET %s: %s %s", url, resp.Status, b)
+	}
+	_, err = io.Copy(out, resp.Body)
+	return err
+}
