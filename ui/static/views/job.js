@@ -97,9 +97,14 @@ async function load(el, id, unsub, early, setHandler) {
       h("button", { type: "button", onclick: download }, "Download result")] : "");
     spec.textContent = JSON.stringify(j.spec, null, 2);
     // Artifacts: those of the last attempt that left any (the list came
-    // with its finish report; the bytes are on its node).
+    // with its finish report; the bytes are on its node and, with an
+    // object store, in the store once outputs.state is stored).
     const withArt = d.attempts.filter((a) => a.artifacts?.length).pop();
-    replace(artifacts, withArt ? [h("h2", null, "Artifacts (attempt " + withArt.attempt + ", on " + withArt.node + ")"),
+    const where = (a) => !a.outputs ? "on " + a.node
+      : a.outputs.state === "pending" ? "on " + a.node + "; upload to " + a.outputs.store + " pending"
+      : a.outputs.state === "partial" ? "in " + a.outputs.store + " except " + (a.outputs.not_stored || []).join(", ") + "; on " + a.node
+      : "in " + a.outputs.store + " and on " + a.node;
+    replace(artifacts, withArt ? [h("h2", null, "Artifacts (attempt " + withArt.attempt + ", " + where(withArt) + ")"),
       h("table", { class: "artifacts" }, h("tbody", null, withArt.artifacts.map((f) => h("tr", { "data-artifact": f.path },
         h("td", null, h("code", null, f.path)), h("td", null, bytes(f.size)),
         h("td", null, h("button", { type: "button", onclick: () => fetchFile(base + "/artifacts/" + f.path.split("/").map(enc).join("/") + "?attempt=" + withArt.attempt, f.path.split("/").pop()) }, "Download")))))),
