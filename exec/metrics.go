@@ -35,6 +35,7 @@ func RegisterMetrics(drivers ...string) {
 		startSeconds().WithLabelValues(d)
 	}
 	usage()
+	outputMetrics()
 }
 
 // What a node's jobs actually use, read at scrape time from the node's

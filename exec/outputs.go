@@ -8,8 +8,12 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/foreman-sched/foreman/fsm"
 )
@@ -111,8 +115,10 @@ func (w *Worker) startUpload(ctx context.Context, dir string, tf *TaskFile, res 
 		since = fi.ModTime()
 	}
 	w.wg.Add(1)
+	outputMetrics().pending.Inc()
 	go func() {
 		defer w.wg.Done()
+		defer outputMetrics().pending.Dec()
 		w.upload(ctx, dir, tf, res, since)
 	}()
 }
@@ -142,6 +148,8 @@ func (w *Worker) upload(ctx context.Context, dir string, tf *TaskFile, res *Resu
 			size, err := w.putRetrying(ctx, root, key, f, deadline)
 			if err == nil {
 				got[i].obj = &fsm.StoredObject{Name: f.name, Key: key, Size: size}
+				outputMetrics().bytes.Add(float64(size))
+				outputMetrics().objects.Inc()
 			}
 			got[i].err = err
 			results <- struct{}{}
@@ -161,6 +169,7 @@ func (w *Worker) upload(ctx context.Context, dir string, tf *TaskFile, res *Resu
 		case errors.Is(g.err, errNothingToUpload):
 		default:
 			out.NotStored = append(out.NotStored, files[i].name)
+			outputMetrics().notStored.Inc()
 			if out.Error == "" {
 				out.Error = g.err.Error()
 			}
@@ -193,6 +202,7 @@ func (w *Worker) putRetrying(ctx context.Context, root *os.Root, key string, f o
 		if ctx.Err() != nil {
 			return 0, ctx.Err()
 		}
+		outputMetrics().failures.Inc()
 		if !time.Now().Add(delay).Before(deadline) {
 			return 0, fmt.Errorf("%s: %w (gave up after %v)", f.name, err, w.cfg.UploadRetryFor)
 		}
@@ -294,3 +304,25 @@ func (w *Worker) openStored(ctx context.Context, in Input, path string) (io.Read
 	r, _, err := w.deps.Outputs.Open(ctx, obj.Key)
 	return r, err
 }
+
+// The store's use by this node (GET /v1/metrics), registered on first use
+// like the package's other metrics.
+type outputsMetrics struct {
+	bytes, objects, failures, notStored prometheus.Counter
+	pending                             prometheus.Gauge
+}
+
+var outputMetrics = sync.OnceValue(func() *outputsMetrics {
+	return &outputsMetrics{
+		bytes: promauto.NewCounter(prometheus.CounterOpts{Name: "foreman_outputs_uploaded_bytes_total",
+			Help: "Bytes of attempts' artifacts and logs this node stored in the object store."}),
+		objects: promauto.NewCounter(prometheus.CounterOpts{Name: "foreman_outputs_uploaded_objects_total",
+			Help: "Objects (artifacts, logs) this node stored in the object store."}),
+		failures: promauto.NewCounter(prometheus.CounterOpts{Name: "foreman_outputs_upload_failures_total",
+			Help: "Uploads to the object store that failed (each is retried with backoff)."}),
+		notStored: promauto.NewCounter(prometheus.CounterOpts{Name: "foreman_outputs_not_stored_total",
+			Help: "Files whose upload was given up on (the attempt lists them in outputs.not_stored)."}),
+		pending: promauto.NewGauge(prometheus.GaugeOpts{Name: "foreman_outputs_uploads_pending",
+			Help: "Finished attempts of this node whose outputs are being uploaded."}),
+	}
+})

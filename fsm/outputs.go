@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"encoding/binary"
 	"fmt"
 	"strings"
 	"time"
@@ -156,4 +157,38 @@ func outputsReason(o *Outputs) string {
 		s += ": " + o.Error
 	}
 	return truncateString(s, outputsErrMax)
+}
+
+// StoredOutputsBefore lists, per store location, the object keys of the
+// attempts of the terminal jobs that finished before t: what the leader
+// deletes from the store once a GC with that cutoff has dropped the jobs.
+func (t *Tx) StoredOutputsBefore(before time.Time) (map[string][]string, error) {
+	b := t.tx.Bucket(bucketJobsByFinish)
+	if b == nil {
+		return nil, nil
+	}
+	out := map[string][]string{}
+	limit := sortableTime(before)
+	c := b.Cursor()
+	for k, _ := c.First(); k != nil; k, _ = c.Next() {
+		if len(k) <= dueFixed {
+			return nil, fmt.Errorf("%w: finish index key %q", ErrCorrupt, k)
+		}
+		if binary.BigEndian.Uint64(k) >= limit {
+			break
+		}
+		ats, err := t.Attempts(string(k[dueFixed:]))
+		if err != nil {
+			return nil, err
+		}
+		for _, at := range ats {
+			if at.Outputs == nil {
+				continue
+			}
+			for _, o := range at.Outputs.Objects {
+				out[at.Outputs.Store] = append(out[at.Outputs.Store], o.Key)
+			}
+		}
+	}
+	return out, nil
 }

@@ -49,6 +49,9 @@ type Deps struct {
 	Raft  Raft
 	State State
 	Clock Clock // nil = SystemClock()
+	// Outputs is the cluster's object store (nil: none): the GC deletes
+	// the stored outputs of the jobs it drops (gc.go).
+	Outputs OutputStore
 }
 
 // ErrNotLeader means the loop found this node is no longer leader (or
@@ -62,7 +65,8 @@ var ErrMissingDep = errors.New("sched: missing dependency")
 // Scheduler is the leader loop. Run it while this node is leader; it keeps
 // nothing across runs, so a new leader (or a new Run) starts from state.
 type Scheduler struct {
-	cfg   Config
+	outputs OutputStore
+	cfg     Config
 	raft  Raft
 	state State
 	clk   Clock
@@ -111,7 +115,7 @@ func New(cfg Config, deps Deps, logger *slog.Logger) (*Scheduler, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Scheduler{cfg: cfg, raft: deps.Raft, state: deps.State, clk: deps.Clock,
+	return &Scheduler{cfg: cfg, raft: deps.Raft, state: deps.State, clk: deps.Clock, outputs: deps.Outputs,
 		log: logger.With("component", "sched")}, nil
 }
 
@@ -441,15 +445,3 @@ func (s *Scheduler) leaderView(snap *Snapshot) error {
 	return nil
 }
 
-// gc drops terminal jobs past retention and expired idempotency keys.
-func (s *Scheduler) gc(ctx context.Context, now time.Time) {
-	cmd := mustCommand(fsm.CmdGC, now, &fsm.GC{
-		Before:     now.Add(-s.cfg.Retention),
-		KeysBefore: now.Add(-s.cfg.IdempotencyWindow),
-	})
-	if res, err := s.raft.Apply(ctx, cmd); err != nil {
-		s.log.Warn("gc failed", "err", err)
-	} else if res != nil && res.Err != nil {
-		s.log.Warn("gc refused", "err", res.Err)
-	}
-}

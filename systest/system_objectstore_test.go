@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	osexec "os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -51,6 +52,24 @@ func TestSystemObjectStore(t *testing.T) {
 	}
 	srv := objstoretest.Start(t, "foreman-systest") // sets AWS_* for the agents
 	const prefix = "cluster"
+	// A store an agent cannot use stops it at start, saying why in one line.
+	for _, tc := range []struct {
+		url, secret, want string
+	}{
+		{"s3://no-such-bucket/x", objstoretest.SecretKey, "bucket does not exist: no-such-bucket"},
+		{"s3://foreman-systest", "wrong-secret", "access to the object store refused"},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), cliCommandTimeout)
+		cmd := osexec.CommandContext(ctx, foremanBin(t), "agent", "--dev", "--port", fmt.Sprint(freeBase(t)),
+			"--object-store", tc.url, "--object-store-endpoint", srv.Endpoint, "--object-store-path-style")
+		cmd.Env = append(os.Environ(), "AWS_SECRET_ACCESS_KEY="+tc.secret)
+		b, err := cmd.CombinedOutput()
+		timedOut := ctx.Err() != nil
+		cancel()
+		if err == nil || timedOut || !strings.Contains(string(b), tc.want) || strings.Contains(string(b), "wrong-secret") {
+			t.Errorf("agent --object-store %s: %v, output %q; want an exit naming %q (and no secret)", tc.url, err, b, tc.want)
+		}
+	}
 	c := newSysCluster(t, 3, "--object-store", "s3://foreman-systest/"+prefix, "--object-store-endpoint", srv.Endpoint,
 		"--object-store-path-style", "--object-store-retry", "30m")
 	bin := foremanBin(t)
@@ -231,6 +250,15 @@ func TestSystemObjectStore(t *testing.T) {
 			if size != obj.Size || string(b) != viaAPI.String() {
 				t.Errorf("%s of job %s: the store holds %d bytes (record %d), the node serves %d", name, id, len(b), obj.Size, viaAPI.Len())
 			}
+		}
+	}
+	var m strings.Builder
+	if err := getRaw(leader.url("/v1/metrics"), &m); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"foreman_outputs_uploaded_bytes_total", "foreman_outputs_upload_failures_total", "foreman_outputs_uploads_pending 0"} {
+		if !strings.Contains(m.String(), name) {
+			t.Errorf("metrics lack %s", name)
 		}
 	}
 }

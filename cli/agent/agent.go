@@ -492,7 +492,7 @@ func runAgent(parent context.Context, cfg *agentConfig) error {
 	}
 
 	node.OnLeadership(func(lctx context.Context) {
-		s, err := sched.New(cfg.sched, sched.Deps{Raft: node, State: f}, logger)
+		s, err := sched.New(cfg.sched, sched.Deps{Raft: node, State: f, Outputs: storeDeleter(store)}, logger)
 		if err != nil {
 			logger.Error("scheduler not started", "err", err)
 			return

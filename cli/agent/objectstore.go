@@ -12,6 +12,7 @@ import (
 	"github.com/foreman-sched/foreman/exec"
 	"github.com/foreman-sched/foreman/httpapi"
 	"github.com/foreman-sched/foreman/objstore"
+	"github.com/foreman-sched/foreman/sched"
 )
 
 // The object store (issue 25): flags, and the check an agent makes at
@@ -94,6 +95,15 @@ func outputStore(s *objstore.Store) exec.OutputStore {
 
 // objectReader is the API's view of the store (nil stays a nil interface).
 func objectReader(s *objstore.Store) httpapi.Objects {
+	if s == nil {
+		return nil
+	}
+	return s
+}
+
+// storeDeleter is the scheduler's view of the store (its GC deletes the
+// outputs of the jobs it drops).
+func storeDeleter(s *objstore.Store) sched.OutputStore {
 	if s == nil {
 		return nil
 	}
