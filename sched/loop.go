@@ -67,10 +67,10 @@ var ErrMissingDep = errors.New("sched: missing dependency")
 type Scheduler struct {
 	outputs OutputStore
 	cfg     Config
-	raft  Raft
-	state State
-	clk   Clock
-	log   *slog.Logger
+	raft    Raft
+	state   State
+	clk     Clock
+	log     *slog.Logger
 
 	plans atomic.Int64
 	// planNanos is the time spent loading snapshots and planning (not
@@ -444,4 +444,3 @@ func (s *Scheduler) leaderView(snap *Snapshot) error {
 	}
 	return nil
 }
-
