@@ -277,3 +277,75 @@ func getRaw(url string, out io.Writer) error {
 	_, err = io.Copy(out, resp.Body)
 	return err
 }
+
+// TestSystemObjectStoreGivesUp: with the store down for longer than
+// --object-store-retry, the attempt still finishes, and its record, the
+// event stream, `job status` and `artifacts ls` say which files were not
+// stored; the node keeps serving them.
+func TestSystemObjectStoreGivesUp(t *testing.T) {
+	if testing.Short() {
+		t.Skip("system test: skipped in -short mode")
+	}
+	srv := objstoretest.Start(t, "foreman-giveup")
+	bin := foremanBin(t)
+	root, err := os.MkdirTemp("", "foreman-systest-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { killStrays(root); os.RemoveAll(root) })
+	base := freeBase(t)
+	dir := filepath.Join(root, "dev", "data")
+	a := &agentProc{name: "dev", dir: dir, base: base, bin: bin, logPath: filepath.Join(root, "dev", "dev.log"),
+		args: []string{"agent", "--dev", "--port", fmt.Sprint(base), "--data-dir", dir, "--default-driver", "process",
+			"--job-users", "*", "--job-default-user=",
+			"--object-store", "s3://foreman-giveup", "--object-store-endpoint", srv.Endpoint, "--object-store-path-style",
+			"--object-store-retry", "3s"}}
+	a.start(t) // checks the store: it is up now
+	t.Cleanup(func() {
+		a.stop9()
+		if t.Failed() {
+			b, _ := os.ReadFile(a.logPath)
+			t.Logf("--- dev log ---\n%s", tail(string(b), 6000))
+		}
+	})
+	eventually(t, systemTimeout, "dev agent ready", func() error {
+		var r struct{}
+		return getJSON(a.url("/v1/ready"), &r)
+	})
+	srv.Stop()
+	id := submitJob(t, a, map[string]any{
+		"command": []string{"/bin/sh", "-c", `printf kept > "$FOREMAN_ARTIFACTS/out.txt" && echo hello`},
+		"driver":  "process",
+	})
+	waitJobState(t, a, id, "succeeded")
+	var o *fsm.Outputs
+	eventually(t, systemTimeout, "the upload given up", func() error {
+		var err error
+		if o, err = outputsOf(a, id); err != nil {
+			return err
+		}
+		if o.State != fsm.OutputsPartial {
+			return fmt.Errorf("outputs %+v", o)
+		}
+		return nil
+	})
+	notStored := strings.Join(o.NotStored, ",")
+	if len(o.Objects) != 0 || !strings.Contains(notStored, "artifacts/out.txt") || !strings.Contains(notStored, "logs/stdout") ||
+		!strings.Contains(o.Error, "gave up after 3s") {
+		t.Errorf("outputs %+v: want nothing stored, out.txt and stdout named, the cause", o)
+	}
+	addr := a.url("")
+	if r := runForeman(t, bin, addr, "job", "status", id); r.code != 0 || !strings.Contains(r.stdout, "artifacts/out.txt") || !strings.Contains(r.stdout, "on node dev only") && !strings.Contains(r.stdout, "stay on node") {
+		t.Errorf("job status: %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	if r := runForeman(t, bin, addr, "artifacts", "ls", id); r.code != 0 || !strings.Contains(r.stderr, "object store s3://foreman-giveup: partial") || !strings.Contains(r.stderr, "not stored: ") {
+		t.Errorf("artifacts ls: %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	if r := runForeman(t, bin, addr, "artifacts", "get", id, "out.txt", "-o", "-"); r.code != 0 || r.stdout != "kept" {
+		t.Errorf("artifacts get from the node: %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	var tl strings.Builder
+	if err := getRaw(a.url("/v1/jobs/"+id+"/events"), &tl); err != nil || !strings.Contains(tl.String(), "outputs_not_stored") || !strings.Contains(tl.String(), "artifacts/out.txt") {
+		t.Errorf("the job's timeline: %v %s", err, tl.String())
+	}
+}
