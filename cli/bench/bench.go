@@ -78,6 +78,7 @@ func Command() *ucli.Command {
 				Action: func(c *ucli.Context) error { return cli.Error(benchSleep(c)) },
 			},
 			cronCommand(),
+			artifactsCommand(driver),
 			dagCommand(driver),
 			eventsCommand(driver),
 			gangCommand(driver),
