@@ -188,7 +188,12 @@ func (w *Worker) upload(ctx context.Context, dir string, tf *TaskFile, res *Resu
 }
 
 // errNothingToUpload: a log stream the job never wrote (no file at all).
-var errNothingToUpload = errors.New("nothing to upload")
+// errGone: the file is no longer on this node (the node's artifact cap
+// evicted it): retrying cannot bring it back.
+var (
+	errNothingToUpload = errors.New("nothing to upload")
+	errGone            = errors.New("no longer on this node")
+)
 
 // putRetrying uploads f under key, retrying with backoff until deadline.
 // At most UploadConcurrency puts of the node run at once.
@@ -198,6 +203,9 @@ func (w *Worker) putRetrying(ctx context.Context, root *os.Root, key string, f o
 		size, err := w.putOnce(ctx, root, key, f)
 		if err == nil || errors.Is(err, errNothingToUpload) {
 			return size, err
+		}
+		if errors.Is(err, errGone) {
+			return 0, fmt.Errorf("%s: %w", f.name, err)
 		}
 		if ctx.Err() != nil {
 			return 0, ctx.Err()
@@ -226,7 +234,7 @@ func (w *Worker) putOnce(ctx context.Context, root *os.Root, key string, f outpu
 	parts := f.parts
 	if f.artifact != "" {
 		if root == nil {
-			return 0, fmt.Errorf("%s: the artifacts directory is gone", f.name)
+			return 0, fmt.Errorf("the artifacts directory: %w", errGone)
 		}
 		// Inside the directory: no "..", no symlink out of it.
 		open = func(p string) (*os.File, error) {
@@ -238,6 +246,9 @@ func (w *Worker) putOnce(ctx context.Context, root *os.Root, key string, f outpu
 		fh, err := open(p)
 		if errors.Is(err, os.ErrNotExist) && f.artifact == "" {
 			continue
+		}
+		if errors.Is(err, os.ErrNotExist) {
+			return 0, errGone
 		}
 		if err != nil {
 			return 0, err
