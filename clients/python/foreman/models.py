@@ -249,6 +249,11 @@ class ArtifactList:
     total_bytes: int
     warning: Optional[str]
     raw: Dict[str, Any] = field(repr=False)
+    # The object store the node uploads to (None without one) and where the
+    # upload stands: "pending", "stored" or "partial" (then not_stored).
+    store: Optional[str] = None
+    stored: Optional[str] = None
+    not_stored: List[str] = field(default_factory=list)
 
     @classmethod
     def from_json(cls, d: Dict[str, Any]) -> "ArtifactList":
@@ -260,6 +265,9 @@ class ArtifactList:
             total_bytes=int(d.get("total_bytes", 0)),
             warning=d.get("warning") or None,
             raw=d,
+            store=d.get("store") or None,
+            stored=d.get("stored") or None,
+            not_stored=list(d.get("not_stored") or []),
         )
 
 
