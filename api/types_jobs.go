@@ -176,6 +176,8 @@ type JobSpec struct {
 
 	HTTP   *HTTPRequest `json:"http,omitempty"`
 	Notify []Webhook    `json:"notify,omitempty"`
+	// Inputs are fetched into the job's working directory before it starts.
+	Inputs []InputSource `json:"inputs,omitempty"`
 
 	Gang        *Gang `json:"gang,omitempty"`
 	Preemptible *bool `json:"preemptible,omitempty"` // nil: true below priority 50
@@ -402,4 +404,14 @@ type Queue struct {
 	Name       string `json:"name"`
 	MaxRunning int    `json:"max_running"` // 0: unlimited
 	Running    int    `json:"running"`
+}
+
+// InputSource is a file fetched into a job's working directory before it
+// starts: from http(s):// or s3://bucket/key, to Dest (relative; "" or a
+// trailing "/" keeps the source's file name), checked against Checksum
+// (sha256:HEX) when given.
+type InputSource struct {
+	Source   string `json:"source"`
+	Dest     string `json:"dest,omitempty"`
+	Checksum string `json:"checksum,omitempty"`
 }

@@ -56,6 +56,7 @@ func specFlags() []ucli.Flag {
 		&ucli.BoolFlag{Name: "gang-pack", Usage: "with --gang: allow several tasks on one node"},
 		&ucli.BoolFlag{Name: "preemptible", Usage: "may be preempted by higher priorities; --preemptible=false opts out", DefaultText: "true below priority 50"},
 		&ucli.GenericFlag{Name: "depends-on", Value: &multi{}, Usage: "run after these jobs: ID[,ID] (repeatable)"},
+		&ucli.GenericFlag{Name: "input", Value: &multi{}, Usage: "SRC[:DEST]: fetch SRC (http(s):// or s3://bucket/key) into the job's directory before it starts, as DEST (default: its file name; a DEST ending in / is a directory) (repeatable)"},
 		&ucli.StringFlag{Name: "condition", Usage: "with --depends-on: success (default: all succeeded), failure (one failed), always (all finished), one_success"},
 	}, httpJobFlags()...)
 }
@@ -258,7 +259,28 @@ func applyFlags(c *ucli.Context, spec *httpapi.JobSpecInput, now time.Time) erro
 	if c.IsSet("condition") {
 		spec.Condition = c.String("condition")
 	}
+	for _, v := range multiValues(c, "input") {
+		spec.Inputs = append(spec.Inputs, parseInputFlag(v))
+	}
 	return applyHTTPFlags(c, spec)
+}
+
+// parseInputFlag reads --input SRC[:DEST]. DEST follows the last ':' of
+// SRC's path (after scheme://host[:port]/), so a port is never taken for
+// it; a key holding ':' needs an explicit DEST. The server checks both.
+func parseInputFlag(v string) httpapi.InputSourceInput {
+	pathAt := 0
+	if i := strings.Index(v, "://"); i >= 0 {
+		if j := strings.IndexByte(v[i+3:], '/'); j >= 0 {
+			pathAt = i + 3 + j
+		} else {
+			return httpapi.InputSourceInput{Source: v}
+		}
+	}
+	if k := strings.LastIndexByte(v[pathAt:], ':'); k >= 0 {
+		return httpapi.InputSourceInput{Source: v[:pathAt+k], Dest: v[pathAt+k+1:]}
+	}
+	return httpapi.InputSourceInput{Source: v}
 }
 
 func multiValues(c *ucli.Context, name string) []string {

@@ -282,3 +282,18 @@ func TestAddrResolution(t *testing.T) {
 		t.Fatalf("hits env=%d app=%d cmd=%d, want 1 each", *envHits, *appHits, *cmdHits)
 	}
 }
+
+func TestParseInputFlag(t *testing.T) {
+	for in, want := range map[string]httpapi.InputSourceInput{
+		"https://h:8080/d/data.csv":     {Source: "https://h:8080/d/data.csv"},
+		"https://h:8080/d/data.csv:in/": {Source: "https://h:8080/d/data.csv", Dest: "in/"},
+		"s3://bucket/key.tar:model.tar": {Source: "s3://bucket/key.tar", Dest: "model.tar"},
+		"s3://bucket/a:b/c.txt:x.txt":   {Source: "s3://bucket/a:b/c.txt", Dest: "x.txt"},
+		"http://h:99":                   {Source: "http://h:99"},
+		"relative:dest":                 {Source: "relative", Dest: "dest"},
+	} {
+		if got := parseInputFlag(in); got != want {
+			t.Errorf("%s: %+v, want %+v", in, got, want)
+		}
+	}
+}

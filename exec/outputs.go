@@ -50,6 +50,9 @@ type OutputStore interface {
 	Key(rel string) string
 	Put(ctx context.Context, key string, r io.Reader, size int64) error
 	Open(ctx context.Context, key string) (io.ReadCloser, int64, error)
+	// OpenObject reads any bucket's object with the store's endpoint and
+	// credentials (s3:// job inputs, inputs.go).
+	OpenObject(ctx context.Context, bucket, key string) (io.ReadCloser, int64, error)
 }
 
 // Files in the attempt directory.

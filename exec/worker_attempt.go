@@ -257,6 +257,9 @@ func (r *attemptRun) start(ctx context.Context, a Assignment) (*leaseClient, err
 	if err := w.fetchInputArtifacts(ctx, r.dir, a.Inputs); err != nil {
 		return nil, fmt.Errorf("inputs: %w", err)
 	}
+	if err := w.fetchInputs(ctx, r.dir, a.Spec.Inputs); err != nil {
+		return nil, err
+	}
 	if driver != HTTPDriverName {
 		ckDir, ckEnv, err := w.prepareCheckpoint(ctx, a, driver)
 		if err != nil {

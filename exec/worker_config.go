@@ -170,6 +170,12 @@ type WorkerConfig struct {
 	// stored (outputs.go).
 	UploadConcurrency int
 	UploadRetryFor    time.Duration
+	// InputMaxBytes bounds one job input, InputFetchTimeout its fetch;
+	// InputCacheMaxBytes the node's cache of inputs by checksum (the least
+	// recently used are evicted first; inputs.go).
+	InputMaxBytes      int64
+	InputCacheMaxBytes int64
+	InputFetchTimeout  time.Duration
 }
 
 // deviceCgroup is the cgroup path under which process jobs on an NVIDIA
@@ -204,6 +210,9 @@ func DefaultWorkerConfig() WorkerConfig {
 		ArtifactsNodeMaxBytes: DefaultArtifactsNodeMaxBytes,
 		UploadConcurrency:     DefaultUploadConcurrency,
 		UploadRetryFor:        DefaultUploadRetryFor,
+		InputMaxBytes:         DefaultInputMaxBytes,
+		InputCacheMaxBytes:    DefaultInputCacheMaxBytes,
+		InputFetchTimeout:     DefaultInputFetchTimeout,
 	}
 }
 

@@ -100,6 +100,9 @@ type JobSpec struct {
 	// HTTP jobs and webhooks (issue 12).
 	HTTP   *HTTPRequest `json:"http,omitempty"`   // the request of a driver "http" job
 	Notify []Webhook    `json:"notify,omitempty"` // webhooks called on the job's transitions
+	// Inputs are fetched into the job's working directory before it
+	// starts (inputs.go).
+	Inputs []InputSource `json:"inputs,omitempty"`
 
 	// Gangs and preemption (issue 18, gang.go).
 	Gang *GangSpec `json:"gang,omitempty"` // N tasks placed all-or-nothing

@@ -86,6 +86,7 @@ type schedSpec struct {
 	Condition        Condition  `json:"condition,omitempty"`
 	HTTP             skipped    `json:"http,omitempty"`
 	Notify           []Webhook  `json:"notify,omitempty"`
+	Inputs           skipped    `json:"inputs,omitempty"`
 	Gang             *GangSpec  `json:"gang,omitempty"`
 	Preemptible      *bool      `json:"preemptible,omitempty"`
 }

@@ -2,6 +2,8 @@ package httpapi
 
 import (
 	"encoding/json"
+	"fmt"
+	"strings"
 	"time"
 
 	"github.com/foreman-sched/foreman/fsm"
@@ -52,6 +54,10 @@ type JobSpecInput struct {
 	// webhooks (notify.go).
 	HTTP   *HTTPRequestInput `json:"http,omitempty"`
 	Notify []WebhookInput    `json:"notify,omitempty"`
+
+	// Inputs are fetched into the job's working directory before it
+	// starts (issue 25; fsm.InputSource).
+	Inputs []InputSourceInput `json:"inputs,omitempty"`
 
 	// Gang makes the job N tasks placed together (issue 18); Preemptible
 	// overrides the default (true below priority 50).
@@ -137,4 +143,35 @@ func Argv(argv ...string) json.RawMessage {
 func JSONString(s string) json.RawMessage {
 	b, _ := json.Marshal(s) // a string always marshals
 	return b
+}
+
+// InputSourceInput is one input of a job spec: source (http(s):// or
+// s3://bucket/key), dest (relative to the job's directory) and checksum
+// (sha256:HEX).
+type InputSourceInput struct {
+	Source   string `json:"source"`
+	Dest     string `json:"dest,omitempty"`
+	Checksum string `json:"checksum,omitempty"`
+}
+
+// normalizeInputs checks a spec's inputs, naming the bad field.
+func normalizeInputs(in []InputSourceInput) ([]fsm.InputSource, error) {
+	if len(in) > fsm.MaxInputs {
+		return nil, invalid("inputs", "at most %d inputs (got %d)", fsm.MaxInputs, len(in))
+	}
+	var out []fsm.InputSource
+	dests := map[string]int{}
+	for i, x := range in {
+		src := fsm.InputSource{Source: x.Source, Dest: x.Dest, Checksum: strings.ToLower(x.Checksum)}
+		if field, err := fsm.ValidateInput(src); err != nil {
+			return nil, invalid(fmt.Sprintf("inputs[%d].%s", i, field), "%v", err)
+		}
+		d := fsm.InputDest(src)
+		if j, dup := dests[d]; dup {
+			return nil, invalid(fmt.Sprintf("inputs[%d].dest", i), "%q is also inputs[%d]'s destination", d, j)
+		}
+		dests[d] = i
+		out = append(out, src)
+	}
+	return out, nil
 }

@@ -79,6 +79,9 @@ func (in *JobSpecInput) Normalize() (fsm.JobSpec, error) {
 	if out.Notify, err = normalizeNotify(in.Notify); err != nil {
 		return out, err
 	}
+	if out.Inputs, err = normalizeInputs(in.Inputs); err != nil {
+		return out, err
+	}
 	if n := utf8.RuneCountInString(in.Name); n > MaxNameLen {
 		return out, invalid("name", "must be at most %d characters (got %d)", MaxNameLen, n)
 	}

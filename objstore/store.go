@@ -159,6 +159,26 @@ func (s *Store) Open(ctx context.Context, key string) (io.ReadCloser, int64, err
 	return o, st.Size, nil
 }
 
+// OpenObject opens key of any bucket this store's endpoint and
+// credentials can read (a job's s3:// input).
+func (s *Store) OpenObject(ctx context.Context, bucket, key string) (io.ReadCloser, int64, error) {
+	o, err := s.c.GetObject(ctx, bucket, key, minio.GetObjectOptions{})
+	if err == nil {
+		var st minio.ObjectInfo
+		if st, err = o.Stat(); err == nil {
+			return o, st.Size, nil
+		}
+		o.Close()
+	}
+	if minio.ToErrorResponse(err).Code == "NoSuchKey" {
+		return nil, 0, fmt.Errorf("%w: s3://%s/%s", ErrNoSuchObject, bucket, key)
+	}
+	if minio.ToErrorResponse(err).Code == "NoSuchBucket" {
+		return nil, 0, fmt.Errorf("%w: %s at %s", ErrNoBucket, bucket, s.endpoint)
+	}
+	return nil, 0, fmt.Errorf("s3://%s/%s at %s: %w", bucket, key, s.endpoint, err)
+}
+
 // Delete removes the objects (missing ones are not an error).
 func (s *Store) Delete(ctx context.Context, keys []string) error {
 	ch := make(chan minio.ObjectInfo, len(keys))

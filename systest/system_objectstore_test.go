@@ -2,13 +2,16 @@ package systest
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	osexec "os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/foreman-sched/foreman/fsm"
@@ -347,5 +350,118 @@ func TestSystemObjectStoreGivesUp(t *testing.T) {
 	var tl strings.Builder
 	if err := getRaw(a.url("/v1/jobs/"+id+"/events"), &tl); err != nil || !strings.Contains(tl.String(), "outputs_not_stored") || !strings.Contains(tl.String(), "artifacts/out.txt") {
 		t.Errorf("the job's timeline: %v %s", err, tl.String())
+	}
+}
+
+// TestSystemObjectStoreInputs: job inputs from HTTP and from the S3
+// store, placed in the job's directory before it starts (checksum
+// checked, cached by it), from the API and `submit --input`; a 404, a
+// wrong checksum and bad specs fail with the source or field named.
+func TestSystemObjectStoreInputs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("system test: skipped in -short mode")
+	}
+	srv := objstoretest.Start(t, "foreman-inputs")
+	st, err := objstore.New(srv.Config(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := st.Put(ctx, "in/data.txt", strings.NewReader("s3-data"), 7); err != nil {
+		t.Fatal(err)
+	}
+	var gets atomic.Int64
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/file.txt" {
+			http.NotFound(w, r)
+			return
+		}
+		gets.Add(1)
+		io.WriteString(w, "http-data")
+	}))
+	t.Cleanup(hs.Close)
+	sum := fmt.Sprintf("sha256:%x", sha256.Sum256([]byte("http-data")))
+
+	bin := foremanBin(t)
+	root, err := os.MkdirTemp("", "foreman-systest-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { killStrays(root); os.RemoveAll(root) })
+	base := freeBase(t)
+	dir := filepath.Join(root, "dev", "data")
+	a := &agentProc{name: "dev", dir: dir, base: base, bin: bin, logPath: filepath.Join(root, "dev", "dev.log"),
+		args: []string{"agent", "--dev", "--port", fmt.Sprint(base), "--data-dir", dir, "--default-driver", "process",
+			"--job-users", "*", "--job-default-user=",
+			"--object-store", "s3://foreman-inputs/out", "--object-store-endpoint", srv.Endpoint, "--object-store-path-style"}}
+	a.start(t)
+	t.Cleanup(func() {
+		a.stop9()
+		if t.Failed() {
+			b, _ := os.ReadFile(a.logPath)
+			t.Logf("--- dev log ---\n%s", tail(string(b), 6000))
+		}
+	})
+	eventually(t, systemTimeout, "dev agent ready", func() error {
+		var r struct{}
+		return getJSON(a.url("/v1/ready"), &r)
+	})
+	one := 1
+	job := func(inputs ...map[string]string) map[string]any {
+		return map[string]any{"command": []string{"/bin/sh", "-c", `cat in/file.txt s3.txt > "$FOREMAN_RESULT"`},
+			"driver": "process", "max_attempts": one, "inputs": inputs}
+	}
+	httpIn := map[string]string{"source": hs.URL + "/file.txt", "dest": "in/", "checksum": sum}
+	s3In := map[string]string{"source": "s3://foreman-inputs/in/data.txt", "dest": "s3.txt"}
+	for i := range 2 {
+		id := submitJob(t, a, job(httpIn, s3In))
+		waitJobState(t, a, id, "succeeded")
+		var res strings.Builder
+		if err := getRaw(a.url("/v1/jobs/"+id+"/result"), &res); err != nil || res.String() != "http-datas3-data" {
+			t.Errorf("job %d's result %q (%v), want both inputs", i, res.String(), err)
+		}
+	}
+	if n := gets.Load(); n != 1 {
+		t.Errorf("the HTTP input was fetched %d times; want once (then from the node's cache by checksum)", n)
+	}
+	// Failures name the source and the cause; the attempt fails (and is
+	// retried like any failed start when max_attempts allows).
+	for _, tc := range []struct {
+		in   map[string]string
+		want string
+	}{
+		{map[string]string{"source": hs.URL + "/missing.txt"}, "404"},
+		{map[string]string{"source": hs.URL + "/file.txt", "dest": "x", "checksum": "sha256:" + strings.Repeat("0", 64)}, "checksum mismatch"},
+		{map[string]string{"source": "s3://foreman-inputs/in/none.txt"}, "no such object"},
+	} {
+		id := submitJob(t, a, job(tc.in))
+		j := waitJobState(t, a, id, "failed")
+		if r := j.Job.Reason; !strings.Contains(r, tc.in["source"]) || !strings.Contains(r, tc.want) {
+			t.Errorf("input %s: reason %q, want the source and %q", tc.in["source"], r, tc.want)
+		}
+	}
+	// Bad specs: a 400 naming the field; the CLI exits non-zero naming it.
+	for field, in := range map[string]map[string]string{
+		"inputs[0].dest":     {"source": hs.URL + "/file.txt", "dest": "../x"},
+		"inputs[0].source":   {"source": "ftp://h/x"},
+		"inputs[0].checksum": {"source": hs.URL + "/file.txt", "checksum": "md5:abc"},
+	} {
+		err := postJSON(a.url("/v1/jobs"), job(in), nil)
+		if err == nil || !strings.Contains(err.Error(), "400") || !strings.Contains(err.Error(), field) {
+			t.Errorf("submit with a bad %s: %v", field, err)
+		}
+	}
+	addr := a.url("")
+	if r := runForeman(t, bin, addr, "submit", "--driver", "process", "--input", "https://user:pw@h/x", "--", "true"); r.code == 0 || !strings.Contains(r.stderr, "inputs[0].source") {
+		t.Errorf("submit --input with credentials in the URL: %d %q", r.code, r.stderr)
+	}
+	r := runForeman(t, bin, addr, "submit", "--driver", "process", "--input", hs.URL+"/file.txt:copy.txt", "--", "cat", "copy.txt")
+	if r.code != 0 {
+		t.Fatalf("submit --input: %d %s", r.code, r.stderr)
+	}
+	id := strings.TrimSpace(r.stdout)
+	waitJobState(t, a, id, "succeeded")
+	if r := runForeman(t, bin, addr, "logs", id); r.stdout != "http-data" {
+		t.Errorf("logs of the --input job: %q %q", r.stdout, r.stderr)
 	}
 }

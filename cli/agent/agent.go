@@ -264,6 +264,9 @@ func agentConfigFrom(c *ucli.Context, version string) (*agentConfig, error) {
 	if cfg.objectStore, err = objectStoreConfig(c, w); err != nil {
 		return nil, err
 	}
+	if err := inputConfig(c, w); err != nil {
+		return nil, err
+	}
 	for _, f := range []struct {
 		flag string
 		dst  *int64

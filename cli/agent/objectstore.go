@@ -28,7 +28,28 @@ func objectStoreFlags() []ucli.Flag {
 		&ucli.StringFlag{Name: "object-store-ca", Usage: "PEM CA bundle to trust for the store's TLS certificate (besides the system's)"},
 		&ucli.IntFlag{Name: "object-store-uploads", Value: exec.DefaultUploadConcurrency, Usage: "files this node uploads at once"},
 		&ucli.DurationFlag{Name: "object-store-retry", Value: exec.DefaultUploadRetryFor, Usage: "how long an upload is retried (with backoff) before its files are reported not stored"},
+		&ucli.StringFlag{Name: "input-max", Value: "10GiB", Usage: "largest job input (inputs:) this node fetches"},
+		&ucli.StringFlag{Name: "input-cache-max", Value: "10GiB", Usage: "this node's cache of job inputs by checksum (the least recently used are evicted)"},
+		&ucli.DurationFlag{Name: "input-timeout", Value: exec.DefaultInputFetchTimeout, Usage: "how long fetching one job input may take"},
 	}
+}
+
+// inputConfig reads the job inputs' bounds.
+func inputConfig(c *ucli.Context, w *exec.WorkerConfig) error {
+	for _, f := range []struct {
+		flag string
+		dst  *int64
+	}{{"input-max", &w.InputMaxBytes}, {"input-cache-max", &w.InputCacheMaxBytes}} {
+		mb, err := httpapi.ParseMemory(c.String(f.flag))
+		if err != nil {
+			return fmt.Errorf("--%s: %w", f.flag, err)
+		}
+		*f.dst = mb << 20
+	}
+	if w.InputFetchTimeout = c.Duration("input-timeout"); w.InputFetchTimeout <= 0 {
+		return errors.New("--input-timeout: must be more than 0")
+	}
+	return nil
 }
 
 // objectStoreConfig reads the flags; nil when no store is configured.
