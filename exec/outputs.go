@@ -139,14 +139,9 @@ func (w *Worker) upload(ctx context.Context, dir string, tf *TaskFile, res *Resu
 		err error
 	}
 	got := make([]outcome, len(files))
-	done := make(chan struct{})
-	left := len(files)
-	if left == 0 {
-		close(done)
-	}
-	results := make(chan struct{}, len(files))
+	var wg sync.WaitGroup
 	for i, f := range files {
-		go func() {
+		wg.Go(func() {
 			key := st.Key(outputKey(tf.Spec.Namespace, tf.Attempt.JobID, tf.Attempt.Num, f.name))
 			size, err := w.putRetrying(ctx, root, key, f, deadline)
 			if err == nil {
@@ -155,12 +150,9 @@ func (w *Worker) upload(ctx context.Context, dir string, tf *TaskFile, res *Resu
 				outputMetrics().objects.Inc()
 			}
 			got[i].err = err
-			results <- struct{}{}
-		}()
+		})
 	}
-	for ; left > 0; left-- {
-		<-results
-	}
+	wg.Wait()
 	if ctx.Err() != nil {
 		return // stopping: the next agent resumes (no OutputsName yet)
 	}
