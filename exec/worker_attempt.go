@@ -539,6 +539,8 @@ func (r *attemptRun) finish(ctx context.Context, res *Result) {
 	os.RemoveAll(filepath.Join(r.dir, WorkDirName))
 	if upload {
 		w.startUpload(ctx, r.dir, r.tf, res)
+	} else {
+		os.Remove(filepath.Join(r.dir, UploadName)) // superseded: nothing to resume
 	}
 	if len(res.Artifacts) > 0 {
 		w.enforceNodeCap()
