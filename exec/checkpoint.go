@@ -3,6 +3,7 @@ package exec
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -63,9 +64,23 @@ func (w *Worker) prepareCheckpoint(ctx context.Context, a Assignment, driver str
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", nil, err
 	}
-	if from := a.CheckpointFrom; from != "" && from != w.cfg.Node && w.deps.Checkpoints != nil {
+	if from := a.CheckpointFrom; from != "" && from != w.cfg.Node && (w.deps.Checkpoints != nil || a.CheckpointStored != nil) {
 		start := time.Now()
-		n, err := w.fetchCheckpoint(ctx, from, CheckpointName(&a.Attempt), dir)
+		err := errors.New("this agent cannot fetch checkpoints from other nodes")
+		var n int64
+		if w.deps.Checkpoints != nil {
+			n, err = w.fetchCheckpoint(ctx, from, CheckpointName(&a.Attempt), dir)
+		}
+		if err != nil && a.CheckpointStored != nil {
+			// The node cannot serve it (dead, gone): the copy uploaded
+			// with that attempt's outputs (outputs.go).
+			var serr error
+			if n, serr = w.fetchStoredCheckpoint(ctx, a, dir); serr == nil {
+				from, err = a.CheckpointStored.Store, nil
+			} else {
+				err = fmt.Errorf("%v; from the object store: %w", err, serr)
+			}
+		}
 		if err != nil {
 			// The copy on a lost node is gone with it: the attempt starts
 			// with what this node has (documented).

@@ -106,6 +106,13 @@ func (w *Worker) WriteCheckpoint(name string, out io.Writer) error {
 // replacing its contents, and returns the bytes copied. Nothing changes in
 // dir unless the whole directory arrived.
 func (w *Worker) fetchCheckpoint(ctx context.Context, node, name, dir string) (int64, error) {
+	return w.fetchCheckpointFrom(ctx, name, dir, func(ctx context.Context, out io.Writer) error {
+		return w.deps.Checkpoints.FetchCheckpoint(ctx, node, name, out)
+	})
+}
+
+// fetchCheckpointFrom is fetchCheckpoint from any source of the tar stream.
+func (w *Worker) fetchCheckpointFrom(ctx context.Context, name, dir string, src func(context.Context, io.Writer) error) (int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, checkpointFetchTimeout)
 	defer cancel()
 	var rnd [6]byte
@@ -116,7 +123,7 @@ func (w *Worker) fetchCheckpoint(ctx context.Context, node, name, dir string) (i
 	}
 	defer os.RemoveAll(tmp)
 	pr, pw := io.Pipe()
-	go func() { pw.CloseWithError(w.deps.Checkpoints.FetchCheckpoint(ctx, node, name, pw)) }()
+	go func() { pw.CloseWithError(src(ctx, pw)) }()
 	n, err := extractCheckpoint(pr, tmp)
 	pr.CloseWithError(err) // unblocks the fetcher if we stopped early
 	if err != nil {

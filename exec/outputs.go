@@ -74,13 +74,15 @@ const (
 
 // outputFile is one artifact, or a log's two parts, to upload.
 type outputFile struct {
-	name     string   // fsm name: artifacts/<path>, logs/stdout, logs/stderr
-	artifact string   // the artifact's path, opened inside its directory (os.Root)
-	parts    []string // a log's host paths, read in order
+	name       string   // fsm name: artifacts/<path>, logs/stdout, logs/stderr, checkpoint
+	artifact   string   // the artifact's path, opened inside its directory (os.Root)
+	parts      []string // a log's host paths, read in order
+	checkpoint string   // the checkpoint directory's name, uploaded as a tar
 }
 
-// outputFiles lists what an attempt directory holds for the store.
-func outputFiles(dir string, artifacts []fsm.Artifact) []outputFile {
+// outputFiles lists what an attempt directory holds for the store, and
+// the task's checkpoint directory when it had one.
+func outputFiles(dir string, artifacts []fsm.Artifact, tf *TaskFile) []outputFile {
 	var out []outputFile
 	for _, a := range artifacts {
 		if fsm.ValidArtifactPath(a.Path) == nil {
@@ -90,6 +92,9 @@ func outputFiles(dir string, artifacts []fsm.Artifact) []outputFile {
 	for _, l := range []struct{ name, file string }{{fsm.OutputStdout, StdoutName}, {fsm.OutputStderr, StderrName}} {
 		p := filepath.Join(dir, l.file)
 		out = append(out, outputFile{name: l.name, parts: []string{p + ".1", p}})
+	}
+	if tf.CheckpointDir != "" {
+		out = append(out, outputFile{name: fsm.OutputCheckpoint, checkpoint: CheckpointName(&tf.Attempt)})
 	}
 	return out
 }
@@ -129,7 +134,7 @@ func (w *Worker) startUpload(ctx context.Context, dir string, tf *TaskFile, res 
 func (w *Worker) upload(ctx context.Context, dir string, tf *TaskFile, res *Result, since time.Time) {
 	st := w.deps.Outputs
 	deadline := since.Add(w.cfg.UploadRetryFor)
-	files := outputFiles(dir, res.Artifacts)
+	files := outputFiles(dir, res.Artifacts, tf)
 	root, err := os.OpenRoot(artifactsDir(dir))
 	if err == nil {
 		defer root.Close()
@@ -220,6 +225,9 @@ func (w *Worker) putRetrying(ctx context.Context, root *os.Root, key string, f o
 }
 
 func (w *Worker) putOnce(ctx context.Context, root *os.Root, key string, f outputFile) (int64, error) {
+	if f.checkpoint != "" {
+		return w.putCheckpoint(ctx, key, f.checkpoint)
+	}
 	var rs []io.Reader
 	var size int64
 	found := false
@@ -332,3 +340,64 @@ var outputMetrics = sync.OnceValue(func() *outputsMetrics {
 			Help: "Finished attempts of this node whose outputs are being uploaded."}),
 	}
 })
+
+// StoredCheckpoint is a task's checkpoint directory in the object store:
+// the tar uploaded with the outputs of its attempt Attempt.
+type StoredCheckpoint struct {
+	Store   string
+	Key     string
+	Attempt int
+}
+
+// fetchStoredCheckpoint replaces dir's contents with the stored tar.
+func (w *Worker) fetchStoredCheckpoint(ctx context.Context, a Assignment, dir string) (int64, error) {
+	sc := a.CheckpointStored
+	switch {
+	case w.deps.Outputs == nil:
+		return 0, fmt.Errorf("stored in %s, but this agent has no --object-store", sc.Store)
+	case sc.Store != w.deps.Outputs.Location():
+		return 0, fmt.Errorf("stored in %s, not in this agent's store %s", sc.Store, w.deps.Outputs.Location())
+	}
+	return w.fetchCheckpointFrom(ctx, CheckpointName(&a.Attempt), dir, func(ctx context.Context, out io.Writer) error {
+		r, _, err := w.deps.Outputs.Open(ctx, sc.Key)
+		if err != nil {
+			return err
+		}
+		defer r.Close()
+		_, err = io.Copy(out, r)
+		return err
+	})
+}
+
+// putCheckpoint uploads the checkpoint directory name as a tar, spooled
+// to a file first (S3 wants the size; the directory is bounded by
+// CheckpointDirMax). A directory that is gone or empty is nothing to
+// upload.
+func (w *Worker) putCheckpoint(ctx context.Context, key, name string) (int64, error) {
+	if ents, err := os.ReadDir(filepath.Join(w.checkpointsRoot(), name)); errors.Is(err, os.ErrNotExist) || err == nil && len(ents) == 0 {
+		return 0, errNothingToUpload // no checkpoint, or an empty one: most jobs
+	}
+	tmp, err := os.CreateTemp(w.checkpointsRoot(), ".upload-*")
+	if err != nil {
+		return 0, err
+	}
+	defer os.Remove(tmp.Name())
+	defer tmp.Close()
+	if err := w.WriteCheckpoint(name, tmp); err != nil {
+		return 0, err
+	}
+	size, err := tmp.Seek(0, io.SeekCurrent)
+	if err != nil {
+		return 0, err
+	}
+	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
+		return 0, err
+	}
+	select {
+	case w.uploadSlots <- struct{}{}:
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+	defer func() { <-w.uploadSlots }()
+	return size, w.deps.Outputs.Put(ctx, key, tmp, size)
+}

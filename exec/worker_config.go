@@ -27,6 +27,9 @@ type Assignment struct {
 	// started ("" for none): when it is another node, its checkpoint
 	// directory is fetched from there before this attempt starts.
 	CheckpointFrom string
+	// CheckpointStored is that attempt's checkpoint in the object store
+	// (nil: none stored): read when CheckpointFrom cannot serve it.
+	CheckpointStored *StoredCheckpoint
 }
 
 // Assignments is the worker's view of the replicated state (main adapts the

@@ -78,6 +78,9 @@ func (o *Outputs) Object(name string) *StoredObject {
 const (
 	OutputStdout = "logs/stdout"
 	OutputStderr = "logs/stderr"
+	// OutputCheckpoint is the task's checkpoint directory as a tar (the
+	// format of exec.WriteCheckpoint), as it was when the attempt ended.
+	OutputCheckpoint = "checkpoint"
 )
 
 // OutputArtifact is the Outputs name of an artifact.

@@ -91,6 +91,31 @@ func TestSystemObjectStore(t *testing.T) {
 	}
 	ctx := context.Background()
 	one := 1
+
+	// A task's checkpoint follows it through the store: its first attempt
+	// runs on A (B is ineligible, the leader excluded), writes a checkpoint
+	// and fails; it is retried once A is dead (below).
+	if r := runForeman(t, bin, leader.url(""), "node", "eligibility", nodeB.name, "ineligible"); r.code != 0 {
+		t.Fatalf("node eligibility: %d %s", r.code, r.stderr)
+	}
+	ck := submitJob(t, leader, map[string]any{
+		"command": []string{"/bin/sh", "-c", `if [ -e "$FOREMAN_CHECKPOINT/state" ]; then cat "$FOREMAN_CHECKPOINT/state" > "$FOREMAN_RESULT"; else printf "from-$FOREMAN_NODE" > "$FOREMAN_CHECKPOINT/state"; exit 3; fi`},
+		"driver":  "process", "max_attempts": one, "constraints": []string{"sysnode != " + leader.name},
+	})
+	waitJobState(t, leader, ck, "failed")
+	eventually(t, systemTimeout, "the checkpoint stored", func() error {
+		o, err := outputsOf(leader, ck)
+		if err != nil {
+			return err
+		}
+		if o.State != fsm.OutputsStored || o.Object(fsm.OutputCheckpoint) == nil {
+			return fmt.Errorf("outputs %+v", o)
+		}
+		return nil
+	})
+	if r := runForeman(t, bin, leader.url(""), "node", "eligibility", nodeB.name, "eligible"); r.code != 0 {
+		t.Fatalf("node eligibility: %d %s", r.code, r.stderr)
+	}
 	job := func(name string, node *agentProc, script string, deps ...string) httpapi.JobSpecInput {
 		return httpapi.JobSpecInput{Name: name, Command: httpapi.JSONString(script), Driver: "process", MaxAttempts: &one,
 			Constraints: []string{"sysnode == " + node.name}, DependsOn: deps}
@@ -154,6 +179,15 @@ func TestSystemObjectStore(t *testing.T) {
 	res, err := cl.JobResult(ctx, child, false)
 	if want := "result-of-parent+artifact-of-parent@" + nodeB.name; err != nil || string(res) != want {
 		t.Errorf("child's result %q (%v), want %q", res, err, want)
+	}
+	// The checkpoint job again: its second attempt runs on B and finds A's
+	// checkpoint, from the store.
+	if r := runForeman(t, bin, leader.url(""), "job", "retry", ck); r.code != 0 {
+		t.Fatalf("job retry: %d %s", r.code, r.stderr)
+	}
+	waitJobState(t, leader, ck, "succeeded")
+	if res, err := cl.JobResult(ctx, ck, false); err != nil || string(res) != "from-"+nodeA.name {
+		t.Errorf("the retried job's result %q (%v), want A's checkpoint %q", res, err, "from-"+nodeA.name)
 	}
 
 	// From every node that is left: logs and the artifact, from the store.

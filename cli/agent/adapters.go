@@ -65,6 +65,10 @@ func (a assignments) LiveAttempts(node string) ([]exec.Assignment, error) {
 				from = checkpointFrom(tx, at)
 			}
 			nextFrom[k], as.CheckpointFrom = from, from
+			if from != "" {
+				// Not cached: the upload may be recorded after the first look.
+				as.CheckpointStored = storedCheckpoint(tx, at)
+			}
 			if len(spec.DependsOn) > 0 {
 				// The parents' results, for the child's inputs directory.
 				in, err := tx.JobInputs(&spec)
@@ -135,6 +139,33 @@ func checkpointFrom(tx *fsm.Tx, at *fsm.Attempt) string {
 		best, node = p.Num, p.Node
 	}
 	return node
+}
+
+// storedCheckpoint is the object store's copy of the checkpoint of at's
+// task's latest earlier started attempt (checkpointFrom's), or nil.
+func storedCheckpoint(tx *fsm.Tx, at *fsm.Attempt) *exec.StoredCheckpoint {
+	prev, err := tx.Attempts(at.JobID)
+	if err != nil {
+		return nil
+	}
+	var best *fsm.Attempt
+	for i := range prev {
+		p := &prev[i]
+		if p.Num >= at.Num || (best != nil && p.Num <= best.Num) || p.StartedAt.IsZero() {
+			continue
+		}
+		if (at.Task == nil) != (p.Task == nil) || (at.Task != nil && p.Task.Index != at.Task.Index) {
+			continue
+		}
+		best = p
+	}
+	if best == nil || best.Outputs == nil || best.Outputs.State == fsm.OutputsPending {
+		return nil
+	}
+	if o := best.Outputs.Object(fsm.OutputCheckpoint); o != nil {
+		return &exec.StoredCheckpoint{Store: best.Outputs.Store, Key: o.Key, Attempt: best.Num}
+	}
+	return nil
 }
 
 type specKey struct {
