@@ -498,4 +498,11 @@ func TestSystemObjectStoreInputs(t *testing.T) {
 	if r := runForeman(t, bin, addr, "logs", id); r.stdout != "http-data" {
 		t.Errorf("logs of the --input job: %q %q", r.stdout, r.stderr)
 	}
+	// The agent's store credentials are not in a job's environment.
+	r = runForeman(t, bin, addr, "submit", "--driver", "process", "--", "env")
+	id = strings.TrimSpace(r.stdout)
+	waitJobState(t, a, id, "succeeded")
+	if r := runForeman(t, bin, addr, "logs", id); !strings.Contains(r.stdout, "FOREMAN_JOB_ID=") || strings.Contains(r.stdout, "AWS_") || strings.Contains(r.stdout, objstoretest.SecretKey) {
+		t.Errorf("a job's environment: %q", r.stdout)
+	}
 }
