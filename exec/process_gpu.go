@@ -86,3 +86,11 @@ func (w *Worker) removeStaleDeviceCgroups(live map[string]bool) {
 		}
 	}
 }
+
+// gpuRoot is where this node's NVIDIA files are read.
+func (w *Worker) gpuRoot() string {
+	if w.cfg.GPURoot == "" {
+		return "/"
+	}
+	return w.cfg.GPURoot
+}

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/foreman-sched/foreman/exec/gpu"
 	"github.com/foreman-sched/foreman/fsm"
 )
 
@@ -130,6 +131,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.ctx = ctx
 	w.mu.Unlock()
 	defer usage().watch(w.cfg.Node, w.jobsCgroup())() // metrics.go
+	if m, err := gpu.ReadMajors(w.gpuRoot()); err == nil && m.Present() {
+		defer gpuUsage().watch(w.cfg.Node, gpu.Config{Root: w.cfg.GPURoot, NvidiaSMI: w.cfg.NvidiaSMI})() // gpu_metrics.go
+	}
 	w.adopt(ctx)
 	w.resumeUploads(ctx)
 	w.sweepCheckpoints()

@@ -179,6 +179,9 @@ type WorkerConfig struct {
 	InputMaxBytes      int64
 	InputCacheMaxBytes int64
 	InputFetchTimeout  time.Duration
+	// NvidiaSMI is nvidia-smi's path for GPU metrics ("" searches PATH,
+	// then /usr/local/nvidia/bin), as detection's --nvidia-smi.
+	NvidiaSMI string
 }
 
 // deviceCgroup is the cgroup path under which process jobs on an NVIDIA

@@ -4,10 +4,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 
 	"github.com/foreman-sched/foreman/exec/gpu/gputest"
 )
@@ -163,3 +166,89 @@ type gpuBus struct{ uuid, bus string }
 
 // xidBus is the address as the driver prints it in an XID: no function.
 func (g gpuBus) xidBus() string { return strings.TrimSuffix(g.bus, ".0") }
+
+// TestSystemGPUMetrics: a real agent on the fake GPU host, with an
+// nvidia-smi that answers for its two devices, serves each device's usage
+// on /v1/metrics and the device memory of a running --gpus 1 job (the
+// compute process nvidia-smi lists is the job's own shell), all passing
+// promlint.
+func TestSystemGPUMetrics(t *testing.T) {
+	host := gputest.Devices(t)
+	g0, g1 := host.GPUs[0], host.GPUs[1]
+	smi := filepath.Join(host.Dir, "nvidia-smi")
+	writeExec(t, smi, `#!/bin/sh
+case "$*" in
+--query-gpu=uuid,utilization*) printf '%s, 50, 1024, 40, 100.5, 0\n%s, 0, 0, 35, 60, 0\n' `+g0.UUID+` `+g1.UUID+` ;;
+--query-compute-apps=*) cat `+host.Dir+`/apps.csv 2> /dev/null ;;
+--query-gpu=*) printf '0, %s, NVIDIA H200, 00000000:00:06.0, 143771, 9.0, 580.159.04\n1, %s, NVIDIA H200, 00000000:00:07.0, 143771, 9.0, 580.159.04\n' `+g0.UUID+` `+g1.UUID+` ;;
+*) exit 2 ;;
+esac
+`)
+	c := newSysCluster(t, 1, "--gpu-root", host.Dir, "--nvidia-smi", smi)
+	a := c.agents[0]
+	dir := t.TempDir()
+	os.Chmod(dir, 0o777)
+	r := runForeman(t, c.bin, a.url(""), "submit", "--gpus", "1", "--driver", "process", "--", "sh", "-c",
+		`echo "$$ $FOREMAN_GPU_UUIDS" > `+dir+`/pid; while [ ! -e `+dir+`/release ]; do sleep 0.2; done`)
+	if r.code != 0 {
+		t.Fatalf("submit: %d %s", r.code, r.stderr)
+	}
+	job := strings.TrimSpace(r.stdout)
+	var pid, uuid string
+	eventually(t, systemTimeout, "the job running", func() error {
+		b, err := os.ReadFile(filepath.Join(dir, "pid"))
+		if _, err2 := fmt.Sscan(string(b), &pid, &uuid); err != nil || err2 != nil {
+			return fmt.Errorf("no pid yet: %v", err)
+		}
+		return nil
+	})
+	// nvidia-smi lists the job's shell with 2 GiB; the agent reads its
+	// environment under the GPU root.
+	os.MkdirAll(host.Path("proc"), 0o755)
+	if err := os.Symlink("/proc/"+pid, host.Path("proc/"+pid)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(host.Path("apps.csv"), []byte(pid+", "+uuid+", 2048\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	wantJob := `foreman_job_gpu_memory_bytes{job="` + job + `",node="n1",uuid="` + uuid + `"} 2.147483648e+09`
+	var body string
+	eventually(t, systemTimeout, "the job's GPU memory on /v1/metrics", func() error {
+		var err error
+		if body, err = httpGet(a.url("/v1/metrics")); err != nil {
+			return err
+		}
+		if !strings.Contains(body, wantJob) {
+			return fmt.Errorf("no %s", wantJob)
+		}
+		return nil
+	})
+	for _, want := range []string{
+		`foreman_gpu_utilization_ratio{node="n1",uuid="` + g0.UUID + `"} 0.5`,
+		`foreman_gpu_memory_used_bytes{node="n1",uuid="` + g0.UUID + `"} 1.073741824e+09`,
+		`foreman_gpu_temperature_celsius{node="n1",uuid="` + g1.UUID + `"} 35`,
+		`foreman_gpu_power_watts{node="n1",uuid="` + g0.UUID + `"} 100.5`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/v1/metrics lacks %s", want)
+		}
+	}
+	problems, err := promlint.New(strings.NewReader(body)).Lint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		if strings.HasPrefix(p.Metric, "foreman_gpu") || strings.HasPrefix(p.Metric, "foreman_job_gpu") {
+			t.Errorf("promlint: %s: %s", p.Metric, p.Text)
+		}
+	}
+	os.WriteFile(filepath.Join(dir, "release"), nil, 0o644)
+	waitJobState(t, a, job, "succeeded")
+}
+
+func writeExec(t *testing.T, p, body string) {
+	t.Helper()
+	if err := os.WriteFile(p, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -340,6 +340,7 @@ func agentConfigFrom(c *ucli.Context, version string) (*agentConfig, error) {
 
 	cfg.gpu = gpu.DefaultConfig()
 	cfg.gpu.NvidiaSMI = c.String("nvidia-smi")
+	w.NvidiaSMI = cfg.gpu.NvidiaSMI
 	if r := c.String("gpu-root"); r != "" {
 		if cfg.gpu.Root, err = filepath.Abs(r); err != nil {
 			return nil, fmt.Errorf("--gpu-root: %w", err)
