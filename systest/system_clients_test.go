@@ -176,16 +176,31 @@ printf "$FOREMAN_NODE" > "$FOREMAN_CHECKPOINT/from" && exec sleep 600`})
 	}
 
 	// kill -9 of the leader: the surviving client's job keeps running
-	// under the new leader (no false "lost"), then finishes.
+	// under the new leader, then finishes. The new leader never declares
+	// it lost (no false "lost"). When the election and the client's move
+	// outlast its lease (6 s; on two loaded cores they can), the client
+	// fences its own copy first and the job runs again once: said, not
+	// failed, since no timing is promised under load; two live copies or a
+	// lost attempt 2 fail.
 	leader.kill9()
 	leader = c.leader()
 	d.release(t)
 	j = waitJobState(t, leader, id, "succeeded")
-	if j.Job.Attempts != 2 {
-		t.Errorf("after the leader's kill: %s; want the job done by its attempt 2", j)
+	switch a2 := j.attempt(2); {
+	case a2 == nil:
+		t.Errorf("after the leader's kill: %s; attempt 2 is gone", j)
+	case a2.State == "lost":
+		t.Errorf("after the leader's kill: %s; attempt 2, on a live client, was declared lost", j)
+	case j.Job.Attempts == 2:
+	case j.Job.Attempts == 3 && a2.State == "killed" && a2.Reason == "fenced":
+		t.Logf("after the leader's kill: the failover outlasted %s's lease, which fenced attempt 2; attempt 3 ran it: %s", a2.Node, j)
+	default:
+		t.Errorf("after the leader's kill: %s; want the job done by attempt 2 (or by 3 after attempt 2 fenced itself)", j)
 	}
-	if runs := d.runs(2); len(runs) != 1 {
-		t.Errorf("attempt 2 executed %d times: %v", len(runs), runs)
+	for n := 2; n <= j.Job.Attempts; n++ {
+		if runs := d.runs(n); len(runs) > 1 {
+			t.Errorf("attempt %d executed %d times: %v", n, len(runs), runs)
+		}
 	}
 
 	// A client stopped with SIGTERM says so: dead at once, not after
