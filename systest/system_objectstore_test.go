@@ -406,6 +406,11 @@ func TestSystemObjectStoreInputs(t *testing.T) {
 	}
 	var gets atomic.Int64
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/huge.bin" { // says 100 GiB; the agent must refuse before reading
+			w.Header().Set("Content-Length", "107374182400")
+			w.WriteHeader(http.StatusOK)
+			return
+		}
 		if r.URL.Path != "/file.txt" {
 			http.NotFound(w, r)
 			return
@@ -467,6 +472,7 @@ func TestSystemObjectStoreInputs(t *testing.T) {
 		{map[string]string{"source": hs.URL + "/missing.txt"}, "404"},
 		{map[string]string{"source": hs.URL + "/file.txt", "dest": "x", "checksum": "sha256:" + strings.Repeat("0", 64)}, "checksum mismatch"},
 		{map[string]string{"source": "s3://foreman-inputs/in/none.txt"}, "no such object"},
+		{map[string]string{"source": hs.URL + "/huge.bin"}, "107374182400 bytes, over this node's input limit"},
 	} {
 		id := submitJob(t, a, job(tc.in))
 		j := waitJobState(t, a, id, "failed")
