@@ -27,6 +27,14 @@ func (s *server) proxyToLeader(w http.ResponseWriter, r *http.Request) {
 // proxy forwards r to another node's API at addr (host:port) and streams
 // the answer back, flushing as bytes arrive (log follow).
 func (s *server) proxy(w http.ResponseWriter, r *http.Request, name, addr string) {
+	s.proxyOr(w, r, name, addr, nil)
+}
+
+// proxyOr is proxy with a fallback that answers instead when the node
+// cannot be reached at all (nothing of its answer was written): a node
+// killed a moment ago is still alive to gossip, and what it held may be
+// in the object store.
+func (s *server) proxyOr(w http.ResponseWriter, r *http.Request, name, addr string, fallback http.HandlerFunc) {
 	if r.Header.Get(HeaderForwarded) != "" {
 		s.writeError(w, r, fmt.Errorf("%w: request was already forwarded once; not forwarding it to %s", ErrLoop, name))
 		return
@@ -54,6 +62,11 @@ func (s *server) proxy(w http.ResponseWriter, r *http.Request, name, addr string
 		// The other node echoes the same request ID; keep one copy.
 		ModifyResponse: func(resp *http.Response) error { resp.Header.Del(HeaderRequestID); return nil },
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			if r.Context().Err() == nil && fallback != nil {
+				s.log.InfoContext(r.Context(), "node unreachable; answering from the object store", "node", name, "err", err)
+				fallback(w, r)
+				return
+			}
 			if r.Context().Err() != nil {
 				err = errors.Join(err, r.Context().Err())
 			} else {

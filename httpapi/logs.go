@@ -81,7 +81,13 @@ func (s *server) jobLogs(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
 		q.Set("attempt", strconv.Itoa(num))
 		r.URL.RawQuery = q.Encode()
-		s.proxy(w, r, at.Node, node.HTTPAddr)
+		var fallback http.HandlerFunc
+		if obj := storedObject(at, logObject(stream)); obj != nil && s.objects != nil {
+			fallback = func(w http.ResponseWriter, r *http.Request) {
+				s.serveObject(w, r, at, obj, HeaderLogSource, "text/plain; charset=utf-8")
+			}
+		}
+		s.proxyOr(w, r, at.Node, node.HTTPAddr, fallback)
 		return
 	}
 	if s.logs == nil {

@@ -158,6 +158,14 @@ func TestSystemObjectStore(t *testing.T) {
 	}
 
 	nodeA.kill9()
+	// At once, while gossip may still call A alive: the proxy to A fails
+	// and the answer comes from the store.
+	if r := runForeman(t, bin, leader.url(""), "artifacts", "get", parent, "out/data.txt", "-o", "-"); r.code != 0 || r.stdout != "artifact-of-parent" {
+		t.Errorf("artifacts get right after the kill: %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	if r := runForeman(t, bin, leader.url(""), "logs", parent); r.code != 0 || r.stdout != "stdout-of-parent\n" {
+		t.Errorf("logs right after the kill: %d %q %q", r.code, r.stdout, r.stderr)
+	}
 	eventually(t, systemTimeout, nodeA.name+" dead", func() error {
 		var nodes struct {
 			Nodes []fsm.Node `json:"nodes"`
