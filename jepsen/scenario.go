@@ -41,7 +41,9 @@ type Scenario struct {
 	// Workload is "submit" (the default: jobs, reads, the queue, execution
 	// and run_at checkers), "cron" (schedules and the cron checkers) or
 	// "dag" (workflows, invariant 4) or "gang" (gangs, preemption: the
-	// gang-partial, gang-placements and preempted checkers).
+	// gang-partial, gang-placements and preempted checkers) or "outputs"
+	// (agents with an object store; jobs write artifacts and logs: the
+	// submit checkers plus checker.Outputs).
 	Workload string
 	// ACL runs the agents with --acl; the harness bootstraps a management
 	// token and every client sends it. The workload's clients send a
@@ -125,6 +127,29 @@ func Run(bin, outDir string, sc Scenario, cleanup func(func())) report.Summary {
 	if sc.Workload == "gang" {
 		c.ExtraFlags = append(c.ExtraFlags, workload.GangAgentFlags...)
 	}
+	if sc.Workload == "outputs" || sc.Nemesis == "store-down" {
+		// A real S3 server on the host side of the bridge: every
+		// namespace routes to the bridge's address.
+		bin, err := rig.WeedBinary()
+		if err != nil {
+			topo.Teardown()
+			os.RemoveAll(tmp)
+			harness("object store: %v", err)
+			sum.Decide()
+			return sum
+		}
+		c.Store = &rig.Store{Bin: bin, Dir: filepath.Join(tmp, "store"), IP: topo.HostIP(), Bucket: "foreman-jepsen"}
+		if err := c.Store.Start(90 * time.Second); err != nil {
+			c.Store.Stop()
+			topo.Teardown()
+			os.RemoveAll(tmp)
+			harness("object store: %v", err)
+			sum.Decide()
+			return sum
+		}
+		c.ExtraFlags = append(c.ExtraFlags, c.Store.AgentFlags()...)
+		c.Env = append(c.Env, c.Store.Env()...)
+	}
 	if sc.TLS {
 		if err := c.EnableTLS(); err != nil {
 			topo.Teardown()
@@ -138,6 +163,10 @@ func Run(bin, outDir string, sc Scenario, cleanup func(func())) report.Summary {
 	teardown := func() {
 		once.Do(func() {
 			c.Shutdown()
+			if c.Store != nil {
+				c.Store.Stop()
+				copyFile(filepath.Join(c.Store.Dir, "weed.log"), filepath.Join(outDir, "weed.log"))
+			}
 			topo.Teardown()
 			saveArtifacts(tmp, outDir)
 			os.RemoveAll(tmp)
@@ -198,12 +227,23 @@ func Run(bin, outDir string, sc Scenario, cleanup func(func())) report.Summary {
 		env.Clients = append(env.Clients, c.WorkloadClient(i, workloadToken))
 	}
 	env.SetAlive(func(i int) bool { return i < len(c.Nodes) && c.Nodes[i].Running() })
+	if c.Store != nil {
+		mc, err := c.Store.Client()
+		if err != nil {
+			harness("object store client: %v", err)
+		}
+		env.Store, env.Bucket = mc, c.Store.Bucket
+		servers := c.Servers()
+		env.Kill = func(i int) error { return c.Nodes[servers[i]].Kill9() }
+	}
 	var wl workload.Workload
 	switch sc.Workload {
 	case "cron":
 		wl = workload.NewCron()
 	case "gang":
 		wl = workload.NewGang(sc.Nodes)
+	case "outputs":
+		wl = workload.NewOutputs()
 	case "dag":
 		d := workload.NewDAG()
 		if sc.Workers > 0 {

@@ -20,7 +20,8 @@ type Nemesis interface {
 
 // ByName returns a nemesis of the given name: none, halves,
 // isolate-leader, ring, bridge, kill-leader, kill-random, pause-leader,
-// pause-random, member, pause-flicker, clock, storm, and for scenarios
+// pause-random, member, pause-flicker, clock, storm, store-down (the
+// object store stopped; scenarios with one), and for scenarios
 // with clients (agents outside raft) kill-client, pause-client and
 // isolate-client (cut from every server).
 func ByName(name string) (Nemesis, error) {
@@ -49,6 +50,8 @@ func ByName(name string) (Nemesis, error) {
 		return &Clock{}, nil
 	case "storm":
 		return &Storm{}, nil
+	case "store-down":
+		return &StoreDown{}, nil
 	}
 	return nil, fmt.Errorf("unknown nemesis %q", name)
 }

@@ -29,6 +29,10 @@ type Cluster struct {
 	Token string
 	// PKI is the TLS material (EnableTLS); nil: plain HTTP.
 	PKI *PKI
+	// Env is added to every agent's environment (the store's credentials).
+	Env []string
+	// Store is the cluster's object store (the outputs workload); nil: none.
+	Store *Store
 }
 
 // NewCluster prepares (does not start) one node per namespace of topo.
@@ -100,13 +104,14 @@ func (c *Cluster) joinFlags(self int, bootstrap bool) []string {
 // key on a cluster with TLS.
 func (c *Cluster) start(i int, flags []string) error {
 	n := c.Nodes[i]
+	n.Env = append([]string(nil), c.Env...)
 	if c.PKI != nil {
 		tf, err := c.PKI.tlsFlags(n)
 		if err != nil {
 			return fmt.Errorf("%s: certificate: %w", n.Name, err)
 		}
 		flags = append(append([]string(nil), flags...), tf...)
-		n.Env = []string{EnvGossipKey + "=" + c.PKI.GossipKey}
+		n.Env = append(n.Env, EnvGossipKey+"="+c.PKI.GossipKey)
 	}
 	return n.Start(c.Bin, flags)
 }

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/minio/minio-go/v7"
+
 	"github.com/foreman-sched/foreman/jepsen/checker"
 	"github.com/foreman-sched/foreman/jepsen/client"
 	"github.com/foreman-sched/foreman/jepsen/history"
@@ -21,6 +23,12 @@ type Env struct {
 	// namespace sees: they share the filesystem).
 	Dir  string
 	Seed uint64
+	// Store reads the cluster's object store directly (the outputs
+	// workload), Bucket is its bucket; nil without a store.
+	Store  *minio.Client
+	Bucket string
+	// Kill crashes node i (kill -9) and leaves it down; nil: not allowed.
+	Kill func(i int) error
 
 	mu    sync.Mutex
 	alive func(i int) bool

@@ -1,0 +1,75 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/foreman-sched/foreman/fsm"
+)
+
+// AttemptOutputs is an attempt with where its outputs are (issue 25).
+type AttemptOutputs struct {
+	Attempt int          `json:"attempt"`
+	Node    string       `json:"node"`
+	State   string       `json:"state"`
+	Outputs *fsm.Outputs `json:"outputs"`
+}
+
+// JobOutputs reads a job's attempts with their outputs records,
+// consistently (through the leader).
+func (c *Client) JobOutputs(ctx context.Context, id string) (state string, attempts []AttemptOutputs, err error) {
+	var v struct {
+		Job struct {
+			State string `json:"state"`
+		} `json:"job"`
+		Attempts []AttemptOutputs `json:"attempts"`
+	}
+	_, err = c.do(ctx, http.MethodGet, "/v1/jobs/"+url.PathEscape(id)+"?consistent=true", nil, nil, &v)
+	return v.Job.State, v.Attempts, err
+}
+
+// Output downloads one file of an attempt through the API: an artifact
+// ("artifacts/<path>") or a log ("logs/stdout", "logs/stderr"). source is
+// the answer's X-Foreman-Artifact-Source or X-Foreman-Log-Source.
+func (c *Client) Output(ctx context.Context, id string, attempt int, name string) (body []byte, source string, err error) {
+	q := url.Values{"attempt": {strconv.Itoa(attempt)}}
+	var p, hdr string
+	switch {
+	case strings.HasPrefix(name, "artifacts/"):
+		var parts []string
+		for _, el := range strings.Split(strings.TrimPrefix(name, "artifacts/"), "/") {
+			parts = append(parts, url.PathEscape(el))
+		}
+		p, hdr = "/v1/jobs/"+url.PathEscape(id)+"/artifacts/"+strings.Join(parts, "/"), "X-Foreman-Artifact-Source"
+	case name == fsm.OutputStdout || name == fsm.OutputStderr:
+		q.Set("stream", strings.TrimPrefix(name, "logs/"))
+		p, hdr = "/v1/jobs/"+url.PathEscape(id)+"/logs", "X-Foreman-Log-Source"
+	default:
+		return nil, "", fmt.Errorf("no API read for %q", name)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.Base+p+"?"+q.Encode(), nil)
+	if err != nil {
+		return nil, "", err
+	}
+	if c.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.Token)
+	}
+	resp, err := c.HTTP.Do(req)
+	if err != nil {
+		return nil, "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return nil, "", err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, "", &Error{Status: resp.StatusCode, Msg: strings.TrimSpace(string(b[:min(len(b), 300)]))}
+	}
+	return b, resp.Header.Get(hdr), nil
+}
