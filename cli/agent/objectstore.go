@@ -87,7 +87,11 @@ const objectStoreCheckTimeout = 30 * time.Second
 // openObjectStore builds the store and checks, once, that the bucket
 // exists and the credentials are accepted: an agent with a store it
 // cannot use refuses to start, saying why, instead of failing every
-// upload later. nil, nil without a store.
+// upload later. A store it cannot reach (down, timing out) is not a
+// misconfiguration: the agent starts with a warning, its uploads retry and
+// wait for the store (a node restarted during a store outage must come
+// back and resume its pending uploads; jepsen's store-down-kill found it
+// refusing to start). nil, nil without a store.
 func openObjectStore(ctx context.Context, cfg *objstore.Config, log *slog.Logger) (*objstore.Store, error) {
 	if cfg == nil {
 		return nil, nil
@@ -99,7 +103,12 @@ func openObjectStore(ctx context.Context, cfg *objstore.Config, log *slog.Logger
 	cctx, cancel := context.WithTimeout(ctx, objectStoreCheckTimeout)
 	defer cancel()
 	if err := s.Check(cctx); err != nil {
-		return nil, fmt.Errorf("object store %s: %w", s.Location(), err)
+		if errors.Is(err, objstore.ErrNoBucket) || errors.Is(err, objstore.ErrAccess) {
+			return nil, fmt.Errorf("object store %s: %w", s.Location(), err)
+		}
+		log.Warn("object store cannot be reached at start; uploads will retry", "component", "agent",
+			"location", s.Location(), "endpoint", s.Endpoint(), "err", err)
+		return s, nil
 	}
 	log.Info("object store", "component", "agent", "location", s.Location(), "endpoint", s.Endpoint())
 	return s, nil
