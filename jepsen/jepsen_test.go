@@ -339,9 +339,10 @@ func TestJepsenFull(t *testing.T) {
 }
 
 // outputsNemeses are the outputs workload's rows: a node killed -9 while
-// uploads are in flight (it restarts and resumes them), the object store
-// stopped for the fault window, the leader killed.
-var outputsNemeses = []string{"kill-random", "store-down", "kill-leader"}
+// uploads run (it restarts and resumes them), the object store stopped for
+// the fault window, the store stopped and a node with uploads pending
+// killed (mid-upload for sure), the leader killed.
+var outputsNemeses = []string{"kill-random", "store-down", "store-down-kill", "kill-leader"}
 
 func outputsScenario(n string, seed uint64) Scenario {
 	return Scenario{Name: fmt.Sprintf("outputs-%s-s%d", n, seed), Nemesis: n, Nodes: 3, Seed: seed, Workload: "outputs",

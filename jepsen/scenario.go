@@ -127,7 +127,7 @@ func Run(bin, outDir string, sc Scenario, cleanup func(func())) report.Summary {
 	if sc.Workload == "gang" {
 		c.ExtraFlags = append(c.ExtraFlags, workload.GangAgentFlags...)
 	}
-	if sc.Workload == "outputs" || sc.Nemesis == "store-down" {
+	if sc.Workload == "outputs" || sc.Nemesis == "store-down" || sc.Nemesis == "store-down-kill" {
 		// A real S3 server on the host side of the bridge: every
 		// namespace routes to the bridge's address.
 		bin, err := rig.WeedBinary()

@@ -21,7 +21,8 @@ type Nemesis interface {
 // ByName returns a nemesis of the given name: none, halves,
 // isolate-leader, ring, bridge, kill-leader, kill-random, pause-leader,
 // pause-random, member, pause-flicker, clock, storm, store-down (the
-// object store stopped; scenarios with one), and for scenarios
+// object store stopped; scenarios with one), store-down-kill (and a node
+// with uploads pending killed), and for scenarios
 // with clients (agents outside raft) kill-client, pause-client and
 // isolate-client (cut from every server).
 func ByName(name string) (Nemesis, error) {
@@ -52,6 +53,8 @@ func ByName(name string) (Nemesis, error) {
 		return &Storm{}, nil
 	case "store-down":
 		return &StoreDown{}, nil
+	case "store-down-kill":
+		return &StoreDownKill{}, nil
 	}
 	return nil, fmt.Errorf("unknown nemesis %q", name)
 }
