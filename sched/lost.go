@@ -65,10 +65,7 @@ func ref(a *fsm.Attempt) fsm.AttemptRef {
 // and the attempts to stop on nodes past their drain deadline.
 func (pl *planning) planNodeFailures() {
 	for _, g := range groupLive(pl.snap.Live) {
-		var n *fsm.Node
-		if i, ok := pl.nodeIdx[g.node]; ok {
-			n = pl.nodes[i].node
-		}
+		n := pl.node(g.node)
 		switch {
 		case n == nil || n.Gossip == fsm.NodeDead || n.Gossip == fsm.NodeLeft:
 			if pl.snap.LeaderSince.IsZero() {

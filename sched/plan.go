@@ -49,8 +49,11 @@ type planning struct {
 	snap    *Snapshot
 	now     time.Time
 	cfg     Config
-	nodes   []nodeState
-	nodeIdx map[string]int
+	nodes   []nodeState    // built only when something is to be placed
+	nodeIdx map[string]int // name → position in nodes
+	// recordIdx: name → position in snap.Nodes, when the snapshot has no
+	// NodeIndex (node).
+	recordIdx map[string]int
 
 	wake     time.Time
 	lost     []*fsm.MarkLost
@@ -68,25 +71,13 @@ type planning struct {
 	err      error
 }
 
-func (pl *planning) wakeAt(t time.Time) {
-	if pl.wake.IsZero() || t.Before(pl.wake) {
-		pl.wake = t
-	}
-}
-
-// Plan decides what the leader should commit next, given the state and
-// the time. It is pure: the same arguments give the same commands. The
-// snapshot's Queued runs are read lazily, so with a snapshot from
-// LoadSnapshot Plan must run inside that View.
-// The commands come in this order: deadline failures, lost attempts, drain
-// stops, releases, placements, reasons.
-func Plan(snap *Snapshot, now time.Time, cfg Config) *Decision {
-	pl := &planning{snap: snap, now: now, cfg: cfg, reasons: map[string]string{}}
+// buildNodeStates computes every node's free capacity: its capacity less
+// its live attempts and the placements made but not applied yet.
+func (pl *planning) buildNodeStates() {
+	snap := pl.snap
 	pl.nodes, pl.nodeIdx = newNodeStatesIndexed(snap.Nodes, snap.Live, snap.NodeIndex)
-	pl.placing = make(map[string]bool, len(snap.Placing))
 	for i := range snap.Placing {
 		p := &snap.Placing[i]
-		pl.placing[p.JobID] = true
 		if len(p.Tasks) > 0 {
 			for _, t := range p.Tasks {
 				if ni, ok := pl.nodeIdx[t.Node]; ok {
@@ -101,10 +92,59 @@ func Plan(snap *Snapshot, now time.Time, cfg Config) *Decision {
 			pl.nodes[ni].markGPUs(p.GPUs, true)
 		}
 	}
+}
+
+// node is the record of the node named, nil when there is none, without
+// building node states: the snapshot's index when it has one.
+func (pl *planning) node(name string) *fsm.Node {
+	snap := pl.snap
+	if snap.NodeIndex == nil || len(snap.NodeIndex) != len(snap.Nodes) {
+		if pl.recordIdx == nil {
+			pl.recordIdx = make(map[string]int, len(snap.Nodes))
+			for i := range snap.Nodes {
+				pl.recordIdx[snap.Nodes[i].Name] = i
+			}
+		}
+		if i, ok := pl.recordIdx[name]; ok {
+			return &snap.Nodes[i]
+		}
+		return nil
+	}
+	if i, ok := snap.NodeIndex[name]; ok {
+		return &snap.Nodes[i]
+	}
+	return nil
+}
+
+func (pl *planning) wakeAt(t time.Time) {
+	if pl.wake.IsZero() || t.Before(pl.wake) {
+		pl.wake = t
+	}
+}
+
+// Plan decides what the leader should commit next, given the state and
+// the time. It is pure: the same arguments give the same commands. The
+// snapshot's Queued runs are read lazily, so with a snapshot from
+// LoadSnapshot Plan must run inside that View.
+// The commands come in this order: deadline failures, lost attempts, drain
+// stops, releases, placements, reasons.
+func Plan(snap *Snapshot, now time.Time, cfg Config) *Decision {
+	pl := &planning{snap: snap, now: now, cfg: cfg, reasons: map[string]string{}}
+	pl.placing = make(map[string]bool, len(snap.Placing))
+	for i := range snap.Placing {
+		pl.placing[snap.Placing[i].JobID] = true
+	}
 	pl.planNodeFailures()
 	cands := pl.runnable()
-	sortCandidates(cands)
-	pl.placeAll(cands)
+	if len(cands) > 0 || len(snap.Queued) > 0 {
+		// Only a plan with something to place pays for every node's free
+		// capacity: with thousands of nodes that is most of a plan's cost,
+		// and most plans (a burst of delayed submits, a report) place
+		// nothing.
+		pl.buildNodeStates()
+		sortCandidates(cands)
+		pl.placeAll(cands)
+	}
 	if pl.stats.Unplaced > 0 && len(snap.Behind) > 0 {
 		// A node catching up with the log changes nothing in the state, so
 		// no commit would wake the loop for it: look again shortly (a gang
