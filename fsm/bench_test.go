@@ -158,3 +158,31 @@ func persistToFile(b *testing.B, f *FSM, path string) int {
 	}
 	return int(st.Size())
 }
+
+// BenchmarkCountActive is what a /v1/metrics scrape pays to count the
+// active jobs by queue and namespace, with 100,000 of them queued: one
+// pass that reads only each job's queue and namespace (jobCountView).
+func BenchmarkCountActive(b *testing.B) {
+	f, err := Open(filepath.Join(b.TempDir(), "state.db"), Options{NoSync: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	for _, l := range benchSubmitEntries(b, 1, 100, 1000) {
+		if r := f.Apply(l).(*Result); r.Err != nil {
+			b.Fatal(r.Err)
+		}
+	}
+	for b.Loop() {
+		err := f.View(func(tx *Tx) error {
+			c, err := tx.CountActive()
+			if err == nil && (len(c.ByQueue) != 1 || c.ByQueue[0].Jobs != 100_000) {
+				b.Fatalf("counts %+v", c.ByQueue)
+			}
+			return err
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -144,6 +144,67 @@ type jobSpecView struct {
 	ModifyIndex     skipped `json:"modify_index"`
 }
 
+// countSpec is JobSpec with only what the metrics count by: the
+// namespace and the queue (Tx.CountActive).
+type countSpec struct {
+	Name             skipped `json:"name,omitempty"`
+	Namespace        string  `json:"namespace,omitempty"`
+	Command          skipped `json:"command"`
+	Env              skipped `json:"env,omitempty"`
+	SecretEnv        skipped `json:"secret_env,omitempty"`
+	Resources        skipped `json:"resources,omitempty"`
+	Priority         skipped `json:"priority"`
+	MaxAttempts      skipped `json:"max_attempts,omitempty"`
+	Timeout          skipped `json:"timeout,omitempty"`
+	Labels           skipped `json:"labels,omitempty"`
+	Driver           skipped `json:"driver,omitempty"`
+	Image            skipped `json:"image,omitempty"`
+	Network          skipped `json:"network,omitempty"`
+	User             skipped `json:"user,omitempty"`
+	KillSignal       skipped `json:"kill_signal,omitempty"`
+	KillTimeout      skipped `json:"kill_timeout,omitempty"`
+	Queue            string  `json:"queue,omitempty"`
+	Constraints      skipped `json:"constraints,omitempty"`
+	Placement        skipped `json:"placement,omitempty"`
+	Backoff          skipped `json:"backoff,omitempty"`
+	NoRetryExitCodes skipped `json:"no_retry_exit_codes,omitempty"`
+	RunAt            skipped `json:"run_at,omitempty"`
+	Deadline         skipped `json:"deadline,omitempty"`
+	AllowUnplaceable skipped `json:"allow_unplaceable,omitempty"`
+	Schedule         skipped `json:"schedule,omitempty"`
+	ScheduledAt      skipped `json:"scheduled_at,omitempty"`
+	DependsOn        skipped `json:"depends_on,omitempty"`
+	Condition        skipped `json:"condition,omitempty"`
+	HTTP             skipped `json:"http,omitempty"`
+	Notify           skipped `json:"notify,omitempty"`
+	Inputs           skipped `json:"inputs,omitempty"`
+	Gang             skipped `json:"gang,omitempty"`
+	Preemptible      skipped `json:"preemptible,omitempty"`
+}
+
+// jobCountView is Job with only countSpec read.
+type jobCountView struct {
+	ID              skipped   `json:"id"`
+	Spec            countSpec `json:"spec"`
+	State           skipped   `json:"state"`
+	Reason          skipped   `json:"reason,omitempty"`
+	IdempotencyKey  skipped   `json:"idempotency_key,omitempty"`
+	SubmittedAt     skipped   `json:"submitted_at"`
+	UpdatedAt       skipped   `json:"updated_at"`
+	FinishedAt      skipped   `json:"finished_at,omitzero"`
+	NextRunAt       skipped   `json:"next_run_at,omitzero"`
+	Attempts        skipped   `json:"attempts"`
+	CountedAttempts skipped   `json:"counted_attempts"`
+	Current         skipped   `json:"current_attempt,omitempty"`
+	ExitCode        skipped   `json:"exit_code,omitempty"`
+	Workflow        skipped   `json:"workflow,omitempty"`
+	Deps            skipped   `json:"deps,omitempty"`
+	Gang            skipped   `json:"gang,omitempty"`
+	Preemptions     skipped   `json:"preemptions,omitempty"`
+	CreateIndex     skipped   `json:"create_index"`
+	ModifyIndex     skipped   `json:"modify_index"`
+}
+
 // cborNull is the one byte whose value does not survive a round trip.
 const cborNull = 0xf6
 

@@ -27,6 +27,8 @@ func TestViewsMirrorRecords(t *testing.T) {
 		{reflect.TypeOf(JobSpec{}), reflect.TypeOf(schedSpec{}), skipT},
 		{reflect.TypeOf(Job{}), reflect.TypeOf(jobCurrentView{}), skipT},
 		{reflect.TypeOf(Job{}), reflect.TypeOf(jobSpecView{}), skipT},
+		{reflect.TypeOf(JobSpec{}), reflect.TypeOf(countSpec{}), skipT},
+		{reflect.TypeOf(Job{}), reflect.TypeOf(jobCountView{}), skipT},
 	} {
 		rt, vt := tc.record, tc.view
 		if rt.NumField() != vt.NumField() {
@@ -35,7 +37,9 @@ func TestViewsMirrorRecords(t *testing.T) {
 		}
 		for i := range rt.NumField() {
 			rf, vf := rt.Field(i), vt.Field(i)
-			if rf.Name != vf.Name || rf.Tag != vf.Tag || (vf.Type != rf.Type && vf.Type != tc.alt) {
+			// jobCountView's spec is countSpec, checked as a view above.
+			specView := vf.Type == reflect.TypeOf(countSpec{}) && rf.Type == reflect.TypeOf(JobSpec{})
+			if rf.Name != vf.Name || rf.Tag != vf.Tag || (vf.Type != rf.Type && vf.Type != tc.alt && !specView) {
 				t.Errorf("%s field %d: %s %s %q, %s has %s %s %q", rt, i, rf.Name, rf.Type, rf.Tag, vt, vf.Name, vf.Type, vf.Tag)
 			}
 		}

@@ -149,7 +149,8 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 		for _, st := range fsm.AllStates {
 			gauge(descJobs, float64(tx.CountJobsInState(st)), string(st))
 		}
-		if qs, err := tx.CountActiveByQueue(); err == nil {
+		active, err := tx.CountActive()
+		if qs := active.ByQueue; err == nil {
 			// The default queue always has its series (zero included), so
 			// the family exists on an idle cluster too.
 			seen := map[fsm.JobState]bool{}
@@ -167,7 +168,7 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 				}
 			}
 		}
-		if ns, err := tx.CountActiveByNamespace(); err == nil {
+		if ns := active.ByNamespace; err == nil {
 			namespaceJobs(ns, func(ns string, st fsm.JobState, n int) { gauge(descNSJobs, float64(n), ns, string(st)) })
 		}
 		nodes, err := tx.Nodes()
