@@ -233,6 +233,51 @@ func gangFull(n string, seed uint64) Scenario {
 	return Scenario{Name: fmt.Sprintf("gang-%s-s%d", n, seed), Nemesis: n, Nodes: nodes, Seed: seed, Workload: "gang"}
 }
 
+// gpuNemeses are TestJepsenGPU's rows: the leader (who picks the devices)
+// killed, any node killed (its jobs outlive it and must be fenced before
+// their devices go to anyone else), and a split.
+var gpuNemeses = []string{"kill-leader", "kill-random", "halves"}
+
+// TestJepsenGPU runs only the GPU scenarios (FOREMAN_JEPSEN=gpu): jobs
+// asking 1, 2 or 4 GPUs on three fake 4-GPU hosts, checked by checker.GPU
+// (no device held by two live executions at once; each execution got its
+// attempt's devices). FOREMAN_JEPSEN_NEMESES and FOREMAN_JEPSEN_SEEDS
+// (default 1) pick other rows, with the full matrix's phases.
+func TestJepsenGPU(t *testing.T) {
+	if os.Getenv("FOREMAN_JEPSEN") != "gpu" {
+		t.Skip("set FOREMAN_JEPSEN=gpu to run the GPU scenarios (not in the smoke)")
+	}
+	v := os.Getenv("FOREMAN_JEPSEN_NEMESES")
+	if v == "" {
+		var m []Scenario
+		for _, n := range gpuNemeses {
+			m = append(m, Scenario{Name: "gpu-" + n, Nemesis: n, Nodes: 3, Seed: 1, Workload: "gpu",
+				Warmup: 5 * time.Second, Fault: 12 * time.Second, Recover: 8 * time.Second, Drain: 60 * time.Second})
+		}
+		runMatrix(t, m)
+		return
+	}
+	seed := uint64(1)
+	if s, err := strconv.ParseUint(os.Getenv("FOREMAN_JEPSEN_SEEDS"), 10, 64); err == nil && s > 0 {
+		seed = s
+	}
+	var m []Scenario
+	for _, n := range strings.Split(v, ",") {
+		m = append(m, gpuFull(n, seed))
+	}
+	runMatrix(t, m)
+}
+
+// gpuFull is the full matrix's GPU row for nemesis n (ring and bridge on
+// five nodes).
+func gpuFull(n string, seed uint64) Scenario {
+	nodes := 3
+	if n == "ring" || n == "bridge" {
+		nodes = 5
+	}
+	return Scenario{Name: fmt.Sprintf("gpu-%s-s%d", n, seed), Nemesis: n, Nodes: nodes, Seed: seed, Workload: "gpu"}
+}
+
 // secureScenarios run with ACL and TLS on: the submit workload under
 // kill-leader (the killed agent restarts with its certificate, rejoins
 // the encrypted gossip and mutual-TLS raft).
@@ -273,7 +318,7 @@ func dagScenarios() []Scenario {
 // five nodes. Gated by FOREMAN_JEPSEN=full (about 10 minutes per seed).
 // The clock nemesis needs a binary built with -tags jepsenclock.
 // FOREMAN_JEPSEN_SEEDS, FOREMAN_JEPSEN_NEMESES (comma list) and
-// FOREMAN_JEPSEN_WORKLOADS (submit, cron, dag, gang, clients or outputs; all by default) narrow it;
+// FOREMAN_JEPSEN_WORKLOADS (submit, cron, dag, gang, gpu, clients or outputs; all by default) narrow it;
 // FOREMAN_JEPSEN_SECURE=1 runs it with ACL and TLS on.
 func TestJepsenFull(t *testing.T) {
 	if os.Getenv("FOREMAN_JEPSEN") != "full" {
@@ -294,7 +339,7 @@ func TestJepsenFull(t *testing.T) {
 			if n == "ring" || n == "bridge" {
 				nodes = 5
 			}
-			wl := os.Getenv("FOREMAN_JEPSEN_WORKLOADS") // "submit", "cron", "dag", "gang" or all (unset)
+			wl := os.Getenv("FOREMAN_JEPSEN_WORKLOADS") // "submit", "cron", "dag", "gang", "gpu" or all (unset)
 			if wl == "" || wl == "submit" {
 				m = append(m, Scenario{Name: fmt.Sprintf("%s-s%d", n, seed), Nemesis: n, Nodes: nodes, Seed: seed})
 			}
@@ -313,6 +358,10 @@ func TestJepsenFull(t *testing.T) {
 			// gang-placements and preempted.
 			if wl == "" || wl == "gang" {
 				m = append(m, gangFull(n, seed))
+			}
+			// Exact GPU assignment under every nemesis: the gpu checker.
+			if wl == "" || wl == "gpu" {
+				m = append(m, gpuFull(n, seed))
 			}
 		}
 		// Outputs in an object store (issue 25) under a node killed

@@ -43,7 +43,8 @@ type Scenario struct {
 	// "dag" (workflows, invariant 4) or "gang" (gangs, preemption: the
 	// gang-partial, gang-placements and preempted checkers) or "outputs"
 	// (agents with an object store; jobs write artifacts and logs: the
-	// submit checkers plus checker.Outputs).
+	// submit checkers plus checker.Outputs) or "gpu" (jobs asking whole
+	// GPUs on fake GPU hosts: the gpu checker).
 	Workload string
 	// ACL runs the agents with --acl; the harness bootstraps a management
 	// token and every client sends it. The workload's clients send a
@@ -150,6 +151,9 @@ func Run(bin, outDir string, sc Scenario, cleanup func(func())) report.Summary {
 		c.ExtraFlags = append(c.ExtraFlags, c.Store.AgentFlags()...)
 		c.Env = append(c.Env, c.Store.Env()...)
 	}
+	if sc.Workload == "gpu" {
+		c.GPUs = workload.GPUsPerNode
+	}
 	if sc.TLS {
 		if err := c.EnableTLS(); err != nil {
 			topo.Teardown()
@@ -244,6 +248,8 @@ func Run(bin, outDir string, sc Scenario, cleanup func(func())) report.Summary {
 		wl = workload.NewGang(sc.Nodes)
 	case "outputs":
 		wl = workload.NewOutputs()
+	case "gpu":
+		wl = workload.NewGPU(c.GPUUUIDs)
 	case "dag":
 		d := workload.NewDAG()
 		if sc.Workers > 0 {

@@ -25,6 +25,14 @@ type FinalAttempt struct {
 	Reason string `json:"reason,omitempty"`
 	// Task is set on a gang task's attempt.
 	Task *FinalTask `json:"task,omitempty"`
+	// GPUs are the devices the leader picked for the attempt.
+	GPUs []FinalGPU `json:"gpus,omitempty"`
+}
+
+// FinalGPU is one device of an attempt.
+type FinalGPU struct {
+	UUID  string `json:"uuid"`
+	Index int    `json:"index"`
 }
 
 // FinalTask is the gang part of an attempt.

@@ -33,6 +33,18 @@ type Cluster struct {
 	Env []string
 	// Store is the cluster's object store (the outputs workload); nil: none.
 	Store *Store
+	// GPUs, when positive, gives every node (new members too) a fake GPU
+	// host of that many devices of its own (gpu.go), under --gpu-root.
+	GPUs int
+}
+
+// GPUUUIDs lists node's GPUs by index (empty without Cluster.GPUs).
+func (c *Cluster) GPUUUIDs(node string) []string {
+	var out []string
+	for i := 0; i < c.GPUs; i++ {
+		out = append(out, GPUUUID(node, i))
+	}
+	return out
 }
 
 // NewCluster prepares (does not start) one node per namespace of topo.
@@ -105,6 +117,14 @@ func (c *Cluster) joinFlags(self int, bootstrap bool) []string {
 func (c *Cluster) start(i int, flags []string) error {
 	n := c.Nodes[i]
 	n.Env = append([]string(nil), c.Env...)
+	if c.GPUs > 0 {
+		root := filepath.Join(c.Dir, "gpu", n.Name)
+		if err := makeGPUHost(root, n.Name, c.GPUs); err != nil {
+			return fmt.Errorf("%s: fake GPU host: %w", n.Name, err)
+		}
+		flags = append(append([]string(nil), flags...), "--gpu-root", root)
+		n.HostSys = true
+	}
 	if c.PKI != nil {
 		tf, err := c.PKI.tlsFlags(n)
 		if err != nil {

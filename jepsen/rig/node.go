@@ -32,6 +32,11 @@ type Node struct {
 	// Client: the agent runs with --role client (outside raft: no API,
 	// no state hash); Cluster.MarkClients sets it.
 	Client bool
+	// HostSys starts the agent with nsenter --net instead of ip netns
+	// exec, which also unshares the mount namespace and mounts a fresh
+	// /sys: that hides /sys/fs/cgroup, and with it the devices controller a
+	// GPU host's process jobs need (Cluster.GPUs sets it).
+	HostSys bool
 
 	mu     sync.Mutex
 	flags  []string // of the first start, reused on restart
@@ -71,13 +76,18 @@ func (n *Node) Start(bin string, flags []string) error {
 		return err
 	}
 	fmt.Fprintf(logf, "\n=== jepsen: start %s at %s ===\n", n.Name, time.Now().Format(time.RFC3339Nano))
-	args := append([]string{"netns", "exec", n.NS, bin, "agent",
+	enter := []string{"ip", "netns", "exec", n.NS}
+	if n.HostSys {
+		enter = []string{"nsenter", "--net=/run/netns/" + n.NS, "--"}
+	}
+	args := append([]string{bin, "agent",
 		"--data-dir", n.DataDir, "--name", n.Name, "--bind", n.IP, "--port", fmt.Sprint(Port),
 		"--label", "jepsen_node=" + n.Name,
 		// The probe appends to files in the harness's root-owned dir: jobs
 		// run as the agent's user, not the default unprivileged one.
 		"--job-users", "*", "--job-default-user="}, flags...)
-	cmd := exec.Command("ip", args...)
+	args = append(enter[1:], args...)
+	cmd := exec.Command(enter[0], args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Env = append(append(os.Environ(), ClockEnv+"="+n.ClockFile), n.Env...)
 	// Own process group so cleanup can reach children that stayed in it.

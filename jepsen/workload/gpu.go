@@ -1,0 +1,140 @@
+package workload
+
+import (
+	"context"
+	"errors"
+	"hash/fnv"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/foreman-sched/foreman/jepsen/checker"
+)
+
+// GPUProbeScript is the body of every GPU-workload job. It appends
+// "<kind> <job> <attempt> <token> <node> <uuids> <ns>" to gpu-<node>.log
+// (uuids: its FOREMAN_GPU_UUIDS, "-" when empty): start, a tick every
+// 0.5 s, end. It writes the execution checker's records too (exec-<node>.log
+// and the fencing sink), so the run is checked per job as well as per
+// device.
+const GPUProbeScript = `d="$JEPSEN_DIR"; n="$FOREMAN_NODE"
+r="$FOREMAN_JOB_ID $FOREMAN_ATTEMPT $FOREMAN_FENCING_TOKEN $n"
+g="${FOREMAN_GPU_UUIDS:--}"
+echo "start $r $g $(date +%s%N)" >> "$d/gpu-$n.log"
+echo "start $r $(date +%s%N)" >> "$d/exec-$n.log"
+i=0
+while [ "$i" -lt "$JEPSEN_TICKS" ]; do
+  sleep 0.5; echo "tick $r $g $(date +%s%N)" >> "$d/gpu-$n.log"; echo "tick $r $(date +%s%N)" >> "$d/exec-$n.log"; i=$((i+1))
+done
+echo "end $r $g $(date +%s%N)" >> "$d/gpu-$n.log"
+echo "end $r $(date +%s%N)" >> "$d/exec-$n.log"
+echo "effect $r $(date +%s%N)" >> "$d/sink.log"
+`
+
+// GPU is the submit workload with jobs that ask for 1, 2 or 4 whole GPUs
+// on agents that each run on a fake GPU host (rig.Cluster.GPUs devices of
+// their own). Every job records the UUIDs it was handed and runs 1–3 s,
+// so devices are freed and handed on many times a run, across the fault.
+// Its checkers: submit-queue, gpu (no device held by two live executions
+// at once; each execution's devices are its attempt's record), execution
+// and the reads.
+type GPU struct {
+	*Submit
+	// NodeGPUs lists a node's UUIDs (the rig's fake hosts).
+	NodeGPUs func(node string) []string
+}
+
+// GPUsPerNode is the size of each node's fake GPU host in the gpu
+// workload: 4, so 4-GPU jobs take a whole node and 1- and 2-GPU jobs pack.
+const GPUsPerNode = 4
+
+// NewGPU returns the GPU workload.
+func NewGPU(nodeGPUs func(node string) []string) *GPU {
+	g := &GPU{Submit: NewSubmit(), NodeGPUs: nodeGPUs}
+	g.Submit.Interval, g.Submit.SubmitRatio = 250*time.Millisecond, 0.6
+	g.Submit.Spec = g.spec
+	return g
+}
+
+func (g *GPU) Name() string { return "gpu" }
+
+// gpusFor derives a key's request from the key (a retry sends the same
+// spec): 1 GPU half the time, 2 a third, 4 the rest; 2, 4 or 6 ticks.
+func gpusFor(key string) (gpus, ticks int) {
+	h := fnv.New64a()
+	h.Write([]byte("gpu/" + key))
+	v := h.Sum64()
+	gpus = []int{1, 1, 1, 2, 2, 4}[v%6]
+	ticks = []int{2, 4, 6}[(v/6)%3]
+	return gpus, ticks
+}
+
+func (g *GPU) spec(env *Env, key string) map[string]any {
+	gpus, ticks := gpusFor(key)
+	return map[string]any{
+		"name":         "jepsen-gpu" + strconv.Itoa(gpus) + "-" + key,
+		"command":      []string{"/bin/sh", "-c", GPUProbeScript},
+		"driver":       "process",
+		"max_attempts": 5,
+		"resources":    map[string]any{"gpus": gpus},
+		"env": map[string]string{
+			"JEPSEN_DIR":   env.Dir,
+			"JEPSEN_TICKS": strconv.Itoa(ticks),
+			"PATH":         "/usr/local/bin:/usr/bin:/bin",
+		},
+	}
+}
+
+func (g *GPU) Run(ctx context.Context, env *Env) { g.Submit.Run(ctx, env) }
+
+func (g *GPU) Drain(ctx context.Context, env *Env, d time.Duration) error {
+	return g.Submit.Drain(ctx, env, d)
+}
+
+// Check runs submit-queue, gpu, execution and the reads.
+func (g *GPU) Check(env *Env, opt CheckOptions) []checker.Result {
+	ops := env.Rec.Ops()
+	reads := checker.Reads(ops, checker.LinearOptions{Timeout: opt.Timeout, HTMLPath: opt.HTMLPath, Events: opt.Events})
+	if g.NoFinal() {
+		return []checker.Result{reads}
+	}
+	final := g.Final()
+	requested := map[string]int{}
+	for key, id := range g.Acked() {
+		requested[id], _ = gpusFor(key)
+	}
+	for _, j := range final { // recovered jobs (never acknowledged) too
+		if j.IdempotencyKey != "" && !strings.HasPrefix(j.IdempotencyKey, checker.LoadKeyPrefix) {
+			requested[j.ID], _ = gpusFor(j.IdempotencyKey)
+		}
+	}
+	end := env.Rec.Base().Add(time.Duration(g.EndNs())).UnixNano()
+	tick := TickEvery + 500*time.Millisecond
+	recs, torn, err := checker.ReadGPURecordFiles(filepath.Join(env.Dir, "gpu-*.log"))
+	gr := checker.GPU(recs, final, checker.GPUOptions{ClockBound: opt.ClockBound, EndOfTest: end, TickBound: tick,
+		Requested: requested, NodeGPUs: g.NodeGPUs})
+	if err != nil {
+		gr.Valid = false
+		gr.Errors = append(gr.Errors, "reading records: "+err.Error())
+	}
+	gr.Stats["torn_records"] = torn
+	if len(recs) == 0 {
+		gr.Valid = false
+		gr.Errors = append(gr.Errors, errors.New("no GPU records at all: the probes never ran").Error())
+	}
+	exec, torn1, err1 := checker.ReadRecordFiles(filepath.Join(env.Dir, "exec-*.log"))
+	sink, torn2, err2 := checker.ReadRecordFiles(filepath.Join(env.Dir, "sink.log"))
+	ex := checker.Execution(exec, sink, final, checker.ExecOptions{ClockBound: opt.ClockBound, EndOfTest: end, TickBound: tick})
+	if err := errors.Join(err1, err2); err != nil {
+		ex.Valid = false
+		ex.Errors = append(ex.Errors, "reading records: "+err.Error())
+	}
+	ex.Stats["torn_records"] = torn1 + torn2
+	sizes := map[int]int{}
+	for _, n := range requested {
+		sizes[n]++
+	}
+	gr.Stats["jobs_1gpu"], gr.Stats["jobs_2gpu"], gr.Stats["jobs_4gpu"] = sizes[1], sizes[2], sizes[4]
+	return []checker.Result{checker.Queue(ops, final), gr, ex, reads}
+}
