@@ -129,6 +129,17 @@ func GPU(recs []GPURecord, final []FinalJob, opt GPUOptions) Result {
 		}
 	}
 
+	attempts := map[key]FinalAttempt{}
+	read := map[string]bool{} // jobs whose attempts the final view has
+	for _, j := range final {
+		if len(j.Attempts) > 0 {
+			read[j.ID] = true
+		}
+		for _, a := range j.Attempts {
+			attempts[key{j.ID, a.FencingToken}] = a
+		}
+	}
+
 	// Exclusive: the execution checker's overlap rule, per device.
 	perGPU := map[string][]*gpuExec{}
 	for _, k := range order {
@@ -154,6 +165,20 @@ func GPU(recs []GPURecord, final []FinalJob, opt GPUOptions) Result {
 		list := perGPU[u]
 		sort.Slice(list, func(i, j int) bool { return list[i].start < list[j].start })
 		r.Stats["max_executions_per_gpu"] = max(r.Stats["max_executions_per_gpu"], len(list))
+		// Handovers after a lost attempt: the case fencing exists for (the
+		// leader freed the device without hearing from the execution).
+		for i := 0; i+1 < len(list); i++ {
+			if a := list[i]; attempts[key{a.job, a.token}].State == "lost" {
+				gap := list[i+1].start - a.last // no end: from its last record
+				if !a.open {
+					gap = list[i+1].start - a.end
+				}
+				if r.Stats["handovers_after_lost"] == 0 || int(gap/int64(time.Millisecond)) < r.Stats["min_gap_after_lost_ms"] {
+					r.Stats["min_gap_after_lost_ms"] = int(gap / int64(time.Millisecond))
+				}
+				r.Stats["handovers_after_lost"]++
+			}
+		}
 		for i := 0; i < len(list); i++ {
 			for j := i + 1; j < len(list); j++ {
 				a, b := list[i], list[j]
@@ -181,16 +206,6 @@ func GPU(recs []GPURecord, final []FinalJob, opt GPUOptions) Result {
 	r.Stats["max_overlap_ms"] = int(maxOverlap / time.Millisecond)
 
 	// Recorded: what the execution saw is what the state says.
-	attempts := map[key]FinalAttempt{}
-	read := map[string]bool{} // jobs whose attempts the final view has
-	for _, j := range final {
-		if len(j.Attempts) > 0 {
-			read[j.ID] = true
-		}
-		for _, a := range j.Attempts {
-			attempts[key{j.ID, a.FencingToken}] = a
-		}
-	}
 	for _, k := range order {
 		e := execs[k]
 		seen := slices.Sorted(slices.Values(e.uuids))
@@ -235,7 +250,7 @@ func GPU(recs []GPURecord, final []FinalJob, opt GPUOptions) Result {
 		}
 		r.Stats["matched"]++
 	}
-	for _, k := range []string{"overlaps", "possible_overlaps", "incomplete", "matched", "mismatched", "unrecorded", "unverified", "wrong_count", "foreign_gpus"} {
+	for _, k := range []string{"overlaps", "possible_overlaps", "incomplete", "matched", "mismatched", "unrecorded", "unverified", "wrong_count", "foreign_gpus", "handovers_after_lost"} {
 		r.Stats[k] += 0
 	}
 	return r

@@ -45,15 +45,16 @@ func TestGPUDisjointAndRecordedPasses(t *testing.T) {
 		gpuRec("end", "j3", 1, 12, "n1", 4*s, gA),
 	}
 	final := []FinalJob{
-		{ID: "j1", State: "succeeded", Attempts: []FinalAttempt{gpuAttempt(1, 10, "n1", "succeeded", gA, gB)}},
+		{ID: "j1", State: "queued", Attempts: []FinalAttempt{gpuAttempt(1, 10, "n1", "lost", gA, gB)}},
 		{ID: "j2", State: "succeeded", Attempts: []FinalAttempt{gpuAttempt(1, 11, "n1", "succeeded", gC)}},
 		{ID: "j3", State: "succeeded", Attempts: []FinalAttempt{gpuAttempt(1, 12, "n1", "succeeded", gA)}},
 	}
 	opt := gpuOpt
 	opt.Requested = map[string]int{"j1": 2, "j2": 1, "j3": 1}
 	r := GPU(recs, final, opt)
-	if !r.Valid || r.Stats["matched"] != 3 || r.Stats["overlaps"] != 0 || r.Stats["gpus_used"] != 3 {
-		t.Fatalf("want a pass with 3 matched executions on 3 GPUs: %s", r)
+	if !r.Valid || r.Stats["matched"] != 3 || r.Stats["overlaps"] != 0 || r.Stats["gpus_used"] != 3 ||
+		r.Stats["handovers_after_lost"] != 1 || r.Stats["min_gap_after_lost_ms"] != 10 {
+		t.Fatalf("want a pass with 3 matched executions on 3 GPUs, one handover 10 ms after a lost attempt: %s", r)
 	}
 }
 

@@ -34,8 +34,9 @@ echo "effect $r $(date +%s%N)" >> "$d/sink.log"
 
 // GPU is the submit workload with jobs that ask for 1, 2 or 4 whole GPUs
 // on agents that each run on a fake GPU host (rig.Cluster.GPUs devices of
-// their own). Every job records the UUIDs it was handed and runs 1–3 s,
-// so devices are freed and handed on many times a run, across the fault.
+// their own). Every job records the UUIDs it was handed and runs 1–3 s
+// (10 s one time in six), so devices are freed and handed on many times a
+// run, across the fault.
 // Its checkers: submit-queue, gpu (no device held by two live executions
 // at once; each execution's devices are its attempt's record), execution
 // and the reads.
@@ -52,7 +53,7 @@ const GPUsPerNode = 4
 // NewGPU returns the GPU workload.
 func NewGPU(nodeGPUs func(node string) []string) *GPU {
 	g := &GPU{Submit: NewSubmit(), NodeGPUs: nodeGPUs}
-	g.Submit.Interval, g.Submit.SubmitRatio = 250*time.Millisecond, 0.6
+	g.Submit.Interval, g.Submit.SubmitRatio = 500*time.Millisecond, 0.5
 	g.Submit.Spec = g.spec
 	return g
 }
@@ -60,13 +61,15 @@ func NewGPU(nodeGPUs func(node string) []string) *GPU {
 func (g *GPU) Name() string { return "gpu" }
 
 // gpusFor derives a key's request from the key (a retry sends the same
-// spec): 1 GPU half the time, 2 a third, 4 the rest; 2, 4 or 6 ticks.
+// spec): 1 GPU half the time, 2 a third, 4 the rest; 1, 2 or 3 s, and 10 s
+// one time in six, so some jobs outlive the 6 s lease of a killed or cut
+// off node and must be fenced before their devices go to someone else.
 func gpusFor(key string) (gpus, ticks int) {
 	h := fnv.New64a()
 	h.Write([]byte("gpu/" + key))
 	v := h.Sum64()
 	gpus = []int{1, 1, 1, 2, 2, 4}[v%6]
-	ticks = []int{2, 4, 6}[(v/6)%3]
+	ticks = []int{2, 4, 6, 2, 4, 20}[(v/6)%6]
 	return gpus, ticks
 }
 
