@@ -60,6 +60,10 @@ type Scenario struct {
 	// servers; they run jobs like any node. The workload talks to the
 	// servers only (a client serves no API).
 	Clients int
+	// StoreRetry is the agents' --object-store-retry with an object
+	// store (0: 10m); shorter than a store-down window, uploads give up
+	// and attempts end partial.
+	StoreRetry time.Duration
 }
 
 // Defaults fills zero durations.
@@ -139,7 +143,7 @@ func Run(bin, outDir string, sc Scenario, cleanup func(func())) report.Summary {
 			sum.Decide()
 			return sum
 		}
-		c.Store = &rig.Store{Bin: bin, Dir: filepath.Join(tmp, "store"), IP: topo.HostIP(), Bucket: "foreman-jepsen"}
+		c.Store = &rig.Store{Bin: bin, Dir: filepath.Join(tmp, "store"), IP: topo.HostIP(), Bucket: "foreman-jepsen", Retry: sc.StoreRetry}
 		if err := c.Store.Start(90 * time.Second); err != nil {
 			c.Store.Stop()
 			topo.Teardown()
@@ -247,7 +251,9 @@ func Run(bin, outDir string, sc Scenario, cleanup func(func())) report.Summary {
 	case "gang":
 		wl = workload.NewGang(sc.Nodes)
 	case "outputs":
-		wl = workload.NewOutputs()
+		o := workload.NewOutputs()
+		o.WantPartial = sc.StoreRetry > 0 && sc.Nemesis == "store-down"
+		wl = o
 	case "gpu":
 		wl = workload.NewGPU(c.GPUUUIDs)
 	case "dag":

@@ -175,6 +175,11 @@ func checkOutputsAttempt(r *Result, j OutputsJob, a OutputsAttempt) {
 			}
 		}
 	}
+	for n := range notStored {
+		if _, ok := expected[n]; len(expected) > 0 && !ok {
+			r.errorf("%s: names %s not stored, a file the attempt never wrote", at, n)
+		}
+	}
 	for n := range expected {
 		if !names[n] && !notStored[n] {
 			r.errorf("%s: %s is neither stored nor named not stored: silently lost", at, n)

@@ -71,6 +71,10 @@ func TestOutputs(t *testing.T) {
 			o := j.Attempts[0].Outputs
 			o.State, o.Objects, o.NotStored, o.Error = fsm.OutputsPartial, o.Objects[1:], []string{"artifacts/data.bin"}, "PUT: connection refused"
 		}, true, ""},
+		{"partial naming a file the attempt never wrote", func(j *OutputsJob) {
+			o := j.Attempts[0].Outputs
+			o.State, o.NotStored, o.Error = fsm.OutputsPartial, []string{"artifacts/other.bin"}, "PUT: connection refused"
+		}, false, "never wrote"},
 		{"partial without a reason", func(j *OutputsJob) {
 			o := j.Attempts[0].Outputs
 			o.State, o.Objects, o.NotStored = fsm.OutputsPartial, o.Objects[1:], []string{"artifacts/data.bin"}

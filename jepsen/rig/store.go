@@ -32,6 +32,9 @@ const (
 type Store struct {
 	Bin, Dir, IP string
 	Bucket       string
+	// Retry is the agents' --object-store-retry (default 10m): how long
+	// a file is retried before the attempt reports it not stored.
+	Retry time.Duration
 
 	mu    sync.Mutex
 	ports []int
@@ -74,8 +77,12 @@ func (s *Store) Env() []string {
 
 // AgentFlags point an agent at the store (prefix "jepsen").
 func (s *Store) AgentFlags() []string {
+	retry := s.Retry
+	if retry == 0 {
+		retry = 10 * time.Minute
+	}
 	return []string{"--object-store", "s3://" + s.Bucket + "/jepsen", "--object-store-endpoint", s.Endpoint(),
-		"--object-store-path-style", "--object-store-retry", "10m"}
+		"--object-store-path-style", "--object-store-retry", retry.String()}
 }
 
 // Client is a minio-go client of the bucket (the checker reads objects

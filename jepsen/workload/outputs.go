@@ -40,6 +40,10 @@ type Outputs struct {
 	*Submit
 	Sizes []int // data.bin sizes, one per key at random
 	Lines []int // stdout lines
+	// WantPartial: the store is down longer than the uploads' retry
+	// (outputs-store-down-giveup), so some attempt must end partial, or
+	// the run did not test the give-up path.
+	WantPartial bool
 
 	mu     sync.Mutex
 	jobs   []checker.OutputsJob
@@ -242,6 +246,10 @@ func (o *Outputs) Check(env *Env, opt CheckOptions) []checker.Result {
 	for _, e := range errs {
 		r.Valid = false
 		r.Errors = append(r.Errors, e)
+	}
+	if o.WantPartial && r.Stats["outputs_partial"] == 0 {
+		r.Valid = false
+		r.Errors = append(r.Errors, "the store was down longer than the uploads' retry, yet no attempt ended partial")
 	}
 	if killed != "" {
 		r.Notes = append(r.Notes, "read back after kill -9 of "+killed+", the node holding the most stored objects")
