@@ -350,6 +350,14 @@ func (a *ACL) ClientKey(node string) string {
 	return fsm.ClientKey(a.InternalSecret(), node)
 }
 
+// SetClientKey adds the key this node presents to the client agent node
+// (ClientKey) to h; nothing with ACL off.
+func (a *ACL) SetClientKey(h http.Header, node string) {
+	if key := a.ClientKey(node); key != "" {
+		h.Set(HeaderClientKey, key)
+	}
+}
+
 // SetInternalAuth adds the cluster-internal secret to h (a node-to-node
 // request's headers) once the state holds one.
 func (a *ACL) SetInternalAuth(h http.Header) {

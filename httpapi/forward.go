@@ -52,9 +52,7 @@ func (s *server) proxyOr(w http.ResponseWriter, r *http.Request, name, addr stri
 				// server has checked them), only its own key under ACL.
 				pr.Out.Header.Del("Authorization")
 				pr.Out.Header.Del(HeaderInternalToken)
-				if key := s.acl.ClientKey(name); key != "" {
-					pr.Out.Header.Set(HeaderClientKey, key)
-				}
+				s.acl.SetClientKey(pr.Out.Header, name)
 			}
 		},
 		Transport:     s.transport,

@@ -155,9 +155,5 @@ func peerAuth(acl *httpapi.ACL, node string, client bool) func(http.Header) {
 	if !client {
 		return acl.SetInternalAuth
 	}
-	return func(h http.Header) {
-		if key := acl.ClientKey(node); key != "" {
-			h.Set(httpapi.HeaderClientKey, key)
-		}
-	}
+	return func(h http.Header) { acl.SetClientKey(h, node) }
 }

@@ -22,21 +22,10 @@ type serverArtifacts struct {
 }
 
 func (s serverArtifacts) FetchArtifact(ctx context.Context, node, jobID string, attempt int, path string, out io.Writer) error {
-	cw := &countingWriter{w: out}
-	var errs []error
-	for _, base := range s.wc.serversCurrentFirst() {
-		err := fetchArtifact(ctx, s.hc, base, s.wc.auth, fmt.Sprintf("node %s via server %s", node, base),
-			jobID, attempt, path, s.wc.Index(), cw)
-		// Another server is asked only when this one was not reached: one
-		// that answered no would answer the same, and a cut transfer has
-		// already written part of the file.
-		var status *fetchStatusError
-		if err == nil || errors.As(err, &status) || ctx.Err() != nil || cw.n > 0 {
-			return err
-		}
-		errs = append(errs, err)
-	}
-	return errors.Join(errs...)
+	return s.wc.fromServers(ctx, out, func(base string, w io.Writer) error {
+		return fetchArtifact(ctx, s.hc, base, s.wc.auth, fmt.Sprintf("node %s via server %s", node, base),
+			jobID, attempt, path, s.wc.Index(), w)
+	})
 }
 
 // serverCheckpoints is a client's exec.CheckpointFetcher: it asks a
@@ -48,11 +37,21 @@ type serverCheckpoints struct {
 }
 
 func (s serverCheckpoints) FetchCheckpoint(ctx context.Context, node, name string, out io.Writer) error {
+	return s.wc.fromServers(ctx, out, func(base string, w io.Writer) error {
+		return fetchCheckpoint(ctx, s.hc, base+"/v1/internal/checkpoints/"+url.PathEscape(name)+"?node="+url.QueryEscape(node),
+			s.wc.auth, node, w)
+	})
+}
+
+// fromServers runs fetch against the client's servers, its stream's first,
+// until one is reached. Another server is asked only when this one was
+// not: one that answered no would answer the same, and a cut transfer has
+// already written part of out.
+func (c *workClient) fromServers(ctx context.Context, out io.Writer, fetch func(base string, w io.Writer) error) error {
 	cw := &countingWriter{w: out}
 	var errs []error
-	for _, base := range s.wc.serversCurrentFirst() {
-		err := fetchCheckpoint(ctx, s.hc, base+"/v1/internal/checkpoints/"+url.PathEscape(name)+"?node="+url.QueryEscape(node),
-			s.wc.auth, node, cw)
+	for _, base := range c.serversCurrentFirst() {
+		err := fetch(base, cw)
 		var status *fetchStatusError
 		if err == nil || errors.As(err, &status) || ctx.Err() != nil || cw.n > 0 {
 			return err
