@@ -181,6 +181,9 @@ type JobSpec struct {
 
 	Gang        *Gang `json:"gang,omitempty"`
 	Preemptible *bool `json:"preemptible,omitempty"` // nil: true below priority 50
+	// OnGPUError is "keep" (default) or "requeue": what a running attempt
+	// does when a GPU it holds turns unhealthy (a critical XID).
+	OnGPUError string `json:"on_gpu_error,omitempty"`
 
 	// IdempotencyKey deduplicates submissions: a second submit with the
 	// same key answers with the first job. SubmitJob makes one when empty.

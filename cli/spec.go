@@ -55,6 +55,7 @@ func specFlags() []ucli.Flag {
 		&ucli.IntFlag{Name: "gang", Usage: "run N tasks placed together, each on its own node (GANG_* variables)"},
 		&ucli.BoolFlag{Name: "gang-pack", Usage: "with --gang: allow several tasks on one node"},
 		&ucli.BoolFlag{Name: "preemptible", Usage: "may be preempted by higher priorities; --preemptible=false opts out", DefaultText: "true below priority 50"},
+		&ucli.StringFlag{Name: "on-gpu-error", Usage: "keep (default: a running attempt is left alone when a GPU it holds fails) or requeue (stop it and queue the job again, not counted as an attempt; a gang restarts whole)"},
 		&ucli.GenericFlag{Name: "depends-on", Value: &multi{}, Usage: "run after these jobs: ID[,ID] (repeatable)"},
 		&ucli.GenericFlag{Name: "input", Value: &multi{}, Usage: "SRC[:DEST]: fetch SRC (http(s):// or s3://bucket/key) into the job's directory before it starts, as DEST (default: its file name; a DEST ending in / is a directory) (repeatable)"},
 		&ucli.StringFlag{Name: "condition", Usage: "with --depends-on: success (default: all succeeded), failure (one failed), always (all finished), one_success"},
@@ -212,6 +213,9 @@ func applyFlags(c *ucli.Context, spec *httpapi.JobSpecInput, now time.Time) erro
 	if c.IsSet("preemptible") {
 		p := c.Bool("preemptible")
 		spec.Preemptible = &p
+	}
+	if c.IsSet("on-gpu-error") {
+		spec.OnGPUError = c.String("on-gpu-error")
 	}
 	for _, kv := range multiValues(c, "env") {
 		k, v, ok := strings.Cut(kv, "=")

@@ -186,7 +186,7 @@ func (a *applier) report(p *ReportAttempt, res *Result) error {
 		return a.saveJob(j, jfrom)
 	}
 	// Kills that are not the job's fault do not use up an attempt.
-	if p.State == AttemptKilled && (at.Reason == ReasonFenced || at.Reason == ReasonPreempted || at.Reason == ReasonDrained) {
+	if p.State == AttemptKilled && (at.Reason == ReasonFenced || at.Reason == ReasonPreempted || at.Reason == ReasonDrained || IsGPUErrorStop(at.Reason)) {
 		at.Counted = false
 		j.CountedAttempts--
 	}

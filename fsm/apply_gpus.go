@@ -42,7 +42,7 @@ func (a *applier) nodeGPUs(p *NodeGPUs, res *Result) error {
 		return err
 	}
 	a.gpuEvents(n, old)
-	return nil
+	return a.gpuErrorPolicy(n, old)
 }
 
 // validGPUs checks a node's device list: bounded, UUIDs present and

@@ -88,7 +88,7 @@ func (a *applier) upsertNode(p *UpsertNode, res *Result) error {
 		return err
 	}
 	a.gpuEvents(&n, oldGPUs)
-	return nil
+	return a.gpuErrorPolicy(&n, oldGPUs)
 }
 
 func validGossip(g GossipState) bool {

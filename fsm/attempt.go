@@ -25,6 +25,10 @@ const (
 	ReasonDrained   = "drained"
 	// ReasonGang stops the live siblings of a gang task that ended.
 	ReasonGang = "gang"
+	// ReasonGPUError stops an attempt whose job asked to be requeued when
+	// a GPU it holds turns unhealthy; the stop request (and so the killed
+	// attempt's reason) reads "gpu_error: <device>: <why>" (gpu_error.go).
+	ReasonGPUError = "gpu_error"
 )
 
 // Live reports whether the attempt may still be executing.

@@ -187,6 +187,9 @@ func countsAgainstBudget(at *Attempt) bool {
 		case ReasonFenced, ReasonPreempted, ReasonDrained, ReasonGang, ReasonCancelled:
 			return false
 		}
+		if IsGPUErrorStop(at.Reason) {
+			return false
+		}
 		return at.CancelRequested == "" || at.CancelRequested == ReasonDeadline
 	}
 	return false

@@ -109,6 +109,11 @@ type JobSpec struct {
 	// Preemptible says whether a higher-priority job may evict this one's
 	// attempts; nil means the default: true below DefaultPreemptibleBelow.
 	Preemptible *bool `json:"preemptible,omitempty"`
+
+	// OnGPUError is what happens to a live attempt when a GPU it holds
+	// turns unhealthy (a critical XID): GPUErrorKeep ("" too) or
+	// GPUErrorRequeue (gpu_error.go).
+	OnGPUError string `json:"on_gpu_error,omitempty"`
 }
 
 // HTTPRequest is an HTTP job: the request one attempt makes. The attempt

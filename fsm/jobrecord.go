@@ -89,6 +89,7 @@ type schedSpec struct {
 	Inputs           skipped    `json:"inputs,omitempty"`
 	Gang             *GangSpec  `json:"gang,omitempty"`
 	Preemptible      *bool      `json:"preemptible,omitempty"`
+	OnGPUError       string     `json:"on_gpu_error,omitempty"`
 }
 
 // skipped is a field a view type does not read: the decoder checks the
@@ -180,6 +181,7 @@ type countSpec struct {
 	Inputs           skipped `json:"inputs,omitempty"`
 	Gang             skipped `json:"gang,omitempty"`
 	Preemptible      skipped `json:"preemptible,omitempty"`
+	OnGPUError       skipped `json:"on_gpu_error,omitempty"`
 }
 
 // jobCountView is Job with only countSpec read.
@@ -238,7 +240,7 @@ func decodeStoredJob(v []byte) (j *Job, raw []byte, err error) {
 		Queue: ss.Queue, Constraints: ss.Constraints, Backoff: ss.Backoff, NoRetryExitCodes: ss.NoRetryExitCodes,
 		Deadline: ss.Deadline, DependsOn: ss.DependsOn, Condition: ss.Condition, Notify: ss.Notify,
 		Namespace: ss.Namespace, User: ss.User,
-		Gang: ss.Gang, Preemptible: ss.Preemptible,
+		Gang: ss.Gang, Preemptible: ss.Preemptible, OnGPUError: ss.OnGPUError,
 	}
 	return j, s.Spec, nil
 }

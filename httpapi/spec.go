@@ -63,6 +63,9 @@ type JobSpecInput struct {
 	// overrides the default (true below priority 50).
 	Gang        *GangInput `json:"gang,omitempty"`
 	Preemptible *bool      `json:"preemptible,omitempty"`
+	// OnGPUError is keep (default) or requeue: what a live attempt does
+	// when a GPU it holds turns unhealthy (fsm.GPUErrorKeep).
+	OnGPUError string `json:"on_gpu_error,omitempty"`
 
 	// IdempotencyKey deduplicates submissions (inside the raft apply): a
 	// second submit with the same key returns the first job's ID.

@@ -232,6 +232,12 @@ func (in *JobSpecInput) Normalize() (fsm.JobSpec, error) {
 		out.Gang = &fsm.GangSpec{Size: g.Size, Spread: g.Spread}
 	}
 	out.Preemptible = in.Preemptible
+	switch in.OnGPUError {
+	case "", fsm.GPUErrorKeep, fsm.GPUErrorRequeue:
+		out.OnGPUError = in.OnGPUError
+	default:
+		return out, invalid("on_gpu_error", "must be %s or %s (got %q)", fsm.GPUErrorKeep, fsm.GPUErrorRequeue, in.OnGPUError)
+	}
 
 	if len(in.IdempotencyKey) > MaxIdemKeyLen || hasControl(in.IdempotencyKey) {
 		return out, invalid("idempotency_key", "must be at most %d printable characters", MaxIdemKeyLen)

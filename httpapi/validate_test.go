@@ -59,6 +59,7 @@ func TestSubmitValidation(t *testing.T) {
 		{"gpus as named", `{"command":"true","resources":{"named":{"gpu":1}}}`, `resources.gpus: no node has GPUs`},
 		{"negative gpus", `{"command":"true","resources":{"gpus":-1}}`, "resources.gpus: must be between 0 and 1000000 (got -1)"},
 		{"gpus conflict", `{"command":"true","resources":{"gpus":2,"named":{"gpu":1}}}`, "resources.gpus: 2 conflicts with resources.named.gpu 1"},
+		{"on_gpu_error", `{"command":"true","on_gpu_error":"retry"}`, `on_gpu_error: must be keep or requeue (got "retry")`},
 		{"unknown gpu attribute", `{"command":"true","constraints":["gpu.vram >= 40GiB"]}`, "constraints[0]: invalid constraint \"gpu.vram >= 40GiB\": unknown GPU attribute gpu.vram"},
 		{"key conflict", `{"command":"true","idempotency_key":"a"}`, "idempotency_key: differs from the Idempotency-Key header"},
 		{"batch empty", `{"jobs":[]}`, "jobs: must contain at least one job"},

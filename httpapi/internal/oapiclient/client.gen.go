@@ -174,6 +174,42 @@ func (e ErrorCode) Valid() bool {
 	}
 }
 
+// Defines values for JobSpecOnGpuError.
+const (
+	JobSpecOnGpuErrorKeep    JobSpecOnGpuError = "keep"
+	JobSpecOnGpuErrorRequeue JobSpecOnGpuError = "requeue"
+)
+
+// Valid indicates whether the value is a known member of the JobSpecOnGpuError enum.
+func (e JobSpecOnGpuError) Valid() bool {
+	switch e {
+	case JobSpecOnGpuErrorKeep:
+		return true
+	case JobSpecOnGpuErrorRequeue:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for JobSpecInputOnGpuError.
+const (
+	JobSpecInputOnGpuErrorKeep    JobSpecInputOnGpuError = "keep"
+	JobSpecInputOnGpuErrorRequeue JobSpecInputOnGpuError = "requeue"
+)
+
+// Valid indicates whether the value is a known member of the JobSpecInputOnGpuError enum.
+func (e JobSpecInputOnGpuError) Valid() bool {
+	switch e {
+	case JobSpecInputOnGpuErrorKeep:
+		return true
+	case JobSpecInputOnGpuErrorRequeue:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for JobState.
 const (
 	JobStateCancelled JobState = "cancelled"
@@ -654,15 +690,18 @@ type JobSpec struct {
 	Network          *string            `json:"network,omitempty"`
 	NoRetryExitCodes *[]int             `json:"no_retry_exit_codes,omitempty"`
 	Notify           *[]Webhook         `json:"notify,omitempty"`
-	Placement        *string            `json:"placement,omitempty"`
-	Preemptible      *bool              `json:"preemptible,omitempty"`
-	Priority         int                `json:"priority"`
-	Queue            *string            `json:"queue,omitempty"`
-	Resources        *Resources         `json:"resources,omitempty"`
-	RunAt            *time.Time         `json:"run_at,omitempty"`
-	Schedule         *string            `json:"schedule,omitempty"`
-	ScheduledAt      *time.Time         `json:"scheduled_at,omitempty"`
-	SecretEnv        *map[string]string `json:"secret_env,omitempty"`
+
+	// OnGpuError what a running attempt does when a GPU it holds turns unhealthy (a critical XID): keep (default: left running, an attempt.gpu_error event names it) or requeue (stopped and queued again without using up an attempt; a gang restarts whole)
+	OnGpuError  *JobSpecOnGpuError `json:"on_gpu_error,omitempty"`
+	Placement   *string            `json:"placement,omitempty"`
+	Preemptible *bool              `json:"preemptible,omitempty"`
+	Priority    int                `json:"priority"`
+	Queue       *string            `json:"queue,omitempty"`
+	Resources   *Resources         `json:"resources,omitempty"`
+	RunAt       *time.Time         `json:"run_at,omitempty"`
+	Schedule    *string            `json:"schedule,omitempty"`
+	ScheduledAt *time.Time         `json:"scheduled_at,omitempty"`
+	SecretEnv   *map[string]string `json:"secret_env,omitempty"`
 
 	// Timeout a Go duration (`1m30s`)
 	//
@@ -670,6 +709,9 @@ type JobSpec struct {
 	Timeout *Duration `json:"timeout,omitempty"`
 	User    *string   `json:"user,omitempty"`
 }
+
+// JobSpecOnGpuError what a running attempt does when a GPU it holds turns unhealthy (a critical XID): keep (default: left running, an attempt.gpu_error event names it) or requeue (stopped and queued again without using up an attempt; a gang restarts whole)
+type JobSpecOnGpuError string
 
 // JobSpecInput a job spec as a client writes it; `command` (or `http` for an HTTP job) is required
 //
@@ -704,18 +746,24 @@ type JobSpecInput struct {
 	Network          *string            `json:"network,omitempty"`
 	NoRetryExitCodes *[]int             `json:"no_retry_exit_codes,omitempty"`
 	Notify           *[]WebhookInput    `json:"notify,omitempty"`
-	Placement        *string            `json:"placement,omitempty"`
-	Preemptible      *bool              `json:"preemptible,omitempty"`
-	Priority         *int               `json:"priority,omitempty"`
-	Queue            *string            `json:"queue,omitempty"`
-	Resources        *ResourcesInput    `json:"resources,omitempty"`
-	RunAt            *time.Time         `json:"run_at,omitempty"`
-	SecretEnv        *map[string]string `json:"secret_env,omitempty"`
+
+	// OnGpuError what a running attempt does when a GPU it holds turns unhealthy (a critical XID): keep (default: left running, an attempt.gpu_error event names it) or requeue (stopped and queued again without using up an attempt; a gang restarts whole)
+	OnGpuError  *JobSpecInputOnGpuError `json:"on_gpu_error,omitempty"`
+	Placement   *string                 `json:"placement,omitempty"`
+	Preemptible *bool                   `json:"preemptible,omitempty"`
+	Priority    *int                    `json:"priority,omitempty"`
+	Queue       *string                 `json:"queue,omitempty"`
+	Resources   *ResourcesInput         `json:"resources,omitempty"`
+	RunAt       *time.Time              `json:"run_at,omitempty"`
+	SecretEnv   *map[string]string      `json:"secret_env,omitempty"`
 
 	// Timeout a duration string (`30s`, `5m`, `1h30m`) or a number of seconds
 	Timeout *DurationInput `json:"timeout,omitempty"`
 	User    *string        `json:"user,omitempty"`
 }
+
+// JobSpecInputOnGpuError what a running attempt does when a GPU it holds turns unhealthy (a critical XID): keep (default: left running, an attempt.gpu_error event names it) or requeue (stopped and queued again without using up an attempt; a gang restarts whole)
+type JobSpecInputOnGpuError string
 
 // JobState defines model for JobState.
 type JobState string
@@ -2264,121 +2312,123 @@ func ParseGetJobResponse(rsp *http.Response) (*GetJobResponse, error) {
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H37chu50e+roOakytSpITmSbO8uVVsp29J6tfHtWHLixFJxwJkmCXMGmAUwkhmXqvI0ebA8ySk0MBeS",
-	"4E2W832Vyl/S3IAG0Oj+9QXNr0Ei8kJw4FoFg6/BFGgKEv99JRKqmeDm/xRUIllhLwM9BZJIoBpSIkaf",
-	"IdGPFPnw/hUpqJ4GYaCSKeTUfKfnBQSDQGnJ+CS4uwuD96Dl/NlYg1xtV0EieKqIFuSWMk1GMBYSiAKe",
-	"Mj4hplsJv5egNKETyrivK8Y1TEAGd6azgkqag3YDSgRXTGngerXrWMsS4gFRIG8gJaM59pbhbBBqyCWU",
-	"SDrWZESlZCBJh5KxyDJxC5IUUnxhoAjTB0EYMNPg7yXIeRAGnOaGrFbfbaJTGNMy08FgTDMFYTWIkRAZ",
-	"UI4TlpRSCelfhELCDROlIgWdwCNFYg5f9NB+Ea+jxLa3eZVYCnkhNPBk/ieYr3aeQloWGUuoBkUoUYxP",
-	"Muh+FiOiylHONOkIM2G3Qs7Gmbg9IIwrloJdQjOLtCiyeUWhZbqGxPOm967pvk1rTr+8Aj7R02Bw9ORp",
-	"6KH9sxidn66STIkh7/zULNyHV+en9Uo5pnV9szQIA8NlTEIaDAxbbJ6qjOUMGco32fahd8UPoyg0o2F5",
-	"meOVuWTcXYar/GwbVQVNwM8N9WPScb2Q2P0Tn5D4/8aEcUJJxpRmfDIgcANy3vrKtKHFDDjJ6ZxIoOk6",
-	"bm4I2Tw3XKTwBj9ZXQ3z7JHC7v0r4Z7ssxbmWVpma/usnj90vxWf+/muevrgzHdnXlaF4ApQwD2n6Xsr",
-	"H524q2Sd2W3MSvP+Z2VFOnyheZGBfTO1rHZDMyQBpDQix2wl9en4uldIJiTT8wHJS2XkMhmBvgXgJCKU",
-	"p+QwikhnIjQ5iqKD4K5N8x8kjINB8H/6jZ7p26eqf4bd4DgW52xEU8J4UeoTZMoclKITIEpTqRW5ZXqK",
-	"98cMstR0Zxvaecw4WWMhRyxNAR/c0KxsT0XzsJmMAmTOlGKCkxQ4g3RA9JQpwgGMzppCJftaLwre2l9X",
-	"wegqOHFbLGFkShXusgF1m+WVlYMeergYZpWQrOjhwumnig6RAunwowOCF3pBg/GU1O+b5zMubvkJkUYb",
-	"EzUVUmdzpKLktNRTIdnfDQeuUrLwvCHG3gauUSekA9PbM/cirgGxQp50binX5Cp4DlSCJBdnL96fXV4F",
-	"B5YNvpFvKCdIEOkoAJKKRPVpwXp5GpIryyTqKgjJWEgn/MygkGHfCP2LKHl6r43DhR6O8euFrUOiw99O",
-	"j//2/568j15Hf3788Ye/Pv/pT0dvfnxxeDbABbLffPuwuSCqTKYOi5kG396AzARN4X4DEs3nzYiamwOz",
-	"z6PI8btBgUZQECoBh5WI3N2eg654zGKoQ/Ugw9VTgwdvqSI0SaDQkJ4gSiTMIUPXXYxos4twMyYOXgZh",
-	"G+W23lhHkHu734KuSNWlEK+onMC9pngk0vlQCzHMsIlmmiuEa14wOxWfS6KnlNsdbSAFEWPy4/GPPz6N",
-	"fiSjuYaHmFZquzTL3OqoEy9SGh8QhHYjqg3HjUluIDpS9yQ0TIGs0InxefuzoNnfOPHPpGZjmuCUFVIU",
-	"IDWzkhl14qq6CwPF/g5OdOdUW3D09HHgxUqNFv1UKVn8/Lp+u9ktz7SGvPBQQh2NeME05Grb7Najuqv7",
-	"oVLSubmmSrEJh3RI9cIoUqqhqxmijpUx04a25VGGQUJ5AtnQsYzd7CstJKLki89q8yIMkqIcmq6HXO00",
-	"s2EAX5geWib+GvAyy+jIMLbFKquvj4EnjE+GqPW8XdSgN/J+zzhT0z0nbVKUyo+R4QtNNEnhhiWg2hqy",
-	"YMkMUlQNqE3dvJNOIgpj2okxvm1Ra4gYRJSaZIzPFKK5Xbjj5bsPPsb4LEZD5l+8XKRsPB8ynsKXe8we",
-	"d+u00q4QuZ8hRKmLUm8dyVv3mjGygc6GOeRCzodWFu3GSBKok44r1ElQopQJbCXjff2i/Qotq1bvhh4f",
-	"g5iNSDO/kDEgc09+U5pq2CoaLEdd4Lv4UQpSDjVlfkI0VbOtDEX55NK8Z4wQKrn51GuhtMWhY7dGtjg+",
-	"qcaxvGkbEdJemUV5tsSpG6TsRTVXwA3bfqqbMa2XHIcQBqpMEgALQMaUZfhPJpTpacYyc33tWYjnNJmJ",
-	"8XhVkjPONLMrvmk+T0tpfV5mVxoMIxeZQJRG2NUd8zIfWWbO6Zd92s7LTLMiYzu2f+eZTjfUc2Mmoa5K",
-	"U2aap9m71sidX+mbJsN2sWVG1miCe81Q3eG2adrSqX/adDK9QODaspX3mDyDb3aGA7+J0UUBST2gRcm/",
-	"ui+Vd+cs0Gzt/VUO34uupcbuTdmLdx9qBlxUtjnLMpYICYoYmE7smoQWPNoNaw35kjNtAOOTKMrjkMRR",
-	"74n5cxQT+/UIMnFLnj42SlZweDsOBp++rrBXC2IHpqVVKX1tyBV5Tnm6hmTKCZWTG4JzsEipLLkZRvzp",
-	"KuiPGO+rqbEjr4JuYv6q63iBuHoJVtU54+f24eEKDPjqp5hbzlwl93bKkikpqASuiSh1InJQJANNKEmh",
-	"AJ6aB8YOlSX6MZy8RdGqlBOspTQbiWa3dK7sIIbVCz4BewoZM5azBytb8a7WIFUbLthLq8KNs6g2cfJf",
-	"YDQVYnaG796Fgbnwk7AGYWVU6SFUDiT/Y6MXyzUjy+mX4eaxo1P+weFEtRI1niiLdO8pLmW2HS8gVsB5",
-	"tR9UK9PghXr8S9OxsO4LFPqEyeKIWgihsAGgwFis+EobFvi5tFCrHJpCwlJIh6O5d6XNY8XWIFLXmXd9",
-	"7RZcs/gNkPE+1iBztghF11uxthvv1FXYwuN+filI6h6TTnyYH0cqNsK0EZh4z8ceiwrZ03bdsJOTndi0",
-	"HpL4Ccryw+lxlFceAyurjSHVOGIamdkS3x7hHa5I/Ou223fVzrOujLFz81mnYOUrb499g/N7b6f3IrdV",
-	"JvJKDEIbxIKeR9JZ46I8aInrhjCaZMOUKfO5uVzyxLZd1m2HJBfDBufnoKciHZrnFGOXKaJ7Ps5Y4jZ0",
-	"BjXslzAuFb4youlQcVqoqcCNzFVZFALtpNbtFZ/WkhPILHjbs2isjmHJJdBkSh2iazm6DZUSaDq3g72h",
-	"LHNvtfu/AYm7NgyMkBOlxtCKBml2lU84gJ9rBAdjzcOAxBhXGBBroMZBuEU+2gZDu+K+3WnM/hVpNCqV",
-	"M/oX6Xj34pzQNJWgVEiiKIoGhz8NoqgX+Tao0Qul9vCZe0ASWtARy5ieh+QnfxtToJl1uC2x6kgZAHE7",
-	"BXTeZ3o6PyGQKSC304XweJHRBDDkgG5ZwQnGPFc6qp0YS+7cG5Yy2lU5e6QIvkM6Lz6cPnukSMlN++Zi",
-	"eHr25/MXZ8O370/P3v/87sX58PmHi6ENpK1KVfTKrPY0FbfWuWP9PwQZz7mB3C0jMmgytXSEBvM15BEt",
-	"CkG6OSkk41oRpknnY0je/Pnwx5C8O/8Ykncfn4fk3a/PQ/Lm7elZSC7+erHgG1q18Zc8Qc6NkrPRjk6U",
-	"nPF1IvCNGUw/hZu+HcIbfwMiBb//oSx97Pny3Yfuv/7xz7CSYzSRQikiYSSEVlv3CjZasUJFvnfPUD65",
-	"j21b+Yg9mrgwwmSD17KdddGmea3f2NBozLvVzf1vp6IGqMtKqPb9LjNhG4QscaHBWP43nZmxi9lbwVKU",
-	"DvkGgLR+qrQo/C66LZjqXq5m33Q3nq91E3/pnHTLDhYn6TxgEVzgaXehYBTdfnO3DODdbnNjwvYqSnwD",
-	"+/Xy8l3LObKkt0Tqx8/wpYCkbSvtwXGtgJx/r6+fpoZsC278smwXO8d9b9/eMi/3EU3/uTO3bsJwli7Q",
-	"YbznXCVTSGaqzD1JglN69OTp4NezjwNU3BhysBA9N3DzBGM0iiRGt7s0kQwclPADk9Qx+rJ/BSQYJT8R",
-	"oEIiIaOa3QDRAlv9LEaPFOb2GNCTMgmJFtJApLzQc2PyuLRFxkmfzAAKlySC0/FIWbJcstGqiKsnbQnC",
-	"aF0M+v2QmH/UoN83HanjQb8/KpMZ6P4M5qRjVEyTJkMnwPUjRbpduzJdpYUEQ14hGNdozCQSUuCa0Uwd",
-	"bFXijjjfiv8mRnu7hqyIHe7iQLp3ICwppbGehxvDqalzG2x2uxTqPmHQe4UxqQ3nbIsAOe2/3sfVSucc",
-	"zmD+XSKN8EUPZcn3GmAhwawGE3zNqm+IESoHvHZwv+/sU2vjljq5ZT+H2j2ccFV+4I6eOBx443tboHOB",
-	"gAW/3MouW9pSOwTwfhOjU6jClet3+G55Em4fejSa8/FVUGqX1mqvtD+4vsOy+0Ie7QlcMx+vmA8i7Rsi",
-	"8pHdyuTeKaK7lkS/gYLen2HJEZ1b0eXLBhg18dRNY6jCrtYjkVPuMRypnNycECMpMcmCcmLgFMYnOkYD",
-	"YW5ynSrbytQteakgJfFnMYo3W9NrxHA9p0k7mLJpPE3UxX6ltKSM6z1xewo0zRiH3SWBDduooaVwj56k",
-	"YX8/tuQ334YNd1ZCTtAaYLLt/baBYdRTTif+NBVMAt59L7XxpmeaZizLhhtSP/B55UXcI5qf0RFk3wrB",
-	"t4eRXFL7Ktu3jwWsPgVtdpX/mRhiduawRjP7mh9caDae77xALlrntXIrP4GX0gopOEm1zXcS1t57/zB+",
-	"L6GEh0w92hP4VOLNj2zcwz1zkCCRoIffvN/vwf+lgh2UVKUZWmuzQWXtZmD7jvgYfGRzDpKMoQdbMo2H",
-	"s05I7IiI8YBSbGRVvKyOMH++JnwhVuTRmo6QlqKss2uCQ4OyqqSZqHfkkmBshKud23LUVpyfgmKup4If",
-	"YwSmEFL3inkQBt1uSs1fLczf6yXF9Cn4u+BAfv6ZQNk9DDAHcojOXaNZO/QwisLpYRQdmC8bzRQcRcdR",
-	"NzrsRkeX0dNBFA2i6G9Bo1EwsZkybk8eWN56/fb0LBgE4zLLvMaFo7rbNB3UMj5IRTID2WOin7GRpHLe",
-	"t6MdHPcOj7oqY3mwJKiDi/OXl2fvXwfLAjo4xKhlI3010NxuE7oqUo+bAz5sMtXZvGvJDFoiMuCCuyjU",
-	"qlz8dHS9IKWCEeMFTWZthh78ENXCJQCdBUsCJSnKJkHFOvvNOF6y5+4QEAKniXnr8K4lVxaW6bhZpmYu",
-	"jrFJuxODQwwbRVG0Gpb8LsCvzm9qob/N+KqVh7MMzDxBrv8CsB0AWD2beyKw+rtdvAS7QLVFoTxmGSgy",
-	"Bm20GmF8s/usOvPLdHXaq0M1yYXSLgXsfysOrGfxe4DB7f6l/yBwuCZZ8rsixO0T/JCIsR7h3rDxfwbj",
-	"1fSuB3peGLecx3VLmbZ5XDibixnfyGsbkr/tWRf7v5qxoliT+/UateqajKXX7PmO6ahHT56+Zs8xieml",
-	"+9t78jLePQvVKXVPTufb5oiFL+JAeXX45JEi9Qkk9NJnYmKP2c2g0GQEiqUIbKvDn+bTCUJeM5RFf/9B",
-	"sAwF1iTCVNkdVnAzTrjQQ2wiJbfgzvjZax+PNm/vp0ItrXukMGMfbxueXmpPrc8irIkvzPSuSRPClzzh",
-	"p1aspZAwZl+CdR/vY78tR1iw82oQPjPpfVvqLMXODHzcLXvEIdCdXq7h6Tq5s0MbS8O42zSw+4RY3dA3",
-	"Ys8qZX3tObHbqciAvHz3QZEODro3KcqDk+XTYorYDGx3mMym4O0TMmlmfxO9bXn271uFhd21wmEzX00Q",
-	"Mz11NZgZzI3owAAtbhavqPCXaahEXv/ds8tfQxR6faVTUWojrqtLkNJ/sut+Z0RdIHZmy42sy7Wpzk0U",
-	"2ZoJkOYR0YK8e3txSfo3h/3PYqQGxNjmCHnD1vFZzHerS9oIadMeG/Wy1wmObYba6hESVEYrR2HW59L6",
-	"h4T+lvaodh7C0uGYPQbgPMdt+tcdi6nr1PjtXG/A1Bd1a9rx8UXl11zpHjPlF5VapY++Dfo0IWWv9lpJ",
-	"LNzqXrbY8ttyQMJqvBvm6Kw61bEcQXygM9F7BubXRczvGQbfcJR3Uywbfl+XArdn1No2sRNH4ythcxq0",
-	"CijX2WLwO0ZANy3mfXT0f7dEo3cVJKWxQS/MUrosMSyMsiqJn7nCMZYo0onHOR/+6x//jA/IWIqcxLV4",
-	"pknWx2xcLWkRG8m8+AzbUbEFNC9enV9xBTxVJO528VFM+iT+wy9v35+9fvZmePn2T2dv4h55MQU8IS94",
-	"NifCGRqKuOPS1uKIu12aZHHvqi7NhuLWjqgeP/qnsAAF42OxOtLLKZBn787d2Y2xkJDXhg3WZ1M2x1xZ",
-	"l30hpG4qXv0Q/RAd9MglzWZGDVM+R9sIs/lTNJ7McLHIG06bnlJd1aIyytvWryG4GcIqdGBMLlvjLa3S",
-	"vywQ7JFLLMMmlFH9Y5DAEwivOM6GpX8kSp6i9eZIDAlT7do0J1VOej0H5gUzvJwmU8aha0h3h0a4ljTR",
-	"vSt+xbvkfVMqhDkqUzCiL0WTNtHZfGDMyZJjuR9bL8k0TsnjKHJDpznYVPZWeb0rToiTLkTROYl923tA",
-	"cHvHBz1SqV+H/xQWEMM6LNglwpyMapCmYXdgQw1cfEYRNRWlIWzChYTqEz2FOUkFWpuG/J4Z8VnrOA9T",
-	"JP56Za3Yq2BAroKrMoqOk4XTG3gL7GFNMzPtF/HaPb+LSceOmMR4Cic+aHVYnRwiCRb/UyT+2HWT3z0/",
-	"jXF144/dXyyrdt+IFOKTiuMyJdoPz414jXG6zWxgNTx76sGVmEDWs8NHc7vFrZamZ6WeDjbtPyxJReKF",
-	"+ksDslBxKTZbyDKoWU97iGtU4sojkC+AG4SnSCeuhNSAfLqOD05I/KXrNmW3KXUVO07CsoRNAay6ptwj",
-	"haMVWZWsOZGUa9IxwoAWzAimoRSlBtWbiIMe+YsrsFEPyZ0uYYokVhLhXMR/rB2cP7+5iImCDBlwsR6e",
-	"GDcXaTNgtbZQXsaURoKXauSZ0f+xqeX4M1aNJDmdYRlETLucGPkgRTmZbishacVkxhJwyNXFpxS4QolQ",
-	"CMW0cHlNTGeuNBnKw/dnF5dGTAZhUB2BGgQ3h+hKKYDTggWD4LgX9Y7R0aGnqF1W9EMw+HoX1rerg1Nd",
-	"q2X6UjgA0noHl7OvIBt77ivfvf5XiieKhbyz9X2aqpyfvvrq4FWv71UN79r1m2Sl0iD7U6qmDTXV3c/C",
-	"9Ld8NwN6A6u3c8hHNrl66YFZRv/dPqbV97+akfhGu2pe4f6WriSh0da2QKY9AvZAJQqvfZRqSbkag+xa",
-	"HlVT1uKGGqW56/qUmLuuctwmFiDVe+o8DQbBK6b0b+aFcHn4PhzbvNJvohXr7MHWy62aquZtby6AVeMG",
-	"Arn4AKQx6WCNKlR/U5q2HK6kfikkt1OqwdXCYtJJZS5u19XErPMx60X4bm7vOtjhRbqrcxHPYP4zFvJD",
-	"rVQAtWe3hMRabbSrwEwrllGjWdZKpsf0hyJDa8rymLfKKR1BtjD03d2+Ss8rsZZ7lhH3RO1nXVeLdHMZ",
-	"Ut+ms+FHXI/QFoVa07yN+2xpfwuj2iqwu3C0zfe8u14q7HkURTsUmdut/luVteqpACc4YCXhk8VCwogY",
-	"7WFQp9EzahP3Hlu6fN3V9PdbVUmxR1f/dttnVZ06sy/ynGKihCEcC8yFhMOtgb5jJpUOCUW6CdWEkspr",
-	"QCeqnRvrAy2Yq0JTe8jK5/56u+zjMojTtGhw5Cd7t9frXRv4WMWpsQzeQY88a+pD4wlurJVc+9MoT6/4",
-	"WMhbKlPE3wt2Reh8y0rTvFDk/NTGf8zQlGnZSA1jjLiKo/VRD0VzuOKtQD46YiXoUnLbuZBswjjNbOJt",
-	"XLu1BgSxTIin2S0yWZTp1tH2/aX6UulpuxeQfZ6781N7FHm1Dsl2GVOrtz59bVJVgl4fvqBZ1ez65kY7",
-	"mcdQ30rT6vUzQVPMzKIZBpEqeWhu310j704hy5bqqFb9QjIVxDwXm7KY2rlF2CLW2vY3+amqTmOISozw",
-	"brq4XvZ4HNX0VjR4UpUOl1KVnj5+zZ4b2bFzvckln+2ij8Tw3N13FHZtf71H4Fl0b3YC1hIl9W4wFoOR",
-	"hk2FU5eXsrDTyNJGM8t1FB0+HI+2nNfOlcYM46yvK2s16J5f/VLx6ipn3YOA/TljzeJQbYSh0nWgwaxR",
-	"9bMDnarovNPkNu5Sm+fVbxdgvH7NbxpsKvVav4d03UPNPT483v5JXUDWfHD00/YPWmV9v1WV2smv5jZc",
-	"Kupqi7gaLChkZXof7K5U7bbBHitboY8HkNSiAdH/ytK7tVbESzDqZm9t0zYLvjOQcsehPMzrMCbpOHct",
-	"8BuCu8oq8lvrPnfOXFc6Ga0Nq6shPbD46vH21a1LV38rS7yteIHpuv6pJdfcqEhuHc/aH2TttZD2hxxq",
-	"27VmmP5CWd6HbrP/1djad/du2mtuZIYh0+YMsemCdGJR6r7R871E3cQnBgXmdE6mIktJ3I9DW4oEMkx6",
-	"I6ASWkC65qcD3NX+LoFmCqyp+YBzio46PGP8gI024aMHajATk4dsrqlC+2ANaldv72Ha01TNvn3AubFA",
-	"kpY8r0G+9956h9hDure4S1JtX67veZvVUv14yWLzrr1+Km75wzcqKXv4ViFjE2arQD1426VyCeHf2qpz",
-	"WvecEm7uSqqF7E+EUqzozmCuPE/rImT1I7Tb1PL1v4cNbdGyuuvqPJfy3Lo3dy781E3d83K7/YKWCr5b",
-	"60bW5d+veS3ZZGJj4Q/RfnW4uLUO9a0aie7XUeuHf1a7+SbxvdhyK1UAP66SBD5dG4hrIwi++AIlmUho",
-	"5oLnnXgxmN7tpnCDJhKmM1TFRQ6PfuhFvah3OPgh+iFCEO1w3koyLOL8EANfIbH4AQGj/c0Po3NOnP/c",
-	"aFnzolGOKlzKa26Agmq2H2LKVTh1+uylqgJ67odHGiudYdDSRlCA67Yjt1n91TYTKXh95NxFBpxrzcYR",
-	"Fn7NjFDt4oKa4fGvKgJQ73M/CLzAZepemKnHLChFlJZA86ZQZfPTKTbekEwpx7qJlV/Kgh9PuAOjwaGb",
-	"7IQWNMGaf6hQcI7bSqARcagwPRMiuK2Ykszt74C0ptxJ1kUPua+R30uhKfZdiIwlcyIhETJVC+FY5flV",
-	"MV9jVv4TF5EL7RK78M5n4caIYbzQVSts/eSdjXp5Wq30RtWga37KCmzPdYpKp26tUjq+VcZwp3XVToG4",
-	"frtVVNWZe+04Z+bllaV0ENNehbfqb3PQ1IiG/x8AAP//",
+	"7H37chu50e+roOZ8VaZODcmRZHt3qdpK2ZbWq41vx5ITJ5aKA840ObBmgFkAI5lxqSpPkwfLk5xCA3Mh",
+	"CVKkLOdLpfKXNDegATS6f31B82uQiKIUHLhWwehrkAFNQeK/r0RCNRPc/J+CSiQr7WWgMyCJBKohJWLy",
+	"GRL9SJEP71+RkuosCAOVZFBQ852elxCMAqUl47Pg9jYM3oOW82dTDXK1XQWJ4KkiWpAbyjSZwFRIIAp4",
+	"yviMmG4l/F6B0oTOKOO+rhjXMAMZ3JrOSippAdoNKBFcMaWB69WuYy0riEdEgbyGlEzm2FuOs0GoIZdQ",
+	"IulUkwmVkoEkPUqmIs/FDUhSSvGFgSJM7wVhwEyDv1cg50EYcFoYsjp9d4lOYUqrXAejKc0VhPUgJkLk",
+	"QDlOWFJJJaR/EUoJ10xUipR0Bo8UiTl80WP7RbyOEtve5lViKRSl0MCT+R9hvtp5CmlV5iyhGhShRDE+",
+	"y6H/WUyIqiYF06QnzITdCHk1zcXNHmFcsRTsEppZpGWZz2sKLdO1JJ62vfdN911aC/rlFfCZzoLRwZOn",
+	"oYf2z2JyerxKMiWGvNNjs3AfXp0eNyvlmNb1zdIgDAyXMQlpMDJssXmqclYwZCjfZNuH3hXfj6LQjIYV",
+	"VYFX5pJxdxmu8rNtVJU0AT83NI9Jz/VCYvdPfETi/xsTxgklOVOa8dmIwDXIeecr04YWV8BJQedEAk3X",
+	"cXNLyOa54SKFN/jJ6mqYZ48Udu9fCfdkl7Uwz9IqX9tn/fyh+6353M939dMHZ75b87IqBVeAAu45Td9b",
+	"+ejEXS3rzG5jVpoPPysr0uELLcoc7JupZbVrmiMJIKUROWYrqU+Hl4NSMiGZno9IUSkjl8kE9A0AJxGh",
+	"PCX7UUR6M6HJQRTtBbddmv9HwjQYBf9n2OqZoX2qhifYDY5jcc4mNCWMl5U+QqYsQCk6A6I0lVqRG6Yz",
+	"vD9lkKemO9vQ1mPGyZoKOWFpCvjgmuZVdyrah+1klCALphQTnKTAGaQjojOmCAcwOiuDWvZ1XhS8s78u",
+	"gslFcOS2WMJIRhXushF1m+WVlYMeergY57WQrOnhwumnmg6RAunxgz2CF3pBg/GUNO+b51dc3PAjIo02",
+	"JioTUudzpKLitNKZkOxvhgNXKVl43hJjbwPXqBPSkentmXsR14BYIU96N5RrchE8BypBkrOTF+9Pzi+C",
+	"PcsG38g3lBMkiPQUAElFooa0ZIMiDcmFZRJ1EYRkKqQTfmZQyLBvhP5FVDy918bhQo+n+PXC1iHR/m/H",
+	"h3/9f0/eR6+jPz3++MNfnv/0x4M3P77YPxnhAtlvvn3YXBBVJZnDYqbBt9cgc0FTuN+ARPt5O6L25sjs",
+	"8yhy/G5QoBEUhErAYSWicLfnoGsesxhqXz3IcHVm8OANVYQmCZQa0iNEiYQ5ZOi6ixFt9hFuxsTByyDs",
+	"otzOG+sIcm8PO9AVqToX4hWVM7jXFE9EOh9rIcY5NtFOc41wzQtmp+JzSXRGud3RBlIQMSU/Hv7449Po",
+	"RzKZa3iIaaW2S7PMnY568SKl8R5BaDeh2nDclBQGoiN1T0LDFMgKvRifdz8L2v2NE/9MajalCU5ZKUUJ",
+	"UjMrmVEnrqq7MFDsb+BEd0G1BUdPHwderNRq0U+1ksXPL5u3293yTGsoSg8l1NGIF0xDoe6a3WZUt00/",
+	"VEo6N9dUKTbjkI6pXhhFSjX0NUPUsTJm2tK2PMowSChPIB87lrGbfaWFRFR88VljXoRBUlZj0/WYq61m",
+	"NgzgC9Njy8RfA17lOZ0YxrZYZfX1KfCE8dkYtZ63iwb0Rt7vGWcq23HSZmWl/BgZvtBEkxSuWQKqqyFL",
+	"llxBiqoBtambd9JLRGlMOzHFty1qDRGDiEqTnPErhWhuG+54+e6DjzE+i8mY+RevECmbzseMp/DlHrPH",
+	"3TqttCtE4WcIUemy0neO5K17zRjZQK/GBRRCzsdWFm3HSBKok44r1ElQopIJ3EnG++ZF+xVaVp3eDT0+",
+	"BjEbkeZ+IWNA5o78pjTVcKdosBx1hu/iRylIOdaU+QnRVF3dyVCUz87Ne8YIoZKbT70WSlccOnZrZYvj",
+	"k3ocy5u2FSHdlVmUZ0ucukHKntVzBdyw7aemGdN6xXEIYaCqJAGwAGRKWY7/5EKZnq5Ybq4vPQvxnCZX",
+	"YjpdleSMM83sim+az+NKWp+X2ZUGw8hFJhCVEXZNx7wqJpaZC/pll7aLKteszNmW7d96ptMN9dSYSair",
+	"0pSZ5mn+rjNy51f6psmwXdwxI2s0wb1mqOnwrmm6o1P/tOkkO0Pg2rGVd5g8g2+2hgO/iclZCUkzoEXJ",
+	"v7ovlXfnLNBs7f1VDt+JrqXG7k3Zi3cfGgZcVLYFy3OWCAmKGJhO7JqEFjzaDWsN+YozbQDjkygq4pDE",
+	"0eCJ+XMQE/v1BHJxQ54+NkpWcHg7DUafvq6wVwdiB6alVSl9acgVRUF5uoZkygmVs2uCc7BIqay4GUb8",
+	"6SIYThgfqszYkRdBPzF/1WW8QFyzBKvqnPFT+3B/BQZ89VPMLWeuknuTsSQjJZXANRGVTkQBiuSgCSUp",
+	"lMBT88DYobJCP4aTtyhalXKCtZJmI9H8hs6VHcS4fsEnYI8hZ8Zy9mBlK97VGqRqwwU7aVW4dhbVJk7+",
+	"M0wyIa5O8N3bMDAXfhLWIKycKj2G2oHkf2z0YrVmZAX9Mt48dnTKPzicqFeiwRNVme48xZXM78YLiBVw",
+	"Xu0H9cq0eKEZ/9J0LKz7AoU+YbI4og5CKG0AKDAWK77ShQV+Li3VKoemkLAU0vFk7l1p81ixNYjUdeZd",
+	"X7sF1yx+C2S8jzXIgi1C0fVWrO3GO3U1tvC4n18KkrrHpBfvF4eRio0wbQUm3vOxx6JC9rTdNOzkZC82",
+	"rYckfoKyfD87jIraY2BltTGkWkdMKzM74tsjvMMViX/Zdfuu2nnWlTF1bj7rFKx95d2xb3B+7+z0XuS2",
+	"2kReiUFog1jQ80h6a1yUex1x3RJGk3ycMmU+N5dLntiuy7rrkORi3OL8AnQm0rF5TjF2mSK659OcJW5D",
+	"59DAfgnTSuErE5qOFaelygRuZK6qshRoJ3Vur/i0lpxAZsG7nkVjdYwrLoEmGXWIruPoNlRKoOncDvaa",
+	"sty91e3/GiTu2jAwQk5UGkMrGqTZVT7hAH6uERyMNQ8jEmNcYUSsgRoH4R3y0TYY2hX37U5j9q9Io0ml",
+	"nNG/SMe7F6eEpqkEpUISRVE02v9pFEWDyLdBjV6otIfP3AOS0JJOWM70PCQ/+dvIgObW4bbEqhNlAMRN",
+	"Bui8z3U2PyKQKyA32UJ4vMxpAhhyQLes4ARjnisdNU6MJXfuNUsZ7auCPVIE3yG9Fx+Onz1SpOKmfXMx",
+	"Pj750+mLk/Hb98cn739+9+J0/PzD2dgG0lalKnplVnvKxI117lj/D0HGc24gd8uIDJpklo7QYL6WPKJF",
+	"KUi/IKVkXCvCNOl9DMmbP+3/GJJ3px9D8u7j85C8+/V5SN68PT4JydlfzhZ8Q6s2/pInyLlRCjbZ0olS",
+	"ML5OBL4xgxmmcD20Q3jjb0Ck4Pc/VJWPPV+++9D/59//EdZyjCZSKEUkTITQ6s69go3WrFCT790zlM/u",
+	"Y9vWPmKPJi6NMNngtexmXXRpXus3NjQa8251c//LqWgA6rISany/y0zYBSFLXGgwlv9NZ2ZsY/bWsBSl",
+	"Q7EBIK2fKi1Kv4vuDkx1L1ezb7pbz9e6iT93TrplB4uTdB6wCC7wtL1QMIput7lbBvBut7kxYXs1Jb6B",
+	"/Xp+/q7jHFnSWyL142f4UkLStZV24LhOQM6/19dPU0u2BTd+WbaNneO+t2/fMS/3EU3/uTO3bsJwls7Q",
+	"YbzjXCUZJFeqKjxJghk9ePJ09OvJxxEqbgw5WIheGLh5hDEaRRKj212aSA4OSviBSeoYfdm/AhKMkp8J",
+	"UCGRkFPNroFoga1+FpNHCnN7DOhJmYREC2kgUlHquTF5XNoi42RIrgBKlySC0/FIWbJcstGqiGsmbQnC",
+	"aF2OhsOQmH/UaDg0HanD0XA4qZIr0MMrmJOeUTFtmgydAdePFOn37cr0lRYSDHmlYFyjMZNISIFrRnO1",
+	"d6cSd8T5Vvw3MdnZNWRF7HgbB9K9A2FJJY31PN4YTk2d22Cz26VU9wmD3iuMSW04564IkNP+631cnXTO",
+	"8RXMv0ukEb7osaz4TgMsJZjVYIKvWfUNMULlgNcW7vetfWpd3NIkt+zmULuHE67OD9zSE4cDb31vC3Qu",
+	"ELDgl1vZZUtbaosA3m9icgx1uHL9Dt8uT8LtQ49Gcz6+Gkpt01rjlfYH17dYdl/IozuBa+bjFfNBpF1D",
+	"RD6yO5ncW0V015LoN1DQ+zOuOKJzK7p82QCTNp66aQx12NV6JArKPYYjlbPrI2IkJSZZUE4MnML4RM9o",
+	"IMxNblJlO5m6Fa8UpCT+LCbxZmt6jRhu5jTpBlM2jaeNutivlJaUcb0jbk+BpjnjsL0ksGEbNbYU7tCT",
+	"NOzvx5b8+tuw4dZKyAlaA0zuer9rYBj1VNCZP00Fk4C330tdvOmZpiuW5+MNqR/4vPYi7hDNz+kE8m+F",
+	"4HeHkVxS+yrbd48FrD4FbXaV/5kYY3bmuEEzu5ofXGg2nW+9QC5a52tJ8PGsrMZrvLM3GdWEEpcg0mRn",
+	"pQKU9VBS8vLdB4PWM5GniuhKciM6nOOS9ChJJNMsoTn5eHq8N0JE3hyUGJEcprpuPjTSyXUxaIgiGPWy",
+	"+dyEaYxqYOZdBaSntChLSBFL463UJaLWiWKVMnRXZafpI0KJ2V1EQp3Znokcus5/Q6Q7EgAVeN3ZjX/F",
+	"u8I1wnIS/i6fU9hEPfzLb8l4wJStHQFjrRb8iNA93DF3CxIJevzNcvIecqNSsIVyrzVqZ202qPrtHBO+",
+	"o1EGV9pcjSRn6PmXTCOrH5HYERHjwa7YyPh4WY3juYOG8IUYmwdtOEI6AKPJSgr2DTqtk42iwYFLHrKR",
+	"wW5O0EEXcHwKyrnOBD/EDVMKqQflPAiDfj+l5q8W5u/lkkL/FPxNcCA//0yg6u8HmDs6Rqe4QSQ9uh9F",
+	"YbYfRXvmy1ajBwfRYdSP9vvRwXn0dBRFoyj6a9BqYkwIp4zbExuWt16/PT4JRsG0ynOvUeao7rdNB41u",
+	"DFKRXIEcMDHM2URSOR/a0Y4OB/sHfZWzIlhScMHZ6cvzk/evg2XFFuxjtLfVWhpoYbcJXVVFh+3BKDbL",
+	"dD7vWzKDjmoJuOAuereqTz4dXC5IqWDCeEmTqy5Dj36IGuESgM6DJYGSlFWb2GODJGYcL9lzd3gKAefM",
+	"vLV/25ErC8t02C5TOxeH2KTdicE+htuiKFoN534XwNzkhXVQ82Zc2slfWga0nuDgf4HrFsC1mc0dkWvz",
+	"3TbelW0g7qJQnrIcFJmCNlqNML7Z7ViflWa6PiXXo5oUQmmXOvfvip+bWfweIPpuv9x/EKhek2T6X2T9",
+	"b4is72bMh0TaDWfsDLf/d7BxQ+96gOyFv8t5gzeUaZs3aBln4YQB7tENhw3s2Sr7v7pihge9XPIa0cia",
+	"DLnX7PmW6c8HT56+Zs8xae6l+zt48jLePuvZgSFPDvHb9kiPL8LVbptHijQn3nC/5WJmj3VeQanJBBRL",
+	"cYfWh43NpzM0FcxQFuNLe8EyhForgOZNmE4Z0M2FHmMTKbkBd6bUXvt4tH17N+hhad0hZR77eNvy9FJ7",
+	"an3WakN8aaZ3TVoavuQJd3Zie6WEKfsSrPt4F7t3OaKHndeD8JmX77tSZylWa2D3dtlKDrlv9XID69fJ",
+	"nS3aWBrG7aaB3Sek74a+EbPXRyTWnktE3WSUrCI9HLTRjHtHy6cTjRJjSVYfXrQpn7uE6NrZ30RvV579",
+	"61ZhYXetcNiVrwaNmZ6m+tAVzI3owIQA3CxeUeEvC1KLvOG7Z+e/hij0hkqnBlsI2VyClP6ThPc7k+wC",
+	"/1e2vM263K76nE6Zr5kAaR4RLci7t2fnZHi9P/wsJmpEBHemQtg5ro35lU0JJSFtmm2rXnY6MXSXgbt6",
+	"ZAmV0crRq/W52/4hoZ+qO6qth7B0GGuHAbhIRZf+dcewmrpIfv+AN0Dvi/K27fj4ovajr3SPSHpRqdX6",
+	"6NugT5vC4NVeK4msd4YzLLb8tpyjsB7vhjk6qU8RLUesH+gM/o6JIOsyNO6ZdrHh6Pim3An4fV3K5Y5Z",
+	"EraJrTgaXwnb08d1AkOTnQi/Y8R902LeR0f/d0u0eldBUhkb9MwspctKxEI8q5L4mStUZIkivXha8PE/",
+	"//6PeI9MpShI3IhnmuRDzP7WkpaxkcyLz7AdFVtA8+LV6QVXwFNF4n4fH8VkSOL/+eXt+5PXz96Mz9/+",
+	"8eRNPCAvMsCKDILncyKcoaGIO55vLY6436dJHg8umlKAKG7tiJrxo18PC54wPhWrIz3PgDx7d+rOCk2F",
+	"hKIxbLAeoLJnGpQNdZRC6rbC2g/RD9HegJzT/MqoYcrnaBvh6ZEUjSczXCwqiNOmM6rr2mdGedt6SQQ3",
+	"Q1iHXIzJZWsKpnW6oQWCA3KOZf+EMqp/ChJ4AuEFx9mw9E9Exa23xJEYEqa6tZCO6jMQzRyYF8zwCppk",
+	"jEPfkO4OKXEtaaIHF/yC98n7tjQNc1SmYERfiiZtovP5yJiTFcfyUrY+l2mcksdR5IbunDyk1ynneMEJ",
+	"cdKFKDonsW97jwhu73hvQGr16/CfwoJ16BTCLhHm5FSDNA27A0Jq5OJaiqhMVIawGRcS6k90BnOSCrQ2",
+	"DfkDM+KTzvExpkj89cJasRfBiFwEF1UUHSYLp4XwFtjDwWZmui/itXt+G5OeHTGJ8dRXvNfpsD6pRhIs",
+	"NqlI/LHvJr9/ehzj6sYf+79YVu2/ESnERzXH5Up0H54a8RrjdJvZwOqL9pSNK2mCrGeHj+Z2h1stTc8q",
+	"nY027T8sgUbihXpfI7JQ4Ss2W8gyqFlPe2hwUuHKI5AvgRuEp0gvroXUiHy6jPeOSPyl7zZlvy2tFjtO",
+	"wjKYbcG1pobhI4WjFXmdHDyTlGvSM8KAlswIprEUlQY1mIm9Afmz8yY2Q3KnmZgiiZVEOBfxHxrH8M9v",
+	"zmKiIEcGXKy/KKbtRdoOWK0tzJgzpZHgpZqMZvR/aGuH/oxVSklBr7DsJqb5zox8kKKaZXeVLLViMmcJ",
+	"OOTq4noKXGFOKIViWrg8OqZzVwoP5eH7k7NzIyaDMKiP3I2C6310pZTAacmCUXA4iAaH6OjQGWqXFf0Q",
+	"jL7ehs3t+qBe32qZoRQOgHTeweUcKsinnvvKd2/4leIJdiFvbT2ptgrsp6++uov16ztVX7x0/SZ5pTTI",
+	"YUZV1lJT3/0sTH/Ld3Og17B6u4BiYpP5lx6YZfTfHeIxjuFXMxLfaFfNK9zf0pXARFc7FmS1Rw4fqCTm",
+	"pY9SLSlXU5B9y6MqYx1uaFCau25OJbrrOqdyZgFSs6dO02AUvGJK/2ZeCJeH78Ox7SvDNsqzzh7svNyp",
+	"4Wve9uZQWDVuIJCLD0Aakx7WREP1l9G043AlzUshucmoBld7jUknlbm4WVeDtcn/bRbhu7m9m2CHF+mu",
+	"zkV8BfOfsXAkaqUSqD0rKCTWBqR9BWZasWwfzfPO4Q1MGylztKYsj3mr6tIJ5AtD397tq/S8FmuFZxlx",
+	"TzR+1nW1bzeXvfVtOhu2xfUIbRGyNc3buM8d7d/BqLbq8DYcbfOLby+XCskeRNEWRQ23qzdYZ0l7Kg4K",
+	"Dli5+mixcDUiRnv42Gn0nNpE0ceWLl93Df3DThVc7NHVW77rs7ouotkXRUExwcQQjgUNQ8LhxkDfKZNK",
+	"h4Qi3QQjp7XXgM5UNxfbB1owx4em9lCfz/31dtnHZRCnadHgyE/27mAwuDTwsY7vY9nFvQF51tYjx4oB",
+	"WJu78adRnl7wqZA3VKaIvxfsitD5lpWmRanI6bGN/5ihKdOykRrGGHEVbpujRYoWcME7CRDoiJVgg8QI",
+	"7CSbMU5zm+gdN26tEUEsE2L1BItMFmW6dbR9f6m+VOrc7gVkn+fuvN4ORYWtQ7JbNtfqrU9f2xSfYDCE",
+	"L2hWtbu+vdFNgjLUd9LbBsNc0BQz2miOQaRaHprbt5fIuxnk+VLd3rpfSDJBzHOxKfurm5OFLWJtd3+T",
+	"n+pqSIaoxAjvtovLZY/HQUNvTYMnxWt/KcXr6ePX7LmRHVvXN13y2S76SAzP3X5HYdf113sEnkX3Zidg",
+	"7VrS7AZjMRhp2FbUdfk8CzuNLG00s1wH0f7D8WjHee1cacwwzvo6xlaD7vjVLzWvrnLWPQjYnTPWLA7V",
+	"Rhgq3QQazBrVP3PRq3/kwGlyG3dpzPP6tzIwXr/mNzQ2lRZu3kO67qHmHu8f3v1JU7DYfHDw090fdMpI",
+	"f6sqtZNfz224VETYFg02WFDI2vTe216p2m2DPda2whAPvKlFA2L4laW3a62Il2DUzc7apmsWfGcg5Y7f",
+	"eZjXYUzSc+5a4NcEd5VV5DfWfe6cua5UN1obVldDumfx1eO7V7cplf6tLPG25gWmm3q7llxzoya5cxxw",
+	"d5C100LaHw5pbNeGYYYLZaAfus3hV2Nr3967aa+5kRuGTNsz66YL0otFpYdGzw8SdR0fGRRY0Dnm9ZF4",
+	"GIe29A3kmPRGQCW0hHTNT1W4q91dAu0UWFPzAecUHXV4pv0BG23DRw/UYC5mD9lcW/X4wRrUrr7jw7Sn",
+	"qbr69gEXxgJJOvK8Afnee+sdYg/p3uIuubd7ub7nu6yW+sdyFpt37Q1TccMfvlFJ2cO3CjmbMVt17MHb",
+	"rpRLpP/WVp3TeuCUcHtXUi3kcCaUYmX/CubK87Qpetc8QrtNLV//a9jQFslruq7PwSnPrXtz58JPKzU9",
+	"L7c7LGml4Lu1bmRd8f2a15LNZjYW/hDt14fZO+vQ3GqQ6G4ddX5oarWbbxLfiy13UgXw4zpJ4NOlgbg2",
+	"guCLL1CSi4TmLnjeixeD6f1+CtdoImE6Q13MZv/gh0E0iAb7ox+iHyIE0Q7nrSTDIs4PMfAVEosfEDDa",
+	"35gxOufI+c+NljUvGuWowqW85hYoqHb7IaZchVPHz16qOqDnfuimtdIZBi1tBAW47jpy29VfbTORgjcl",
+	"DlxkwLnWbBxh4dfzCNUuLqgZHpurIwDNPveDwDNcpv6ZmXrMglJEaQm0aAujtj/VY+MNSUY51ums/VIW",
+	"/HjCHRgNDt1kJ7SkCdaYRIWCc9xVAq2IQ4XpmRDBbYWeZG5/d6Yz5U6yLnrIfY38XglNse9S5CyZEwmJ",
+	"kKlaCMcqz6/Y+Rqz8p+4iFxol9iFdz4LN0YM44WuOmbnJxZt1MvTaq036gZd8xkrsT3XKSqdprVa6fhW",
+	"GcOd1lWbAXH99uuoqjP3unHO3MsrS+kgpr0abzXfFqCpEQ3/PwAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,
