@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"strings"
+	"time"
 
 	"github.com/foreman-sched/foreman/fsm"
 )
@@ -22,19 +23,24 @@ import (
 // sees) once such a placement is applied: the barrier is appended after the
 // placement committed, so its AppendEntries carries that commit at once.
 //
-// Only entries a follower must act on are pushed: an attempt assigned to
-// another node, or a stop requested for one. A push costs a log write (an
-// fsync on every node), and pushing every entry (submits, reports) made
-// the next submit queue behind those fsyncs; followers learn the rest with
-// the next entry or CommitTimeout, as before.
+// Entries a follower must act on are pushed at once: an attempt assigned to
+// another node, or a stop requested for one. Every other entry (submits,
+// reports, finishes) is pushed once the log has been quiet for pushQuiet:
+// under steady load each AppendEntries already carries the previous
+// commit, so no push is needed, and a push per batch (a log write, an
+// fsync on every node) made the next submit queue behind it. The quiet
+// push is what lets CommitTimeout be raft's own 50 ms: the replicate loop
+// sends an empty AppendEntries per follower every CommitTimeout even when
+// nothing happens, which at 5 ms was most of an idle server's CPU, while
+// a follower still learns the end of every burst within pushQuiet.
 //
 // A push is not waited for: it has done its work once appended. Waiting
 // (one push in flight) made a placement applied during a slow commit round
 // wait for that round — under heavy load longer than CommitTimeout. Pushes
-// stay bounded by the placements: one per applied batch that holds any.
-// Skipping the push when more entries follow in the log is not safe: with
-// pipelined replication those may have been sent before the commit,
-// carrying the older commit index.
+// stay bounded: one per applied batch holding a placement, and one per
+// quiet spell. Skipping the push when more entries follow in the log is
+// not safe: with pipelined replication those may have been sent before the
+// commit, carrying the older commit index.
 //
 // The barrier itself becomes the last entry, so a follower's FSM never
 // reaches raft's last index; handleIndex (sync.go) accounts for that.
@@ -43,21 +49,53 @@ import (
 // loop pushes anyway (it cannot tell what it missed).
 const pushEventBuffer = 1024
 
+// pushQuiet is how long the log must be quiet before the leader pushes the
+// commit of entries no follower must act on. Shorter than CommitTimeout's
+// old 5–10 ms, so followers learn no later than they did; long enough that
+// the gaps between group commits under load do not each cost a push.
+const pushQuiet = 3 * time.Millisecond
+
 // pushCommits runs on the leader for one term (until ctx ends).
 func (n *Node) pushCommits(ctx context.Context) {
 	sub := n.fsm.Subscribe(pushEventBuffer)
 	defer sub.Close()
+	// Every applied batch wakes applied, events or not (a client's death,
+	// a node update): the quiet push covers all entries.
+	applied, stopWatch := n.fsm.Watch()
+	defer stopWatch()
 	var pushed uint64 // the applied index the last push made known
+	push := func() {
+		index := n.fsm.AppliedIndex()
+		if index <= pushed {
+			return
+		}
+		pushed = index
+		// Its outcome does not matter: a failure means leadership was lost
+		// (ctx ends) or raft is shutting down.
+		n.raft.Barrier(n.cfg.ForwardTimeout)
+	}
+	quiet := time.NewTimer(time.Hour)
+	quiet.Stop()
+	defer quiet.Stop()
 	for {
-		need := false
+		urgent := false
 		select {
 		case <-ctx.Done():
 			return
+		case <-quiet.C:
+			push()
+			continue
+		case _, ok := <-applied:
+			if !ok {
+				return
+			}
+			quiet.Reset(pushQuiet)
+			continue
 		case ev, ok := <-sub.C():
 			if !ok {
 				return
 			}
-			need = n.followerMustAct(ev)
+			urgent = n.followerMustAct(ev)
 		}
 		// Take what else is queued: one push covers it all.
 	drain:
@@ -67,22 +105,16 @@ func (n *Node) pushCommits(ctx context.Context) {
 				if !ok {
 					return
 				}
-				need = need || n.followerMustAct(ev)
+				urgent = urgent || n.followerMustAct(ev)
 			default:
 				break drain
 			}
 		}
-		if sub.Lagged() {
-			need = true
+		if urgent || sub.Lagged() {
+			push()
 		}
-		applied := n.fsm.AppliedIndex()
-		if !need || applied <= pushed {
-			continue
-		}
-		pushed = applied
-		// Its outcome does not matter: a failure means leadership was lost
-		// (ctx ends) or raft is shutting down.
-		n.raft.Barrier(n.cfg.ForwardTimeout)
+		// Whatever was pushed, more may follow: (re)start the quiet spell.
+		quiet.Reset(pushQuiet)
 	}
 }
 

@@ -56,6 +56,28 @@ func TestFollowersLearnPlacementsAndStopsWithoutCommitTimeout(t *testing.T) {
 	}
 }
 
+// Entries no follower must act on (a submit) are pushed once the log goes
+// quiet: with a CommitTimeout of ten minutes every follower still applies
+// each submit, the last of a burst included.
+func TestFollowersLearnTheEndOfABurstWithoutCommitTimeout(t *testing.T) {
+	c := clustertest.NewCluster(t, 3, clustertest.Options{Configure: func(_ int, cfg *cluster.Config) {
+		cfg.Raft.CommitTimeout = 10 * time.Minute
+	}})
+	leader := c.WaitForLeader()
+	for round := range 3 {
+		id := submit(t, leader)
+		index := leader.FSM.AppliedIndex()
+		for _, f := range c.Followers() {
+			c.Eventually(clustertest.ConvergeTimeout, fmt.Sprintf("round %d: %s applies submit %s (index %d)", round, f.Name, id, index), func() error {
+				if got := f.FSM.AppliedIndex(); got < index {
+					return fmt.Errorf("applied %d", got)
+				}
+				return nil
+			})
+		}
+	}
+}
+
 func apply(t *testing.T, nd *clustertest.Node, typ fsm.CommandType, payload any) *fsm.Result {
 	t.Helper()
 	cmd, err := fsm.NewCommand(typ, time.Now(), payload)
