@@ -10,6 +10,7 @@ func (a *applier) place(p *Place, res *Result) error {
 	// An entry places many attempts on a few nodes and changes no node:
 	// read each node once.
 	nodes := map[string]*Node{}
+	holds := map[string]*gpuHolds{} // per node, read at its first GPU placement
 	for _, pl := range p.Placements {
 		j, err := a.getJob(pl.JobID)
 		if err != nil {
@@ -25,7 +26,7 @@ func (a *applier) place(p *Place, res *Result) error {
 			continue
 		}
 		if j.Spec.Gang != nil {
-			if err := a.placeGang(j, &pl, nodes, res); err != nil {
+			if err := a.placeGang(j, &pl, nodes, holds, res); err != nil {
 				return err
 			}
 			continue
@@ -42,7 +43,12 @@ func (a *applier) place(p *Place, res *Result) error {
 			skip(res, pl.JobID, fmt.Sprintf("node %s is %s/%s", n.Name, n.Gossip, n.Eligibility))
 			continue
 		}
-		gpus, why := attemptGPUs(n, pl.GPUs)
+		h := holds[n.Name]
+		gpus, share, why, err := a.placementGPUs(n, &h, pl.GPUs, pl.GPUShare, pl.Resources.GPUMemoryMiB)
+		if err != nil {
+			return err
+		}
+		holds[n.Name] = h
 		if why != "" {
 			skip(res, pl.JobID, why)
 			continue
@@ -62,6 +68,7 @@ func (a *applier) place(p *Place, res *Result) error {
 			Resources:    pl.Resources,
 			AssignedAt:   a.at,
 			GPUs:         gpus,
+			GPUShare:     share,
 		}
 		if err := a.saveAttempt(at, ""); err != nil {
 			return err

@@ -33,11 +33,16 @@ func (a *applier) nodeGPUs(p *NodeGPUs, res *Result) error {
 	if err != nil {
 		return err
 	}
-	if reflect.DeepEqual(n.GPUs, p.GPUs) && n.GPUDriver == p.GPUDriver && n.CUDAVersion == p.CUDAVersion {
+	if !validGPUMemoryMode(p.GPUMemoryMode) {
+		return fmt.Errorf("%w: gpu_memory_mode: %q (want %s, %s, %s or empty)", ErrBadCommand, p.GPUMemoryMode,
+			GPUMemoryDmem, GPUMemoryWatchReport, GPUMemoryWatchKill)
+	}
+	if reflect.DeepEqual(n.GPUs, p.GPUs) && n.GPUDriver == p.GPUDriver && n.CUDAVersion == p.CUDAVersion &&
+		n.GPUMemoryMode == p.GPUMemoryMode {
 		return nil // an agent's start says what the record holds: no event
 	}
 	old := n.GPUs
-	n.GPUs, n.GPUDriver, n.CUDAVersion = p.GPUs, p.GPUDriver, p.CUDAVersion
+	n.GPUs, n.GPUDriver, n.CUDAVersion, n.GPUMemoryMode = p.GPUs, p.GPUDriver, p.CUDAVersion, p.GPUMemoryMode
 	if err := a.saveNode(n, NameUpdated); err != nil {
 		return err
 	}

@@ -67,7 +67,7 @@ func (a *applier) upsertNode(p *UpsertNode, res *Result) error {
 	case err == nil:
 		oldGPUs = old.GPUs
 		if p.KeepGPUs {
-			n.GPUs, n.GPUDriver, n.CUDAVersion = old.GPUs, old.GPUDriver, old.CUDAVersion
+			n.GPUs, n.GPUDriver, n.CUDAVersion, n.GPUMemoryMode = old.GPUs, old.GPUDriver, old.CUDAVersion, old.GPUMemoryMode
 		}
 		if old.Gossip != NodeAlive {
 			name = string(NodeAlive)

@@ -87,4 +87,7 @@ type Attempt struct {
 	// its node's GPUs (copies, so the node isolates them without a lookup);
 	// freed when the attempt ends.
 	GPUs []GPU `json:"gpus,omitempty"`
+	// GPUShare is the device whose memory share the attempt holds (a job
+	// asking resources.gpu_memory), nil for none; freed when it ends.
+	GPUShare *GPUShare `json:"gpu_share,omitempty"`
 }

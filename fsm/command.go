@@ -237,6 +237,8 @@ type NodeGPUs struct {
 	GPUs        []GPU  `json:"gpus,omitempty"`
 	GPUDriver   string `json:"gpu_driver,omitempty"`
 	CUDAVersion string `json:"cuda_version,omitempty"`
+	// GPUMemoryMode is how the node enforces VRAM shares (Node.GPUMemoryMode).
+	GPUMemoryMode string `json:"gpu_memory_mode,omitempty"`
 }
 
 // SetNodeState changes the leader/user-owned fields of a node. Empty fields
@@ -265,6 +267,9 @@ type Placement struct {
 	// GPUs are the UUIDs of the node's devices the attempt gets (the
 	// leader's pick); Apply copies those devices into Attempt.GPUs.
 	GPUs []string `json:"gpus,omitempty"`
+	// GPUShare is the UUID of the device whose memory share
+	// (Resources.GPUMemoryMiB) the attempt gets; Apply checks it fits.
+	GPUShare string `json:"gpu_share,omitempty"`
 	// Tasks places a gang: one slot per task, in task order (Node is
 	// Tasks[0].Node). Apply places all of them or none (gang.go).
 	Tasks []TaskSlot `json:"tasks,omitempty"`

@@ -80,6 +80,8 @@ type TaskSlot struct {
 	Port int    `json:"port"`
 	// GPUs are the UUIDs of this task's devices on Node (Placement.GPUs).
 	GPUs []string `json:"gpus,omitempty"`
+	// GPUShare is the UUID of this task's shared device (Placement.GPUShare).
+	GPUShare string `json:"gpu_share,omitempty"`
 }
 
 // GangTask is the gang part of a task's attempt: what the job gets as
@@ -98,7 +100,7 @@ func gangAttempt(g *GangStatus, current, num int) bool {
 }
 
 // placeGang applies a gang placement: every task or none.
-func (a *applier) placeGang(j *Job, pl *Placement, nodes map[string]*Node, res *Result) error {
+func (a *applier) placeGang(j *Job, pl *Placement, nodes map[string]*Node, holds map[string]*gpuHolds, res *Result) error {
 	size := j.Spec.Gang.Size
 	if len(pl.Tasks) != size {
 		skip(res, pl.JobID, fmt.Sprintf("gang placement has %d tasks, the gang %d", len(pl.Tasks), size))
@@ -107,6 +109,11 @@ func (a *applier) placeGang(j *Job, pl *Placement, nodes map[string]*Node, res *
 	seen := map[string]bool{}
 	peers := make([]string, size)
 	gpus := make([][]GPU, size)
+	shares := make([]*GPUShare, size)
+	// The tasks' holds are checked on copies: a gang skipped halfway must
+	// not leave its first tasks' devices held for the entry's later
+	// placements.
+	local := map[string]*gpuHolds{}
 	for i, t := range pl.Tasks {
 		n := nodes[t.Node]
 		if n == nil {
@@ -129,18 +136,31 @@ func (a *applier) placeGang(j *Job, pl *Placement, nodes map[string]*Node, res *
 			skip(res, pl.JobID, fmt.Sprintf("tasks[%d]: port %d", i, t.Port))
 			return nil
 		}
-		g, why := attemptGPUs(n, t.GPUs)
+		h, ok := local[n.Name]
+		if !ok {
+			h = holds[n.Name].clone()
+		}
+		g, sh, why, err := a.placementGPUs(n, &h, t.GPUs, t.GPUShare, pl.Resources.GPUMemoryMiB)
+		if err != nil {
+			return err
+		}
+		local[n.Name] = h
 		if why != "" {
 			skip(res, pl.JobID, fmt.Sprintf("tasks[%d]: %s", i, why))
 			return nil
 		}
-		gpus[i] = g
+		gpus[i], shares[i] = g, sh
 		seen[t.Node] = true
 		host := n.HTTPAddr
 		if h, _, err := net.SplitHostPort(n.HTTPAddr); err == nil {
 			host = h
 		}
 		peers[i] = net.JoinHostPort(host, strconv.Itoa(t.Port))
+	}
+	for name, h := range local {
+		if h != nil {
+			holds[name] = h
+		}
 	}
 	from := j.State
 	g := j.Gang
@@ -165,6 +185,7 @@ func (a *applier) placeGang(j *Job, pl *Placement, nodes map[string]*Node, res *
 			AssignedAt:   a.at,
 			Task:         &GangTask{Index: i, Size: size, Port: t.Port, Peers: peers},
 			GPUs:         gpus[i],
+			GPUShare:     shares[i],
 		}
 		if err := a.saveAttempt(at, ""); err != nil {
 			return err

@@ -41,6 +41,9 @@ type Resources struct {
 	CPU      int64            `json:"cpu,omitempty"`    // millicores
 	MemoryMB int64            `json:"memory,omitempty"` // MiB
 	Named    map[string]int64 `json:"named,omitempty"`  // countable resources such as gpu=4
+	// GPUMemoryMiB asks for a share of one GPU's memory (issue 24): the
+	// leader packs shares onto devices (gpu_share.go); 0 asks for none.
+	GPUMemoryMiB int64 `json:"gpu_memory,omitempty"`
 }
 
 // Backoff is the per-job retry delay policy: delay(n) = min(Initial*Multiplier^(n-1), Max) ± Jitter.

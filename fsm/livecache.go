@@ -80,5 +80,9 @@ func copyAttempt(a *Attempt) Attempt {
 		t.Peers = slices.Clone(a.Task.Peers)
 		out.Task = &t
 	}
+	if a.GPUShare != nil {
+		g := *a.GPUShare
+		out.GPUShare = &g
+	}
 	return out
 }

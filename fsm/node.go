@@ -64,6 +64,10 @@ type Node struct {
 	// highest CUDA version it supports, as detection found them.
 	GPUDriver   string `json:"gpu_driver,omitempty"`
 	CUDAVersion string `json:"cuda_version,omitempty"`
+	// GPUMemoryMode is how the node holds jobs to their VRAM shares
+	// (issue 24): GPUMemoryDmem, GPUMemoryWatchReport or
+	// GPUMemoryWatchKill; "" on a node without GPUs.
+	GPUMemoryMode string `json:"gpu_memory_mode,omitempty"`
 
 	Gossip        GossipState `json:"gossip"`
 	Eligibility   Eligibility `json:"eligibility"`

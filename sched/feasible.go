@@ -22,6 +22,9 @@ type nodeState struct {
 	// gpuUsed[i]: node.GPUs[i] is held by a live attempt or this plan
 	// (gpus.go); nil while none is.
 	gpuUsed []bool
+	// gpuShared[i]: MiB of node.GPUs[i] held by shares (gpu_share.go);
+	// nil while none is.
+	gpuShared []int64
 }
 
 // newNodeStates indexes nodes by name and subtracts what live attempts hold.
@@ -69,6 +72,9 @@ func takeLive(out []nodeState, byName map[string]int, live []fsm.Attempt) {
 			out[ni].take(&a.Resources)
 			if len(a.GPUs) > 0 {
 				out[ni].markGPUs(attemptGPUUUIDs(a.GPUs), true)
+			}
+			if s := a.GPUShare; s != nil {
+				out[ni].markShare(s.GPU.UUID, s.MemoryMiB)
 			}
 		}
 	}

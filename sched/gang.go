@@ -28,7 +28,7 @@ func (p *placer) placeGang(spec *fsm.JobSpec, req *fsm.Resources, ports *portBoo
 	spread := g.SpreadTasks()
 	wantSpread := spec.Placement == "spread"
 	picked := make([]int, 0, g.Size)
-	var gpus [][]string // per picked task
+	var gpus []gpuPick // per picked task
 	for len(picked) < g.Size {
 		best := -1
 		var bestScore float64
@@ -51,7 +51,7 @@ func (p *placer) placeGang(spec *fsm.JobSpec, req *fsm.Resources, ports *portBoo
 		if best < 0 {
 			for k, ni := range picked {
 				p.nodes[ni].untake(req)
-				p.nodes[ni].markGPUs(gpus[k], false)
+				p.nodes[ni].releaseGPUs(req, gpus[k])
 			}
 			return nil, p.explainGang(cl, req, g.Size, len(picked))
 		}
@@ -62,7 +62,7 @@ func (p *placer) placeGang(spec *fsm.JobSpec, req *fsm.Resources, ports *portBoo
 	slots := make([]fsm.TaskSlot, len(picked))
 	for i, ni := range picked {
 		name := p.nodes[ni].node.Name
-		slots[i] = fsm.TaskSlot{Node: name, Port: ports.next(name), GPUs: gpus[i]}
+		slots[i] = fsm.TaskSlot{Node: name, Port: ports.next(name), GPUs: gpus[i].whole, GPUShare: gpus[i].share}
 	}
 	return slots, ""
 }

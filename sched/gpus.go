@@ -30,12 +30,12 @@ func gpuRequest(r *fsm.Resources) int {
 }
 
 // gpuFree returns the indices into the node's GPUs that are healthy, meet
-// cons and are not held.
+// cons and are not held, whole or by a share.
 func (ns *nodeState) gpuFree(cons []fsm.Constraint) []int {
 	m := fsm.GPUsMatching(ns.node.GPUs, cons)
 	out := m[:0]
 	for _, i := range m {
-		if ns.gpuUsed == nil || !ns.gpuUsed[i] {
+		if (ns.gpuUsed == nil || !ns.gpuUsed[i]) && ns.shared(i) == 0 {
 			out = append(out, i)
 		}
 	}
@@ -44,6 +44,9 @@ func (ns *nodeState) gpuFree(cons []fsm.Constraint) []int {
 
 // gpuFits reports whether the node has the devices r asks for.
 func (ns *nodeState) gpuFits(r *fsm.Resources, cons []fsm.Constraint) bool {
+	if mib := shareRequest(r); mib > 0 {
+		return ns.shareDevice(mib, cons) >= 0
+	}
 	n := gpuRequest(r)
 	if n <= 0 || len(ns.node.GPUs) == 0 {
 		return true // count only (checked by fits), or no GPU asked
@@ -77,10 +80,38 @@ func attemptGPUUUIDs(gpus []fsm.GPU) []string {
 	return out
 }
 
-// takeGPUs picks and holds the devices r asks for on the node, returning
-// their UUIDs in index order (nil when r asks for none or the node has
-// no devices). The caller checked gpuFits.
-func (ns *nodeState) takeGPUs(r *fsm.Resources, cons []fsm.Constraint) []string {
+// gpuPick is what a placement holds of a node's devices: whole GPUs
+// (UUIDs in index order) or the device of a share.
+type gpuPick struct {
+	whole []string
+	share string
+}
+
+// takeGPUs picks and holds the devices r asks for on the node: a share's
+// device, or whole ones (none when r asks for none or the node has no
+// devices). The caller checked gpuFits.
+func (ns *nodeState) takeGPUs(r *fsm.Resources, cons []fsm.Constraint) gpuPick {
+	if mib := shareRequest(r); mib > 0 {
+		i := ns.shareDevice(mib, cons)
+		if i < 0 {
+			return gpuPick{}
+		}
+		u := ns.node.GPUs[i].UUID
+		ns.markShare(u, mib)
+		return gpuPick{share: u}
+	}
+	return gpuPick{whole: ns.takeWholeGPUs(r, cons)}
+}
+
+// releaseGPUs gives back what takeGPUs took.
+func (ns *nodeState) releaseGPUs(r *fsm.Resources, p gpuPick) {
+	ns.markGPUs(p.whole, false)
+	ns.markShare(p.share, -shareRequest(r))
+}
+
+// takeWholeGPUs picks and holds the whole devices r asks for, in index
+// order.
+func (ns *nodeState) takeWholeGPUs(r *fsm.Resources, cons []fsm.Constraint) []string {
 	n := gpuRequest(r)
 	if n <= 0 || len(ns.node.GPUs) == 0 {
 		return nil
@@ -219,6 +250,12 @@ func bestGreedy(free []int, n int, pair func(a, b int) int) []int {
 
 // gpuMisfit explains why the node lacks the devices r asks for.
 func (ns *nodeState) gpuMisfit(r *fsm.Resources, cons []fsm.Constraint) string {
+	if mib := shareRequest(r); mib > 0 {
+		if ns.shareDevice(mib, cons) >= 0 {
+			return ""
+		}
+		return ns.shareMisfit(mib, cons)
+	}
 	n := gpuRequest(r)
 	if n <= 0 || len(ns.node.GPUs) == 0 {
 		return ""

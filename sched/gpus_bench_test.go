@@ -54,3 +54,32 @@ func BenchmarkPlanGPUs(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkPlanGPUShares is one plan placing 800 share jobs (5 to 40 GiB)
+// on 100 8-GPU nodes of 80 GiB devices, held back and placed largest
+// first, against 800 1-GPU jobs on the same nodes.
+func BenchmarkPlanGPUShares(b *testing.B) {
+	var nodes []fsm.Node
+	for i := range 100 {
+		nodes = append(nodes, gpuNode(fmt.Sprintf("g%03d", i), 8))
+	}
+	for _, shares := range []bool{false, true} {
+		var jobs []*fsm.Job
+		for i := range 800 {
+			j := gpuJob(fmt.Sprintf("j%04d", i), 1)
+			if shares {
+				j.Spec.Resources.Named = nil
+				j.Spec.Resources.GPUMemoryMiB = int64([]int{5, 10, 20, 40}[i%4]) * 1024
+			}
+			jobs = append(jobs, j)
+		}
+		b.Run(fmt.Sprintf("shares=%v", shares), func(b *testing.B) {
+			placed := 0
+			for b.Loop() {
+				d := Plan(&Snapshot{Nodes: nodes, Pending: jobs}, t0, testConfig())
+				placed = d.Stats.Placed
+			}
+			b.ReportMetric(float64(placed), "placed")
+		})
+	}
+}

@@ -29,6 +29,7 @@ type shapeKey struct {
 	class    string
 	cpu, mem int64
 	named    string
+	gpuMem   int64
 }
 
 func newPlacer(nodes []nodeState, behind map[string]bool, minCandidates int) *placer {
@@ -40,7 +41,7 @@ func newPlacer(nodes []nodeState, behind map[string]bool, minCandidates int) *pl
 }
 
 func shapeOf(ck string, r *fsm.Resources) shapeKey {
-	k := shapeKey{class: ck, cpu: r.CPU, mem: r.MemoryMB}
+	k := shapeKey{class: ck, cpu: r.CPU, mem: r.MemoryMB, gpuMem: r.GPUMemoryMiB}
 	if len(r.Named) > 0 {
 		for _, n := range sortedKeys(r.Named) {
 			k.named += n + "=" + strconv.FormatInt(r.Named[n], 10) + ","
@@ -51,7 +52,7 @@ func shapeOf(ck string, r *fsm.Resources) shapeKey {
 
 // place picks a node for the job and reserves req (the job's request, with
 // Config.DefaultRequest filled in) there, or returns why no node can take it.
-func (p *placer) place(spec *fsm.JobSpec, req *fsm.Resources) (node int, gpus []string, reason string) {
+func (p *placer) place(spec *fsm.JobSpec, req *fsm.Resources) (node int, gpus gpuPick, reason string) {
 	ck := classKey(spec)
 	cl := p.classes[ck]
 	if cl == nil {
@@ -59,18 +60,18 @@ func (p *placer) place(spec *fsm.JobSpec, req *fsm.Resources) (node int, gpus []
 		p.classes[ck] = cl
 	}
 	if cl.err != "" {
-		return -1, nil, cl.err
+		return -1, gpuPick{}, cl.err
 	}
 	sk := shapeOf(ck, req)
 	if r, ok := p.failed[sk]; ok {
-		return -1, nil, r
+		return -1, gpuPick{}, r
 	}
 	spread := spec.Placement == "spread"
 	// A job that requests nothing gains nothing from packing, and packing
 	// puts every such process on one node: it goes where the fewest
 	// attempts run (its default request bounds how many, not where).
 	own := &spec.Resources
-	nothing := own.CPU == 0 && own.MemoryMB == 0 && len(own.Named) == 0
+	nothing := own.CPU == 0 && own.MemoryMB == 0 && len(own.Named) == 0 && own.GPUMemoryMiB == 0
 	n := len(cl.nodes)
 	best, bestK, first, found := -1, -1, -1, 0
 	var bestScore float64
@@ -98,7 +99,7 @@ func (p *placer) place(spec *fsm.JobSpec, req *fsm.Resources) (node int, gpus []
 	if best < 0 {
 		r := p.explain(cl, req)
 		p.failed[sk] = r
-		return -1, nil, r
+		return -1, gpuPick{}, r
 	}
 	// Bin-pack keeps returning to the first node with room until it is
 	// full; spread moves on so the next job looks at other nodes.
@@ -127,6 +128,9 @@ func score(ns *nodeState, req *fsm.Resources) float64 {
 	if g := c.Named["gpu"]; g > 0 && req.Named["gpu"] > 0 {
 		s += float64(g-ns.freeNamed["gpu"]+req.Named["gpu"]) / float64(g)
 	}
+	if mib := shareRequest(req); mib > 0 {
+		s += ns.shareScore(mib)
+	}
 	return s
 }
 
@@ -134,6 +138,9 @@ func score(ns *nodeState, req *fsm.Resources) float64 {
 // none of them.
 func (p *placer) explain(cl *class, req *fsm.Resources) string {
 	if r := noNodeHasGPUs(p.nodes, req); r != "" {
+		return r
+	}
+	if r := noGPUHasMemory(p.nodes, req); r != "" {
 		return r
 	}
 	counts := make(map[string]int, len(cl.static)+2)

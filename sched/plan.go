@@ -83,6 +83,7 @@ func (pl *planning) buildNodeStates() {
 				if ni, ok := pl.nodeIdx[t.Node]; ok {
 					pl.nodes[ni].take(&p.Resources)
 					pl.nodes[ni].markGPUs(t.GPUs, true)
+					pl.nodes[ni].markShare(t.GPUShare, p.Resources.GPUMemoryMiB)
 				}
 			}
 			continue
@@ -90,6 +91,7 @@ func (pl *planning) buildNodeStates() {
 		if ni, ok := pl.nodeIdx[p.Node]; ok {
 			pl.nodes[ni].take(&p.Resources)
 			pl.nodes[ni].markGPUs(p.GPUs, true)
+			pl.nodes[ni].markShare(p.GPUShare, p.Resources.GPUMemoryMiB)
 		}
 	}
 }
@@ -224,72 +226,93 @@ func (pl *planning) placeAll(cands []candidate) {
 	}
 	quota := newQuotaBook(pl.snap)
 	queue := newCandidateQueue(cands, pl.snap.Queued, inMem, pl.now, pl.cfg)
+	// Share jobs of one effective priority are held back and placed
+	// largest first once the priority changes (first-fit decreasing,
+	// gpu_share.go).
+	var shares shareBatch
 	for c, ok := queue.next(); ok; c, ok = queue.next() {
-		j := c.job
-		q := j.Spec.Queue
-		var reason string
-		ns := j.Spec.Namespace
-		tasks := 1
-		if j.Spec.Gang != nil {
-			tasks = max(1, j.Spec.Gang.Size)
-		}
-		if lim := pl.snap.QueueLimits[q]; lim > 0 && running[q] >= lim {
-			reason = "queue " + queueName(q) + " at max_running " + itoa(lim)
-		} else if req := pl.cfg.request(&j.Spec.Resources); quota != nil && quota.misfit(ns, &req, tasks) != "" {
-			reason = quota.misfit(ns, &req, tasks)
-		} else {
-			if j.Spec.Gang != nil {
-				if pl.ports == nil {
-					pl.ports = newPortBook(pl.snap.Live, pl.snap.Placing)
-				}
-				slots, r := p.placeGang(&j.Spec, &req, pl.ports)
-				if slots != nil {
-					running[q]++
-					quota.take(ns, &req, len(slots))
-					p := fsm.Placement{JobID: j.ID, Node: slots[0].Node, Resources: req, Tasks: slots}
-					pl.placed = append(pl.placed, p)
-					pl.placings = append(pl.placings, Placing{Placement: p, Queue: q, Namespace: ns})
-					continue
-				}
-				reason = r
-				goto unplaced
-			}
-			ni, gpus, r := p.place(&j.Spec, &req)
-			if ni >= 0 {
-				running[q]++
-				quota.take(ns, &req, 1)
-				p := fsm.Placement{JobID: j.ID, Node: pl.nodes[ni].node.Name, Resources: req, GPUs: gpus}
-				pl.placed = append(pl.placed, p)
-				pl.placings = append(pl.placings, Placing{Placement: p, Queue: q, Namespace: ns})
-				continue
-			}
-			reason = r
-		}
-	unplaced:
-		// Preemption frees node room, never queue or quota room.
-		if reason != "" && !strings.HasPrefix(reason, "queue ") && !strings.HasPrefix(reason, "namespace ") && pl.cfg.Preemption {
-			req := pl.cfg.request(&j.Spec.Resources)
-			if r, ok := pl.preemption().try(p, j, &req); r != "" {
-				reason = r
-				if ok {
-					pl.stats.Preempted++
-				}
+		if shares.due(c) {
+			for _, h := range shares.take() {
+				pl.placeOne(p, h, queue, running, quota)
 			}
 		}
-		queue.unplaced(j)
-		pl.stats.Unplaced++
-		cur, ok := pl.snap.PendingReasons[j.ID]
-		if !ok {
-			cur = j.Reason
+		if shares.hold(c) {
+			continue
 		}
-		if reason != cur {
-			pl.reasons[j.ID] = reason
-		}
+		pl.placeOne(p, c, queue, running, quota)
+	}
+	for _, h := range shares.take() {
+		pl.placeOne(p, h, queue, running, quota)
 	}
 	pl.err = queue.err
 	pl.stats.Read = queue.read
 	pl.stats.Placed = len(pl.placed)
 	pl.stats.NewReasons = len(pl.reasons)
+}
+
+// placeOne places one candidate, or records why it waits (and tries
+// preemption for it).
+func (pl *planning) placeOne(p *placer, c candidate, queue *candidateQueue, running map[string]int, quota *quotaBook) {
+	j := c.job
+	q := j.Spec.Queue
+	var reason string
+	ns := j.Spec.Namespace
+	tasks := 1
+	if j.Spec.Gang != nil {
+		tasks = max(1, j.Spec.Gang.Size)
+	}
+	if lim := pl.snap.QueueLimits[q]; lim > 0 && running[q] >= lim {
+		reason = "queue " + queueName(q) + " at max_running " + itoa(lim)
+	} else if req := pl.cfg.request(&j.Spec.Resources); quota != nil && quota.misfit(ns, &req, tasks) != "" {
+		reason = quota.misfit(ns, &req, tasks)
+	} else {
+		if j.Spec.Gang != nil {
+			if pl.ports == nil {
+				pl.ports = newPortBook(pl.snap.Live, pl.snap.Placing)
+			}
+			slots, r := p.placeGang(&j.Spec, &req, pl.ports)
+			if slots != nil {
+				running[q]++
+				quota.take(ns, &req, len(slots))
+				p := fsm.Placement{JobID: j.ID, Node: slots[0].Node, Resources: req, Tasks: slots}
+				pl.placed = append(pl.placed, p)
+				pl.placings = append(pl.placings, Placing{Placement: p, Queue: q, Namespace: ns})
+				return
+			}
+			reason = r
+			goto unplaced
+		}
+		ni, gpus, r := p.place(&j.Spec, &req)
+		if ni >= 0 {
+			running[q]++
+			quota.take(ns, &req, 1)
+			p := fsm.Placement{JobID: j.ID, Node: pl.nodes[ni].node.Name, Resources: req, GPUs: gpus.whole, GPUShare: gpus.share}
+			pl.placed = append(pl.placed, p)
+			pl.placings = append(pl.placings, Placing{Placement: p, Queue: q, Namespace: ns})
+			return
+		}
+		reason = r
+	}
+unplaced:
+	// Preemption frees node room, never queue or quota room.
+	if reason != "" && !strings.HasPrefix(reason, "queue ") && !strings.HasPrefix(reason, "namespace ") && pl.cfg.Preemption {
+		req := pl.cfg.request(&j.Spec.Resources)
+		if r, ok := pl.preemption().try(p, j, &req); r != "" {
+			reason = r
+			if ok {
+				pl.stats.Preempted++
+			}
+		}
+	}
+	queue.unplaced(j)
+	pl.stats.Unplaced++
+	cur, ok := pl.snap.PendingReasons[j.ID]
+	if !ok {
+		cur = j.Reason
+	}
+	if reason != cur {
+		pl.reasons[j.ID] = reason
+	}
 }
 
 func queueName(q string) string {

@@ -95,6 +95,9 @@ func (pr *preemption) try(p *placer, j *fsm.Job, req *fsm.Resources) (string, bo
 	if j.Spec.Priority < margin || pr.searches >= maxPreemptorsPerPlan {
 		return "", false
 	}
+	if shareRequest(req) > 0 {
+		return "", false // victims are found by counts; a share needs one device's memory
+	}
 	ck := classKey(&j.Spec)
 	cl := p.classes[ck]
 	if cl == nil || cl.err != "" {
