@@ -80,6 +80,16 @@ type Resources struct {
 	// GPUs on a submit asks for whole GPUs (named "gpu" by its own name;
 	// the leader picks the devices). Responses carry the count in Named.
 	GPUs int64 `json:"gpus,omitempty"`
+	// GPUMemory is a share of one GPU's memory in MiB (issue 24): on a
+	// submit it asks for one (gpus 0 or 1); on a node's allocated, the
+	// sum of its live shares.
+	GPUMemory int64 `json:"gpu_memory,omitempty"`
+}
+
+// GPUShare is an attempt's share of one GPU's memory.
+type GPUShare struct {
+	GPU       GPU   `json:"gpu"`
+	MemoryMiB int64 `json:"memory_mib"` // the share (FOREMAN_GPU_MEMORY_MIB)
 }
 
 // GPU is one NVIDIA device: in a node's list (what it detected) or an
@@ -298,7 +308,8 @@ type Attempt struct {
 	ModifyIndex     uint64       `json:"modify_index"`
 	Artifacts       []Artifact   `json:"artifacts,omitempty"`
 	Task            *GangTask    `json:"task,omitempty"`
-	GPUs            []GPU        `json:"gpus,omitempty"` // the devices the leader picked
+	GPUs            []GPU        `json:"gpus,omitempty"`      // the devices the leader picked
+	GPUShare        *GPUShare    `json:"gpu_share,omitempty"` // its share of one device, if it asked gpu_memory
 	// Outputs says where the artifacts and logs are kept besides Node
 	// (an object store); nil: only on Node.
 	Outputs *Outputs `json:"outputs,omitempty"`

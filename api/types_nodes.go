@@ -17,11 +17,12 @@ type Node struct {
 	Labels         map[string]string `json:"labels,omitempty"`
 	Drivers        []string          `json:"drivers,omitempty"`
 	JobUsers       []string          `json:"job_users,omitempty"`
-	GPUs           []GPU             `json:"gpus,omitempty"`         // detected NVIDIA GPUs, by index
-	GPUDriver      string            `json:"gpu_driver,omitempty"`   // NVIDIA driver version
-	CUDAVersion    string            `json:"cuda_version,omitempty"` // highest CUDA the driver supports
-	Gossip         string            `json:"gossip"`                 // alive, suspect, dead, left
-	Eligibility    string            `json:"eligibility"`            // eligible, draining, ineligible
+	GPUs           []GPU             `json:"gpus,omitempty"`            // detected NVIDIA GPUs, by index
+	GPUDriver      string            `json:"gpu_driver,omitempty"`      // NVIDIA driver version
+	CUDAVersion    string            `json:"cuda_version,omitempty"`    // highest CUDA the driver supports
+	GPUMemoryMode  string            `json:"gpu_memory_mode,omitempty"` // dmem, watchdog-report or watchdog-kill
+	Gossip         string            `json:"gossip"`                    // alive, suspect, dead, left
+	Eligibility    string            `json:"eligibility"`               // eligible, draining, ineligible
 	DrainDeadline  time.Time         `json:"drain_deadline,omitzero"`
 	StateChangedAt time.Time         `json:"state_changed_at"`
 	ModifyIndex    uint64            `json:"modify_index"`

@@ -32,6 +32,7 @@ func specFlags() []ucli.Flag {
 		&ucli.StringFlag{Name: "cpu", Usage: "CPU: 500m, 0.5 or 2 (cores), 500 (millicores; bare integers from 64 up)"},
 		&ucli.StringFlag{Name: "memory", Usage: "memory: 256MiB, 1GiB, or 256 (MiB)"},
 		&ucli.IntFlag{Name: "gpus", Usage: "whole NVIDIA GPUs; the leader picks which (the best-linked free set on the node)"},
+		&ucli.StringFlag{Name: "gpu-memory", Usage: "a share of one GPU's memory, e.g. 20GiB: jobs with shares run side by side on a device (FOREMAN_GPU_MEMORY_MIB)"},
 		&ucli.IntFlag{Name: "priority", Usage: "0..100", DefaultText: "50"},
 		&ucli.IntFlag{Name: "max-attempts", Usage: "attempts before the job fails", DefaultText: "3"},
 		&ucli.StringFlag{Name: "timeout", Usage: "per-attempt time limit, e.g. 10m"},
@@ -142,6 +143,11 @@ func applyFlags(c *ucli.Context, spec *httpapi.JobSpecInput, now time.Time) erro
 		set("memory", func(s string) error {
 			m, err := httpapi.ParseMemory(s)
 			res().Memory = json.RawMessage(strconv.FormatInt(m, 10))
+			return err
+		}),
+		set("gpu-memory", func(s string) error {
+			m, err := httpapi.ParseMemory(s)
+			res().GPUMemory = json.RawMessage(strconv.FormatInt(m, 10))
 			return err
 		}),
 		set("timeout", dur(&spec.Timeout)),

@@ -80,6 +80,7 @@ func (t *Tx) AllocatedByNode() (map[string]Resources, error) {
 		r := out[a.Node]
 		r.CPU += a.Resources.CPU
 		r.MemoryMB += a.Resources.MemoryMB
+		r.GPUMemoryMiB += a.Resources.GPUMemoryMiB
 		for k, v := range a.Resources.Named {
 			if r.Named == nil {
 				r.Named = map[string]int64{}

@@ -220,6 +220,7 @@ func nodeView(tx *fsm.Tx, n fsm.Node) (NodeView, []fsm.Attempt, error) {
 		live = append(live, *a)
 		v.Allocated.CPU += a.Resources.CPU
 		v.Allocated.MemoryMB += a.Resources.MemoryMB
+		v.Allocated.GPUMemoryMiB += a.Resources.GPUMemoryMiB
 		for k, q := range a.Resources.Named {
 			if v.Allocated.Named == nil {
 				v.Allocated.Named = map[string]int64{}

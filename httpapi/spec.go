@@ -89,6 +89,9 @@ type ResourcesInput struct {
 	// GPUs is named.gpu by its own name (issue 24): whole devices, which
 	// the leader picks on the node.
 	GPUs *int64 `json:"gpus,omitempty"`
+	// GPUMemory asks for a share of one GPU's memory (issue 24), MiB as a
+	// number or a string with units ("20GiB"); with gpus it must be 1.
+	GPUMemory json.RawMessage `json:"gpu_memory,omitempty"`
 }
 
 // BackoffInput is the retry delay policy; durations are strings ("5s") or

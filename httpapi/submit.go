@@ -271,8 +271,12 @@ func (s *server) parseBatch(body []byte, headerKey string) ([]fsm.NewJob, bool, 
 type capacityLimits struct {
 	cpu, mem *fsm.Node            // largest CPU / memory; nil: no nodes yet
 	named    map[string]*fsm.Node // largest of each named resource
-	nodes    []fsm.Node           // every node that has not left (gangs count them)
-	agents   agentAddrs           // the nodes' API addresses (webhooks must not call them)
+	// gpuMem is the node with the largest GPU (by memory), gpuMemMiB that
+	// memory; nil: no node reports GPU memory.
+	gpuMem    *fsm.Node
+	gpuMemMiB int64
+	nodes     []fsm.Node // every node that has not left (gangs count them)
+	agents    agentAddrs // the nodes' API addresses (webhooks must not call them)
 	// policies holds the namespace records (quota and policy) by display
 	// name; a namespace without one has the default policy.
 	policies map[string]*fsm.Namespace
@@ -341,6 +345,11 @@ func nodeLimits(nodes []fsm.Node) capacityLimits {
 				l.named[k] = n
 			}
 		}
+		for _, g := range n.GPUs {
+			if g.MemoryMiB > l.gpuMemMiB {
+				l.gpuMem, l.gpuMemMiB = n, g.MemoryMiB
+			}
+		}
 	}
 	return l
 }
@@ -380,6 +389,13 @@ func (l *capacityLimits) check(jobs []fsm.NewJob, batch bool) error {
 		if res.MemoryMB > l.mem.Capacity.MemoryMB {
 			return invalid(field("resources.memory"), "%s is more than any node has (largest: %s with %s)%s",
 				FormatMemory(res.MemoryMB), l.mem.Name, FormatMemory(l.mem.Capacity.MemoryMB), hint)
+		}
+		if g := res.GPUMemoryMiB; g > 0 && g > l.gpuMemMiB {
+			if l.gpuMem == nil {
+				return invalid(field("resources.gpu_memory"), "no node has GPUs with known memory%s", hint)
+			}
+			return invalid(field("resources.gpu_memory"), "no GPU has %s of memory (largest: %s with %s)%s",
+				FormatMemory(g), l.gpuMem.Name, FormatMemory(l.gpuMemMiB), hint)
 		}
 		for _, k := range slices.Sorted(maps.Keys(res.Named)) {
 			v := res.Named[k]

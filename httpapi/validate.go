@@ -328,7 +328,39 @@ func (r *ResourcesInput) normalize() (fsm.Resources, error) {
 			out.Named["gpu"] = g
 		}
 	}
+	if err := r.normalizeGPUMemory(&out); err != nil {
+		return out, err
+	}
 	return out, nil
+}
+
+// normalizeGPUMemory reads resources.gpu_memory, a share of one GPU's
+// memory (issue 24). gpus: 1 beside it means the same one device and is
+// dropped (a share holds no whole GPU); more GPUs are refused, since a
+// share is of one device.
+func (r *ResourcesInput) normalizeGPUMemory(out *fsm.Resources) error {
+	if isNull(r.GPUMemory) {
+		return nil
+	}
+	mib, err := parseQuantity("resources.gpu_memory", r.GPUMemory, ParseMemory, MaxMemoryMiB, "MiB")
+	if err != nil {
+		return err
+	}
+	g := out.Named["gpu"]
+	switch {
+	case mib == 0 && g == 0:
+		return invalid("resources.gpu_memory", "must be more than 0 (a share of one GPU's memory, e.g. 20GiB)")
+	case mib == 0:
+		return nil // whole GPUs, no share
+	case g > 1:
+		return invalid("resources.gpu_memory", "a share is of one GPU; with gpus %d ask for whole GPUs only (or gpus 1)", g)
+	}
+	delete(out.Named, "gpu")
+	if len(out.Named) == 0 {
+		out.Named = nil
+	}
+	out.GPUMemoryMiB = mib
+	return nil
 }
 
 // parseQuantity reads a number (already in unit) or a string with units.

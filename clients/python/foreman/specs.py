@@ -21,8 +21,9 @@ def job_spec(command: Optional[Command] = None, **fields: Any) -> Dict[str, Any]
     ``labels``, ``driver``, ``queue``, ``constraints``, ``gang``,
     ``depends_on``, ``condition``, ``http``, ``notify``, ...
 
-    Conveniences: ``cpu=``, ``memory=`` and ``gpus=`` fill ``resources``
-    (``cpu="500m"``, ``memory="1GiB"``, ``gpus=1`` is ``gpus: 1``: whole GPUs, the leader picks which);
+    Conveniences: ``cpu=``, ``memory=``, ``gpus=`` and ``gpu_memory=`` fill ``resources``
+    (``cpu="500m"``, ``memory="1GiB"``, ``gpus=1`` is ``gpus: 1``: whole GPUs, the leader picks which;
+    ``gpu_memory="20GiB"``: a share of one GPU's memory);
     ``gang=3`` is ``{"size": 3}``; durations may be ``timedelta`` and times
     ``datetime`` (a naive one is taken as UTC); None values are left out.
 
@@ -33,10 +34,11 @@ def job_spec(command: Optional[Command] = None, **fields: Any) -> Dict[str, Any]
     if command is not None:
         spec["command"] = command if isinstance(command, str) else [str(a) for a in command]
     cpu, memory, gpus = fields.pop("cpu", None), fields.pop("memory", None), fields.pop("gpus", None)
+    gpu_memory = fields.pop("gpu_memory", None)
     for k, v in fields.items():
         if v is not None:
             spec[k] = to_json(v)
-    if cpu is not None or memory is not None or gpus is not None:
+    if cpu is not None or memory is not None or gpus is not None or gpu_memory is not None:
         res = dict(spec.get("resources") or {})
         if cpu is not None:
             res["cpu"] = cpu
@@ -44,6 +46,8 @@ def job_spec(command: Optional[Command] = None, **fields: Any) -> Dict[str, Any]
             res["memory"] = memory
         if gpus is not None:
             res["gpus"] = gpus
+        if gpu_memory is not None:
+            res["gpu_memory"] = gpu_memory
         spec["resources"] = res
     if isinstance(spec.get("gang"), int):
         spec["gang"] = {"size": spec["gang"]}

@@ -18,6 +18,7 @@ from foreman import Client, InvalidError, NoAttemptError, NotFoundError, job_spe
         ({"max_attempts": 0}, "max_attempts", "between 1 and 100"),
         ({"gpus": 5}, "resources.gpus", "no node has 5 GPUs"),
         ({"gpus": -1}, "resources.gpus", "between 0 and"),
+        ({"gpu_memory": "lots"}, "resources.gpu_memory", "not a memory quantity"),
         ({"constraints": ["gpu.vram >= 1GiB"]}, "constraints[0]", "unknown GPU attribute gpu.vram"),
         ({"env": {"FOREMAN_X": "1"}}, "env.FOREMAN_X", "set by foreman"),
         ({"gang": 1}, "gang.size", ""),
