@@ -97,7 +97,7 @@ func (a *applier) gpuErrorPolicy(n *Node, old []GPU) error {
 		if err != nil {
 			continue
 		}
-		for _, g := range at.GPUs {
+		for _, g := range at.Devices() { // a share on a faulting device too
 			if d, ok := faults[g.UUID]; ok {
 				hits = append(hits, hit{job, num, d})
 				break
