@@ -49,6 +49,20 @@ func (c *Client) DrainNode(ctx context.Context, name string, deadline time.Durat
 	return &out, nil
 }
 
+// ResetNodeGPUs forgets the XID faults of a node's GPUs: those named, or
+// every device the node shows unhealthy when uuids is empty. The node's
+// agent detects again and publishes them healthy within seconds.
+func (c *Client) ResetNodeGPUs(ctx context.Context, name string, uuids ...string) (*GPUResetResponse, error) {
+	body := struct {
+		UUIDs []string `json:"uuids,omitempty"`
+	}{uuids}
+	var out GPUResetResponse
+	if err := c.do(ctx, Request{Method: http.MethodPost, Path: nodePath(name) + "/gpus/reset", Body: body}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
 // SetEligibility makes a node eligible (true) or ineligible for new
 // attempts.
 func (c *Client) SetEligibility(ctx context.Context, name string, eligible bool) (*NodeDetail, error) {

@@ -21,11 +21,30 @@ type Node struct {
 	GPUDriver      string            `json:"gpu_driver,omitempty"`      // NVIDIA driver version
 	CUDAVersion    string            `json:"cuda_version,omitempty"`    // highest CUDA the driver supports
 	GPUMemoryMode  string            `json:"gpu_memory_mode,omitempty"` // dmem, watchdog-report or watchdog-kill
+	GPUReset       *GPUReset         `json:"gpu_reset,omitempty"`       // the last operator health reset
 	Gossip         string            `json:"gossip"`                    // alive, suspect, dead, left
 	Eligibility    string            `json:"eligibility"`               // eligible, draining, ineligible
 	DrainDeadline  time.Time         `json:"drain_deadline,omitzero"`
 	StateChangedAt time.Time         `json:"state_changed_at"`
 	ModifyIndex    uint64            `json:"modify_index"`
+}
+
+// GPUReset is the last operator health reset of a node's GPUs
+// (Client.ResetNodeGPUs); the node's agent acts on it once.
+type GPUReset struct {
+	Index uint64    `json:"index"` // the raft index that recorded it
+	UUIDs []string  `json:"uuids"`
+	By    string    `json:"by,omitempty"` // "token NAME"; "" with ACL off
+	At    time.Time `json:"at"`
+}
+
+// GPUResetResponse says which devices a reset named (none when the node
+// had no unhealthy device).
+type GPUResetResponse struct {
+	Node  string   `json:"node"`
+	UUIDs []string `json:"uuids"`
+	Index uint64   `json:"index,omitempty"`
+	By    string   `json:"by,omitempty"`
 }
 
 // NodeDetail is a node with its live attempts.

@@ -63,6 +63,13 @@ func nodeCommand() *ucli.Command {
 				},
 			},
 			{
+				Name:      "gpu-reset",
+				Usage:     "forget the XID faults of a node's GPUs (all its unhealthy ones, or those named): its agent detects again and they are placeable at once",
+				ArgsUsage: "NAME [UUID...]",
+				Flags:     WithClientFlags(JSONFlag),
+				Action:    func(c *ucli.Context) error { return Error(nodeGPUReset(c)) },
+			},
+			{
 				Name:      "usage",
 				Usage:     "what a node's jobs use now (CPU seconds so far, memory), measured by that node from its jobs cgroup",
 				ArgsUsage: "NAME",

@@ -125,3 +125,28 @@ func gpuIndexes(gpus []fsm.GPU) string {
 	}
 	return strings.Join(idx, ",")
 }
+
+// nodeGPUReset is `foreman node gpu-reset NAME [UUID...]`.
+func nodeGPUReset(c *ucli.Context) error {
+	if c.NArg() < 1 {
+		return Exitf(2, "node gpu-reset takes NAME and optionally the UUIDs of its GPUs")
+	}
+	cl, err := newClient(c)
+	if err != nil {
+		return err
+	}
+	name := c.Args().First()
+	out, err := cl.ResetNodeGPUs(c.Context, name, c.Args().Tail())
+	if err != nil {
+		return err
+	}
+	if c.Bool("json") {
+		return PrintJSON(c, out)
+	}
+	if len(out.UUIDs) == 0 {
+		fmt.Fprintf(Stdout(c), "node %s has no unhealthy GPU: nothing to reset\n", name)
+		return nil
+	}
+	fmt.Fprintf(Stdout(c), "node %s: health reset of %s; its agent detects again and publishes them\n", name, strings.Join(out.UUIDs, ", "))
+	return nil
+}

@@ -95,6 +95,10 @@ type WorkFrame struct {
 	// present when they call the client's port. Sent on the first frame
 	// and again when the cluster-internal secret rotates.
 	Key string `json:"key,omitempty"`
+	// GPUReset is the node record's last operator GPU health reset
+	// (fsm.ResetGPUs), on work frames: the client's agent clears those
+	// devices' XID faults once per reset index.
+	GPUReset *fsm.GPUReset `json:"gpu_reset,omitempty"`
 }
 
 // UpFrame is one line of a work stream's request body: a hello first
@@ -424,6 +428,7 @@ func (n *Node) serveWork(ctx context.Context, w http.ResponseWriter, node string
 	rc := http.NewResponseController(w)
 	enc := json.NewEncoder(w)
 	var last, ping []byte
+	var lastReset uint64
 	var lostSince time.Time // when pings first found no leader contact
 	// keepAlive fires after PingInterval without a frame: a per-stream
 	// timer, so streams whose pings follow confirmations never wake for it.
@@ -473,11 +478,18 @@ func (n *Node) serveWork(ctx context.Context, w http.ResponseWriter, node string
 		if err != nil {
 			return fmt.Errorf("encode the work of %s: %w", node, err)
 		}
-		if !bytes.Equal(b, last) { // an event that changed nothing here sends nothing
-			if err := send(WorkFrame{Type: WorkFrameWork, Index: index, LeaderContact: n.workWaker.leaderContact(), Work: b, Key: newKey()}); err != nil {
+		var reset *fsm.GPUReset
+		if rec, err := n.nodeRecord(node); err == nil && rec != nil {
+			reset = rec.GPUReset
+		}
+		if !bytes.Equal(b, last) || (reset != nil && reset.Index != lastReset) { // an event that changed nothing here sends nothing
+			if err := send(WorkFrame{Type: WorkFrameWork, Index: index, LeaderContact: n.workWaker.leaderContact(), Work: b, Key: newKey(), GPUReset: reset}); err != nil {
 				return err
 			}
 			last = b
+			if reset != nil {
+				lastReset = reset.Index
+			}
 		}
 		for woken := false; !woken; {
 			select {

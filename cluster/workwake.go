@@ -14,7 +14,8 @@ import (
 // placement on one node must not wake every stream (the Kubernetes watch
 // cache's per-node trigger). It reads the FSM's event ring, where every
 // change to a node's live attempts (placed, started, stop_requested, a
-// terminal state) is an attempt event naming the node; when it falls
+// terminal state) is an attempt event naming the node, and so is an
+// operator's GPU health reset a node event (node.gpu_reset); when it falls
 // behind the ring (or the state is restored) it wakes every stream, which
 // costs a re-read each, never a missed change. It also reads this server's
 // contact with the leader for every stream, once a second. It runs while at
@@ -137,7 +138,7 @@ func (w *workWaker) run(ctx context.Context, pos uint64) {
 		changed := w.ring.Changed()
 		clear(touched)
 		next, ok := w.ring.Visit(pos, func(e *fsm.Event) {
-			if e.Type == fsm.EventAttempt && e.Node != "" {
+			if (e.Type == fsm.EventAttempt || (e.Type == fsm.EventNode && e.Name == fsm.NameGPUReset)) && e.Node != "" {
 				touched[e.Node] = true
 			}
 		})

@@ -254,6 +254,8 @@ func (a *applier) applyEntry(data []byte, res *Result) error {
 		return run(a, cmd, res, (*applier).setNodeState)
 	case CmdNodeGPUs:
 		return run(a, cmd, res, (*applier).nodeGPUs)
+	case CmdResetGPUs:
+		return run(a, cmd, res, (*applier).resetGPUs)
 	case CmdPlace:
 		return run(a, cmd, res, (*applier).place)
 	case CmdReport:

@@ -73,6 +73,7 @@ func (a *applier) upsertNode(p *UpsertNode, res *Result) error {
 			name = string(NodeAlive)
 		}
 		n.Eligibility, n.DrainDeadline = old.Eligibility, old.DrainDeadline
+		n.GPUReset = old.GPUReset // the leader's, never the agent's
 		n.StateChangedAt = old.StateChangedAt
 		if old.Gossip != NodeAlive {
 			n.StateChangedAt = a.at

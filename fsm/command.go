@@ -56,6 +56,7 @@ var payloadTypes = map[CommandType]any{
 	CmdUpsertNode:   UpsertNode{},
 	CmdNodeState:    SetNodeState{},
 	CmdNodeGPUs:     NodeGPUs{},
+	CmdResetGPUs:    ResetGPUs{},
 	CmdPlace:        Place{},
 	CmdReport:       ReportAttempt{},
 	CmdReportBatch:  ReportAttempts{},

@@ -115,3 +115,51 @@ func TestGPUErrorGang(t *testing.T) {
 		t.Fatalf("gang after the stop: %s counted %d reason %q", j.State, j.CountedAttempts, j.Reason)
 	}
 }
+
+// TestResetGPUs: an operator's reset names the node's unhealthy devices
+// (or the ones given) in its record for the agent, with an event; bad
+// names change nothing; the agent's own upsert keeps the request.
+func TestResetGPUs(t *testing.T) {
+	h := newHarness(t)
+	h.addNode("n1")
+	g := testGPUs(3)
+	g[1].Health = "xid 79"
+	g[2].Health = "xid 48"
+	h.must(CmdNodeGPUs, NodeGPUs{Name: "n1", GPUs: g})
+	before := h.hash()
+	for name, p := range map[string]ResetGPUs{
+		"unknown node": {Name: "nope"},
+		"unknown uuid": {Name: "n1", UUIDs: []string{g[0].UUID, "GPU-nope"}},
+		"twice":        {Name: "n1", UUIDs: []string{g[0].UUID, g[0].UUID}},
+	} {
+		r := h.apply(CmdResetGPUs, p)
+		if r.Err == nil {
+			t.Errorf("%s: applied", name)
+		}
+		if name == "unknown uuid" && !strings.Contains(r.Err.Error(), `uuids[1]: node n1 has no GPU "GPU-nope"`) {
+			t.Errorf("unknown uuid: %v", r.Err)
+		}
+	}
+	if h.hash() != before {
+		t.Fatal("a refused reset changed the state")
+	}
+	sub := h.f.Subscribe(16)
+	defer sub.Close()
+	r := h.must(CmdResetGPUs, ResetGPUs{Name: "n1", By: "token ops"})
+	gr := h.node("n1").GPUReset
+	if gr == nil || gr.Index != r.Index || strings.Join(gr.UUIDs, ",") != g[1].UUID+","+g[2].UUID || gr.By != "token ops" {
+		t.Fatalf("reset record %+v", gr)
+	}
+	want := "node.gpu_reset health reset of GPU-bbbbbbbb (index 1), GPU-cccccccc (index 2) by token ops"
+	if got := nodeEvents(sub); len(got) != 2 || got[1] != want {
+		t.Fatalf("events %q, want [node.updated …, %q]", got, want)
+	}
+	// The record's health is the node's to change: untouched.
+	if h.node("n1").GPUs[1].Health != "xid 79" {
+		t.Fatal("the reset changed the record's health itself")
+	}
+	h.must(CmdUpsertNode, UpsertNode{Node: Node{Name: "n1", Capacity: Resources{CPU: 4000, MemoryMB: 8192}}, KeepGPUs: true})
+	if got := h.node("n1").GPUReset; got == nil || got.Index != r.Index {
+		t.Fatalf("upsert lost the reset: %+v", got)
+	}
+}

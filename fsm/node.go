@@ -68,6 +68,8 @@ type Node struct {
 	// (issue 24): GPUMemoryDmem, GPUMemoryWatchReport or
 	// GPUMemoryWatchKill; "" on a node without GPUs.
 	GPUMemoryMode string `json:"gpu_memory_mode,omitempty"`
+	// GPUReset is the last operator health reset of its GPUs (gpu_reset.go).
+	GPUReset *GPUReset `json:"gpu_reset,omitempty"`
 
 	Gossip        GossipState `json:"gossip"`
 	Eligibility   Eligibility `json:"eligibility"`

@@ -54,3 +54,8 @@ func (c *nodeCache) put(version uint64, nodes []Node) {
 		c.memo = &nodeMemo{version: version, nodes: nodes}
 	}
 }
+
+// NodesVersion counts the committed batches that wrote a node record (or
+// restored the state): a reader that watches one node's record re-reads
+// it only when this moved.
+func (f *FSM) NodesVersion() uint64 { return f.nodes.done.Load() }

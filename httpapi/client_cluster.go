@@ -76,6 +76,16 @@ func (c *Client) MarkDown(ctx context.Context, name string) (*NodeDetail, error)
 	return &out, nil
 }
 
+// ResetNodeGPUs forgets the XID faults of a node's GPUs (uuids; none:
+// every unhealthy one).
+func (c *Client) ResetNodeGPUs(ctx context.Context, name string, uuids []string) (*GPUResetResponse, error) {
+	var out GPUResetResponse
+	if _, err := c.do(ctx, http.MethodPost, "/v1/nodes/"+url.PathEscape(name)+"/gpus/reset", nil, GPUResetRequest{UUIDs: uuids}, &out, nil); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
 // SetEligibility marks a node eligible or ineligible for new attempts.
 func (c *Client) SetEligibility(ctx context.Context, name string, e fsm.Eligibility) (*NodeDetail, error) {
 	var out NodeDetail

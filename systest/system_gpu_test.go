@@ -236,6 +236,11 @@ func TestSystemGPUClient(t *testing.T) {
 	s := c.agents[0]
 	root := gputest.Root(t, "h200")
 	smi := gputest.SMI(t, "print", "h200")
+	os.MkdirAll(filepath.Join(root, "dev"), 0o755)
+	kmsg := filepath.Join(root, "dev/kmsg") // the kernel log the agent follows for XIDs
+	if err := syscall.Mkfifo(kmsg, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	prefix := s.ip[:strings.LastIndex(s.ip, ".")]
 	cl := startAgentAt(t, c.bin, "c1", filepath.Join(c.root, "c1", "data"), prefix+".11", s.base,
 		"--role", "client", "--join", net.JoinHostPort(s.ip, fmt.Sprint(s.base)), "--default-driver", "process",
@@ -274,6 +279,24 @@ func TestSystemGPUClient(t *testing.T) {
 	if len(st.Attempts) != 1 || st.Attempts[0].Node != "c1" || len(st.Attempts[0].GPUs) != 1 || st.Attempts[0].GPUs[0].UUID != uuid {
 		t.Fatalf("attempts %+v: want one on c1 holding %s", st.Attempts, uuid)
 	}
+
+	// A critical XID marks it unhealthy; an operator's reset reaches the
+	// client on its work stream and it publishes the device healthy.
+	w, err := os.OpenFile(kmsg, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close() // the agent's watch ends at EOF
+	fmt.Fprintf(w, "4,1,1,-;NVRM: Xid (PCI:0000:00:06): 79, pid=1, name=python3, GPU has fallen off the bus.\n")
+	record("c1's GPU unhealthy after XID 79", func(nd gpuNodeView) bool {
+		return len(nd.GPUs) == 1 && strings.HasPrefix(nd.GPUs[0].Health, "xid 79") && nd.Capacity.Named["gpu"] == 0
+	})
+	if r := runForeman(t, c.bin, s.url(""), "node", "gpu-reset", "c1", uuid); r.code != 0 || !strings.Contains(r.stdout, uuid) {
+		t.Fatalf("gpu-reset: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	record("c1's GPU healthy after the reset", func(nd gpuNodeView) bool {
+		return len(nd.GPUs) == 1 && nd.GPUs[0].Health == "" && nd.Capacity.Named["gpu"] == 1
+	})
 
 	// The driver now excludes it: after SIGHUP the client says so in a new hello.
 	info := filepath.Join(root, "proc/driver/nvidia/gpus/0000:00:06.0/information")

@@ -543,7 +543,9 @@ func runAgent(parent context.Context, cfg *agentConfig) error {
 		return err
 	}
 
-	go watchGPUs(ctx, cfg.gpu, cfg.gpuOverride, cfg.gpuStart, func(ctx context.Context, st gpuState) error {
+	gpuResets := make(chan fsm.GPUReset, 1)
+	doneReset := watchGPUResets(ctx, f, self.Name, gpuResets)
+	go watchGPUs(ctx, cfg.gpu, cfg.gpuOverride, cfg.gpuStart, gpuResets, doneReset, func(ctx context.Context, st gpuState) error {
 		return node.SetGPUs(ctx, st.GPUs, st.Driver, st.CUDA, st.Capacity)
 	}, logger)
 	logger.Info("agent started", "component", "agent", "node", self.Name, "http", self.HTTPAddr, "tls", cfg.tls != nil,

@@ -95,7 +95,10 @@ func runClient(parent context.Context, cfg *agentConfig) error {
 	workerCtx, stopWorker := context.WithCancel(context.Background())
 	workerDone := make(chan error, 1)
 	go func() { workerDone <- worker.Run(workerCtx) }()
-	go watchGPUs(ctx, cfg.gpu, cfg.gpuOverride, cfg.gpuStart, func(_ context.Context, st gpuState) error {
+	// A client has no state of its own: resets come on its work stream,
+	// the first one possibly from before this start (redoing it clears
+	// nothing the new process saw, bar faults of its first seconds).
+	go watchGPUs(ctx, cfg.gpu, cfg.gpuOverride, cfg.gpuStart, wc.gpuResets, 0, func(_ context.Context, st gpuState) error {
 		s := wc.selfNode()
 		st.apply(&s)
 		wc.SetSelf(s)

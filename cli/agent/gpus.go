@@ -6,6 +6,8 @@ import (
 	"os"
 	"os/signal"
 	"reflect"
+	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -79,8 +81,13 @@ func (s gpuState) apply(n *fsm.Node) {
 
 // watchGPUs re-detects until ctx ends and publishes each change; the
 // first publish (of initial, the start's detection) is retried until it
-// succeeds, since a server's record may not exist yet.
+// succeeds, since a server's record may not exist yet. resets brings the
+// node record's operator health resets (gpu_reset.go); one newer than
+// doneReset clears its devices' XID faults and publishes a new detection
+// at once, even one equal to the last published (the record may say
+// otherwise since).
 func watchGPUs(ctx context.Context, cfg gpu.Config, override *int64, initial gpuState,
+	resets <-chan fsm.GPUReset, doneReset uint64,
 	publish func(context.Context, gpuState) error, logger *slog.Logger) {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
@@ -88,6 +95,7 @@ func watchGPUs(ctx context.Context, cfg gpu.Config, override *int64, initial gpu
 	xids, kick := gpu.NewXIDHealth(xidQuiet), make(chan struct{}, 1)
 	go watchXIDs(ctx, cfg.Root, xids, kick, logger)
 	published, pending := gpuState{}, &initial
+	detected := initial.GPUs // the latest detection's devices
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
@@ -98,9 +106,18 @@ func watchGPUs(ctx context.Context, cfg gpu.Config, override *int64, initial gpu
 			logger.Info("SIGHUP: detecting GPUs again", "component", "gpu")
 		case <-kick:
 		case <-timer.C:
+		case r := <-resets:
+			if r.Index <= doneReset {
+				continue
+			}
+			doneReset = r.Index
+			n := xids.Forget(busesOf(detected, r.UUIDs))
+			logger.Info("gpu health reset", "component", "gpu", "uuids", strings.Join(r.UUIDs, ","), "by", r.By, "xid_faults_cleared", n)
+			published, pending = gpuState{}, nil
 		}
 		if pending == nil {
 			st := detectGPUs(ctx, cfg, override, logger)
+			detected = st.GPUs
 			st.withXIDs(xids)
 			if !st.same(published) {
 				pending = &st
@@ -127,4 +144,61 @@ func watchGPUs(ctx context.Context, cfg gpu.Config, override *int64, initial gpu
 		}
 		timer.Reset(next)
 	}
+}
+
+// busesOf maps UUIDs to the PCI addresses the XID health is kept by.
+func busesOf(gpus []fsm.GPU, uuids []string) []string {
+	var out []string
+	for _, g := range gpus {
+		if slices.Contains(uuids, g.UUID) {
+			out = append(out, g.BusID)
+		}
+	}
+	return out
+}
+
+// watchGPUResets feeds out the operator health resets of this server's
+// own node record, read from its state after each batch that wrote a node
+// record, until ctx ends. It returns the record's reset at the start,
+// which the agent does not redo: its XID faults began empty.
+func watchGPUResets(ctx context.Context, f *fsm.FSM, node string, out chan fsm.GPUReset) uint64 {
+	read := func() *fsm.GPUReset {
+		var r *fsm.GPUReset
+		_ = f.View(func(tx *fsm.Tx) error {
+			if n, err := tx.Node(node); err == nil {
+				r = n.GPUReset
+			}
+			return nil
+		})
+		return r
+	}
+	ch, stop := f.Watch()
+	var start uint64
+	if r := read(); r != nil {
+		start = r.Index
+	}
+	go func() {
+		defer stop()
+		seen, version := start, f.NodesVersion()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case _, ok := <-ch:
+				if !ok {
+					return
+				}
+			}
+			if v := f.NodesVersion(); v == version {
+				continue
+			} else {
+				version = v
+			}
+			if r := read(); r != nil && r.Index > seen {
+				seen = r.Index
+				latest(out, *r)
+			}
+		}
+	}()
+	return start
 }

@@ -61,6 +61,9 @@ type workClient struct {
 	leaving     chan struct{} // closed by Leave
 	ended       chan struct{} // a stream ended (buffered: Leave waits on it)
 	leaveOnce   sync.Once
+	// gpuResets has the newest operator GPU health reset a work frame
+	// carried (buffered 1: the newest replaces an unread one).
+	gpuResets chan fsm.GPUReset
 }
 
 func newWorkClient(self fsm.Node, servers []string, hc *http.Client, auth func(http.Header), contact time.Duration, logger *slog.Logger) *workClient {
@@ -69,7 +72,8 @@ func newWorkClient(self fsm.Node, servers []string, hc *http.Client, auth func(h
 	}
 	return &workClient{self: self, name: self.Name, servers: servers, hc: hc, auth: auth, contact: contact,
 		beatEvery: cluster.ClientBeatInterval, silence: 3 * cluster.ClientBeatInterval, logger: logger, watchers: map[chan struct{}]struct{}{},
-		leaving: make(chan struct{}), ended: make(chan struct{}, 1), selfChanged: make(chan struct{}, 1)}
+		leaving: make(chan struct{}), ended: make(chan struct{}, 1), selfChanged: make(chan struct{}, 1),
+		gpuResets: make(chan fsm.GPUReset, 1)}
 }
 
 // SetSelf changes the self-description (its GPUs, issue 24): the open
@@ -359,6 +363,21 @@ func (c *workClient) ServerKey(key string) bool {
 	return ok
 }
 
+// latest puts v in ch (buffered 1), replacing a value not yet read.
+func latest[T any](ch chan T, v T) {
+	for {
+		select {
+		case ch <- v:
+			return
+		default:
+		}
+		select {
+		case <-ch:
+		default:
+		}
+	}
+}
+
 // take records a frame.
 func (c *workClient) take(f cluster.WorkFrame, work []exec.Assignment, beats *beatLog) {
 	sent, confirmed := beats.at(f.Acked)
@@ -374,6 +393,9 @@ func (c *workClient) take(f cluster.WorkFrame, work []exec.Assignment, beats *be
 		return // a server behind what we have seen never takes us back
 	}
 	c.index, c.work, c.haveWork, c.synced = f.Index, work, true, true
+	if f.GPUReset != nil {
+		latest(c.gpuResets, *f.GPUReset)
+	}
 	for ch := range c.watchers {
 		select {
 		case ch <- struct{}{}:

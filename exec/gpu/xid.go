@@ -176,3 +176,20 @@ func (h *XIDHealth) Apply(gpus []fsm.GPU) {
 		}
 	}
 }
+
+// Forget drops the marks of the devices at buses (an operator's health
+// reset) and says how many it dropped: the next Apply leaves them as
+// detection finds them.
+func (h *XIDHealth) Forget(buses []string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, b := range buses {
+		b, _ = NormalizeBusID(b)
+		if _, ok := h.marks[b]; ok {
+			delete(h.marks, b)
+			n++
+		}
+	}
+	return n
+}

@@ -95,3 +95,20 @@ func TestXIDWatchAndHealth(t *testing.T) {
 		t.Errorf("after 2 quiet detections a is still %q", g[0].Health)
 	}
 }
+
+// TestXIDHealthForget: an operator's reset drops a device's mark at once,
+// whatever the quiet count; other devices keep theirs.
+func TestXIDHealthForget(t *testing.T) {
+	h := gpu.NewXIDHealth(10)
+	for _, bus := range []string{"0000:00:06.0", "0000:00:07.0"} {
+		h.Record(gpu.XID{Bus: bus, Code: 79}, "xid 79")
+	}
+	if n := h.Forget([]string{"00000000:00:06.0", "0000:00:09.0"}); n != 1 {
+		t.Fatalf("forgot %d marks, want 1 (nvidia-smi's form of 06, and none for 09)", n)
+	}
+	g := []fsm.GPU{{UUID: "a", BusID: "0000:00:06.0"}, {UUID: "b", BusID: "0000:00:07.0"}}
+	h.Apply(g)
+	if g[0].Health != "" || g[1].Health != "xid 79" {
+		t.Fatalf("after the reset: %+v, want a healthy, b still xid 79", g)
+	}
+}

@@ -1,0 +1,195 @@
+package systest
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/foreman-sched/foreman/exec/gpu/gputest"
+)
+
+// TestSystemGPUHealth runs a real agent on the fake two-GPU host and
+// writes XIDs into the kernel log it follows (a FIFO standing in for
+// /dev/kmsg):
+//   - a --on-gpu-error requeue job whose device gets a critical XID is
+//     stopped (its attempt's reason names the XID) and runs again as
+//     attempt 2 on the other device, without using up an attempt;
+//   - `node gpu-reset` makes the faulted device healthy and placeable
+//     again at once (no 10 quiet detections); unknown names are refused;
+//   - a keep job (the default) on a device that faults keeps running;
+//   - an attempt.gpu_error event says which policy applied to each.
+func TestSystemGPUHealth(t *testing.T) {
+	host := gputest.Devices(t)
+	kmsg := host.Path("dev/kmsg")
+	if err := syscall.Mkfifo(kmsg, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := newSysCluster(t, 1, "--gpu-root", host.Dir)
+	a := c.agents[0]
+	cli := func(args ...string) cliResult {
+		t.Helper()
+		return runForeman(t, c.bin, a.url(""), args...)
+	}
+	// Held open for the whole test: the agent's watch ends at EOF.
+	w, err := os.OpenFile(kmsg, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	busOf := map[string]string{}
+	for _, g := range host.GPUs {
+		busOf[g.UUID] = strings.TrimSuffix(g.BusID, ".0")
+	}
+	seq := 100
+	xid := func(uuid string) {
+		seq++
+		fmt.Fprintf(w, "4,%d,%d,-;NVRM: Xid (PCI:%s): 79, pid=1, name=python3, GPU has fallen off the bus.\n", seq, seq, busOf[uuid])
+	}
+	health := func() (map[string]string, int64, error) {
+		var nd gpuNodeView
+		r := cli("node", "show", "n1", "--json")
+		if err := json.Unmarshal([]byte(r.stdout), &nd); err != nil {
+			return nil, 0, fmt.Errorf("node show: %v %s", err, r.stderr)
+		}
+		out := map[string]string{}
+		for _, g := range nd.GPUs {
+			out[g.UUID] = g.Health
+		}
+		return out, nd.Capacity.Named["gpu"], nil
+	}
+	eventually(t, systemTimeout, "n1 lists its 2 healthy GPUs", func() error {
+		h, n, err := health()
+		if err != nil || len(h) != 2 || n != 2 {
+			return fmt.Errorf("health %v gpu %d %v", h, n, err)
+		}
+		return nil
+	})
+	dir := t.TempDir()
+	os.Chmod(dir, 0o777)
+	// Each run appends "<attempt> <uuid>" to its file, then waits.
+	job := func(name string, flags ...string) string {
+		script := fmt.Sprintf(`echo "$FOREMAN_ATTEMPT $FOREMAN_GPU_UUIDS" >> %[1]s/%[2]s; while [ ! -e %[1]s/release ]; do sleep 0.2; done`, dir, name)
+		args := append([]string{"submit", "--gpus", "1", "--driver", "process"}, flags...)
+		r := cli(append(args, "--", "sh", "-c", script)...)
+		if r.code != 0 {
+			t.Fatalf("submit %s: %d %s", name, r.code, r.stderr)
+		}
+		return strings.TrimSpace(r.stdout)
+	}
+	runs := func(name string) []string {
+		b, _ := os.ReadFile(filepath.Join(dir, name))
+		return strings.Fields(string(b))
+	}
+	gpuEvents := func(id string) (string, error) {
+		var tl struct {
+			Events []struct {
+				Type   string `json:"type"`
+				Reason string `json:"reason"`
+			} `json:"events"`
+		}
+		if err := getJSON(a.url("/v1/jobs/"+id+"/events"), &tl); err != nil {
+			return "", err
+		}
+		var out []string
+		for _, e := range tl.Events {
+			if e.Type == "attempt.gpu_error" {
+				out = append(out, e.Reason)
+			}
+		}
+		return strings.Join(out, "\n"), nil
+	}
+
+	// A requeue job moves off its faulted device.
+	rq := job("requeue", "--on-gpu-error", "requeue")
+	var first string
+	eventually(t, systemTimeout, "the requeue job running", func() error {
+		if r := runs("requeue"); len(r) == 2 {
+			first = r[1]
+			return nil
+		}
+		return fmt.Errorf("runs %q", runs("requeue"))
+	})
+	xid(first)
+	var second string
+	eventually(t, systemTimeout, "the requeue job's attempt 2 on the other device", func() error {
+		r := runs("requeue")
+		if len(r) != 4 || r[2] != "2" {
+			return fmt.Errorf("runs %q", r)
+		}
+		second = r[3]
+		return nil
+	})
+	if second == first || busOf[second] == "" {
+		t.Fatalf("attempt 2 ran on %q, attempt 1 on %q: want the other device", second, first)
+	}
+	j, err := getJob(a, rq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a1 := j.attempt(1)
+	if a1 == nil || a1.State != "killed" || !strings.Contains(a1.Reason, "gpu_error: "+first) || !strings.Contains(a1.Reason, "xid 79") || a1.Counted {
+		t.Fatalf("attempt 1: %+v, want killed, not counted, its reason naming %s and xid 79", a1, first)
+	}
+	if ev, err := gpuEvents(rq); err != nil || !strings.Contains(ev, "xid 79") || !strings.Contains(ev, "on_gpu_error requeue") {
+		t.Fatalf("requeue job's gpu_error events %q (%v)", ev, err)
+	}
+	if h, n, _ := health(); h[first] == "" || n != 1 {
+		t.Fatalf("after the XID: health %v, gpu %d", h, n)
+	}
+
+	// Refused resets change nothing.
+	if r := cli("node", "gpu-reset", "nope"); r.code == 0 || !strings.Contains(r.stderr, "nope") {
+		t.Errorf("reset of an unknown node: %d %q", r.code, r.stderr)
+	}
+	if r := cli("node", "gpu-reset", "n1", "GPU-nope"); r.code == 0 || !strings.Contains(r.stderr, `uuids[0]: node n1 has no GPU "GPU-nope"`) {
+		t.Errorf("reset of an unknown GPU: %d %q", r.code, r.stderr)
+	}
+	if h, _, _ := health(); h[first] == "" {
+		t.Fatal("a refused reset healed the device")
+	}
+	// The operator's reset heals it now, not after 10 quiet detections.
+	r := cli("node", "gpu-reset", "n1", "--json")
+	var reset struct {
+		UUIDs []string `json:"uuids"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &reset); r.code != 0 || err != nil || strings.Join(reset.UUIDs, ",") != first {
+		t.Fatalf("gpu-reset: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	eventually(t, systemTimeout, "the device healthy again", func() error {
+		h, n, err := health()
+		if err != nil || h[first] != "" || n != 2 {
+			return fmt.Errorf("health %v gpu %d %v", h, n, err)
+		}
+		return nil
+	})
+
+	// A keep job lands on the healed device (the only free one) and
+	// survives its next fault.
+	keep := job("keep")
+	eventually(t, systemTimeout, "the keep job running on the healed device", func() error {
+		if r := runs("keep"); len(r) != 2 || r[1] != first {
+			return fmt.Errorf("runs %q, want attempt 1 on %s", r, first)
+		}
+		return nil
+	})
+	xid(first)
+	eventually(t, systemTimeout, "the keep job's gpu_error event", func() error {
+		ev, err := gpuEvents(keep)
+		if err != nil || !strings.Contains(ev, "on_gpu_error keep: left running") {
+			return fmt.Errorf("events %q %v", ev, err)
+		}
+		return nil
+	})
+	if j, err := getJob(a, keep); err != nil || j.Job.State != "running" || j.latest().Num != 1 || j.latest().CancelRequested != "" {
+		t.Fatalf("keep job after the fault: %v %v", j, err)
+	}
+	os.WriteFile(filepath.Join(dir, "release"), nil, 0o644)
+	waitJobState(t, a, keep, "succeeded")
+	if j := waitJobState(t, a, rq, "succeeded"); j.Job.CountedAttempts != 1 {
+		t.Fatalf("requeue job used %d attempts, want 1 (the stop is not counted): %s", j.Job.CountedAttempts, j)
+	}
+}
