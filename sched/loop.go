@@ -426,10 +426,8 @@ func (s *Scheduler) leaderView(snap *Snapshot) error {
 	// Only lost detection reads LastHeard, and only for nodes not alive:
 	// with thousands of clients, asking for every node was a tenth of a
 	// plan.
-	for i := range snap.Nodes {
-		if g := snap.Nodes[i].Gossip; g != fsm.NodeAlive && g != fsm.NodeSuspect {
-			heard(snap.Nodes[i].Name)
-		}
+	for _, i := range s.nodeIndex.notAlive(snap.Nodes) {
+		heard(snap.Nodes[i].Name)
 	}
 	for i := range snap.Live { // attempts may sit on a node already removed
 		if !snap.hasNode(snap.Live[i].Node) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -377,4 +378,39 @@ func TestLoopPlansAtOnceAfterQuiet(t *testing.T) {
 	e.apply(fsm.CmdSubmitJobs, &fsm.SubmitJobs{Jobs: []fsm.NewJob{{ID: "b", Spec: fsm.JobSpec{Command: []string{"true"}}}}})
 	e.clk.Advance(cfg.Coalesce)
 	e.waitPlaced("b", 1)
+}
+
+// The leader's view asks when it last heard from exactly the nodes that are
+// neither alive nor suspect, also when the plans reuse one node list (the
+// positions are kept with the node index) and after that list changes.
+func TestLeaderViewAsksAboutNodesNotAlive(t *testing.T) {
+	r := &fakeRaft{t: t, leaderSince: t0, heard: map[string]time.Time{}}
+	for _, n := range []string{"a", "b", "c", "d"} {
+		r.heard[n] = t0.Add(time.Second)
+	}
+	s := &Scheduler{raft: r}
+	nodes := []fsm.Node{{Name: "a", Gossip: fsm.NodeAlive}, {Name: "b", Gossip: fsm.NodeDead},
+		{Name: "c", Gossip: fsm.NodeSuspect}, {Name: "d", Gossip: fsm.NodeLeft}}
+	heard := func(nodes []fsm.Node) []string {
+		snap := &Snapshot{Nodes: nodes, LastHeard: map[string]time.Time{}}
+		if err := s.leaderView(snap); err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for n := range snap.LastHeard {
+			out = append(out, n)
+		}
+		slices.Sort(out)
+		return out
+	}
+	for range 2 { // the second plan reuses the cached positions
+		if got := heard(nodes); !slices.Equal(got, []string{"b", "d"}) {
+			t.Fatalf("asked about %v, want [b d]", got)
+		}
+	}
+	changed := slices.Clone(nodes)
+	changed[0].Gossip, changed[1].Gossip = fsm.NodeDead, fsm.NodeAlive
+	if got := heard(changed); !slices.Equal(got, []string{"a", "d"}) {
+		t.Fatalf("after the change asked about %v, want [a d]", got)
+	}
 }
