@@ -3,6 +3,8 @@ package cluster
 import (
 	"context"
 	"encoding/json"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -71,18 +73,23 @@ func (n *Node) sameCluster(m Member) bool {
 // reconcileNodes commits UpsertNode for new or changed self-descriptions
 // and SetNodeState for gossip changes.
 func (n *Node) reconcileNodes(ctx context.Context, members []Member) {
+	// Shared, read-only, sorted by name: with thousands of clients a copy
+	// or a map of every record per pass cost more than the pass.
 	var nodes []fsm.Node
 	if err := n.fsm.View(func(tx *fsm.Tx) error {
 		var err error
-		nodes, err = tx.Nodes()
+		nodes, err = tx.NodesShared()
 		return err
 	}); err != nil {
 		n.logger.Warn("reconcile: cannot read nodes", "err", err)
 		return
 	}
-	known := map[string]fsm.Node{}
-	for _, nd := range nodes {
-		known[nd.Name] = nd
+	known := func(name string) (fsm.Node, bool) {
+		i, ok := slices.BinarySearchFunc(nodes, name, func(nd fsm.Node, name string) int { return strings.Compare(nd.Name, name) })
+		if !ok {
+			return fsm.Node{}, false
+		}
+		return nodes[i], true
 	}
 	seen := map[string]bool{}
 	for _, m := range members {
@@ -90,7 +97,7 @@ func (n *Node) reconcileNodes(ctx context.Context, members []Member) {
 		if !n.sameCluster(m) || m.RaftAddr == "" {
 			continue
 		}
-		cur, ok := known[m.Name]
+		cur, ok := known(m.Name)
 		want := n.memberNode(m)
 		if ok {
 			// A raft member's devices come in its own NodeGPUs (gossip
