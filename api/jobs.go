@@ -202,6 +202,16 @@ func (c *Client) JobResult(ctx context.Context, id string) ([]byte, error) {
 	return io.ReadAll(io.LimitReader(resp.Body, 2<<20))
 }
 
+// JobGPUUsage returns what a running attempt's processes use on each GPU
+// it holds (attempt 0: the latest), measured by its node.
+func (c *Client) JobGPUUsage(ctx context.Context, id string, attempt int) (*JobGPUUsage, error) {
+	var out JobGPUUsage
+	if err := c.do(ctx, Request{Method: http.MethodGet, Path: jobPath(id) + "/gpu-usage", Query: attemptQuery(attempt)}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
 // LogQuery selects what Logs copies.
 type LogQuery struct {
 	Stream  string // stdout (default) or stderr

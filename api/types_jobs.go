@@ -429,3 +429,22 @@ type InputSource struct {
 	Dest     string `json:"dest,omitempty"`
 	Checksum string `json:"checksum,omitempty"`
 }
+
+// JobGPUUsage is what a running attempt's processes use on each GPU it
+// holds, measured by its node from nvidia-smi (never in raft).
+type JobGPUUsage struct {
+	JobID   string         `json:"job_id"`
+	Attempt int            `json:"attempt"`
+	Node    string         `json:"node"`
+	At      time.Time      `json:"at,omitzero"`
+	Devices []GPUDeviceUse `json:"devices"`
+	Note    string         `json:"note,omitempty"` // why a value is missing
+}
+
+// GPUDeviceUse is one device of the attempt; nil where nvidia-smi cannot say.
+type GPUDeviceUse struct {
+	UUID        string   `json:"uuid"`
+	Index       int      `json:"index"`
+	MemoryBytes *int64   `json:"memory_bytes,omitempty"`
+	SMRatio     *float64 `json:"sm_ratio,omitempty"` // 0..1 of the device's SM time
+}

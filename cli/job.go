@@ -197,10 +197,21 @@ func jobStatus(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
+	usage, failed := jobGPUUsage(c, cl, d)
 	if c.Bool("json") {
+		if len(usage) > 0 {
+			// The live GPU use rides along (gpu_usage); it is the nodes', not the job record's.
+			return PrintJSON(c, struct {
+				*httpapi.JobDetail
+				GPUUsage []httpapi.JobGPUUsage `json:"gpu_usage"`
+			}{d, usage})
+		}
 		return PrintJSON(c, d)
 	}
 	if err := printJobDetail(c, d); err != nil {
+		return err
+	}
+	if err := printGPUUsage(c, usage, failed); err != nil {
 		return err
 	}
 	// An agent older than timelines answers 404: no section then.

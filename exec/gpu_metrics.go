@@ -29,6 +29,7 @@ var (
 	descGPUPower  = prometheus.NewDesc("foreman_gpu_power_watts", "Device power draw.", []string{"node", "uuid"}, nil)
 	descGPUECC    = prometheus.NewDesc("foreman_gpu_ecc_uncorrected_errors", "Uncorrected ECC errors since the driver loaded (volatile count).", []string{"node", "uuid"}, nil)
 	descJobGPUMem = prometheus.NewDesc("foreman_job_gpu_memory_bytes", "Device memory held by a job's processes, per device.", []string{"node", "job", "uuid"}, nil)
+	descJobGPUSM  = prometheus.NewDesc("foreman_job_gpu_sm_ratio", "Fraction of the device's SM time a job's processes used over the last pmon sample (about 1 s), per device.", []string{"node", "job", "uuid"}, nil)
 )
 
 // gpuUsage is the process's GPU collector; a Worker on an NVIDIA host adds
@@ -51,6 +52,9 @@ type gpuSource struct {
 	at    time.Time
 	usage []gpu.Usage
 	apps  []gpu.AppUsage
+	sm    map[string][]gpu.ProcSM // by device UUID
+	err   error                   // why usage and apps are missing
+	smErr error                   // why sm is missing
 }
 
 func (c *gpuCollector) watch(node string, cfg gpu.Config) (stop func()) {
@@ -65,7 +69,7 @@ func (c *gpuCollector) watch(node string, cfg gpu.Config) (stop func()) {
 }
 
 func (c *gpuCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descGPUUtil, descGPUMem, descGPUTemp, descGPUPower, descGPUECC, descJobGPUMem} {
+	for _, d := range []*prometheus.Desc{descGPUUtil, descGPUMem, descGPUTemp, descGPUPower, descGPUECC, descJobGPUMem, descJobGPUSM} {
 		ch <- d
 	}
 }
@@ -78,7 +82,10 @@ func (c *gpuCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	c.mu.Unlock()
 	for node, s := range nodes {
-		usage, apps := s.sample()
+		s.mu.Lock()
+		s.sample()
+		usage, apps, sm := s.usage, s.apps, s.sm
+		s.mu.Unlock()
 		gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 			if !math.IsNaN(v) {
 				ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
@@ -101,20 +108,29 @@ func (c *gpuCollector) Collect(ch chan<- prometheus.Metric) {
 		for k, v := range byJob {
 			gauge(descJobGPUMem, v, node, k.job, k.uuid)
 		}
+		smByJob := map[key]float64{}
+		for uuid, procs := range sm {
+			for _, p := range procs {
+				if job := gpu.JobOfPID(s.cfg.Root, p.PID); job != "" {
+					smByJob[key{job, uuid}] += p.SMPct / 100
+				}
+			}
+		}
+		for k, v := range smByJob {
+			gauge(descJobGPUSM, v, node, k.job, k.uuid)
+		}
 	}
 }
 
-// sample returns a sample at most gpuSampleEvery old; a failed one leaves
-// no series.
-func (s *gpuSource) sample() ([]gpu.Usage, []gpu.AppUsage) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+// sample refreshes the sample when it is older than gpuSampleEvery; a
+// failed one leaves no series. The caller holds s.mu.
+func (s *gpuSource) sample() {
 	if time.Since(s.at) < gpuSampleEvery {
-		return s.usage, s.apps
+		return
 	}
 	cfg := s.cfg
 	cfg.Timeout = gpuSampleTimeout
-	s.usage, s.apps, _ = gpu.Sample(context.Background(), cfg)
+	s.usage, s.apps, s.err = gpu.Sample(context.Background(), cfg)
+	s.sm, s.smErr = gpu.SampleSM(context.Background(), cfg)
 	s.at = time.Now()
-	return s.usage, s.apps
 }

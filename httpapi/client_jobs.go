@@ -190,3 +190,17 @@ func consistentQuery(consistent bool) url.Values {
 	}
 	return v
 }
+
+// JobGPUUsage returns what attempt (0: the latest) of job id uses on its
+// GPUs, measured by its node.
+func (c *Client) JobGPUUsage(ctx context.Context, id string, attempt int) (*JobGPUUsage, error) {
+	q := url.Values{}
+	if attempt > 0 {
+		q.Set("attempt", strconv.Itoa(attempt))
+	}
+	var out JobGPUUsage
+	if _, err := c.do(ctx, http.MethodGet, "/v1/jobs/"+url.PathEscape(id)+"/gpu-usage", q, nil, &out, nil); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}

@@ -78,6 +78,13 @@ type Usage interface {
 	NodeUsage(node string) (cpuSeconds, memBytes float64, cpuOK, memOK bool)
 }
 
+// GPUUsage measures what job's processes use on this node's devices
+// uuids (exec.JobGPUUsage): one entry per UUID, values nil where nvidia-smi
+// could not say, note saying why.
+type GPUUsage interface {
+	JobGPUUsage(job string, uuids []string) (devs []GPUDeviceUse, at time.Time, note string, err error)
+}
+
 // Clock supplies "now" for the commands the leader stamps.
 type Clock interface{ Now() time.Time }
 
@@ -109,6 +116,9 @@ type Deps struct {
 	// Usage measures this node's jobs (nil: GET /v1/nodes/{name}/usage
 	// answers with nothing measured).
 	Usage Usage
+	// GPUUsage measures this node's jobs on their GPUs (nil: GET
+	// /v1/jobs/{id}/gpu-usage of an attempt here answers 503).
+	GPUUsage GPUUsage
 	// ACL guards the routes; nil: one from Config.ACL. The agent passes
 	// the one its own routes (UI, pprof, internal) share.
 	ACL *ACL

@@ -40,6 +40,7 @@ type server struct {
 	objects    Objects
 	keyring    GossipKeyring
 	usage      Usage
+	gpuUsage   GPUUsage
 	ops        Operator
 	clock      Clock
 	ids        IDs
@@ -87,6 +88,7 @@ func New(cfg Config, deps Deps) http.Handler {
 	s.objects = deps.Objects
 	s.keyring = deps.GossipKeys
 	s.usage = deps.Usage
+	s.gpuUsage = deps.GPUUsage
 	if s.clock == nil {
 		s.clock = systemClock{}
 	}
@@ -139,6 +141,7 @@ func (s *server) routes() {
 	s.handle(m, "POST /v1/jobs/{id}/cancel", s.write(s.jobScoped(PermSubmit, s.cancelJob)))
 	s.handle(m, "POST /v1/jobs/{id}/retry", s.write(s.jobScoped(PermSubmit, s.retryJob)))
 	s.handle(m, "GET /v1/jobs/{id}/logs", s.read(s.jobScoped(PermRead, s.jobLogs)))
+	s.handle(m, "GET /v1/jobs/{id}/gpu-usage", s.read(s.jobScoped(PermRead, s.jobGPUUsage)))
 	s.handle(m, "GET /v1/jobs/{id}/events", s.read(s.jobScoped(PermRead, s.jobEvents)))
 	s.handle(m, "GET /v1/events", s.local(s.events))
 	s.handle(m, "GET /v1/metrics", s.local(s.metrics.serve))

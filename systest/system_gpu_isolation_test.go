@@ -180,6 +180,7 @@ func TestSystemGPUMetrics(t *testing.T) {
 case "$*" in
 --query-gpu=uuid,utilization*) printf '%s, 50, 1024, 40, 100.5, 0\n%s, 0, 0, 35, 60, 0\n' `+g0.UUID+` `+g1.UUID+` ;;
 --query-compute-apps=*) cat `+host.Dir+`/apps.csv 2> /dev/null ;;
+"pmon -c 1 -s u") cat `+host.Dir+`/pmon.txt 2> /dev/null ;;
 --query-gpu=*) printf '0, %s, NVIDIA H200, 00000000:00:06.0, 143771, 9.0, 580.159.04\n1, %s, NVIDIA H200, 00000000:00:07.0, 143771, 9.0, 580.159.04\n' `+g0.UUID+` `+g1.UUID+` ;;
 *) exit 2 ;;
 esac
@@ -211,18 +212,53 @@ esac
 	if err := os.WriteFile(host.Path("apps.csv"), []byte(pid+", "+uuid+", 2048\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	index := "0"
+	if uuid == g1.UUID {
+		index = "1"
+	}
+	pmon := "# gpu         pid   type     sm    mem    enc    dec    jpg    ofa    command\n" +
+		"# Idx           #    C/G      %      %      %      %      %      %    name\n" +
+		"    " + index + "  " + pid + "     C     45     12      -      -      -      -    sh\n"
+	if err := os.WriteFile(host.Path("pmon.txt"), []byte(pmon), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	wantJob := `foreman_job_gpu_memory_bytes{job="` + job + `",node="n1",uuid="` + uuid + `"} 2.147483648e+09`
+	wantSM := `foreman_job_gpu_sm_ratio{job="` + job + `",node="n1",uuid="` + uuid + `"} 0.45`
 	var body string
-	eventually(t, systemTimeout, "the job's GPU memory on /v1/metrics", func() error {
+	eventually(t, systemTimeout, "the job's GPU memory and SM use on /v1/metrics", func() error {
 		var err error
 		if body, err = httpGet(a.url("/v1/metrics")); err != nil {
 			return err
 		}
-		if !strings.Contains(body, wantJob) {
-			return fmt.Errorf("no %s", wantJob)
+		for _, w := range []string{wantJob, wantSM} {
+			if !strings.Contains(body, w) {
+				return fmt.Errorf("no %s", w)
+			}
 		}
 		return nil
 	})
+	// job status shows the same, measured by the attempt's node.
+	var st struct {
+		GPUUsage []struct {
+			Node    string `json:"node"`
+			Devices []struct {
+				UUID        string   `json:"uuid"`
+				MemoryBytes *int64   `json:"memory_bytes"`
+				SMRatio     *float64 `json:"sm_ratio"`
+			} `json:"devices"`
+		} `json:"gpu_usage"`
+	}
+	r = runForeman(t, c.bin, a.url(""), "job", "status", job, "--json")
+	if err := json.Unmarshal([]byte(r.stdout), &st); err != nil || len(st.GPUUsage) != 1 || len(st.GPUUsage[0].Devices) != 1 {
+		t.Fatalf("job status --json: %v %s %s", err, r.stdout, r.stderr)
+	}
+	if d := st.GPUUsage[0].Devices[0]; d.UUID != uuid || d.MemoryBytes == nil || *d.MemoryBytes != 2<<30 || d.SMRatio == nil || *d.SMRatio != 0.45 {
+		t.Fatalf("job status gpu_usage %+v", st.GPUUsage)
+	}
+	r = runForeman(t, c.bin, a.url(""), "job", "status", job)
+	if row := lineWith(r.stdout, uuid+"  "); !strings.Contains(r.stdout, "GPU USE") || !strings.Contains(row, "2GiB") || !strings.Contains(row, "45%") {
+		t.Fatalf("job status: no GPU USE row with 2GiB and 45%%:\n%s", r.stdout)
+	}
 	for _, want := range []string{
 		`foreman_gpu_utilization_ratio{node="n1",uuid="` + g0.UUID + `"} 0.5`,
 		`foreman_gpu_memory_used_bytes{node="n1",uuid="` + g0.UUID + `"} 1.073741824e+09`,

@@ -157,3 +157,16 @@ func peerAuth(acl *httpapi.ACL, node string, client bool) func(http.Header) {
 	}
 	return func(h http.Header) { acl.SetClientKey(h, node) }
 }
+
+// gpuUsage measures this node's jobs on their GPUs (httpapi.GPUUsage) from
+// the worker's nvidia-smi sample.
+type gpuUsage struct{ node string }
+
+func (g gpuUsage) JobGPUUsage(job string, uuids []string) ([]httpapi.GPUDeviceUse, time.Time, string, error) {
+	devs, at, note, err := exec.JobGPUUsage(g.node, job, uuids)
+	out := make([]httpapi.GPUDeviceUse, len(devs))
+	for i, d := range devs {
+		out[i] = httpapi.GPUDeviceUse{UUID: d.UUID, MemoryBytes: d.MemoryBytes, SMRatio: d.SMRatio}
+	}
+	return out, at, note, err
+}

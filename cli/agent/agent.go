@@ -520,6 +520,7 @@ func runAgent(parent context.Context, cfg *agentConfig) error {
 		Artifacts:  workerArtifacts{worker},
 		Objects:    objectReader(store),
 		Usage:      nodeUsage{},
+		GPUUsage:   gpuUsage{cfg.cluster.Name},
 		PeerTLS:    peerTLS,
 		GossipKeys: keyringAdapter{node},
 	})

@@ -213,6 +213,27 @@ func clientRoutes(node string, servers []string, w *exec.Worker, wc *workClient,
 	handle("GET /v1/jobs/{id}/artifacts/{path...}", serveArtifact)
 	// What a server proxies when a child elsewhere fetches its inputs.
 	handle("GET "+httpapi.InternalArtifactsPath+"{id}/{path...}", serveArtifact)
+	// What a server proxies for job status and the UI: GPU use measured here.
+	handle("GET /v1/jobs/{id}/gpu-usage", func(rw http.ResponseWriter, r *http.Request) {
+		attempt, ok := proxiedAttempt(rw, r)
+		if !ok {
+			return
+		}
+		id := r.PathValue("id")
+		work, _ := wc.LiveAttempts(node)
+		for _, a := range work {
+			if a.Attempt.JobID == id && a.Attempt.Num == attempt {
+				out, err := httpapi.MeasureJobGPUUsage(gpuUsage{node}, id, attempt, node, httpapi.AttemptDevices(&a.Attempt))
+				if err != nil {
+					writeClientJSON(rw, http.StatusServiceUnavailable, httpapi.ErrorBody{Error: err.Error(), Code: "unavailable"})
+					return
+				}
+				writeClientJSON(rw, http.StatusOK, out)
+				return
+			}
+		}
+		writeClientJSON(rw, http.StatusNotFound, httpapi.ErrorBody{Error: fmt.Sprintf("attempt %d of job %s is not live on %s", attempt, id, node), Code: "not_found"})
+	})
 	// What a server relays when a task's next attempt elsewhere resumes.
 	handle(CheckpointsPath, checkpointHandler(w, nil, node).ServeHTTP)
 	acl.Handle(mux, "/", http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {

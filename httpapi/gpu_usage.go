@@ -1,0 +1,131 @@
+package httpapi
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/foreman-sched/foreman/fsm"
+)
+
+// JobGPUUsage is what a running attempt's processes use on each GPU it
+// holds (GET /v1/jobs/{id}/gpu-usage), measured by the node that runs it
+// from nvidia-smi (compute-apps for memory, pmon for SM time), the
+// processes matched to the job by their FOREMAN_JOB_ID. Node-local, never
+// in raft: other nodes proxy the read, as for logs.
+type JobGPUUsage struct {
+	JobID   string         `json:"job_id"`
+	Attempt int            `json:"attempt"`
+	Node    string         `json:"node"`
+	At      time.Time      `json:"at,omitzero"` // when nvidia-smi was asked
+	Devices []GPUDeviceUse `json:"devices"`
+	// Note says why a value is missing (nvidia-smi absent, hung, or its
+	// pmon unsupported).
+	Note string `json:"note,omitempty"`
+}
+
+// GPUDeviceUse is one device of the attempt.
+type GPUDeviceUse struct {
+	UUID  string `json:"uuid"`
+	Index int    `json:"index"`
+	// MemoryBytes is the device memory the job's processes hold.
+	MemoryBytes *int64 `json:"memory_bytes,omitempty"`
+	// SMRatio is the job's share of the device's SM time over pmon's
+	// last sample (about a second), 0..1.
+	SMRatio *float64 `json:"sm_ratio,omitempty"`
+}
+
+// AttemptDevices lists the devices an attempt holds: its whole GPUs, or
+// the device of its memory share.
+func AttemptDevices(at *fsm.Attempt) []fsm.GPU {
+	if at.GPUShare != nil {
+		return append(append([]fsm.GPU(nil), at.GPUs...), at.GPUShare.GPU)
+	}
+	return at.GPUs
+}
+
+// MeasureJobGPUUsage fills a JobGPUUsage for attempt num of job on this
+// node from m (shared with the client agent's port, which has no API).
+func MeasureJobGPUUsage(m GPUUsage, job string, num int, node string, gpus []fsm.GPU) (*JobGPUUsage, error) {
+	out := &JobGPUUsage{JobID: job, Attempt: num, Node: node, Devices: []GPUDeviceUse{}}
+	if len(gpus) == 0 {
+		out.Note = "the attempt holds no GPU"
+		return out, nil
+	}
+	if m == nil {
+		return nil, fmt.Errorf("%w: node %s measures no GPU use", ErrUnavailable, node)
+	}
+	uuids := make([]string, len(gpus))
+	for i, g := range gpus {
+		uuids[i] = g.UUID
+	}
+	devs, at, note, err := m.JobGPUUsage(job, uuids)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	out.At, out.Note = at.UTC(), note
+	for i, d := range devs {
+		if i < len(gpus) {
+			d.Index = gpus[i].Index
+		}
+		out.Devices = append(out.Devices, d)
+	}
+	return out, nil
+}
+
+// jobGPUUsage handles GET /v1/jobs/{id}/gpu-usage?attempt=N (default: the
+// latest attempt), which must be live: measured on its node, proxied there
+// from any other.
+func (s *server) jobGPUUsage(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	num := 0
+	if a := r.URL.Query().Get("attempt"); a != "" {
+		var err error
+		if num, err = strconv.Atoi(a); err != nil || num < 1 {
+			s.writeError(w, r, invalid("attempt", "must be an attempt number, 1 or more (got %q)", a))
+			return
+		}
+	}
+	var at *fsm.Attempt
+	var node *fsm.Node
+	err := s.state.View(func(tx *fsm.Tx) error {
+		j, err := tx.Job(id)
+		if err != nil {
+			return err
+		}
+		if num == 0 {
+			num = j.Attempts
+		}
+		if num == 0 {
+			return fmt.Errorf("%w: job %s has not been placed on a node yet", ErrNoAttempt, id)
+		}
+		if at, err = tx.Attempt(id, num); err != nil {
+			return err
+		}
+		node, err = tx.Node(at.Node)
+		return err
+	})
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if !at.State.Live() {
+		s.writeError(w, r, fmt.Errorf("%w: attempt %d of job %s is %s: GPU use is measured while an attempt runs", fsm.ErrConflict, num, id, at.State))
+		return
+	}
+	gpus := AttemptDevices(at)
+	if at.Node != s.cluster.NodeName() && len(gpus) > 0 {
+		q := r.URL.Query()
+		q.Set("attempt", strconv.Itoa(num)) // a client agent serves the attempt named
+		r.URL.RawQuery = q.Encode()
+		s.proxy(w, r, at.Node, node.HTTPAddr)
+		return
+	}
+	out, err := MeasureJobGPUUsage(s.gpuUsage, id, num, at.Node, gpus)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
