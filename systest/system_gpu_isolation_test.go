@@ -269,6 +269,12 @@ esac
 			t.Errorf("/v1/metrics lacks %s", want)
 		}
 	}
+	// The UI's Job page shows it too.
+	br := newBrowser(t)
+	br.open(a.url("/ui/jobs/"+job), "table#attempts")
+	br.wait("the job's GPU use row", `(() => { const r = document.querySelector("table#gpu-use tr[data-uuid='`+uuid+`']");
+		return r && r.querySelector(".gpu-sm").textContent === "45%" && r.querySelector(".gpu-mem").textContent.startsWith("2") })()`)
+	br.shot("job-gpu-use")
 	problems, err := promlint.New(strings.NewReader(body)).Lint()
 	if err != nil {
 		t.Fatal(err)

@@ -39,10 +39,11 @@ async function load(el, id, unsub, early, setHandler) {
   const result = h("section");
   const tasks = h("section", { id: "tasks" });
   const artifacts = h("section", { id: "artifacts" });
+  const gpuUse = h("section", { id: "gpu-usage" });
   const logBox = h("section", { class: "logs" });
   const spec = h("pre", { class: "spec" });
   replace(el, head, h("div", { class: "grid2" }, summary, h("section", null, h("h2", null, "Timeline"), timeline)),
-    attempts, tasks, logBox, result, artifacts, h("details", null, h("summary", null, "Spec (JSON)"), spec));
+    attempts, gpuUse, tasks, logBox, result, artifacts, h("details", null, h("summary", null, "Spec (JSON)"), spec));
 
   const draw = () => {
     const j = d.job;
@@ -141,6 +142,30 @@ async function load(el, id, unsub, early, setHandler) {
         h("td", null, k.latest?.exit_code ?? "—"), h("td", null, k.counted), h("td", null, k.latest?.task?.port || "—"))))));
   };
 
+  // GPU use of the live attempts holding GPUs, measured by their nodes
+  // (GET …/gpu-usage, proxied there; a sample at most 5 s old): read now
+  // and every 5 s while one runs.
+  const loadGPUUse = async () => {
+    const live = d.attempts.filter((a) => (a.state === "assigned" || a.state === "running") && (a.gpus?.length || a.gpu_share));
+    if (!live.length) { replace(gpuUse); return; }
+    const rows = []; const notes = [];
+    for (const a of live) {
+      try {
+        const u = await api(base + "/gpu-usage?attempt=" + a.attempt);
+        for (const g of u.devices) rows.push(h("tr", { "data-uuid": g.uuid },
+          h("td", null, u.attempt), h("td", null, link("nodes/" + enc(u.node), u.node)), h("td", null, g.index),
+          h("td", null, h("code", null, g.uuid)),
+          h("td", { class: "gpu-mem" }, g.memory_bytes != null ? bytes(g.memory_bytes) : "—"),
+          h("td", { class: "gpu-sm" }, g.sm_ratio != null ? Math.round(g.sm_ratio * 100) + "%" : "—")));
+        if (u.note) notes.push("attempt " + u.attempt + ": " + u.note);
+      } catch (e) { notes.push("attempt " + a.attempt + ": " + e.message); }
+    }
+    replace(gpuUse, h("h2", null, "GPU use"), rows.length ? h("table", { id: "gpu-use" },
+      h("thead", null, h("tr", null, ["Attempt", "Node", "GPU", "UUID", "Memory", "SM"].map((x) => h("th", null, x)))),
+      h("tbody", null, rows)) : "", notes.map((n) => h("p", { class: "muted" }, n)));
+  };
+  const gpuTimer = setInterval(() => { if (!TERMINAL.has(d.job.state)) loadGPUUse(); }, 5000);
+
   // Timeline: the stored events, then live ones.
   const seen = new Set();
   const addEvent = (ev) => {
@@ -192,12 +217,12 @@ async function load(el, id, unsub, early, setHandler) {
   streamSel.addEventListener("change", () => { streamPicked = true; startTail(); });
   attemptSel.addEventListener("change", () => startTail());
 
-  draw(); fillAttempts(); startTail(); loadTasks();
+  draw(); fillAttempts(); startTail(); loadTasks(); loadGPUUse();
 
   const reload = throttle(async () => {
     try {
       const wasLast = attemptSel.value === String(d.attempts.length ? d.attempts[d.attempts.length - 1].attempt : "");
-      d = await api(base); draw(); fillAttempts(); loadTasks();
+      d = await api(base); draw(); fillAttempts(); loadTasks(); loadGPUUse();
       if (wasLast && d.attempts.length) attemptSel.value = String(d.attempts[d.attempts.length - 1].attempt);
       startTail();
     } catch (e) { if (e.status === 404) replace(head, h("h1", null, "Job " + id + " is gone (garbage-collected)")); }
@@ -210,7 +235,7 @@ async function load(el, id, unsub, early, setHandler) {
   };
   setHandler(handle);
   early.splice(0).forEach(handle);
-  return () => { unsub(); if (tail) tail.abort(); };
+  return () => { unsub(); clearInterval(gpuTimer); if (tail) tail.abort(); };
 }
 
 /** fetchFile downloads path: a plain link when no token is needed (the
