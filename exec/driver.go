@@ -53,6 +53,10 @@ type Task struct {
 	// (fsm.Attempt.GPUs); a driver gives the job exactly these, and on a
 	// host with NVIDIA devices denies it every other (process_gpu.go).
 	GPUs []fsm.GPU
+	// GPUShare is the attempt's VRAM share, whose device is also in GPUs
+	// (nil: none); where the kernel has the dmem controller the driver caps
+	// the job's device memory at it (gpu/dmem.go).
+	GPUShare *fsm.GPUShare
 	// GPURoot is the directory under which the host's NVIDIA files
 	// (/proc/devices, /proc/driver/nvidia, /dev/nvidia*, the ldcache and the
 	// driver's libraries) are read: "" or "/" in production, a fake root in

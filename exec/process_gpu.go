@@ -7,6 +7,7 @@ import (
 	"syscall"
 
 	"github.com/foreman-sched/foreman/exec/gpu"
+	"github.com/foreman-sched/foreman/fsm"
 )
 
 // devicesMount is where device cgroups are made (tests point it at the v2
@@ -47,7 +48,33 @@ func processGPU(t *Task) (env []string, dc *gpu.DeviceCgroup, err error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("gpu isolation: %w", err)
 	}
+	if err := shareDmem(root, path.Join(t.DeviceCgroup, t.ID), t.GPUShare); err != nil {
+		dc.Remove()
+		return nil, nil, err
+	}
 	return gpu.Env(t.Env, t.GPUs, true, gpu.Relative), dc, nil
+}
+
+// shareDmem caps a share job's device memory at its share where the
+// kernel lists its device in dmem.capacity (gpu/dmem.go): in the job's own
+// cgroup, cg, of the v2 hierarchy (under root), before the job starts.
+// Elsewhere it does nothing: the node's watchdog holds the job to it.
+func shareDmem(root, cg string, s *fsm.GPUShare) error {
+	if s == nil {
+		return nil
+	}
+	regions, err := gpu.DmemRegions(root)
+	if err != nil {
+		return fmt.Errorf("gpu memory share: %w", err)
+	}
+	line, ok := gpu.DmemMax(s, regions)
+	if !ok {
+		return nil
+	}
+	if err := gpu.SetDmemMax(root, cg, line); err != nil {
+		return fmt.Errorf("gpu memory share: %w", err)
+	}
+	return nil
 }
 
 // warnIfGPUsUnconfined says once, at start, that an agent that is not root

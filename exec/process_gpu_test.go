@@ -231,3 +231,50 @@ func BenchmarkProcessStartGPU(b *testing.B) {
 	os.Remove(dir + "/foreman-test/process")
 	os.Remove(dir + "/foreman-test")
 }
+
+// TestProcessGPUShareDmem: a share job on a host whose kernel lists its
+// device in dmem.capacity gets dmem.max = its share in its own cgroup,
+// before it starts. This kernel has no dmem controller, so the fake GPU
+// root's cgroup files are plain files: what is checked is the decision and
+// the path and value written, not the kernel's enforcement.
+func TestProcessGPUShareDmem(t *testing.T) {
+	root := gputest.Devices(t)
+	g := root.GPUs[0]
+	share := &fsm.GPUShare{GPU: g, MemoryMiB: 20480}
+	cgDir := root.Path(gpu.CgroupRoot)
+	if err := os.MkdirAll(cgDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		dir, _, _ := gpu.DevicesMount()
+		os.Remove(dir + "/foreman-test-dmem/process")
+		os.Remove(dir + "/foreman-test-dmem")
+	})
+	run := func(id string) string {
+		task := &Task{
+			ID: id, Spec: fsm.JobSpec{Command: []string{"sh", "-c", "true"}},
+			Env: []string{"PATH=" + defaultPath}, WorkDir: t.TempDir(),
+			GPUs: []fsm.GPU{g}, GPUShare: share, GPURoot: root.Dir, DeviceCgroup: "/foreman-test-dmem/process",
+		}
+		runProcess(t, task)
+		return filepath.Join(cgDir, "foreman-test-dmem/process", id, "dmem.max")
+	}
+	// No dmem.capacity: nothing written (the watchdog's case).
+	if p := run("share-nodmem"); fileExists(p) {
+		t.Fatalf("%s written without dmem.capacity", p)
+	}
+	capLine := gpu.DmemRegion(g.BusID) + " 150754820096\n"
+	if err := os.WriteFile(filepath.Join(cgDir, "dmem.capacity"), []byte(capLine), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := run("share-dmem")
+	b, err := os.ReadFile(p)
+	if want := gpu.DmemRegion(g.BusID) + " 21474836480"; err != nil || string(b) != want {
+		t.Fatalf("%s = %q (%v), want %q", p, b, err, want)
+	}
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}

@@ -234,7 +234,7 @@ func (s *supervisor) execute(srv *controlServer) *Result {
 		ResultFile: resultPath(s.dir), InputsDir: inputsDir(s.dir),
 		ArtifactsDir: s.tf.ArtifactsDir, CheckpointDir: s.tf.CheckpointDir,
 		Stdout: stdout.w, Stderr: stderr.w, ImageCache: s.tf.ImageCache,
-		GPUs: s.tf.Attempt.GPUs, GPURoot: s.tf.GPURoot, DeviceCgroup: s.tf.DeviceCgroup,
+		GPUs: s.tf.Attempt.Devices(), GPUShare: s.tf.Attempt.GPUShare, GPURoot: s.tf.GPURoot, DeviceCgroup: s.tf.DeviceCgroup,
 	}
 	killSig, err := parseSignal(s.tf.Spec.KillSignal)
 	if err != nil {

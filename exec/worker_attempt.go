@@ -307,7 +307,14 @@ var reservedEnv = map[string]bool{
 	"FOREMAN_JOB_ID": true, "FOREMAN_ATTEMPT": true, "FOREMAN_FENCING_TOKEN": true, "FOREMAN_NODE": true,
 	"FOREMAN_RESULT": true, "FOREMAN_INPUTS": true, "FOREMAN_ARTIFACTS": true, "FOREMAN_CHECKPOINT": true,
 	"GANG_ID": true, "GANG_SIZE": true, "GANG_INDEX": true, "GANG_PEERS": true, "GANG_PORT": true,
+	EnvGPUMemory: true,
 }
+
+// EnvGPUMemory is a share job's VRAM share in MiB (issue 24): what it may
+// use of its one device (e.g. for PyTorch's
+// torch.cuda.set_per_process_memory_fraction, or vLLM's
+// --gpu-memory-utilization).
+const EnvGPUMemory = "FOREMAN_GPU_MEMORY_MIB"
 
 // jobEnv is the spec's env (sorted for stable output) plus the FOREMAN_*
 // variables, which the job cannot override.
@@ -341,6 +348,9 @@ func jobEnv(a Assignment, node string) []string {
 		"FOREMAN_FENCING_TOKEN="+strconv.FormatUint(a.Attempt.FencingToken, 10),
 		"FOREMAN_NODE="+node,
 	)
+	if s := a.Attempt.GPUShare; s != nil {
+		env = append(env, EnvGPUMemory+"="+strconv.FormatInt(s.MemoryMiB, 10))
+	}
 	if t := a.Attempt.Task; t != nil {
 		// A gang task (fsm/gang.go): every task of one placement shares
 		// the fencing token; GANG_PEERS lists every task's host:port in

@@ -124,8 +124,10 @@ func (a *applier) report(p *ReportAttempt, res *Result) error {
 	case AttemptRunning, AttemptSucceeded, AttemptFailed, AttemptKilled:
 	case ReportOutputs:
 		return a.reportOutputs(p)
+	case ReportGPUMemoryOver:
+		return a.reportGPUMemoryOver(p)
 	default:
-		return fmt.Errorf("%w: state: %q (a report is running, succeeded, failed, killed or outputs)", ErrBadCommand, p.State)
+		return fmt.Errorf("%w: state: %q (a report is running, succeeded, failed, killed, outputs or gpu_memory_over)", ErrBadCommand, p.State)
 	}
 	if p.State == AttemptRunning {
 		return a.reportRunning(p)

@@ -314,6 +314,9 @@ type ReportAttempt struct {
 	// Outputs: on a finish, that the node uploads the outputs (pending);
 	// on a report with State ReportOutputs, where they were stored.
 	Outputs *Outputs `json:"outputs,omitempty"`
+	// GPUMemoryOver: on a report with State ReportGPUMemoryOver, what the
+	// node's watchdog saw (gpu_memory_over.go).
+	GPUMemoryOver *GPUMemoryOver `json:"gpu_memory_over,omitempty"`
 }
 
 // ReleaseJobs moves waiting or retrying jobs whose NextRunAt <= At to

@@ -116,3 +116,37 @@ func TestNodeGPUsRefusesUnknownMode(t *testing.T) {
 		t.Fatal("a refused NodeGPUs changed the state")
 	}
 }
+
+func TestReportGPUMemoryOver(t *testing.T) {
+	h := newHarness(t)
+	h.addNode("n1")
+	g := h200()
+	h.must(CmdNodeGPUs, NodeGPUs{Name: "n1", GPUs: g})
+	h.submit("S1", "W1")
+	h.must(CmdPlace, Place{Placements: []Placement{sharePlacement("S1", "n1", g[0].UUID, 10*1024), {JobID: "W1", Node: "n1", GPUs: []string{g[1].UUID}}}})
+	sub := h.f.Subscribe(64)
+	defer sub.Close()
+	tok := h.attempt("S1", 1).FencingToken
+	over := &GPUMemoryOver{UUID: g[0].UUID, UsedMiB: 20480, ShareMiB: 10240, Action: "kill"}
+	before := h.attempt("S1", 1).ModifyIndex
+	h.must(CmdReport, ReportAttempt{JobID: "S1", Attempt: 1, FencingToken: tok, Node: "n1", State: ReportGPUMemoryOver, GPUMemoryOver: over})
+	got := attemptEvents(sub, NameGPUMemoryOver)
+	want := "S1 gpu_memory: 20480 MiB used of a 10240 MiB share on " + g[0].UUID + " (kill)"
+	if len(got) != 1 || got[0] != want {
+		t.Fatalf("events %q, want %q", got, want)
+	}
+	if h.attempt("S1", 1).ModifyIndex != before {
+		t.Fatal("an over-use report changed the attempt")
+	}
+	wtok := h.attempt("W1", 1).FencingToken
+	for name, rep := range map[string]ReportAttempt{
+		"stale token":   {JobID: "S1", Attempt: 1, FencingToken: tok + 1, Node: "n1", State: ReportGPUMemoryOver, GPUMemoryOver: over},
+		"missing":       {JobID: "S1", Attempt: 1, FencingToken: tok, Node: "n1", State: ReportGPUMemoryOver},
+		"bad action":    {JobID: "S1", Attempt: 1, FencingToken: tok, Node: "n1", State: ReportGPUMemoryOver, GPUMemoryOver: &GPUMemoryOver{UUID: g[0].UUID, Action: "shrug"}},
+		"not its share": {JobID: "W1", Attempt: 1, FencingToken: wtok, Node: "n1", State: ReportGPUMemoryOver, GPUMemoryOver: &GPUMemoryOver{UUID: g[1].UUID, Action: "report"}},
+	} {
+		if r := h.apply(CmdReport, rep); r.Err == nil {
+			t.Errorf("%s: applied", name)
+		}
+	}
+}

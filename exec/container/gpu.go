@@ -11,6 +11,7 @@ import (
 	"time"
 
 	securejoin "github.com/cyphar/filepath-securejoin"
+	"github.com/opencontainers/cgroups"
 	devconf "github.com/opencontainers/cgroups/devices/config"
 	"github.com/opencontainers/runc/libcontainer/configs"
 	"golang.org/x/sys/unix"
@@ -36,6 +37,9 @@ type containerGPU struct {
 	// so a command such as nvidia-smi is found before the container exists.
 	bins  map[string]string
 	hooks configs.Hooks // from a CDI spec
+	// dmemMax caps a share job's device memory (cgroup v2 with the dmem
+	// controller: gpu/dmem.go); "" for none.
+	dmemMax string
 }
 
 // fromCDI takes the held GPUs' edits from the node's CDI specs instead of
@@ -134,6 +138,9 @@ func gpuSetup(t *exec.Task, image string, env []string) (*containerGPU, []string
 	if len(t.GPUs) == 0 {
 		return g, env, nil
 	}
+	if g.dmemMax, err = shareDmemMax(root, t.GPUShare); err != nil {
+		return nil, nil, err
+	}
 	specs, err := gpu.LoadCDI(root, gpu.CDIKind)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %v", ErrStart, err)
@@ -223,6 +230,14 @@ func (g *containerGPU) apply(cfg *configs.Config) {
 		})
 	}
 	cfg.Cgroups.Resources.Devices = append(cfg.Cgroups.Resources.Devices, gpu.AllowRules(g.nodes)...)
+	if g.dmemMax != "" {
+		// libcontainer writes unified keys when it makes the cgroup, before
+		// the job runs, and enables dmem in the ancestors' subtree_control.
+		if cfg.Cgroups.Resources.Unified == nil {
+			cfg.Cgroups.Resources.Unified = map[string]string{}
+		}
+		cfg.Cgroups.Resources.Unified["dmem.max"] = g.dmemMax
+	}
 	cfg.Mounts = append(cfg.Mounts, g.mounts...)
 	cfg.MaskPaths = append(slices.Clone(cfg.MaskPaths), g.mask...)
 	if g.hooks != nil {
@@ -257,4 +272,19 @@ func ensureDir(rootfs, dir string) error {
 		return nil
 	}
 	return err
+}
+
+// shareDmemMax is the dmem.max line of a share job on a cgroup v2 host
+// whose kernel lists its device in dmem.capacity ("" elsewhere: the
+// node's watchdog holds it to its share).
+func shareDmemMax(root string, s *fsm.GPUShare) (string, error) {
+	if s == nil || !cgroups.IsCgroup2UnifiedMode() {
+		return "", nil
+	}
+	regions, err := gpu.DmemRegions(root)
+	if err != nil {
+		return "", fmt.Errorf("%w: %v", ErrStart, err)
+	}
+	line, _ := gpu.DmemMax(s, regions)
+	return line, nil
 }
