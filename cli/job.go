@@ -279,7 +279,7 @@ func printJobDetail(c *ucli.Context, d *httpapi.JobDetail) error {
 	gang := j.Spec.Gang != nil
 	gpus := false
 	for _, a := range d.Attempts {
-		gpus = gpus || len(a.GPUs) > 0
+		gpus = gpus || len(a.GPUs) > 0 || a.GPUShare != nil
 	}
 	cols := []string{"ATTEMPT", "NODE", "STATE", "EXIT", "REASON", "STARTED", "DURATION", "TOKEN"}
 	if gang {
@@ -311,7 +311,7 @@ func printJobDetail(c *ucli.Context, d *httpapi.JobDetail) error {
 			row = append([]any{task}, row...)
 		}
 		if gpus {
-			row = append(row, gpuIndexes(a.GPUs))
+			row = append(row, attemptGPUColumn(a))
 		}
 		t.Row(row...)
 	}

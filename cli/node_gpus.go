@@ -75,6 +75,9 @@ func nodeShow(c *ucli.Context) error {
 	if d.GPUDriver != "" || d.CUDAVersion != "" {
 		fmt.Fprintf(w, "GPU driver:  %s (CUDA %s)\n", orDash(d.GPUDriver), orDash(d.CUDAVersion))
 	}
+	if d.GPUMemoryMode != "" {
+		fmt.Fprintf(w, "GPU memory:  shares held by %s\n", gpuMemoryModeText(d.GPUMemoryMode))
+	}
 	if len(d.GPUs) > 0 {
 		fmt.Fprintln(w)
 		printGPUs(w, d.GPUs, d.Attempts)
@@ -83,7 +86,7 @@ func nodeShow(c *ucli.Context) error {
 		fmt.Fprintln(w)
 		t := NewTable(w, "JOB", "ATTEMPT", "STATE", "GPUS", "ASSIGNED")
 		for _, a := range d.Attempts {
-			t.Row(a.JobID, a.Num, a.State, gpuIndexes(a.GPUs), ago(a.AssignedAt, time.Now()))
+			t.Row(a.JobID, a.Num, a.State, attemptGPUColumn(a), ago(a.AssignedAt, time.Now()))
 		}
 		return t.Flush()
 	}
@@ -93,12 +96,20 @@ func nodeShow(c *ucli.Context) error {
 // printGPUs lists a node's devices with the live attempt holding each.
 func printGPUs(w io.Writer, gpus []fsm.GPU, attempts []fsm.Attempt) {
 	holder := map[string]string{}
+	shared := map[string]int64{}
 	for _, a := range attempts {
 		for _, g := range a.GPUs {
 			holder[g.UUID] = a.JobID + "/" + strconv.Itoa(a.Num)
 		}
+		if s := a.GPUShare; s != nil {
+			shared[s.GPU.UUID] += s.MemoryMiB
+			if holder[s.GPU.UUID] != "" {
+				holder[s.GPU.UUID] += ","
+			}
+			holder[s.GPU.UUID] += a.JobID + "/" + strconv.Itoa(a.Num)
+		}
 	}
-	t := NewTable(w, "INDEX", "UUID", "MODEL", "MEMORY", "COMPUTE", "MINOR", "BUS", "HEALTH", "HELD BY", "LINKS")
+	t := NewTable(w, "INDEX", "UUID", "MODEL", "MEMORY", "SHARED", "COMPUTE", "MINOR", "BUS", "HEALTH", "HELD BY", "LINKS")
 	for _, g := range gpus {
 		mem := "-"
 		if g.MemoryMiB > 0 {
@@ -108,7 +119,11 @@ func printGPUs(w io.Writer, gpus []fsm.GPU, attempts []fsm.Attempt) {
 		if g.Health != "" {
 			health = g.Health
 		}
-		t.Row(g.Index, g.UUID, orDash(g.Model), mem, orDash(g.Compute), g.Minor, orDash(g.BusID), health,
+		share := "-"
+		if s := shared[g.UUID]; s > 0 {
+			share = strconv.FormatInt(s, 10) + "/" + strconv.FormatInt(g.MemoryMiB, 10) + " MiB"
+		}
+		t.Row(g.Index, g.UUID, orDash(g.Model), mem, share, orDash(g.Compute), g.Minor, orDash(g.BusID), health,
 			orDash(holder[g.UUID]), orDash(strings.Join(g.Links, " ")))
 	}
 	_ = t.Flush()
@@ -149,4 +164,26 @@ func nodeGPUReset(c *ucli.Context) error {
 	}
 	fmt.Fprintf(Stdout(c), "node %s: health reset of %s; its agent detects again and publishes them\n", name, strings.Join(out.UUIDs, ", "))
 	return nil
+}
+
+// attemptGPUColumn is an attempt's devices: whole ones by index
+// ("0,1,4,5"), a share as index and size ("0:20GiB"), "-" for none.
+func attemptGPUColumn(a fsm.Attempt) string {
+	if s := a.GPUShare; s != nil {
+		return strconv.Itoa(s.GPU.Index) + ":" + httpapi.FormatMemory(s.MemoryMiB)
+	}
+	return gpuIndexes(a.GPUs)
+}
+
+// gpuMemoryModeText says how a node holds jobs to their VRAM shares.
+func gpuMemoryModeText(mode string) string {
+	switch mode {
+	case fsm.GPUMemoryDmem:
+		return "dmem (the kernel caps each job at its share)"
+	case fsm.GPUMemoryWatchReport:
+		return "watchdog-report (a job over its share is reported)"
+	case fsm.GPUMemoryWatchKill:
+		return "watchdog-kill (a job over its share is reported and stopped)"
+	}
+	return mode
 }

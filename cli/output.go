@@ -94,6 +94,9 @@ func resources(r fsm.Resources) string {
 	for _, k := range sortedKeys(r.Named) {
 		s += fmt.Sprintf(", %s=%d", k, r.Named[k])
 	}
+	if r.GPUMemoryMiB > 0 {
+		s += ", gpu memory share " + httpapi.FormatMemory(r.GPUMemoryMiB)
+	}
 	return s
 }
 

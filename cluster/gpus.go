@@ -15,9 +15,9 @@ import (
 // gpu count gossip advertises. It fails while this node has no record
 // yet (the leader writes it when gossip first brings the node): the
 // caller tries again.
-func (n *Node) SetGPUs(ctx context.Context, gpus []fsm.GPU, driver, cuda string, capacity *int64) error {
+func (n *Node) SetGPUs(ctx context.Context, gpus []fsm.GPU, driver, cuda, memoryMode string, capacity *int64) error {
 	n.selfMu.Lock()
-	n.self.GPUs, n.self.GPUDriver, n.self.CUDAVersion = gpus, driver, cuda
+	n.self.GPUs, n.self.GPUDriver, n.self.CUDAVersion, n.self.GPUMemoryMode = gpus, driver, cuda, memoryMode
 	if capacity != nil {
 		named := maps.Clone(n.self.Capacity.Named)
 		if named == nil {
@@ -33,7 +33,7 @@ func (n *Node) SetGPUs(ctx context.Context, gpus []fsm.GPU, driver, cuda string,
 	if err := n.refreshMeta(); err != nil {
 		return fmt.Errorf("gossip the gpu capacity: %w", err)
 	}
-	cmd, err := fsm.NewCommand(fsm.CmdNodeGPUs, wallclock.Now(), fsm.NodeGPUs{Name: n.cfg.Name, GPUs: gpus, GPUDriver: driver, CUDAVersion: cuda})
+	cmd, err := fsm.NewCommand(fsm.CmdNodeGPUs, wallclock.Now(), fsm.NodeGPUs{Name: n.cfg.Name, GPUs: gpus, GPUDriver: driver, CUDAVersion: cuda, GPUMemoryMode: memoryMode})
 	if err != nil {
 		return err
 	}

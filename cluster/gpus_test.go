@@ -36,7 +36,7 @@ func TestServerGPUs(t *testing.T) {
 	}
 	two := int64(2)
 	c.Eventually(clustertest.ConvergeTimeout, "the follower's GPUs committed", func() error {
-		return f.SetGPUs(context.Background(), twoGPUs(), "580.1", "13.0", &two)
+		return f.SetGPUs(context.Background(), twoGPUs(), "580.1", "13.0", fsm.GPUMemoryWatchReport, &two)
 	})
 	c.Eventually(clustertest.ConvergeTimeout, "the record has both the devices and the gossiped count", func() error {
 		n, err := nodeRecord(leader, f.Name)

@@ -102,7 +102,7 @@ func (n *Node) reconcileNodes(ctx context.Context, members []Member) {
 		if ok {
 			// A raft member's devices come in its own NodeGPUs (gossip
 			// cannot carry them): they are not the leader's to change.
-			want.GPUs, want.GPUDriver, want.CUDAVersion = cur.GPUs, cur.GPUDriver, cur.CUDAVersion
+			want.GPUs, want.GPUDriver, want.CUDAVersion, want.GPUMemoryMode = cur.GPUs, cur.GPUDriver, cur.CUDAVersion, cur.GPUMemoryMode
 		}
 		alive := m.Status == fsm.NodeAlive || m.Status == fsm.NodeSuspect
 		if alive && (!ok || describe(cur) != describe(want)) {
@@ -163,7 +163,7 @@ func describe(nd fsm.Node) string {
 		Name: nd.Name, HTTPAddr: nd.HTTPAddr, RaftAddr: nd.RaftAddr, GossipAddr: nd.GossipAddr,
 		Capacity: nd.Capacity, Labels: nonEmpty(nd.Labels), Drivers: nd.Drivers, Version: nd.Version,
 		Slots: nd.Slots, JobUsers: nd.JobUsers, Role: nd.Role,
-		GPUs: nd.GPUs, GPUDriver: nd.GPUDriver, CUDAVersion: nd.CUDAVersion,
+		GPUs: nd.GPUs, GPUDriver: nd.GPUDriver, CUDAVersion: nd.CUDAVersion, GPUMemoryMode: nd.GPUMemoryMode,
 	})
 	return string(b)
 }

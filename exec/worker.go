@@ -133,6 +133,11 @@ func (w *Worker) Run(ctx context.Context) error {
 	defer usage().watch(w.cfg.Node, w.jobsCgroup())() // metrics.go
 	if m, err := gpu.ReadMajors(w.gpuRoot()); err == nil && m.Present() {
 		defer gpuUsage().watch(w.cfg.Node, gpu.Config{Root: w.cfg.GPURoot, NvidiaSMI: w.cfg.NvidiaSMI})() // gpu_metrics.go
+		w.wg.Add(1)
+		go func() {
+			defer w.wg.Done()
+			w.watchGPUMemory(ctx) // gpu_watchdog.go
+		}()
 	}
 	w.adopt(ctx)
 	w.resumeUploads(ctx)

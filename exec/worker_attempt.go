@@ -39,8 +39,13 @@ type attemptRun struct {
 	lease     *leaseClient // while follow runs: RenewLeases renews through it
 	seenLive  bool
 	cancelReq string // CancelRequested from the live set
-	gone      bool   // no longer live: kill, do not report
-	notify    chan struct{}
+	// localStop is a kill this node decided (the VRAM watchdog), sent
+	// like a cancel with its reason.
+	localStop string
+	// share is the attempt's VRAM share (nil: none), for the watchdog.
+	share  *fsm.Attempt
+	gone   bool // no longer live: kill, do not report
+	notify chan struct{}
 	// startedHook, if set, runs once the supervisor said started or went
 	// away (it frees the start slot).
 	startedHook func()
@@ -105,6 +110,26 @@ func (r *attemptRun) vanished(inContact bool) {
 		return
 	}
 	r.gone = true
+	r.mu.Unlock()
+	r.poke()
+}
+
+// watchShare hands a share attempt to the VRAM watchdog (gpu_watchdog.go).
+func (r *attemptRun) watchShare(a *fsm.Attempt) {
+	if a.GPUShare == nil {
+		return
+	}
+	c := *a
+	r.mu.Lock()
+	r.share = &c
+	r.mu.Unlock()
+}
+
+// stopLocally kills the attempt with reason unless something else already
+// stops it.
+func (r *attemptRun) stopLocally(reason string) {
+	r.mu.Lock()
+	r.localStop = reason
 	r.mu.Unlock()
 	r.poke()
 }
@@ -189,6 +214,7 @@ func (w *Worker) adoptDir(ctx context.Context, id, dir string) (live bool) {
 	}
 	r := newRun(w, id, dir)
 	r.tf, r.token = tf, tf.Attempt.FencingToken
+	r.watchShare(&tf.Attempt)
 	if !w.register(r) {
 		return true
 	}
@@ -222,6 +248,7 @@ func (r *attemptRun) start(ctx context.Context, a Assignment) (*leaseClient, err
 	if a.Spec.User == "" && driver == ProcessDriverName && w.cfg.DefaultJobUser != "" {
 		a.Spec.User = w.cfg.DefaultJobUser // a copy: the replicated spec is not edited
 	}
+	r.watchShare(&a.Attempt)
 	// Set first: a failed start is reported from it.
 	r.tf = &TaskFile{
 		Version: TaskFileVersion, Node: w.cfg.Node, Attempt: a.Attempt, Spec: a.Spec,
@@ -423,6 +450,9 @@ func (r *attemptRun) follow(ctx context.Context, lc *leaseClient) {
 		case <-r.notify:
 			r.mu.Lock()
 			want := r.cancelReq
+			if want == "" {
+				want = r.localStop
+			}
 			if r.gone {
 				want = reasonSuperseded
 			}

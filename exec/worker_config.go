@@ -182,6 +182,14 @@ type WorkerConfig struct {
 	// NvidiaSMI is nvidia-smi's path for GPU metrics ("" searches PATH,
 	// then /usr/local/nvidia/bin), as detection's --nvidia-smi.
 	NvidiaSMI string
+	// GPUMemoryOver is what the VRAM watchdog does about a share job that
+	// stays over its share where dmem does not cap it (gpu_watchdog.go):
+	// GPUMemoryReport (the default) or GPUMemoryKill. GPUMemoryWatchEvery
+	// is how often it samples while share jobs run; GPUMemoryGrace how
+	// long a job may stay over before it acts.
+	GPUMemoryOver       string
+	GPUMemoryWatchEvery time.Duration
+	GPUMemoryGrace      time.Duration
 }
 
 // deviceCgroup is the cgroup path under which process jobs on an NVIDIA
@@ -219,6 +227,10 @@ func DefaultWorkerConfig() WorkerConfig {
 		InputMaxBytes:         DefaultInputMaxBytes,
 		InputCacheMaxBytes:    DefaultInputCacheMaxBytes,
 		InputFetchTimeout:     DefaultInputFetchTimeout,
+
+		GPUMemoryOver:       GPUMemoryReport,
+		GPUMemoryWatchEvery: DefaultGPUMemoryWatchEvery,
+		GPUMemoryGrace:      DefaultGPUMemoryGrace,
 	}
 }
 
@@ -234,6 +246,10 @@ func (c *WorkerConfig) Validate() error {
 		return fmt.Errorf("%w: DataDir %q is longer than %d bytes (unix socket paths are limited)", ErrInvalidConfig, c.DataDir, maxDataDirLen)
 	case c.GPURoot != "" && !path.IsAbs(c.GPURoot):
 		return fmt.Errorf("%w: GPURoot %q must be an absolute path", ErrInvalidConfig, c.GPURoot)
+	case c.GPUMemoryOver != GPUMemoryReport && c.GPUMemoryOver != GPUMemoryKill:
+		return fmt.Errorf("%w: GPUMemoryOver %q must be %q or %q", ErrInvalidConfig, c.GPUMemoryOver, GPUMemoryReport, GPUMemoryKill)
+	case c.GPUMemoryWatchEvery <= 0 || c.GPUMemoryGrace < 0:
+		return fmt.Errorf("%w: need GPUMemoryWatchEvery > 0 and GPUMemoryGrace >= 0", ErrInvalidConfig)
 	case c.DefaultDriver == "":
 		return fmt.Errorf("%w: DefaultDriver is empty", ErrInvalidConfig)
 	case c.LeaseDuration <= 0:

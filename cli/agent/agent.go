@@ -85,6 +85,7 @@ dozen hosts). --role server or --role replica makes a later agent a raft member 
 			&ucli.StringSliceFlag{Name: "label", Usage: "node label k=v for constraints (repeatable)"},
 			&ucli.StringSliceFlag{Name: "resource", Usage: "named countable resource, e.g. gpu=4 (repeatable); gpu defaults to the healthy NVIDIA GPUs detected"},
 			&ucli.StringFlag{Name: "nvidia-smi", Usage: "nvidia-smi to ask about GPUs (default: on PATH, else /usr/local/nvidia/bin/nvidia-smi)"},
+			&ucli.StringFlag{Name: "gpu-memory-over", Value: "report", Usage: "what the VRAM watchdog does about a job over its --gpu-memory share where the kernel's dmem controller does not cap it: report (an attempt.gpu_memory_over event) or kill (also stop the attempt)"},
 			&ucli.StringFlag{Name: "gpu-root", Hidden: true, Usage: "read /proc, /sys and /dev for GPUs below this directory (tests: a fake host)"},
 			&ucli.StringFlag{Name: "cpu", Usage: "override the advertised CPU capacity (e.g. 4, 3500m)"},
 			&ucli.StringFlag{Name: "memory", Usage: "override the advertised memory capacity (e.g. 8GiB, 4096)"},
@@ -341,6 +342,13 @@ func agentConfigFrom(c *ucli.Context, version string) (*agentConfig, error) {
 	cfg.gpu = gpu.DefaultConfig()
 	cfg.gpu.NvidiaSMI = c.String("nvidia-smi")
 	w.NvidiaSMI = cfg.gpu.NvidiaSMI
+	switch over := c.String("gpu-memory-over"); over {
+	case exec.GPUMemoryReport, exec.GPUMemoryKill:
+		w.GPUMemoryOver = over
+		cfg.gpu.KillOverShare = over == exec.GPUMemoryKill
+	default:
+		return nil, fmt.Errorf("--gpu-memory-over: %q (want report or kill)", over)
+	}
 	if r := c.String("gpu-root"); r != "" {
 		if cfg.gpu.Root, err = filepath.Abs(r); err != nil {
 			return nil, fmt.Errorf("--gpu-root: %w", err)
@@ -547,7 +555,7 @@ func runAgent(parent context.Context, cfg *agentConfig) error {
 	gpuResets := make(chan fsm.GPUReset, 1)
 	doneReset := watchGPUResets(ctx, f, self.Name, gpuResets)
 	go watchGPUs(ctx, cfg.gpu, cfg.gpuOverride, cfg.gpuStart, gpuResets, doneReset, func(ctx context.Context, st gpuState) error {
-		return node.SetGPUs(ctx, st.GPUs, st.Driver, st.CUDA, st.Capacity)
+		return node.SetGPUs(ctx, st.GPUs, st.Driver, st.CUDA, st.MemoryMode, st.Capacity)
 	}, logger)
 	logger.Info("agent started", "component", "agent", "node", self.Name, "http", self.HTTPAddr, "tls", cfg.tls != nil,
 		"gossip_encrypted", node.GossipEncrypted(),

@@ -32,6 +32,7 @@ const gpuRetry = 2 * time.Second
 type gpuState struct {
 	GPUs         []fsm.GPU
 	Driver, CUDA string
+	MemoryMode   string // how VRAM shares are held (fsm.Node.GPUMemoryMode)
 	Capacity     *int64 // the gpu count to advertise; nil: --resource gpu=N holds it
 }
 
@@ -42,6 +43,11 @@ func detectGPUs(ctx context.Context, cfg gpu.Config, override *int64, logger *sl
 		logger.Warn("gpu detection", "component", "gpu", "warning", w)
 	}
 	st := gpuState{GPUs: inv.GPUs, Driver: inv.Driver, CUDA: inv.CUDA}
+	regions, err := gpu.DmemRegions(cfg.Root)
+	if err != nil {
+		logger.Warn("gpu detection: dmem.capacity", "component", "gpu", "err", err)
+	}
+	st.MemoryMode = gpu.MemoryMode(inv.GPUs, regions, cfg.KillOverShare)
 	healthy := int64(inv.Healthy())
 	if override != nil {
 		if len(inv.GPUs) > 0 && *override != healthy {
@@ -55,13 +61,13 @@ func detectGPUs(ctx context.Context, cfg gpu.Config, override *int64, logger *sl
 }
 
 func (s gpuState) same(o gpuState) bool {
-	return reflect.DeepEqual(s.GPUs, o.GPUs) && s.Driver == o.Driver && s.CUDA == o.CUDA &&
+	return reflect.DeepEqual(s.GPUs, o.GPUs) && s.Driver == o.Driver && s.CUDA == o.CUDA && s.MemoryMode == o.MemoryMode &&
 		reflect.DeepEqual(s.Capacity, o.Capacity)
 }
 
 // apply writes the detection into a node record.
 func (s gpuState) apply(n *fsm.Node) {
-	n.GPUs, n.GPUDriver, n.CUDAVersion = s.GPUs, s.Driver, s.CUDA
+	n.GPUs, n.GPUDriver, n.CUDAVersion, n.GPUMemoryMode = s.GPUs, s.Driver, s.CUDA, s.MemoryMode
 	if s.Capacity == nil {
 		return
 	}

@@ -36,6 +36,9 @@ type Config struct {
 	// Timeout bounds each nvidia-smi call: a hung driver must not hang
 	// the agent. A full sweep takes about 0.6 s on an H200.
 	Timeout time.Duration
+	// KillOverShare: the node's VRAM watchdog stops a job over its share
+	// (--gpu-memory-over kill); it goes into the mode the node advertises.
+	KillOverShare bool
 }
 
 // DefaultConfig is the host with a 10 s bound per nvidia-smi call.

@@ -6,6 +6,8 @@ import (
 	"context"
 	"errors"
 	"math"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 )
@@ -103,4 +105,41 @@ func num(s string) float64 {
 		return math.NaN()
 	}
 	return v
+}
+
+// SampleApps asks nvidia-smi for every compute process's memory only.
+func SampleApps(ctx context.Context, cfg Config) ([]AppUsage, error) {
+	path := findSMI(cfg.NvidiaSMI)
+	if path == "" {
+		return nil, ErrNoSMI
+	}
+	r := smiRunner{path: path, timeout: cfg.Timeout}
+	b, err := r.run(ctx, "--query-compute-apps="+AppFields, "--format=csv,noheader,nounits")
+	if err != nil {
+		return nil, err
+	}
+	return ParseApps(b), nil
+}
+
+// PIDInCgroup reports whether process pid (its /proc read under root) is
+// in a cgroup named leaf in any hierarchy: an attempt's processes are in
+// cgroups named by its task ID (a process job's device cgroup, a
+// container's cgroup), which a job cannot leave.
+func PIDInCgroup(root string, pid int, leaf string) bool {
+	b, err := os.ReadFile(filepath.Join(root, "proc", strconv.Itoa(pid), "cgroup"))
+	if err != nil || leaf == "" {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		for _, el := range strings.Split(parts[2], "/") {
+			if el == leaf {
+				return true
+			}
+		}
+	}
+	return false
 }
