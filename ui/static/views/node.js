@@ -6,25 +6,51 @@ import { subscribe } from "../lib/events.js";
 import { time, between, labels, cpu, mem } from "../lib/fmt.js";
 import { nodeActions, capacityBars, usageReader } from "./nodes.js";
 
+// gpuMemoryModes says how the node holds jobs to their VRAM shares.
+const gpuMemoryModes = {
+  "dmem": "dmem: the kernel caps each job at its share",
+  "watchdog-report": "watchdog: a job over its share is reported",
+  "watchdog-kill": "watchdog: a job over its share is reported and stopped",
+};
+
 // gpuTable lists the node's detected GPUs: what detection found, health,
-// the live attempt holding each, and its links to the others (topo -m).
+// the live attempts holding each (whole, or by VRAM shares, with the MiB
+// shared of the device's), and its links to the others (topo -m).
 function gpuTable(n) {
   const gpus = n.gpus || [];
   if (!gpus.length) return "";
-  const held = new Map();
-  for (const a of n.attempts || []) for (const g of a.gpus || []) held.set(g.uuid, a);
+  const held = new Map(), shared = new Map();
+  for (const a of n.attempts || []) {
+    for (const g of a.gpus || []) held.set(g.uuid, [a]);
+    const s = a.gpu_share;
+    if (s) {
+      held.set(s.gpu.uuid, (held.get(s.gpu.uuid) || []).concat([a]));
+      shared.set(s.gpu.uuid, (shared.get(s.gpu.uuid) || 0) + s.memory_mib);
+    }
+  }
   return [
     h("h2", null, "GPUs (" + gpus.length + ")" + (n.gpu_driver ? " · driver " + n.gpu_driver : "") + (n.cuda_version ? " · CUDA " + n.cuda_version : "")),
-    h("table", { id: "node-gpus" }, h("thead", null, h("tr", null, ["Index", "UUID", "Model", "Memory", "Compute", "/dev", "Health", "Held by", "Links"].map((x) => h("th", null, x)))),
+    n.gpu_memory_mode ? h("p", { id: "node-gpu-memory-mode", class: "small" }, "VRAM shares: " + (gpuMemoryModes[n.gpu_memory_mode] || n.gpu_memory_mode)) : "",
+    h("table", { id: "node-gpus" }, h("thead", null, h("tr", null, ["Index", "UUID", "Model", "Memory", "Shared", "Compute", "/dev", "Health", "Held by", "Links"].map((x) => h("th", null, x)))),
       h("tbody", null, gpus.map((g) => {
-        const a = held.get(g.uuid);
+        const hs = held.get(g.uuid) || [];
+        const sh = shared.get(g.uuid);
         return h("tr", { "data-gpu": g.uuid },
           h("td", null, g.index), h("td", { class: "mono small" }, g.uuid), h("td", null, g.model || "—"),
-          h("td", null, g.memory_mib ? mem(g.memory_mib) : "—"), h("td", null, g.compute || "—"), h("td", null, "nvidia" + g.minor),
+          h("td", null, g.memory_mib ? mem(g.memory_mib) : "—"),
+          h("td", { class: "shared" }, sh ? sh + "/" + (g.memory_mib || "?") + " MiB" : "—"),
+          h("td", null, g.compute || "—"), h("td", null, "nvidia" + g.minor),
           h("td", { class: "health" }, g.health ? [badge("unhealthy"), " " + g.health] : badge("healthy")),
-          h("td", { class: "held" }, a ? link("jobs/" + enc(a.job_id), a.job_id + "/" + a.attempt) : "—"),
+          h("td", { class: "held" }, hs.length ? hs.flatMap((a, i) => [i ? ", " : "", link("jobs/" + enc(a.job_id), a.job_id + "/" + a.attempt)]) : "—"),
           h("td", { class: "small" }, (g.links || []).join(" ") || "—"));
       })))];
+}
+
+// attemptGPUs is an attempt's devices: whole ones by index, a share as
+// index and size.
+function attemptGPUs(a) {
+  if (a.gpu_share) return a.gpu_share.gpu.index + ": " + mem(a.gpu_share.memory_mib) + " share";
+  return (a.gpus || []).map((g) => g.index).join(", ") || "—";
 }
 
 export async function mount(el, [name]) {
@@ -49,7 +75,7 @@ export async function mount(el, [name]) {
         h("tbody", null, (n.attempts || []).map((a) => h("tr", null,
           h("td", null, link("jobs/" + enc(a.job_id), a.job_id)), h("td", null, a.attempt), h("td", null, badge(a.state)),
           h("td", null, cpu(a.resources?.cpu) + " · " + mem(a.resources?.memory)),
-          h("td", { class: "gpus" }, (a.gpus || []).map((g) => g.index).join(", ") || "—"),
+          h("td", { class: "gpus" }, attemptGPUs(a)),
           h("td", null, between(a.started_at || a.assigned_at)))))));
   };
   const again = throttle(() => load().catch(() => {}), 1000);
