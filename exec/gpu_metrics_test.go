@@ -1,6 +1,7 @@
 package exec
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -32,6 +33,8 @@ func TestGPUMetrics(t *testing.T) {
 		`foreman_gpu_temperature_celsius{node="n1",uuid="` + uuid + `"}`:          43,
 		`foreman_gpu_power_watts{node="n1",uuid="` + uuid + `"}`:                  81.33,
 		`foreman_job_gpu_memory_bytes{job="01JOB",node="n1",uuid="` + uuid + `"}`: (80000 + 1000) << 20,
+		// pmon: 4242 87%, 4243 "-" (no kernel ran), 999 is no job's.
+		`foreman_job_gpu_sm_ratio{job="01JOB",node="n1",uuid="` + uuid + `"}`: 0.87,
 	}
 	if len(got) != len(want) {
 		t.Errorf("series %v, want %v", got, want)
@@ -69,4 +72,35 @@ func gatherGPU(t *testing.T, c prometheus.Collector) map[string]float64 {
 		}
 	}
 	return out
+}
+
+// TestJobGPUUsage: one job's memory and SM use on its devices, from the
+// node's sample; a device the job has no process on reads 0, and a failing
+// nvidia-smi leaves the values unknown with a note.
+func TestJobGPUUsage(t *testing.T) {
+	root := gputest.Root(t, "h200")
+	for pid, env := range map[string]string{"4242": "FOREMAN_JOB_ID=01JOB\x00", "4243": "FOREMAN_JOB_ID=01JOB\x00", "999": "FOREMAN_JOB_ID=01OTHER\x00"} {
+		os.MkdirAll(filepath.Join(root, "proc", pid), 0o755)
+		os.WriteFile(filepath.Join(root, "proc", pid, "environ"), []byte(env), 0o644)
+	}
+	uuid := "GPU-d87123f6-fea5-26be-6826-1c34038af791"
+	if _, _, _, err := JobGPUUsage("tju-none", "01JOB", []string{uuid}); !errors.Is(err, ErrNoGPUSampling) {
+		t.Fatalf("a node without GPU sampling: %v", err)
+	}
+	defer gpuUsage().watch("tju", gpu.Config{Root: root, NvidiaSMI: gputest.SMI(t, "print", "h200")})()
+	devs, at, note, err := JobGPUUsage("tju", "01JOB", []string{uuid, "GPU-other"})
+	if err != nil || note != "" || at.IsZero() || len(devs) != 2 {
+		t.Fatalf("devs %+v at %v note %q err %v", devs, at, note, err)
+	}
+	if d := devs[0]; d.UUID != uuid || d.MemoryBytes == nil || *d.MemoryBytes != 81000<<20 || d.SMRatio == nil || *d.SMRatio != 0.87 {
+		t.Errorf("its device: %+v", d)
+	}
+	if d := devs[1]; d.MemoryBytes == nil || *d.MemoryBytes != 0 || d.SMRatio == nil || *d.SMRatio != 0 {
+		t.Errorf("a device it has no process on: %+v", d)
+	}
+	defer gpuUsage().watch("tju-fail", gpu.Config{Root: root, NvidiaSMI: gputest.SMI(t, "fail", "h200")})()
+	devs, _, note, err = JobGPUUsage("tju-fail", "01JOB", []string{uuid})
+	if err != nil || len(devs) != 1 || devs[0].MemoryBytes != nil || devs[0].SMRatio != nil || !strings.Contains(note, "memory:") || !strings.Contains(note, "sm:") {
+		t.Errorf("nvidia-smi failing: %+v note %q err %v", devs, note, err)
+	}
 }
