@@ -193,3 +193,108 @@ func TestSystemGPUHealth(t *testing.T) {
 		t.Fatalf("requeue job used %d attempts, want 1 (the stop is not counted): %s", j.Job.CountedAttempts, j)
 	}
 }
+
+// TestSystemGPUHealthGang: a packed gang of two 1-GPU tasks with
+// --on-gpu-error requeue on the fake two-GPU host. A critical XID on one
+// task's device stops both tasks (gpu_error, then gang) without using an
+// attempt; the gang waits queued, since one healthy GPU cannot hold it;
+// `node gpu-reset` lets it be placed again, and each task's next attempt
+// finds what its previous one wrote to $FOREMAN_CHECKPOINT.
+func TestSystemGPUHealthGang(t *testing.T) {
+	host := gputest.Devices(t)
+	kmsg := host.Path("dev/kmsg")
+	if err := syscall.Mkfifo(kmsg, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := newSysCluster(t, 1, "--gpu-root", host.Dir)
+	a := c.agents[0]
+	cli := func(args ...string) cliResult {
+		t.Helper()
+		return runForeman(t, c.bin, a.url(""), args...)
+	}
+	w, err := os.OpenFile(kmsg, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	eventually(t, systemTimeout, "n1 advertises its 2 GPUs", func() error {
+		var nd gpuNodeView
+		r := cli("node", "show", "n1", "--json")
+		if err := json.Unmarshal([]byte(r.stdout), &nd); err != nil || nd.Capacity.Named["gpu"] != 2 {
+			return fmt.Errorf("node show: %v %s", err, r.stdout)
+		}
+		return nil
+	})
+	dir := t.TempDir()
+	os.Chmod(dir, 0o777)
+	// Each run appends "<attempt> <task> <uuid> <checkpoint>", then marks
+	// its checkpoint and waits.
+	script := fmt.Sprintf(`echo "$FOREMAN_ATTEMPT $GANG_INDEX $FOREMAN_GPU_UUIDS $(cat "$FOREMAN_CHECKPOINT/mark" 2>/dev/null || echo none)" >> %[1]s/runs
+echo "was-$FOREMAN_ATTEMPT" > "$FOREMAN_CHECKPOINT/mark"
+while [ ! -e %[1]s/release ]; do sleep 0.2; done`, dir)
+	r := cli("submit", "--gang", "2", "--gang-pack", "--gpus", "1", "--on-gpu-error", "requeue", "--driver", "process", "--", "sh", "-c", script)
+	if r.code != 0 {
+		t.Fatalf("submit: %d %s", r.code, r.stderr)
+	}
+	id := strings.TrimSpace(r.stdout)
+	runs := func() [][]string {
+		b, _ := os.ReadFile(filepath.Join(dir, "runs"))
+		var out [][]string
+		for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			if f := strings.Fields(l); len(f) == 4 {
+				out = append(out, f)
+			}
+		}
+		return out
+	}
+	eventually(t, systemTimeout, "both tasks running", func() error {
+		if n := len(runs()); n != 2 {
+			return fmt.Errorf("%d runs", n)
+		}
+		return nil
+	})
+	first := runs()
+	bad := first[0][2]
+	busOf := map[string]string{}
+	for _, g := range host.GPUs {
+		busOf[g.UUID] = strings.TrimSuffix(g.BusID, ".0")
+	}
+	fmt.Fprintf(w, "4,200,200,-;NVRM: Xid (PCI:%s): 79, pid=1, name=python3, GPU has fallen off the bus.\n", busOf[bad])
+	eventually(t, systemTimeout, "the gang stopped and queued, nothing counted", func() error {
+		j, err := getJob(a, id)
+		if err != nil {
+			return err
+		}
+		if j.Job.State != "queued" || len(j.Attempts) != 2 || j.Job.CountedAttempts != 0 {
+			return fmt.Errorf("%s", j)
+		}
+		reasons := j.Attempts[0].Reason + " | " + j.Attempts[1].Reason
+		if !strings.Contains(reasons, "gpu_error: "+bad) || !strings.Contains(reasons, "gang") {
+			return fmt.Errorf("attempt reasons %q", reasons)
+		}
+		return nil
+	})
+	if r := cli("node", "gpu-reset", "n1"); r.code != 0 || !strings.Contains(r.stdout, bad) {
+		t.Fatalf("gpu-reset: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	eventually(t, systemTimeout, "the gang placed again, each task with its checkpoint", func() error {
+		if n := len(runs()); n != 4 {
+			return fmt.Errorf("%d runs", n)
+		}
+		return nil
+	})
+	prev := map[string]string{} // task -> its first attempt
+	for _, f := range first {
+		prev[f[1]] = f[0]
+	}
+	for _, f := range runs()[2:] {
+		if f[0] != "3" && f[0] != "4" || f[3] != "was-"+prev[f[1]] {
+			t.Errorf("run %q: want attempt 3 or 4 restoring task %s's checkpoint was-%s", f, f[1], prev[f[1]])
+		}
+	}
+	os.WriteFile(filepath.Join(dir, "release"), nil, 0o644)
+	// A gang counts only its tasks' failures: the stop used none.
+	if j := waitJobState(t, a, id, "succeeded"); j.Job.CountedAttempts != 0 || len(j.Attempts) != 4 {
+		t.Fatalf("the gang: %s, want 4 attempts, none counted", j)
+	}
+}

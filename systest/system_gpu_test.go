@@ -280,6 +280,35 @@ func TestSystemGPUClient(t *testing.T) {
 		t.Fatalf("attempts %+v: want one on c1 holding %s", st.Attempts, uuid)
 	}
 
+	// A running job's GPU use is measured by c1 and read through the
+	// server, which proxies it (the fixture's processes are none of the
+	// job's: 0 bytes, 0% SM, but measured).
+	dir := t.TempDir()
+	os.Chmod(dir, 0o777)
+	r = runForeman(t, c.bin, s.url(""), "submit", "--gpus", "1", "--", "sh", "-c", "while [ ! -e "+dir+"/release ]; do sleep 0.2; done")
+	if r.code != 0 {
+		t.Fatalf("submit: %s", r.stderr)
+	}
+	long := strings.TrimSpace(r.stdout)
+	waitJobState(t, s, long, "running")
+	var gu struct {
+		GPUUsage []struct {
+			Node    string `json:"node"`
+			Devices []struct {
+				UUID        string   `json:"uuid"`
+				MemoryBytes *int64   `json:"memory_bytes"`
+				SMRatio     *float64 `json:"sm_ratio"`
+			} `json:"devices"`
+		} `json:"gpu_usage"`
+	}
+	r = runForeman(t, c.bin, s.url(""), "job", "status", long, "--json")
+	if err := json.Unmarshal([]byte(r.stdout), &gu); err != nil || len(gu.GPUUsage) != 1 || gu.GPUUsage[0].Node != "c1" ||
+		len(gu.GPUUsage[0].Devices) != 1 || gu.GPUUsage[0].Devices[0].UUID != uuid || gu.GPUUsage[0].Devices[0].MemoryBytes == nil || gu.GPUUsage[0].Devices[0].SMRatio == nil {
+		t.Fatalf("job status --json through the server: %v %s %s", err, r.stdout, r.stderr)
+	}
+	os.WriteFile(filepath.Join(dir, "release"), nil, 0o644)
+	waitJobState(t, s, long, "succeeded")
+
 	// A critical XID marks it unhealthy; an operator's reset reaches the
 	// client on its work stream and it publishes the device healthy.
 	w, err := os.OpenFile(kmsg, os.O_WRONLY, 0)
