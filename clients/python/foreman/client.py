@@ -25,7 +25,7 @@ from .errors import (
     WaitTimeout,
 )
 from .events import EventStream
-from .models import TERMINAL_STATES, Event, Job, JobPage
+from .models import TERMINAL_STATES, Event, GPUUsage, Job, JobPage
 from .schedules import Schedules
 from .specs import Command, merge_spec
 from .workflows import Workflows
@@ -266,6 +266,13 @@ class Client:
         """The job's events, oldest first (GET /v1/jobs/{id}/events)."""
         d = self._t.call("GET", f"/v1/jobs/{_esc(_id(job))}/events").json()
         return [Event.from_json(e) for e in d.get("events") or []]
+
+    def gpu_usage(self, job: Any, *, attempt: Optional[int] = None) -> GPUUsage:
+        """What a running attempt (default: the latest) uses on each GPU it
+        holds: memory and SM share, measured by its node. ConflictError once
+        it has ended."""
+        q = {"attempt": attempt}
+        return GPUUsage.from_json(self._t.call("GET", f"/v1/jobs/{_esc(_id(job))}/gpu-usage", query=q).json())
 
     # ---- logs ----
 

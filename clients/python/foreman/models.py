@@ -63,6 +63,40 @@ class GPU:
 
 
 @dataclass
+class GPUDeviceUse:
+    """What a running attempt's processes use on one of its GPUs; None
+    where nvidia-smi could not say."""
+
+    uuid: str
+    index: int
+    memory_bytes: Optional[int]
+    sm_ratio: Optional[float]  # 0..1 of the device's SM time over ~1 s
+
+    @classmethod
+    def from_json(cls, d: Dict[str, Any]) -> "GPUDeviceUse":
+        return cls(uuid=d.get("uuid", ""), index=int(d.get("index", 0)),
+                   memory_bytes=d.get("memory_bytes"), sm_ratio=d.get("sm_ratio"))
+
+
+@dataclass
+class GPUUsage:
+    """GET /v1/jobs/{id}/gpu-usage: measured by the attempt's node."""
+
+    job_id: str
+    attempt: int
+    node: str
+    at: Optional[datetime]
+    devices: List[GPUDeviceUse]
+    note: str  # why a value is missing
+
+    @classmethod
+    def from_json(cls, d: Dict[str, Any]) -> "GPUUsage":
+        return cls(job_id=d.get("job_id", ""), attempt=int(d.get("attempt", 0)), node=d.get("node", ""),
+                   at=parse_time(d.get("at")), devices=[GPUDeviceUse.from_json(x) for x in d.get("devices") or []],
+                   note=d.get("note", ""))
+
+
+@dataclass
 class Attempt:
     """One execution of a job on one node (a gang has one per task)."""
 

@@ -149,3 +149,16 @@ def test_batch_is_all_or_nothing(client: Client):
     assert client.jobs(name=name).jobs == []
     subs = client.submit_batch([job_spec("true", name=name), job_spec("true", name=name)])
     assert len({s.id for s in subs}) == 2
+
+
+def test_gpu_usage_of_a_running_job(client: Client, gate: str):
+    # The dev agent has no GPUs: the attempt holds none, which the node
+    # says; once the attempt has ended the read is a conflict.
+    sub = client.submit(["sh", "-c", f"until [ -e {gate} ]; do sleep 0.05; done"])
+    eventually("the job runs", lambda: client.job(sub).state == "running" or None)
+    u = client.gpu_usage(sub)
+    assert u.job_id == sub.id and u.attempt == 1 and u.devices == [] and "no GPU" in u.note, u
+    open_gate(gate)
+    assert client.wait(sub, timeout=JOB_TIMEOUT).state == "succeeded"
+    with pytest.raises(ConflictError):
+        client.gpu_usage(sub)
