@@ -45,12 +45,16 @@ func (s *server) resetNodeGPUs(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	out := GPUResetResponse{Node: name, UUIDs: []string{}}
+	if len(req.UUIDs) == 0 && !slices.ContainsFunc(d.GPUs, func(g fsm.GPU) bool { return !g.Healthy() }) {
+		writeJSON(w, http.StatusOK, out) // nothing unhealthy: no entry at all
+		return
+	}
 	res, err := s.apply(r.Context(), fsm.CmdResetGPUs, fsm.ResetGPUs{Name: name, UUIDs: req.UUIDs, By: requester(r)})
 	if err != nil {
 		s.writeError(w, r, fmt.Errorf("node %s: %w", name, err))
 		return
 	}
-	out := GPUResetResponse{Node: name, UUIDs: []string{}}
 	if d, err = s.nodeDetail(name); err != nil {
 		s.writeError(w, r, err)
 		return

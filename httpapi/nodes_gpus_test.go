@@ -33,6 +33,12 @@ func TestResetNodeGPUs(t *testing.T) {
 	if a.f.AppliedIndex() != before {
 		t.Fatal("a refused reset changed the state")
 	}
+	// A node with nothing unhealthy: nothing to reset, no entry.
+	a.addNode("n2", "10.0.0.2:7070", 4000, 8192)
+	before = a.f.AppliedIndex()
+	if code, body := a.do("POST", "/v1/nodes/n2/gpus/reset", ``); code != http.StatusOK || !strings.Contains(body, `"uuids": []`) || a.f.AppliedIndex() != before {
+		t.Fatalf("reset of a healthy node: %d %s", code, body)
+	}
 	code, body := a.do("POST", "/v1/nodes/n1/gpus/reset", ``)
 	var out GPUResetResponse
 	mustJSON(t, body, &out)

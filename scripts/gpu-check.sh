@@ -8,6 +8,8 @@
 #   container     a --gpus 1 job in the host-rootfs container sees one GPU (torch if it imports)
 #   container-0   a container without GPUs has no /dev/nvidia* and cannot make one usable
 #   plain-image   `nvidia-smi -L` in a plain image (glibc only: no CUDA, no driver) lists one GPU
+#   job-gpu-use   a running --gpus 1 job's memory and SM % in `job status --json` (pmon, compute-apps)
+#   gpu-reset     `node gpu-reset` on a healthy node answers that there is nothing to reset
 # and prints a PASS/FAIL table; it exits 1 if anything failed. Needs the control-plane half of
 # issue 24 (`--gpus`, GPUs in the node record): without it it says so and exits 2.
 #
@@ -145,6 +147,42 @@ if run plain-image 0 -- --driver container --gpus 1 --image "docker-archive:$OUT
   fi
 else
   row plain-image FAIL "the job failed (see $OUT/plain-image.out)"
+fi
+
+# 7. Per-job GPU use of a running job (a torch matmul loop where torch imports, else idle).
+LOAD='import torch, time
+a = torch.randn(8192, 8192, device="cuda")
+end = time.time() + 40
+while time.time() < end:
+    b = a @ a
+torch.cuda.synchronize()'
+ID=$("$BIN" submit --gpus 1 --driver process --max-attempts 1 --env "LOAD=$LOAD" -- sh -c \
+  'if python3 -c "import torch" 2> /dev/null; then python3 -c "$LOAD"; else sleep 40; fi' 2> "$OUT/job-gpu-use.err")
+use=""
+for _ in $(seq 1 60); do
+  "$BIN" job status "$ID" --json > "$OUT/job-gpu-use.json" 2>> "$OUT/job-gpu-use.err"
+  use=$(python3 -c 'import json, sys
+d = json.load(open(sys.argv[1]))
+for u in d.get("gpu_usage") or []:
+    for g in u["devices"]:
+        if g.get("memory_bytes", 0) > 0 or sys.argv[2] == "0":
+            print(g["uuid"], "memory", g.get("memory_bytes"), "sm", g.get("sm_ratio"), u.get("note", ""))' "$OUT/job-gpu-use.json" "$TORCH" 2> /dev/null)
+  [ -n "$use" ] && break
+  sleep 0.5
+done
+"$BIN" job cancel "$ID" > /dev/null 2>&1
+if [ -n "$use" ]; then
+  row job-gpu-use PASS "$use"
+else
+  row job-gpu-use FAIL "no gpu_usage with memory in 'job status --json' (see $OUT/job-gpu-use.json)"
+fi
+
+# 8. The operator reset on a healthy node: nothing to reset, nothing written.
+NODE=$("$BIN" node ls --json | python3 -c 'import json, sys; print(json.load(sys.stdin)["nodes"][0]["name"])')
+if "$BIN" node gpu-reset "$NODE" > "$OUT/gpu-reset.out" 2>&1 && grep -q 'no unhealthy GPU' "$OUT/gpu-reset.out"; then
+  row gpu-reset PASS "$(cat "$OUT/gpu-reset.out")"
+else
+  row gpu-reset FAIL "$(head -c 200 "$OUT/gpu-reset.out")"
 fi
 
 table
