@@ -34,7 +34,7 @@ type Node struct {
 type GPUReset struct {
 	Index uint64    `json:"index"` // the raft index that recorded it
 	UUIDs []string  `json:"uuids"`
-	By    string    `json:"by,omitempty"` // "token NAME"; "" with ACL off
+	By    string    `json:"by,omitempty"` // "token NAME"; with ACL off "a request from ADDRESS"
 	At    time.Time `json:"at"`
 }
 

@@ -2,8 +2,10 @@ package httpapi
 
 import (
 	"fmt"
+	"net"
 	"net/http"
 	"slices"
+	"strings"
 
 	"github.com/foreman-sched/foreman/fsm"
 )
@@ -66,12 +68,19 @@ func (s *server) resetNodeGPUs(w http.ResponseWriter, r *http.Request) {
 }
 
 // requester names who made r for an operator event: the ACL token's name
-// (else its accessor), "" with ACL off.
+// (else its accessor); with ACL off, the address it came from (the first
+// hop's when a follower forwarded it to the leader).
 func requester(r *http.Request) string {
 	id := identityOf(r)
 	switch {
 	case id == nil:
-		return ""
+		addr := r.RemoteAddr
+		if fwd := r.Header.Get("X-Forwarded-For"); fwd != "" {
+			addr, _, _ = strings.Cut(fwd, ",")
+		} else if h, _, err := net.SplitHostPort(addr); err == nil {
+			addr = h
+		}
+		return "a request from " + strings.TrimSpace(addr)
 	case id.internal || id.token == nil:
 		return "the cluster"
 	case id.token.Name != "":

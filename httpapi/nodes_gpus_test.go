@@ -42,7 +42,7 @@ func TestResetNodeGPUs(t *testing.T) {
 	code, body := a.do("POST", "/v1/nodes/n1/gpus/reset", ``)
 	var out GPUResetResponse
 	mustJSON(t, body, &out)
-	if code != http.StatusOK || strings.Join(out.UUIDs, ",") != "GPU-b" || out.Index == 0 {
+	if code != http.StatusOK || strings.Join(out.UUIDs, ",") != "GPU-b" || out.Index == 0 || !strings.HasPrefix(out.By, "a request from ") {
 		t.Fatalf("reset: %d %s", code, body)
 	}
 	var nd NodeDetail
