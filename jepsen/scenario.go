@@ -255,7 +255,9 @@ func Run(bin, outDir string, sc Scenario, cleanup func(func())) report.Summary {
 		o.WantPartial = sc.StoreRetry > 0 && sc.Nemesis == "store-down"
 		wl = o
 	case "gpu":
-		wl = workload.NewGPU(c.GPUUUIDs)
+		g := workload.NewGPU(c.GPUUUIDs)
+		g.DeviceMiB = rig.GPUMemoryMiB
+		wl = g
 	case "dag":
 		d := workload.NewDAG()
 		if sc.Workers > 0 {

@@ -10,6 +10,9 @@
 #   plain-image   `nvidia-smi -L` in a plain image (glibc only: no CUDA, no driver) lists one GPU
 #   job-gpu-use   a running --gpus 1 job's memory and SM % in `job status --json` (pmon, compute-apps)
 #   gpu-reset     `node gpu-reset` on a healthy node answers that there is nothing to reset
+#   shares        two --gpu-memory shares of 42% of a device run on each GPU together, one more waits
+#   share-over    a 1 GiB share job that allocates 3 GiB (torch) gets an attempt.gpu_memory_over
+#                 event (watchdog mode; the node's gpu_memory_mode is printed)
 # and prints a PASS/FAIL table; it exits 1 if anything failed. Needs the control-plane half of
 # issue 24 (`--gpus`, GPUs in the node record): without it it says so and exits 2.
 #
@@ -183,6 +186,48 @@ if "$BIN" node gpu-reset "$NODE" > "$OUT/gpu-reset.out" 2>&1 && grep -q 'no unhe
   row gpu-reset PASS "$(cat "$OUT/gpu-reset.out")"
 else
   row gpu-reset FAIL "$(head -c 200 "$OUT/gpu-reset.out")"
+fi
+
+# 9. VRAM shares: 42% of the first device each, so two fit a device and one more than twice the
+# host's GPUs waits with "insufficient gpu memory".
+MEM=$("$SMI" --query-gpu=memory.total --format=csv,noheader,nounits | head -1 | tr -d ' ')
+SHARE=$((MEM * 42 / 100))
+MODE=$(curl -sf "$FOREMAN_ADDR/v1/nodes" | grep -o '"gpu_memory_mode": *"[^"]*"' | head -1)
+declare -a SJ
+for _ in $(seq 0 $((2 * HOST_GPUS))); do
+  SJ+=("$("$BIN" submit --gpu-memory "${SHARE}MiB" --driver process --max-attempts 1 -- sleep 20)")
+done
+running=0 waiting=""
+for _ in $(seq 1 75); do
+  running=0
+  for j in "${SJ[@]::$((2 * HOST_GPUS))}"; do
+    "$BIN" job status "$j" --json 2> /dev/null | grep -q '"state": *"running"' && running=$((running + 1))
+  done
+  waiting=$("$BIN" job status "${SJ[-1]}" --json 2> /dev/null | grep -o '"reason": *"[^"]*insufficient gpu memory[^"]*"' | head -1)
+  [ "$running" = $((2 * HOST_GPUS)) ] && [ -n "$waiting" ] && break
+  sleep 0.2
+done
+if [ "$running" = $((2 * HOST_GPUS)) ] && [ -n "$waiting" ]; then
+  row shares PASS "$running shares of ${SHARE} MiB running on $HOST_GPUS GPU(s), one more waits ($waiting); $MODE"
+else
+  row shares FAIL "$running of $((2 * HOST_GPUS)) shares of ${SHARE} MiB running; last: ${waiting:-not waiting}; $MODE"
+fi
+for j in "${SJ[@]}"; do "$BIN" job cancel "$j" > /dev/null 2>&1; done
+
+# 10. A share job over its share: the watchdog's event within its 10 s grace (plus samples).
+if [ "$TORCH" = 1 ]; then
+  OVER=$("$BIN" submit --gpu-memory 1GiB --driver process --max-attempts 1 -- python3 -c 'import torch, time
+x = torch.empty(3 << 30, dtype=torch.uint8, device="cuda"); time.sleep(40)')
+  ev=""
+  for _ in $(seq 1 200); do
+    ev=$(curl -sf "$FOREMAN_ADDR/v1/jobs/$OVER/events" | grep -o 'gpu_memory: [^"]*' | head -1)
+    [ -n "$ev" ] && break
+    sleep 0.2
+  done
+  "$BIN" job cancel "$OVER" > /dev/null 2>&1
+  if [ -n "$ev" ]; then row share-over PASS "attempt.gpu_memory_over: $ev"; else row share-over FAIL "no gpu_memory_over event in 40 s; $MODE"; fi
+else
+  row share-over SKIP "torch does not import on the host"
 fi
 
 table

@@ -68,7 +68,7 @@ func TestParseRecords(t *testing.T) {
 
 func TestExecution(t *testing.T) {
 	ms := int64(time.Millisecond)
-	ok := []FinalJob{{ID: "j1", State: "succeeded", Attempts: []FinalAttempt{{1, "n1", "lost", 10, "", nil, nil}, {2, "n2", "succeeded", 20, "", nil, nil}}}}
+	ok := []FinalJob{{ID: "j1", State: "succeeded", Attempts: []FinalAttempt{{1, "n1", "lost", 10, "", nil, nil, nil}, {2, "n2", "succeeded", 20, "", nil, nil, nil}}}}
 	tests := []struct {
 		name  string
 		exec  []Record
@@ -100,7 +100,7 @@ func TestExecution(t *testing.T) {
 			rec("start", "j1", 1, 10, "n1", 0), rec("end", "j1", 1, 10, "n1", 100*ms),
 			rec("start", "j1", 2, 20, "n2", 200*ms), rec("end", "j1", 2, 20, "n2", 300*ms)},
 			[]Record{rec("effect", "j1", 1, 10, "n1", 100*ms), rec("effect", "j1", 2, 20, "n2", 300*ms)},
-			[]FinalJob{{ID: "j1", State: "succeeded", Attempts: []FinalAttempt{{1, "n1", "failed", 10, "", nil, nil}, {2, "n2", "succeeded", 20, "", nil, nil}}}},
+			[]FinalJob{{ID: "j1", State: "succeeded", Attempts: []FinalAttempt{{1, "n1", "failed", 10, "", nil, nil, nil}, {2, "n2", "succeeded", 20, "", nil, nil, nil}}}},
 			false, "double_completions", 1},
 		{"superseded token accepted", []Record{
 			rec("start", "j1", 2, 20, "n2", 200*ms), rec("end", "j1", 2, 20, "n2", 300*ms),
@@ -127,7 +127,7 @@ func TestExecution(t *testing.T) {
 // that started while it still ticked certainly does (failed).
 func TestExecutionTicks(t *testing.T) {
 	ms := int64(time.Millisecond)
-	ok := []FinalJob{{ID: "j1", State: "succeeded", Attempts: []FinalAttempt{{1, "n1", "lost", 10, "", nil, nil}, {2, "n2", "succeeded", 20, "", nil, nil}}}}
+	ok := []FinalJob{{ID: "j1", State: "succeeded", Attempts: []FinalAttempt{{1, "n1", "lost", 10, "", nil, nil, nil}, {2, "n2", "succeeded", 20, "", nil, nil, nil}}}}
 	killed := []Record{rec("start", "j1", 1, 10, "n1", 0), rec("tick", "j1", 1, 10, "n1", 500*ms), rec("tick", "j1", 1, 10, "n1", 1000*ms)}
 	tests := []struct {
 		name      string

@@ -2,6 +2,7 @@ package checker
 
 import (
 	"bufio"
+	"fmt"
 	"io"
 	"slices"
 	"sort"
@@ -11,16 +12,19 @@ import (
 )
 
 // GPURecord is one line of the GPU probe: "<kind> <job> <attempt> <token>
-// <node> <uuids> <unix-nanos>", kind being start, tick or end, and uuids
-// the job's FOREMAN_GPU_UUIDS ("-" when empty).
+// <node> <uuids> <share> <unix-nanos>", kind being start, tick or end,
+// uuids the job's FOREMAN_GPU_UUIDS ("-" when empty) and share its
+// FOREMAN_GPU_MEMORY_MIB ("-" for a job holding whole GPUs). Lines
+// without the share field (the format before VRAM shares) read as whole.
 type GPURecord struct {
-	Kind    string
-	Job     string
-	Attempt int
-	Token   uint64
-	Node    string
-	UUIDs   []string
-	At      int64
+	Kind     string
+	Job      string
+	Attempt  int
+	Token    uint64
+	Node     string
+	UUIDs    []string
+	ShareMiB int64 // 0: whole GPUs
+	At       int64
 }
 
 // ParseGPURecords reads GPU records in file order; torn lines are skipped
@@ -29,7 +33,10 @@ func ParseGPURecords(rd io.Reader) (recs []GPURecord, torn int, err error) {
 	sc := bufio.NewScanner(rd)
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
-		if len(f) != 7 {
+		if len(f) == 7 {
+			f = append(f[:6], "-", f[6])
+		}
+		if len(f) != 8 {
 			if len(f) > 0 {
 				torn++
 			}
@@ -37,8 +44,13 @@ func ParseGPURecords(rd io.Reader) (recs []GPURecord, torn int, err error) {
 		}
 		a, err1 := strconv.Atoi(f[2])
 		t, err2 := strconv.ParseUint(f[3], 10, 64)
-		at, err3 := strconv.ParseInt(f[6], 10, 64)
-		if err1 != nil || err2 != nil || err3 != nil {
+		at, err3 := strconv.ParseInt(f[7], 10, 64)
+		var share int64
+		var err4 error
+		if f[6] != "-" {
+			share, err4 = strconv.ParseInt(f[6], 10, 64)
+		}
+		if err1 != nil || err2 != nil || err3 != nil || err4 != nil || share < 0 {
 			torn++
 			continue
 		}
@@ -46,7 +58,7 @@ func ParseGPURecords(rd io.Reader) (recs []GPURecord, torn int, err error) {
 		if f[5] != "-" {
 			uuids = strings.Split(f[5], ",")
 		}
-		recs = append(recs, GPURecord{Kind: f[0], Job: f[1], Attempt: a, Token: t, Node: f[4], UUIDs: uuids, At: at})
+		recs = append(recs, GPURecord{Kind: f[0], Job: f[1], Attempt: a, Token: t, Node: f[4], UUIDs: uuids, ShareMiB: share, At: at})
 	}
 	return recs, torn, sc.Err()
 }
@@ -69,6 +81,12 @@ type GPUOptions struct {
 	// NodeGPUs lists a node's GPU UUIDs (nil: not checked): an execution
 	// may only hold devices of the node it ran on.
 	NodeGPUs func(node string) []string
+	// RequestedShare maps a job ID to the VRAM share it asked for in MiB
+	// (absent: whole GPUs, or unknown).
+	RequestedShare map[string]int64
+	// DeviceMiB is a device's memory (0: unknown): the shares of the
+	// executions live on it at once must add up to no more.
+	DeviceMiB func(uuid string) int64
 }
 
 // gpuExec is one execution (one attempt's run) as recorded.
@@ -76,6 +94,7 @@ type gpuExec struct {
 	interval
 	job   string
 	uuids []string
+	share int64 // MiB; 0: whole devices
 }
 
 // GPU checks the exact-assignment guarantee from the GPU probe's records
@@ -107,11 +126,11 @@ func GPU(recs []GPURecord, final []FinalJob, opt GPUOptions) Result {
 		e := execs[k]
 		if e == nil {
 			e = &gpuExec{interval: interval{attempt: rec.Attempt, token: rec.Token, node: rec.Node, start: -1, end: -1},
-				job: rec.Job, uuids: rec.UUIDs}
+				job: rec.Job, uuids: rec.UUIDs, share: rec.ShareMiB}
 			execs[k] = e
 			order = append(order, k)
 		}
-		if !slices.Equal(rec.UUIDs, e.uuids) || rec.Node != e.node {
+		if !slices.Equal(rec.UUIDs, e.uuids) || rec.Node != e.node || rec.ShareMiB != e.share {
 			r.errorf("job %s token %d recorded with GPUs %v on %s and %v on %s: one execution, two views",
 				rec.Job, rec.Token, e.uuids, e.node, rec.UUIDs, rec.Node)
 		}
@@ -182,6 +201,9 @@ func GPU(recs []GPURecord, final []FinalJob, opt GPUOptions) Result {
 		for i := 0; i < len(list); i++ {
 			for j := i + 1; j < len(list); j++ {
 				a, b := list[i], list[j]
+				if a.share > 0 && b.share > 0 {
+					continue // shares may run together: their sum is checked below
+				}
 				ov := time.Duration(min(a.end, b.end) - b.start)
 				if a.open && opt.TickBound > 0 && ov > opt.ClockBound {
 					// Certain only up to a's last record.
@@ -197,11 +219,17 @@ func GPU(recs []GPURecord, final []FinalJob, opt GPUOptions) Result {
 				if ov > opt.ClockBound {
 					r.Stats["overlaps"]++
 					maxOverlap = max(maxOverlap, ov)
-					r.errorf("GPU %s held twice: job %s attempt %d (token %d, %s%s) and job %s attempt %d (token %d, %s%s) ran on it together for %v",
-						u, a.job, a.attempt, a.token, a.node, openMark(&a.interval), b.job, b.attempt, b.token, b.node, openMark(&b.interval), ov)
+					how := "held twice"
+					if a.share > 0 || b.share > 0 {
+						how = "held whole and by a share at once"
+						r.Stats["whole_share_overlaps"]++
+					}
+					r.errorf("GPU %s %s: job %s attempt %d (token %d, %s%s%s) and job %s attempt %d (token %d, %s%s%s) ran on it together for %v",
+						u, how, a.job, a.attempt, a.token, a.node, shareMark(a), openMark(&a.interval), b.job, b.attempt, b.token, b.node, shareMark(b), openMark(&b.interval), ov)
 				}
 			}
 		}
+		checkShares(&r, u, list, opt)
 	}
 	r.Stats["max_overlap_ms"] = int(maxOverlap / time.Millisecond)
 
@@ -209,6 +237,13 @@ func GPU(recs []GPURecord, final []FinalJob, opt GPUOptions) Result {
 	for _, k := range order {
 		e := execs[k]
 		seen := slices.Sorted(slices.Values(e.uuids))
+		if e.share > 0 {
+			r.Stats["share_executions"]++
+		}
+		if want, ok := opt.RequestedShare[k.job]; ok && (e.share != want || len(seen) != 1) {
+			r.Stats["wrong_count"]++
+			r.errorf("job %s token %d asked for a %d MiB share of one GPU and ran with %d MiB on %v", k.job, k.token, want, e.share, seen)
+		}
 		if n, ok := opt.Requested[k.job]; ok && len(seen) != n {
 			r.Stats["wrong_count"]++
 			r.errorf("job %s token %d asked for %d GPUs and ran with %d: %v", k.job, k.token, n, len(seen), seen)
@@ -237,7 +272,16 @@ func GPU(recs []GPURecord, final []FinalJob, opt GPUOptions) Result {
 		for _, g := range a.GPUs {
 			want = append(want, g.UUID)
 		}
+		var wantShare int64
+		if sh := a.GPUShare; sh != nil {
+			want, wantShare = append(want, sh.GPU.UUID), sh.MemoryMiB
+		}
 		slices.Sort(want)
+		if e.share != wantShare {
+			r.Stats["mismatched"]++
+			r.errorf("job %s attempt %d (token %d, %s) ran with FOREMAN_GPU_MEMORY_MIB %d but its attempt records a share of %d MiB", k.job, a.Attempt, k.token, e.node, e.share, wantShare)
+			continue
+		}
 		if !slices.Equal(seen, want) {
 			r.Stats["mismatched"]++
 			r.errorf("job %s attempt %d (token %d, %s) ran with FOREMAN_GPU_UUIDS %v but its attempt records %v", k.job, a.Attempt, k.token, e.node, seen, want)
@@ -250,8 +294,115 @@ func GPU(recs []GPURecord, final []FinalJob, opt GPUOptions) Result {
 		}
 		r.Stats["matched"]++
 	}
-	for _, k := range []string{"overlaps", "possible_overlaps", "incomplete", "matched", "mismatched", "unrecorded", "unverified", "wrong_count", "foreign_gpus", "handovers_after_lost"} {
+	for _, k := range []string{"overlaps", "possible_overlaps", "incomplete", "matched", "mismatched", "unrecorded", "unverified", "wrong_count", "foreign_gpus", "handovers_after_lost",
+		"share_executions", "whole_share_overlaps", "overcommits", "possible_overcommits", "max_shares_per_gpu", "max_share_pct"} {
 		r.Stats[k] += 0
 	}
 	return r
+}
+
+func shareMark(e *gpuExec) string {
+	if e.share > 0 {
+		return ", share " + strconv.FormatInt(e.share, 10) + " MiB"
+	}
+	return ""
+}
+
+// checkShares checks, for one device, that the shares of the executions
+// live on it at once never add up past its memory. An execution is
+// certainly live from its start (plus the clock bound) to its end, or to
+// its last record when it has none; the tick bound past that last record
+// is uncertain: a sum over the memory only with those tails is a noted
+// possible over-commit, as for overlaps.
+func checkShares(r *Result, u string, list []*gpuExec, opt GPUOptions) {
+	var shares []*gpuExec
+	for _, e := range list {
+		if e.share > 0 {
+			shares = append(shares, e)
+		}
+	}
+	if len(shares) == 0 {
+		return
+	}
+	capMiB := int64(0)
+	if opt.DeviceMiB != nil {
+		capMiB = opt.DeviceMiB(u)
+	}
+	certainEnd := func(e *gpuExec) int64 {
+		if e.open {
+			return e.last
+		}
+		return e.end
+	}
+	peak := func(end func(*gpuExec) int64) (int64, int, []*gpuExec) {
+		type point struct {
+			at    int64
+			delta int64
+			e     *gpuExec
+		}
+		var pts []point
+		for _, e := range shares {
+			from, to := e.start+int64(opt.ClockBound), end(e)
+			if to > from {
+				pts = append(pts, point{from, e.share, e}, point{to, -e.share, e})
+			}
+		}
+		// Ends before starts at one instant: a handover is not an overlap.
+		sort.Slice(pts, func(i, j int) bool {
+			if pts[i].at != pts[j].at {
+				return pts[i].at < pts[j].at
+			}
+			return pts[i].delta < pts[j].delta
+		})
+		var sum, best int64
+		n, bestN := 0, 0
+		live := map[*gpuExec]bool{}
+		var at []*gpuExec
+		for _, p := range pts {
+			sum += p.delta
+			if p.delta > 0 {
+				n++
+				live[p.e] = true
+			} else {
+				n--
+				delete(live, p.e)
+			}
+			if sum > best {
+				best, bestN = sum, n
+				at = at[:0]
+				for _, e := range shares {
+					if live[e] {
+						at = append(at, e)
+					}
+				}
+			}
+		}
+		return best, bestN, at
+	}
+	sum, n, at := peak(certainEnd)
+	r.Stats["max_shares_per_gpu"] = max(r.Stats["max_shares_per_gpu"], n)
+	if capMiB > 0 {
+		r.Stats["max_share_pct"] = max(r.Stats["max_share_pct"], int(sum*100/capMiB))
+	}
+	if capMiB <= 0 {
+		return
+	}
+	name := func(list []*gpuExec) string {
+		var parts []string
+		for _, e := range list {
+			parts = append(parts, fmt.Sprintf("%s/%d (token %d, %d MiB%s)", e.job, e.attempt, e.token, e.share, openMark(&e.interval)))
+		}
+		return strings.Join(parts, ", ")
+	}
+	if sum > capMiB {
+		r.Stats["overcommits"]++
+		r.errorf("GPU %s over-committed: shares of %d MiB live at once on a %d MiB device: %s", u, sum, capMiB, name(at))
+		return
+	}
+	if opt.TickBound > 0 {
+		if psum, _, pat := peak(func(e *gpuExec) int64 { return e.end }); psum > capMiB {
+			r.Stats["possible_overcommits"]++
+			r.notef("possible over-commit of GPU %s: %d MiB of shares only counting executions killed with no record within the tick bound %v: %s", u, psum, opt.TickBound, name(pat))
+		}
+	}
 }

@@ -173,3 +173,121 @@ func TestParseGPURecords(t *testing.T) {
 		t.Fatalf("recs %+v torn %d err %v", recs, torn, err)
 	}
 }
+
+func shareRec(kind, job string, attempt int, tok uint64, at int64, mib int64, uuid string) GPURecord {
+	return GPURecord{Kind: kind, Job: job, Attempt: attempt, Token: tok, Node: "n1", UUIDs: []string{uuid}, ShareMiB: mib, At: at}
+}
+
+func shareAttempt(attempt int, tok uint64, state string, mib int64, uuid string) FinalAttempt {
+	return FinalAttempt{Attempt: attempt, Node: "n1", State: state, FencingToken: tok, GPUShare: &FinalGPUShare{GPU: FinalGPU{UUID: uuid}, MemoryMiB: mib}}
+}
+
+var shareOpt = func() GPUOptions {
+	o := gpuOpt
+	o.DeviceMiB = func(string) int64 { return 81920 }
+	return o
+}()
+
+// Shares on one device at once are fine while they fit: two 40 GiB
+// shares of an 80 GiB device, and a third starting as one ends.
+func TestGPUSharesThatFitPass(t *testing.T) {
+	s := int64(time.Second)
+	recs := []GPURecord{
+		shareRec("start", "s1", 1, 10, 1*s, 40960, gA),
+		shareRec("start", "s2", 1, 11, 1*s, 40960, gA),
+		shareRec("end", "s1", 1, 10, 3*s, 40960, gA),
+		shareRec("start", "s3", 1, 12, 3*s, 40960, gA), // handed over at the same instant
+		shareRec("end", "s2", 1, 11, 4*s, 40960, gA),
+		shareRec("end", "s3", 1, 12, 5*s, 40960, gA),
+		gpuRec("start", "w1", 1, 13, "n1", 6*s, gA), // whole, after every share ended
+		gpuRec("end", "w1", 1, 13, "n1", 7*s, gA),
+	}
+	final := []FinalJob{
+		{ID: "s1", State: "succeeded", Attempts: []FinalAttempt{shareAttempt(1, 10, "succeeded", 40960, gA)}},
+		{ID: "s2", State: "succeeded", Attempts: []FinalAttempt{shareAttempt(1, 11, "succeeded", 40960, gA)}},
+		{ID: "s3", State: "succeeded", Attempts: []FinalAttempt{shareAttempt(1, 12, "succeeded", 40960, gA)}},
+		{ID: "w1", State: "succeeded", Attempts: []FinalAttempt{gpuAttempt(1, 13, "n1", "succeeded", gA)}},
+	}
+	opt := shareOpt
+	opt.RequestedShare = map[string]int64{"s1": 40960, "s2": 40960, "s3": 40960}
+	opt.Requested = map[string]int{"w1": 1}
+	r := GPU(recs, final, opt)
+	if !r.Valid || r.Stats["matched"] != 4 || r.Stats["share_executions"] != 3 || r.Stats["max_shares_per_gpu"] != 2 || r.Stats["max_share_pct"] != 100 {
+		t.Fatalf("want a pass, 2 shares at most, 100%% of the device: %s", r)
+	}
+}
+
+// Hand-made histories that break the share rules must fail.
+func TestGPUShareViolationsFail(t *testing.T) {
+	s := int64(time.Second)
+	final := func(jobs ...FinalJob) []FinalJob { return jobs }
+	over := []GPURecord{
+		shareRec("start", "s1", 1, 10, 1*s, 61440, gA),
+		shareRec("start", "s2", 1, 11, 2*s, 61440, gA),
+		shareRec("end", "s1", 1, 10, 3*s, 61440, gA),
+		shareRec("end", "s2", 1, 11, 4*s, 61440, gA),
+	}
+	r := GPU(over, final(
+		FinalJob{ID: "s1", State: "succeeded", Attempts: []FinalAttempt{shareAttempt(1, 10, "succeeded", 61440, gA)}},
+		FinalJob{ID: "s2", State: "succeeded", Attempts: []FinalAttempt{shareAttempt(1, 11, "succeeded", 61440, gA)}}), shareOpt)
+	if r.Valid || r.Stats["overcommits"] != 1 || !strings.Contains(strings.Join(r.Errors, "\n"), "GPU "+gA+" over-committed: shares of 122880 MiB") {
+		t.Fatalf("two 60 GiB shares on an 80 GiB device at once: %s", r)
+	}
+	mixed := []GPURecord{
+		shareRec("start", "s1", 1, 10, 1*s, 1024, gA),
+		gpuRec("start", "w1", 1, 11, "n1", 2*s, gA),
+		shareRec("end", "s1", 1, 10, 3*s, 1024, gA),
+		gpuRec("end", "w1", 1, 11, "n1", 4*s, gA),
+	}
+	r = GPU(mixed, final(
+		FinalJob{ID: "s1", State: "succeeded", Attempts: []FinalAttempt{shareAttempt(1, 10, "succeeded", 1024, gA)}},
+		FinalJob{ID: "w1", State: "succeeded", Attempts: []FinalAttempt{gpuAttempt(1, 11, "n1", "succeeded", gA)}}), shareOpt)
+	if r.Valid || r.Stats["whole_share_overlaps"] != 1 || !strings.Contains(r.Errors[0], "held whole and by a share at once") {
+		t.Fatalf("a whole holder beside a share holder: %s", r)
+	}
+	// The env's share differs from the attempt's record.
+	wrong := []GPURecord{shareRec("start", "s1", 1, 10, 1*s, 2048, gA), shareRec("end", "s1", 1, 10, 2*s, 2048, gA)}
+	r = GPU(wrong, final(FinalJob{ID: "s1", State: "succeeded", Attempts: []FinalAttempt{shareAttempt(1, 10, "succeeded", 1024, gA)}}), shareOpt)
+	if r.Valid || r.Stats["mismatched"] != 1 {
+		t.Fatalf("FOREMAN_GPU_MEMORY_MIB 2048 for a 1024 MiB share: %s", r)
+	}
+	// A share execution whose attempt says whole GPUs, and a share job run with two devices.
+	r = GPU(wrong, final(FinalJob{ID: "s1", State: "succeeded", Attempts: []FinalAttempt{gpuAttempt(1, 10, "n1", "succeeded", gA)}}), shareOpt)
+	if r.Valid || r.Stats["mismatched"] != 1 {
+		t.Fatalf("a share run for a whole-GPU attempt: %s", r)
+	}
+	opt := shareOpt
+	opt.RequestedShare = map[string]int64{"s1": 1024}
+	two := []GPURecord{{Kind: "start", Job: "s1", Attempt: 1, Token: 10, Node: "n1", UUIDs: []string{gA, gB}, ShareMiB: 1024, At: s}}
+	if r := GPU(two, final(FinalJob{ID: "s1"}), opt); r.Valid || r.Stats["wrong_count"] != 1 {
+		t.Fatalf("a share of two devices: %s", r)
+	}
+}
+
+// A share killed with no record, whose tail within the tick bound would
+// over-commit the device, is noted, not failed.
+func TestGPUShareOpenTailIsPossibleOnly(t *testing.T) {
+	s := int64(time.Second)
+	recs := []GPURecord{
+		shareRec("start", "s1", 1, 10, 1*s, 61440, gA),
+		shareRec("tick", "s1", 1, 10, 2*s, 61440, gA), // then fenced
+		shareRec("start", "s2", 1, 11, 2*s+int64(300*time.Millisecond), 61440, gA),
+		shareRec("end", "s2", 1, 11, 4*s, 61440, gA),
+	}
+	final := []FinalJob{
+		{ID: "s1", State: "failed", Attempts: []FinalAttempt{shareAttempt(1, 10, "killed", 61440, gA)}},
+		{ID: "s2", State: "succeeded", Attempts: []FinalAttempt{shareAttempt(1, 11, "succeeded", 61440, gA)}},
+	}
+	r := GPU(recs, final, shareOpt)
+	if !r.Valid || r.Stats["possible_overcommits"] != 1 || r.Stats["overcommits"] != 0 {
+		t.Fatalf("want a pass with one possible over-commit: %s", r)
+	}
+}
+
+func TestParseGPURecordsWithShare(t *testing.T) {
+	in := "start j1 1 10 n1 " + gA + " 20480 5\ntick j2 1 11 n1 " + gB + " - 6\nstart j3 1 12 n1 " + gA + " x 7\n"
+	recs, torn, err := ParseGPURecords(strings.NewReader(in))
+	if err != nil || torn != 1 || len(recs) != 2 || recs[0].ShareMiB != 20480 || recs[0].At != 5 || recs[1].ShareMiB != 0 {
+		t.Fatalf("recs %+v torn %d err %v", recs, torn, err)
+	}
+}

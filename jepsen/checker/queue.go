@@ -27,6 +27,14 @@ type FinalAttempt struct {
 	Task *FinalTask `json:"task,omitempty"`
 	// GPUs are the devices the leader picked for the attempt.
 	GPUs []FinalGPU `json:"gpus,omitempty"`
+	// GPUShare is the device and MiB of a VRAM share (nil: none).
+	GPUShare *FinalGPUShare `json:"gpu_share,omitempty"`
+}
+
+// FinalGPUShare is an attempt's share of one device.
+type FinalGPUShare struct {
+	GPU       FinalGPU `json:"gpu"`
+	MemoryMiB int64    `json:"memory_mib"`
 }
 
 // FinalGPU is one device of an attempt.

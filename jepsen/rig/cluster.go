@@ -122,7 +122,7 @@ func (c *Cluster) start(i int, flags []string) error {
 		if err := makeGPUHost(root, n.Name, c.GPUs); err != nil {
 			return fmt.Errorf("%s: fake GPU host: %w", n.Name, err)
 		}
-		flags = append(append([]string(nil), flags...), "--gpu-root", root)
+		flags = append(append([]string(nil), flags...), "--gpu-root", root, "--nvidia-smi", filepath.Join(root, "nvidia-smi"))
 		n.HostSys = true
 	}
 	if c.PKI != nil {

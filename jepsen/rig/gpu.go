@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -21,6 +22,22 @@ const (
 	gpuMajor = 7
 	uvmMajor = 511
 )
+
+// GPUMemoryMiB is each fake device's memory (an H100 80GB's), which the
+// host's fake nvidia-smi reports so the leader can pack VRAM shares.
+const GPUMemoryMiB = 81559
+
+// fakeSMI answers detection's --query-gpu with every device's memory, and
+// the watchdog's --query-compute-apps with no process; the rest (topo,
+// -q) fails, which detection only warns about.
+const fakeSMI = `#!/bin/sh
+case "$*" in
+--query-compute-apps=*) exit 0 ;;
+--query-gpu=uuid,utilization*) exit 2 ;;
+--query-gpu=*) cat "$(dirname "$0")/query.csv" ;;
+*) exit 2 ;;
+esac
+`
 
 // GPUUUID is the UUID of GPU index i on node (n1, n2, …): the node's number
 // and the index in hex, so the records name the node too.
@@ -59,8 +76,10 @@ func makeGPUHost(dir, node string, count int) error {
 	if err := write("proc/driver/nvidia/version", "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build  (jepsen)  Thu Oct 30 05:51:10 UTC 2025\n"); err != nil {
 		return err
 	}
+	var query strings.Builder
 	for i := 0; i < count; i++ {
 		bus := fmt.Sprintf("0000:%02x:00.0", 0x10+i)
+		fmt.Fprintf(&query, "%d, %s, NVIDIA H100 80GB HBM3, 0000%s, %d, 9.0, 580.159.04\n", i, GPUUUID(node, i), bus, GPUMemoryMiB)
 		info := fmt.Sprintf("Model: \t\t NVIDIA H100 80GB HBM3\nIRQ:   \t\t 0\nGPU UUID: \t %s\nVideo BIOS: \t 96.00.99.00.01\nBus Type: \t PCIe\nDMA Size: \t 52 bits\nDMA Mask: \t 0xfffffffffffff\nBus Location: \t %s\nDevice Minor: \t %d\nGPU Excluded:\t No\n",
 			GPUUUID(node, i), bus, i)
 		if err := write("proc/driver/nvidia/gpus/"+bus+"/information", info); err != nil {
@@ -72,6 +91,15 @@ func makeGPUHost(dir, node string, count int) error {
 		if err := mknod(fmt.Sprintf("dev/nvidia%d", i), gpuMajor, i); err != nil {
 			return err
 		}
+	}
+	if err := write("query.csv", query.String()); err != nil {
+		return err
+	}
+	if err := write("nvidia-smi", fakeSMI); err != nil {
+		return err
+	}
+	if err := os.Chmod(filepath.Join(dir, "nvidia-smi"), 0o755); err != nil {
+		return err
 	}
 	if err := mknod("dev/nvidiactl", gpuMajor, 255); err != nil {
 		return err

@@ -13,14 +13,15 @@ import (
 )
 
 // GPUProbeScript is the body of every GPU-workload job. It appends
-// "<kind> <job> <attempt> <token> <node> <uuids> <ns>" to gpu-<node>.log
-// (uuids: its FOREMAN_GPU_UUIDS, "-" when empty): start, a tick every
+// "<kind> <job> <attempt> <token> <node> <uuids> <share> <ns>" to
+// gpu-<node>.log (uuids: its FOREMAN_GPU_UUIDS, "-" when empty; share:
+// its FOREMAN_GPU_MEMORY_MIB, "-" for whole GPUs): start, a tick every
 // 0.5 s, end. It writes the execution checker's records too (exec-<node>.log
 // and the fencing sink), so the run is checked per job as well as per
 // device.
 const GPUProbeScript = `d="$JEPSEN_DIR"; n="$FOREMAN_NODE"
 r="$FOREMAN_JOB_ID $FOREMAN_ATTEMPT $FOREMAN_FENCING_TOKEN $n"
-g="${FOREMAN_GPU_UUIDS:--}"
+g="${FOREMAN_GPU_UUIDS:--} ${FOREMAN_GPU_MEMORY_MIB:--}"
 echo "start $r $g $(date +%s%N)" >> "$d/gpu-$n.log"
 echo "start $r $(date +%s%N)" >> "$d/exec-$n.log"
 i=0
@@ -32,18 +33,21 @@ echo "end $r $(date +%s%N)" >> "$d/exec-$n.log"
 echo "effect $r $(date +%s%N)" >> "$d/sink.log"
 `
 
-// GPU is the submit workload with jobs that ask for 1, 2 or 4 whole GPUs
-// on agents that each run on a fake GPU host (rig.Cluster.GPUs devices of
-// their own). Every job records the UUIDs it was handed and runs 1–3 s
+// GPU is the submit workload with jobs that ask for 1, 2 or 4 whole GPUs,
+// or a VRAM share of one (10 to 40 GiB), on agents that each run on a fake
+// GPU host (rig.Cluster.GPUs devices of their own, 80 GB each). Every job records the UUIDs it was handed and runs 1–3 s
 // (10 s one time in six), so devices are freed and handed on many times a
 // run, across the fault.
-// Its checkers: submit-queue, gpu (no device held by two live executions
-// at once; each execution's devices are its attempt's record), execution
-// and the reads.
+// Its checkers: submit-queue, gpu (no device held whole by two live
+// executions at once, nor whole beside a share; the shares live on a
+// device at once never past its memory; each execution's devices and
+// share are its attempt's record), execution and the reads.
 type GPU struct {
 	*Submit
 	// NodeGPUs lists a node's UUIDs (the rig's fake hosts).
 	NodeGPUs func(node string) []string
+	// DeviceMiB is every fake device's memory (0: shares' sums unchecked).
+	DeviceMiB int64
 }
 
 // GPUsPerNode is the size of each node's fake GPU host in the gpu
@@ -61,26 +65,35 @@ func NewGPU(nodeGPUs func(node string) []string) *GPU {
 func (g *GPU) Name() string { return "gpu" }
 
 // gpusFor derives a key's request from the key (a retry sends the same
-// spec): 1 GPU half the time, 2 a third, 4 the rest; 1, 2 or 3 s, and 10 s
-// one time in six, so some jobs outlive the 6 s lease of a killed or cut
-// off node and must be fenced before their devices go to someone else.
-func gpusFor(key string) (gpus, ticks int) {
+// spec): a third of the jobs ask for a VRAM share of 10, 20, 30 or 40 GiB
+// (so two to eight share an 80 GB device and sizes mix), the others 1 GPU
+// half the time, 2 a third, 4 the rest; 1, 2 or 3 s, and 10 s one time in
+// six, so some jobs outlive the 6 s lease of a killed or cut off node and
+// must be fenced before their devices (or memory) go to someone else.
+func gpusFor(key string) (gpus, ticks int, shareMiB int64) {
 	h := fnv.New64a()
 	h.Write([]byte("gpu/" + key))
 	v := h.Sum64()
 	gpus = []int{1, 1, 1, 2, 2, 4}[v%6]
 	ticks = []int{2, 4, 6, 2, 4, 20}[(v/6)%6]
-	return gpus, ticks
+	if (v/36)%3 == 0 {
+		gpus, shareMiB = 1, int64([]int{10, 20, 30, 40}[(v/108)%4])*1024
+	}
+	return gpus, ticks, shareMiB
 }
 
 func (g *GPU) spec(env *Env, key string) map[string]any {
-	gpus, ticks := gpusFor(key)
+	gpus, ticks, share := gpusFor(key)
+	name, res := "jepsen-gpu"+strconv.Itoa(gpus)+"-"+key, map[string]any{"gpus": gpus}
+	if share > 0 {
+		name, res = "jepsen-gpushare"+strconv.FormatInt(share>>10, 10)+"-"+key, map[string]any{"gpu_memory": share}
+	}
 	return map[string]any{
-		"name":         "jepsen-gpu" + strconv.Itoa(gpus) + "-" + key,
+		"name":         name,
 		"command":      []string{"/bin/sh", "-c", GPUProbeScript},
 		"driver":       "process",
 		"max_attempts": 5,
-		"resources":    map[string]any{"gpus": gpus},
+		"resources":    res,
 		"env": map[string]string{
 			"JEPSEN_DIR":   env.Dir,
 			"JEPSEN_TICKS": strconv.Itoa(ticks),
@@ -103,20 +116,28 @@ func (g *GPU) Check(env *Env, opt CheckOptions) []checker.Result {
 		return []checker.Result{reads}
 	}
 	final := g.Final()
-	requested := map[string]int{}
+	requested, shares := map[string]int{}, map[string]int64{}
+	want := func(id, key string) {
+		n, _, share := gpusFor(key)
+		if share > 0 {
+			shares[id] = share
+			return
+		}
+		requested[id] = n
+	}
 	for key, id := range g.Acked() {
-		requested[id], _ = gpusFor(key)
+		want(id, key)
 	}
 	for _, j := range final { // recovered jobs (never acknowledged) too
 		if j.IdempotencyKey != "" && !strings.HasPrefix(j.IdempotencyKey, checker.LoadKeyPrefix) {
-			requested[j.ID], _ = gpusFor(j.IdempotencyKey)
+			want(j.ID, j.IdempotencyKey)
 		}
 	}
 	end := env.Rec.Base().Add(time.Duration(g.EndNs())).UnixNano()
 	tick := TickEvery + 500*time.Millisecond
 	recs, torn, err := checker.ReadGPURecordFiles(filepath.Join(env.Dir, "gpu-*.log"))
 	gr := checker.GPU(recs, final, checker.GPUOptions{ClockBound: opt.ClockBound, EndOfTest: end, TickBound: tick,
-		Requested: requested, NodeGPUs: g.NodeGPUs})
+		Requested: requested, NodeGPUs: g.NodeGPUs, RequestedShare: shares, DeviceMiB: g.deviceMiB})
 	if err != nil {
 		gr.Valid = false
 		gr.Errors = append(gr.Errors, "reading records: "+err.Error())
@@ -138,6 +159,8 @@ func (g *GPU) Check(env *Env, opt CheckOptions) []checker.Result {
 	for _, n := range requested {
 		sizes[n]++
 	}
-	gr.Stats["jobs_1gpu"], gr.Stats["jobs_2gpu"], gr.Stats["jobs_4gpu"] = sizes[1], sizes[2], sizes[4]
+	gr.Stats["jobs_1gpu"], gr.Stats["jobs_2gpu"], gr.Stats["jobs_4gpu"], gr.Stats["jobs_share"] = sizes[1], sizes[2], sizes[4], len(shares)
 	return []checker.Result{checker.Queue(ops, final), gr, ex, reads}
 }
+
+func (g *GPU) deviceMiB(string) int64 { return g.DeviceMiB }
