@@ -145,11 +145,19 @@ async function load(el, id, unsub, early, setHandler) {
   // GPU use of the live attempts holding GPUs, measured by their nodes
   // (GET …/gpu-usage, proxied there; a sample at most 5 s old): read now
   // and every 5 s while one runs.
-  const loadGPUUse = async () => {
+  // At most GPU_USE_MAX attempts (a large gang: the rest in job status),
+  // and an event re-reads only when the set of attempts changed.
+  const GPU_USE_MAX = 16;
+  let gpuKey = ""; let gpuAt = 0;
+  const loadGPUUse = async (timer) => {
     const live = d.attempts.filter((a) => (a.state === "assigned" || a.state === "running") && (a.gpus?.length || a.gpu_share));
-    if (!live.length) { replace(gpuUse); return; }
+    if (!live.length) { gpuKey = ""; replace(gpuUse); return; }
+    const key = live.map((a) => a.attempt + a.state).join(",");
+    if (!timer && key === gpuKey && Date.now() - gpuAt < 4000) return;
+    gpuKey = key; gpuAt = Date.now();
     const rows = []; const notes = [];
-    for (const a of live) {
+    if (live.length > GPU_USE_MAX) notes.push(`${live.length - GPU_USE_MAX} more attempts not shown: foreman job status ${id}`);
+    for (const a of live.slice(0, GPU_USE_MAX)) {
       try {
         const u = await api(base + "/gpu-usage?attempt=" + a.attempt);
         for (const g of u.devices) rows.push(h("tr", { "data-uuid": g.uuid },
@@ -164,7 +172,7 @@ async function load(el, id, unsub, early, setHandler) {
       h("thead", null, h("tr", null, ["Attempt", "Node", "GPU", "UUID", "Memory", "SM"].map((x) => h("th", null, x)))),
       h("tbody", null, rows)) : "", notes.map((n) => h("p", { class: "muted" }, n)));
   };
-  const gpuTimer = setInterval(() => { if (!TERMINAL.has(d.job.state)) loadGPUUse(); }, 5000);
+  const gpuTimer = setInterval(() => { if (!TERMINAL.has(d.job.state)) loadGPUUse(true); }, 5000);
 
   // Timeline: the stored events, then live ones.
   const seen = new Set();
