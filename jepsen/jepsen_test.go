@@ -162,7 +162,7 @@ func clientSmoke() Scenario {
 // clientNemeses are the full matrix's client rows: a client killed,
 // paused or cut from every server, and the leader killed, split or paused
 // with clients attached.
-var clientNemeses = []string{"kill-client", "pause-client", "isolate-client", "kill-leader", "halves", "pause-leader"}
+var clientNemeses = []string{"kill-client", "pause-client", "isolate-client", "down-client", "kill-leader", "halves", "pause-leader"}
 
 // TestJepsenClients runs only the client rows (FOREMAN_JEPSEN=clients):
 // every client nemesis at seed 1 (FOREMAN_JEPSEN_NEMESES narrows it;

@@ -325,7 +325,7 @@ func Run(bin, outDir string, sc Scenario, cleanup func(func())) report.Summary {
 	leaderSamples := <-samples
 
 	opts := workload.CheckOptions{ClockBound: time.Millisecond, HTMLPath: filepath.Join(outDir, "history.html"),
-		Events: rec.Events(), Timeout: time.Minute}
+		Events: rec.Events(), Timeout: time.Minute, NoReruns: sc.Nemesis == "down-client"}
 	if sk, ok := nem.(nemesis.Skewer); ok {
 		opts.ClockAhead, sum.ClockBehind = sk.Skew()
 		sum.ClockAhead = opts.ClockAhead

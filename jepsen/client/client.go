@@ -116,6 +116,12 @@ func (c *Client) Cancel(ctx context.Context, id string) (int, error) {
 	return c.do(ctx, http.MethodPost, "/v1/jobs/"+url.PathEscape(id)+"/cancel", nil, nil, nil)
 }
 
+// NodeDown declares a client agent dead (an operator's `foreman node
+// down`), whatever its real state.
+func (c *Client) NodeDown(ctx context.Context, name string) (int, error) {
+	return c.do(ctx, http.MethodPost, "/v1/nodes/"+url.PathEscape(name)+"/down", nil, nil, nil)
+}
+
 // Submit posts a job spec with an idempotency key.
 func (c *Client) Submit(ctx context.Context, spec any, key string) (id string, duplicate bool, err error) {
 	var out struct {

@@ -23,8 +23,9 @@ type Nemesis interface {
 // pause-random, member, pause-flicker, clock, storm, store-down (the
 // object store stopped; scenarios with one), store-down-kill (and a node
 // with uploads pending killed), and for scenarios
-// with clients (agents outside raft) kill-client, pause-client and
-// isolate-client (cut from every server).
+// with clients (agents outside raft) kill-client, pause-client,
+// isolate-client (cut from every server) and down-client (a live client
+// declared dead by an operator).
 func ByName(name string) (Nemesis, error) {
 	switch name {
 	case "none":
@@ -33,6 +34,8 @@ func ByName(name string) (Nemesis, error) {
 		return &Partition{Kind: name}, nil
 	case "kill-client":
 		return &Kill{Client: true}, nil
+	case "down-client":
+		return &DownClient{}, nil
 	case "pause-client":
 		return &Pause{Client: true}, nil
 	case "kill-leader":

@@ -329,6 +329,10 @@ func (s *Submit) Check(env *Env, opt CheckOptions) []checker.Result {
 		ex.Errors = append(ex.Errors, "reading records: "+err.Error())
 	}
 	ex.Stats["torn_records"] = torn1 + torn2
+	if n := ex.Stats["re_executed_jobs"]; opt.NoReruns && n > 0 {
+		ex.Valid = false
+		ex.Errors = append(ex.Errors, fmt.Sprintf("%d jobs ran more than once, but no node was really lost", n))
+	}
 	res = append(res, ex)
 	res = append(res, checker.RunAt(exec, s.final, s.RunAts(), checker.RunAtOptions{Ahead: opt.ClockAhead, ClockBound: opt.ClockBound}))
 	res = append(res, checker.Reads(ops, checker.LinearOptions{Timeout: opt.Timeout, HTMLPath: opt.HTMLPath, Events: opt.Events}))

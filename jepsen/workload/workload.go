@@ -75,4 +75,8 @@ type CheckOptions struct {
 	HTMLPath   string
 	Events     []history.Event
 	Timeout    time.Duration
+	// NoReruns fails the execution check when any job ran more than once:
+	// the fault (a live client declared down) must not cost any job a
+	// rerun, not only never two executions at once.
+	NoReruns bool
 }
