@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -296,5 +297,67 @@ while [ ! -e %[1]s/release ]; do sleep 0.2; done`, dir)
 	// A gang counts only its tasks' failures: the stop used none.
 	if j := waitJobState(t, a, id, "succeeded"); j.Job.CountedAttempts != 0 || len(j.Attempts) != 4 {
 		t.Fatalf("the gang: %s, want 4 attempts, none counted", j)
+	}
+}
+
+// TestSystemGPUTorchrunExample runs README's torchrun example
+// (testdata/jobs/torchrun-gang.yaml) as written, packed on the fake
+// two-GPU host with one GPU per task and a stand-in torchrun that records
+// its arguments and GPU variables: each task's torchrun is told the gang's
+// size, its rank, one worker per GPU and task 0's reserved port as the
+// rendezvous, and sees exactly its own GPU as CUDA device 0.
+func TestSystemGPUTorchrunExample(t *testing.T) {
+	host := gputest.Devices(t)
+	c := newSysCluster(t, 1, "--gpu-root", host.Dir)
+	a := c.agents[0]
+	dir := t.TempDir()
+	os.Chmod(dir, 0o777)
+	writeExec(t, filepath.Join(dir, "torchrun"), `#!/bin/sh
+echo "$* CVD=$CUDA_VISIBLE_DEVICES UUIDS=$FOREMAN_GPU_UUIDS INDEX=$GANG_INDEX PEERS=$GANG_PEERS" >> `+dir+`/torchrun.log
+`)
+	eventually(t, systemTimeout, "n1 advertises its 2 GPUs", func() error {
+		var nd gpuNodeView
+		r := runForeman(t, c.bin, a.url(""), "node", "show", "n1", "--json")
+		if err := json.Unmarshal([]byte(r.stdout), &nd); err != nil || nd.Capacity.Named["gpu"] != 2 {
+			return fmt.Errorf("node show: %v %s", err, r.stdout)
+		}
+		return nil
+	})
+	r := runForeman(t, c.bin, a.url(""), "submit", "-f", "testdata/jobs/torchrun-gang.yaml", "--gpus", "1", "--gang-pack",
+		"--env", "PATH="+dir+":/usr/bin:/bin")
+	if r.code != 0 {
+		t.Fatalf("submit: %d %s", r.code, r.stderr)
+	}
+	id := strings.TrimSpace(r.stdout)
+	waitJobState(t, a, id, "succeeded")
+	b, _ := os.ReadFile(filepath.Join(dir, "torchrun.log"))
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("torchrun ran %d times:\n%s", len(lines), b)
+	}
+	uuids := map[string]bool{}
+	for _, l := range lines {
+		var index, peers, uuid string
+		for _, f := range strings.Fields(l) {
+			if v, ok := strings.CutPrefix(f, "INDEX="); ok {
+				index = v
+			}
+			if v, ok := strings.CutPrefix(f, "PEERS="); ok {
+				peers = v
+			}
+			if v, ok := strings.CutPrefix(f, "UUIDS="); ok {
+				uuid = v
+			}
+		}
+		master, _, _ := strings.Cut(peers, ",")
+		host, port, _ := strings.Cut(master, ":")
+		want := fmt.Sprintf("--nnodes=2 --node-rank=%s --nproc-per-node=1 --master-addr=%s --master-port=%s train.py --checkpoint-dir ", index, host, port)
+		if p, err := strconv.Atoi(port); !strings.HasPrefix(l, want) || !strings.Contains(l, " CVD=0 ") || host == "" || err != nil || p < 31000 || p > 31999 {
+			t.Errorf("torchrun %q\nwant it to start with %q and CUDA_VISIBLE_DEVICES=0", l, want)
+		}
+		uuids[uuid] = true
+	}
+	if len(uuids) != 2 {
+		t.Errorf("the tasks' GPUs %v: want two distinct devices", uuids)
 	}
 }
