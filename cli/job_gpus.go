@@ -15,7 +15,7 @@ import (
 func jobGPUUsage(c *ucli.Context, cl *httpapi.Client, d *httpapi.JobDetail) (out []httpapi.JobGPUUsage, failed []string) {
 	for i := range d.Attempts {
 		a := &d.Attempts[i]
-		if !a.State.Live() || len(httpapi.AttemptDevices(a)) == 0 {
+		if !a.State.Live() || len(a.Devices()) == 0 {
 			continue
 		}
 		u, err := cl.JobGPUUsage(c.Context, a.JobID, a.Num)

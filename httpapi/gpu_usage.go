@@ -36,15 +36,6 @@ type GPUDeviceUse struct {
 	SMRatio *float64 `json:"sm_ratio,omitempty"`
 }
 
-// AttemptDevices lists the devices an attempt holds: its whole GPUs, or
-// the device of its memory share.
-func AttemptDevices(at *fsm.Attempt) []fsm.GPU {
-	if at.GPUShare != nil {
-		return append(append([]fsm.GPU(nil), at.GPUs...), at.GPUShare.GPU)
-	}
-	return at.GPUs
-}
-
 // MeasureJobGPUUsage fills a JobGPUUsage for attempt num of job on this
 // node from m (shared with the client agent's port, which has no API).
 func MeasureJobGPUUsage(m GPUUsage, job string, num int, node string, gpus []fsm.GPU) (*JobGPUUsage, error) {
@@ -114,7 +105,7 @@ func (s *server) jobGPUUsage(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, fmt.Errorf("%w: attempt %d of job %s is %s: GPU use is measured while an attempt runs", fsm.ErrConflict, num, id, at.State))
 		return
 	}
-	gpus := AttemptDevices(at)
+	gpus := at.Devices()
 	if at.Node != s.cluster.NodeName() && len(gpus) > 0 {
 		q := r.URL.Query()
 		q.Set("attempt", strconv.Itoa(num)) // a client agent serves the attempt named

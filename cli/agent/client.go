@@ -223,7 +223,7 @@ func clientRoutes(node string, servers []string, w *exec.Worker, wc *workClient,
 		work, _ := wc.LiveAttempts(node)
 		for _, a := range work {
 			if a.Attempt.JobID == id && a.Attempt.Num == attempt {
-				out, err := httpapi.MeasureJobGPUUsage(gpuUsage{node}, id, attempt, node, httpapi.AttemptDevices(&a.Attempt))
+				out, err := httpapi.MeasureJobGPUUsage(gpuUsage{node}, id, attempt, node, a.Attempt.Devices())
 				if err != nil {
 					writeClientJSON(rw, http.StatusServiceUnavailable, httpapi.ErrorBody{Error: err.Error(), Code: "unavailable"})
 					return
