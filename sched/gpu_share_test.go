@@ -281,3 +281,30 @@ func TestGPUSharesSurviveRestore(t *testing.T) {
 		t.Fatalf("state hashes differ after the same entries: %s vs %s", h1, h2)
 	}
 }
+
+// A whole-GPU preemptor on a node whose only device holds a share:
+// preemption reasons in counts, where the shared device looks free, so it
+// finds no victim; the preemptor must then wait with the device's reason,
+// neither preempt the share holder nor hold the node's room (a lower job
+// that fits still runs). Share holders are not victims of whole-GPU jobs
+// (sched/DESIGN.md).
+func TestPreemptDoesNotCountSharedDevicesFree(t *testing.T) {
+	nd := shareNode("h1", 1, 143771)
+	s := preemptSnap([]fsm.Node{nd}, []liveJob{{id: "s", node: "h1", prio: 10, cpu: 100, started: time.Minute}}, gpuJob("hi", 1))
+	s.Pending[0].Spec.Priority = 90
+	s.Live[0].Resources.GPUMemoryMiB = 10 * gib
+	s.Live[0].GPUShare = &fsm.GPUShare{GPU: nd.GPUs[0], MemoryMiB: 10 * gib}
+	low := job("low", 50, 100, 64) // fits the node's CPU: the preemptor must not hold that room
+	low.SubmittedAt = t0.Add(time.Second)
+	s.Pending = append(s.Pending, low)
+	d := decode(t, Plan(s, t0, testConfig()))
+	if by, ids := victims(d); len(ids) != 0 {
+		t.Fatalf("%s preempted %v", by, ids)
+	}
+	if r := d.reasons["hi"]; r != "1 node: 1 insufficient gpu" {
+		t.Fatalf("hi's reason %q", r)
+	}
+	if len(d.placements) != 1 || d.placements[0].JobID != "low" {
+		t.Fatalf("placements %+v, want low", d.placements)
+	}
+}
