@@ -350,3 +350,28 @@ func TestWorkStreamDroppedWhenServerLosesLeader(t *testing.T) {
 		t.Error("the stream ended without a ping saying the leader was lost")
 	}
 }
+
+// An operator's GPU health reset of a client reaches it on its work stream
+// as a frame of its own, though its work did not change.
+func TestWorkStreamCarriesGPUReset(t *testing.T) {
+	c := workCluster(t, cluster.WorkStreamLimits{PingInterval: 100 * time.Millisecond})
+	leader := c.WaitForLeader()
+	via := c.Followers()[0]
+	ws, resp := openWork(t, via, "client-g", leader.FSM.AppliedIndex())
+	if ws == nil {
+		t.Fatalf("open: %s", resp.Status)
+	}
+	if f, work, _ := ws.nextWork(t, 5*time.Second); len(work) != 0 || f.GPUReset != nil {
+		t.Fatalf("first frame %+v %v", f, work)
+	}
+	c.Eventually(clustertest.ConvergeTimeout, "client-g recorded", func() error {
+		_, err := nodeRecord(leader, "client-g")
+		return err
+	})
+	apply(t, leader, fsm.CmdNodeGPUs, fsm.NodeGPUs{Name: "client-g", GPUs: []fsm.GPU{{UUID: "GPU-a", Health: "xid 79"}}})
+	reset := apply(t, leader, fsm.CmdResetGPUs, fsm.ResetGPUs{Name: "client-g"})
+	f, work, _ := ws.nextWork(t, 5*time.Second)
+	if len(work) != 0 || f.GPUReset == nil || f.GPUReset.Index != reset.Index || !slices.Equal(f.GPUReset.UUIDs, []string{"GPU-a"}) {
+		t.Fatalf("frame after the reset (index %d): %+v %v", reset.Index, f, work)
+	}
+}
