@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/foreman-sched/foreman/exec/gpu/gputest"
 )
@@ -114,6 +115,7 @@ func TestSystemGPUHealth(t *testing.T) {
 		}
 		return fmt.Errorf("runs %q", runs("requeue"))
 	})
+	xidAt := time.Now()
 	xid(first)
 	var second string
 	eventually(t, systemTimeout, "the requeue job's attempt 2 on the other device", func() error {
@@ -124,6 +126,7 @@ func TestSystemGPUHealth(t *testing.T) {
 		second = r[3]
 		return nil
 	})
+	t.Logf("XID written -> attempt 2 running on the other device: %s", time.Since(xidAt).Round(time.Millisecond))
 	if second == first || busOf[second] == "" {
 		t.Fatalf("attempt 2 ran on %q, attempt 1 on %q: want the other device", second, first)
 	}
@@ -153,6 +156,7 @@ func TestSystemGPUHealth(t *testing.T) {
 		t.Fatal("a refused reset healed the device")
 	}
 	// The operator's reset heals it now, not after 10 quiet detections.
+	resetAt := time.Now()
 	r := cli("node", "gpu-reset", "n1", "--json")
 	var reset struct {
 		UUIDs []string `json:"uuids"`
@@ -167,6 +171,8 @@ func TestSystemGPUHealth(t *testing.T) {
 		}
 		return nil
 	})
+
+	t.Logf("node gpu-reset -> the device healthy in the record: %s", time.Since(resetAt).Round(time.Millisecond))
 
 	// A keep job lands on the healed device (the only free one) and
 	// survives its next fault.
