@@ -131,6 +131,12 @@ func (s *gpuSource) sample() {
 	cfg := s.cfg
 	cfg.Timeout = gpuSampleTimeout
 	s.usage, s.apps, s.err = gpu.Sample(context.Background(), cfg)
-	s.sm, s.smErr = gpu.SampleSM(context.Background(), cfg)
+	if s.err == nil && len(s.apps) == 0 {
+		// No compute process, so no process's SM time: pmon samples for
+		// about a second, which an idle node need not spend.
+		s.sm, s.smErr = nil, nil
+	} else {
+		s.sm, s.smErr = gpu.SampleSM(context.Background(), cfg)
+	}
 	s.at = time.Now()
 }
