@@ -127,6 +127,9 @@ func (s *fakeState) Report(ctx context.Context, r fsm.ReportAttempt) error {
 	if s.onReport != nil {
 		s.onReport(r)
 	}
+	if r.State == fsm.ReportGPUMemoryOver {
+		return nil // an event: the attempt stays as it is
+	}
 	if r.State == fsm.AttemptRunning {
 		a.Attempt.State = fsm.AttemptRunning
 		a.Attempt.StartedAt = r.StartedAt
@@ -179,7 +182,7 @@ func (s *fakeState) final(jobID string) (fsm.ReportAttempt, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, r := range s.reports {
-		if r.JobID == jobID && r.State != fsm.AttemptRunning {
+		if r.JobID == jobID && r.State != fsm.AttemptRunning && r.State != fsm.ReportGPUMemoryOver {
 			return r, true
 		}
 	}

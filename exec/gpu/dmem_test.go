@@ -79,3 +79,27 @@ func TestSetDmemMax(t *testing.T) {
 		t.Fatalf("root subtree_control = %q, want +dmem", b)
 	}
 }
+
+func TestPIDInCgroup(t *testing.T) {
+	root := t.TempDir()
+	write := func(pid, body string) {
+		p := filepath.Join(root, "proc", pid, "cgroup")
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("10", "12:devices:/foreman/n1/process/JOB-1\n5:cpu,cpuacct:/foreman/n1/process\n0::/\n")
+	write("11", "0::/foreman/n1/JOB-1/sub\n")
+	write("12", "12:devices:/foreman/n1/process/JOB-12\n")
+	for _, c := range []struct {
+		pid  int
+		want bool
+	}{{10, true}, {11, true}, {12, false}, {13, false}} {
+		if got := PIDInCgroup(root, c.pid, "JOB-1"); got != c.want {
+			t.Errorf("pid %d in JOB-1: %v, want %v", c.pid, got, c.want)
+		}
+	}
+}
