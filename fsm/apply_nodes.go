@@ -60,6 +60,9 @@ func (a *applier) upsertNode(p *UpsertNode, res *Result) error {
 	if err := validGPUs("node.gpus", n.GPUs); err != nil {
 		return err
 	}
+	if !validGPUMemoryMode(n.GPUMemoryMode) {
+		return fmt.Errorf("%w: node.gpu_memory_mode: %q", ErrBadCommand, n.GPUMemoryMode)
+	}
 	old, err := a.getNode(n.Name)
 	name := NameUpdated
 	var oldGPUs []GPU

@@ -112,6 +112,9 @@ func TestNodeGPUsRefusesUnknownMode(t *testing.T) {
 	if r := h.apply(CmdNodeGPUs, NodeGPUs{Name: "n1", GPUs: h200(), GPUMemoryMode: "mps"}); r.Err == nil {
 		t.Fatal("applied an unknown gpu_memory_mode")
 	}
+	if r := h.apply(CmdUpsertNode, UpsertNode{Node: Node{Name: "c1", Role: RoleClient, GPUs: h200(), GPUMemoryMode: "mps"}}); r.Err == nil {
+		t.Fatal("a client's hello with an unknown gpu_memory_mode applied")
+	}
 	if h.hash() != before {
 		t.Fatal("a refused NodeGPUs changed the state")
 	}
