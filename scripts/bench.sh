@@ -171,6 +171,7 @@ run_go() {
     go test -run '^$' -bench 'BenchmarkFsync' -count 3 ./fsm
     FOREMAN_BIN=$BIN go test -run '^$' -bench 'BenchmarkNodeLostRerun' -benchtime 1x -count "$RUNS" -timeout 20m ./systest/
     FOREMAN_BIN=$BIN go test -run '^$' -bench 'BenchmarkClientFootprint' -benchtime 1x -count 1 -timeout 20m ./systest/
+    FOREMAN_BIN=$BIN go test -run '^$' -bench 'BenchmarkGPULatency' -benchtime 1x -count 1 -timeout 20m ./systest/
   ) 2>&1 | tee -a "$gb" | grep -E '^(Benchmark|ok|FAIL|---)' >&2 || true
 }
 
@@ -343,6 +344,7 @@ rows = [
   ("Raft apply, 3 in-process nodes, 64 clients: rate, p50, p99", "", go(r"BenchmarkApplyThreeNodes/leader", "jobs/s") + " jobs/s, " + go(r"BenchmarkApplyThreeNodes/leader", "p50-ms") + " ms, " + go(r"BenchmarkApplyThreeNodes/leader", "p99-ms") + " ms", "go test -bench BenchmarkApplyThreeNodes ./cluster"),
   ("Dead node (agent killed -9) -> its job running elsewhere, 3 agents", "<= 15 s", go(r"BenchmarkNodeLostRerun", "rerun-s") + " s (node dead in the state " + go(r"BenchmarkNodeLostRerun", "node-dead-s") + " s, old copy gone " + go(r"BenchmarkNodeLostRerun", "copy-gone-s") + " s)", "go test -bench BenchmarkNodeLostRerun ./systest/"),
   ("Client agent, 10 then 100,010 jobs in the cluster: RSS, data dir", "same +-10%", go(r"BenchmarkClientFootprint", "rss-10-MiB") + " -> " + go(r"BenchmarkClientFootprint", "rss-100k-MiB") + " MiB (x" + go(r"BenchmarkClientFootprint", "rss-ratio") + "), " + go(r"BenchmarkClientFootprint", "dir-10-KiB") + " -> " + go(r"BenchmarkClientFootprint", "dir-100k-KiB") + " KiB (x" + go(r"BenchmarkClientFootprint", "dir-ratio") + ")", "go test -bench BenchmarkClientFootprint ./systest/"),
+  ("GPU jobs on the 8-GPU fixture, submit -> start p50: none / 1 GPU / 4 GPUs / 20 GiB share", "", go(r"BenchmarkGPULatency", "cpu-start-p50-ms") + " / " + go(r"BenchmarkGPULatency", "gpus1-start-p50-ms") + " / " + go(r"BenchmarkGPULatency", "gpus4-start-p50-ms") + " / " + go(r"BenchmarkGPULatency", "share20GiB-start-p50-ms") + " ms", "go test -bench BenchmarkGPULatency ./systest/ (foreman bench latency --gpus N)"),
   ("Restore of a 1,000,000-job snapshot", "<= 15 s", go(r"BenchmarkSnapshotRestore", "restore-s") + " s", "FOREMAN_BENCH_JOBS=1000000 go test -bench BenchmarkSnapshotRestore ./fsm"),
   ("Container start (exec/container)", "", go(r"BenchmarkContainerStart/container\+shim", "ms-median") + " ms median", "go test -bench BenchmarkContainerStart ./exec/container"),
   ("Snapshot size, 1,000,000 jobs", "", go(r"BenchmarkSnapshotRestore", "snapshot-bytes", 1e-6) + " MB", ""),

@@ -50,6 +50,8 @@ func Command() *ucli.Command {
 				Flags: cli.WithClientFlags(cli.JSONFlag, driver,
 					&ucli.IntFlag{Name: "jobs", Value: 200, Usage: "jobs to run (sequentially)"},
 					&ucli.DurationFlag{Name: "poll", Value: time.Millisecond, Usage: "interval between GETs of the job"},
+					&ucli.IntFlag{Name: "gpus", Usage: "whole GPUs each job asks for (the leader picks the devices; the node isolates them)"},
+					&ucli.StringFlag{Name: "gpu-memory", Usage: "a VRAM share of one GPU each job asks for, e.g. 20GiB"},
 				),
 				Action: func(c *ucli.Context) error { return cli.Error(benchLatency(c)) },
 			},

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"strconv"
@@ -21,6 +22,8 @@ import (
 type latencyResult struct {
 	Jobs        int     `json:"jobs"`
 	Driver      string  `json:"driver,omitempty"`
+	GPUs        int     `json:"gpus,omitempty"`
+	GPUMemory   string  `json:"gpu_memory,omitempty"`
 	PollMS      float64 `json:"poll_ms"`
 	Errors      int     `json:"errors"` // jobs that did not succeed
 	SubmitP50MS float64 `json:"submit_p50_ms"`
@@ -44,6 +47,20 @@ func benchLatency(c *ucli.Context) error {
 	ctx := c.Context
 	run := benchRunID()
 	spec := noopSpec(run, c.String("driver"))
+	if g := c.Int("gpus"); g != 0 || c.String("gpu-memory") != "" {
+		spec.Resources = &httpapi.ResourcesInput{}
+		if g != 0 {
+			n := int64(g)
+			spec.Resources.GPUs = &n
+		}
+		if m := c.String("gpu-memory"); m != "" {
+			b, err := json.Marshal(m)
+			if err != nil {
+				return err
+			}
+			spec.Resources.GPUMemory = b
+		}
+	}
 	var sub, start, finish []time.Duration
 	errs := 0
 	p := &progress{every: 2 * time.Second, last: time.Now()}
@@ -87,7 +104,8 @@ func benchLatency(c *ucli.Context) error {
 		}
 		p.printf("%d/%d jobs", i+1, n)
 	}
-	res := latencyResult{Jobs: n, Driver: c.String("driver"), PollMS: float64(poll.Microseconds()) / 1000, Errors: errs}
+	res := latencyResult{Jobs: n, Driver: c.String("driver"), GPUs: c.Int("gpus"), GPUMemory: c.String("gpu-memory"),
+		PollMS: float64(poll.Microseconds()) / 1000, Errors: errs}
 	sortDurations(sub)
 	sortDurations(start)
 	sortDurations(finish)
