@@ -3,6 +3,7 @@ package exec
 import (
 	"context"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/foreman-sched/foreman/exec/gpu"
@@ -94,8 +95,8 @@ type shareRun struct {
 }
 
 // shareRuns are the attempts of this node holding a share that dmem does
-// not cap.
-func (w *Worker) shareRuns(regions map[string]int64) []shareRun {
+// not cap. The kernel's dmem regions are read only when a share runs.
+func (w *Worker) shareRuns() []shareRun {
 	w.mu.Lock()
 	runs := make([]*attemptRun, 0, len(w.runs))
 	for _, r := range w.runs {
@@ -107,15 +108,18 @@ func (w *Worker) shareRuns(regions map[string]int64) []shareRun {
 		r.mu.Lock()
 		at, gone := r.share, r.gone
 		r.mu.Unlock()
-		if at == nil || gone {
-			continue
+		if at != nil && !gone {
+			out = append(out, shareRun{r: r, at: at, share: at.GPUShare})
 		}
-		if _, capped := gpu.DmemMax(at.GPUShare, regions); capped {
-			continue
-		}
-		out = append(out, shareRun{r: r, at: at, share: at.GPUShare})
 	}
-	return out
+	if len(out) == 0 {
+		return nil
+	}
+	regions, _ := gpu.DmemRegions(w.gpuRoot())
+	return slices.DeleteFunc(out, func(s shareRun) bool {
+		_, capped := gpu.DmemMax(s.share, regions)
+		return capped
+	})
 }
 
 // watchGPUMemory runs the watchdog until ctx ends.
@@ -130,8 +134,7 @@ func (w *Worker) watchGPUMemory(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		regions, _ := gpu.DmemRegions(w.gpuRoot())
-		runs := w.shareRuns(regions)
+		runs := w.shareRuns()
 		live := make(map[string]bool, len(runs))
 		for _, s := range runs {
 			live[s.r.id] = true

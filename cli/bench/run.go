@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math"
 	"strconv"
@@ -54,11 +53,7 @@ func benchLatency(c *ucli.Context) error {
 			spec.Resources.GPUs = &n
 		}
 		if m := c.String("gpu-memory"); m != "" {
-			b, err := json.Marshal(m)
-			if err != nil {
-				return err
-			}
-			spec.Resources.GPUMemory = b
+			spec.Resources.GPUMemory = httpapi.JSONString(m) // the server parses the size
 		}
 	}
 	var sub, start, finish []time.Duration
