@@ -28,11 +28,10 @@ import (
 // the window (sched's ClientSafetyMargin, sched/DESIGN.md). Beats are never
 // raft writes; only a client's death is committed.
 
-// ClientBeatInterval is how often a client beats. It sets the cost of an
-// idle fleet (a read and a write per client per interval on its server)
-// against how fast a dead client's jobs rerun (the contact window and the
-// margin grow with it): every 3 s, 5,000 idle clients cost their servers a
-// few percent of a core (docs/benchmarks.md) and a killed client's jobs
+// ClientBeatInterval is how often a client that holds attempts beats. It
+// sets the cost of a busy fleet (a read and a write per client per
+// interval on its server) against how fast a dead client's jobs rerun (the
+// contact window and the margin grow with it): a killed client's jobs
 // rerun within L + ClientContactWindow + 1 s (12 s by default).
 const ClientBeatInterval = 3 * time.Second
 
@@ -40,6 +39,24 @@ const ClientBeatInterval = 3 * time.Second
 // its leases: one beat interval plus 2 s for the relay, the leader's answer
 // and the ping to come back under load.
 const ClientContactWindow = ClientBeatInterval + 2*time.Second
+
+// ClientIdleBeatInterval is how often a client that holds no attempt
+// beats. Its beats announce the interval (UpFrame.EveryMS), and what
+// follows a beat is timed from it: the server's read timeout and keep-
+// alive, the leader's DeadAfter (beatSlack). It has no lease to renew, so
+// only how soon its death is seen depends on it (20 s instead of 8 s); its
+// cost is a third of a busy client's. When work arrives it beats at once
+// at ClientBeatInterval, and the server relays that beat without waiting
+// for its tick, so the start waits only for that round trip when the
+// contact window has closed. The contact window is the same in both modes.
+const ClientIdleBeatInterval = 3 * ClientBeatInterval
+
+// beatSlack is what a beat interval longer than ClientBeatInterval adds to
+// the timeouts that follow a beat: two intervals' difference, as
+// ReadTimeout and DeadAfter allow two beats by default.
+func beatSlack(every time.Duration) time.Duration {
+	return 2 * max(0, every-ClientBeatInterval)
+}
 
 // ClientLimits are the knobs of clients' liveness; zero takes the default.
 type ClientLimits struct {
@@ -90,19 +107,25 @@ func (l ClientLimits) withDefaults() ClientLimits {
 type clientTable struct {
 	mu sync.Mutex
 	m  map[string]*clientStream
+	// quicker gets a signal when a stream's beats speed up (a client that
+	// just got work): its beat is relayed at once, not at the next tick.
+	quicker chan struct{}
 }
 
 // clientStream is one stream's beats; its beat numbers start at 1.
 type clientStream struct {
-	seq   uint64    // newest beat
-	at    time.Time // when it arrived (monotonic)
-	acked uint64    // newest beat the leader confirmed
+	seq   uint64        // newest beat
+	at    time.Time     // when it arrived (monotonic)
+	acked uint64        // newest beat the leader confirmed
+	every time.Duration // the interval the newest beat announced (0: ClientBeatInterval)
 	// confirmed gets a signal when acked rises: the stream sends the ping
 	// at once, so the client's window starts from a fresh confirmation.
 	confirmed chan struct{}
 }
 
-func newClientTable() *clientTable { return &clientTable{m: map[string]*clientStream{}} }
+func newClientTable() *clientTable {
+	return &clientTable{m: map[string]*clientStream{}, quicker: make(chan struct{}, 1)}
+}
 
 // attach registers a new stream of node; detach undoes it.
 func (t *clientTable) attach(node string) (s *clientStream, detach func()) {
@@ -119,12 +142,27 @@ func (t *clientTable) attach(node string) (s *clientStream, detach func()) {
 	}
 }
 
-func (t *clientTable) beat(s *clientStream, seq uint64, now time.Time) {
+// beat records beat seq of s, which announced the next within every.
+func (t *clientTable) beat(s *clientStream, seq uint64, every time.Duration, now time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if seq > s.seq {
-		s.seq, s.at = seq, now
+	if seq <= s.seq {
+		return
 	}
+	if s.seq > 0 && every < s.every {
+		select {
+		case t.quicker <- struct{}{}:
+		default:
+		}
+	}
+	s.seq, s.at, s.every = seq, now, every
+}
+
+// slack is beatSlack of the interval s's newest beat announced.
+func (t *clientTable) slack(s *clientStream) time.Duration {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return beatSlack(s.every)
 }
 
 func (t *clientTable) acked(s *clientStream) uint64 {
@@ -147,10 +185,21 @@ func (t *clientTable) pending(now time.Time) []relayItem {
 	var out []relayItem
 	for node, s := range t.m {
 		if s.seq > s.acked {
-			out = append(out, relayItem{ClientBeat{Node: node, Seq: s.seq, AgeMS: now.Sub(s.at).Milliseconds()}, s})
+			out = append(out, relayItem{ClientBeat{Node: node, Seq: s.seq, AgeMS: now.Sub(s.at).Milliseconds(), EveryMS: s.every.Milliseconds()}, s})
 		}
 	}
 	return out
+}
+
+// unackAll makes every stream's newest beat pending again: a new leader's
+// table starts empty, and it learns at once what each client's last beat
+// was and announced (its DeadAfter), instead of from the next beat.
+func (t *clientTable) unackAll() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, s := range t.m {
+		s.acked = 0
+	}
 }
 
 func (t *clientTable) ack(items []relayItem) {
@@ -172,6 +221,8 @@ type ClientBeat struct {
 	Node  string `json:"node"`
 	Seq   uint64 `json:"seq"`
 	AgeMS int64  `json:"age_ms"` // how long ago the server received it
+	// EveryMS is the interval the beat announced (0: ClientBeatInterval).
+	EveryMS int64 `json:"every_ms,omitempty"`
 }
 
 // clientBeatsRequest is the body of POST /v1/internal/client-beats.
@@ -184,25 +235,31 @@ type clientBeatsRequest struct {
 const maxRelayedBeats = 100_000
 
 // heardClients is the leader's last-heard time of each client (monotonic,
-// this node's clock), for this term only.
+// this node's clock) and the interval its beat announced, for this term
+// only.
 type heardClients struct {
 	mu sync.Mutex
-	m  map[string]time.Time
+	m  map[string]heardBeat
 }
 
-func newHeardClients() *heardClients { return &heardClients{m: map[string]time.Time{}} }
+type heardBeat struct {
+	at    time.Time
+	every time.Duration
+}
+
+func newHeardClients() *heardClients { return &heardClients{m: map[string]heardBeat{}} }
 
 func (h *heardClients) reset() {
 	h.mu.Lock()
-	h.m = map[string]time.Time{}
+	h.m = map[string]heardBeat{}
 	h.mu.Unlock()
 }
 
-func (h *heardClients) get(node string) (time.Time, bool) {
+func (h *heardClients) get(node string) (heardBeat, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	t, ok := h.m[node]
-	return t, ok
+	b, ok := h.m[node]
+	return b, ok
 }
 
 func (h *heardClients) take(beats []ClientBeat, arrived time.Time) {
@@ -210,8 +267,8 @@ func (h *heardClients) take(beats []ClientBeat, arrived time.Time) {
 	defer h.mu.Unlock()
 	for _, b := range beats {
 		t := arrived.Add(-time.Duration(max(b.AgeMS, 0)) * time.Millisecond)
-		if t.After(h.m[b.Node]) {
-			h.m[b.Node] = t
+		if t.After(h.m[b.Node].at) {
+			h.m[b.Node] = heardBeat{t, time.Duration(b.EveryMS) * time.Millisecond}
 		}
 	}
 }
@@ -248,6 +305,10 @@ func (n *Node) handleClientBeats(w http.ResponseWriter, r *http.Request) {
 			writeApply(w, http.StatusBadRequest, applyResponse{Error: fmt.Sprintf("beats[%d]: node and seq must be set", i), Code: "bad_request"})
 			return
 		}
+		if err := checkBeatEvery(b.EveryMS); err != nil {
+			writeApply(w, http.StatusBadRequest, applyResponse{Error: fmt.Sprintf("beats[%d]: %v", i, err), Code: "bad_request"})
+			return
+		}
 	}
 	switch err := n.takeClientBeats(req.Beats, arrived); {
 	case err == nil:
@@ -264,11 +325,18 @@ func (n *Node) handleClientBeats(w http.ResponseWriter, r *http.Request) {
 func (n *Node) relayBeatsLoop() {
 	tick := time.NewTicker(n.cfg.Clients.RelayInterval)
 	defer tick.Stop()
+	var relayedTo string // the leader and term of the last relay
 	for {
 		select {
 		case <-n.closing:
 			return
 		case <-tick.C:
+		case <-n.attached.quicker:
+		}
+		_, id := n.raft.LeaderWithID()
+		to := fmt.Sprint(id, "/", n.raft.CurrentTerm())
+		if to != relayedTo {
+			n.attached.unackAll()
 		}
 		items := n.attached.pending(time.Now())
 		if len(items) == 0 {
@@ -282,6 +350,7 @@ func (n *Node) relayBeatsLoop() {
 			n.logger.Debug("cannot relay client beats to the leader", "clients", len(beats), "err", err)
 			continue
 		}
+		relayedTo = to
 		n.attached.ack(items)
 	}
 }
@@ -316,5 +385,14 @@ func (n *Node) relayBeats(beats []ClientBeat) error {
 		return fmt.Errorf("leader %s: %s %s", addr, resp.Status, bytes.TrimSpace(b))
 	}
 	_, _ = io.Copy(io.Discard, resp.Body)
+	return nil
+}
+
+// checkBeatEvery refuses a beat interval no client announces: a longer one
+// would put off the client's death without bound.
+func checkBeatEvery(ms int64) error {
+	if ms < 0 || time.Duration(ms)*time.Millisecond > ClientIdleBeatInterval {
+		return fmt.Errorf("every_ms: %d is not between 0 and %d", ms, ClientIdleBeatInterval.Milliseconds())
+	}
 	return nil
 }

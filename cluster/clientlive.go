@@ -9,8 +9,9 @@ import (
 )
 
 // clientLivenessLoop runs on the leader: it commits a client dead once it
-// has not been heard from for DeadAfter, and alive again when it is heard
-// from after that. Silence is counted from the latest of the last beat
+// has not been heard from for DeadAfter (stretched by beatSlack when its
+// last beat announced the idle interval, or when it is unheard this term),
+// and alive again when it is heard from after that. Silence is counted from the latest of the last beat
 // relayed to this leader and the moment this loop first saw the client
 // alive (a new leader, a client just registered): a leader never declares
 // a client dead for a silence it did not watch. The mass-silence guard
@@ -43,9 +44,16 @@ func (n *Node) clientLivenessLoop(ctx context.Context) {
 		// suspects (silent for half of DeadAfter) and the recently dead
 		// count towards the guard, so clients that fall silent together
 		// are judged together, not one at a time as each crosses DeadAfter.
-		live, suspects, recentDead, silent := 0, 0, 0, []string{}
+		live, suspects, recentDead := 0, 0, 0
+		silent := map[string]time.Duration{} // client → how long it was silent
 		for name, gossip := range clients {
-			heard, ok := n.clientsHeard.get(name)
+			beat, ok := n.clientsHeard.get(name)
+			heard := beat.at
+			// A client unheard this term may beat at the idle interval.
+			deadAfter := lim.DeadAfter + beatSlack(ClientIdleBeatInterval)
+			if ok {
+				deadAfter = lim.DeadAfter + beatSlack(beat.every)
+			}
 			switch gossip {
 			case fsm.NodeAlive, fsm.NodeSuspect:
 				live++
@@ -59,11 +67,11 @@ func (n *Node) clientLivenessLoop(ctx context.Context) {
 				if ok && heard.After(from) {
 					from = heard
 				}
-				if now.Sub(from) > lim.DeadAfter/2 {
+				if now.Sub(from) > deadAfter/2 {
 					suspects++
 				}
-				if now.Sub(from) > lim.DeadAfter {
-					silent = append(silent, name)
+				if now.Sub(from) > deadAfter {
+					silent[name] = now.Sub(from)
 				}
 			case fsm.NodeDead:
 				delete(watched, name)
@@ -78,7 +86,7 @@ func (n *Node) clientLivenessLoop(ctx context.Context) {
 				// Heard again after this loop saw it dead (its stream never
 				// broke, so it did not register again): alive. A beat from
 				// before (a client that said leave) proves nothing.
-				if ok && heard.After(sawDead) && now.Sub(heard) < lim.DeadAfter {
+				if ok && heard.After(sawDead) && now.Sub(heard) < deadAfter {
 					if n.commit(ctx, fsm.CmdNodeState, fsm.SetNodeState{Name: name, Gossip: fsm.NodeAlive}) {
 						n.logger.Info("client heard from again: alive", "client", name)
 						delete(markedDead, name)
@@ -112,9 +120,9 @@ func (n *Node) clientLivenessLoop(ctx context.Context) {
 			continue
 		}
 		held = false
-		for _, name := range silent {
+		for name, quiet := range silent {
 			if n.commit(ctx, fsm.CmdNodeState, fsm.SetNodeState{Name: name, Gossip: fsm.NodeDead}) {
-				n.logger.Info("client silent: dead", "client", name, "after", lim.DeadAfter)
+				n.logger.Info("client silent: dead", "client", name, "silent_for", quiet.Round(time.Millisecond))
 				markedDead[name], deadSeen[name] = time.Now(), time.Now()
 				delete(watched, name)
 			}

@@ -2,6 +2,9 @@ package cluster_test
 
 import (
 	"fmt"
+	"io"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -220,5 +223,113 @@ func TestWorkStreamPingsOnConfirmation(t *testing.T) {
 		case <-deadline:
 			t.Fatalf("pings confirmed %v within %s; want three (beats every 100 ms, relays every 50 ms)", acks, clustertest.ConvergeTimeout)
 		}
+	}
+}
+
+// An idle client announces a longer beat interval, and is given it: when
+// it and a client at the usual interval fall silent together, the usual
+// one's stream is dropped and it is dead after ReadTimeout and DeadAfter,
+// while the idle one's stream stays and it stays alive; later (its slack
+// out) it is dead all the same.
+func TestIdleClientsAreGivenTheirAnnouncedInterval(t *testing.T) {
+	c := workCluster(t, cluster.WorkStreamLimits{PingInterval: 100 * time.Millisecond},
+		cluster.ClientLimits{RelayInterval: 50 * time.Millisecond, ReadTimeout: time.Second, DeadAfter: time.Second})
+	leader := c.WaitForLeader()
+	via := c.Followers()[0]
+	busy, resp := openWork(t, via, "busy", 0)
+	if busy == nil {
+		t.Fatalf("open busy: %s", resp.Status)
+	}
+	idle, resp := openWorkEvery(t, via, "idle", 0, cluster.ClientIdleBeatInterval.Milliseconds())
+	if idle == nil {
+		t.Fatalf("open idle: %s", resp.Status)
+	}
+	for _, ws := range []*workStream{busy, idle} {
+		for f := range ws.frames {
+			if f.Acked > 0 {
+				break
+			}
+		}
+	}
+	busy.stopBeats()
+	idle.stopBeats()
+	silent := time.Now()
+	dead := func(name string) func() error {
+		return func() error {
+			nd, err := nodeRecord(leader, name)
+			if err != nil {
+				return err
+			}
+			if nd.Gossip != fsm.NodeDead {
+				return fmt.Errorf("%s is %s", name, nd.Gossip)
+			}
+			return nil
+		}
+	}
+	for range busy.frames { // dropped after ReadTimeout
+	}
+	c.Eventually(10*time.Second, "busy dead", dead("busy"))
+	t.Logf("busy dead %.1fs after its last beat", time.Since(silent).Seconds())
+	if nd, err := nodeRecord(leader, "idle"); err != nil || nd.Gossip != fsm.NodeAlive {
+		t.Fatalf("idle: %+v, %v; want alive while its announced interval runs", nd, err)
+	}
+	for drained := false; !drained; {
+		select {
+		case _, ok := <-idle.frames:
+			if !ok {
+				t.Fatal("the idle client's stream was dropped at the usual read timeout")
+			}
+		default:
+			drained = true
+		}
+	}
+	c.Eventually(30*time.Second, "idle dead", dead("idle"))
+	took := time.Since(silent)
+	t.Logf("idle dead %.1fs after its last beat", took.Seconds())
+	if slack := 2 * (cluster.ClientIdleBeatInterval - cluster.ClientBeatInterval); took < time.Second+slack {
+		t.Errorf("idle declared dead %.1fs after its last beat, before DeadAfter and its slack (%s)", took.Seconds(), time.Second+slack)
+	}
+}
+
+// Beat intervals no client announces are refused: a beat frame saying one
+// ends its stream, a relay carrying one is a 400, and neither changes the
+// client's record.
+func TestBeatIntervalOverTheIdleOneIsRefused(t *testing.T) {
+	c := workCluster(t, cluster.WorkStreamLimits{PingInterval: 100 * time.Millisecond},
+		cluster.ClientLimits{RelayInterval: 50 * time.Millisecond, ReadTimeout: time.Second, DeadAfter: time.Second})
+	leader := c.WaitForLeader()
+	too := cluster.ClientIdleBeatInterval.Milliseconds() + 1
+	ws, resp := openWorkEvery(t, c.Followers()[0], "slow", 0, too)
+	if ws == nil {
+		t.Fatalf("open: %s", resp.Status)
+	}
+	ended := make(chan struct{})
+	go func() {
+		for range ws.frames {
+		}
+		close(ended)
+	}()
+	select {
+	case <-ended:
+	case <-time.After(5 * time.Second): // with the interval taken, 2 minutes
+		t.Fatalf("a stream announcing beats every %d ms is still open", too)
+	}
+	for _, body := range []string{
+		fmt.Sprintf(`{"server":"x","beats":[{"node":"slow","seq":9,"age_ms":0,"every_ms":%d}]}`, too),
+		`{"server":"x","beats":[{"node":"slow","seq":9,"age_ms":0,"every_ms":-1}]}`,
+	} {
+		url := fmt.Sprintf("http://127.0.0.1:%d%sclient-beats", leader.Port, cluster.InternalPrefix)
+		resp, err := http.Post(url, "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(msg), "every_ms") {
+			t.Errorf("relay %s: %s %s; want 400 naming every_ms", body, resp.Status, msg)
+		}
+	}
+	if heard, ok := leader.LastHeardFrom("slow"); ok && time.Since(heard) < time.Second {
+		t.Errorf("the leader took the refused relay: slow heard %v ago", time.Since(heard))
 	}
 }

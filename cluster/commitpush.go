@@ -30,10 +30,11 @@ import (
 // carries the previous commit, so no push is needed, and a push per batch
 // (a log write, an fsync on every node) made the next submit queue behind
 // it. The quiet
-// push is what lets CommitTimeout be raft's own 50 ms: the replicate loop
-// sends an empty AppendEntries per follower every CommitTimeout even when
-// nothing happens, which at 5 ms was most of an idle server's CPU, while
-// a follower still learns the end of every burst within pushQuiet.
+// push is what lets CommitTimeout be 500 ms: the replicate loop sends an
+// empty AppendEntries per follower every 1–2 × CommitTimeout even when
+// nothing happens, which at 5 ms was most of an idle server's CPU (at
+// raft's own 50 ms, still half an idle leader's), while a follower still
+// learns the end of every burst within pushQuiet.
 //
 // A push is not waited for: it has done its work once appended. Waiting
 // (one push in flight) made a placement applied during a slow commit round

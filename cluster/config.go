@@ -162,7 +162,7 @@ func DefaultConfig() Config {
 			HeartbeatTimeout:   2000 * time.Millisecond,
 			ElectionTimeout:    2000 * time.Millisecond,
 			LeaderLeaseTimeout: 1000 * time.Millisecond,
-			CommitTimeout:      50 * time.Millisecond,
+			CommitTimeout:      500 * time.Millisecond, // commitpush.go: only the idle cost
 			MaxAppendEntries:   512,
 			SnapshotInterval:   30 * time.Second,
 			SnapshotThreshold:  8192,

@@ -273,8 +273,8 @@ func (n *Node) LastHeardFrom(node string) (time.Time, bool) {
 	if node == n.cfg.Name {
 		return time.Now(), true
 	}
-	if t, ok := n.clientsHeard.get(node); ok {
-		return t, true // a client: heard through its beats (clientbeats.go)
+	if b, ok := n.clientsHeard.get(node); ok {
+		return b.at, true // a client: heard through its beats (clientbeats.go)
 	}
 	f := n.raft.GetConfiguration()
 	if f.Error() == nil {

@@ -102,12 +102,16 @@ type WorkFrame struct {
 }
 
 // UpFrame is one line of a work stream's request body: a hello first
-// (and again whenever the client's self-description changes),
-// then a beat every second.
+// (and again whenever the client's self-description changes), then a
+// beat every ClientBeatInterval (ClientIdleBeatInterval while the client
+// holds no attempt).
 type UpFrame struct {
 	Type string    `json:"type"`           // "hello", "beat" or "leave"
 	Seq  uint64    `json:"seq,omitempty"`  // beat: 1, 2, 3, ... per stream
 	Node *fsm.Node `json:"node,omitempty"` // hello: the client's self-description
+	// EveryMS (beat): the next beat comes within this many milliseconds
+	// (0: ClientBeatInterval; at most ClientIdleBeatInterval).
+	EveryMS int64 `json:"every_ms,omitempty"`
 }
 
 // Up frame types. A client that stops (SIGTERM) sends "leave": it is
@@ -309,14 +313,15 @@ func readLine(r *bufio.Reader) ([]byte, error) {
 // read timeout, and then ends the stream (cancel).
 func (n *Node) readBeats(ctx context.Context, cancel context.CancelCauseFunc, rc *http.ResponseController, up *bufio.Reader, node string, s *clientStream) {
 	for ctx.Err() == nil {
-		_ = rc.SetReadDeadline(time.Now().Add(n.cfg.Clients.ReadTimeout))
+		// The next beat is due within the interval the last one announced.
+		_ = rc.SetReadDeadline(time.Now().Add(n.cfg.Clients.ReadTimeout + n.attached.slack(s)))
 		line, err := readLine(up)
 		if err != nil {
 			cancel(fmt.Errorf("client %s: %w", node, err))
 			return
 		}
-		if seq, ok := beatSeq(line); ok {
-			n.attached.beat(s, seq, time.Now())
+		if seq, everyMS, ok := beatSeq(line); ok {
+			n.attached.beat(s, seq, time.Duration(everyMS)*time.Millisecond, time.Now())
 			continue
 		}
 		var f UpFrame
@@ -344,24 +349,39 @@ func (n *Node) readBeats(ctx context.Context, cancel context.CancelCauseFunc, rc
 			cancel(fmt.Errorf("client %s: bad up frame %.100q", node, line))
 			return
 		}
-		n.attached.beat(s, f.Seq, time.Now())
+		if err := checkBeatEvery(f.EveryMS); err != nil {
+			cancel(fmt.Errorf("client %s: beat %w", node, err))
+			return
+		}
+		n.attached.beat(s, f.Seq, time.Duration(f.EveryMS)*time.Millisecond, time.Now())
 	}
 }
 
-// beatSeq reads a beat as clients write it ({"type":"beat","seq":N})
-// without the JSON decoder, a third of a stream's idle cost; any other
-// form is left to it.
-func beatSeq(line []byte) (uint64, bool) {
+// beatSeq reads a beat as clients write it ({"type":"beat","seq":N} or
+// {"type":"beat","seq":N,"every_ms":M}, M within checkBeatEvery) without
+// the JSON decoder, a third of a stream's idle cost; any other form is
+// left to it.
+func beatSeq(line []byte) (seq uint64, everyMS int64, ok bool) {
 	rest, ok := bytes.CutPrefix(line, []byte(`{"type":"beat","seq":`))
 	if !ok {
-		return 0, false
+		return 0, 0, false
 	}
-	digits, ok := bytes.CutSuffix(rest, []byte("}"))
+	rest, ok = bytes.CutSuffix(rest, []byte("}"))
 	if !ok {
-		return 0, false
+		return 0, 0, false
 	}
+	digits, every, hasEvery := bytes.Cut(rest, []byte(`,"every_ms":`))
 	seq, err := strconv.ParseUint(string(digits), 10, 64)
-	return seq, err == nil && seq > 0
+	if err != nil || seq == 0 {
+		return 0, 0, false
+	}
+	if hasEvery {
+		everyMS, err = strconv.ParseInt(string(every), 10, 64)
+		if err != nil || checkBeatEvery(everyMS) != nil {
+			return 0, 0, false
+		}
+	}
+	return seq, everyMS, true
 }
 
 // clientLeaving commits a stopping client dead (best effort: silence does
@@ -432,10 +452,14 @@ func (n *Node) serveWork(ctx context.Context, w http.ResponseWriter, node string
 	var lostSince time.Time // when pings first found no leader contact
 	// keepAlive fires after PingInterval without a frame: a per-stream
 	// timer, so streams whose pings follow confirmations never wake for it.
+	// It waits two relay intervals more, as the next confirmation may come
+	// that much later than the last one (a keep-alive just before it would
+	// be a second write per beat), and an idle client's slower beats
+	// stretch it by half their slack (one interval's difference).
 	keepAlive := time.NewTimer(n.cfg.WorkStreams.PingInterval)
 	defer keepAlive.Stop()
 	flush := func() error {
-		keepAlive.Reset(n.cfg.WorkStreams.PingInterval)
+		keepAlive.Reset(n.cfg.WorkStreams.PingInterval + 2*n.cfg.Clients.RelayInterval + n.attached.slack(stream)/2)
 		return rc.Flush()
 	}
 	send := func(f WorkFrame) error {

@@ -82,6 +82,13 @@ type workStream struct {
 // clustertest.ConvergeTimeout (a loaded machine), as a client would.
 func openWork(t *testing.T, via *clustertest.Node, node string, index uint64) (*workStream, *http.Response) {
 	t.Helper()
+	return openWorkEvery(t, via, node, index, 0)
+}
+
+// openWorkEvery is openWork with beats that announce everyMS (an idle
+// client's longer interval), though they still come every 100 ms.
+func openWorkEvery(t *testing.T, via *clustertest.Node, node string, index uint64, everyMS int64) (*workStream, *http.Response) {
+	t.Helper()
 	url := fmt.Sprintf("http://127.0.0.1:%d%swork/%s?index=%d", via.Port, cluster.InternalPrefix, node, index)
 	var resp *http.Response
 	var stop context.CancelFunc
@@ -93,7 +100,7 @@ func openWork(t *testing.T, via *clustertest.Node, node string, index uint64) (*
 		t.Cleanup(stop)
 		paused = &atomic.Bool{}
 		leaveCh = make(chan struct{})
-		up := upFrames(ctx, t, node, paused, leaveCh)
+		up := upFrames(ctx, t, node, everyMS, paused, leaveCh)
 		req, _ := http.NewRequest(http.MethodPost, url, up)
 		var err error
 		if resp, err = http.DefaultClient.Do(req); err != nil {
@@ -130,7 +137,7 @@ func openWork(t *testing.T, via *clustertest.Node, node string, index uint64) (*
 
 // upFrames is a client's request body: its hello, then a beat every 100
 // ms until ctx ends (the body then stays open and silent).
-func upFrames(ctx context.Context, t *testing.T, node string, paused *atomic.Bool, leave <-chan struct{}) io.Reader {
+func upFrames(ctx context.Context, t *testing.T, node string, everyMS int64, paused *atomic.Bool, leave <-chan struct{}) io.Reader {
 	pr, pw := io.Pipe()
 	t.Cleanup(func() { pw.Close() })
 	go func() {
@@ -142,7 +149,7 @@ func upFrames(ctx context.Context, t *testing.T, node string, paused *atomic.Boo
 		for seq := uint64(1); ; seq++ {
 			if paused.Load() {
 				seq--
-			} else if enc.Encode(cluster.UpFrame{Type: cluster.UpFrameBeat, Seq: seq}) != nil {
+			} else if enc.Encode(cluster.UpFrame{Type: cluster.UpFrameBeat, Seq: seq, EveryMS: everyMS}) != nil {
 				return
 			}
 			select {

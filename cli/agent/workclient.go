@@ -25,8 +25,10 @@ import (
 // replica it holds one work stream (cluster/workstream.go) to one of the
 // servers, and serves the latest set it received as exec.Assignments.
 // Up the same stream it sends its hello (self) and a numbered beat every
-// cluster.ClientBeatInterval; the leader hears it through them
-// (cluster/clientbeats.go).
+// cluster.ClientBeatInterval while it holds attempts, every
+// cluster.ClientIdleBeatInterval while it holds none (each beat announces
+// its interval; work arriving brings a beat at once); the leader hears it
+// through them (cluster/clientbeats.go).
 // As exec.LeaderContact it is in contact while a beat it sent less than
 // contact ago was confirmed by the leader (a ping's acked): the lease-
 // renewal gate of invariant 2. It moves to another server when its stream
@@ -42,18 +44,22 @@ type workClient struct {
 	// contact is how long a confirmed beat keeps the gate open
 	// (cluster.ClientContactWindow: sched's ClientSafetyMargin covers it).
 	contact   time.Duration
-	beatEvery time.Duration
-	silence   time.Duration // a stream with no frame for this long is dropped
+	beatEvery time.Duration // while it holds attempts
+	idleEvery time.Duration // while it holds none
 	logger    *slog.Logger
 
 	mu          sync.Mutex
 	index       uint64
 	work        []exec.Assignment
 	haveWork    bool
-	lastContact time.Time // send time of the newest beat the leader confirmed
-	server      string    // the server of the open stream ("" while none)
-	synced      bool      // the open stream delivered its first work frame
-	watchers    map[chan struct{}]struct{}
+	lastContact time.Time     // send time of the newest beat the leader confirmed
+	every       time.Duration // the interval the newest beat announced
+	// busy gets a signal when work arrives while the client held none:
+	// it beats at once at beatEvery (buffered).
+	busy     chan struct{}
+	server   string // the server of the open stream ("" while none)
+	synced   bool   // the open stream delivered its first work frame
+	watchers map[chan struct{}]struct{}
 	// keys are the last two keys servers sent (fsm.ClientKey; newest
 	// first): servers calling this client's port under ACL present one.
 	keys        [2]string
@@ -71,7 +77,8 @@ func newWorkClient(self fsm.Node, servers []string, hc *http.Client, auth func(h
 		logger = slog.New(slog.DiscardHandler)
 	}
 	return &workClient{self: self, name: self.Name, servers: servers, hc: hc, auth: auth, contact: contact,
-		beatEvery: cluster.ClientBeatInterval, silence: 3 * cluster.ClientBeatInterval, logger: logger, watchers: map[chan struct{}]struct{}{},
+		beatEvery: cluster.ClientBeatInterval, idleEvery: cluster.ClientIdleBeatInterval, logger: logger, watchers: map[chan struct{}]struct{}{},
+		busy:    make(chan struct{}, 1),
 		leaving: make(chan struct{}), ended: make(chan struct{}, 1), selfChanged: make(chan struct{}, 1),
 		gpuResets: make(chan fsm.GPUReset, 1)}
 }
@@ -236,13 +243,13 @@ func (c *workClient) stream(ctx context.Context, server string) (healthy bool, r
 		}
 	}()
 	// A server that falls silent (cut off, frozen) is left: a ping comes
-	// with each confirmed beat, a keep-alive at least every other interval.
-	watchdog := time.AfterFunc(c.silence, func() { cancel(errors.New("no frame from the server")) })
+	// with each confirmed beat, a keep-alive at least every interval.
+	watchdog := time.AfterFunc(c.silence(), func() { cancel(errors.New("no frame from the server")) })
 	defer watchdog.Stop()
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(nil, 64<<20) // a set of thousands of assigned attempts with specs
 	for sc.Scan() {
-		watchdog.Reset(c.silence)
+		watchdog.Reset(c.silence())
 		var f cluster.WorkFrame
 		if err := json.Unmarshal(sc.Bytes(), &f); err != nil {
 			return healthy, 0, fmt.Errorf("%s: bad frame: %w", server, err)
@@ -265,7 +272,29 @@ func (c *workClient) stream(ctx context.Context, server string) (healthy bool, r
 	return healthy, 0, fmt.Errorf("%s closed the stream", server)
 }
 
-// sendUp writes the hello and then a beat every beatEvery until ctx ends
+// silence is how long a stream may go without a frame from the server
+// before the client leaves it: three of its announced beat intervals.
+func (c *workClient) silence() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return 3 * max(c.every, c.beatEvery)
+}
+
+// nextEvery is the interval the next beat announces: beatEvery while the
+// client holds attempts or has not yet heard what it holds (a restarted
+// client re-adopting its attempts), idleEvery otherwise.
+func (c *workClient) nextEvery() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	every := c.beatEvery
+	if c.haveWork && len(c.work) == 0 {
+		every = max(c.idleEvery, c.beatEvery)
+	}
+	c.every = every
+	return every
+}
+
+// sendUp writes the hello and then a beat every nextEvery until ctx ends
 // or the server stops reading.
 func (c *workClient) sendUp(ctx context.Context, w *io.PipeWriter, beats *beatLog) {
 	enc := json.NewEncoder(w)
@@ -273,14 +302,16 @@ func (c *workClient) sendUp(ctx context.Context, w *io.PipeWriter, beats *beatLo
 	if err := enc.Encode(cluster.UpFrame{Type: cluster.UpFrameHello, Node: &self}); err != nil {
 		return
 	}
-	tick := time.NewTicker(c.beatEvery)
+	tick := time.NewTimer(0)
 	defer tick.Stop()
 	for seq := uint64(1); ; seq++ {
+		every := c.nextEvery()
 		beats.sent(seq, time.Now())
-		if err := enc.Encode(cluster.UpFrame{Type: cluster.UpFrameBeat, Seq: seq}); err != nil {
+		if err := enc.Encode(cluster.UpFrame{Type: cluster.UpFrameBeat, Seq: seq, EveryMS: every.Milliseconds()}); err != nil {
 			w.CloseWithError(err)
 			return
 		}
+		tick.Reset(every)
 	wait:
 		for {
 			select {
@@ -296,6 +327,13 @@ func (c *workClient) sendUp(ctx context.Context, w *io.PipeWriter, beats *beatLo
 				if err := enc.Encode(cluster.UpFrame{Type: cluster.UpFrameHello, Node: &self}); err != nil {
 					w.CloseWithError(err)
 					return
+				}
+			case <-c.busy:
+				if every > c.beatEvery {
+					// Work after idling: a confirmed beat now opens the
+					// contact gate (the start waits on it) and tells the
+					// leader to expect beats every beatEvery.
+					break wait
 				}
 			case <-tick.C:
 				break wait
@@ -384,6 +422,11 @@ func (c *workClient) take(f cluster.WorkFrame, work []exec.Assignment, beats *be
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if confirmed && sent.After(c.lastContact) {
+		if time.Since(c.lastContact) >= c.contact {
+			// The gate opens again (work after idling): the executor's
+			// deferred starts need not wait for their recheck.
+			c.notify()
+		}
 		c.lastContact = sent
 	}
 	if f.Key != "" && f.Key != c.keys[0] {
@@ -392,10 +435,21 @@ func (c *workClient) take(f cluster.WorkFrame, work []exec.Assignment, beats *be
 	if f.Type != cluster.WorkFrameWork || f.Index < c.index {
 		return // a server behind what we have seen never takes us back
 	}
+	if len(work) > 0 && (!c.haveWork || len(c.work) == 0) {
+		select {
+		case c.busy <- struct{}{}:
+		default:
+		}
+	}
 	c.index, c.work, c.haveWork, c.synced = f.Index, work, true, true
 	if f.GPUReset != nil {
 		latest(c.gpuResets, *f.GPUReset)
 	}
+	c.notify()
+}
+
+// notify signals every watcher (under mu).
+func (c *workClient) notify() {
 	for ch := range c.watchers {
 		select {
 		case ch <- struct{}{}:

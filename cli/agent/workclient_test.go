@@ -62,32 +62,7 @@ func TestWorkClientFollowsItsStream(t *testing.T) {
 
 	changed, stop := wc.Watch()
 	defer stop()
-	place := func() string {
-		t.Helper()
-		id := ulid.Make().String()
-		for _, p := range []struct {
-			typ fsm.CommandType
-			v   any
-		}{
-			{fsm.CmdSubmitJobs, fsm.SubmitJobs{Jobs: []fsm.NewJob{{ID: id, Spec: fsm.JobSpec{Command: []string{"echo", id}, Priority: 50}}}}},
-			{fsm.CmdPlace, fsm.Place{Placements: []fsm.Placement{{JobID: id, Node: target}}}},
-		} {
-			cmd, err := fsm.NewCommand(p.typ, time.Now(), p.v)
-			if err != nil {
-				t.Fatal(err)
-			}
-			actx, acancel := context.WithTimeout(context.Background(), 20*time.Second)
-			res, err := c.WaitForLeader().Apply(actx, cmd)
-			acancel()
-			if err == nil && (res.Err != nil || len(res.Skipped) > 0) {
-				err = fmt.Errorf("%v %v", res.Err, res.Skipped)
-			}
-			if err != nil {
-				t.Fatalf("%s: %v", p.typ, err)
-			}
-		}
-		return id
-	}
+	place := func() string { t.Helper(); return placeOn(t, c, target) }
 	waitFor := func(want []string) {
 		t.Helper()
 		c.Eventually(10*time.Second, fmt.Sprintf("the client holds %v", want), func() error {
@@ -138,6 +113,96 @@ func TestWorkClientFollowsItsStream(t *testing.T) {
 	}
 }
 
+// placeOn submits a job and places it on node, through the leader.
+func placeOn(t *testing.T, c *clustertest.Cluster, node string) string {
+	t.Helper()
+	id := ulid.Make().String()
+	for _, p := range []struct {
+		typ fsm.CommandType
+		v   any
+	}{
+		{fsm.CmdSubmitJobs, fsm.SubmitJobs{Jobs: []fsm.NewJob{{ID: id, Spec: fsm.JobSpec{Command: []string{"echo", id}, Priority: 50}}}}},
+		{fsm.CmdPlace, fsm.Place{Placements: []fsm.Placement{{JobID: id, Node: node}}}},
+	} {
+		cmd, err := fsm.NewCommand(p.typ, time.Now(), p.v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		actx, acancel := context.WithTimeout(context.Background(), 20*time.Second)
+		res, err := c.WaitForLeader().Apply(actx, cmd)
+		acancel()
+		if err == nil && (res.Err != nil || len(res.Skipped) > 0) {
+			err = fmt.Errorf("%v %v", res.Err, res.Skipped)
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", p.typ, err)
+		}
+	}
+	return id
+}
+
+// An idle client beats at the idle interval, with its contact gate closed
+// between beats (its window is the busy one's), and work arriving brings a
+// beat at once: the gate opens again in a round trip, not at the next
+// idle beat (9 s; the test gives it 5).
+func TestIdleWorkClientBeatsAtOnceWhenWorkArrives(t *testing.T) {
+	srcs := []*lazyWork{{}, {}, {}}
+	c := clustertest.NewCluster(t, 3, clustertest.Options{Configure: func(i int, cfg *cluster.Config) {
+		cfg.Work = srcs[i]
+		cfg.WorkStreams.PingInterval = 100 * time.Millisecond
+	}})
+	for i, s := range srcs {
+		s.mu.Lock()
+		s.f = c.Node(i).FSM
+		s.mu.Unlock()
+	}
+	c.WaitForLeader()
+	const target, contact = "client-1", 300 * time.Millisecond
+	wc := newWorkClient(fsm.Node{Name: target, HTTPAddr: "127.0.0.1:1"}, []string{fmt.Sprintf("http://127.0.0.1:%d", c.Node(0).Port)},
+		&http.Client{}, nil, contact, nil)
+	wc.beatEvery = 100 * time.Millisecond
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- wc.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	c.Eventually(20*time.Second, "an idle beat sent and the gate closed after it", func() error {
+		wc.mu.Lock()
+		every, confirmed := wc.every, wc.lastContact
+		wc.mu.Unlock()
+		switch {
+		case every != cluster.ClientIdleBeatInterval:
+			return fmt.Errorf("the last beat announced %s", every)
+		case confirmed.IsZero():
+			return fmt.Errorf("no beat confirmed yet")
+		case wc.InContactWithLeader():
+			return fmt.Errorf("the gate is open")
+		}
+		return nil
+	})
+	wc.mu.Lock()
+	idleBeat := wc.lastContact
+	wc.mu.Unlock()
+	id := placeOn(t, c, target)
+	c.Eventually(5*time.Second, "the gate open with the job", func() error {
+		got, err := wc.LiveAttempts(target)
+		if err != nil || len(got) != 1 || got[0].Attempt.JobID != id {
+			return fmt.Errorf("holds %v (%v)", got, err)
+		}
+		if !wc.InContactWithLeader() {
+			return fmt.Errorf("the gate is closed")
+		}
+		return nil
+	})
+	wc.mu.Lock()
+	every, confirmed := wc.every, wc.lastContact
+	wc.mu.Unlock()
+	if every != wc.beatEvery || time.Since(idleBeat) >= cluster.ClientIdleBeatInterval {
+		t.Fatalf("with work, the last beat announced %s, %s after the idle one; want %s, sooner than %s",
+			every, confirmed.Sub(idleBeat), wc.beatEvery, cluster.ClientIdleBeatInterval)
+	}
+}
+
 // The fencing gate of a client (invariant 2): it is open only while the
 // leader confirms the client's beats, and the leader's last-heard time of
 // the client is never earlier than the send time of the newest confirmed
@@ -161,7 +226,9 @@ func TestWorkClientGateFollowsTheLeadersConfirmations(t *testing.T) {
 	const contact = 1500 * time.Millisecond
 	wc := newWorkClient(fsm.Node{Name: "client-1", HTTPAddr: "127.0.0.1:1"}, []string{fmt.Sprintf("http://127.0.0.1:%d", via.Port)},
 		&http.Client{}, nil, contact, nil)
-	wc.beatEvery = 100 * time.Millisecond
+	// It holds no work: idle beats would close the gate between beats
+	// whatever the leader confirms.
+	wc.beatEvery, wc.idleEvery = 100*time.Millisecond, 100*time.Millisecond
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- wc.Run(ctx) }()

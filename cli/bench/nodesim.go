@@ -65,7 +65,11 @@ type sim struct {
 	attached bool
 	acked    time.Time              // when a ping last confirmed a new beat
 	held     map[string]*simAttempt // job/attempt → attempt it holds
+	gotWork  bool                   // a work frame came (before it, it beats as busy)
 	reporter *exec.BatchingReporter
+	// busy gets a signal when attempts arrive while it held none: it beats
+	// at once at the busy interval, as a real client (buffered).
+	busy chan struct{}
 }
 
 type simAttempt struct {
@@ -83,7 +87,7 @@ func attemptKey(jobID string, num int) string { return jobID + "/" + strconv.Ito
 func newSim(f *simFleet, i int) *sim {
 	ip := net.IPv4(127, 77, byte(i/250), byte(i%250+1))
 	d := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second, LocalAddr: &net.TCPAddr{IP: ip}}
-	s := &sim{f: f, name: fmt.Sprintf("sim-%s-%05d", f.run, i+1), held: map[string]*simAttempt{}, done: make(chan struct{}),
+	s := &sim{f: f, name: fmt.Sprintf("sim-%s-%05d", f.run, i+1), held: map[string]*simAttempt{}, done: make(chan struct{}), busy: make(chan struct{}, 1),
 		hc: &http.Client{Transport: &http.Transport{DialContext: d.DialContext, MaxIdleConnsPerHost: 2, IdleConnTimeout: time.Minute}}}
 	s.reporter = exec.NewBatchingReporter(simReports{s})
 	return s
@@ -137,20 +141,30 @@ func (s *sim) stream(ctx context.Context, server string) (healthy bool, retry ti
 		if enc.Encode(cluster.UpFrame{Type: cluster.UpFrameHello, Node: &self}) != nil {
 			return
 		}
-		tick := time.NewTicker(cluster.ClientBeatInterval)
+		tick := time.NewTimer(0)
 		defer tick.Stop()
 		for seq := uint64(1); ; seq++ {
+			every := s.beatEvery()
 			sentMu.Lock()
 			sent[seq] = time.Now()
 			delete(sent, seq-32)
 			sentMu.Unlock()
-			if enc.Encode(cluster.UpFrame{Type: cluster.UpFrameBeat, Seq: seq}) != nil {
+			if enc.Encode(cluster.UpFrame{Type: cluster.UpFrameBeat, Seq: seq, EveryMS: every.Milliseconds()}) != nil {
 				return
 			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
+			tick.Reset(every)
+		wait:
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-s.busy:
+					if every > cluster.ClientBeatInterval {
+						break wait
+					}
+				case <-tick.C:
+					break wait
+				}
 			}
 		}
 	}()
@@ -174,14 +188,14 @@ func (s *sim) stream(ctx context.Context, server string) (healthy bool, retry ti
 		s.server, s.attached = "", false
 		s.mu.Unlock()
 	}()
-	silence := 3 * cluster.ClientBeatInterval // as a real client (cli/agent/workclient.go)
-	watchdog := time.AfterFunc(silence, cancel)
+	silence := func() time.Duration { return 3 * s.beatEvery() } // as a real client (cli/agent/workclient.go)
+	watchdog := time.AfterFunc(silence(), cancel)
 	defer watchdog.Stop()
 	var lastAck uint64
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(nil, 64<<20)
 	for sc.Scan() {
-		watchdog.Reset(silence)
+		watchdog.Reset(silence())
 		var fr cluster.WorkFrame
 		if err := json.Unmarshal(sc.Bytes(), &fr); err != nil {
 			return healthy, 0, err
@@ -213,6 +227,18 @@ func (s *sim) stream(ctx context.Context, server string) (healthy bool, retry ti
 	return healthy, 0, sc.Err()
 }
 
+// beatEvery is the interval of the sim's next beat, as a real client's
+// (cli/agent/workclient.go): the busy one while it holds attempts or has
+// had no work frame yet, the idle one otherwise.
+func (s *sim) beatEvery() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.gotWork && len(s.held) == 0 {
+		return cluster.ClientIdleBeatInterval
+	}
+	return cluster.ClientBeatInterval
+}
+
 // take applies a work frame: new attempts start (their finish is
 // scheduled), attempts gone before the sim finished them count as false
 // "lost" (the bench cancels nothing; a killed sim takes nothing).
@@ -224,6 +250,13 @@ func (s *sim) take(index uint64, work []exec.Assignment) {
 		return
 	}
 	s.index = index
+	if len(work) > 0 && (!s.gotWork || len(s.held) == 0) {
+		select {
+		case s.busy <- struct{}{}:
+		default:
+		}
+	}
+	s.gotWork = true
 	in := map[string]bool{}
 	var started []*simAttempt
 	for i := range work {
