@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/hashicorp/raft"
 )
 
 // How the leader hears clients (DESIGN.md "Clients"). A client sends a
@@ -325,7 +327,11 @@ func (n *Node) handleClientBeats(w http.ResponseWriter, r *http.Request) {
 func (n *Node) relayBeatsLoop() {
 	tick := time.NewTicker(n.cfg.Clients.RelayInterval)
 	defer tick.Stop()
-	var relayedTo string // the leader and term of the last relay
+	type target struct {
+		leader raft.ServerID
+		term   uint64
+	}
+	var relayedTo target // the leader and term of the last relay
 	for {
 		select {
 		case <-n.closing:
@@ -334,7 +340,7 @@ func (n *Node) relayBeatsLoop() {
 		case <-n.attached.quicker:
 		}
 		_, id := n.raft.LeaderWithID()
-		to := fmt.Sprint(id, "/", n.raft.CurrentTerm())
+		to := target{id, n.raft.CurrentTerm()}
 		if to != relayedTo {
 			n.attached.unackAll()
 		}

@@ -312,16 +312,18 @@ func readLine(r *bufio.Reader) ([]byte, error) {
 // readBeats reads a stream's beats until it ends or falls silent for the
 // read timeout, and then ends the stream (cancel).
 func (n *Node) readBeats(ctx context.Context, cancel context.CancelCauseFunc, rc *http.ResponseController, up *bufio.Reader, node string, s *clientStream) {
+	var every time.Duration // what the last beat announced
 	for ctx.Err() == nil {
 		// The next beat is due within the interval the last one announced.
-		_ = rc.SetReadDeadline(time.Now().Add(n.cfg.Clients.ReadTimeout + n.attached.slack(s)))
+		_ = rc.SetReadDeadline(time.Now().Add(n.cfg.Clients.ReadTimeout + beatSlack(every)))
 		line, err := readLine(up)
 		if err != nil {
 			cancel(fmt.Errorf("client %s: %w", node, err))
 			return
 		}
 		if seq, everyMS, ok := beatSeq(line); ok {
-			n.attached.beat(s, seq, time.Duration(everyMS)*time.Millisecond, time.Now())
+			every = time.Duration(everyMS) * time.Millisecond
+			n.attached.beat(s, seq, every, time.Now())
 			continue
 		}
 		var f UpFrame
@@ -353,7 +355,8 @@ func (n *Node) readBeats(ctx context.Context, cancel context.CancelCauseFunc, rc
 			cancel(fmt.Errorf("client %s: beat %w", node, err))
 			return
 		}
-		n.attached.beat(s, f.Seq, time.Duration(f.EveryMS)*time.Millisecond, time.Now())
+		every = time.Duration(f.EveryMS) * time.Millisecond
+		n.attached.beat(s, f.Seq, every, time.Now())
 	}
 }
 
