@@ -120,18 +120,20 @@ type clientStream struct {
 	at    time.Time     // when it arrived (monotonic)
 	acked uint64        // newest beat the leader confirmed
 	every time.Duration // the interval the newest beat announced (0: ClientBeatInterval)
-	// confirmed gets a signal when acked rises: the stream sends the ping
-	// at once, so the client's window starts from a fresh confirmation.
-	confirmed chan struct{}
+	// confirmed is called (under the table's lock: it must not block) when
+	// acked rises: the stream sends the ping at once, so the client's
+	// window starts from a fresh confirmation.
+	confirmed func()
 }
 
 func newClientTable() *clientTable {
 	return &clientTable{m: map[string]*clientStream{}, quicker: make(chan struct{}, 1)}
 }
 
-// attach registers a new stream of node; detach undoes it.
-func (t *clientTable) attach(node string) (s *clientStream, detach func()) {
-	s = &clientStream{confirmed: make(chan struct{}, 1)}
+// attach registers a new stream of node, which confirmed tells of each
+// newly confirmed beat; detach undoes it.
+func (t *clientTable) attach(node string, confirmed func()) (s *clientStream, detach func()) {
+	s = &clientStream{confirmed: confirmed}
 	t.mu.Lock()
 	t.m[node] = s
 	t.mu.Unlock()
@@ -210,10 +212,7 @@ func (t *clientTable) ack(items []relayItem) {
 	for _, it := range items {
 		if it.beat.Seq > it.stream.acked {
 			it.stream.acked = it.beat.Seq
-			select {
-			case it.stream.confirmed <- struct{}{}:
-			default: // a ping is due already
-			}
+			it.stream.confirmed()
 		}
 	}
 }

@@ -44,6 +44,8 @@ type Node struct {
 	workAdmission admission
 	attached      *clientTable  // the clients whose streams this server holds
 	workStop      chan struct{} // closed by StopWorkStreams
+	workConns     workConns     // the open streams (workconn.go)
+	workWriters   *workWriters
 	workStopOnce  sync.Once
 	clientsHeard  *heardClients // leader: when each client was last heard
 
@@ -107,6 +109,7 @@ func New(cfg Config, f *fsm.FSM, self fsm.Node, logger *slog.Logger) (*Node, err
 		members: newMemberTable(), state: state, client: newForwardClient(cfg.bindIP(), cfg.Network, cfg.TLS),
 		notifyCh: make(chan bool, 16), closing: make(chan struct{}), syncFlipped: make(chan struct{}, 1),
 		attached: newClientTable(), clientsHeard: newHeardClients(), workStop: make(chan struct{}),
+		workWriters: newWorkWriters(),
 	}
 	n.workWaker = newWorkWaker(f.Events(), n.InContactWithLeader, func() (s string) {
 		_ = f.View(func(tx *fsm.Tx) error { s = tx.ACLInternalSecret(); return nil })
@@ -189,6 +192,10 @@ func (n *Node) Start(ctx context.Context) error {
 	n.goLoop(n.syncGossipLoop)
 	n.goLoop(n.compactLoop)
 	n.goLoop(n.relayBeatsLoop)
+	n.goLoop(n.workStopLoop)
+	for range workWriterCount {
+		n.goLoop(n.writeWorkLoop)
+	}
 
 	targets := n.joinTargets()
 	if len(targets) > 0 {

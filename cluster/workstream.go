@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -49,6 +48,8 @@ import (
 // most, then 409), so what a client sees never goes back in time when it
 // moves between servers. New streams are limited to NewPerSecond per
 // server (429 with Retry-After: reconnect storms are spread, not served).
+// Once its request checks out, a stream's connection is taken over from
+// net/http and served by one goroutine and shared writers (workconn.go).
 
 // WorkSource builds the payload of a node's work frames: its live attempts
 // with what the executor needs to start them (cli/agent supplies the view
@@ -178,68 +179,77 @@ func (n *Node) handleWork(w http.ResponseWriter, r *http.Request) {
 		workError(w, http.StatusBadRequest, "bad_request", err.Error())
 		return
 	}
-	rc := http.NewResponseController(w)
-	up := bufio.NewReaderSize(io.LimitReader(r.Body, 1<<40), 4096)
-	_ = rc.SetReadDeadline(time.Now().Add(n.cfg.Clients.ReadTimeout))
+	// From here the connection is this stream's (workconn.go): net/http
+	// neither reads its body nor writes its answer.
+	conn, brw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		workError(w, http.StatusHTTPVersionNotSupported, "bad_request", "work streams need HTTP/1.1: "+err.Error())
+		return
+	}
+	up := newUpBody(r, conn, brw.Reader)
+	_ = conn.SetReadDeadline(time.Now().Add(n.cfg.Clients.ReadTimeout))
 	self, err := readHello(up, node)
 	if err != nil {
-		workError(w, http.StatusBadRequest, "bad_request", err.Error())
+		rawError(conn, http.StatusBadRequest, "bad_request", err.Error(), 0)
 		return
 	}
 	if err := n.Ready(); err != nil {
-		workError(w, http.StatusServiceUnavailable, "not_ready", "this server cannot serve work now: "+err.Error())
+		rawError(conn, http.StatusServiceUnavailable, "not_ready", "this server cannot serve work now: "+err.Error(), 0)
 		return
 	}
 	select {
 	case <-n.workStop:
-		workError(w, http.StatusServiceUnavailable, "not_ready", "this server is stopping: try another")
+		rawError(conn, http.StatusServiceUnavailable, "not_ready", "this server is stopping: try another", 0)
 		return
 	default:
 	}
 	cur, err := n.nodeRecord(node)
 	if err != nil {
-		workError(w, http.StatusServiceUnavailable, "not_ready", err.Error())
+		rawError(conn, http.StatusServiceUnavailable, "not_ready", err.Error(), 0)
 		return
 	}
 	if cur != nil && cur.Role != fsm.RoleClient {
-		workError(w, http.StatusConflict, "conflict", fmt.Sprintf("node %q is a raft member of this cluster, not a client: pick another --name", node))
+		rawError(conn, http.StatusConflict, "conflict", fmt.Sprintf("node %q is a raft member of this cluster, not a client: pick another --name", node), 0)
 		return
 	}
 	// Only requests that would open a stream (or wait to catch up) spend
 	// a token: the checks above are cheap and change nothing.
 	if !n.workAdmission.take(lim.NewPerSecond, time.Now()) {
 		// Jittered, so the refused do not come back together.
-		w.Header().Set("Retry-After", strconv.Itoa(1+rand.IntN(3)))
-		workError(w, http.StatusTooManyRequests, "too_many_requests",
-			fmt.Sprintf("this server accepts %d new work streams per second: retry after the delay, or another server", lim.NewPerSecond))
+		rawError(conn, http.StatusTooManyRequests, "too_many_requests",
+			fmt.Sprintf("this server accepts %d new work streams per second: retry after the delay, or another server", lim.NewPerSecond), 1+rand.IntN(3))
 		return
 	}
 	if err := n.waitApplied(r.Context(), index, lim.CatchUp); err != nil {
-		workError(w, http.StatusConflict, "index_ahead", err.Error())
+		rawError(conn, http.StatusConflict, "index_ahead", err.Error(), 0)
 		return
 	}
 	if status, code, err := n.registerClient(r.Context(), self); err != nil {
-		workError(w, status, code, err.Error())
-		return
-	}
-	if err := rc.EnableFullDuplex(); err != nil {
-		workError(w, http.StatusInternalServerError, "internal", "full-duplex streams unsupported: "+err.Error())
+		rawError(conn, status, code, err.Error(), 0)
 		return
 	}
 
-	ctx, cancel := context.WithCancelCause(r.Context())
-	defer cancel(nil)
-	stream, detach := n.attached.attach(node)
-	defer detach()
-	go n.readBeats(ctx, cancel, rc, up, node, stream)
-	leave := n.workWaker.join(node)
-	defer leave()
-	w.Header().Set("Content-Type", "application/x-ndjson")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(http.StatusOK)
-	if err := n.serveWork(ctx, w, node, stream); err != nil && !errors.Is(err, context.Canceled) {
-		n.logger.Debug("work stream ended", "node", node, "err", err, "cause", context.Cause(ctx))
+	c := &workConn{n: n, node: node, conn: conn, up: up}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	if err := n.workConns.add(c); err != nil {
+		c.cancel()
+		rawError(conn, http.StatusServiceUnavailable, "not_ready", "this server is stopping: try another", 0)
+		return
 	}
+	// Writers woken from here on wait for the stream's fields and its
+	// response head.
+	c.mu.Lock()
+	c.keepAlive = time.AfterFunc(lim.PingInterval, func() { c.mark(dueKeepAlive) })
+	c.stream, c.detach = n.attached.attach(node, func() { c.mark(duePing) })
+	c.leave = n.workWaker.join(node, func() { c.mark(dueWork) })
+	_ = conn.SetWriteDeadline(time.Now().Add(workWriteTimeout))
+	if _, err := io.WriteString(conn, "HTTP/1.1 200 OK\r\nContent-Type: application/x-ndjson\r\nCache-Control: no-store\r\nTransfer-Encoding: chunked\r\n\r\n"); err != nil {
+		c.endLocked(err, false)
+	}
+	c.mu.Unlock()
+	c.mark(dueWork) // the first frame: the node's attempts as of now
+	// A goroutine of its own, not net/http's: its stack is a few frames.
+	go c.readBeats()
 }
 
 // queryIndex is the request's ?index= (0 when absent).
@@ -256,8 +266,8 @@ func queryIndex(r *http.Request) (uint64, error) {
 }
 
 // readHello reads and checks the stream's first up frame.
-func readHello(up *bufio.Reader, node string) (fsm.Node, error) {
-	line, err := readLine(up)
+func readHello(up *upBody, node string) (fsm.Node, error) {
+	line, err := up.readLine()
 	if err != nil {
 		return fsm.Node{}, fmt.Errorf("hello: %w", err)
 	}
@@ -291,74 +301,6 @@ func checkHello(f UpFrame, node string) (fsm.Node, error) {
 
 // maxUpFrame bounds one up frame (a hello carries labels and resources).
 const maxUpFrame = 64 << 10
-
-func readLine(r *bufio.Reader) ([]byte, error) {
-	var line []byte
-	for {
-		chunk, isPrefix, err := r.ReadLine()
-		if err != nil {
-			return nil, err
-		}
-		line = append(line, chunk...)
-		if len(line) > maxUpFrame {
-			return nil, fmt.Errorf("frame over %d bytes", maxUpFrame)
-		}
-		if !isPrefix {
-			return line, nil
-		}
-	}
-}
-
-// readBeats reads a stream's beats until it ends or falls silent for the
-// read timeout, and then ends the stream (cancel).
-func (n *Node) readBeats(ctx context.Context, cancel context.CancelCauseFunc, rc *http.ResponseController, up *bufio.Reader, node string, s *clientStream) {
-	var every time.Duration // what the last beat announced
-	for ctx.Err() == nil {
-		// The next beat is due within the interval the last one announced.
-		_ = rc.SetReadDeadline(time.Now().Add(n.cfg.Clients.ReadTimeout + beatSlack(every)))
-		line, err := readLine(up)
-		if err != nil {
-			cancel(fmt.Errorf("client %s: %w", node, err))
-			return
-		}
-		if seq, everyMS, ok := beatSeq(line); ok {
-			every = time.Duration(everyMS) * time.Millisecond
-			n.attached.beat(s, seq, every, time.Now())
-			continue
-		}
-		var f UpFrame
-		if err := json.Unmarshal(line, &f); err == nil && f.Type == UpFrameLeave {
-			n.clientLeaving(ctx, node)
-			cancel(fmt.Errorf("client %s is stopping", node))
-			return
-		}
-		if err == nil && f.Type == UpFrameHello {
-			// A client whose self-description changed (its GPUs, issue 24)
-			// says it again; registered off this goroutine, as it commits.
-			self, err := checkHello(f, node)
-			if err != nil {
-				cancel(fmt.Errorf("client %s: %w", node, err))
-				return
-			}
-			go func() {
-				if _, _, err := n.registerClient(ctx, self); err != nil {
-					n.logger.Warn("client re-registration failed", "client", node, "err", err)
-				}
-			}()
-			continue
-		}
-		if err != nil || f.Type != UpFrameBeat || f.Seq == 0 {
-			cancel(fmt.Errorf("client %s: bad up frame %.100q", node, line))
-			return
-		}
-		if err := checkBeatEvery(f.EveryMS); err != nil {
-			cancel(fmt.Errorf("client %s: beat %w", node, err))
-			return
-		}
-		every = time.Duration(f.EveryMS) * time.Millisecond
-		n.attached.beat(s, f.Seq, every, time.Now())
-	}
-}
 
 // beatSeq reads a beat as clients write it ({"type":"beat","seq":N} or
 // {"type":"beat","seq":N,"every_ms":M}, M within checkBeatEvery) without
@@ -445,115 +387,10 @@ func (n *Node) registerClient(ctx context.Context, self fsm.Node) (status int, c
 	return 0, "", nil
 }
 
-// serveWork writes node's frames until the client leaves, this server
-// loses the leader or shuts down.
-func (n *Node) serveWork(ctx context.Context, w http.ResponseWriter, node string, stream *clientStream) error {
-	rc := http.NewResponseController(w)
-	enc := json.NewEncoder(w)
-	var last, ping []byte
-	var lastReset uint64
-	var lostSince time.Time // when pings first found no leader contact
-	// keepAlive fires after PingInterval without a frame: a per-stream
-	// timer, so streams whose pings follow confirmations never wake for it.
-	// It waits two relay intervals more, as the next confirmation may come
-	// that much later than the last one (a keep-alive just before it would
-	// be a second write per beat), and an idle client's slower beats
-	// stretch it by half their slack (one interval's difference).
-	keepAlive := time.NewTimer(n.cfg.WorkStreams.PingInterval)
-	defer keepAlive.Stop()
-	flush := func() error {
-		keepAlive.Reset(n.cfg.WorkStreams.PingInterval + 2*n.cfg.Clients.RelayInterval + n.attached.slack(stream)/2)
-		return rc.Flush()
-	}
-	send := func(f WorkFrame) error {
-		if err := enc.Encode(f); err != nil {
-			return err
-		}
-		return flush()
-	}
-	// The client's key goes on the next frame whenever the secret it
-	// derives from is not the one it was last derived from.
-	var keyFrom *string
-	newKey := func() string {
-		cur := n.workWaker.internalSecret()
-		if cur == keyFrom {
-			return ""
-		}
-		keyFrom = cur
-		return fsm.ClientKey(*cur, node)
-	}
-	// By hand: thousands of streams each send one per beat interval.
-	writePing := func() error {
-		if key := newKey(); key != "" {
-			return send(WorkFrame{Type: WorkFramePing, Index: n.fsm.AppliedIndex(), LeaderContact: n.workWaker.leaderContact(),
-				Acked: n.attached.acked(stream), Key: key})
-		}
-		ping = appendPing(ping[:0], n.fsm.AppliedIndex(), n.workWaker.leaderContact(), n.attached.acked(stream))
-		if _, err := w.Write(ping); err != nil {
-			return err
-		}
-		return flush()
-	}
-	for {
-		wake := n.workWaker.next(node) // before the read: a change after it wakes us
-		index := n.fsm.AppliedIndex()  // before the read: the set is at least this new
-		work, err := n.cfg.Work.NodeWork(node)
-		if err != nil {
-			return fmt.Errorf("work of %s: %w", node, err)
-		}
-		b, err := json.Marshal(work)
-		if err != nil {
-			return fmt.Errorf("encode the work of %s: %w", node, err)
-		}
-		var reset *fsm.GPUReset
-		if rec, err := n.nodeRecord(node); err == nil && rec != nil {
-			reset = rec.GPUReset
-		}
-		if !bytes.Equal(b, last) || (reset != nil && reset.Index != lastReset) { // an event that changed nothing here sends nothing
-			if err := send(WorkFrame{Type: WorkFrameWork, Index: index, LeaderContact: n.workWaker.leaderContact(), Work: b, Key: newKey(), GPUReset: reset}); err != nil {
-				return err
-			}
-			last = b
-			if reset != nil {
-				lastReset = reset.Index
-			}
-		}
-		for woken := false; !woken; {
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-n.closing:
-				return ErrShutdown
-			case <-n.workStop:
-				return errors.New("this server is stopping: the client moves to another")
-			case <-wake:
-				woken = true
-			case <-stream.confirmed:
-				if err := writePing(); err != nil {
-					return err
-				}
-			case <-keepAlive.C:
-				contact := n.workWaker.leaderContact()
-				switch {
-				case contact:
-					lostSince = time.Time{}
-				case lostSince.IsZero():
-					lostSince = time.Now()
-				case time.Since(lostSince) >= n.cfg.LeaderContactTimeout:
-					return errors.New("lost the leader: dropping the stream so the client moves")
-				}
-				if err := writePing(); err != nil {
-					return err
-				}
-			}
-		}
-	}
-}
-
 // StopWorkStreams ends every work stream this server holds and refuses
 // new ones (503), so its clients move to other servers at once: call it
-// when the agent starts to stop (http.Server.Shutdown waits for streams,
-// which never go idle by themselves).
+// when the agent starts to stop (http.Server.Shutdown knows nothing of
+// the streams' taken-over connections).
 func (n *Node) StopWorkStreams() { n.workStopOnce.Do(func() { close(n.workStop) }) }
 
 // appendPing appends a ping frame's JSON line (WorkFrame) to b.

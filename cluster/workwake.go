@@ -39,11 +39,10 @@ type workWaker struct {
 	wakes   uint64 // node wake-ups so far (tests, metrics)
 }
 
-// nodeWake is one node's open streams and the channel their next wake-up
-// closes.
+// nodeWake is one node's open streams: each one's wake function, called
+// (it must not block) when the node's attempts change.
 type nodeWake struct {
-	streams int
-	ch      chan struct{}
+	streams map[*func()]struct{}
 }
 
 // contactEvery is how often the waker reads this server's contact with the
@@ -72,17 +71,19 @@ func (w *workWaker) internalSecret() *string { return w.secretNow.Load() }
 // contact tick.
 func (w *workWaker) leaderContact() bool { return w.inContact.Load() }
 
-// join registers a stream of node and returns the function that removes
-// it.
-func (w *workWaker) join(node string) (leave func()) {
+// join registers a stream of node, woken by calling wake, and returns the
+// function that removes it. Read the node's state after join: a change
+// after the read calls wake.
+func (w *workWaker) join(node string, wake func()) (leave func()) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	nw := w.nodes[node]
 	if nw == nil {
-		nw = &nodeWake{ch: make(chan struct{})}
+		nw = &nodeWake{streams: map[*func()]struct{}{}}
 		w.nodes[node] = nw
 	}
-	nw.streams++
+	key := &wake
+	nw.streams[key] = struct{}{}
 	if !w.running {
 		// From the ring's tail as of now: the caller reads the node's
 		// state after join, so every change it could miss is after this.
@@ -96,7 +97,8 @@ func (w *workWaker) join(node string) (leave func()) {
 	return func() {
 		w.mu.Lock()
 		defer w.mu.Unlock()
-		if nw.streams--; nw.streams == 0 {
+		delete(nw.streams, key)
+		if len(nw.streams) == 0 && w.nodes[node] == nw {
 			delete(w.nodes, node)
 		}
 		if len(w.nodes) == 0 && w.running {
@@ -104,18 +106,6 @@ func (w *workWaker) join(node string) (leave func()) {
 			w.stop()
 		}
 	}
-}
-
-// next returns the channel closed at node's next change. Take it before
-// reading the node's state, so a change between the read and the wait is
-// not missed.
-func (w *workWaker) next(node string) <-chan struct{} {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if nw := w.nodes[node]; nw != nil {
-		return nw.ch
-	}
-	return nil // not joined: never woken
 }
 
 // WorkWakeups is how many times this node woke one node's work streams
@@ -164,8 +154,9 @@ func (w *workWaker) wake(touched map[string]bool, all bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	wake := func(nw *nodeWake) {
-		close(nw.ch)
-		nw.ch = make(chan struct{})
+		for fn := range nw.streams {
+			(*fn)()
+		}
 		w.wakes++
 	}
 	if all {
