@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -37,6 +38,9 @@ func (w *testWork) NodeWork(node string) (any, error) {
 			return true
 		})
 	})
+	if strings.HasPrefix(node, "stuck-") { // frames big enough to fill a socket's buffers
+		return map[string]any{"work": out, "pad": strings.Repeat("x", 512<<10)}, err
+	}
 	return out, err
 }
 
@@ -380,5 +384,101 @@ func TestWorkStreamCarriesGPUReset(t *testing.T) {
 	f, work, _ := ws.nextWork(t, 5*time.Second)
 	if len(work) != 0 || f.GPUReset == nil || f.GPUReset.Index != reset.Index || !slices.Equal(f.GPUReset.UUIDs, []string{"GPU-a"}) {
 		t.Fatalf("frame after the reset (index %d): %+v %v", reset.Index, f, work)
+	}
+}
+
+// stuckClient opens node's stream through via on a raw connection that
+// beats every 100 ms and never reads what the server sends. The channel
+// gets the error of the first beat the connection refuses: the server
+// dropped it.
+func stuckClient(t *testing.T, via *clustertest.Node, node string) <-chan error {
+	t.Helper()
+	chunk := func(w io.Writer, frame any) error {
+		b, _ := json.Marshal(frame)
+		_, err := fmt.Fprintf(w, "%x\r\n%s\n\r\n", len(b)+1, b)
+		return err
+	}
+	for deadline := time.Now().Add(clustertest.ConvergeTimeout); ; {
+		conn, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", via.Port))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		_ = conn.(*net.TCPConn).SetReadBuffer(4096)
+		fmt.Fprintf(conn, "POST %swork/%s HTTP/1.1\r\nHost: test\r\nTransfer-Encoding: chunked\r\n\r\n", cluster.InternalPrefix, node)
+		self := fsm.Node{Name: node, HTTPAddr: "127.0.0.1:1", Capacity: fsm.Resources{CPU: 1000, MemoryMB: 1024}}
+		if err := chunk(conn, cluster.UpFrame{Type: cluster.UpFrameHello, Node: &self}); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(bufio.NewReaderSize(conn, 4096), nil) // the head only: its body is never read
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode == http.StatusServiceUnavailable && time.Now().Before(deadline) {
+			conn.Close()
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("open %s: %s", node, resp.Status)
+		}
+		dropped := make(chan error, 1)
+		go func() {
+			for seq := uint64(1); ; seq++ {
+				if err := chunk(conn, cluster.UpFrame{Type: cluster.UpFrameBeat, Seq: seq}); err != nil {
+					dropped <- err
+					return
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+		}()
+		return dropped
+	}
+}
+
+// A client that stops reading its stream is dropped once a write to it
+// has waited workWriteTimeout, and more such clients than the server has
+// frame writers do not keep another client's frames from it.
+func TestWorkStreamDropsAClientThatDoesNotRead(t *testing.T) {
+	c := workCluster(t, cluster.WorkStreamLimits{})
+	leader := c.WaitForLeader()
+	via := c.Followers()[0]
+	const stuck, rounds = 6, 24 // 6 streams for 4 writers; 24 frames of 512 KiB each: more than a socket buffers
+	var dropped []<-chan error
+	for i := range stuck {
+		dropped = append(dropped, stuckClient(t, via, fmt.Sprintf("stuck-%d", i)))
+	}
+	ws, resp := openWork(t, via, "healthy", leader.FSM.AppliedIndex())
+	if ws == nil {
+		t.Fatalf("open: %s", resp.Status)
+	}
+	ws.nextWork(t, clustertest.ConvergeTimeout)
+	c.Eventually(clustertest.ConvergeTimeout, "the clients recorded", func() error {
+		for i := range stuck {
+			if _, err := nodeRecord(leader, fmt.Sprintf("stuck-%d", i)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	ids := submitMany(t, leader, stuck*rounds+1)
+	for r := range rounds {
+		var ps []fsm.Placement
+		for i := range stuck {
+			ps = append(ps, fsm.Placement{JobID: ids[r*stuck+i], Node: fmt.Sprintf("stuck-%d", i)})
+		}
+		apply(t, leader, fsm.CmdPlace, fsm.Place{Placements: ps})
+	}
+	placed := apply(t, leader, fsm.CmdPlace, fsm.Place{Placements: []fsm.Placement{{JobID: ids[stuck*rounds], Node: "healthy"}}})
+	if f, work, _ := ws.nextWork(t, clustertest.ConvergeTimeout); len(work) != 1 || f.Index < placed.Index {
+		t.Fatalf("the healthy client's frame after its placement (index %d): index %d, work %v", placed.Index, f.Index, work)
+	}
+	for i, ch := range dropped {
+		select {
+		case err := <-ch:
+			t.Logf("stuck-%d dropped: its beat got %v", i, err)
+		case <-time.After(clustertest.ConvergeTimeout):
+			t.Fatalf("stuck-%d still attached %s after its frames stopped being read", i, clustertest.ConvergeTimeout)
+		}
 	}
 }
