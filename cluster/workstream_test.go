@@ -39,7 +39,7 @@ func (w *testWork) NodeWork(node string) (any, error) {
 		})
 	})
 	if strings.HasPrefix(node, "stuck-") { // frames big enough to fill a socket's buffers
-		return map[string]any{"work": out, "pad": strings.Repeat("x", 512<<10)}, err
+		return map[string]any{"work": out, "pad": strings.Repeat("x", 1<<20)}, err
 	}
 	return out, err
 }
@@ -406,7 +406,9 @@ func stuckClient(t *testing.T, via *clustertest.Node, node string) <-chan error 
 		t.Cleanup(func() { conn.Close() })
 		_ = conn.(*net.TCPConn).SetReadBuffer(4096)
 		fmt.Fprintf(conn, "POST %swork/%s HTTP/1.1\r\nHost: test\r\nTransfer-Encoding: chunked\r\n\r\n", cluster.InternalPrefix, node)
-		self := fsm.Node{Name: node, HTTPAddr: "127.0.0.1:1", Capacity: fsm.Resources{CPU: 1000, MemoryMB: 1024}}
+		// Room for every placement the test makes (a full node's placements
+		// are skipped: no frame).
+		self := fsm.Node{Name: node, HTTPAddr: "127.0.0.1:1", Capacity: fsm.Resources{CPU: 1 << 30, MemoryMB: 1 << 30}, Slots: 1000}
 		if err := chunk(conn, cluster.UpFrame{Type: cluster.UpFrameHello, Node: &self}); err != nil {
 			t.Fatal(err)
 		}
@@ -443,10 +445,10 @@ func TestWorkStreamDropsAClientThatDoesNotRead(t *testing.T) {
 	c := workCluster(t, cluster.WorkStreamLimits{})
 	leader := c.WaitForLeader()
 	via := c.Followers()[0]
-	const stuck, rounds = 6, 24 // 6 streams for 4 writers; 24 frames of 512 KiB each: more than a socket buffers
-	var dropped []<-chan error
+	const stuck = 6 // more than the server's 4 frame writers
+	dropped := map[int]<-chan error{}
 	for i := range stuck {
-		dropped = append(dropped, stuckClient(t, via, fmt.Sprintf("stuck-%d", i)))
+		dropped[i] = stuckClient(t, via, fmt.Sprintf("stuck-%d", i))
 	}
 	ws, resp := openWork(t, via, "healthy", leader.FSM.AppliedIndex())
 	if ws == nil {
@@ -461,24 +463,38 @@ func TestWorkStreamDropsAClientThatDoesNotRead(t *testing.T) {
 		}
 		return nil
 	})
-	ids := submitMany(t, leader, stuck*rounds+1)
-	for r := range rounds {
+	// Each round changes every attached stuck client's set: a frame of
+	// 1 MiB each (a writer sends a stream's newest set once, however many
+	// changes it missed), until their buffers are full and every one is
+	// dropped. The healthy client's placement comes while they fill.
+	// A round every 50 ms: a load's pace, not a wait for anything.
+	pace := time.NewTicker(50 * time.Millisecond)
+	defer pace.Stop()
+	deadline := time.Now().Add(clustertest.ConvergeTimeout)
+	for round := 0; len(dropped) > 0; round, _ = round+1, <-pace.C {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d stuck clients still attached %s after they stopped reading", len(dropped), clustertest.ConvergeTimeout)
+		}
+		ids := submitMany(t, leader, len(dropped))
 		var ps []fsm.Placement
-		for i := range stuck {
-			ps = append(ps, fsm.Placement{JobID: ids[r*stuck+i], Node: fmt.Sprintf("stuck-%d", i)})
+		for i := range dropped {
+			ps = append(ps, fsm.Placement{JobID: ids[len(ps)], Node: fmt.Sprintf("stuck-%d", i)})
 		}
 		apply(t, leader, fsm.CmdPlace, fsm.Place{Placements: ps})
-	}
-	placed := apply(t, leader, fsm.CmdPlace, fsm.Place{Placements: []fsm.Placement{{JobID: ids[stuck*rounds], Node: "healthy"}}})
-	if f, work, _ := ws.nextWork(t, clustertest.ConvergeTimeout); len(work) != 1 || f.Index < placed.Index {
-		t.Fatalf("the healthy client's frame after its placement (index %d): index %d, work %v", placed.Index, f.Index, work)
-	}
-	for i, ch := range dropped {
-		select {
-		case err := <-ch:
-			t.Logf("stuck-%d dropped: its beat got %v", i, err)
-		case <-time.After(clustertest.ConvergeTimeout):
-			t.Fatalf("stuck-%d still attached %s after its frames stopped being read", i, clustertest.ConvergeTimeout)
+		if round == 4 {
+			id := submit(t, leader)
+			placed := apply(t, leader, fsm.CmdPlace, fsm.Place{Placements: []fsm.Placement{{JobID: id, Node: "healthy"}}})
+			if f, work, _ := ws.nextWork(t, clustertest.ConvergeTimeout); len(work) != 1 || f.Index < placed.Index {
+				t.Fatalf("the healthy client's frame after its placement (index %d): index %d, work %v", placed.Index, f.Index, work)
+			}
+		}
+		for i, ch := range dropped {
+			select {
+			case err := <-ch:
+				t.Logf("stuck-%d dropped after %d rounds (%s): its beat got %v", i, round+1, time.Since(deadline.Add(-clustertest.ConvergeTimeout)).Round(time.Millisecond), err)
+				delete(dropped, i)
+			default:
+			}
 		}
 	}
 }
