@@ -180,6 +180,21 @@ func TestMassSilenceHoldsDeaths(t *testing.T) {
 	}
 }
 
+// counter is the default registry's counter name (-1: not registered).
+func counter(t *testing.T, name string) float64 {
+	t.Helper()
+	mfs, err := prometheus.DefaultGatherer.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) > 0 {
+			return mf.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	return -1
+}
+
 func gauge(t *testing.T, name string) float64 {
 	t.Helper()
 	mfs, err := prometheus.DefaultGatherer.Gather()

@@ -29,7 +29,29 @@ var clientsSilentHeld = sync.OnceValue(func() prometheus.Gauge {
 	})
 })
 
+// workStreamsOpen is how many work streams this process's server holds
+// open (workconn.go).
+var workStreamsOpen = sync.OnceValue(func() prometheus.Gauge {
+	return promauto.NewGauge(prometheus.GaugeOpts{
+		Name: "foreman_work_streams",
+		Help: "Client work streams this server holds open.",
+	})
+})
+
+// workStreamWriteFailures counts the streams a failed or slow write ended.
+var workStreamWriteFailures = sync.OnceValue(func() prometheus.Counter {
+	return promauto.NewCounter(prometheus.CounterOpts{
+		Name: "foreman_work_stream_write_failures_total",
+		Help: "Client work streams ended because a frame could not be made or written, or its write waited 2 s for the client to read (the client reconnects).",
+	})
+})
+
 // RegisterMetrics registers this package's metrics with the default
 // registry now (the agent does at start, so a scrape lists them before
 // their first observation). Later calls do nothing.
-func RegisterMetrics() { commitSeconds(); clientsSilentHeld() }
+func RegisterMetrics() {
+	commitSeconds()
+	clientsSilentHeld()
+	workStreamsOpen()
+	workStreamWriteFailures()
+}

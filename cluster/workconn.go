@@ -109,6 +109,7 @@ func (c *workConn) write(buf []byte) []byte {
 		buf, err = c.writePing(buf)
 	}
 	if err != nil {
+		workStreamWriteFailures().Inc()
 		c.endLocked(err, false)
 	}
 	return buf
@@ -320,13 +321,17 @@ func (s *workConns) add(c *workConn) error {
 		s.m = map[*workConn]struct{}{}
 	}
 	s.m[c] = struct{}{}
+	workStreamsOpen().Inc()
 	return nil
 }
 
 func (s *workConns) remove(c *workConn) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.m, c)
+	if _, ok := s.m[c]; ok {
+		delete(s.m, c)
+		workStreamsOpen().Dec()
+	}
 }
 
 // stop ends every stream and refuses new ones for cause.

@@ -446,6 +446,8 @@ func TestWorkStreamDropsAClientThatDoesNotRead(t *testing.T) {
 	leader := c.WaitForLeader()
 	via := c.Followers()[0]
 	const stuck = 6 // more than the server's 4 frame writers
+	cluster.RegisterMetrics()
+	failures := counter(t, "foreman_work_stream_write_failures_total")
 	dropped := map[int]<-chan error{}
 	for i := range stuck {
 		dropped[i] = stuckClient(t, via, fmt.Sprintf("stuck-%d", i))
@@ -496,5 +498,8 @@ func TestWorkStreamDropsAClientThatDoesNotRead(t *testing.T) {
 			default:
 			}
 		}
+	}
+	if got := counter(t, "foreman_work_stream_write_failures_total") - failures; got < stuck {
+		t.Errorf("foreman_work_stream_write_failures_total rose by %v for %d dropped clients", got, stuck)
 	}
 }
