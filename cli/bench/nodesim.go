@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -54,7 +55,8 @@ type simFleet struct {
 type sim struct {
 	f      *simFleet
 	name   string
-	hc     *http.Client
+	dialer *net.Dialer  // from the sim's own address
+	hc     *http.Client // its reports
 	killed atomic.Bool
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -88,7 +90,7 @@ func newSim(f *simFleet, i int) *sim {
 	ip := net.IPv4(127, 77, byte(i/250), byte(i%250+1))
 	d := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second, LocalAddr: &net.TCPAddr{IP: ip}}
 	s := &sim{f: f, name: fmt.Sprintf("sim-%s-%05d", f.run, i+1), held: map[string]*simAttempt{}, done: make(chan struct{}), busy: make(chan struct{}, 1),
-		hc: &http.Client{Transport: &http.Transport{DialContext: d.DialContext, MaxIdleConnsPerHost: 2, IdleConnTimeout: time.Minute}}}
+		dialer: d, hc: &http.Client{Transport: &http.Transport{DialContext: d.DialContext, MaxIdleConnsPerHost: 2, IdleConnTimeout: time.Minute}}}
 	s.reporter = exec.NewBatchingReporter(simReports{s})
 	return s
 }
@@ -121,26 +123,50 @@ func (s *sim) run(ctx context.Context) {
 	}
 }
 
+// stream holds one server's stream until it ends. It writes the request
+// by hand, as net/http's client would (a chunked body, one chunk per up
+// frame), on a connection of its own: through http.Client each sim held
+// four goroutines (the transport's two per connection, the request
+// body's pipe, the reader), and the simulator shares the machine with
+// the servers it measures.
 func (s *sim) stream(ctx context.Context, server string) (healthy bool, retry time.Duration, err error) {
 	s.mu.Lock()
 	index := s.index
 	s.mu.Unlock()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	upR, upW := io.Pipe()
-	defer upW.Close()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, fmt.Sprintf("%s%swork/%s?index=%d", server, cluster.InternalPrefix, s.name, index), upR)
+	u, err := url.Parse(server)
 	if err != nil {
+		return false, 0, err
+	}
+	conn, err := s.dialer.DialContext(ctx, "tcp", u.Host)
+	if err != nil {
+		return false, 0, err
+	}
+	defer conn.Close()
+	defer context.AfterFunc(ctx, func() { conn.Close() })()
+	var upMu sync.Mutex // the hello, then the beats: one chunk at a time
+	up := func(f cluster.UpFrame) error {
+		b, err := json.Marshal(f)
+		if err != nil {
+			return err
+		}
+		upMu.Lock()
+		defer upMu.Unlock()
+		_, err = fmt.Fprintf(conn, "%x\r\n%s\n\r\n", len(b)+1, b)
+		return err
+	}
+	if _, err := fmt.Fprintf(conn, "POST %swork/%s?index=%d HTTP/1.1\r\nHost: %s\r\nContent-Type: application/x-ndjson\r\nTransfer-Encoding: chunked\r\n\r\n",
+		cluster.InternalPrefix, s.name, index, u.Host); err != nil {
+		return false, 0, err
+	}
+	self := s.self()
+	if err := up(cluster.UpFrame{Type: cluster.UpFrameHello, Node: &self}); err != nil {
 		return false, 0, err
 	}
 	var sentMu sync.Mutex
 	sent := map[uint64]time.Time{}
 	go func() {
-		enc := json.NewEncoder(upW)
-		self := s.self()
-		if enc.Encode(cluster.UpFrame{Type: cluster.UpFrameHello, Node: &self}) != nil {
-			return
-		}
 		tick := time.NewTimer(0)
 		defer tick.Stop()
 		for seq := uint64(1); ; seq++ {
@@ -149,7 +175,7 @@ func (s *sim) stream(ctx context.Context, server string) (healthy bool, retry ti
 			sent[seq] = time.Now()
 			delete(sent, seq-32)
 			sentMu.Unlock()
-			if enc.Encode(cluster.UpFrame{Type: cluster.UpFrameBeat, Seq: seq, EveryMS: every.Milliseconds()}) != nil {
+			if up(cluster.UpFrame{Type: cluster.UpFrameBeat, Seq: seq, EveryMS: every.Milliseconds()}) != nil {
 				return
 			}
 			tick.Reset(every)
@@ -168,7 +194,7 @@ func (s *sim) stream(ctx context.Context, server string) (healthy bool, retry ti
 			}
 		}
 	}()
-	resp, err := s.hc.Do(req)
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
 	if err != nil {
 		return false, 0, err
 	}
