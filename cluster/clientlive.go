@@ -11,9 +11,9 @@ import (
 // clientLivenessLoop runs on the leader: it commits a client dead once it
 // has not been heard from for DeadAfter (stretched by beatSlack when its
 // last beat announced the idle interval, or when it is unheard this term),
-// and alive again when it is heard from after that. Silence is counted from the latest of the last beat
-// relayed to this leader and the moment this loop first saw the client
-// alive (a new leader, a client just registered): a leader never declares
+// and alive again when it is heard from after that. Silence is counted
+// from the latest of the last beat relayed to this leader and the moment
+// this loop first saw the client alive (a new leader, a client just registered): a leader never declares
 // a client dead for a silence it did not watch. The mass-silence guard
 // holds every death while too many clients are silent at once
 // (ClientLimits.MassSilence*).

@@ -163,8 +163,21 @@ func (c *workConn) writePing(buf []byte) ([]byte, error) {
 		}
 		return c.send(buf, frame)
 	}
-	frame := appendPing(nil, n.fsm.AppliedIndex(), n.workWaker.leaderContact(), n.attached.acked(c.stream))
-	return c.send(buf, frame[:len(frame)-1])
+	return c.send(buf, appendPing(nil, n.fsm.AppliedIndex(), n.workWaker.leaderContact(), n.attached.acked(c.stream)))
+}
+
+// appendPing appends a ping frame's JSON (WorkFrame, without its line
+// end) to b.
+func appendPing(b []byte, index uint64, contact bool, acked uint64) []byte {
+	b = append(b, `{"type":"ping","index":`...)
+	b = strconv.AppendUint(b, index, 10)
+	b = append(b, `,"leader_contact":`...)
+	b = strconv.AppendBool(b, contact)
+	if acked > 0 {
+		b = append(b, `,"acked":`...)
+		b = strconv.AppendUint(b, acked, 10)
+	}
+	return append(b, '}')
 }
 
 // newKey is the client's key when the secret it derives from is not the
@@ -241,11 +254,9 @@ func (c *workConn) end(cause error) {
 func (c *workConn) readBeats() {
 	err := c.readUp()
 	c.mu.Lock()
-	if c.cause != nil {
-		err = c.cause
-	}
+	c.endLocked(err, true)
+	err = c.cause // the server's reason when it ended the stream first
 	c.mu.Unlock()
-	c.end(err)
 	c.cancel()
 	c.keepAlive.Stop()
 	c.leave()

@@ -393,19 +393,6 @@ func (n *Node) registerClient(ctx context.Context, self fsm.Node) (status int, c
 // the streams' taken-over connections).
 func (n *Node) StopWorkStreams() { n.workStopOnce.Do(func() { close(n.workStop) }) }
 
-// appendPing appends a ping frame's JSON line (WorkFrame) to b.
-func appendPing(b []byte, index uint64, contact bool, acked uint64) []byte {
-	b = append(b, `{"type":"ping","index":`...)
-	b = strconv.AppendUint(b, index, 10)
-	b = append(b, `,"leader_contact":`...)
-	b = strconv.AppendBool(b, contact)
-	if acked > 0 {
-		b = append(b, `,"acked":`...)
-		b = strconv.AppendUint(b, acked, 10)
-	}
-	return append(b, "}\n"...)
-}
-
 // waitApplied waits until this node's FSM has applied index, at most d.
 func (n *Node) waitApplied(ctx context.Context, index uint64, d time.Duration) error {
 	if n.fsm.AppliedIndex() >= index {
