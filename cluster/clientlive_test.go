@@ -46,8 +46,7 @@ func TestClientBeatsThenSilenceIsDeath(t *testing.T) {
 		t.Fatalf("c1's record: %+v, %v; want an alive client without a raft address", nd, err)
 	}
 
-	ws.stopBeats()
-	silent := time.Now()
+	silent := ws.stopBeats()
 	for range ws.frames { // the server drops a silent stream
 	}
 	c.Eventually(10*time.Second, "c1 dead", func() error {
@@ -267,8 +266,7 @@ func TestIdleClientsAreGivenTheirAnnouncedInterval(t *testing.T) {
 		}
 	}
 	busy.stopBeats()
-	idle.stopBeats()
-	silent := time.Now()
+	silent := idle.stopBeats()
 	dead := func(name string) func() error {
 		return func() error {
 			nd, err := nodeRecord(leader, name)

@@ -75,9 +75,9 @@ func workCluster(t *testing.T, limits cluster.WorkStreamLimits, clients ...clust
 type workStream struct {
 	frames    chan cluster.WorkFrame
 	resp      *http.Response
-	stopBeats func()       // the client falls silent (its connection stays open)
-	paused    *atomic.Bool // while set, the client skips its beats
-	leave     func()       // the client says leave (it is stopping)
+	stopBeats func() time.Time // the client falls silent (its connection stays open); returns when its last beat began
+	paused    *atomic.Bool     // while set, the client skips its beats
+	leave     func()           // the client says leave (it is stopping)
 }
 
 // openWork opens a client's stream: its hello names node (a client at a
@@ -95,16 +95,19 @@ func openWorkEvery(t *testing.T, via *clustertest.Node, node string, index uint6
 	t.Helper()
 	url := fmt.Sprintf("http://127.0.0.1:%d%swork/%s?index=%d", via.Port, cluster.InternalPrefix, node, index)
 	var resp *http.Response
-	var stop context.CancelFunc
+	var stop func() time.Time
 	var paused *atomic.Bool
 	var leaveCh chan struct{}
 	for deadline := time.Now().Add(clustertest.ConvergeTimeout); ; {
-		var ctx context.Context
-		ctx, stop = context.WithCancel(context.Background())
-		t.Cleanup(stop)
+		ctx, cancel := context.WithCancel(context.Background())
+		t.Cleanup(cancel)
 		paused = &atomic.Bool{}
 		leaveCh = make(chan struct{})
-		up := upFrames(ctx, t, node, everyMS, paused, leaveCh)
+		up, lastBeat := upFrames(ctx, t, node, everyMS, paused, leaveCh)
+		stop = sync.OnceValue(func() time.Time {
+			cancel()
+			return <-lastBeat
+		})
 		req, _ := http.NewRequest(http.MethodPost, url, up)
 		var err error
 		if resp, err = http.DefaultClient.Do(req); err != nil {
@@ -114,7 +117,7 @@ func openWorkEvery(t *testing.T, via *clustertest.Node, node string, index uint6
 			break
 		}
 		resp.Body.Close()
-		stop()
+		cancel()
 		time.Sleep(50 * time.Millisecond)
 	}
 	if resp.StatusCode != http.StatusOK {
@@ -140,11 +143,17 @@ func openWorkEvery(t *testing.T, via *clustertest.Node, node string, index uint6
 }
 
 // upFrames is a client's request body: its hello, then a beat every 100
-// ms until ctx ends (the body then stays open and silent).
-func upFrames(ctx context.Context, t *testing.T, node string, everyMS int64, paused *atomic.Bool, leave <-chan struct{}) io.Reader {
+// ms until ctx ends (the body then stays open and silent). Once the beats
+// have ended, lastBeat gives the time the last one began to be written:
+// a server cannot have heard the client after that, which is what a test
+// bounding "dead after its last beat" from below must measure from.
+func upFrames(ctx context.Context, t *testing.T, node string, everyMS int64, paused *atomic.Bool, leave <-chan struct{}) (body io.Reader, lastBeat <-chan time.Time) {
 	pr, pw := io.Pipe()
 	t.Cleanup(func() { pw.Close() })
+	last := make(chan time.Time, 1)
 	go func() {
+		var began time.Time
+		defer func() { last <- began }()
 		enc := json.NewEncoder(pw)
 		self := fsm.Node{Name: node, HTTPAddr: "127.0.0.1:1", Capacity: fsm.Resources{CPU: 1000, MemoryMB: 1024}}
 		if enc.Encode(cluster.UpFrame{Type: cluster.UpFrameHello, Node: &self}) != nil {
@@ -153,7 +162,7 @@ func upFrames(ctx context.Context, t *testing.T, node string, everyMS int64, pau
 		for seq := uint64(1); ; seq++ {
 			if paused.Load() {
 				seq--
-			} else if enc.Encode(cluster.UpFrame{Type: cluster.UpFrameBeat, Seq: seq, EveryMS: everyMS}) != nil {
+			} else if began = time.Now(); enc.Encode(cluster.UpFrame{Type: cluster.UpFrameBeat, Seq: seq, EveryMS: everyMS}) != nil {
 				return
 			}
 			select {
@@ -166,7 +175,7 @@ func upFrames(ctx context.Context, t *testing.T, node string, everyMS int64, pau
 			}
 		}
 	}()
-	return pr
+	return pr, last
 }
 
 // nextWork returns the stream's next work frame's attempts, failing on a
