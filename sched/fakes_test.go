@@ -2,6 +2,7 @@ package sched
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -48,6 +49,22 @@ func (c *fakeClock) NewTimer(d time.Duration) Timer {
 	}
 	c.timers = append(c.timers, t)
 	return t
+}
+
+// waitTimer waits until a timer is set to fire at exactly at: the
+// scheduler has planned and chose to wake then.
+func (c *fakeClock) waitTimer(t testing.TB, at time.Time) {
+	t.Helper()
+	eventually(t, fmt.Sprintf("a timer at %v", at), func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for _, tm := range c.timers {
+			if tm.at.Equal(at) {
+				return true
+			}
+		}
+		return false
+	})
 }
 
 func (c *fakeClock) Advance(d time.Duration) {

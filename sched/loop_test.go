@@ -209,6 +209,9 @@ func TestLoopLostAfterLease(t *testing.T) {
 	e.apply(fsm.CmdNodeState, &fsm.SetNodeState{Name: "n1", Gossip: fsm.NodeDead})
 	e.apply(fsm.CmdUpsertNode, &fsm.UpsertNode{Node: node("n2", 4000, 4096)})
 	lostAt := silent.Add(cfg.LeaseDuration + cfg.SafetyMargin)
+	// The scheduler has seen n1 dead and waits for exactly lostAt; until
+	// then the attempt stays.
+	e.clk.waitTimer(t, lostAt)
 	e.clk.Advance(lostAt.Sub(e.clk.Now()) - time.Millisecond)
 	if a := e.attempt("job1", 1); a.State != fsm.AttemptRunning && a.State != fsm.AttemptAssigned {
 		t.Fatalf("attempt %s before the lease ran out", a.State)
