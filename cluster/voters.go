@@ -45,8 +45,15 @@ func (n *Node) handleVoters(w http.ResponseWriter, r *http.Request) {
 var ErrNoVotersRoute = fmt.Errorf("the peer does not serve %svoters", InternalPrefix)
 
 // ErrVotersRefused is FetchVoters' error for a server that refused the
-// agent's credential: asking again will not help.
+// agent's credential (403: a token of another role): asking again will not
+// help.
 var ErrVotersRefused = errors.New("refused")
+
+// ErrVotersUnknownCredential is FetchVoters' error for a server that does
+// not know the agent's token (401). It is also ErrVotersRefused, but a
+// token created a moment ago may not have reached that server yet, so
+// another server, or the same one a little later, may know it.
+var ErrVotersUnknownCredential = fmt.Errorf("%w", ErrVotersRefused)
 
 // FetchVoters asks the agent at base (a URL from ServerURLs) for its
 // VotersInfo; auth (nil: none) adds a credential under ACL.
@@ -67,7 +74,9 @@ func FetchVoters(ctx context.Context, hc *http.Client, base string, auth func(ht
 	switch {
 	case resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusMethodNotAllowed:
 		return VotersInfo{}, ErrNoVotersRoute
-	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
+	case resp.StatusCode == http.StatusUnauthorized:
+		return VotersInfo{}, fmt.Errorf("%w: %s: %s: %s", ErrVotersUnknownCredential, base, resp.Status, body)
+	case resp.StatusCode == http.StatusForbidden:
 		return VotersInfo{}, fmt.Errorf("%w: %s: %s: %s", ErrVotersRefused, base, resp.Status, body)
 	case resp.StatusCode != http.StatusOK:
 		return VotersInfo{}, fmt.Errorf("%s: %s: %s", base, resp.Status, body)

@@ -30,6 +30,13 @@ const roleFile = "role"
 // voters before it gives up and says to pass --role.
 var roleAsk = time.Minute
 
+// unknownCredentialGrace is how long --role auto keeps asking while the
+// servers say they do not know its token (401) before it exits: a token
+// created a moment before, through another server, may not have been
+// applied on the ones it asks yet. A token of the wrong role (403) exits
+// at once.
+var unknownCredentialGrace = 10 * time.Second
+
 // autoRoleWithoutAsking is the role --role auto takes without the network,
 // or "" when a fresh joining agent must ask.
 func autoRoleWithoutAsking(dev, acl bool, bootstrapExpect int, join []string) string {
@@ -44,7 +51,9 @@ func autoRoleWithoutAsking(dev, acl bool, bootstrapExpect int, join []string) st
 // role kept in its data dir, server for a data dir that already holds raft
 // state (an agent from before roles were chosen), else what the first
 // server to answer says. Peers that do not serve the route (agents from
-// before it) leave the agent a server, as it always was.
+// before it) leave the agent a server, as it always was. A server that
+// refuses the credential ends the asking: at once for a token of another
+// role (403), after unknownCredentialGrace for one it does not know (401).
 func resolveRole(ctx context.Context, cc *cluster.Config, auth func(http.Header), logger *slog.Logger) (string, error) {
 	if b, err := os.ReadFile(filepath.Join(cc.DataDir, roleFile)); err == nil {
 		switch r := strings.TrimSpace(string(b)); r {
@@ -65,6 +74,10 @@ func resolveRole(ctx context.Context, cc *cluster.Config, auth func(http.Header)
 	ctx, cancel := context.WithTimeout(ctx, roleAsk)
 	defer cancel()
 	var lastErr error
+	var unknownSince time.Time // when a server first said it does not know the token
+	refused := func(err error) error {
+		return fmt.Errorf("--role auto: %w (under --acl a joining agent asks with its --token-file, which needs role client:NAME)", err)
+	}
 	for wait := 200 * time.Millisecond; ; wait = min(2*wait, 2*time.Second) {
 		old := 0
 		for _, u := range urls {
@@ -75,8 +88,17 @@ func resolveRole(ctx context.Context, cc *cluster.Config, auth func(http.Header)
 			case errors.Is(err, cluster.ErrNoVotersRoute):
 				old++
 				continue
+			case errors.Is(err, cluster.ErrVotersUnknownCredential):
+				if unknownSince.IsZero() {
+					unknownSince = time.Now()
+				}
+				if time.Since(unknownSince) >= unknownCredentialGrace {
+					return "", refused(err)
+				}
+				lastErr = err
+				continue
 			case errors.Is(err, cluster.ErrVotersRefused):
-				return "", fmt.Errorf("--role auto: %w (under --acl a joining agent asks with its --token-file, which needs role client:NAME)", err)
+				return "", refused(err)
 			case err != nil:
 				lastErr = err
 				continue
@@ -92,7 +114,7 @@ func resolveRole(ctx context.Context, cc *cluster.Config, auth func(http.Header)
 		if old == len(urls) {
 			return RoleServer, keepRole(cc.DataDir, RoleServer)
 		}
-		logger.Info("no server named by --join answered yet; asking again", "component", "agent", "err", lastErr)
+		logger.Info("no server named by --join told this agent its role yet; asking again", "component", "agent", "err", lastErr)
 		select {
 		case <-ctx.Done():
 			return "", fmt.Errorf("--role auto: no server named by --join said whether this agent joins as a server or a client in %s (last: %v); start it with --role server or --role client", roleAsk, lastErr)

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"encoding/json"
 	"log/slog"
 	"net"
 	"net/http"
@@ -8,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -102,4 +104,55 @@ func TestResolveRole(t *testing.T) {
 func joinOf(t *testing.T, url string) []string {
 	t.Helper()
 	return []string{strings.TrimPrefix(url, "http://")}
+}
+
+// voterServer answers GET /v1/internal/voters with statuses in turn (the
+// last one from then on; 200 says the voters are all there) and counts
+// the questions.
+func voterServer(t *testing.T, statuses ...int) (join []string, asked *atomic.Int32) {
+	t.Helper()
+	asked = &atomic.Int32{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := int(asked.Add(1))
+		code := statuses[min(n, len(statuses))-1]
+		if code != http.StatusOK {
+			http.Error(w, `{"error": "no"}`, code)
+			return
+		}
+		_ = json.NewEncoder(w).Encode(cluster.VotersInfo{Voters: 3, Target: 3})
+	}))
+	t.Cleanup(srv.Close)
+	return joinOf(t, srv.URL), asked
+}
+
+// A token the servers do not know yet (401: created a moment ago through
+// another server) is asked about again until they do; one they never
+// learn ends the asking after the grace, and a token of another role
+// (403) at once.
+func TestResolveRoleWaitsForANewToken(t *testing.T) {
+	logger := slog.New(slog.DiscardHandler)
+	defer func(d time.Duration) { unknownCredentialGrace = d }(unknownCredentialGrace)
+	unknownCredentialGrace = 5 * time.Second
+
+	join, asked := voterServer(t, http.StatusUnauthorized, http.StatusUnauthorized, http.StatusOK)
+	cc := cluster.Config{DataDir: t.TempDir(), Join: join}
+	if r, err := resolveRole(t.Context(), &cc, nil, logger); err != nil || r != RoleClient || asked.Load() != 3 {
+		t.Fatalf("a token known on the third question: %q, %v after %d questions; want client after 3", r, err, asked.Load())
+	}
+
+	join, asked = voterServer(t, http.StatusForbidden)
+	cc = cluster.Config{DataDir: t.TempDir(), Join: join}
+	if _, err := resolveRole(t.Context(), &cc, nil, logger); err == nil || !strings.Contains(err.Error(), "403") || !strings.Contains(err.Error(), "client:NAME") || asked.Load() != 1 {
+		t.Fatalf("a token of another role: %v after %d questions; want a refusal naming client:NAME after 1", err, asked.Load())
+	}
+
+	unknownCredentialGrace = 300 * time.Millisecond
+	join, asked = voterServer(t, http.StatusUnauthorized)
+	cc = cluster.Config{DataDir: t.TempDir(), Join: join}
+	if _, err := resolveRole(t.Context(), &cc, nil, logger); err == nil || !strings.Contains(err.Error(), "401") || !strings.Contains(err.Error(), "client:NAME") || asked.Load() < 2 {
+		t.Fatalf("a token never known: %v after %d questions; want a refusal naming client:NAME after more than 1", err, asked.Load())
+	}
+	if _, err := os.Stat(filepath.Join(cc.DataDir, roleFile)); !os.IsNotExist(err) {
+		t.Fatalf("a refused agent kept a role: %v", err)
+	}
 }
