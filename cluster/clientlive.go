@@ -8,19 +8,19 @@ import (
 	"github.com/foreman-sched/foreman/fsm"
 )
 
+// massSilenceWindow: a client declared dead less than this many DeadAfter
+// ago still counts as silent for the mass-silence guard.
+const massSilenceWindow = 20
+
 // clientLivenessLoop runs on the leader: it commits a client dead once it
 // has not been heard from for DeadAfter (stretched by beatSlack when its
 // last beat announced the idle interval, or when it is unheard this term),
 // and alive again when it is heard from after that. Silence is counted
 // from the latest of the last beat relayed to this leader and the moment
-// this loop first saw the client alive (a new leader, a client just registered): a leader never declares
-// a client dead for a silence it did not watch. The mass-silence guard
-// holds every death while too many clients are silent at once
-// (ClientLimits.MassSilence*).
-// massSilenceWindow: a client declared dead less than this many DeadAfter
-// ago still counts as silent for the mass-silence guard.
-const massSilenceWindow = 20
-
+// this loop first saw the client alive (a new leader, a client just
+// registered): a leader never declares a client dead for a silence it did
+// not watch. The mass-silence guard holds every death while too many
+// clients are silent at once (ClientLimits.MassSilence*).
 func (n *Node) clientLivenessLoop(ctx context.Context) {
 	lim := n.cfg.Clients
 	tick := time.NewTicker(max(lim.DeadAfter/6, 50*time.Millisecond))

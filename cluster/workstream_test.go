@@ -73,11 +73,13 @@ func workCluster(t *testing.T, limits cluster.WorkStreamLimits, clients ...clust
 
 // workStream is an open stream's frames.
 type workStream struct {
-	frames    chan cluster.WorkFrame
-	resp      *http.Response
-	stopBeats func() time.Time // the client falls silent (its connection stays open); returns when its last beat began
-	paused    *atomic.Bool     // while set, the client skips its beats
-	leave     func()           // the client says leave (it is stopping)
+	frames chan cluster.WorkFrame
+	resp   *http.Response
+	// stopBeats makes the client fall silent (its connection stays open)
+	// and returns when its last beat began.
+	stopBeats func() time.Time
+	paused    *atomic.Bool // while set, the client skips its beats
+	leave     func()       // the client says leave (it is stopping)
 }
 
 // openWork opens a client's stream: its hello names node (a client at a
