@@ -16,7 +16,8 @@ import (
 )
 
 // The test binary doubles as the foreman binary: the worker starts it as
-// `<test binary> supervise --dir D`, and shim tests run `<test binary> shim -- …`.
+// `<test binary> supervise --dir D`, and shim tests run `<test binary> shim -- …`
+// (`launcher-nice`: priority_test.go).
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 {
 		switch os.Args[1] {
@@ -24,6 +25,8 @@ func TestMain(m *testing.M) {
 			os.Exit(SuperviseMain(os.Args[2:]))
 		case "shim":
 			os.Exit(ShimMain(os.Args[2:]))
+		case "launcher-nice":
+			os.Exit(launcherNiceMain())
 		}
 	}
 	os.Exit(m.Run())

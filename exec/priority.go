@@ -193,8 +193,7 @@ func startJobLauncher() error {
 		}
 	}
 	ready := make(chan error)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread lives as long as the process
+	goOffMainThread(func() { // never unlocked: the thread lives as long as the process
 		var errs []error
 		if cgroup != "" && !v2 {
 			// v1 moves single threads: only this one joins.
@@ -212,7 +211,7 @@ func startJobLauncher() error {
 		for fork := range l.forks {
 			fork()
 		}
-	}()
+	})
 	errs = append(errs, <-ready)
 	jobLauncher = l
 	return errors.Join(errs...)
@@ -248,15 +247,14 @@ func startJobProcess(path string, argv []string, attr *os.ProcAttr, dc *gpu.Devi
 		var p *os.Process
 		var err error
 		done := make(chan struct{})
-		go func() {
+		goOffMainThread(func() {
 			defer close(done)
-			runtime.LockOSThread()
 			var stuck bool
 			p, err, stuck = forkInDeviceCgroup(path, argv, attr, dc)
 			if !stuck {
 				runtime.UnlockOSThread()
 			}
-		}()
+		})
 		<-done
 		return p, err
 	}
@@ -287,6 +285,33 @@ func startJobProcess(path string, argv []string, attr *os.ProcAttr, dc *gpu.Devi
 		return startJobProcess(path, argv, attr, dc)
 	}
 	return p, err
+}
+
+// goOffMainThread runs f in a new goroutine locked to an OS thread that is
+// not the process's main thread; f may unlock it. A thread set apart (a
+// nice, a v1 cgroup) must not be the main one: /proc/PID/stat and
+// /proc/PID/cgroup, and so ps, top and the tests, show the main thread's,
+// and a new goroutine often runs there (the spawner blocks at once and its
+// thread, the main one, takes the goroutine next). A supervisor whose
+// launcher sat there looked as if it ran at the job nice, in the jobs
+// cgroup.
+func goOffMainThread(f func()) {
+	go func() {
+		runtime.LockOSThread()
+		if unix.Gettid() != unix.Getpid() {
+			f()
+			return
+		}
+		// Hold the main thread while a second goroutine locks its own:
+		// a locked thread runs no other goroutine, so it cannot be this.
+		locked := make(chan struct{})
+		goOffMainThread(func() {
+			close(locked)
+			f()
+		})
+		<-locked
+		runtime.UnlockOSThread()
+	}()
 }
 
 // forkInDeviceCgroup forks from the calling (locked) thread while it sits

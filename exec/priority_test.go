@@ -3,7 +3,10 @@ package exec
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -78,4 +81,52 @@ func TestJobsRunBelowTheAgent(t *testing.T) {
 			t.Errorf("%s = %q (%v), want %s", file, b, err, want)
 		}
 	}
+}
+
+// The job launcher's thread, at the job nice, is never the supervisor's
+// main thread, whose nice ps and /proc/PID/stat show as the process's. A
+// goroutine that locks a thread right after its spawner blocks mostly ran
+// on the main one: a supervisor looked as if it ran below the agent (CI).
+// Each run is a fresh process that starts the launcher the way
+// SuperviseMain does, first thing on its main goroutine.
+func TestJobLauncherIsNotTheMainThread(t *testing.T) {
+	for i := 0; i < 5; i++ {
+		cmd := exec.Command(testBinary(t), "launcher-nice")
+		cmd.Env = append(os.Environ(), envJobNice+"=10", envJobsCgroup+"=")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("run %d: %v: %s", i, err, out)
+		}
+		if got := strings.TrimSpace(string(out)); got != "main 0, launcher 10" {
+			t.Fatalf("run %d: %q, want the main thread at 0 and the launcher's at 10", i, got)
+		}
+	}
+}
+
+// launcherNiceMain starts the job launcher and prints the nice of the main
+// thread and of the launcher's (the one other thread at a nice not 0).
+func launcherNiceMain() int {
+	if err := startJobLauncher(); err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	niceOf := func(stat string) string {
+		b, err := os.ReadFile(stat)
+		if err != nil {
+			return err.Error()
+		}
+		// Fields after the command's name, which ends at the last ')':
+		// state is field 3, nice field 19.
+		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+		return f[19-3]
+	}
+	launcher := "none"
+	tasks, _ := filepath.Glob("/proc/self/task/*/stat")
+	for _, stat := range tasks {
+		if n := niceOf(stat); n != "0" {
+			launcher = n
+		}
+	}
+	fmt.Printf("main %s, launcher %s\n", niceOf("/proc/self/stat"), launcher)
+	return 0
 }
