@@ -292,9 +292,10 @@ func startJobProcess(path string, argv []string, attr *os.ProcAttr, dc *gpu.Devi
 // nice, a v1 cgroup) must not be the main one: /proc/PID/stat and
 // /proc/PID/cgroup, and so ps, top and the tests, show the main thread's,
 // and a new goroutine often runs there (the spawner blocks at once and its
-// thread, the main one, takes the goroutine next). A supervisor whose
-// launcher sat there looked as if it ran at the job nice, in the jobs
-// cgroup.
+// thread, the main one, takes the goroutine next). foreman's supervise
+// keeps the main thread locked from init (main.go); exec's test binary
+// does not, and there a supervisor whose launcher sat on the main thread
+// looked as if it ran at the job nice, in the jobs cgroup (CI).
 func goOffMainThread(f func()) {
 	go func() {
 		runtime.LockOSThread()
