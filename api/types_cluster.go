@@ -60,6 +60,7 @@ type RaftServer struct {
 	Suffrage     string `json:"suffrage"`
 	Role         string `json:"role"`
 	LastHeardAgo string `json:"last_heard_ago,omitempty"`
+	Clients      *int   `json:"clients,omitempty"`
 }
 
 // RaftInfo is an agent's raft state.

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"strconv"
 
 	ucli "github.com/urfave/cli/v2"
 )
@@ -116,13 +117,18 @@ func clusterRaft(c *ucli.Context) error {
 	}
 	if len(r.Servers) > 0 {
 		fmt.Fprintln(Stdout(c))
-		t := NewTable(Stdout(c), "SERVER", "ADDRESS", "ROLE", "SUFFRAGE", "LAST HEARD")
+		// LAST HEARD and CLIENTS (work streams held) only the leader knows.
+		t := NewTable(Stdout(c), "SERVER", "ADDRESS", "ROLE", "SUFFRAGE", "LAST HEARD", "CLIENTS")
 		for _, s := range r.Servers {
 			role := s.Role
 			if s.Suffrage == "nonvoter" {
 				role = "nonvoter"
 			}
-			t.Row(s.ID, s.Address, role, s.Suffrage, orDash(s.LastHeardAgo))
+			clients := "-"
+			if s.Clients != nil {
+				clients = strconv.Itoa(*s.Clients)
+			}
+			t.Row(s.ID, s.Address, role, s.Suffrage, orDash(s.LastHeardAgo), clients)
 		}
 		return t.Flush()
 	}

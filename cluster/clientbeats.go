@@ -236,8 +236,8 @@ type clientBeatsRequest struct {
 const maxRelayedBeats = 100_000
 
 // heardClients is the leader's last-heard time of each client (monotonic,
-// this node's clock) and the interval its beat announced, for this term
-// only.
+// this node's clock), the interval its beat announced and the server that
+// relayed it, for this term only.
 type heardClients struct {
 	mu sync.Mutex
 	m  map[string]heardBeat
@@ -246,6 +246,7 @@ type heardClients struct {
 type heardBeat struct {
 	at    time.Time
 	every time.Duration
+	via   string // the server holding the client's stream
 }
 
 func newHeardClients() *heardClients { return &heardClients{m: map[string]heardBeat{}} }
@@ -263,29 +264,44 @@ func (h *heardClients) get(node string) (heardBeat, bool) {
 	return b, ok
 }
 
-func (h *heardClients) take(beats []ClientBeat, arrived time.Time) {
+func (h *heardClients) take(beats []ClientBeat, via string, arrived time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, b := range beats {
 		t := arrived.Add(-time.Duration(max(b.AgeMS, 0)) * time.Millisecond)
 		if t.After(h.m[b.Node].at) {
-			h.m[b.Node] = heardBeat{t, time.Duration(b.EveryMS) * time.Millisecond}
+			h.m[b.Node] = heardBeat{t, time.Duration(b.EveryMS) * time.Millisecond, via}
 		}
 	}
+}
+
+// byServer counts, per server, the clients whose newest beat it relayed
+// and that are not yet overdue at now (heard within deadAfter and their
+// beat's slack): how the fleet's streams are spread over the servers.
+func (h *heardClients) byServer(now time.Time, deadAfter time.Duration) map[string]int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := map[string]int{}
+	for _, b := range h.m {
+		if now.Sub(b.at) <= deadAfter+beatSlack(b.every) {
+			out[b.via]++
+		}
+	}
+	return out
 }
 
 // takeClientBeats records relayed beats on the leader. It refuses them
 // unless this node leads with a quorum in contact: a deposed leader's
 // confirmation would keep a client renewing leases that the new leader
 // does not know about.
-func (n *Node) takeClientBeats(beats []ClientBeat, arrived time.Time) error {
+func (n *Node) takeClientBeats(beats []ClientBeat, via string, arrived time.Time) error {
 	if !n.IsLeader() {
 		return ErrNotLeader
 	}
 	if !n.InContactWithLeader() {
 		return fmt.Errorf("%w: the leader has no quorum contact", ErrNoLeader)
 	}
-	n.clientsHeard.take(beats, arrived)
+	n.clientsHeard.take(beats, via, arrived)
 	return nil
 }
 
@@ -311,7 +327,7 @@ func (n *Node) handleClientBeats(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	switch err := n.takeClientBeats(req.Beats, arrived); {
+	switch err := n.takeClientBeats(req.Beats, req.Server, arrived); {
 	case err == nil:
 		writeApply(w, http.StatusOK, applyResponse{})
 	case err == ErrNotLeader:
@@ -362,7 +378,7 @@ func (n *Node) relayBeatsLoop() {
 
 func (n *Node) relayBeats(beats []ClientBeat) error {
 	if n.IsLeader() {
-		return n.takeClientBeats(beats, time.Now())
+		return n.takeClientBeats(beats, n.cfg.Name, time.Now())
 	}
 	addr := n.leaderHTTP()
 	if addr == "" {

@@ -17,8 +17,9 @@ import (
 
 // A client heard through a follower: its beats reach the leader (the
 // follower's pings confirm them), the leader knows when it last heard it,
-// and once the client falls silent the follower drops its stream and the
-// leader commits it dead.
+// and counts its stream on the follower (RaftInfo); once the client falls
+// silent the follower drops its stream and the leader commits it dead and
+// counts it no more.
 func TestClientBeatsThenSilenceIsDeath(t *testing.T) {
 	c := workCluster(t, cluster.WorkStreamLimits{PingInterval: 100 * time.Millisecond},
 		cluster.ClientLimits{RelayInterval: 50 * time.Millisecond, ReadTimeout: time.Second, DeadAfter: time.Second})
@@ -45,6 +46,14 @@ func TestClientBeatsThenSilenceIsDeath(t *testing.T) {
 	if err != nil || nd.Role != fsm.RoleClient || nd.Gossip != fsm.NodeAlive || nd.RaftAddr != "" {
 		t.Fatalf("c1's record: %+v, %v; want an alive client without a raft address", nd, err)
 	}
+	c.Eventually(10*time.Second, "c1 counted on "+via.Name, func() error {
+		return wantStreams(leader, map[string]int{via.Name: 1})
+	})
+	for _, s := range via.Node.RaftInfo().Servers {
+		if s.Clients != nil {
+			t.Errorf("a follower's RaftInfo counts %d clients on %s; only the leader hears them", *s.Clients, s.ID)
+		}
+	}
 
 	silent := ws.stopBeats()
 	for range ws.frames { // the server drops a silent stream
@@ -64,6 +73,23 @@ func TestClientBeatsThenSilenceIsDeath(t *testing.T) {
 	if took < time.Second {
 		t.Errorf("c1 declared dead %.1fs after its last beat, before DeadAfter (1 s)", took.Seconds())
 	}
+	if err := wantStreams(leader, map[string]int{}); err != nil {
+		t.Errorf("dead c1: %v", err)
+	}
+}
+
+// wantStreams checks the leader's count of clients per server (RaftInfo):
+// want's, and 0 on every other server.
+func wantStreams(leader *clustertest.Node, want map[string]int) error {
+	for _, s := range leader.Node.RaftInfo().Servers {
+		if s.Clients == nil {
+			return fmt.Errorf("the leader's RaftInfo has no client count for %s", s.ID)
+		}
+		if *s.Clients != want[s.ID] {
+			return fmt.Errorf("%d clients on %s, want %d", *s.Clients, s.ID, want[s.ID])
+		}
+	}
+	return nil
 }
 
 // A client declared dead whose stream never broke (it only fell silent

@@ -75,6 +75,9 @@ type RaftServer struct {
 	AppliedIndex uint64 `json:"applied_index,omitempty"`
 	// LastHeardAgo is, on the leader, how long since the server last answered.
 	LastHeardAgo string `json:"last_heard_ago,omitempty"`
+	// Clients is, on the leader, how many clients hold their work stream
+	// on this server (as their newest relayed beats say; nil elsewhere).
+	Clients *int `json:"clients,omitempty"`
 }
 
 // RaftInfo is a snapshot of this node's raft state.
@@ -110,6 +113,10 @@ func (n *Node) RaftInfo() RaftInfo {
 		return info
 	}
 	isLeader := n.IsLeader()
+	var streams map[string]int
+	if isLeader {
+		streams = n.clientsHeard.byServer(time.Now(), n.cfg.Clients.DeadAfter)
+	}
 	for _, s := range f.Configuration().Servers {
 		rs := RaftServer{ID: string(s.ID), Address: string(s.Address), Suffrage: suffrage(s.Suffrage), Role: "follower"}
 		if s.ID == leader {
@@ -121,6 +128,10 @@ func (n *Node) RaftInfo() RaftInfo {
 			if t, ok := n.heard.get(string(s.Address)); ok {
 				rs.LastHeardAgo = time.Since(t).Round(time.Millisecond).String()
 			}
+		}
+		if isLeader {
+			c := streams[string(s.ID)]
+			rs.Clients = &c
 		}
 		info.Servers = append(info.Servers, rs)
 	}

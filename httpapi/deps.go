@@ -169,6 +169,9 @@ type RaftServer struct {
 	// LastHeardAgo is, when the answering node leads, how long since the
 	// server last answered it (e.g. "40ms").
 	LastHeardAgo string `json:"last_heard_ago,omitempty"`
+	// Clients is, when the answering node leads, how many clients hold
+	// their work stream on this server (absent elsewhere).
+	Clients *int `json:"clients,omitempty"`
 }
 
 // Objects reads attempts' outputs from the cluster's object store (issue

@@ -1,6 +1,7 @@
 package systest
 
 import (
+	"encoding/json"
 	"fmt"
 	"net"
 	"path/filepath"
@@ -155,6 +156,34 @@ printf "$FOREMAN_NODE" > "$FOREMAN_CHECKPOINT/from" && exec sleep 600`})
 	b.wait("a client can be declared down", `document.querySelector('[data-action="down"]') !== null`)
 	b.open(leader.url("/ui/nodes/"+leader.name), "dl.kv")
 	b.wait("a server cannot", `document.querySelector('[data-action="drain"]') !== null && document.querySelector('[data-action="down"]') === null`)
+
+	// The leader counts the clients' streams on each server: 3 in all, in
+	// `foreman cluster raft` and on the Cluster page.
+	eventually(t, systemTimeout, "the 3 clients' streams counted", func() error {
+		r := runForeman(t, c.bin, c.leader().url(""), "cluster", "raft", "--json")
+		var info struct {
+			Servers []struct {
+				ID      string
+				Clients *int
+			}
+		}
+		if err := json.Unmarshal([]byte(r.stdout), &info); r.code != 0 || err != nil {
+			return fmt.Errorf("cluster raft: exit %d, %v: %s", r.code, err, r.stderr)
+		}
+		sum := 0
+		for _, s := range info.Servers {
+			if s.Clients == nil {
+				return fmt.Errorf("no client count for %s", s.ID)
+			}
+			sum += *s.Clients
+		}
+		if sum != 3 {
+			return fmt.Errorf("%d streams counted: %s", sum, r.stdout)
+		}
+		return nil
+	})
+	b.open(c.leader().url("/ui/cluster"), "#raft-servers")
+	b.wait("3 clients over the servers", `[...document.querySelectorAll("#raft-servers td.clients")].reduce((s, td) => s + Number(td.textContent), 0) === 3`)
 
 	// kill -9 of the client running a long job: rerun on another client.
 	d := newJobDir(t, c.root)

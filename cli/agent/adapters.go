@@ -238,7 +238,7 @@ func (c clusterAdapter) RaftInfo() httpapi.RaftInfo {
 		if s.Suffrage == "voter" {
 			out.Voters++
 		}
-		out.Servers = append(out.Servers, httpapi.RaftServer{ID: s.ID, Address: s.Address, Suffrage: s.Suffrage, Role: s.Role, LastHeardAgo: s.LastHeardAgo})
+		out.Servers = append(out.Servers, httpapi.RaftServer{ID: s.ID, Address: s.Address, Suffrage: s.Suffrage, Role: s.Role, LastHeardAgo: s.LastHeardAgo, Clients: s.Clients})
 	}
 	return out
 }
