@@ -303,8 +303,9 @@ func goOffMainThread(f func()) {
 			f()
 			return
 		}
-		// Hold the main thread while a second goroutine locks its own:
-		// a locked thread runs no other goroutine, so it cannot be this.
+		// Hold the main thread while a second goroutine locks its own: a
+		// locked thread runs no other goroutine, so the second cannot
+		// land on it.
 		locked := make(chan struct{})
 		goOffMainThread(func() {
 			close(locked)
