@@ -249,6 +249,12 @@ type heardBeat struct {
 	via   string // the server holding the client's stream
 }
 
+// deadAfter is how long the leader waits after b before it holds the
+// client overdue: DeadAfter, stretched by the slack of b's interval.
+func (b heardBeat) deadAfter(limit time.Duration) time.Duration {
+	return limit + beatSlack(b.every)
+}
+
 func newHeardClients() *heardClients { return &heardClients{m: map[string]heardBeat{}} }
 
 func (h *heardClients) reset() {
@@ -283,7 +289,7 @@ func (h *heardClients) byServer(now time.Time, deadAfter time.Duration) map[stri
 	defer h.mu.Unlock()
 	out := map[string]int{}
 	for _, b := range h.m {
-		if now.Sub(b.at) <= deadAfter+beatSlack(b.every) {
+		if now.Sub(b.at) <= b.deadAfter(deadAfter) {
 			out[b.via]++
 		}
 	}

@@ -52,7 +52,7 @@ func (n *Node) clientLivenessLoop(ctx context.Context) {
 			// A client unheard this term may beat at the idle interval.
 			deadAfter := lim.DeadAfter + beatSlack(ClientIdleBeatInterval)
 			if ok {
-				deadAfter = lim.DeadAfter + beatSlack(beat.every)
+				deadAfter = beat.deadAfter(lim.DeadAfter)
 			}
 			switch gossip {
 			case fsm.NodeAlive, fsm.NodeSuspect:

@@ -16,7 +16,8 @@ export async function mount(el) {
           ["Snapshot index", r.snapshot_index || "none"], ["Voters", r.voters], ["Last contact", r.last_contact || "—"]]
           .map(([k, v]) => [h("dt", null, k), h("dd", null, v)])),
         h("section", null, h("h2", null, "Raft servers"), h("table", { id: "raft-servers" },
-          h("thead", null, h("tr", null, ["ID", "Address", "Suffrage", "Role", "Last heard", "Clients"].map((x) => h("th", { title: x === "Clients" ? "Client agents whose work stream the server holds (the leader counts them)" : null }, x)))),
+          h("thead", null, h("tr", null, ["ID", "Address", "Suffrage", "Role", "Last heard", ["Clients", "Client agents whose work stream the server holds (the leader counts them)"]]
+            .map((x) => (Array.isArray(x) ? h("th", { title: x[1] }, x[0]) : h("th", null, x))))),
           h("tbody", null, (r.servers || []).map((s) => h("tr", { "data-role": s.role || "", "data-server": s.id }, h("td", null, s.id, s.id === r.leader ? " ★" : ""), h("td", null, s.address),
             h("td", null, s.suffrage), h("td", null, s.role || ""), h("td", null, s.last_heard_ago || ""), h("td", { class: "clients" }, s.clients ?? "—"))))))),
       h("h2", null, "Members (gossip)"),
