@@ -30,13 +30,15 @@ const (
 // logVolume counts stored log entries and their data bytes.
 type logVolume struct{ entries, bytes atomic.Uint64 }
 
-func (v *logVolume) add(ls []*raft.Log) {
+// add counts ls and returns their data bytes.
+func (v *logVolume) add(ls []*raft.Log) uint64 {
 	var n uint64
 	for _, l := range ls {
 		n += uint64(len(l.Data))
 	}
 	v.entries.Add(uint64(len(ls)))
 	v.bytes.Add(n)
+	return n
 }
 
 func (v *logVolume) load() (entries, bytes uint64) { return v.entries.Load(), v.bytes.Load() }

@@ -46,6 +46,30 @@ var workStreamWriteFailures = sync.OnceValue(func() prometheus.Counter {
 	})
 })
 
+// raftLog counts what this node appends to its raft log (raftBolt.StoreLogs,
+// below the log cache): one append is one bbolt commit of raft.db (two
+// fsyncs unless sync is off), however many entries it carries.
+type raftLog struct {
+	appends, entries, bytes prometheus.Counter
+}
+
+var raftLogMetrics = sync.OnceValue(func() *raftLog {
+	return &raftLog{
+		appends: promauto.NewCounter(prometheus.CounterOpts{
+			Name: "foreman_raft_log_appends_total",
+			Help: "Appends to this node's raft log: each is one bbolt commit of raft.db (two fsyncs unless sync is off).",
+		}),
+		entries: promauto.NewCounter(prometheus.CounterOpts{
+			Name: "foreman_raft_log_entries_total",
+			Help: "Entries appended to this node's raft log.",
+		}),
+		bytes: promauto.NewCounter(prometheus.CounterOpts{
+			Name: "foreman_raft_log_bytes_total",
+			Help: "Data bytes of the entries appended to this node's raft log (the commands, without raft's framing).",
+		}),
+	}
+})
+
 // RegisterMetrics registers this package's metrics with the default
 // registry now (the agent does at start, so a scrape lists them before
 // their first observation). Later calls do nothing.
@@ -54,4 +78,5 @@ func RegisterMetrics() {
 	clientsSilentHeld()
 	workStreamsOpen()
 	workStreamWriteFailures()
+	raftLogMetrics()
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
+	bolt "go.etcd.io/bbolt"
 )
 
 // fsmMetrics are latencies derived from applied events, registered with
@@ -13,6 +14,9 @@ import (
 // them; the times are the leader's stamps, not this node's clock.
 type fsmMetrics struct {
 	placeLatency, startLatency prometheus.Histogram
+	// commits and writtenBytes are this node's state-file commits of
+	// applied entries (ApplyBatch), and what bbolt wrote for them.
+	commits, writtenBytes prometheus.Counter
 }
 
 // metrics registers them on first use, not at package init: every start
@@ -30,6 +34,14 @@ var metrics = sync.OnceValue(func() *fsmMetrics {
 			Help:    "Time from an attempt's placement to its node reporting it started.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
 		}),
+		commits: promauto.NewCounter(prometheus.CounterOpts{
+			Name: "foreman_state_commits_total",
+			Help: "Write transactions of this node's state file that applied committed raft entries (one per applied batch).",
+		}),
+		writtenBytes: promauto.NewCounter(prometheus.CounterOpts{
+			Name: "foreman_state_written_bytes_total",
+			Help: "Bytes bbolt wrote to the state file for those commits: the pages each allocated (bbolt's TxStats.PageAlloc: changed B+tree pages and the freelist) plus its meta page.",
+		}),
 	}
 })
 
@@ -37,6 +49,15 @@ var metrics = sync.OnceValue(func() *fsmMetrics {
 // registry now (the agent does at start, so a scrape lists them before
 // their first observation). Later calls do nothing.
 func RegisterMetrics() { metrics() }
+
+// observeCommit counts one committed apply transaction, from its stats
+// read after Commit: every page a commit allocates is written once, then
+// one meta page.
+func observeCommit(st bolt.TxStats, pageSize int) {
+	m := metrics()
+	m.commits.Inc()
+	m.writtenBytes.Add(float64(st.GetPageAlloc() + int64(pageSize)))
+}
 
 // observeEvents feeds the histograms after a commit (never inside Apply).
 func observeEvents(events []Event) {

@@ -93,6 +93,13 @@ func Command() *ucli.Command {
 // benchClient is an API client whose connection pool fits conc concurrent
 // requests (the default client keeps 32 idle connections).
 func benchClient(c *ucli.Context, conc int) (*httpapi.Client, error) {
+	cl, _, err := benchClientHTTP(c, conc)
+	return cl, err
+}
+
+// benchClientHTTP is benchClient and the HTTP client under it (its TLS
+// from the flags), for requests the API client has no method for.
+func benchClientHTTP(c *ucli.Context, conc int) (*httpapi.Client, *http.Client, error) {
 	addr := ""
 	for _, x := range c.Lineage() {
 		for _, n := range x.LocalFlagNames() {
@@ -103,7 +110,7 @@ func benchClient(c *ucli.Context, conc int) (*httpapi.Client, error) {
 	}
 	tlsCfg, err := cli.ClientTLS(c)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	hc := &http.Client{Transport: &http.Transport{
 		TLSClientConfig:     tlsCfg,
@@ -118,9 +125,9 @@ func benchClient(c *ucli.Context, conc int) (*httpapi.Client, error) {
 	opts.HTTPClient = hc
 	cl, err := httpapi.NewClient(addr, opts)
 	if err != nil {
-		return nil, cli.Exitf(1, "%v", err)
+		return nil, nil, cli.Exitf(1, "%v", err)
 	}
-	return cl, nil
+	return cl, hc, nil
 }
 
 // benchRunID names one run; its jobs carry the label bench=<id>.

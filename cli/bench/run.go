@@ -144,6 +144,9 @@ type throughputResult struct {
 	SubmitSeconds      float64 `json:"submit_seconds"`
 	Seconds            float64 `json:"seconds"` // first submit → all terminal
 	CompletedPerSecond float64 `json:"completed_per_second"`
+	// Cost is what each job cost every node (cost.go); absent when the
+	// nodes could not be listed.
+	Cost *costMap `json:"cost,omitempty"`
 }
 
 func benchThroughput(c *ucli.Context) error {
@@ -151,12 +154,16 @@ func benchThroughput(c *ucli.Context) error {
 	if n < 1 || batch < 1 {
 		return fmt.Errorf("--jobs and --batch must be at least 1")
 	}
-	cl, err := benchClient(c, 4)
+	cl, hc, err := benchClientHTTP(c, 4)
 	if err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(c.Context, c.Duration("timeout"))
 	defer cancel()
+	cost := newCostProbe(ctx, cl, hc, benchToken(cli.ClientOptions(c)))
+	if cost != nil {
+		cost.start(ctx)
+	}
 	run := benchRunID()
 	spec := noopSpec(run, c.String("driver"))
 	specs := make([]httpapi.JobSpecInput, batch)
@@ -190,6 +197,10 @@ func benchThroughput(c *ucli.Context) error {
 		return err
 	}
 	secs := end.Sub(t0).Seconds()
+	var costs *costMap
+	if cost != nil {
+		costs = cost.finish(ctx, n)
+	}
 	var counts map[fsm.JobState]int
 	if err := retryTransient(ctx, "count", func() (err error) {
 		counts, err = jobs.count(ctx, cl)
@@ -202,13 +213,18 @@ func benchThroughput(c *ucli.Context) error {
 		Failed:        counts[fsm.JobFailed] + counts[fsm.JobCancelled],
 		SubmitSeconds: round3(submitted.Seconds()), Seconds: round3(secs),
 		CompletedPerSecond: round3(float64(n) / secs),
+		Cost:               costs,
 	}
 	if c.Bool("json") {
 		return cli.PrintJSON(c, res)
 	}
 	t := cli.NewTable(cli.Stdout(c), "JOBS", "SUCCEEDED", "FAILED", "SUBMIT", "TOTAL", "COMPLETED/S")
 	t.Row(n, res.Succeeded, res.Failed, fmt.Sprintf("%.2fs", res.SubmitSeconds), fmt.Sprintf("%.2fs", secs), fmt.Sprintf("%.0f", res.CompletedPerSecond))
-	return t.Flush()
+	if err := t.Flush(); err != nil || costs == nil {
+		return err
+	}
+	fmt.Fprintln(cli.Stdout(c))
+	return printCost(cli.Stdout(c), costs)
 }
 
 // SleepResult is the outcome of foreman bench sleep.
