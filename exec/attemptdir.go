@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/foreman-sched/foreman/fsm"
@@ -127,7 +128,12 @@ func writeJSONAtomic(path string, v any, sync bool) error {
 	if err := f.Close(); err != nil {
 		return err
 	}
-	return os.Rename(tmp, path)
+	// Not os.Rename: it first Lstats path to refuse a directory, one
+	// syscall more on every attempt's task.json and result.json.
+	if err := syscall.Rename(tmp, path); err != nil {
+		return &os.LinkError{Op: "rename", Old: tmp, New: path, Err: err}
+	}
+	return nil
 }
 
 func readJSON(path string, v any) error {

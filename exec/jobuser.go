@@ -1,7 +1,9 @@
 package exec
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/user"
@@ -59,7 +61,12 @@ func (w *Worker) checkUser(spec, driver string) error {
 // names stay hidden) and the work dir becomes the user's. Only root can
 // switch users; for anyone else credential() refuses the start later with
 // a clear message, so this is a no-op.
-func handOver(dataDir, dir, spec string) error {
+//
+// The ancestors (the attempts dir up to the data dir, and the dirs above it)
+// are checked until they pass once per Worker: they are the same for every
+// attempt, and walking them cost ten syscalls on each start. The attempt
+// dir is made 0700 by start, so it is set to 0711 without a look first.
+func (w *Worker) handOver(dir, spec string) error {
 	if os.Geteuid() != 0 {
 		return nil
 	}
@@ -70,30 +77,34 @@ func handOver(dataDir, dir, spec string) error {
 	if cred.Uid == 0 {
 		return nil // root reaches every dir and owns the attempt dir already
 	}
-	for d := dir; ; d = filepath.Dir(d) {
-		st, err := os.Stat(d)
-		if err != nil {
-			return err
-		}
-		if st.Mode().Perm()&0o001 == 0 {
-			if err := os.Chmod(d, st.Mode().Perm()|0o011); err != nil {
+	if err := os.Chmod(dir, 0o711); err != nil {
+		return err
+	}
+	if !w.reachable.Load() {
+		dataDir := w.cfg.DataDir
+		for d := filepath.Dir(dir); ; d = filepath.Dir(d) {
+			st, err := os.Stat(d)
+			if err != nil {
 				return err
 			}
+			if st.Mode().Perm()&0o001 == 0 {
+				if err := os.Chmod(d, st.Mode().Perm()|0o011); err != nil {
+					return err
+				}
+			}
+			if d == dataDir || d == filepath.Dir(d) || !strings.HasPrefix(d, dataDir) {
+				break
+			}
 		}
-		if d == dataDir || d == filepath.Dir(d) || !strings.HasPrefix(d, dataDir) {
-			break
+		// Above the data dir foreman changes nothing: say which dirs block.
+		if dirs := unsearchableAbove(dataDir); len(dirs) > 0 {
+			return cannotReach(spec, dirs)
 		}
-	}
-	// Above the data dir foreman changes nothing: say which dirs block.
-	if dirs := unsearchableAbove(dataDir); len(dirs) > 0 {
-		return cannotReach(spec, dirs)
+		w.reachable.Store(true)
 	}
 	for _, d := range []string{WorkDirName, IODirName} {
-		p := filepath.Join(dir, d)
-		if _, err := os.Lstat(p); err != nil {
-			continue
-		}
-		if err := os.Lchown(p, int(cred.Uid), int(cred.Gid)); err != nil {
+		err := os.Lchown(filepath.Join(dir, d), int(cred.Uid), int(cred.Gid))
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("hand %s to user %q: %w", d, spec, err)
 		}
 	}
@@ -151,8 +162,8 @@ func isRootUser(spec string) bool {
 	if _, err := strconv.Atoi(name); err == nil {
 		return false
 	}
-	u, err := user.Lookup(name)
-	return err == nil && u.Uid == "0"
+	uid, _, err := lookupUser(name)
+	return err == nil && uid == "0"
 }
 
 // warnIfJobUserCannotReach says at start what would otherwise show only as

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/user"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -146,21 +145,21 @@ func credential(spec string) (*syscall.Credential, error) {
 	if n, err := strconv.ParseUint(name, 10, 32); err == nil {
 		uid, gid = n, n
 	} else {
-		u, err := user.Lookup(name)
+		u, g, err := lookupUser(name)
 		if err != nil {
 			return nil, fmt.Errorf("user %q: %w", name, err)
 		}
-		uid, _ = strconv.ParseUint(u.Uid, 10, 32)
-		gid, _ = strconv.ParseUint(u.Gid, 10, 32)
+		uid, _ = strconv.ParseUint(u, 10, 32)
+		gid, _ = strconv.ParseUint(g, 10, 32)
 	}
 	if group != "" {
 		n, err := strconv.ParseUint(group, 10, 32)
 		if err != nil {
-			g, err := user.LookupGroup(group)
+			g, err := lookupGroupID(group)
 			if err != nil {
 				return nil, fmt.Errorf("group %q: %w", group, err)
 			}
-			n, _ = strconv.ParseUint(g.Gid, 10, 32)
+			n, _ = strconv.ParseUint(g, 10, 32)
 		}
 		gid = n
 	}

@@ -45,6 +45,10 @@ type Worker struct {
 	recycled   atomic.Int64
 	spawned    atomic.Int64
 
+	// reachable: the attempt dirs' ancestors were found searchable by
+	// others once (handOver); they are not looked at again.
+	reachable atomic.Bool
+
 	// uploadSlots bounds the node's uploads in flight (outputs.go).
 	uploadSlots chan struct{}
 
@@ -269,15 +273,16 @@ func (w *Worker) reconcile(ctx context.Context) (deferred bool) {
 // whether to look again soon although the state may not change meanwhile.
 func (w *Worker) ensure(ctx context.Context, id string, a Assignment) (again bool) {
 	dir := filepath.Join(w.attemptsDir, id)
-	if !w.ownDir(ctx, id, dir, a) {
+	own, ds := w.ownDir(ctx, id, dir, a)
+	if !own {
 		return true
 	}
 	switch {
-	case exists(filepath.Join(dir, ReportedName)):
+	case ds.reported:
 		// Reported; the local FSM has not caught up yet (or, past
 		// reportedLag, ownDir checks that the dir is this attempt's).
 		return true
-	case exists(filepath.Join(dir, TaskFileName)):
+	case ds.task:
 		// A directory without a run: finished-but-unreported, or a
 		// supervisor we lost track of. Either way adoption sorts it out.
 		w.adoptDir(ctx, id, dir)
@@ -306,31 +311,38 @@ func (w *Worker) ensure(ctx context.Context, id string, a Assignment) (again boo
 // ended, so a can start. False: not yet. A dir reported less than
 // reportedLag ago is taken as a's own (the local FSM has not applied the
 // report yet) without reading its task file: that is the common case.
-func (w *Worker) ownDir(ctx context.Context, id, dir string, a Assignment) bool {
+// It also says what it found in the dir, which ensure decides on: the
+// markers are looked up once per attempt, not twice.
+func (w *Worker) ownDir(ctx context.Context, id, dir string, a Assignment) (bool, dirState) {
 	st, err := os.Stat(filepath.Join(dir, ReportedName))
-	reported := err == nil
-	switch {
-	case reported && time.Since(st.ModTime()) < reportedLag:
-		return true
-	case !reported && !exists(filepath.Join(dir, TaskFileName)):
-		return true
+	ds := dirState{reported: err == nil}
+	if ds.reported && time.Since(st.ModTime()) < reportedLag {
+		return true, ds
+	}
+	ds.task = exists(filepath.Join(dir, TaskFileName))
+	if !ds.reported && !ds.task {
+		return true, ds
 	}
 	tf, err := ReadTaskFile(dir)
 	if err != nil || tf.Attempt.FencingToken == a.Attempt.FencingToken {
-		return true
+		return true, ds
 	}
-	if !reported && !exists(filepath.Join(dir, ResultFileName)) {
+	if !ds.reported && !exists(filepath.Join(dir, ResultFileName)) {
 		w.adoptDir(ctx, id, dir)
-		return false
+		return false, ds
 	}
 	w.log.Info("removing the directory of a superseded attempt", "task", id,
 		"token", tf.Attempt.FencingToken, "live_token", a.Attempt.FencingToken)
 	if err := os.RemoveAll(dir); err != nil {
 		w.log.Warn("remove superseded attempt dir", "dir", dir, "err", err)
-		return false
+		return false, ds
 	}
-	return true
+	return true, dirState{}
 }
+
+// dirState is what ownDir found in an attempt dir: the reported marker and
+// the task file.
+type dirState struct{ reported, task bool }
 
 // reportedLag is how long a reported attempt may stay live in the local
 // FSM before its directory is checked for a superseded attempt.

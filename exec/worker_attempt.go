@@ -272,7 +272,7 @@ func (r *attemptRun) start(ctx context.Context, a Assignment) (*leaseClient, err
 		return nil, err
 	}
 	if driver == ProcessDriverName && a.Spec.User != "" {
-		if err := handOver(w.cfg.DataDir, r.dir, a.Spec.User); err != nil {
+		if err := w.handOver(r.dir, a.Spec.User); err != nil {
 			return nil, err
 		}
 	}
@@ -613,7 +613,7 @@ func killJobGroup(dir string, tf *TaskFile) {
 // listenUnixFile creates a listening unix socket and returns it as a file
 // to hand to the supervisor. The socket file stays after we close ours.
 func listenUnixFile(path string) (*os.File, error) {
-	os.Remove(path)
+	syscall.Unlink(path) // a socket left by an earlier start (os.Remove would also try rmdir)
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
 	if err != nil {
 		return nil, err
