@@ -82,6 +82,7 @@ type Scheduler struct {
 	cronFires atomic.Int64 // fire commands proposed (cronloop.go)
 
 	nodeIndex nodeIndexCache // the loop's plans' node index (one goroutine)
+	specs     specMemo       // the loop's plans' job specs for preemption (one goroutine)
 }
 
 // CronCommits is how many fire commands the cron loop has proposed.
@@ -299,6 +300,7 @@ func (s *Scheduler) planOnce(ctx context.Context, inf *inflight) (dec *Decision,
 		}
 		snap.Placing, snap.PendingReasons = placing, reasons
 		snap.NodeIndex = s.nodeIndex.get(snap.Nodes)
+		snap.JobSpec = s.specs.wrap(snap.JobSpec)
 		dec = Plan(snap, now, s.cfg)
 		if dec.Err != nil {
 			return fmt.Errorf("read queued jobs: %w", dec.Err)
