@@ -105,11 +105,13 @@ func (w *Worker) prepareCheckpoint(ctx context.Context, a Assignment, driver str
 	if err := os.Chmod(dir, 0o1777); err != nil {
 		return "", nil, err
 	}
-	if n := boundedSize(dir, fresh); n > CheckpointDirMax {
-		w.log.Warn("checkpoint directory over its bound: emptied", "dir", dir, "bytes", n, "max", CheckpointDirMax)
-		ents, _ := os.ReadDir(dir)
-		for _, e := range ents {
-			os.RemoveAll(filepath.Join(dir, e.Name()))
+	if !fresh {
+		if n := dirSize(dir); n > CheckpointDirMax {
+			w.log.Warn("checkpoint directory over its bound: emptied", "dir", dir, "bytes", n, "max", CheckpointDirMax)
+			ents, _ := os.ReadDir(dir)
+			for _, e := range ents {
+				os.RemoveAll(filepath.Join(dir, e.Name()))
+			}
 		}
 	}
 	if a.Checkpoint != nil {
@@ -127,14 +129,6 @@ func (w *Worker) prepareCheckpoint(ctx context.Context, a Assignment, driver str
 		return dir, []string{"FOREMAN_CHECKPOINT=" + dir}, nil
 	}
 	return dir, []string{"FOREMAN_CHECKPOINT=" + ContainerCheckpointDir}, nil
-}
-
-// boundedSize is dirSize, or 0 for a dir just created (it is empty).
-func boundedSize(dir string, fresh bool) int64 {
-	if fresh {
-		return 0
-	}
-	return dirSize(dir)
 }
 
 // dirSize adds up the regular files under dir (symlinks are not followed).

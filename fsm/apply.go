@@ -119,11 +119,10 @@ func (f *FSM) applyOnce(logs []*raft.Log, out []any, refused map[int]error) ([]E
 		f.nodes.beginWrite()
 		defer f.nodes.endWrite()
 	}
-	pageSize := tx.DB().Info().PageSize // tx.DB() is nil once committed
 	if err := tx.Commit(); err != nil {
 		return nil, -1, err
 	}
-	observeCommit(tx.Stats(), pageSize)
+	observeCommit(tx.Stats(), f.db.Info().PageSize)
 	return a.events, -1, nil
 }
 

@@ -294,20 +294,25 @@ func (p *costProbe) scrapeAll(ctx context.Context) map[string]metricSample {
 	return out
 }
 
-// scrape reads one node's GET /v1/metrics (operator permission when ACL
-// is on: the bench's token).
+// scrape reads one node's metrics, bounded by costScrapeTimeout.
 func (p *costProbe) scrape(ctx context.Context, base string) (metricSample, error) {
 	ctx, cancel := context.WithTimeout(ctx, costScrapeTimeout)
 	defer cancel()
+	return scrapeMetrics(ctx, p.hc, p.token, base)
+}
+
+// scrapeMetrics reads GET base/v1/metrics (operator permission when ACL is
+// on: token, "" for none) and keeps the cost map's metrics.
+func scrapeMetrics(ctx context.Context, hc *http.Client, token, base string) (metricSample, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/metrics", nil)
 	if err != nil {
 		return nil, err
 	}
 	req.Header.Set("Accept", string(expfmt.NewFormat(expfmt.TypeTextPlain)))
-	if p.token != "" {
-		req.Header.Set("Authorization", "Bearer "+p.token)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	resp, err := p.hc.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		return nil, err
 	}

@@ -1,13 +1,11 @@
 package bench
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -446,27 +444,15 @@ func measureIdle(ctx context.Context, hc *http.Client, servers []string, d time.
 func serversCPU(ctx context.Context, hc *http.Client, servers []string) ([]float64, error) {
 	out := make([]float64, len(servers))
 	for i, s := range servers {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, s+"/v1/metrics", nil)
-		if err != nil {
-			return nil, err
-		}
-		resp, err := hc.Do(req)
+		m, err := scrapeMetrics(ctx, hc, "", s)
 		if err != nil {
 			return nil, fmt.Errorf("metrics of %s: %w", s, err)
 		}
-		found := false
-		sc := bufio.NewScanner(resp.Body)
-		sc.Buffer(nil, 1<<20)
-		for sc.Scan() {
-			if v, ok := strings.CutPrefix(sc.Text(), "process_cpu_seconds_total "); ok {
-				out[i], err = strconv.ParseFloat(strings.TrimSpace(v), 64)
-				found = err == nil
-			}
+		v, ok := m[metricCPU]
+		if !ok {
+			return nil, fmt.Errorf("metrics of %s: no %s", s, metricCPU)
 		}
-		resp.Body.Close()
-		if !found {
-			return nil, fmt.Errorf("metrics of %s: no process_cpu_seconds_total", s)
-		}
+		out[i] = v
 	}
 	return out, nil
 }
