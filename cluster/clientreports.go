@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/foreman-sched/foreman/fsm"
-	"github.com/foreman-sched/foreman/wallclock"
 )
 
 // A client's attempt reports (started, finished) go up through a server:
@@ -20,8 +19,9 @@ import (
 //
 // The server checks that every report is the node's own (the report names
 // the node and the attempt is assigned there: a client cannot report for
-// another's attempts), then commits them as one entry through the leader,
-// whose raft batching groups the entries of many clients into one append.
+// another's attempts), then commits them through the leader in an entry
+// it shares with the other clients' reports waiting at that moment
+// (reportgroup.go).
 // index is the client's work index: the server first catches up to it, so
 // it knows every attempt the client was given. The answer is the apply's
 // (applyResponse): one error per refused report in Result.Skipped.
@@ -74,17 +74,7 @@ func (n *Node) handleClientReports(w http.ResponseWriter, r *http.Request) {
 		workError(w, http.StatusForbidden, "forbidden", err.Error())
 		return
 	}
-	var cmd *fsm.Command
-	if len(body.Reports) == 1 {
-		cmd, err = fsm.NewCommand(fsm.CmdReport, wallclock.Now(), body.Reports[0])
-	} else {
-		cmd, err = fsm.NewCommand(fsm.CmdReportBatch, wallclock.Now(), body)
-	}
-	if err != nil {
-		workError(w, http.StatusBadRequest, "bad_request", err.Error())
-		return
-	}
-	res, err := n.Apply(r.Context(), cmd)
+	res, err := n.reports.commit(r.Context(), body.Reports)
 	switch {
 	case err == nil:
 		writeApply(w, http.StatusOK, applyResponse{Result: res})

@@ -48,6 +48,7 @@ type Node struct {
 	workWriters   *workWriters
 	workStopOnce  sync.Once
 	clientsHeard  *heardClients // leader: when each client was last heard
+	reports       *reportGroup  // the clients' reports, group-committed (reportgroup.go)
 
 	notifyCh chan bool
 	ld       leadership
@@ -115,6 +116,7 @@ func New(cfg Config, f *fsm.FSM, self fsm.Node, logger *slog.Logger) (*Node, err
 		_ = f.View(func(tx *fsm.Tx) error { s = tx.ACLInternalSecret(); return nil })
 		return s
 	})
+	n.reports = newReportGroup(n.Apply)
 	n.ld.init()
 	if cfg.InternalAuth != nil {
 		n.client.Transport = internalAuth{base: n.client.Transport, set: cfg.InternalAuth}

@@ -154,6 +154,7 @@ type costNode struct{ name, role, url string }
 
 // costProbe takes the two readings of a run.
 type costProbe struct {
+	bench  string // the bench's name, for its messages
 	hc     *http.Client
 	token  string
 	nodes  []costNode
@@ -163,21 +164,23 @@ type costProbe struct {
 }
 
 // newCostProbe lists the nodes to scrape: every node not dead or left that
-// has an API address, leader first. A failure is said on stderr and gives
-// a nil probe: the run is measured without its cost map.
-func newCostProbe(ctx context.Context, cl *httpapi.Client, hc *http.Client, token string) *costProbe {
+// has an API address, leader first (with serversOnly, the servers and
+// replicas: bench nodes' simulated clients have no API). A failure is said
+// on stderr and gives a nil probe: the run is measured without its cost
+// map. bench names the command in the messages.
+func newCostProbe(ctx context.Context, bench string, cl *httpapi.Client, hc *http.Client, token string, serversOnly bool) *costProbe {
 	nodes, err := cl.Nodes(ctx)
 	if err != nil {
-		cli.Stderrf("bench throughput: no cost map: listing the nodes: %v", err)
+		cli.Stderrf("bench %s: no cost map: listing the nodes: %v", bench, err)
 		return nil
 	}
 	info, err := cl.Raft(ctx)
 	if err != nil {
-		cli.Stderrf("bench throughput: no cost map: raft state: %v", err)
+		cli.Stderrf("bench %s: no cost map: raft state: %v", bench, err)
 		return nil
 	}
 	scheme, _, _ := strings.Cut(cl.Addr(), "://") // the nodes speak what the one we ask does
-	p := &costProbe{hc: hc, token: token, host: onLoopback(cl.Addr())}
+	p := &costProbe{bench: bench, hc: hc, token: token, host: onLoopback(cl.Addr())}
 	for _, n := range nodes {
 		role := "follower"
 		switch {
@@ -188,12 +191,12 @@ func newCostProbe(ctx context.Context, cl *httpapi.Client, hc *http.Client, toke
 		case n.Name == info.Leader:
 			role = "leader"
 		}
-		if n.Gossip == fsm.NodeDead || n.Gossip == fsm.NodeLeft {
+		if n.Gossip == fsm.NodeDead || n.Gossip == fsm.NodeLeft || serversOnly && role == "client" {
 			continue
 		}
 		p.host = p.host && onLoopback(n.HTTPAddr)
 		if n.HTTPAddr == "" {
-			cli.Stderrf("bench throughput: cost map: %s (%s) has no API address; left out", n.Name, role)
+			cli.Stderrf("bench %s: cost map: %s (%s) has no API address; left out", bench, n.Name, role)
 			continue
 		}
 		p.nodes = append(p.nodes, costNode{name: n.Name, role: role, url: scheme + "://" + n.HTTPAddr})
@@ -227,7 +230,7 @@ func (p *costProbe) start(ctx context.Context) {
 	if p.host {
 		h, err := readHostCPU()
 		if err != nil {
-			cli.Stderrf("bench throughput: cost map: no host CPU: %v", err)
+			cli.Stderrf("bench %s: cost map: no host CPU: %v", p.bench, err)
 			p.host = false
 		}
 		p.host0 = h
@@ -240,7 +243,7 @@ func (p *costProbe) finish(ctx context.Context, jobs int) *costMap {
 	out := &costMap{Nodes: []nodeCost{}}
 	if p.host {
 		if h, err := readHostCPU(); err != nil {
-			cli.Stderrf("bench throughput: cost map: no host CPU: %v", err)
+			cli.Stderrf("bench %s: cost map: no host CPU: %v", p.bench, err)
 		} else {
 			v := hostCPUPerJob(p.host0, h, jobs)
 			out.HostCPUUSPerJob = &v
@@ -254,7 +257,7 @@ func (p *costProbe) finish(ctx context.Context, jobs int) *costMap {
 		}
 		nc, err := nodeCostOf(n.name, n.role, b, a, jobs)
 		if err != nil {
-			cli.Stderrf("bench throughput: cost map: %s (%s) left out: %v", n.name, n.role, err)
+			cli.Stderrf("bench %s: cost map: %s (%s) left out: %v", p.bench, n.name, n.role, err)
 			continue
 		}
 		out.Nodes = append(out.Nodes, nc)
@@ -282,7 +285,7 @@ func (p *costProbe) scrapeAll(ctx context.Context) map[string]metricSample {
 			defer func() { <-sem }()
 			s, err := p.scrape(ctx, n.url)
 			if err != nil {
-				cli.Stderrf("bench throughput: cost map: %s (%s) left out: %v", n.name, n.role, err)
+				cli.Stderrf("bench %s: cost map: %s (%s) left out: %v", p.bench, n.name, n.role, err)
 				return
 			}
 			mu.Lock()

@@ -69,6 +69,9 @@ type nodesResult struct {
 	Jobs             int     `json:"jobs"`
 	PlacementsPerSec float64 `json:"placements_per_second"` // first submit → last first attempt seen by a client
 	CompletedPerSec  float64 `json:"completed_per_second"`
+	// Cost is what each of those jobs cost every server (cost.go); the
+	// host's figure leaves out the bench and its simulated clients.
+	Cost *costMap `json:"cost,omitempty"`
 	// A client's death.
 	Killed      int     `json:"killed"`
 	RerunP50S   float64 `json:"rerun_p50_seconds"` // kill → the job's next attempt on another client
@@ -196,11 +199,18 @@ func benchNodes(c *ucli.Context) error {
 
 	// Jobs run on the clients.
 	if k := c.Int("jobs"); k > 0 {
+		cost := newCostProbe(ctx, "nodes", cl, hc, benchToken(cli.ClientOptions(c)), true)
+		if cost != nil {
+			cost.start(ctx)
+		}
 		jr, err := runOnSims(ctx, cl, f, run, c.String("driver"), k, timeout)
 		if err != nil {
 			return err
 		}
 		res.Jobs, res.PlacementsPerSec, res.CompletedPerSec = k, jr.placements, jr.completed
+		if cost != nil {
+			res.Cost = cost.finish(ctx, k)
+		}
 	}
 
 	// A client's death.
@@ -237,7 +247,11 @@ func benchNodes(c *ucli.Context) error {
 				d.what, d.r.Held, d.r.ReattachS, d.r.FalseLost, d.r.Rerun, d.r.Failed)
 		}
 	}
-	return nil
+	if res.Cost == nil {
+		return nil
+	}
+	fmt.Fprintln(cli.Stdout(c))
+	return printCost(cli.Stdout(c), res.Cost)
 }
 
 // disrupt runs the --starve and --kill-leader phases with --hold long

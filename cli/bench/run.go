@@ -160,7 +160,7 @@ func benchThroughput(c *ucli.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(c.Context, c.Duration("timeout"))
 	defer cancel()
-	cost := newCostProbe(ctx, cl, hc, benchToken(cli.ClientOptions(c)))
+	cost := newCostProbe(ctx, "throughput", cl, hc, benchToken(cli.ClientOptions(c)), false)
 	if cost != nil {
 		cost.start(ctx)
 	}
