@@ -187,6 +187,9 @@ func (n *Node) forward(ctx context.Context, addr string, body []byte) (*fsm.Resu
 	}
 }
 
+// maxForwardConns bounds a node's open connections to the leader.
+const maxForwardConns = 256
+
 // newForwardClient keeps connections to the leader alive: every follower
 // write goes to the same host. With tlsStore it speaks https with this
 // agent's certificate (see Node.internalURL).
@@ -205,7 +208,12 @@ func newForwardClient(bindIP string, network Network, tlsStore *certs.Store) *ht
 		},
 		MaxIdleConns:        1024,
 		MaxIdleConnsPerHost: 512,
-		IdleConnTimeout:     90 * time.Second,
+		// A burst of forwards waits for a connection rather than opening
+		// more than the leader admits from one address (--max-conns-per-ip,
+		// 1,024, which every agent on a host shares): beyond it the leader
+		// resets new connections, a forward's and any other client's alike.
+		MaxConnsPerHost: maxForwardConns,
+		IdleConnTimeout: 90 * time.Second,
 	}
 	if tlsStore != nil {
 		t.TLSClientConfig = tlsStore.PeerClientConfig()

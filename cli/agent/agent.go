@@ -481,7 +481,7 @@ func runAgent(parent context.Context, cfg *agentConfig) error {
 		_ = node.Shutdown(context.Background())
 		return fmt.Errorf("listen for HTTP: %w", err)
 	}
-	ln = wrapListener(ln, cfg.maxConnsPerIP, cfg.tls, cfg.requireClientCert)
+	ln = wrapListener(ln, cfg.maxConnsPerIP, cfg.tls, cfg.requireClientCert, logger)
 	var peerTLS *tls.Config
 	if cfg.tls != nil {
 		peerTLS = cfg.tls.PeerClientConfig()

@@ -81,7 +81,7 @@ func runClient(parent context.Context, cfg *agentConfig) error {
 	if err != nil {
 		return fmt.Errorf("listen for HTTP: %w", err)
 	}
-	ln = wrapListener(ln, cfg.maxConnsPerIP, cfg.tls, cfg.requireClientCert)
+	ln = wrapListener(ln, cfg.maxConnsPerIP, cfg.tls, cfg.requireClientCert, logger)
 	if cfg.tls != nil {
 		go reloadOnSIGHUP(ctx, cfg.tls, logger)
 	}

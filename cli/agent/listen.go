@@ -46,9 +46,9 @@ func newHTTPServer(h http.Handler, logger *slog.Logger) *http.Server {
 // wrapListener applies the per-client connection limit and, with TLS, the
 // API's TLS config (client certificates verified when given, required with
 // requireClientCert).
-func wrapListener(ln net.Listener, maxPerIP int, store *certs.Store, requireClientCert bool) net.Listener {
+func wrapListener(ln net.Listener, maxPerIP int, store *certs.Store, requireClientCert bool, logger *slog.Logger) net.Listener {
 	if maxPerIP > 0 {
-		ln = &perIPListener{Listener: ln, max: maxPerIP, open: map[string]int{}}
+		ln = newPerIPListener(ln, maxPerIP, logger)
 	}
 	if store != nil {
 		ln = tls.NewListener(ln, store.HTTPServerConfig(requireClientCert))
@@ -69,12 +69,24 @@ func agentOnly(h http.Handler, tlsOn bool) http.Handler {
 // perIPListener closes connections beyond max open at once from one
 // remote IP, so one client cannot exhaust the agent's file descriptors.
 // golang.org/x/net/netutil.LimitListener is global (one noisy client would
-// lock everyone out) and blocks in Accept; this refuses at once.
+// lock everyone out) and blocks in Accept; this refuses at once. A refusal
+// is logged (at most once a minute per IP): the peer only sees its
+// connection reset, and an agent refusing its own cluster's forwards
+// (every agent on a host shares its IP) must be findable.
 type perIPListener struct {
 	net.Listener
-	max  int
-	mu   sync.Mutex
-	open map[string]int
+	max    int
+	logger *slog.Logger
+	mu     sync.Mutex
+	open   map[string]int
+	warned map[string]time.Time // last refusal logged, per IP
+}
+
+// refusalLogEvery bounds the refusal warnings per IP.
+const refusalLogEvery = time.Minute
+
+func newPerIPListener(ln net.Listener, max int, logger *slog.Logger) *perIPListener {
+	return &perIPListener{Listener: ln, max: max, logger: logger, open: map[string]int{}, warned: map[string]time.Time{}}
 }
 
 func (l *perIPListener) Accept() (net.Conn, error) {
@@ -86,7 +98,15 @@ func (l *perIPListener) Accept() (net.Conn, error) {
 		ip := remoteIP(c)
 		l.mu.Lock()
 		if l.open[ip] >= l.max {
+			warn := time.Since(l.warned[ip]) >= refusalLogEvery
+			if warn {
+				l.warned[ip] = time.Now()
+			}
 			l.mu.Unlock()
+			if warn {
+				l.logger.Warn("connection refused: too many open from one address (--max-conns-per-ip; logged once a minute per address)",
+					"component", "http", "remote", ip, "open", l.max)
+			}
 			c.Close()
 			continue
 		}
