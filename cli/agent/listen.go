@@ -69,24 +69,24 @@ func agentOnly(h http.Handler, tlsOn bool) http.Handler {
 // perIPListener closes connections beyond max open at once from one
 // remote IP, so one client cannot exhaust the agent's file descriptors.
 // golang.org/x/net/netutil.LimitListener is global (one noisy client would
-// lock everyone out) and blocks in Accept; this refuses at once. A refusal
-// is logged (at most once a minute per IP): the peer only sees its
-// connection reset, and an agent refusing its own cluster's forwards
-// (every agent on a host shares its IP) must be findable.
+// lock everyone out) and blocks in Accept; this refuses at once. Refusals
+// are logged (at most once a minute, naming the address refused last): the
+// peer only sees its connection reset, and an agent refusing its own
+// cluster's forwards (every agent on a host shares its IP) must be findable.
 type perIPListener struct {
 	net.Listener
 	max    int
 	logger *slog.Logger
 	mu     sync.Mutex
 	open   map[string]int
-	warned map[string]time.Time // last refusal logged, per IP
+	warned time.Time // the last refusal logged
 }
 
-// refusalLogEvery bounds the refusal warnings per IP.
+// refusalLogEvery bounds the refusal warnings.
 const refusalLogEvery = time.Minute
 
 func newPerIPListener(ln net.Listener, max int, logger *slog.Logger) *perIPListener {
-	return &perIPListener{Listener: ln, max: max, logger: logger, open: map[string]int{}, warned: map[string]time.Time{}}
+	return &perIPListener{Listener: ln, max: max, logger: logger, open: map[string]int{}}
 }
 
 func (l *perIPListener) Accept() (net.Conn, error) {
@@ -98,13 +98,13 @@ func (l *perIPListener) Accept() (net.Conn, error) {
 		ip := remoteIP(c)
 		l.mu.Lock()
 		if l.open[ip] >= l.max {
-			warn := time.Since(l.warned[ip]) >= refusalLogEvery
+			warn := time.Since(l.warned) >= refusalLogEvery
 			if warn {
-				l.warned[ip] = time.Now()
+				l.warned = time.Now()
 			}
 			l.mu.Unlock()
 			if warn {
-				l.logger.Warn("connection refused: too many open from one address (--max-conns-per-ip; logged once a minute per address)",
+				l.logger.Warn("connection refused: too many open from one address (--max-conns-per-ip; logged at most once a minute)",
 					"component", "http", "remote", ip, "open", l.max)
 			}
 			c.Close()

@@ -12,7 +12,7 @@ import (
 )
 
 // The listener admits max connections from one address, closes the next
-// at once, logs that (once per address and minute, not per refusal), and
+// at once, logs that (at most once a minute, not per refusal), and
 // admits again when one of the open ones is closed.
 func TestPerIPListenerRefusesBeyondMaxAndSaysSo(t *testing.T) {
 	raw, err := net.Listen("tcp", "127.0.0.1:0")
