@@ -466,7 +466,7 @@ func runAgent(parent context.Context, cfg *agentConfig) error {
 	}
 	acl := httpapi.NewACL(cfg.api.ACL, f, nil, logger)
 	cfg.cluster.InternalAuth = acl.SetInternalAuth
-	cfg.cluster.Work = workSource{f: f}
+	cfg.cluster.Work = newWorkSource(f)
 	node, err := cluster.New(cfg.cluster, f, cfg.self, logger)
 	if err != nil {
 		f.Close()
