@@ -34,7 +34,7 @@ func (a *applier) submitJobs(p *SubmitJobs, res *Result) error {
 	}
 	withDeps := false
 	for _, nj := range p.Jobs {
-		withDeps = withDeps || len(nj.Spec.DependsOn) > 0 || nj.Spec.Condition != ""
+		withDeps = withDeps || len(nj.Spec.DependsOn) > 0 || nj.Spec.Condition != "" || len(nj.Spec.After) > 0
 	}
 	if withDeps {
 		if err := a.checkDeps(p.Jobs, func(i int) string { return fmt.Sprintf("jobs[%d]", i) }); err != nil {

@@ -99,6 +99,11 @@ type JobSpec struct {
 	// run once they finish (dag.go). "" means ConditionSuccess.
 	DependsOn []string  `json:"depends_on,omitempty"`
 	Condition Condition `json:"condition,omitempty"`
+	// After gives each parent its own requirement (after.go; `submit
+	// --after ID:ok`, Slurm's afterok/afterany/afternotok): one per
+	// DependsOn entry, in its order, and Condition empty. A requirement
+	// that can no longer be met ends the job cancelled.
+	After []AfterDep `json:"after,omitempty"`
 
 	// HTTP jobs and webhooks (issue 12).
 	HTTP   *HTTPRequest `json:"http,omitempty"`   // the request of a driver "http" job

@@ -84,6 +84,7 @@ type schedSpec struct {
 	ScheduledAt      skipped    `json:"scheduled_at,omitempty"`
 	DependsOn        []string   `json:"depends_on,omitempty"`
 	Condition        Condition  `json:"condition,omitempty"`
+	After            []AfterDep `json:"after,omitempty"`
 	HTTP             skipped    `json:"http,omitempty"`
 	Notify           []Webhook  `json:"notify,omitempty"`
 	Inputs           skipped    `json:"inputs,omitempty"`
@@ -176,6 +177,7 @@ type countSpec struct {
 	ScheduledAt      skipped `json:"scheduled_at,omitempty"`
 	DependsOn        skipped `json:"depends_on,omitempty"`
 	Condition        skipped `json:"condition,omitempty"`
+	After            skipped `json:"after,omitempty"`
 	HTTP             skipped `json:"http,omitempty"`
 	Notify           skipped `json:"notify,omitempty"`
 	Inputs           skipped `json:"inputs,omitempty"`
@@ -238,7 +240,7 @@ func decodeStoredJob(v []byte) (j *Job, raw []byte, err error) {
 	j.Spec = JobSpec{
 		Resources: ss.Resources, Priority: ss.Priority, MaxAttempts: ss.MaxAttempts, Driver: ss.Driver,
 		Queue: ss.Queue, Constraints: ss.Constraints, Backoff: ss.Backoff, NoRetryExitCodes: ss.NoRetryExitCodes,
-		Deadline: ss.Deadline, DependsOn: ss.DependsOn, Condition: ss.Condition, Notify: ss.Notify,
+		Deadline: ss.Deadline, DependsOn: ss.DependsOn, Condition: ss.Condition, After: ss.After, Notify: ss.Notify,
 		Namespace: ss.Namespace, User: ss.User,
 		Gang: ss.Gang, Preemptible: ss.Preemptible, OnGPUError: ss.OnGPUError,
 	}

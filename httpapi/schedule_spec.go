@@ -139,6 +139,9 @@ func normalizeTemplateJob(field string, in *JobSpecInput) (fsm.JobSpec, error) {
 	if in.IdempotencyKey != "" {
 		return fsm.JobSpec{}, invalid(field+".idempotency_key", "is not allowed in a schedule's job (each tick is already fired once)")
 	}
+	if len(in.After) > 0 {
+		return fsm.JobSpec{}, invalid(field+".after", "is not allowed in a schedule's job (every fire would wait on the same jobs)")
+	}
 	job, err := in.Normalize()
 	if err != nil {
 		return job, prefixField(field, err)

@@ -21,6 +21,30 @@ import (
 	"github.com/oapi-codegen/runtime"
 )
 
+// Defines values for AfterDepOn.
+const (
+	AfterDepOnAny       AfterDepOn = "any"
+	AfterDepOnCancelled AfterDepOn = "cancelled"
+	AfterDepOnFailed    AfterDepOn = "failed"
+	AfterDepOnOk        AfterDepOn = "ok"
+)
+
+// Valid indicates whether the value is a known member of the AfterDepOn enum.
+func (e AfterDepOn) Valid() bool {
+	switch e {
+	case AfterDepOnAny:
+		return true
+	case AfterDepOnCancelled:
+		return true
+	case AfterDepOnFailed:
+		return true
+	case AfterDepOnOk:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for AttemptState.
 const (
 	AttemptStateAssigned  AttemptState = "assigned"
@@ -372,6 +396,18 @@ func (e ListJobsParamsState) Valid() bool {
 	}
 }
 
+// AfterDep defines model for AfterDep.
+type AfterDep struct {
+	// Job a job ID
+	Job string `json:"job"`
+
+	// On what the job must end as: ok (succeeded), any (any end), failed, cancelled; ok when left out on input
+	On *AfterDepOn `json:"on,omitempty"`
+}
+
+// AfterDepOn what the job must end as: ok (succeeded), any (any end), failed, cancelled; ok when left out on input
+type AfterDepOn string
+
 // Artifact defines model for Artifact.
 type Artifact struct {
 	Path string `json:"path"`
@@ -671,8 +707,10 @@ type JobList struct {
 
 // JobSpec defines model for JobSpec.
 type JobSpec struct {
-	AllowUnplaceable *bool    `json:"allow_unplaceable,omitempty"`
-	Backoff          *Backoff `json:"backoff,omitempty"`
+	// After each parent (also in depends_on, in the same order) with what it must end as
+	After            *[]AfterDep `json:"after,omitempty"`
+	AllowUnplaceable *bool       `json:"allow_unplaceable,omitempty"`
+	Backoff          *Backoff    `json:"backoff,omitempty"`
 
 	// Command argv; null for an HTTP job (and in a workflow schedule's unused `job`)
 	Command *[]string `json:"command"`
@@ -728,8 +766,10 @@ type JobSpecOnGpuError string
 //
 // Example: {"allow_unplaceable":false,"backoff":{"initial":"1s","jitter":0.2,"max":"5m","multiplier":2},"command":["python3","report.py","--day","today"],"constraints":["zone == eu-1","gpu_model in (a100,h100)"],"deadline":"2030-01-02T06:00:00Z","driver":"container","env":{"MODE":"full"},"idempotency_key":"report-2030-01-02","image":"docker.io/library/python:3.12-slim","kill_signal":"SIGTERM","kill_timeout":"10s","labels":{"team":"data"},"max_attempts":3,"name":"nightly-report","network":"none","no_retry_exit_codes":[2],"placement":"binpack","priority":70,"queue":"etl","resources":{"cpu":"500m","memory":"1GiB","named":{"gpu":1}},"run_at":"2030-01-02T03:00:00Z","timeout":"30m","user":"1000:1000"}
 type JobSpecInput struct {
-	AllowUnplaceable *bool         `json:"allow_unplaceable,omitempty"`
-	Backoff          *BackoffInput `json:"backoff,omitempty"`
+	// After POST /v1/jobs only, instead of depends_on and condition: parents submitted earlier, each with its own requirement; one that can no longer be met ends the job cancelled
+	After            *[]JobSpecInput_After_Item `json:"after,omitempty"`
+	AllowUnplaceable *bool                      `json:"allow_unplaceable,omitempty"`
+	Backoff          *BackoffInput              `json:"backoff,omitempty"`
 
 	// Command an argv array, or a string run as `["/bin/sh", "-c", s]`
 	Command        *CommandInput      `json:"command,omitempty"`
@@ -771,6 +811,16 @@ type JobSpecInput struct {
 	// Timeout a duration string (`30s`, `5m`, `1h30m`) or a number of seconds
 	Timeout *DurationInput `json:"timeout,omitempty"`
 	User    *string        `json:"user,omitempty"`
+}
+
+// JobSpecInputAfter0 ID[:ok|any|failed|cancelled] (ok when left out)
+//
+// Example: 01JQ8Z6Y3V2K5N7R9T1W3X5Z7A:ok
+type JobSpecInputAfter0 = string
+
+// JobSpecInput_After_Item defines model for JobSpecInput.after.Item.
+type JobSpecInput_After_Item struct {
+	union json.RawMessage
 }
 
 // JobSpecInputOnGpuError what a running attempt does when a GPU it holds turns unhealthy (a critical XID): keep (default: left running, an attempt.gpu_error event names it) or requeue (stopped and queued again without using up an attempt; a gang restarts whole)
@@ -1169,6 +1219,68 @@ func (t DurationInput) MarshalJSON() ([]byte, error) {
 }
 
 func (t *DurationInput) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
+
+// AsJobSpecInputAfter0 returns the union data inside the JobSpecInput_After_Item as a JobSpecInputAfter0
+func (t JobSpecInput_After_Item) AsJobSpecInputAfter0() (JobSpecInputAfter0, error) {
+	var body JobSpecInputAfter0
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromJobSpecInputAfter0 overwrites any union data inside the JobSpecInput_After_Item as the provided JobSpecInputAfter0
+func (t *JobSpecInput_After_Item) FromJobSpecInputAfter0(v JobSpecInputAfter0) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeJobSpecInputAfter0 performs a merge with any union data inside the JobSpecInput_After_Item, using the provided JobSpecInputAfter0
+func (t *JobSpecInput_After_Item) MergeJobSpecInputAfter0(v JobSpecInputAfter0) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsAfterDep returns the union data inside the JobSpecInput_After_Item as a AfterDep
+func (t JobSpecInput_After_Item) AsAfterDep() (AfterDep, error) {
+	var body AfterDep
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromAfterDep overwrites any union data inside the JobSpecInput_After_Item as the provided AfterDep
+func (t *JobSpecInput_After_Item) FromAfterDep(v AfterDep) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeAfterDep performs a merge with any union data inside the JobSpecInput_After_Item, using the provided AfterDep
+func (t *JobSpecInput_After_Item) MergeAfterDep(v AfterDep) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t JobSpecInput_After_Item) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *JobSpecInput_After_Item) UnmarshalJSON(b []byte) error {
 	err := t.union.UnmarshalJSON(b)
 	return err
 }
@@ -2329,126 +2441,131 @@ func ParseGetJobResponse(rsp *http.Response) (*GetJobResponse, error) {
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H37bhy50e+rEH0+wKODnosk27s7wiKwLa1XG190LDlxYgnTnO6aaVrdZC/JljQxBORp8mB5kgMW2ZeZ",
-	"4dxkOV8Q5C+pb2SxWKz6sapY8zWIRV4IDlyrYPg1SIEmIPHfNyKmmglu/k9AxZIV9jLQKZBYAtWQEDH+",
-	"ArF+osjHD29IQXUahIGKU8ip+U7PCgiGgdKS8Wlwfx8GH0DL2YuJBrncroJY8EQRLcgtZZqMYSIkEAU8",
-	"YXxKTLcSfi9BaUKnlHFfV4xrmIIM7k1nBZU0B+0GFAuumNLA9XLXkZYlREOiQN5AQsYz7C1DbhBqyCWU",
-	"SDrRZEylZCBJh5KJyDJxC5IUUtwxUITpvSAMmGnw9xLkLAgDTnNDVqvvNtEJTGiZ6WA4oZmCsBrEWIgM",
-	"KEeGxaVUQvonoZBww0SpSEGn8ESRiMOdHtkvolWU2PbWzxJLIC+EBh7P/giz5c4TSMoiYzHVoAglivFp",
-	"Bt0vYkxUOc6ZJh1hGHYr5PUkE7d7hHHFErBTaLhIiyKbVRRaoWtIPG1675ru27Tm9O4N8KlOg+HBs+eh",
-	"h/YvYnx6vEwyJYa802MzcR/fnB7XM+WE1vXNkiAMjJQxCUkwNGKxnlUZyxkKlI/Z9qF3xvcHg9CMhuVl",
-	"jlfmknF3GS7Ls21UFTQGvzTUj0nH9UIi9090RKL/GxHGCSUZU5rx6ZDADchZ6yvThhbXwElOZ0QCTVZJ",
-	"c0PIet5wkcA7/GR5NsyzJwq798+Ee7LLXJhnSZmt7LN6/tj9VnLul7vq6aML3715WRWCK0AF95ImH6x+",
-	"dOqu0nVmtTGrzftflFXpcEfzIgP7ZmJF7YZmSAJIaVSOWUrq8+FVr5BMSKZnQ5KXyuhlMgZ9C8DJgFCe",
-	"kP3BgHSmQpODwWAvuG/T/D8SJsEw+D/9xs707VPVP8FucBzzPBvThDBelPoIhTIHpegUiNJUakVumU7x",
-	"/oRBlpjubENbjxmZNRFyzJIE8MENzco2K5qHDTMKkDlTiglOEuAMkiHRKVOEAxiblUKl+1ovCt5aX5fB",
-	"+DI4ckssZiSlClfZkLrF8sbqQQ89XIyySklW9HDh7FNFh0iAdPjBHsELPWfBeELq983zay5u+RGRxhoT",
-	"lQqpsxlSUXJa6lRI9jcjgcuUzD1viLG3gWu0CcnQ9PbCvYhzQKySJ51byjW5DF4ClSDJ+cmrDycXl8Ge",
-	"FYNvlBvKCRJEOgqAJCJWfVqwXp6E5NIKiboMQjIR0ik/MygU2HdC/yJKnjxo4XChRxP8em7pkMH+b8eH",
-	"f/1/zz4M3g7+9PTTD395+dMfD979+Gr/ZIgTZL/59mFzQVQZpw6LmQbf34DMBE3gYQMSzefNiJqbQ7PO",
-	"BwMn7wYFGkVBqAQcVixyd3sGupIxi6H21aMMV6cGD95SRWgcQ6EhOUKUSJhDhq67CNFmF+FmRBy8DMI2",
-	"ym29sYog93a/BV2Rqgsh3lA5hQexeCyS2UgLMcqwiYbNFcI1L5iVis8l0SnldkUbSEHEhPx4+OOPzwc/",
-	"kvFMw2OwldouzTS3OupE85RGewSh3ZhqI3ETkhuIjtQ9C41QoCh0Inze/ixo1jcy/oXUbEJjZFkhRQFS",
-	"M6uZ0SYum7swUOxv4FR3TrUFR8+fBl6s1FjRz5WRxc+v6reb1fJCa8gLDyXU0YgXTEOuNnG3HtV93Q+V",
-	"ks7MNVWKTTkkI6rnRpFQDV3NEHUsjZk2tC2OMgxiymPIRk5k7GJfaiEWJZ9/Vm8vwiAuypHpesTVVpwN",
-	"A7hjemSF+GvAyyyjYyPYFqssvz4BHjM+HaHV83ZRg96B93vGmUp3ZNq0KEcqpRI2Tdfrs4/n+J79SPmB",
-	"NdzRWJMEblgMqm1WCxZfQ4L2BE2wmyzSiUVh9oNigm9bqBsicBGlJhnj1woh4DYi9frso0+avojxiPln",
-	"PBcJm8xGjCdw9wCWcze5S+0KkfulSJS6KPXGkbx3r5mdOdDrUQ65kLORVWDbSZ8E6lTqEnUSlChlDBvJ",
-	"+FC/aL/C7Vird0OPT6rM6qWZXzMZZLqjkCpN9UYBdarpHN/FjxKQcqQp8xOiqbreKFCUTy/Me2bnQiU3",
-	"n3q3NW0d6sStUUhOTqpxLK70Ru+0Z2ZeCS5I6hrVfF7xCrgR2891M6b1kuMQwkCVcQxgUcuEsgz/yYQy",
-	"PV2zzFxfeSbiJY2vxWSyrP4ZZ5rZGV/Hz+NSWkeZWZUG+Mh5IRCl0ZB1x7zMx1aYc3q3S9t5mWlWZGzL",
-	"9u897HRDPTV7KzRwScJM8zQ7a43cOaO+iRm2iw0cWWE+HsShusNNbNrQqZ9tOk7PEe22Ntg7MM+Aoq0x",
-	"xG9ifF5AXA9oXvMvr0vlXTlzNFsnwbKE70TXQmMPpuzV2cdaAOeNbc6yjMVCgiIG2xM7J6FFnHbB2t1/",
-	"yZk2KPPZYJBHIYkGvWfmz0FE7NdjyMQtef7UGFnB4f0kGH7+uiReLVwemJaWtfSVIVfkOeXJCpIpJ1RO",
-	"bwjyYJ5SWXIzjOjzZdAfM95Xqdl8Xgbd2PxVV9EccfUULJtzxk/tw/0lGPDVTzG3krlM7m3K4pQUVALX",
-	"RJQ6FjkokoEmlCRQAE/MA7N5lSU6P5y+RdWqlFOspTQLiWa3dKbsIEbVCz4FewwZM9ttD8C26l2tgLc2",
-	"xrCTVYUbtw1bJ8l/hnEqxPUJvnsfBubCT8IKhJVRpUdQeZ38j41dLFeMLKd3o/VjR0/+o8OJaiZqPFEW",
-	"yc4sLmW2GS8gVkC+2g+qmWnwQj3+BXbMzfschT5lMj+iFkIobNQoMNtcfKUNC/xSWqhlCU0gZgkko/HM",
-	"O9PmsWIrEKnrzDu/dgmumPwGyHgfa5A5m4eiq7e+thsv6yps4fFZvxYkcY9JJ9rPDwcqMsq0UZh4zyce",
-	"8wbZ03bdsNOTnci0HpLoGery/fRwkFduBqurzUaq8d40OrOlvj3KO1zS+FdtX/HyPs/6PybON2g9iZWD",
-	"vT32NR7znT3l89JW7auXAhfaIBZ0V5LOCr/mXktdN4TROBslTJnPzeWC+7bt5257MbkYNTg/B52KZGSe",
-	"Uwx4Joju+SRjsVvQGdSwX8KkVPjKmCYjxWmhUoELmauyKATuk1q3lxxhC54jM+Ftd6TZdYxKLoHGKXWI",
-	"ruUdN1RKoMnMDvaGssy91e7/BiSu2jAwSk6UGuMxGqRZVT7lAH6pERzMbh6GJMJgxJDYDWoUhBv0o20w",
-	"tDPuW51m27+kjcalcpv+eTrOXp0SmiQSlArJYDAYDPd/Gg4GvYFvgRq7UGqPnLkHJKYFHbOM6VlIfvK3",
-	"kQLNrJduQVTHygCI2xTQ45/pdHZEIFNAbtO5mHqR0RgwToG+XMEJBkqXOqqdGAs+4BuWMNpVOXuiCL5D",
-	"Oq8+Hr94okjJTfvmYnR88qfTVyej9x+OTz78fPbqdPTy4/nIRt+WtSp6ZZZ7SsWtde5Y/w9BwXNuIHfL",
-	"qAwap5aO0GC+hjyiRSFINyeFZFwrwjTpfArJuz/t/xiSs9NPITn79DIkZ7++DMm798cnITn/y/mcb2h5",
-	"j7/gCXJulJyNt3Si5IyvUoHvzGD6Cdz07RDe+RsQCfj9D2XpE8/XZx+7//z7P8JKj9FYCqWIhLEQWm1c",
-	"K9hoJQoV+SvWzHnl9luG6VahPVEEXYNmoGb5vj77+EQRy0PSqV0VvWlROgfV3lF7sl1wLYUsIbepQNUy",
-	"v0inRbmlT29+5pZnwxLKOHnLXpLOL+8/nLx98W70+uzj6O3J2/cf/jJ6e/pyz6rxnRzihsK53r3MpHz6",
-	"EEdB5aX3wJrCaOY1fuN23kub3pWee0Oj2Ssva8p/ORU12l+06LX3fXFFtxHdwpI2gNX/ptuzbeNDqDA+",
-	"qtp8DdpczSotCr+/cwNAfZCz38fuxo24ivEXzuO56K1yZsODvMGF/rbXsAY17Ma7xd2QU11uTNheRYlv",
-	"YL9eXJy1PE0LIEAk/s0I3BUQtzeeO0hcKyTqX+ur2dSQbZGi3zBss2l039u3N/DlIarpP5dzqxiGXDpH",
-	"k7Yjr+IU4mtV5p40zZQePHs+/PXk0xANI8Zv7H4nN9j9CANeisQGKLlEnQwcLvOjvMQJ+qKzCoz502Qq",
-	"QIVEQkY1uwGiBbb6RYyfKMyuMggyYRJiLaTBm3mhZ2b/6BJHGSd9cg1QuDQdZMcTZcly6V7LKq5m2gIe",
-	"1LoY9vshMf+oYb9vOlKHw35/XMbXoPvXgDiCJk2iEp0CN8Cj27Uz01VaSDDkFYJxjTvDWEICXDOaqb2N",
-	"iMgR55vx38R4Zz+bVbGjbbxxD44qxqWUwPVobUA7cT6Y9T6sQj0kEP2gQDK1sbFN4TRn/Vc7DFsJtaNr",
-	"mH2XsC3c6ZEs+U4DLCSY2WCCr5j1NQFX5YDXFrGMrR2UbdxSpxft5p18gEezytDc0q2JA28cmXN0zhEw",
-	"5+RcWmULS2qLaOhvYnwMVex39QrfLlPFrUOPRXMO0wpKbdNa7eL3ZypsMe2++FGbgSv48Yb5INKu8TYf",
-	"2a1c+q3C4ytJ9G9Q0JU2Kjmic6u6fKkV4yY4vW4MVQzbundyyj27cCqnN0fEaErMWKGcGDiFwZ6OsUCY",
-	"HV4nK7dypUteKkhI9EWMo/WuiRVquOZp3I5MrRtPE8KyXyktKeN6R9yeAE0yxmF7TWBjYGpkKdyhJ2nE",
-	"348t+c23YcOtjZBTtAaYbHq/vcEw5imnU3/OD6Zhb7+W2njTw6ZrlmWjNXk0+Lxyye6QGpHRMWTfCsE3",
-	"x+TcsYJlsW8fzFh+CtqsKv8zMcL82FGNZnbdfnCh2WS29QS50KevJcFH06IcrXB136ZUE0pctk2d6pYI",
-	"UNbdS8nrs48GraciSxTRpeRGdTgvMOlQEkumWUwz8un0eG+IiLw+qjIkGUx01XxIGoddryaKYAjRZtQT",
-	"pjFEhLmPJZCO0qIoIEEsjbcSlwpcZd2VytBdFq2mjwglZnURCdXZglRk0I6kGCLdoQwowRsbqP0r3hmu",
-	"EJbT8Jt8TmEdQvJPvyXjEfPfdgSMlVnwI0L3cMdEOIgl6NE368kH6I1SwRbGvbKorblZY+q3c0z4DqcZ",
-	"XGkTX+KMYRhFMo2ifkQiR0SER+sio+OjRTOOJz9qwucClh604QhpAYw6xSvYN+i0ytwa9A5cJpYNs7YT",
-	"rA7agONzUMx0KvghLphCSN0rZkEYdLsJNX+1MH+vFgz65+BvggP5+WcCZXc/sNm7GGEwiKRD9weDMN0f",
-	"DPbMl41FDw4Gh4PuYL87OLgYPB8OBsPB4K9BY4kxJZ8ybs/MWNl6+/74JBgGkzLLvJsyR3W3aTqobWOQ",
-	"iPgaZI+JfsbGkspZ3452eNjbP+iqjOXBgoELzk9fX5x8eBssGrZgH0PnjdXSQHO7TOiyKTpsjqaxaaqz",
-	"WdeSGbRMS8AFd6HQZXvy+eBqTksFY8YLGl+3BXr4w6BWLgHoLFhQKHFRNllSNnJgxvGavXTH15I69LF/",
-	"39Irc9N02ExTw4tDbNKuxGAfY5eDwWA5Nv5dAHOdZNdCzetxaSsZbBHQeiKt/wWuWwDXmps7Itf6u228",
-	"K9tA3HmlPGEZKDIBbawaYXy927E6rc50dU6xQzXJhdIuD/HfFT/XXPweIHqzX+4/CFSvyNj9L7L+N0TW",
-	"mwXzMZF2LRk7w+3/HWxc07saIHvh72IS5i1l2iZhWsGZO66Ba3TNyQ17us3+r66ZkUGvlLxFNLIi3fAt",
-	"e7llLvnBs+dv2UvMQHzt/vaevY62TyF3YMiTkP2+OR/li3DNJafUZw5xvWViag/WXkOhyRgUS3CFVse9",
-	"zadT3CqYoczHl/aWMlNWKqBZHaZTBnRzoUfYREJuwZ3qtdc+GW3e3g16WFp3OH+AfbxvZHqhPbU6Bbgm",
-	"vjDsXZHjhy95wp2t2F4hYcLuglUf77LvXYzoYefVIHzbyw9trbMQq7UZR1ukfjVZTd6lMjRrY3V2lDC2",
-	"yAheSAwad0f9bemD3HxiBDNjNy5zSW2Vm9RsJ7YaQb3XWKUMt2hjgbf367j9kDyDeHMGWH0IZmlS1n3V",
-	"VnUrj6yipTUzp0gHuWXsvEtiax1cNSaZxWl1rtU3VesDjg8i+V80fXO6Ymm9XPtqGhn21NWsrmFmFCGm",
-	"N+DS9yo+f5mZSoH3z15c/BqiCu8rnRikJGR9CVL6D5k+7Iy7S2O4tuWSVmWqVUe4imwFA6R5RLQgZ+/P",
-	"L0j/Zr//RYzVEHUBbnzC1vF/TL2tS3IJaTOwG2O502GyTdv15dNsaFqXTuWtTuv3Dwm9bu1RbT2EhXN6",
-	"OwzAxV3a9K86oVfX2fJ7O7zpBr6YddOOTy6qqMBS97gvmDfRlXX9NiDXJGR4bfFSjvPG4IxFyt+WQRVW",
-	"413Do5PqgNli/P2RajrsmNayKt/kgUkka6oKrMsEgd9XJZDumPNhm9hKovGVsDmYXqVj1LmW8DvmD6yb",
-	"zIcY9/8uicbuKohLs6M+N1PpciyxsNOyJn7hCl9ZokgnmuR89M+//yPaIxMpchLV6pnGWR8PBmhJi8ho",
-	"5vln2I6KLKB59eb0kivgiSJRt4uPItIn0f9U2fIX7/948i7qkVcpYLEOwbMZEW7bpIir3GD3T1G3S+Ms",
-	"6l3WpSVR3doR1eNHLyUW0GF8IpZHepECeXF26o6RTYSEvN6mYX1JZY+7KBu4KYTUTcW+HwY/DPZ65IJm",
-	"18YMUz5DwI0HixLcCprhYpFKZJtOqa5q6RnjbetvEVwMYRVAMoDe1qhMquRJCwR75ALLSAplTP8EJPAY",
-	"wkuO3LD0j0XJre/HkRgSptq1tY6q4zE1D8wLZng5jVPGoWtId+fXuJY01r1Lfsm75ENT6og5KhMwqi/B",
-	"DXqss9nQbI5LjuXKbL030zglTwcDN3TnsiKdVnnQS06I0y5E0RmJfMt7SHB5R3s9Uplfh/8UFkBEFxd2",
-	"iTAnoxqkadidHVNDF6VTRKWiNIRNuZBQfaJTmJFE4N7ZkN8zIz5pnSxkikRfL+2e/DIYksvgshwMDuO5",
-	"g2R4C+y5ccOZ9ot47Z7fR6RjR0wiPBAY7bU6rA4xkhiLlyoSfeo65ndPjyOc3ehT9xcrqt13IoHoqJK4",
-	"TIn2w1OjXiNkt+EGVvO0B7BctRsUPTt8dB60pNXS9KLU6XDd+sOSeiSaqx83JHMV4yKzhKyAmvm050nH",
-	"Jc48AvkCuEF4inSiSkkNyeeraO+IRHddtyi7Tam+yEkSllVtCvjVNTGfKBytyKpU56mkXJOOUQa0YEYx",
-	"jaQoNajeVOz1yJ+db7QekjvoxhSJrSZCXkR/qN3cP787j4iCDAVwvp6nmDQXSTNgtbLQZ8aURoIXanya",
-	"0f+hqUX7M1a9JTm9xjKumLQ8NfpBinKabiqBa9VkxmJwyNVFKRW4Qq9QCMW0cFmBTGeutCLqww8n5xdG",
-	"TQZhUJ3GHAY3++gYKoDTggXD4LA36B2i20anaF2W7EMw/Hof1rerM5xda2X6UjgA0noHp7OvIJt47ivf",
-	"vf5XisUNhLy39cmaqsKfv/rqeFav71TN88r1G2el0iD7KVVpQ01194sw/S3ezYDewPLtHPKxPZqw8MBM",
-	"o/9uHw+l9L+akfhG6zmkZta3dCVVMXCABX7tadRHKrF65aNUS8rVBGTXyqhKWUsaapTmrusDq+66yhCd",
-	"WoBUr6nTJBgGb5jSv5kXwsXh+3Bs80q/iVmt2g+2Xm7VhDZvezNCrBk3EMhFOyCJSAdr7KH5S2nSch+T",
-	"+qWQ3KZUg6vlx6TTylzcrqrpW2cz15Pw3Zz4dejGi3SXeRFdw+xnLESKVqkAao+RCom1JmlXgWErloGk",
-	"WdY6ioJJMEWGuykrY94qzXQM2dzQt3diKz2r1FrumUZcE7XXeFUt5fVllH2LzgahcT5CW59uRfM2irWh",
-	"/Q2CaqtYbyPRNlv6/mqhMPHBYLBFkczt6ldWOd+eCpaCA1ZCP5ovhI6I0Z5LdxY9ozbt9amly9ddTX+/",
-	"VVUZe3T1uzd9VtXZNOsizymmyxjCsUBmSDjcGug7YVLpkFCkm2AcuPIa0KlqZ5b7QAtmLNHEHlH0ub/e",
-	"L/q4DOI0LRoc+dne7fV6VwY+VtkKWMZzr0deNPXtsZgE1nqv/WmUJ5d8IuQtlQni77l9Reh8y0rTvFDk",
-	"9NhGs8zQlGnZaA2zGXEVk+uDUormcMlb6RzoiJVgQ94I7CSbMk4zm7Ye1W6tIUEsE2JhDYtM5nW6dbR9",
-	"f62+UDrfrgUUn5fu9OEORaqtQ7Jdhtnarc9fm4SloNeHO9xWNau+udFO6TLUt5L1ev1M0ATz82iGIbFK",
-	"H5rb91couylk2UId6KpfiFNBzHOxLpetnWGGLeJvBfib/FwVyjJExUZ5N11cLXo8Dmp6Kxo8CWv7Cwlr",
-	"z5++ZS+N7ti6Xu6Cz3beR2Jk7v47Kru2v96j8Cy6NysBayGTejVU4bumQrPLTppbaWRhoZnpOhjsP56M",
-	"tpzXzpXGjOCsrottLeiOX/1SyeqyZD2AgN0lY8XkUG2UodJ1oMHMUfWzKZ3qRzOcJbdxl3p7Xv32CmYf",
-	"rPhNlnWlquv3kK4HmLmn+4ebP6kLYJsPDn7a/EGrLPm3mlLL/Iq34UJRaluE2mBBIaut9972RtUuG+yx",
-	"2iv08fiemt9A9L+y5H7lLuI1GHOzs7Vpbwu+M5Byhwk9wuswJuk4dy3wG4KryhryW+s+d85cV/oddxvW",
-	"VkOyZ/HV082zW5fe/1aReF/JAtN1KWZLrrlRkdw63Lg7yNppIu0P0dR711pg+nNlxR+7zf5Xs9e+f3DT",
-	"3u1GZgQyaU7gmy5IJxKl7hs734vVTXRkUGBOZ5ilSKJ+FNqqSJBhCh8BFdMCkhU/feKudncJNCywW81H",
-	"5Ck66vCE/iM22oSPHqnBaVF2S+WSmx+pzUxMH5PEpsj2ozWoXTnRx2lPU3X97QPOza4mbtmIeuPgvbfa",
-	"yfaYLjPu0p/bl6t73rQTqn7Qab55114/Ebf88RuVlD1+q5CxKbNF7h697WlRoq0C/ehNP3ChL7fqfOw9",
-	"hxmau5JqIftToRQrutcwU56ndfnG+hFuM9Xi9b9Gwm25x7rr6hCi8tx6sODP/bJY3fNiu/2Clgq+W+tG",
-	"jebfr3kt2XRqQ/eP0X5VSaA1D/WtGjjv1lHrd9aWu/kmyzDfciuzAT+ucho+XxlEbgMevnAIJZmIaeZi",
-	"/Z1oPvbf7SZwgzs6zL6oKgntH/zQG/QGvf3hD4MfBoj5HSxdykTGbUmIcbqQWLiD+Nb+xJIxZ0fO3W8M",
-	"uHnR2F0VLiSVN7hGNcsPIfAy+jt+8VpV8Uf3O0+NU4FhjNUGfIDrtt+5mf3lNmMpeF1fwgUynCfQhj3m",
-	"fjySUO3CmJrhmcUqYFGvcz9mPcdp6p4b1mPSliJKS6B5U+K3+aUqGx6JU8qx4mzlRrNYzROdweB16Jgd",
-	"04LGWC0VbRXyuG1fGhWHttjDEMFteaR4Zn92qcVyp1nnHfq+Rn4vhabYdyEyFs+IhFjIRM1Fj5XnRxx9",
-	"jVn9T1wAMbRT7KJRX4QbI0YdQ1fntfULozZI52m1shtVg675lBXYnusUjU7dWmV0fLOM0VnrWU6BuH67",
-	"VRDY7U7bYdnMKysL2SumvQrK1d/moKlRDf8/AAD//w==",
+	"7H37bhs7kverEP0tEPlD62L7JDlHxsEiiT0Zn8nFGzszmYkNNdVdkhh1k31Ith1NxsA+zT7YPskHFtk3",
+	"ibo5znyLxfwTR30hi2Sx6lcXVn8LYpHlggPXKhh+C2ZAE5D43zcippoJbv6fgIoly+3PQM+AxBKohoSI",
+	"8ReI9RNFPn54Q3KqZ0EYqHgGGTXv6UUOwTBQWjI+De7vw+ADaLl4MdEgV9tVEAueKKIFuaNMkzFMhASi",
+	"gCeMT4npVsLvBShN6JQy7uuKcQ1TkMG96Synkmag3YBiwRVTGrhe7TrSsoBoSBTIW0jIeIG9pTgbhBpy",
+	"CSWSTjQZUykZSNKhZCLSVNyBJLkUXxkowvRBEAbMNPh7AXIRhAGnmSGr0XeT6AQmtEh1MJzQVEFYDmIs",
+	"RAqU44TFhVRC+hchl3DLRKFITqfwRJGIw1c9sm9E6yix7W1eJZZAlgsNPF78CRarnSeQFHnKYqpBEUoU",
+	"49MUul/EmKhinDFNOsJM2J2Q80kq7g4I44olYJfQzCLN83RRUmiZribxvO69a7pv0prRr2+AT/UsGB49",
+	"fRZ6aP8ixuenqyRTYsg7PzUL9/HN+Wm1Uo5pXd8sCcLAcBmTkARDwxabpyplGUOG8k22veld8cPBIDSj",
+	"YVmR4S/zk3H3M1zlZ9uoymkMfm6obpOO64VE7j/RCYn+b0QYJ5SkTGnGp0MCtyAXjbdMG1rMgZOMLogE",
+	"mqzj5pqQzXPDRQLv8JXV1TD3nijs3r8S7s4+a2HuJUW6ts/y/mP3W/K5n+/Ku4/OfPfmYZULrgAF3Eua",
+	"fLDy0Ym7UtaZ3casNO9/UVakw1ea5SnYJxPLarc0RRJASiNyzFZSn49verlkQjK9GJKsUEYukzHoOwBO",
+	"BoTyhBwOBqQzFZocDQYHwX2T5n+TMAmGwf/p13qmb++q/hl2g+Noz9mYJoTxvNAnyJQZKEWnQJSmUity",
+	"x/QMr08YpInpzja085hxsiZCjlmSAN64pWnRnIr6Zj0ZOciMKcUEJwlwBsmQ6BlThAMYnTWDUvY1HhS8",
+	"sb+ug/F1cOK2WMzIjCrcZUPqNssbKwc99HAxSkshWdLDhdNPJR0iAdLhRwcEf+iWBuMJqZ439+dc3PET",
+	"Io02JmompE4XSEXBaaFnQrK/Gw5cpaR1vybGXgauUSckQ9PbC/cgrgGxQp507ijX5Dp4CVSCJJdnrz6c",
+	"XV0HB5YNvpNvKCdIEOkoAJKIWPVpznpZEpJryyTqOgjJREgn/MygkGHfCf0HUfDkQRuHCz2a4NutrUMG",
+	"h7+dHv/tP55+GLwd/PmnT8//+vKXPx29+/nV4dkQF8i+8/3D5oKoIp45LGYafH8LMhU0gYcNSNSv1yOq",
+	"Lw7NPh8MHL8bFGgEBaEScFixyNzlBeiSxyyGOlSPMlw9M3jwjipC4xhyDckJokTCHDJ03UWINrsINyPi",
+	"4GUQNlFu44l1BLmn+w3oilRdCfGGyik8aIrHIlmMtBCjFJuop7lEuOYBs1PxviR6Rrnd0QZSEDEhPx//",
+	"/POzwc9kvNDwGNNKbZdmmRsddaI2pdEBQWg3ptpw3IRkBqIjdU9DwxTICp0I7zdfC+r9jROPE3kKOU5Z",
+	"kjBDBU0vpMhBamZktMPEeePSN7Ov1mO7YAUPhoHPgLmbUSsezWuo0gzzUDUkYk46qohjgASSg5BQviAd",
+	"8w9w83NCWQpJSGLKY0hTw3diTu5mwEkKE01EoY3MR91l1pQbMPc5EPMgDCg3CMq2EIRB1URw40OxNQr4",
+	"jGOuH6p3+Qup2YTGyHXtWUJYsYoYwkCxv4PTfhnVFl8++ynwws0mCaVlZ173kqI1ZLmHEupoxB9MQ6a2",
+	"MWg1qvuqHyolXZjfVCk25ZCMqG6NIqEaupohcFsZM61pWx5luQwjt+usvFxpIRYFb9+rLLQwiPNiZLoe",
+	"cbXTzIYBfGV6ZOXAt4AXaUrHRjZYuLf6+AR4zPh0hMDB20VlNwy87zPO1GzPSZvmxUjNqIRty/X64uMl",
+	"PmdfUn7bBL7SWJMEblkMqolMchbPIUGVjCjGLRbpxCI3JrWY4NPWWggR+5lNljI+V4iid2Gp1xcffdz0",
+	"RYxHzL/imUjYZDFiPIGvD5hy7hZ3VRqJzM9FotB5obeO5L177D4McqDzUQaZkIuR1QG7cZ8E6rTSCnUS",
+	"lChkDFvJ+FA9aN9Ci7bRu6HHx1Vm99LUL5kMuN+TSZWmeiuDOtF0ic/iSwlIOdKU+QnRVM23MhTl0yvz",
+	"nDH+qOTmVa9luCTGR2helQLJ8Uk5juWdXsud5sq0heASp24QzZflXJVKqWzGtF5wHEIYVLqvqapSoUxP",
+	"c7ZGXYXBSxrPxWSyKv4ZZ5rZFd80n6eFtL5GsysNdpRtJhCFkZBVx7zIxpaZM/p1n7azItUsT9mO7d97",
+	"ptMN9RxV/H7YZc/JsF1smZE16uNBM1R1uG2atnTqnzYdzy7RYGj4KPYDfrtjiN/E+DKHuBpQW/Kv7kvl",
+	"3Tktmq2fZZXD96JrqbEHU/bq4mPFgG1lm7E0ZbGQoIgxj4hdk9CCdrthrQOl4EwboP50MMiikESD3lPz",
+	"5ygi9u0xpOKOPPvJKFnB4f0kGH7+tsJeDdMmMC2tSukbQ67IMsqTNSRTTqic3hKcgzalsuBmGNHn66A/",
+	"ZryvZsZ+vw66sfmrbqIWcdUSrKpzxs/tzcMVGPDNTzG3nOkzHlg8IzmVwBHwxyIDRVLQhJIEcuCJuWEs",
+	"C1nwhhGAolUpJ1gLaTYSTe/oQtlBjMoHfAL2FFJ2C3LhAdhWvKs18NaGafbSqnDrLNlNnPwXGM+EmJ/h",
+	"s/dhYH74SViDsFKq9AhKx53/ttGLxZqRZfTraPPYMRjy6HCiXIkKTxR5svcUFzLdjhcQK+C82hfKlanx",
+	"QjX+pelorXuLQp8waY+ogRByG3gLwiCxjzRhgZ9Lc7XKoQnELIFkNF54V9rcVmwNInWdedfXbsE1i18D",
+	"Ge9tDTJjbSi63vS13XinrsQWHpfEa0ESd5t0osPseKAiI0xrgYnXfOzRVsietquGnZzsRKb1kERPUZYf",
+	"zo4HWempsbLaGFK1A6yWmQ3x7RHe4YrEv2m621ftPOtCmjj3qnXGljGK5tg3BB32Dja0ua20q1diP9og",
+	"FvT4ks4a1/BBQ1zXhNE4HSVMmdfNzyUPeDNU0HQEczGqcX4GeiaSkblPMWaMHiDBJymL3YZOoYL9EiaF",
+	"wkfGNBkpTnM1E7iRuSryXKCd1Li84ktccr6ZBW96dI3VMSq4BBrPqEN0jQCDoVICTRZ2sLeUpe6pZv+3",
+	"IHHXhoERcgL9XWYLSbOrfMIB/FwjOBhrHoYkwnjOkFgDNQq2ucVsg6Fdcd/uNGb/ijQaF8oZ/W06Ll6d",
+	"E5okEpQKyWAwGAwPfxkOBr2Bb4MavVBoD5+5GySmOR2zlOlFSH7xtzEDmlov3RKrjpUBEOhUtM8sTgik",
+	"CsjdrJWWkKc0Bgz1oDtccIKx5pWOKifGkhv9liWMdlXGniiCz5DOq4+nL54oUnDTvvkxOj378/mrs9H7",
+	"D6dnH369eHU+evnxcmQDmKtSFb0yqz3NxJ117lj/D0HGc24gd8mIDBrPLB2hwXw1eUSLXJBuRnLJuFaE",
+	"adL5FJJ3fz78OSQX559CcvHpZUgu/vgyJO/en56F5PKvly3f0KqNv+QJcm6UjI13dKJkjK8Tge/MYPoJ",
+	"3PbtEN75GxAJ+P0PReFjz9cXH7v//Z//FZZyjMZSKEUkjIXQautewUZLVijJX7NnLku33ypMtwLtiSLo",
+	"GjQDNdv39cXHJ4rYOSSdylXRm+aFc1AdnDQX28UnZ5Am5G4mULS0N+k0L3b06bVXbnU1LKGMk7fsJen8",
+	"4f2Hs7cv3o1eX3wcvT17+/7DX0dvz18eWDG+l0PcUNjq3TuZlE8f4igovfQeWJMbybzBb9xMHWrSu9Zz",
+	"b2g0tvKqpPynU1Gh/WWNXnnfl3d0E9EtbWkDWP1POpttFx9CifFR1GYb0Ob6qdIi9/s7twDUBzn7fdNd",
+	"uxHXTfyV83gue6uc2vAgb3DR090lrEEN+83dsjXkRJcbE7ZXUuIb2B+vri4anqYlECASvzECX3OIm4bn",
+	"HhzXiCr79/r6aarJtkjRrxh2MRrd+/bpLfPyENH0v3fm1k0YztIlqrQ95yqeQTxXRebJdJ3Ro6fPhn88",
+	"+zRExYjxG2vvZAa7n2DAS5HYACWX65SCw2V+lJc4Rl92VoFRf5pMBaiQSEipZrdAtCjj308UJqgZBJkw",
+	"CbEW0uDNLNcLYz+63FvGSZ/MAXKX6YTT8URZslzG3KqIqyZtCQ9qnQ/7/ZCY/6hhv286UsfDfn9cxHPQ",
+	"/TkgjqBJnetFp8AN8Oh27cp0lRYSDHm5YFyjZRhLSIBrRlN1sBUROeJ8K/6bzTHYy89mRexoF2/cg6OK",
+	"cSElcD3aGNBOnA9msw8rVw8JRD8okExtbGxbOM1p//UOw0ZO8mgOix8StoWveiQLvtcAcwlmNZjga1Z9",
+	"Q8BVOeC1QyxjZwdlE7dUGVr7eScf4NEsk1x3dGviwGtHZovOFgEtJ+fKLlvaUjtEQ38T41MoY7/rd/hu",
+	"mSpuH3o0mnOYllBql9YqF78/U2GHZfcmDjUmcM18vGE+iLRvvM1HduM4wk7h8bUk+g0U6j9Ggo4EF5/p",
+	"0FQJo71sZEaNBA/NT1RiNAMiZALywOoZTAtjupkRtmuGSZXN5ktaSlNxNyo4GhFWwvoyQMZ1DH1TT2Wo",
+	"3XqhMso9zgIqp7cnxAh0TKyhnBjUhzGpjlGUeA6gSktvZMUXvFCQkOiLGEebPShrtEU16LgZQNs0njrS",
+	"Zt9SWlLG9Z7mRQI0SRmH3QVWzRB79iTNLvVDYH77fRB2Z13p9IHBT9ueb9pBRotmdOpPTcKkxd23fBMW",
+	"e6ZpztJ0tCHdB++XnuM9MjhSOob0ey2F7aFDd4Bkle2bR3BW74I2u8p/T4wwE3pUga59rSQuNJssdl4g",
+	"F6H1tST4aJoXozUeeRSDlLikoCojLxGgrFeaktcXH42gnIk0UUQXkhvR4ZzVpENJLJlmMU3Jp/PTgyEa",
+	"DtWhpKFNlXXNh6T2K/YqoghGOu3ZCcI0RrIwRbMA0lFa5DkkCPnxUuKSvsvkwEIZuou80fQJocTsLiKh",
+	"PEUyEyk0Az6GSHf8BgrwhjAqN5B3hUsg6CT8NtdYWEW6/MtvyXjENL09cW2pFvzA1d3cM18PYgl69N1y",
+	"8gFyo1CwAwYpNWpjbTYgkt38J75UdQN/bX5OnDKM9kimkdVPSOSIiPAQZWRkfLSsxvGMT0V4K67qQRuO",
+	"kAbAqDLRgkMDccoEs0HvyCWM2WhwMw/sqAk4Pgf5Qs8EP8YNkwupe/kiCINuN6Hmrxbm782SQv8c/F1w",
+	"IL/+SqDoHgY2yRgDIQaRdOjhYBDODgeDA/NmrdGDo8HxoDs47A6OrgbPhoPBcDD4W1BrYjx8QRm3p6Ms",
+	"b719f3oWDINJkaZe29FR3a2bDirdGCQinoPsMdFP2VhSuejb0Q6Pe4dHXZWyLFhScMHl+eursw9vg2XF",
+	"FhxihL/WWhpoZrcJXVVFx/UhRDad6XTRtWQGDdUScMFdxHZVn3w+umlJqWDMeE7jeZOhh88HlXAJQKfB",
+	"kkCJ86JO5rIBDjOO1+ylO6iYVBGaw/uGXGkt03G9TPVcHGOTdicGhxhiHQwGqyH8Nbj+4v3lFenfHvbx",
+	"iIng6cJAeaWBJkRMGgjfOoNKXDl0toBqnFcCKg1XhzboiOCfaUXEHS93lZm/E4xuaaMOY8rxAJ3gU5Bk",
+	"DCQDNBFUdYykPs/RgM11nkV7KOenn4di/g/KF/+wGS7/qF6/IZ3lIyXtrJHB4W//8fPfnv31+M9Hf3r6",
+	"7vmHX64O/3L86enfnr8YYqrQagrHbobLzT/LdKmyMhv2y2YLoZE9uGxaeELz/zIhdjAhqtnc04ao3tvF",
+	"HbeLsdHeGBOWgiIT0AZfEMY3+6nLChFMl2eDO1STTCjtElf/p1oy1Sz+CHNmuyP3f5F5sybF+182zv9A",
+	"G2c7Yz6mzVNxxt6Gz/8fK6Wid72p4jVElrN27yjTNmvXMk7rfA/u0Q1HfZooRs2Z4UEvl7xFXLgmP/Ut",
+	"e7nj4YOjp8/espeYsvra/e09fR3tfubAwVJPBv/7+kCdLyTaymaqDqnifkvF1B5mn0OuyRgUS3CHliUW",
+	"zKtTNNrMUNoByYOVVKa1AmhRxXWVMX+40CNsIiF34E7S298+Hq2f3g96WFr3OLCCfbyveXqpPbU+Z7wi",
+	"PjfTuyYpFB/yxMcbweBcwoR9Dda9vI8HYjkEjJ2Xg/AZ+h+aUmcpuG9T1HbIFazT4LxbZWj2xvp0OmPO",
+	"IOOFxKBxV17DlhvJzCuGMVN261Ld1E7JbLVht9MIKqtvnTDcoY2lub3fNNsPSUyJt6cMVqemVhZl01tN",
+	"Ubf2jDNqWrNyinRwtoyed1mPjZPORiWzeFYehPYt1eYI9YNI/ictX0tWrOyXua+OmJmeqoLcHBZlaM5u",
+	"fa/g85d2KgV4/+LF1R9DFOF9pROsxyCrnyCl/1Tyw4oiuLyXuS1Rti61sTzzl6drJkCaW0QL0nJwDFEW",
+	"oOETNkpuYK52VQYPo5ctZbnX6cNt5vrq8UdUrSvHONefA/EPCf2fzVHtPISlg517DMBFwJr0rzvSWdW2",
+	"83s7vPkpviSHuh0fX5TxmZXu0S5oq+hSu34fkKszeLy6eCUpfmuYzCLl70u5C8vxbpijs/JE4nLCxiMV",
+	"AdkzD2pdgtIDs442lKHYlDoEv6/LON4zScg2sRNH4yNhXcmgzN+pknPhd0w42bSYD1Hu/9oStd5VEBfG",
+	"or40S+mScrGY2qokfuGKzVmiSCeaZHz03//5X9EBmUiRkagSzzRO+3iSREuaR0Yyt+9hOyqygObVm/Nr",
+	"rtD7HXW7eCsifRL9W3m84ur9n87eRT3yagZY3UXwdEGEM5sUcaU+rP0Udbs0TqPedVXOFcWtHVE1fvRS",
+	"YtEqxididaRXMyAvLs7ducOJkJBVZhrWdFX2fJSyIbRcSF1XyXw+eD446JErms6NGqZ8gYAbT6IlaAqa",
+	"4WJhWJw2jAi4+pVGeduadwQ3Q1iG8gygt3VhkzLb1gLBHrnC0q1CGdU/AQk8hvCa42xY+sei4Nb340gM",
+	"CVPNenYn5Xmqag7MA2Z4GY1njEPXkO4OPHItaax71/yad8mHurwYc1QmYERfggZ6rNPF0BjHBccSgbbG",
+	"ommckp8GAzd057IinUZJ3mtOiJMuRNEFiXzbe0hwe0cHPVKqX4f/FBYdRRcXdokwJ6UapGnYHTZUQxcv",
+	"VUTNRGEIm3IhoXxFz2BBEoG2syG/Z0Z81jiKyhSJvl1bm/w6GJLr4LoYDI7j1slDvAS20ICZmeaD+Nvd",
+	"v49Ix46YRHiCNDpodFieeiUxFgxWJPrUdZPfPT+NcHWjT90/WFbtvhMJRCclx6VKNG+eG/Ea4XSb2cAK",
+	"uvbEniuPhKxnh4/Ogwa3WppeFHo23LT/sIwliVo1G4ekVaUxMlvIMqhZT3sAeVzgyiOQz4EbhKdIJyqF",
+	"1JB8vokOTkj0tes2Zbcujxk5TsJSxnXRzKoO7ROFoxVpmRs/lZRr0jHCgObMCKaRFIUG1ZuKgx75i/ON",
+	"VkNyJyOZIrGVRDgX0b9Xbu5f311GREGKDNiuoSsm9Y+kHrBaW1w3ZUojwUt1dc3o/72u//wrVpomGZ1j",
+	"6WTMcp8a+SBFMZ1tKzttxWTKYnDI1cWLFbjiypALxbRwaaRMp66cKcrDD2eXV0ZMBmFQHt8dBreH6BjK",
+	"gdOcBcPguDfoHaPbRs9Qu6zoh2D47T6sLpeHfrtWy/SlcACk8QwuZ19BOvFcV75r/W8Uq2EIeW8L2tWV",
+	"vD9/89XOLR/fq4Lujes3TgulQfZnVM1qasqrX4Tpb/lqCvQWVi9nkI3tWZalG2YZ/Vf7eIqp/82MxDda",
+	"z6lGs7+lK2OMgQMsqm2PLz9SWeMbH6VaUq4mILuWR9WMNbihQmnud3XC2f0uU4qnFiBVe+o8CYbBG6b0",
+	"b+aBcHn4PhxbP9KvY1br7MHGw4067OZpb26OVeMGArloByQR6WDSAaq/GU0a7mNSPRRiAjG4+plMOqnM",
+	"xd26OtpV+nu1CD/MiV+FbtYUnFwpiD+Hxa9Y/Be1Ug7UnjsWEuu70q4CM61YepWmaePsEiYr5ClaU5bH",
+	"vJXR6RjS1tB3d2IrvSjFWuZZRtwTldd4Xf3yzaXLfZvOBqFxPUJb0HBN8zaKtaX9LYxqK8fvwtE2vf7+",
+	"ZqkY+NFgsENh2t1qxpaHBDxVYwUH/PrASfvjA4gYbSEDp9FTahOQf7J0+bqr6O83Kpljj65m/rbXytq2",
+	"Zl9kGcXEJUM4FqUNCYc7A30nTCodEop0E4wDl14DOlXNowg+0IK5YzSxZ1p97q/3yz4ugzhNiwZHfrZX",
+	"e73ejYGPZbYCls496JEX9TclsPoIfl+h8qdRnlzziZB3VCaIv1t2Reh8y0rTLFfk/NRGs8zQlGnZSA1j",
+	"jLgq5dXJOkUzuOaNdA50xEqwIW8EdpJNGaepPUAQVW6tIUEsE2IlFotM2jLdOtp+vFRf+lyF3QvIPi/d",
+	"cdU9CsNbh2Sz9LnVW5+/1QlLQa8PX9Gsqnd9faGZXGeob6RN9vqpoAlmStIUQ2KlPDSX72+Qd2eQpku1",
+	"18t+IZ4JYu6LTVmFzVw/bBG/z+Fv8nNZWc0QFRvhXXdxs+zxOKroLWnwpA4eLqUOPvvpLXtpZMfONaqX",
+	"fLZtH4nhufsfKOya/nqPwLPo3uwErD9Oqt1Qhu/qLEOXndTaaWRpo5nlOhocPh6PNpzXzpXGEps1uKYW",
+	"vdWge771h5JXVznrAQTszxlrFodqIwyVrgINZo3KTxV1yg/VOE1u4y6VeV5+7wizD9Z8B2lTefjqOaTr",
+	"AWrup8Pj7a9URefNC0e/bH+h8SmA71WldvLLuQ2XCsHbwu8GCwpZmt4HuytVu22wx9JW6ON5T9U2IPrf",
+	"WHK/1op4DUbd7K1tmmbBDwZS7vSph3nLTOKOc9cCvyW4q6wiv7Puc+fMdZ9bQGvD6mpIDiy++mn76laf",
+	"u/helnhf8gLTVe1uS665UJLcOA27P8jaayHtx58q27VimH6rDv1jt9n/Zmzt+wc37TU3UsOQSV2ywXRB",
+	"OpEodN/o+V6sbqMTPK5KF5ilSKJ+5DLaIcUUPgIqpjkkaz435H7t7xKop8Camo84p+iow5IOj9hoHT56",
+	"pAanedEtlEtufqQ2UzF9TBLrquyP1qB29Wcfpz1N1fz7B5wZqyZu6IjKcPBeW+9ke0yXGXfpz82f63ve",
+	"ZgmVH1FrN+/a6yfijj9+o5Kyx28VUjZltirio7c9zQvUVaAfvekHbvTVVp2PvecwQ31VUi1kfyqUYnl3",
+	"DgvluVvV+6xuoZmpln//czjc1getui6PgyrPpQczfutrflXPy+32c1oo+GGtGzGa/bjmtWTTqQ3dP0b7",
+	"ZU2HxjpUlyrgvF9HjW8brnbzXZqh3XIjswFfLnMaPt8YRG4DHr5wCCWpiGnqYv2dqB3773YTuEWLDrMv",
+	"ytJTh0fPe4PeoHc4fD54PkDM72DpSiYymiUhxunK7z4hvrWfNTPq7MS5+40CNw8avavCpaTyGteoevsh",
+	"BF5Ff6cvXqsy/ui+rVY7FRjGWG3AB7hu+p3r1V9tM5aCV5U+XCDDeQJt2KP1wVZCtQtjaoanR8uARbXP",
+	"/Zj1Epepe2mmHpO2FFFaAs3qmtD11+FseCSeUY4liks3msVqnugMBq9DN9kxzWmM5XVRV+EcN/VLLeJQ",
+	"F3smRHBbTyte2E+dNabcSda2Q9/XyO+F0BT7zkXK4gWREAuZqFb0WHk+nOprzMp/4gKIoV1iF436ItwY",
+	"MeoYusLAja/62iCdp9VSb5QNuuZnLMf2XKeodKrWSqXjW2WMzlrP8gyI67dbBoGdddoMy6ZeXlnKXjHt",
+	"lVCuejcDTY1o+H8BAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,
