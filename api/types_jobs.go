@@ -183,6 +183,11 @@ type JobSpec struct {
 	// failure, always or one_success.
 	DependsOn []string `json:"depends_on,omitempty"`
 	Condition string   `json:"condition,omitempty"`
+	// After lists jobs submitted earlier, each with what it must end as
+	// (SubmitJob only; instead of DependsOn and Condition). A requirement
+	// that can no longer be met ends the job cancelled. A job's spec
+	// returns its parents in both, in the same order.
+	After []AfterDep `json:"after,omitempty"`
 
 	HTTP   *HTTPRequest `json:"http,omitempty"`
 	Notify []Webhook    `json:"notify,omitempty"`
@@ -220,6 +225,14 @@ func Bool(v bool) *bool { return &v }
 type SubmitResponse struct {
 	ID        string `json:"id"`
 	Duplicate bool   `json:"duplicate"`
+}
+
+// AfterDep is one parent of a job submitted with After: On is "ok"
+// (succeeded; the default when empty), "any" (any end), "failed" or
+// "cancelled".
+type AfterDep struct {
+	Job string `json:"job"`
+	On  string `json:"on,omitempty"`
 }
 
 // Deps follows the parents of a job with DependsOn.

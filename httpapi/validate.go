@@ -529,8 +529,8 @@ func hasControl(s string) bool {
 // their requirements (fsm.AfterDep).
 func normalizeAfter(in *JobSpecInput) ([]string, []fsm.AfterDep, error) {
 	switch {
-	case len(in.DependsOn) > 0:
-		return nil, nil, invalid("after", "set with depends_on: list each parent once, in after (each with its requirement) or in depends_on (all under one condition)")
+	case len(in.DependsOn) > 0 && !sameParents(in.DependsOn, in.After):
+		return nil, nil, invalid("after", "set with other parents in depends_on: list each parent once, in after (each with its requirement) or in depends_on (all under one condition)")
 	case in.Condition != "":
 		return nil, nil, invalid("after", "set with condition: each entry of after carries its own requirement (ID:ok|any|failed|cancelled)")
 	}
@@ -547,6 +547,21 @@ func normalizeAfter(in *JobSpecInput) ([]string, []fsm.AfterDep, error) {
 		return nil, nil, renameField(err, "depends_on", "after")
 	}
 	return ids, deps, nil
+}
+
+// sameParents reports whether deps names after's jobs in after's order: a
+// job's spec as returned (both filled), submitted again.
+func sameParents(deps []string, after []AfterInput) bool {
+	if len(deps) != len(after) {
+		return false
+	}
+	for i, a := range after {
+		d, err := a.parse()
+		if err != nil || d.Job != deps[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // checkDepends checks the shape of depends_on and condition; that the
