@@ -93,6 +93,9 @@ func TestAfterRequirements(t *testing.T) {
 	h.wantJob("late-ok", JobCancelled, "dependency after B:ok cannot be met: job B is failed")
 	h.submitAfter("late-any", "B:any", "A:ok")
 	h.wantJob("late-any", JobQueued, "")
+	// A retry re-counts the parents as they are now: still unmet.
+	h.must(CmdRetryJob, RetryJob{JobID: "notok"})
+	h.wantJob("notok", JobCancelled, "dependency after A:failed cannot be met: job A is succeeded")
 	// A cancelled child's own children follow it (workflow skip rules).
 	h.submitAfter("grandchild", "notok:ok")
 	h.wantJob("grandchild", JobCancelled, "job notok is cancelled")
