@@ -188,6 +188,9 @@ type JobSpec struct {
 	// that can no longer be met ends the job cancelled. A job's spec
 	// returns its parents in both, in the same order.
 	After []AfterDep `json:"after,omitempty"`
+	// Singleton: the job waits until the singleton job of the same Name
+	// submitted before it in its namespace has ended (SubmitJob only).
+	Singleton bool `json:"singleton,omitempty"`
 
 	HTTP   *HTTPRequest `json:"http,omitempty"`
 	Notify []Webhook    `json:"notify,omitempty"`

@@ -1,7 +1,9 @@
 package fsm
 
 import (
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -137,4 +139,66 @@ func (a *applier) decideAfter(c *Job, p *Job) {
 	if rt := c.Spec.RunAt; rt != nil && rt.After(a.at) {
 		c.State, c.NextRunAt = JobWaiting, *rt
 	}
+}
+
+// Singleton jobs (Spec.Singleton; Slurm's --dependency=singleton): a job
+// waits for the singleton job of its name submitted before it in its
+// namespace, so such jobs run one at a time in submit order. Each new one
+// gets the previous as an After parent with requirement any, resolved at
+// submit from bucketSingletons (namespace, name → the latest one's ID): a
+// previous one already ended, or gone, adds nothing. Only singleton jobs
+// queue on a name; a plain job of the same name does not wait, and is not
+// waited for. A singleton job retried after it ended does not queue again.
+
+// checkSingleton validates a new job's Singleton.
+func checkSingleton(spec *JobSpec) error {
+	switch {
+	case !spec.Singleton:
+		return nil
+	case spec.Name == "":
+		return errors.New("singleton: needs a name (the singleton jobs of one name run one at a time)")
+	case spec.Condition != "":
+		return errors.New("singleton: set with condition; give its other parents in after")
+	}
+	return nil
+}
+
+func singletonKey(spec *JobSpec) []byte {
+	ns := NamespaceOf(spec.Namespace)
+	k := make([]byte, 0, len(ns)+1+len(spec.Name))
+	return append(append(append(k, ns...), 0), spec.Name...)
+}
+
+// chainSingleton adds the previous live singleton job of spec's name as a
+// parent (any), and reports whether it did.
+func (a *applier) chainSingleton(spec *JobSpec) (bool, error) {
+	b := a.tx.Bucket(bucketSingletons)
+	if b == nil {
+		return false, nil
+	}
+	prev := b.Get(singletonKey(spec))
+	if prev == nil {
+		return false, nil
+	}
+	p, err := a.getJob(string(prev))
+	if errors.Is(err, ErrNotFound) || err == nil && p.State.Terminal() {
+		return false, nil
+	} else if err != nil {
+		return false, err
+	}
+	if slices.Contains(spec.DependsOn, p.ID) {
+		return false, nil // already a parent, with the user's requirement
+	}
+	spec.DependsOn = append(slices.Clone(spec.DependsOn), p.ID)
+	spec.After = append(slices.Clone(spec.After), AfterDep{Job: p.ID, On: AfterAny})
+	return true, nil
+}
+
+// recordSingleton makes id the latest singleton job of its name.
+func (a *applier) recordSingleton(id string, spec *JobSpec) error {
+	b, err := a.bucket(bucketSingletons)
+	if err != nil {
+		return err
+	}
+	return a.put(b, singletonKey(spec), []byte(id))
 }

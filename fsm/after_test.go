@@ -142,3 +142,65 @@ func TestAfterBadInput(t *testing.T) {
 		}
 	}
 }
+
+// Singleton jobs of one name run one at a time in submit order, per
+// namespace; a plain job of the name does not queue; one whose
+// predecessor already ended starts at once.
+func TestSingletonQueuesByName(t *testing.T) {
+	h := newHarness(t)
+	h.addNode("n1")
+	single := func(id, name, ns string, after ...AfterDep) *Result {
+		spec := JobSpec{Name: name, Namespace: ns, Command: []string{"true"}, MaxAttempts: 1, Singleton: true}
+		for _, d := range after {
+			spec.DependsOn, spec.After = append(spec.DependsOn, d.Job), append(spec.After, d)
+		}
+		return h.apply(CmdSubmitJobs, SubmitJobs{Jobs: []NewJob{{ID: id, Spec: spec}}})
+	}
+	if r := single("s1", "nightly", ""); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	h.wantJob("s1", JobQueued, "")
+	// Two in one entry: the second waits on the first.
+	h.must(CmdSubmitJobs, SubmitJobs{Jobs: []NewJob{
+		{ID: "s2", Spec: JobSpec{Name: "nightly", Command: []string{"true"}, MaxAttempts: 1, Singleton: true}},
+		{ID: "s3", Spec: JobSpec{Name: "nightly", Command: []string{"true"}, MaxAttempts: 1, Singleton: true}},
+	}})
+	h.wantJob("s2", JobWaiting, "")
+	h.wantJob("s3", JobWaiting, "")
+	if got := h.job("s3").Spec.After; len(got) != 1 || got[0] != (AfterDep{Job: "s2", On: AfterAny}) {
+		t.Fatalf("s3 after %+v, want s2:any", got)
+	}
+	// Another namespace, and a plain job of the name: not queued.
+	single("o1", "nightly", "team-b")
+	h.wantJob("o1", JobQueued, "")
+	h.must(CmdSubmitJobs, SubmitJobs{Jobs: []NewJob{{ID: "plain", Spec: JobSpec{Name: "nightly", Command: []string{"true"}}}}})
+	h.wantJob("plain", JobQueued, "")
+	// A failure releases the next one (any): s1 fails, s2 runs, s3 waits.
+	h.finish("s1", false)
+	h.wantJob("s2", JobQueued, "")
+	h.wantJob("s3", JobWaiting, "")
+	h.must(CmdCancelJob, CancelJob{JobID: "s2", Reason: "user"})
+	h.wantJob("s3", JobQueued, "")
+	// With after on another job: both must hold.
+	h.submit("X")
+	single("s4", "nightly", "", AfterDep{Job: "X", On: AfterOK})
+	h.finish("s3", true)
+	h.wantJob("s4", JobWaiting, "")
+	h.finish("X", true)
+	h.wantJob("s4", JobQueued, "")
+	h.finish("s4", true)
+	// The last one ended: the next starts at once.
+	single("s5", "nightly", "")
+	h.wantJob("s5", JobQueued, "")
+	checkIndexes(t, h.f)
+
+	for name, spec := range map[string]JobSpec{
+		"no name":        {Singleton: true},
+		"with condition": {Name: "n", Singleton: true, DependsOn: []string{"X"}, Condition: ConditionAlways},
+	} {
+		spec.Command = []string{"true"}
+		if r := h.apply(CmdSubmitJobs, SubmitJobs{Jobs: []NewJob{{ID: "bad", Spec: spec}}}); !errors.Is(r.Err, ErrBadCommand) || !strings.Contains(r.Err.Error(), "singleton") {
+			t.Errorf("%s: %v, want a bad command naming singleton", name, r.Err)
+		}
+	}
+}

@@ -104,6 +104,11 @@ type JobSpec struct {
 	// DependsOn entry, in its order, and Condition empty. A requirement
 	// that can no longer be met ends the job cancelled.
 	After []AfterDep `json:"after,omitempty"`
+	// Singleton: the job waits until the singleton job of the same name
+	// submitted before it in its namespace has ended (Slurm's
+	// --dependency=singleton): such jobs run one at a time, in submit
+	// order. Apply adds that job to DependsOn and After (any).
+	Singleton bool `json:"singleton,omitempty"`
 
 	// HTTP jobs and webhooks (issue 12).
 	HTTP   *HTTPRequest `json:"http,omitempty"`   // the request of a driver "http" job

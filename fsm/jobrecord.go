@@ -85,6 +85,7 @@ type schedSpec struct {
 	DependsOn        []string   `json:"depends_on,omitempty"`
 	Condition        Condition  `json:"condition,omitempty"`
 	After            []AfterDep `json:"after,omitempty"`
+	Singleton        skipped    `json:"singleton,omitempty"`
 	HTTP             skipped    `json:"http,omitempty"`
 	Notify           []Webhook  `json:"notify,omitempty"`
 	Inputs           skipped    `json:"inputs,omitempty"`
@@ -178,6 +179,7 @@ type countSpec struct {
 	DependsOn        skipped `json:"depends_on,omitempty"`
 	Condition        skipped `json:"condition,omitempty"`
 	After            skipped `json:"after,omitempty"`
+	Singleton        skipped `json:"singleton,omitempty"`
 	HTTP             skipped `json:"http,omitempty"`
 	Notify           skipped `json:"notify,omitempty"`
 	Inputs           skipped `json:"inputs,omitempty"`

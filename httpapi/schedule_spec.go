@@ -142,6 +142,9 @@ func normalizeTemplateJob(field string, in *JobSpecInput) (fsm.JobSpec, error) {
 	if len(in.After) > 0 {
 		return fsm.JobSpec{}, invalid(field+".after", "is not allowed in a schedule's job (every fire would wait on the same jobs)")
 	}
+	if in.Singleton {
+		return fsm.JobSpec{}, invalid(field+".singleton", "is not allowed in a schedule's job (the schedule's overlap policy says what a fire does while the last one runs)")
+	}
 	job, err := in.Normalize()
 	if err != nil {
 		return job, prefixField(field, err)

@@ -56,6 +56,10 @@ type JobSpecInput struct {
 	// cancelled]" or {"job": ID, "on": ...}, the form a job's spec is
 	// returned in.
 	After []AfterInput `json:"after,omitempty"`
+	// Singleton: run after the singleton job of the same name submitted
+	// before it in the namespace has ended (one at a time, in submit
+	// order; POST /v1/jobs only, needs a name).
+	Singleton bool `json:"singleton,omitempty"`
 
 	// HTTP makes the job an HTTP request (driver "http"); Notify lists
 	// webhooks (notify.go).

@@ -216,6 +216,15 @@ func (in *JobSpecInput) Normalize() (fsm.JobSpec, error) {
 		return out, invalid("deadline", "must be after run_at (%s)", out.RunAt.Format(time.RFC3339))
 	}
 	out.AllowUnplaceable = in.AllowUnplaceable
+	if in.Singleton {
+		switch {
+		case in.Name == "":
+			return out, invalid("singleton", "needs a name: the singleton jobs of one name run one at a time")
+		case in.Condition != "":
+			return out, invalid("singleton", "set with condition: give the job's other parents in after")
+		}
+		out.Singleton = true
+	}
 	if len(in.After) > 0 {
 		if out.DependsOn, out.After, err = normalizeAfter(in); err != nil {
 			return out, err

@@ -71,6 +71,8 @@ func TestSubmitValidation(t *testing.T) {
 		{"after with depends_on", `{"command":"true","after":["01JX"],"depends_on":["01JY"]}`, "after: set with other parents in depends_on"},
 		{"after with condition", `{"command":"true","after":["01JX"],"condition":"always"}`, "after: set with condition"},
 		{"after twice", `{"command":"true","after":["01JX","01JX:any"]}`, `after[1]: "01JX" is listed twice`},
+		{"singleton without a name", `{"command":"true","singleton":true}`, "singleton: needs a name"},
+		{"singleton with condition", `{"command":"true","name":"n","singleton":true,"depends_on":["01JX"],"condition":"always"}`, "singleton: set with condition"},
 		{"batch empty", `{"jobs":[]}`, "jobs: must contain at least one job"},
 		{"batch bad job", `{"jobs":[{"command":"true"},{"command":"true"},{"command":"true","priority":500}]}`, "jobs[2].priority: must be between 0 and 100"},
 		{"batch unknown field", `{"jobs":[{"command":"true","nmae":"x"}]}`, "jobs[0].nmae: unknown field"},

@@ -8,9 +8,10 @@ import (
 	"testing"
 )
 
-// `foreman submit --after` on real agents, through a follower: a job waits
-// for a job submitted before it and starts only once that one succeeded;
-// a requirement that cannot be met ends it cancelled with the reason; a
+// `foreman submit --after` and `--singleton` on real agents, through a
+// follower: a job waits for a job submitted before it and starts only once
+// that one succeeded; a requirement that cannot be met ends it cancelled
+// with the reason; singleton jobs of one name run one after the other; a
 // parent that does not exist is refused with one line and nothing stored.
 func TestSystemAfter(t *testing.T) {
 	if testing.Short() {
@@ -72,6 +73,26 @@ func TestSystemAfter(t *testing.T) {
 	}
 	waitJobState(t, leader, late, "succeeded")
 
+	// --singleton: jobs of one name run one at a time, in submit order.
+	s := newJobDir(t, t.TempDir())
+	spec := s.waitingJob("sys-single")
+	spec["singleton"] = true
+	first := submitJob(t, leader, spec)
+	s.pid(t, 1)
+	second, err := cli("submit", "--name", "sys-single", "--singleton", "--", "true")
+	if err != nil {
+		t.Fatalf("submit --singleton: %v: %s", err, second)
+	}
+	if j, err := getJob(leader, second); err != nil || j.Job.State != "waiting" {
+		t.Fatalf("the second singleton while the first runs: %v %v", j, err)
+	}
+	s.release(t)
+	f := waitJobState(t, leader, first, "succeeded")
+	sec := waitJobState(t, leader, second, "succeeded")
+	if sec.attempt(1).AssignedAt.Before(f.attempt(1).FinishedAt) {
+		t.Fatalf("the second singleton was placed before the first ended: %v, %v", sec, f)
+	}
+
 	// Bad input: one line naming the field, non-zero exit, nothing stored.
 	var before struct {
 		Total int `json:"total"`
@@ -82,10 +103,11 @@ func TestSystemAfter(t *testing.T) {
 	for _, args := range [][]string{
 		{"submit", "--after", "01JNOSUCHJOB00000000000000:ok", "--", "true"},
 		{"submit", "--after", parent + ":sometimes", "--", "true"},
-		{"submit", "--after", parent, "--depends-on", parent, "--", "true"},
+		{"submit", "--after", parent, "--depends-on", ok, "--", "true"},
+		{"submit", "--singleton", "--", "true"},
 	} {
 		out, err := cli(args...)
-		if err == nil || strings.Count(out, "\n") > 0 || !strings.Contains(out, "after") && !strings.Contains(out, "depends_on") {
+		if err == nil || strings.Count(out, "\n") > 0 || !strings.Contains(out, "after") && !strings.Contains(out, "depends_on") && !strings.Contains(out, "singleton") {
 			t.Errorf("foreman %s: err %v, output %q: want a non-zero exit and one line naming the field", strings.Join(args, " "), err, out)
 		}
 	}
