@@ -18,7 +18,8 @@ import (
 // (children with success, failure and always conditions), chains, and
 // fan-outs joined by an always job — and, after half of them, a plain job
 // with after on two of the workflow's jobs, each with a random requirement
-// (ok, any, failed, cancelled). It checks invariant 4 on the probes'
+// (ok, any, failed, cancelled), half of those also singleton jobs of one
+// name (each then waits for the one before it too). It checks invariant 4 on the probes'
 // records (checker.DAG: no child starts before its parents' deciding
 // finish; no skipped job ever starts; an after job runs only when every
 // requirement was met, and is cancelled when one was broken) and that
@@ -93,6 +94,11 @@ func (d *DAG) submitAfter(ctx context.Context, env *Env, rng *rand.Rand, w int, 
 		after = append(after, jobs[i].ID+":"+afterOns[rng.IntN(len(afterOns))])
 	}
 	spec["after"] = after
+	if rng.IntN(2) == 0 {
+		// One name for all: they run one at a time, each after the one
+		// submitted before it (an after parent with requirement any).
+		spec["name"], spec["singleton"] = "jepsen-singleton", true
+	}
 	key := fmt.Sprintf("jepsen-after-%s", wf)
 	op := history.Op{Process: w, Kind: history.Submit, Node: cl.Node, Key: key, Call: env.Rec.Now()}
 	id, _, err := cl.Submit(sctx, spec, key)
