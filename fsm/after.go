@@ -112,10 +112,14 @@ func (a *applier) decideAfter(c *Job, p *Job) {
 		st := p.State
 		if d.Job != p.ID {
 			q, err := a.getJob(d.Job)
-			if err != nil {
+			if errors.Is(err, ErrNotFound) {
 				// Gone (GC'd after it ended): its end was counted when it
 				// ended, and it decided nothing then, so it met its
 				// requirement.
+				continue
+			}
+			if err != nil {
+				open = true // unreadable now: decided by a later change
 				continue
 			}
 			st = q.State
@@ -157,8 +161,8 @@ func checkSingleton(spec *JobSpec) error {
 		return nil
 	case spec.Name == "":
 		return errors.New("singleton: needs a name (the singleton jobs of one name run one at a time)")
-	case spec.Condition != "":
-		return errors.New("singleton: set with condition; give its other parents in after")
+	case spec.Condition != "" || len(spec.DependsOn) > 0 && len(spec.After) == 0:
+		return errors.New("singleton: set with depends_on or condition; give the job's other parents in after")
 	}
 	return nil
 }

@@ -195,8 +195,9 @@ func TestSingletonQueuesByName(t *testing.T) {
 	checkIndexes(t, h.f)
 
 	for name, spec := range map[string]JobSpec{
-		"no name":        {Singleton: true},
-		"with condition": {Name: "n", Singleton: true, DependsOn: []string{"X"}, Condition: ConditionAlways},
+		"no name":         {Singleton: true},
+		"with condition":  {Name: "n", Singleton: true, DependsOn: []string{"X"}, Condition: ConditionAlways},
+		"with depends_on": {Name: "n", Singleton: true, DependsOn: []string{"X"}},
 	} {
 		spec.Command = []string{"true"}
 		if r := h.apply(CmdSubmitJobs, SubmitJobs{Jobs: []NewJob{{ID: "bad", Spec: spec}}}); !errors.Is(r.Err, ErrBadCommand) || !strings.Contains(r.Err.Error(), "singleton") {

@@ -220,8 +220,8 @@ func (in *JobSpecInput) Normalize() (fsm.JobSpec, error) {
 		switch {
 		case in.Name == "":
 			return out, invalid("singleton", "needs a name: the singleton jobs of one name run one at a time")
-		case in.Condition != "":
-			return out, invalid("singleton", "set with condition: give the job's other parents in after")
+		case in.Condition != "" || len(in.DependsOn) > 0 && len(in.After) == 0:
+			return out, invalid("singleton", "set with depends_on or condition: give the job's other parents in after")
 		}
 		out.Singleton = true
 	}

@@ -7,13 +7,7 @@ import (
 )
 
 func TestDAGChecker(t *testing.T) {
-	recs := func(lines ...string) []Record {
-		out, _, err := ParseRecords(strings.NewReader(strings.Join(lines, "\n")))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return out
-	}
+	recs := func(lines ...string) []Record { return parseRecordLines(t, lines...) }
 	diamond := []DAGJob{
 		{ID: "a", Name: "a", State: "succeeded"},
 		{ID: "b", Name: "b", State: "failed", Parents: []string{"a"}},
@@ -48,13 +42,7 @@ func TestDAGChecker(t *testing.T) {
 }
 
 func TestDAGCheckerAfter(t *testing.T) {
-	recs := func(lines ...string) []Record {
-		out, _, err := ParseRecords(strings.NewReader(strings.Join(lines, "\n")))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return out
-	}
+	recs := func(lines ...string) []Record { return parseRecordLines(t, lines...) }
 	parents := []DAGJob{
 		{ID: "a", Name: "a", State: "succeeded"},
 		{ID: "b", Name: "b", State: "failed"},
@@ -85,4 +73,13 @@ func TestDAGCheckerAfter(t *testing.T) {
 			t.Errorf("%s: valid=%v errors=%v, want %q", tc.name, r.Valid, r.Errors, tc.want)
 		}
 	}
+}
+
+func parseRecordLines(t *testing.T, lines ...string) []Record {
+	t.Helper()
+	out, _, err := ParseRecords(strings.NewReader(strings.Join(lines, "\n")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
