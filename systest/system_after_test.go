@@ -66,6 +66,10 @@ func TestSystemAfter(t *testing.T) {
 		t.Fatalf("the afternotok job on a success: %v; want reason %q and no attempt", cancelled, want)
 	}
 
+	if out, err := cli("job", "status", notok); err != nil || !strings.Contains(out, "Depends on:  "+parent+" (failed) · cancelled by "+parent) {
+		t.Errorf("job status %s: %v\n%s\nwant the line %q", notok, err, out, "Depends on:  "+parent+" (failed) · cancelled by "+parent)
+	}
+
 	// A parent that already ended decides at submit.
 	late, err := cli("submit", "--after", parent+":any", "--", "true")
 	if err != nil {
