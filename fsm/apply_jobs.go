@@ -28,6 +28,9 @@ func (a *applier) submitJobs(p *SubmitJobs, res *Result) error {
 		if err := checkSingleton(&nj.Spec); err != nil {
 			return fmt.Errorf("%w: jobs[%d].%v", ErrBadCommand, i, err)
 		}
+		if err := CheckVolumeMounts(fmt.Sprintf("jobs[%d].volumes", i), nj.Spec.Volumes); err != nil {
+			return fmt.Errorf("%w: %v", ErrBadCommand, err)
+		}
 		if g := nj.Spec.Gang; g != nil && (g.Size < 2 || g.Size > MaxGangSize) {
 			return fmt.Errorf("%w: jobs[%d].spec.gang.size: %d (want 2..%d)", ErrBadCommand, i, g.Size, MaxGangSize)
 		}

@@ -77,6 +77,9 @@ func (a *applier) upsertNode(p *UpsertNode, res *Result) error {
 	if err := validGPUs("node.gpus", n.GPUs); err != nil {
 		return err
 	}
+	if err := CheckHostVolumes("node.volumes", n.Volumes); err != nil {
+		return fmt.Errorf("%w: %v", ErrBadCommand, err)
+	}
 	if !validGPUMemoryMode(n.GPUMemoryMode) {
 		return fmt.Errorf("%w: node.gpu_memory_mode: %q", ErrBadCommand, n.GPUMemoryMode)
 	}

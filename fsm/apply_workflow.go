@@ -61,6 +61,9 @@ func (a *applier) submitWorkflow(p *SubmitWorkflow, res *Result) error {
 		if nj.Spec.Singleton {
 			return fmt.Errorf("%w: %s.singleton: not supported inside a workflow", ErrBadCommand, field(i))
 		}
+		if err := CheckVolumeMounts(field(i)+".volumes", nj.Spec.Volumes); err != nil {
+			return fmt.Errorf("%w: %v", ErrBadCommand, err)
+		}
 		if err := ValidJobName(nj.Spec.Name); err != nil {
 			return fmt.Errorf("%w: %s.name: %v", ErrBadCommand, field(i), err)
 		}

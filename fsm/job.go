@@ -109,6 +109,9 @@ type JobSpec struct {
 	// --dependency=singleton): such jobs run one at a time, in submit
 	// order. Apply adds that job to DependsOn and After (any).
 	Singleton bool `json:"singleton,omitempty"`
+	// Volumes are the host volumes the job mounts (volume.go): it is
+	// placed only on nodes that declare them all.
+	Volumes []VolumeMount `json:"volumes,omitempty"`
 
 	// HTTP jobs and webhooks (issue 12).
 	HTTP   *HTTPRequest `json:"http,omitempty"`   // the request of a driver "http" job
