@@ -10,6 +10,7 @@ type NamespaceSpec struct {
 	MaxMemory  int64    `json:"max_memory,omitempty"`  // MiB, summed over live attempts
 	Drivers    []string `json:"drivers,omitempty"`     // the drivers its jobs may use; empty: any
 	AllowRoot  bool     `json:"allow_root,omitempty"`  // its jobs may run as root
+	Volumes    []string `json:"volumes,omitempty"`     // the host volumes its jobs may mount; empty: any
 }
 
 // NamespaceUsage is what a namespace's jobs hold now.
@@ -29,6 +30,7 @@ type NamespaceStatus struct {
 	MaxMemory  int64          `json:"max_memory"`
 	Drivers    []string       `json:"drivers,omitempty"`
 	AllowRoot  bool           `json:"allow_root"`
+	Volumes    []string       `json:"volumes,omitempty"`
 	Usage      NamespaceUsage `json:"usage"`
 }
 

@@ -191,6 +191,9 @@ type JobSpec struct {
 	// Singleton: the job waits until the singleton job of the same Name
 	// submitted before it in its namespace has ended (SubmitJob only).
 	Singleton bool `json:"singleton,omitempty"`
+	// Volumes are host volumes the job mounts (an agent's --host-volume
+	// NAME): it runs only on nodes that declare them all.
+	Volumes []VolumeMount `json:"volumes,omitempty"`
 
 	HTTP   *HTTPRequest `json:"http,omitempty"`
 	Notify []Webhook    `json:"notify,omitempty"`
@@ -228,6 +231,15 @@ func Bool(v bool) *bool { return &v }
 type SubmitResponse struct {
 	ID        string `json:"id"`
 	Duplicate bool   `json:"duplicate"`
+}
+
+// VolumeMount is a job's use of a host volume: mounted at Dest in a
+// container (a process job finds the directory in $FOREMAN_VOLUME_<NAME>),
+// read-only when the job or the node says so.
+type VolumeMount struct {
+	Name     string `json:"name"`
+	Dest     string `json:"dest"`
+	ReadOnly bool   `json:"read_only,omitempty"`
 }
 
 // AfterDep is one parent of a job submitted with After: On is "ok"

@@ -17,6 +17,7 @@ type Node struct {
 	Labels         map[string]string `json:"labels,omitempty"`
 	Drivers        []string          `json:"drivers,omitempty"`
 	JobUsers       []string          `json:"job_users,omitempty"`
+	Volumes        []HostVolume      `json:"volumes,omitempty"`         // host directories lent to jobs (--host-volume)
 	GPUs           []GPU             `json:"gpus,omitempty"`            // detected NVIDIA GPUs, by index
 	GPUDriver      string            `json:"gpu_driver,omitempty"`      // NVIDIA driver version
 	CUDAVersion    string            `json:"cuda_version,omitempty"`    // highest CUDA the driver supports
@@ -45,6 +46,13 @@ type GPUResetResponse struct {
 	UUIDs []string `json:"uuids"`
 	Index uint64   `json:"index,omitempty"`
 	By    string   `json:"by,omitempty"`
+}
+
+// HostVolume is a directory a node lends to jobs under a name.
+type HostVolume struct {
+	Name     string `json:"name"`
+	Path     string `json:"path"`
+	ReadOnly bool   `json:"read_only,omitempty"`
 }
 
 // NodeDetail is a node with its live attempts.

@@ -27,6 +27,7 @@ func namespaceCommand() *ucli.Command {
 					&ucli.StringFlag{Name: "max-memory", Usage: "memory its running jobs may hold, e.g. 8GiB (0 = unlimited)"},
 					&ucli.StringSliceFlag{Name: "drivers", Usage: "drivers its jobs may use, comma-separated (\"\" = any)"},
 					&ucli.BoolFlag{Name: "allow-root", Usage: "its jobs may run as root (on nodes whose --job-users allow root)"},
+					&ucli.StringSliceFlag{Name: "volumes", Usage: "the host volumes its jobs may mount: NAME[,NAME] (repeatable; empty: any volume a node declares)"},
 					JSONFlag,
 				),
 				Action: namespaceSet,
@@ -90,6 +91,9 @@ func namespaceCommand() *ucli.Command {
 					fmt.Fprintf(w, "memory:      %s\n", used(n.Usage.Memory, n.MaxMemory, httpapi.FormatMemory))
 					fmt.Fprintf(w, "drivers:     %s\n", driversText(n.Drivers))
 					fmt.Fprintf(w, "allow root:  %s\n", yesNo(n.AllowRoot))
+					if len(n.Volumes) > 0 {
+						fmt.Fprintf(w, "volumes:     %s\n", strings.Join(n.Volumes, ", "))
+					}
 					var jobs []string
 					for _, st := range []string{"waiting", "queued", "running", "retrying"} {
 						jobs = append(jobs, fmt.Sprintf("%d %s", n.Usage.Jobs[st], st))
@@ -138,7 +142,7 @@ func namespaceSet(c *ucli.Context) error {
 	if err != nil {
 		return Error(err)
 	}
-	in := httpapi.SetNamespaceRequest{Drivers: cur.Drivers, AllowRoot: cur.AllowRoot}
+	in := httpapi.SetNamespaceRequest{Drivers: cur.Drivers, AllowRoot: cur.AllowRoot, Volumes: cur.Volumes}
 	maxRunning := cur.MaxRunning
 	in.MaxRunning = &maxRunning
 	in.MaxCPU, _ = json.Marshal(cur.MaxCPU)
@@ -164,6 +168,16 @@ func namespaceSet(c *ucli.Context) error {
 	}
 	if c.IsSet("allow-root") {
 		in.AllowRoot = c.Bool("allow-root")
+	}
+	if c.IsSet("volumes") {
+		in.Volumes = nil
+		for _, v := range c.StringSlice("volumes") {
+			for _, name := range strings.Split(v, ",") {
+				if name = strings.TrimSpace(name); name != "" {
+					in.Volumes = append(in.Volumes, name)
+				}
+			}
+		}
 	}
 	n, err := cl.SetNamespace(c.Context, name, in)
 	if err != nil {

@@ -43,6 +43,9 @@ type Namespace struct {
 	// still runs only on nodes whose --job-users allow root.
 	Drivers   []string `json:"drivers,omitempty"`
 	AllowRoot bool     `json:"allow_root,omitempty"`
+	// Volumes lists the host volumes the namespace's jobs may mount
+	// (empty = every volume a node declares).
+	Volumes []string `json:"volumes,omitempty"`
 
 	ModifyIndex uint64 `json:"modify_index,omitempty"`
 }

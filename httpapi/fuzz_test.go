@@ -117,6 +117,7 @@ var hostileJSON = []string{
 	`{"command":"x","notify":[{"url":"file:///etc/passwd","events":["nope"]}]}`,
 	`{"command":"x","depends_on":["a","a"],"condition":"sometimes"}`,
 	`{"command":"x","after":["a:ok",{"job":"b","on":"any"},"c"]}`,
+	`{"command":"x","volumes":["data:/data:ro",{"name":"s","dest":"/s","read_only":true},"/etc:/x","d:/a/../b"]}`,
 	`{"command":"x","after":[null,1,{"job":"d","on":"x","z":1}],"depends_on":["a"]}`,
 	`{"command":"x","idempotency_key":"` + strings.Repeat("k", 300) + `"}`,
 	`{"jobs":[{"command":"a"},{"command":"b","jobs":[]}]}`, `{"jobs":{}}`, `{"jobs":[[]]}`, `{"Jobs":[{"command":"a"}]}`,

@@ -29,6 +29,13 @@ func checkPolicy(n *fsm.Namespace, sp *fsm.JobSpec, i int, batch bool) error {
 			return invalid(field("driver"), "%q is not allowed in namespace %s (allowed: %s)", sp.Driver, ns, allowed)
 		}
 	}
+	if n != nil && len(n.Volumes) > 0 {
+		for k, v := range sp.Volumes {
+			if !slices.Contains(n.Volumes, v.Name) {
+				return invalid(field(fmt.Sprintf("volumes[%d]", k)), "volume %q is not allowed in namespace %s (allowed: %s)", v.Name, ns, strings.Join(n.Volumes, ", "))
+			}
+		}
+	}
 	if fsm.IsRootUser(sp.User) && (n == nil || !n.AllowRoot) {
 		return invalid(field("user"), "%q (root) is not allowed in namespace %s: its policy does not allow_root (a management token sets it: foreman namespace set %s --allow-root)", sp.User, ns, ns)
 	}

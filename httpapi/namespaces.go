@@ -29,6 +29,7 @@ type NamespaceStatus struct {
 	MaxMemory  int64          `json:"max_memory"`  // MiB; 0 = unlimited
 	Drivers    []string       `json:"drivers,omitempty"`
 	AllowRoot  bool           `json:"allow_root"`
+	Volumes    []string       `json:"volumes,omitempty"` // host volumes its jobs may mount (empty: any)
 	Usage      NamespaceUsage `json:"usage"`
 }
 
@@ -47,6 +48,7 @@ type SetNamespaceRequest struct {
 	MaxMemory  json.RawMessage `json:"max_memory,omitempty"`
 	Drivers    []string        `json:"drivers,omitempty"`
 	AllowRoot  bool            `json:"allow_root,omitempty"`
+	Volumes    []string        `json:"volumes,omitempty"`
 }
 
 // namespaceDrivers are the drivers a namespace policy may list.
@@ -106,6 +108,17 @@ func (req *SetNamespaceRequest) normalize(name string) (fsm.Namespace, error) {
 		}
 		if !slices.Contains(n.Drivers, d) {
 			n.Drivers = append(n.Drivers, d)
+		}
+	}
+	if len(req.Volumes) > fsm.MaxVolumes {
+		return n, invalid("volumes", "at most %d volumes (got %d)", fsm.MaxVolumes, len(req.Volumes))
+	}
+	for i, v := range req.Volumes {
+		if err := fsm.ValidVolumeName(v); err != nil {
+			return n, invalid(fmt.Sprintf("volumes[%d]", i), "%v", err)
+		}
+		if !slices.Contains(n.Volumes, v) {
+			n.Volumes = append(n.Volumes, v)
 		}
 	}
 	return n, nil
@@ -168,7 +181,7 @@ func namespaceStatus(n *fsm.Namespace, name string) NamespaceStatus {
 	if n != nil {
 		st.Configured = true
 		st.MaxRunning, st.MaxCPU, st.MaxMemory = n.MaxRunning, n.MaxCPU, n.MaxMemoryMB
-		st.Drivers, st.AllowRoot = n.Drivers, n.AllowRoot
+		st.Drivers, st.AllowRoot, st.Volumes = n.Drivers, n.AllowRoot, n.Volumes
 	}
 	return st
 }

@@ -283,6 +283,8 @@ func TestOpenAPIContract(t *testing.T) {
 	child := id(call(http.StatusCreated, "POST", "/v1/jobs", `{"command":"true","depends_on":["`+j1+`"],"condition":"always"}`))
 	call(http.StatusCreated, "POST", "/v1/jobs", `{"command":"true","after":["`+j1+`:any",{"job":"`+gang+`","on":"failed"}]}`)
 	call(http.StatusBadRequest, "POST", "/v1/jobs", `{"command":"true","after":["`+j1+`:sometimes"]}`)
+	call(http.StatusCreated, "POST", "/v1/jobs", `{"command":"true","volumes":["data:/data:ro",{"name":"scratch","dest":"/s"}],"allow_unplaceable":true}`)
+	call(http.StatusBadRequest, "POST", "/v1/jobs", `{"command":"true","volumes":["data:/data"]}`)
 	call(http.StatusCreated, "POST", "/v1/jobs", `{"http":{"url":"https://api.example.com/warm","method":"POST","expect_status":[200,202]}}`)
 	call(http.StatusBadRequest, "POST", "/v1/jobs", `{"command":"true","priority":200}`)
 	call(http.StatusBadRequest, "POST", "/v1/jobs", `{"command":"true","colour":"red"}`, "X-Test-Invalid", "1")

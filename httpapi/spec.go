@@ -60,6 +60,9 @@ type JobSpecInput struct {
 	// before it in the namespace has ended (one at a time, in submit
 	// order; POST /v1/jobs only, needs a name).
 	Singleton bool `json:"singleton,omitempty"`
+	// Volumes are host volumes the job mounts, by the name an agent
+	// declares them under (fsm/volume.go).
+	Volumes []VolumeInput `json:"volumes,omitempty"`
 
 	// HTTP makes the job an HTTP request (driver "http"); Notify lists
 	// webhooks (notify.go).
@@ -83,49 +86,99 @@ type JobSpecInput struct {
 	IdempotencyKey string `json:"idempotency_key,omitempty"`
 }
 
-// AfterInput is one entry of after as the client wrote it: "ID[:ON]" (ON
-// ok when left out) or {"job": ID, "on": ON}. Normalize reads it, so an
-// error names its position (after[2]).
-type AfterInput struct{ raw json.RawMessage }
+// rawEntry is an entry of a list that takes a string or an object (after,
+// volumes) as the client wrote it: Normalize reads it, so an error names
+// its position (after[2]).
+type rawEntry struct{ raw json.RawMessage }
 
-// After is the entry "ID[:ON]", for Go callers.
-func After(s string) AfterInput {
-	b, _ := json.Marshal(s)
-	return AfterInput{raw: b}
-}
-
-func (a *AfterInput) UnmarshalJSON(b []byte) error {
-	a.raw = append(json.RawMessage(nil), b...)
+func (e *rawEntry) UnmarshalJSON(b []byte) error {
+	e.raw = append(json.RawMessage(nil), b...)
 	return nil
 }
 
-func (a AfterInput) MarshalJSON() ([]byte, error) {
-	if a.raw == nil {
+func (e rawEntry) MarshalJSON() ([]byte, error) {
+	if e.raw == nil {
 		return []byte("null"), nil
 	}
-	return a.raw, nil
+	return e.raw, nil
 }
+
+func stringEntry(s string) rawEntry {
+	b, _ := json.Marshal(s)
+	return rawEntry{raw: b}
+}
+
+// decode reads the entry as a string (ok) or into obj, whose unknown
+// fields are refused; usage is the error for anything else.
+func (e rawEntry) decode(obj any, usage string) (s string, isString bool, err error) {
+	if json.Unmarshal(e.raw, &s) == nil {
+		return s, true, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(e.raw))
+	dec.DisallowUnknownFields()
+	if bytes.Equal(bytes.TrimSpace(e.raw), []byte("null")) || dec.Decode(obj) != nil {
+		return "", false, errors.New(usage)
+	}
+	return "", false, nil
+}
+
+// AfterInput is one entry of after: "ID[:ON]" (ON ok when left out) or
+// {"job": ID, "on": ON}.
+type AfterInput struct{ rawEntry }
+
+// After is the entry "ID[:ON]", for Go callers.
+func After(s string) AfterInput { return AfterInput{stringEntry(s)} }
 
 // parse reads the entry.
 func (a AfterInput) parse() (fsm.AfterDep, error) {
-	var s string
-	if err := json.Unmarshal(a.raw, &s); err == nil {
-		return fsm.ParseAfter(s)
-	}
 	var d struct {
 		Job string  `json:"job"`
 		On  *string `json:"on"`
 	}
-	dec := json.NewDecoder(bytes.NewReader(a.raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&d); err != nil || bytes.Equal(bytes.TrimSpace(a.raw), []byte("null")) {
-		return fsm.AfterDep{}, errors.New(`must be "ID[:ok|any|failed|cancelled]" or {"job": ID, "on": "ok|any|failed|cancelled"}`)
+	s, isString, err := a.decode(&d, `must be "ID[:ok|any|failed|cancelled]" or {"job": ID, "on": "ok|any|failed|cancelled"}`)
+	switch {
+	case err != nil:
+		return fsm.AfterDep{}, err
+	case isString:
+		return fsm.ParseAfter(s)
 	}
 	on := string(fsm.AfterOK)
 	if d.On != nil {
 		on = *d.On
 	}
 	return fsm.ParseAfter(d.Job + ":" + on)
+}
+
+// VolumeInput is one entry of volumes: "NAME:DEST[:ro|:rw]" or {"name":
+// NAME, "dest": DEST, "read_only": BOOL}.
+type VolumeInput struct{ rawEntry }
+
+// Volume is the entry "NAME:DEST[:ro]", for Go callers.
+func Volume(s string) VolumeInput { return VolumeInput{stringEntry(s)} }
+
+// parse reads the entry (fsm.CheckVolumeMounts checks the whole list).
+func (v VolumeInput) parse() (fsm.VolumeMount, error) {
+	var m fsm.VolumeMount
+	s, isString, err := v.decode(&m, `must be "NAME:DEST[:ro]" or {"name": NAME, "dest": DEST, "read_only": true|false}`)
+	if err != nil || !isString {
+		return m, err
+	}
+	name, rest, ok := strings.Cut(s, ":")
+	if !ok {
+		return m, fmt.Errorf("%q: want NAME:DEST[:ro] (NAME a volume an agent declares with --host-volume)", s)
+	}
+	m.Name, m.Dest = name, rest
+	if dest, mode, ok := strings.Cut(rest, ":"); ok {
+		switch mode {
+		case "ro":
+			m.Dest, m.ReadOnly = dest, true
+		case "rw":
+			m.Dest = dest
+		default:
+			return m, fmt.Errorf("%q: %q is not a mode (ro or rw)", s, mode)
+		}
+	}
+	return m, nil
 }
 
 // GangInput asks for Size tasks placed all-or-nothing, on distinct nodes

@@ -275,8 +275,9 @@ type capacityLimits struct {
 	// memory; nil: no node reports GPU memory.
 	gpuMem    *fsm.Node
 	gpuMemMiB int64
-	nodes     []fsm.Node // every node that has not left (gangs count them)
-	agents    agentAddrs // the nodes' API addresses (webhooks must not call them)
+	nodes     []fsm.Node      // every node that has not left (gangs count them)
+	volumes   map[string]bool // every volume a node that has not left declares
+	agents    agentAddrs      // the nodes' API addresses (webhooks must not call them)
 	// policies holds the namespace records (quota and policy) by display
 	// name; a namespace without one has the default policy.
 	policies map[string]*fsm.Namespace
@@ -334,6 +335,12 @@ func nodeLimits(nodes []fsm.Node) capacityLimits {
 			continue
 		}
 		l.nodes = append(l.nodes, *n)
+		for _, v := range n.Volumes {
+			if l.volumes == nil {
+				l.volumes = map[string]bool{}
+			}
+			l.volumes[v.Name] = true
+		}
 		if l.cpu == nil || n.Capacity.CPU > l.cpu.Capacity.CPU {
 			l.cpu = n
 		}
@@ -417,6 +424,11 @@ func (l *capacityLimits) check(jobs []fsm.NewJob, batch bool) error {
 			}
 			if v > b.Capacity.Named[k] {
 				return invalid(field("resources.named."+k), "%d is more than any node has (largest: %s with %d)%s", v, b.Name, b.Capacity.Named[k], hint)
+			}
+		}
+		for k, v := range j.Spec.Volumes {
+			if !l.volumes[v.Name] {
+				return invalid(field(fmt.Sprintf("volumes[%d]", k)), "no node declares volume %q (agent --host-volume %s=PATH)%s", v.Name, v.Name, hint)
 			}
 		}
 		if g := j.Spec.Gang; g != nil && g.SpreadTasks() {

@@ -225,6 +225,17 @@ func (in *JobSpecInput) Normalize() (fsm.JobSpec, error) {
 		}
 		out.Singleton = true
 	}
+	for i, v := range in.Volumes {
+		m, err := v.parse()
+		if err != nil {
+			return out, invalid(fmt.Sprintf("volumes[%d]", i), "%v", err)
+		}
+		out.Volumes = append(out.Volumes, m)
+	}
+	if err := fsm.CheckVolumeMounts("volumes", out.Volumes); err != nil {
+		field, reason, _ := strings.Cut(err.Error(), ": ")
+		return out, invalid(field, "%s", reason)
+	}
 	if len(in.After) > 0 {
 		if out.DependsOn, out.After, err = normalizeAfter(in); err != nil {
 			return out, err

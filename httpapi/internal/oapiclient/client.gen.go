@@ -760,6 +760,9 @@ type JobSpec struct {
 	// Example: 1m30s
 	Timeout *Duration `json:"timeout,omitempty"`
 	User    *string   `json:"user,omitempty"`
+
+	// Volumes host volumes mounted; the job runs only on nodes that declare them all
+	Volumes *[]VolumeMount `json:"volumes,omitempty"`
 }
 
 // JobSpecOnGpuError what a running attempt does when a GPU it holds turns unhealthy (a critical XID): keep (default: left running, an attempt.gpu_error event names it) or requeue (stopped and queued again without using up an attempt; a gang restarts whole)
@@ -817,6 +820,9 @@ type JobSpecInput struct {
 	// Timeout a duration string (`30s`, `5m`, `1h30m`) or a number of seconds
 	Timeout *DurationInput `json:"timeout,omitempty"`
 	User    *string        `json:"user,omitempty"`
+
+	// Volumes host volumes to mount, by the name an agent declares (--host-volume); the job runs only on nodes that declare them all
+	Volumes *[]JobSpecInput_Volumes_Item `json:"volumes,omitempty"`
 }
 
 // JobSpecInputAfter0 ID[:ok|any|failed|cancelled] (ok when left out)
@@ -831,6 +837,16 @@ type JobSpecInput_After_Item struct {
 
 // JobSpecInputOnGpuError what a running attempt does when a GPU it holds turns unhealthy (a critical XID): keep (default: left running, an attempt.gpu_error event names it) or requeue (stopped and queued again without using up an attempt; a gang restarts whole)
 type JobSpecInputOnGpuError string
+
+// JobSpecInputVolumes0 NAME:DEST[:ro|:rw]
+//
+// Example: datasets:/data:ro
+type JobSpecInputVolumes0 = string
+
+// JobSpecInput_Volumes_Item defines model for JobSpecInput.volumes.Item.
+type JobSpecInput_Volumes_Item struct {
+	union json.RawMessage
+}
 
 // JobState defines model for JobState.
 type JobState string
@@ -912,6 +928,18 @@ type SubmitRequest struct {
 type SubmitResponse struct {
 	Duplicate bool   `json:"duplicate"`
 	Id        string `json:"id"`
+}
+
+// VolumeMount defines model for VolumeMount.
+type VolumeMount struct {
+	// Dest absolute path in the container (a process job finds the host directory in $FOREMAN_VOLUME_<NAME>)
+	Dest string `json:"dest"`
+
+	// Name a volume an agent declares
+	Name string `json:"name"`
+
+	// ReadOnly mounted read-only when either the job or the node says so
+	ReadOnly *bool `json:"read_only,omitempty"`
 }
 
 // Webhook defines model for Webhook.
@@ -1287,6 +1315,68 @@ func (t JobSpecInput_After_Item) MarshalJSON() ([]byte, error) {
 }
 
 func (t *JobSpecInput_After_Item) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
+
+// AsJobSpecInputVolumes0 returns the union data inside the JobSpecInput_Volumes_Item as a JobSpecInputVolumes0
+func (t JobSpecInput_Volumes_Item) AsJobSpecInputVolumes0() (JobSpecInputVolumes0, error) {
+	var body JobSpecInputVolumes0
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromJobSpecInputVolumes0 overwrites any union data inside the JobSpecInput_Volumes_Item as the provided JobSpecInputVolumes0
+func (t *JobSpecInput_Volumes_Item) FromJobSpecInputVolumes0(v JobSpecInputVolumes0) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeJobSpecInputVolumes0 performs a merge with any union data inside the JobSpecInput_Volumes_Item, using the provided JobSpecInputVolumes0
+func (t *JobSpecInput_Volumes_Item) MergeJobSpecInputVolumes0(v JobSpecInputVolumes0) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsVolumeMount returns the union data inside the JobSpecInput_Volumes_Item as a VolumeMount
+func (t JobSpecInput_Volumes_Item) AsVolumeMount() (VolumeMount, error) {
+	var body VolumeMount
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromVolumeMount overwrites any union data inside the JobSpecInput_Volumes_Item as the provided VolumeMount
+func (t *JobSpecInput_Volumes_Item) FromVolumeMount(v VolumeMount) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeVolumeMount performs a merge with any union data inside the JobSpecInput_Volumes_Item, using the provided VolumeMount
+func (t *JobSpecInput_Volumes_Item) MergeVolumeMount(v VolumeMount) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t JobSpecInput_Volumes_Item) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *JobSpecInput_Volumes_Item) UnmarshalJSON(b []byte) error {
 	err := t.union.UnmarshalJSON(b)
 	return err
 }
@@ -2447,132 +2537,136 @@ func ParseGetJobResponse(rsp *http.Response) (*GetJobResponse, error) {
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H37bhs7kverEP0tEPlD62L7JDlHxsEiiT0Zn8nFGzszmYkNNdVdkhh1k31Ith1NxsA+zT7YPsmCRfZN",
-	"om6OM1gs5p846gtZJItVv7qw+lsQiywXHLhWwfBbMAOagMT/vhEx1Uxw8/8EVCxZbn8GegYklkA1JESM",
-	"v0Csnyjy8cMbklM9C8JAxTPIqHlPL3IIhoHSkvFpcH8fBh9Ay8WLiQa52q6CWPBEES3IHWWajGEiJBAF",
-	"PGF8Sky3En4vQGlCp5RxX1eMa5iCDO5NZzmVNAPtBhQLrpjSwPVq15GWBURDokDeQkLGC+wtxdkg1JBL",
-	"KJF0osmYSslAkg4lE5Gm4g4kyaX4ykARpg+CMGCmwd8LkIsgDDjNDFmNvptEJzChRaqD4YSmCsJyEGMh",
-	"UqAcJywupBLSvwi5hFsmCkVyOoUnikQcvuqRfSNaR4ltb/MqsQSyXGjg8eJPsFjtPIGkyFMWUw2KUKIY",
-	"n6bQ/SLGRBXjjGnSEWbC7oScT1Jxd0AYVywBu4RmFmmep4uSQst0NYnnde9d032T1ox+fQN8qmfB8Ojp",
-	"s9BD+xcxPj9dJZkSQ975qVm4j2/OT6uVckzr+mZJEAaGy5iEJBgattg8VSnLGDKUb7LtTe+KHw4GoRkN",
-	"y4oMf5mfjLuf4So/20ZVTmPwc0N1m3RcLyRy/4lOSPT/I8I4oSRlSjM+HRK4BblovGXa0GIOnGR0QSTQ",
-	"ZB0314RsnhsuEniHr6yuhrn3RGH3/pVwd/ZZC3MvKdK1fZb3H7vfks/9fFfefXTmuzcPq1xwBSjgXtLk",
-	"g5WPTtyVss7sNmalef+LsiIdvtIsT8E+mVhWu6UpkgBSGpFjtpL6fHzTyyUTkunFkGSFMnKZjEHfAXAy",
-	"IJQn5HAwIJ2p0ORoMDgI7ps0/5uESTAM/l+/1jN9e1f1z7AbHEd7zsY0IYznhT5BpsxAKToFojSVWpE7",
-	"pmd4fcIgTUx3tqGdx4yTNRFyzJIE8MYtTYvmVNQ368nIQWZMKSY4SYAzSIZEz5giHMDorBmUsq/xoOCN",
-	"/XUdjK+DE7fFYkZmVOEuG1K3Wd5YOeihh4tRWgrJkh4unH4q6RAJkA4/OiD4Q7c0GE9I9by5P+fijp8Q",
-	"abQxUTMhdbpAKgpOCz0Tkv3dcOAqJa37NTH2MnCNOiEZmt5euAdxDYgV8qRzR7km18FLoBIkuTx79eHs",
-	"6jo4sGzwnXxDOUGCSEcBkETEqk9z1suSkFxbJlHXQUgmQjrhZwaFDPtO6D+IgicP2jhc6NEE325tHTI4",
-	"/O30+G//8fTD4O3gzz99ev7Xl7/86ejdz68Oz4a4QPad7x82F0QV8cxhMdPg+1uQqaAJPGxAon69HlF9",
-	"cWj2+WDg+N2gQCMoCJWAw4pF5i4vQJc8ZjHUoXqU4eqZwYN3VBEax5BrSE4QJRLmkKHrLkK02UW4GREH",
-	"L4OwiXIbT6wjyD3db0BXpOpKiDdUTuFBUzwWyWKkhRil2EQ9zSXCNQ+YnYr3JdEzyu2ONpCCiAn5+fjn",
-	"n58NfibjhYbHmFZquzTL3OioE7UpjQ4IQrsx1YbjJiQzEB2pexoapkBW6ER4v/laUO9vnHicyFPIccqS",
-	"hBkqaHohRQ5SMyOjHSbOG5e+mX21HtsFK3gwDHwGzN2MWvFoXkOVZpiHqiERc9JRRRwDJJAchITyBemY",
-	"f4CbnxPKUkhCElMeQ5oavhNzcjcDTlKYaCIKbWQ+6i6zptyAuc+BmAdhQLlBULaFIAyqJoIbH4qtUcBn",
-	"HHP9UL3LX0jNJjRGrmvPEsKKVcQQBor9HZz2y6i2+PLZT4EXbjZJKC0787qXFK0hyz2UUEcj/mAaMrWN",
-	"QatR3Vf9UCnpwvymSrEph2REdWsUCdXQ1QyB28qYaU3b8ijLZRi5XWfl5UoLsSh4+15loYVBnBcj0/WI",
-	"q51mNgzgK9MjKwe+BbxIUzo2ssHCvdXHJ8BjxqcjBA7eLiq7YeB9n3GmZntO2jQvRmpGJWxbrtcXHy/x",
-	"OfuS8tsm8JXGmiRwy2JQTWSSs3gOCapkRDFusUgnFrkxqcUEn7bWQojYz2yylPG5QhS9C0u9vvjo46Yv",
-	"Yjxi/hXPRMImixHjCXx9wJRzt7ir0khkfi4Shc4LvXUk791j92GQA52PMsiEXIysDtiN+yRQp5VWqJOg",
-	"RCFj2ErGh+pB+xZatI3eDT0+rjK7l6Z+yWTA/Z5MqjTVWxnUiaZLfBZfSkDKkabMT4imar6VoSifXpnn",
-	"jPFHJTevei3DJTE+QvOqFEiOT8pxLO/0Wu40V6YtBJc4dYNoviznqlRKZTOm9YLjEMKg0n1NVZUKZXqa",
-	"szXqKgxe0nguJpNV8c8408yu+Kb5PC2k9TWaXWmwo2wzgSiMhKw65kU2tsyc0a/7tJ0VqWZ5ynZs/94z",
-	"nW6o56ji98Mue06G7WLLjKxRHw+aoarDbdO0pVP/tOl4dokGQ8NHsR/w2x1D/CbGlznE1YDakn91Xyrv",
-	"zmnRbP0sqxy+F11LjT2YslcXHysGbCvbjKUpi4UERYx5ROyahBa02w1rHSgFZ9oA9aeDQRaFJBr0npo/",
-	"RxGxb48hFXfk2U9GyQoO7yfB8PO3FfZqmDaBaWlVSt8YckWWUZ6sIZlyQuX0luActCmVBTfDiD5fB/0x",
-	"4301M/b7ddCNzV91E7WIq5ZgVZ0zfm5vHq7AgG9+irnlTJ/xwOIZyakEjoA/FhkokoImlCSQA0/MDWNZ",
-	"yII3jAAUrUo5wVpIs5FoekcXyg5iVD7gE7CnkLJbkAsPwLbiXa2BtzZMs5dWhVtnyW7i5L/AeCbE/Ayf",
-	"vQ8D88NPwhqElVKlR1A67vy3jV4s1owso19Hm8eOwZBHhxPlSlR4osiTvae4kOl2vIBYAefVvlCuTI0X",
-	"qvEvTUdr3VsU+oRJe0QNhJDbwFsQBol9pAkL/Fyaq1UOTSBmCSSj8cK70ua2YmsQqevMu752C65Z/BrI",
-	"eG9rkBlrQ9H1pq/txjt1JbbwuCReC5K426QTHWbHAxUZYVoLTLzmY4+2Qva0XTXs5GQnMq2HJHqKsvxw",
-	"djzISk+NldXGkKodYLXMbIhvj/AOVyT+TdPdvmrnWRfSxLlXrTO2jFE0x74h6LB3sKHNbaVdvRL70Qax",
-	"oMeXdNa4hg8a4romjMbpKGHKvG5+LnnAm6GCpiOYi1GN8zPQM5GMzH2KMWP0AAk+SVnsNnQKFeyXMCkU",
-	"PjKmyUhxmquZwI3MVZHnAu2kxuUVX+KS880seNOja6yOUcEl0HhGHaJrBBgMlRJosrCDvaUsdU81+78F",
-	"ibs2DIyQE+jvMltIml3lEw7g5xrBwVjzMCQRxnOGxBqoUbDNLWYbDO2K+3anMftXpNG4UM7ob9Nx8eqc",
-	"0CSRoFRIBoPBYHj4y3Aw6A18G9TohUJ7+MzdIDHN6ZilTC9C8ou/jRnQ1Hrpllh1rAyAQKeifWZxQiBV",
-	"QO5mrbSEPKUxYKgH3eGCE4w1r3RUOTGW3Oi3LGG0qzL2RBF8hnRefTx98USRgpv2zY/R6dmfz1+djd5/",
-	"OD378OvFq/PRy4+XIxvAXJWq6JVZ7Wkm7qxzx/p/CDKecwO5S0Zk0Hhm6QgN5qvJI1rkgnQzkkvGtSJM",
-	"k86nkLz78+HPIbk4/xSSi08vQ3Lxx5cheff+9Cwkl3+9bPmGVm38JU+Qc6NkbLyjEyVjfJ0IfGcG00/g",
-	"tm+H8M7fgEjA738oCh97vr742P3v//yvsJRjNJZCKSJhLIRWW/cKNlqyQkn+mj1zWbr9VmG6FWhPFEHX",
-	"oBmo2b6vLz4+UcTOIelUroreNC+cg+rgpLnYLj45gzQhdzOBoqW9Sad5saNPr71yq6thCWWcvGUvSecP",
-	"7z+cvX3xbvT64uPo7dnb9x/+Onp7/vLAivG9HOKGwlbv3smkfPoQR0HppffAmtxI5g1+42bqUJPetZ57",
-	"Q6OxlVcl5T+digrtL2v0yvu+vKObiG5pSxvA6n/S2Wy7+BBKjI+iNtuANtdPlRa539+5BaA+yNnvm+7a",
-	"jbhu4q+cx3PZW+XUhgd5g4ue7i5hDWrYb+6WrSEnutyYsL2SEt/A/nh1ddHwNC2BAJH4jRH4mkPcNDz3",
-	"4LhGVNm/19dPU022RYp+xbCL0ejet09vmZeHiKb/uzO3bsJwli5Rpe05V/EM4rkqMk+m64wePX02/OPZ",
-	"pyEqRozfWHsnM9j9BANeisQGKLlcpxQcLvOjvMQx+rKzCoz602QqQIVEQko1uwWiRRn/fqIwQc0gyIRJ",
-	"iLWQBm9muV4Y+9Hl3jJO+mQOkLtMJ5yOJ8qS5TLmVkVcNWlLeFDrfNjvh8T8Rw37fdOROh72++MinoPu",
-	"zwFxBE3qXC86BW6AR7drV6artJBgyMsF4xotw1hCAlwzmqqDrYjIEedb8d9sjsFefjYrYke7eOMeHFWM",
-	"CymB69HGgHbifDCbfVi5ekgg+kGBZGpjY9vCaU77r3cYNnKSR3NY/JCwLXzVI1nwvQaYSzCrwQRfs+ob",
-	"Aq7KAa8dYhk7OyibuKXK0NrPO/kAj2aZ5LqjWxMHXjsyW3S2CGg5OVd22dKW2iEa+psYn0IZ+12/w3fL",
-	"VHH70KPRnMO0hFK7tFa5+P2ZCjssuzdxqDGBa+bjDfNBpH3jbT6yG8cRdgqPryXRb6BQ/zESdCS4+EyH",
-	"pkoY7WUjM2okeGh+ohKjGRAhE5AHVs9gWhjTzYywXTNMqmw2X9JSmoq7UcHRiLAS1pcBMq5j6Jt6KkPt",
-	"1guVUe5xFlA5vT0hRqBjYg3lxKA+jEl1jKLEcwBVWnojK77ghYKERF/EONrsQVmjLapBx80A2qbx1JE2",
-	"+5bSkjKu9zQvEqBJyjjsLrBqhtizJ2l2qR8C89vvg7A760qnDwx+2vZ80w4yWjSjU39qEiYt7r7lm7DY",
-	"M01zlqajDek+eL/0HO+RwZHSMaTfaylsDx26AySrbN88grN6F7TZVf57YoSZ0KMKdO1rJXGh2WSx8wK5",
-	"CK2vJcFH07wYrfHIoxikxCUFVRl5iQBlvdKUvL74aATlTKSJIrqQ3IgO56wmHUpiyTSLaUo+nZ8eDNFw",
-	"qA4lDW2qrGs+JLVfsVcRRTDSac9OEKYxkoUpmgWQjtIizyFByI+XEpf0XSYHFsrQXeSNpk8IJWZ3EQnl",
-	"KZKZSKEZ8DFEuuM3UIA3hFG5gbwrXAJBJ+G3ucbCKtLlX35LxiOm6e2Ja0u14Aeu7uae+XoQS9Cj75aT",
-	"9ryh9mZnUKaVSycFUj2Ius/lkqLeN6zVOMDgjpoyXYKDxmE6wYHgjjDDQvTgDvpY7BD4lvYBkq1QsANK",
-	"KnV+g3s2YKbdPDy+ZHoD0G0GUZwyjEdJpnEznpDIERHhMc/IaKFoGWjgKaSK8Fbk14OHHCENCFTlygWH",
-	"BoSVKXCD3pFLabPx6mam2lETEn0O8oWeCX6MWzoXUvfyRRAG3W5CzV8tzN+bJcjxOfi7We1ffyVQdA8D",
-	"mwaNoRqz7B16OBiEs8PB4MC8WWOO4GhwPOgODruDo6vBs+FgMBwM/hbUWAGPh1DG7fkty/1v35+eBcNg",
-	"UqSp17p1VHfrpoNKeweJiOcge0z0UzaWVC76drTD497hUVelLAuWVHBwef766uzD22BZ9QaHmINQ61UN",
-	"NLMbma4qy+P6mCSbznS66Foyg4byC7jgLqa8qvE+H9205GgwZjyn8bzJ0MPng0r8BaDTYEnkxXlRp5vZ",
-	"EIwZx2v20h2lTKoY0uF9Q/K1lum4XqZ6Lo6xSbsTg0MMAg8Gg9UkgzWWx8X7yyvSvz3s4yEYwdOFERdK",
-	"A02M8Kkhp3VXlch36KwV1RBIQKXh6tCGRdE8MYJN3PFyV5n5O8H4mzYKO6Ycj/gJPgVJxkAyQCNGVQdd",
-	"6hMnDWBfZ4K0h3J++nko5v+gfPEPm4Pzj+r1G9JZPvTSzmsZHP72Hz//7dlfj/989Ken755/+OXq8C/H",
-	"n57+7fmLISYzrSaZ7GZa3fyzjKsqb7RhYW22YRr5jcvGjyd54F9Gzg5GTjWbe1o51Xu7OAx3MYfaG2PC",
-	"UlBkAtogIML4Zk96A1g43NmhmmRCaZda+7/V1qpm8UcYXNtdzf+HDLA1Sej/ssL+F1ph2xnzMa2yijP2",
-	"Ns1+vB3lgzK20gFFhhja3Hw8Zv1YltaMKoNYEKB8t0lVTe56u8prNS0nQRuD0iZBWy5vHZdCgbLh5FQT",
-	"cqk5MxvGy9JvEcSuSfd9y17ueJbj6Omzt+wlZgC/dn97T19Hux/hcBjacyDifX0+0RdhbiWHVWd+UTik",
-	"YmprA8wh12QMiiUoTsqKFebVKVqYZijt+O7BSmbYWmm5qMLkynAWF3qETSTkDlxhAvvbt6Hqp/fDSZbW",
-	"Pc7/YB/vK4Zbbk+tT8GviM/N9K7JscWHPOkGjdh6LmHCvgbrXt7HobMcUcfOy0H4vBIfmiJyKVfCZvzt",
-	"kHpZZxV6t8rQ7I312YnG9kLGC4kxHVy1Elu9JTOvGMZM2a3LHFQ75QbWVuhOI6hM1HWSe4c2lub2ftNs",
-	"PyTPJ96egVkdQltZlE1vNUXd2iPjCAvMyinSwdkyoMQlkTYOjhv8wOJZea7ct1SbA/4PIvmftHwtWbGy",
-	"X+a+smxmeqqCfHNYlCrWbn2v4PNXyioFeP/ixdUfQxThfaUTLG8hq58gpf+Q98NqTLg0ormt+LYuU7Q8",
-	"QpmnayZAmltEC9KCMEOUBWilhY0KJpj6XlUVRIduS1nudZhzm29h9TQpqtaVU7Hrj9X4h4TO2uaodh7C",
-	"0jnZPQbgAopN+tedkK1KBfpdM950H1/OSN2Ojy/KcNdK92jEtFV0qV2/D8jVCVFeXbxyxmBr1NHC+u/L",
-	"YAzL8W6Yo7PygOdy/ssj1VTZM61sXb7XA5O4NlT12JSJBb+vS+DeM+fKNrETR+MjYV0YokyHqnKd4XfM",
-	"39m0mA9R7v/aErXeVRAXxvy/NEvpcpyxNt2qJH7havdZokgnmmR89N//+V/RAZlIkZGoEs80Tvt4MEdL",
-	"mkdGMrfvYTsqsoDm1Zvza67QVR91u3grIn0S/Vt5WuXq/Z/O3kU98moGWCzHWONEOLNJEVc5xdpPUbdL",
-	"4zTqXVfVcVHc2hFV40eXKtYAY3wiVkd6NQPy4uLcHeM0BntWmWlYIlfZ42bKxvtyIXVddPT54PngoEeu",
-	"aDo3apjyBQJuPNiXoClohot1dnHaMHzhyoEa5W1LCBLcDGEZdzSA3pbZTcrkZQsEe+QKK+EKZVT/BCTw",
-	"GMJrjrNh6R+LgltHlSMxJEw1ywOelMfTqjkwD5jhZTSeMQ5dQ7o7P8q1pLHuXfNr3iUf6mptzFGZgBF9",
-	"CRrosU4XQ2McFxwrLtqSlaZxSn4aDNzQnX+NdBoVjq85IU66EEUXJPJt7yHB7R0d9Eipfh3+U1jDFf1x",
-	"2CXCnJRqkKZhd3ZTDV1wVxE1E4UhbMqFhPIVPYMFSQTazob8nhnxWeNkL1Mk+nZtbfLrYEiug+tiMDiO",
-	"Wwc58RLYug1mZpoP4m93/z4iHTtiEuGB3Oig0WF5iJjEWH9ZkehT101+9/w0wtWNPnX/YFm1+04kEJ2U",
-	"HJcq0bx5bsRrhNNtZgMLEtsDkKXfyrCeHT46Dxrcaml6UejZcNP+Q18ZiVolMIekVfQyMlvIMqhZT3ue",
-	"e1zgyiOQz4EbhKdIJyqF1JB8vokOTkj0tes2ZbeuNho5TsLK0HUN0qqs7xOFoxVpedRgKinXpGOEAc2Z",
-	"EUwjKQoNqjcVBz3yF+fIrYbkDpoyRWIriXAuon+vPHi/vruMiIIUGbDt2xOT+kdSD1itrVWcMqWR4KUy",
-	"xWb0/16X0/4VC3eTjM6xEjUeGpga+SBFMZ1tq+JtxWTKYnDI1QW3Fbha1ZALxbRwWblMp646LMrDD2eX",
-	"V0ZMBmFQnoYeBreH6BjKgdOcBcPguDfoHaPbRs9Qu6zoh2D47T6sLpdnqLtWy/SlcACk8QwuZ19BOvFc",
-	"V75r/W8Ui4sIeW/rA9aF0T9/85UiLh/fqyDxjes3TgulQfZnVM1qasqrX4Tpb/lqCvQWVi9nkI3t0aCl",
-	"G2YZ/Vf7eCis/82MxDdazyFRs7+lqwqNUQ6sUW5Pgz9SlegbH6VaUq4mILuWR9WMNbihQmnud3Vg3P0u",
-	"M7SnFiBVe+o8CYbBG6b0b+aBcHn4PhxbP9KvA2zr7MHGw42y9uZpbyKRVeMGArnQDCQR6WBYAdXfjCYN",
-	"9zGpHgoxHxtcOVImnVTm4m5dWfLqNEG1CD/MiV/FmdbU71z5vsAcFr9iLWXUSjlQe4xbSCyXS7sKzLRi",
-	"JVuapo2jYJhZkadoTVke8xaap2NIW0Pf3Ymt9KIUa5lnGXFPVF7jdeXgN1eC9206GzHH9Qhtfcg1zduQ",
-	"25b2tzCqLcS/C0fb0wr3N0u11Y8Ggx3q/O5Wgrc8c+Epwis44MccTtrfckDEaOtCOI2eUpvP/ZOly9dd",
-	"RX+/URgee3SfINj2Wlkq2OyLLKOYZWUIxxq/IeFwZ6DvhEmlQ0KR7jpR0hgbdKqaJzt8oAUT3Whijwj7",
-	"3F/vl31cBnGaFg2O/Gyv9nq9GwMfy9QKrER80CMv6k90YDEX/FxF5U+jPLnmEyHvqEwQf7fsitD5lpWm",
-	"Wa7I+amNZpmhKdOykRrGGHG5oNVBRUUzuOaN3BN0xEqw8XkEdpJNGaepPY8RVW6tIUEsE2JhG4tM2jLd",
-	"Otp+vFRf+vqH3QvIPi/d6d896uxbh2SzkrzVW5+/1dlVQa8PX9Gsqnd9faGZCWiob+R49vqpoAmmddIU",
-	"Q2KlPDSX72+Qd2eQpkul7Mt+IZ4JYu6LTSmQzcTE+yps7m/yc1mozhAVG+Fdd3Gz7PE4qugtafDkOR4u",
-	"5Tk+++kte2lkx84lv5d8tm0fieG5+x8o7Jr+eo/As+je7AQs506q3VCG71YyB1o7jSxtNLNcR4PDx+PR",
-	"hvPaudJYYlMc15T2txp0z7f+UPLqKmc9gID9OWPN4lBthKHSVaDBrFH55adO+d0fp8lt3KUyz8vPR2H2",
-	"wZrPSm2qtl89h3Q9QM39dHi8/ZWqhr954eiX7S80vqzwvar00p0isHMbLtXVt3X0DRYUsjS9D3ZXqnbb",
-	"YI+lrdDH47OqbUD0v7Hkfq0V8RqMutlb2zTNgh8MpNxhXg/zlmnPHeeuBX5LcFdZRX5n3efOmeu+XoHW",
-	"htXVkBxYfPXT9tWtvh7yvSzxvuQFpqtS6JZcc6EkuXG4eH+QtddC2m9pVbZrxTD9Vln/x26z/83Y2vcP",
-	"btprbqSGIZO6AobpgnQiUei+0fO9WN1GJ3j6ly4wpZJE/cil30OK+YYEVExzSNZ8vcn92t8lUE+BNTUf",
-	"cU7RUYcVMh6x0Tp89EgNTvOiWyiXif1IbaZi+pgk1kXuH61B7cr5Pk57mqr59w84M1ZN3NARleHgvbbe",
-	"yfaYLjPucrWbP9f3vM0SKr9J127etddPxB1//EYlZY/fKqRsymyRyUdve5oXqKtAP3rTD9zoq606H3vP",
-	"YYb6qqRayP5UKMXy7hwWynO3Kp9a3UIzUy3//udwuC23WnVdnq5VnksPZvzWxxGrnpfb7ee0UPDDWjdi",
-	"NPtxzWvJplMbun+M9ssSGY11qC5VwHm/jhqfilzt5rs0Q7vlRmYDvlzmNHy+MYjcBjx84RBKUhHT1MX6",
-	"O1E79t/tJnCLFh1mX5SVvA6PnvcGvUHvcPh88HyAmN/B0pVMZDRLQozTlZ/RQnxrvxJn1NmJc/cbBW4e",
-	"NHpXhUtJ5TWuUfX2Qwi8iv5OX7xWZfzRfaqudiowjLHagA9w3fQ716u/2mYsBa8Kp7hAhvME2rBH6/u3",
-	"hGoXxtQMj7qWAYtqn/sx6yUuU/fSTD0mbSmitASa1SW264/t2fBIPKMcKz6XbjSL1TzRGQxeh26yY5rT",
-	"GKsVo67COW7ql1rEoS72TIjgtjxZvLBfjmtMuZOsbYe+r5HfC6Ep9p2LlMULIiEWMlGt6LHyfIfW15iV",
-	"/8QFEEO7xC4a9UW4MWLUMXR1lhsfSbZBOk+rpd4oG3TNz1iO7blOUelUrZVKx7fKGJ21nuUZENdvtwwC",
-	"O+u0GZZNvbyylL1i2iuhXPVuBpoa0fA/AQAA//8=",
+	"7H37bhs5lverEPUtEPlDyZLtTtIto7FIYk/GPbltnPRkJjYkqupIYruKrCZZdjQZA/s0+2D7JItzyLpI",
+	"oizJcRqLxfyTWHUhD8nDw9+51tcoUXmhJEhrosHXaAY8BU1/vlIJt0JJ/DsFk2hRuJ+RnQFLNHALKVPj",
+	"3yCxjwz7+P4VK7idRXFkkhnkHN+z8wKiQWSsFnIa3d7G0Xuwev5sYkGvtmsgUTI1zCp2w4VlY5goDcyA",
+	"TIWcMuxWw+8lGMv4lAsZ6kpIC1PQ0S12VnDNc7B+QImSRhgL0q52PbK6hNGAGdDXkLLxnHrLaDYYR3IZ",
+	"Z5pPLBtzrQVo1uFsorJM3YBmhVZfBBgm7F4URwIb/L0EPY/iSPIcyWr13SY6hQkvMxsNJjwzEFeDGCuV",
+	"AZc0YUmpjdLhRSg0XAtVGlbwKTwybCThix26N0brKHHt3b1KIoW8UBZkMv8LzFc7TyEti0wk3IJhnBkh",
+	"pxl0f1NjZspxLizrKJywG6WvJpm62WNCGpGCW0KcRV4U2byi0DFdQ+JZ03sXu2/TmvMvr0BO7SwaHD5+",
+	"Egdo/02Nz05WSeYMyTs7wYX7+OrspF4pz7S+b5FGcYRcJjSk0QDZ4u6pykQuiKFCk+1uBlf8oN+PcTQi",
+	"L3P6hT+F9D/jVX52jZqCJxDmhvo26/he2Mj/MTpmo/8/YkIyzjJhrJDTAYNr0PPWW9iGVVcgWc7nTANP",
+	"13FzQ8jdcyNVCm/oldXVwHuPDHUfXgl/Z5e1wHtpma3ts7r/0P1WfB7mu+rugzPfLT5sCiUNkIB7ztP3",
+	"Tj56cVfJOtxtwknz3m/GiXT4wvMiA/dk6ljtmmdEAmiNIge3kvl8dLlfaKG0sPMBy0uDcpmNwd4ASNZn",
+	"XKbsoN9nnamy7LDf34tu2zT/m4ZJNIj+X685Z3rurumdUjc0jsU5G/OUCVmU9piYMgdj+BSYsVxbw26E",
+	"ndH1iYAsxe5cQ1uPmSZrovRYpCnQjWuele2paG42k1GAzoUxQkmWghSQDpidCcMkAJ5ZM6hkX+tBJVv7",
+	"6yIaX0THfoslgs24oV024H6zvHJyMECPVMOsEpIVPVL586miQ6XAOvJwj9EPu3CCyZTVz+P9K6lu5DHT",
+	"eBozM1PaZnOiopS8tDOlxT+QA1cpWbjfEOMug7R0JqQD7O2Zf5DWgDkhzzo3XFp2ET0HrkGz89MX708/",
+	"XER7jg2+kW+4ZEQQ6xgAlqrE9Hgh9vM0ZheOScxFFLOJ0l744aCIYd8o+ydVyvReG0cqO5zQ2wtbh/UP",
+	"fjk5+vt/PH7ff93/9YdPT//2/Ke/HL758cXB6YAWyL3z7cOWipkymXkshg2+vQadKZ7C/QakmtebETUX",
+	"B7jP+33P74gCUVAwroGGlajcX56DrXjMYagD8yDDtTPEgzfcMJ4kUFhIjwklMuGRoe9uRGizS3BzxDy8",
+	"jOI2ym09sY4g/3SvBV2Jqg9KveJ6Cvea4rFK50Or1DCjJppprhAuPoA7le5rZmdcuh2NkIKpCfvx6Mcf",
+	"n/R/ZOO5hYeYVu66xGVuddQZLVI62mME7cbcIsdNWI4Qnah7HCNTECt0RnS//VrU7G+aeJrIEyhoytJU",
+	"IBU8e6dVAdoKlNEeExetS19xX63HdtEKHoyjkAJzM+NOPOJrdKQh83AzYOqKdUyZJAAppHsx43LOOvgP",
+	"SPw54SKDNGYJlwlkGfKdumI3M5Asg4llqrQo8+nswjWVCOY+R+oqiiMuEUG5FqI4qpuILkMotkEBn2nM",
+	"zUPNLn+mrZjwhLhucZYIVqwihjgy4h/gT7+cW4cvn/wQBeFmm4RKs8PXg6RYC3kRoIR7GumHsJCbTQxa",
+	"j+q27odrzef4mxsjphLSIbcLo0i5ha4VBNxWxswb2pZHWS3D0O86Jy9XWkhUKRfv1RpaHCVFOcSuh9Js",
+	"NbNxBF+EHTo58DWSZZbxMcoGB/dWH5+ATIScDgk4BLuo9YZ+8H0hhZntOGnTohyaGdewablevvt4Ts+5",
+	"l0xYN4EvPLEshWuRgGkjk0IkV5DSkUwoxi8W6ySqQJVaTehppy3EhP1wk2VCXhlC0duw1Mt3H0Pc9Jsa",
+	"D0V4xXOVisl8KGQKX+4x5dIv7qo0UnmYi1Rpi9JuHMlb/9htHBXAr4Y55ErPh+4M2I77NHB/Kq1Qp8Go",
+	"UiewkYz39YPuLdJoW70jPSGuwt3Ls7BkQnC/I5May+1GBvWi6ZyepZdS0HpouQgTYrm52shQXE4/4HOo",
+	"/HEt8dWgZrgkxoekXlUCyfNJNY7lnd7InfbKLArBJU69QzSfV3NVHUpVM9h6KWkIcVSffe2jKlMGe7oS",
+	"a46rOHrOkys1mayKfyGFFW7F75rPk1I7WyPuSsSOepEJVIkSsu5YlvnYMXPOv+zSdl5mVhSZ2LL928B0",
+	"+qGe0RG/G3bZcTJcFxtmZM3xca8ZqjvcNE0bOg1Pm01m56QwtGwUuwG/7THEL2p8XkBSD2hR8q/uSxPc",
+	"OQs0OzvLKofvRNdSY/em7MW7jzUDLh62ucgykSgNhqF6xNyaxA60uw3rDCilFBaB+uN+Px/FbNTff4z/",
+	"HY6Ye3sMmbphT37AQ1ZJeDuJBp+/rrBXS7WJsKVVKX2J5Ko85zJdQzKXjOvpNaM5WKRUlxKHMfp8EfXG",
+	"QvbMDPX3i6ib4P/mcrRAXL0Eq8e5kGfu5sEKDPgaplg6zgwpDyKZsYJrkAT4E5WDYRlYxlkKBcgUb6Bm",
+	"oUvZUgJItBrjBWupcSPx7IbPjRvEsHogJGBPIBPXoOcBgO3Eu1kDb52bZqdTFa69JnsXJ/8VxjOlrk7p",
+	"2ds4wh9hEtYgrIwbO4TKcBe+jediuWZkOf8yvHvs5Ax5cDhRrUSNJ8oi3XmKS51txguEFWhe3QvVyjR4",
+	"oR7/0nQsrPsChSFhsjiiFkIonOMtiqPUPdKGBWEuLcwqh6aQiBTS4XgeXGm8bcQaROo7C66v24JrFr8B",
+	"MsHbFnQuFqHoetXXdROcugpbBEwSLxVL/W3WGR3kR30zQmHaCEy6FmKPxQM50HbdsJeTnRG2HrPRY5Ll",
+	"B7Ojfl5ZapysRkWqMYA1MrMlvgPCO16R+Jdtc/uqnudMSBNvXnXG2MpH0R77HU6HnZ0Ni9xW6dUrvh+L",
+	"iIUsvqyzxjS81xLXDWE8yYapMPg6/lyygLddBW1DsFTDBufnYGcqHeJ9Tj5jsgApOclE4jd0BjXs1zAp",
+	"DT0y5unQSF6YmaKNLE1ZFIr0pNblFVvikvENF7xt0UWtY1hKDTyZcY/oWg4GpFIDT+dusNdcZP6pdv/X",
+	"oGnXxhEKOUX2LtxCGndVSDhAmGuUBNTmYcBG5M8ZMKegjqJNZjHXYOxWPLQ7Ue1fkUbj0nilf5GOdy/O",
+	"GE9TDcbErN/v9wcHPw36/f1+aIPiuVDaAJ/5GyzhBR+LTNh5zH4KtzEDnjkr3RKrjg0CCDIqumfmxwwy",
+	"A+xmthCWUGQ8AXL1kDlcSUa+5pWOaiPGkhn9WqSCd00uHhlGz7DOi48nzx4ZVkpsH38MT05/PXtxOnz7",
+	"/uT0/c/vXpwNn388HzoH5qpUJavMak8zdeOMO87+w4jxvBnIX0KRwZOZoyNGzNeQx6wqFOvmrNBCWsOE",
+	"ZZ1PMXvz68GPMXt39ilm7z49j9m7Pz+P2Zu3J6cxO//b+YJtaFXHX7IEeTNKLsZbGlFyIdeJwDc4mF4K",
+	"1z03hDfhBlQKYftDWYbY8+W7j93//s//iis5xhOtjGEaxkpZs3GvUKMVK1Tkr9kz55XZbxWmO4H2yDAy",
+	"DeJAcfu+fPfxkWFuDlmnNlXsT4vSG6j2jtuL7f2TM8hSdjNTJFoWN+m0KLe06S2u3OpqOEKFZK/Fc9b5",
+	"09v3p6+fvRm+fPdx+Pr09dv3fxu+Pnu+58T4TgZxpHCh9+Bkcjm9j6GgstIHYE2BkvkOu3E7dKhN71rL",
+	"PdKIuvKqpPzDqajR/vKJXlvfl3d0G9EtbWkErOEnvc62jQ2hwvgkavM70Ob6qbKqCNs7NwDUexn7Q9Pd",
+	"mBHXTfwHb/Fctlb5YyOAvMF7T7eXsIgadpu7ZW3Iiy4/JmqvoiQ0sD9/+PCuZWlaAgEqDSsj8KWApK14",
+	"7sBxLa9yeK+vn6aGbIcUwwfDNkqjf989vWFe7iOa/u/O3LoJo1k6pyNtx7lKZpBcmTIPRLrO+OHjJ4M/",
+	"n34a0MFI/hun7+SI3Y/J4WVYgkDJxzpl4HFZGOWlntGXjVWAx59lUwUmZhoybsU1MKsq//cjQwFqiCBT",
+	"oSGxSiPezAs7R/3Rx94KyXrsCqDwkU40HY+MI8tHzK2KuHrSlvCgtcWg14sZ/mEGvR52ZI4Gvd64TK7A",
+	"9q6AcARPm1gvPgWJwKPbdSvTNVZpQPIKJaQlzTDRkIK0gmdmbyMi8sSFVvwXF2Owk53NidjhNta4e3sV",
+	"k1JrkHZ4p0M79TaYu21YhbmPI/pejmTufGOb3Gn+9F9vMGzFJA+vYP5d3LbwxQ51KXcaYKEBV0MouWbV",
+	"73C4Gg+8tvBlbG2gbOOWOkJrN+vkPSyaVZDrlmZNGnhjyFygc4GABSPnyi5b2lJbeEN/UeMTqHy/63f4",
+	"dpEqfh8GTjRvMK2g1Dat1Sb+cKTCFsseDBxqTeCa+XglQhBpV39biOxWOsJW7vG1JIYVFB5OIyFDgvfP",
+	"dHhmFJ5ezjNjhkrG+JMOMZ4DUzoFvefOGQoLE7YdEbZthEkdzRYKWsoydTMsJSkRTsKGIkDGjQ/9rp4q",
+	"V7uzQuVcBowFXE+vjxkKdAqs4ZIh6iOfVAcPSsoDqMPSW1HxpSwNpGz0mxqP7ragrDkt6kEnbQfaXeNp",
+	"PG3uLWM1F9LuqF6kwNNMSNheYDUMsWNPGndpGALL62+DsFuflf48QPy06fm2HoSnaM6n4dAkClrcfsu3",
+	"YXFgmq5Elg3vCPeh+5XleIcIjoyPIftWTWGz69AnkKyyfTsFZ/UuWNxV4XtqSJHQwxp07aolSWXFZL71",
+	"AnkPbaglJYfTohyusciTGOTMBwXVEXmpAuOs0py9fPcRBeVMZalhttQSRYc3VrMOZ4kWViQ8Y5/OTvYG",
+	"pDjUSUkDFyrrm49ZY1fcr4li5Ol0uRNMWPJkUYhmCaxjrCoKSAny06XUB31XwYGlQbrLotX0MeMMdxfT",
+	"UGWRzFQGbYcPEunTb6CEoAujNgMFV7gCgl7CbzKNxbWnK7z8jowHDNPbEddWx0IYuPqbO8brQaLBDr9Z",
+	"Trp8QxuMzuDCGh9OCqx+kM4+H0tK5z6yViuBwaeaCluBg1YynZLAaEfgsAg9+EQfhx2i0NLeQ7KVZs2x",
+	"cq2yMoegX8VY5u+y3GHj4zquXZfSMCWzOWUhkTnB4s5OIck4xexDzniWbQtxfqWOXmM3GwOXKmTS4vE7",
+	"kN12dqhQyD+qES7OKckEec20sCQyjtnIEzGiZNQRnpWjZThEuVI14Qv+6QBq84S0gFod0RcdIFSsAvX6",
+	"+4c+8M551dvxdIdt4PY5KuZ2puQRCZ5CabtfzKM46nZTjv9bhf9fLgGjz9E/kCd//plB2T2IXLA2OZSQ",
+	"OTv8oN+PZwf9/h6+2SCj6LB/1O/2D7r9ww/9J4N+f9Dv/z1qEA0lsXAhXZaZ26Ov356cRoNoUmZZUAf3",
+	"VHebpqMaY0SpSq5A7wvVy8RYcz3vudEOjvYPDrsmE3m0BBSi87OXH07fv46WAUJ0QJESzelvgedO3PDV",
+	"I/2oSeYU05nN5l1HZtQ6oiOppPd8r57Lnw8vF6R9NBay4MlVm6EHT/u1kI7AZtGSYE6KsgmKc44iHMdL",
+	"8dwnfKa1p+vgtiWfF5bpqFmmZi6OqEknL6IDclX3+/3VUIg1+tG7t+cfWO/6oEepOighUKgZCzxFEdkA",
+	"Y2dUq/D5wOtUpiU2gWvk6tg5b0mJQvGrbmS1q3D+jslLSMIn4ZISEZWcgmZjYDmQqmVqsdXkxbTkUhOv",
+	"sjiUs5PPA3X1Ty7n/3SRQv+sX79kneXUnMXom/7BL//x49+f/O3o18O/PH7z9P1PHw7+evTp8d+fPhtQ",
+	"yNVqKMx2CuDlH6UC1tGtLT3wbk2rFYW5rKIFQhz+pYptoYrVs7mjLla/t41ZcxulbXFjTEQGhk3AIk5j",
+	"Qt5t72/BH4+OO9yyHOGFCwD+36oR1rP4PdTCzQbx/0Nq4ppQ+X/piv8LdcXNjPmQumPNGTsrkN9f2wtB",
+	"GVePgRNDDFwGASWDP5Q+OOMGEQsBlG9W/OrJ/UbtzyqnAMZV6SIaD/L0FDeH1/kM63S7+F7Xvbf3bdri",
+	"OlT25tnr08HJ6fmHzwOt/jnQN5cLwAsxuwFrBj38a6DVzmBrQRW9DCmjQVVzOb79hgvr4tudaFjIhCMp",
+	"fEdSXBunmiuBUiYoB14T8l8Tyf1aPN8yTefw8ZPX4jkFd7/0/+8/fjnaPjvHKx6BXJe3TeppKHhgIe6v",
+	"TucmiZqpqSv7cAWFZWMwIiUZXBUjqfmPhrLout9bCfpbe8TM6wgIg9tRKjukJlJ2A77mhPsdkkLN07uB",
+	"S0frDqld1MfbmuGW2zPrsytq4guc3jXh0/RQIJKkFTZRaJiIL9G6l3ex1S0HS1Dn1SBCppz37XNlKQzG",
+	"BXNuEVXbBIwGt8oA98b6wFNUWInxYhRUyheicYV5cnwFGTMT1z4o1GwV9tmo7luNoNbr1x13W7SxNLe3",
+	"d832fUK4ks3BtXV+4cqi3PVWW9StrQZAWApXzrAOzRYiOX8QtWoCIOgSyawqGRBaqrtjOe5F8h+0fAuy",
+	"YmW/XIUq7uH01LUWr2Be4RK39YOCL1wErRLgvXfPPvw5JhHeMzalyiW6/glah/P371c+xEeIXblifuuC",
+	"gKvs2CJbMwEabyHWWcB9A5IFpNrGreI0lNVQF4wkW/3CYblTnu4mg8xqojAdrSsJz+szpsJDIgt3e1Rb",
+	"D2EpBXqHAXhfcZv+dcnPdRXIsD0rGMkVCgdq2gnxRRvu7SbqwkGRfGxUVlqgeqXVRqqN36iTFlolYAyt",
+	"wERU5klC3I3RREj2b1VCwa9vX318fTq8KPv9owTxL/0FeztsTI/lV0F7qA0NPB0iXA9kgDtHEJWW6xKi",
+	"J0UchJ15LYh0H13XVWGGzw0zKtoYvu+3Mc1qaKEql/MKn5CKvoilKhj0bYi7CUoMgqaVPJ+Nnn+ntH5b",
+	"FHFcjfeOOTqtkqyXY9AeqK7RjqGd62Iu7xlIeUdlnbuiIeH3dUkUO8Y9uia2Ej30SNwUZ6lCEut8A/id",
+	"YujuWsz7oLB/bYkGIBlISi3s/ByX0ucZUH3IVen2zNfPdESxzmiSy+F//+d/jfbYRKucjepzlCdZj5Lj",
+	"rObFCAXe4j1qx4wc8nzx6uxCGnJEjbpdujViPTaqBfyHt385fTPaZy9mQAWrKlMJiWrDfPUip+iOul2e",
+	"ZKP9i7pCNQlVN6J6/OQwoDp8Qk7U6kg/zIA9e3fmU6knSkNeHw1Uptq4lE/jvNmF0rYp/Pu0/7S/t88+",
+	"8OwK8RKXcxL1lFybks6Ow6Va1zRtZOvxJXkRZbkynow2Q1x51VHzcqWu0yqBwCH2ffaBqlErgxhtAhpk",
+	"AvGFpNlw9I9VKZ0Z1pMYM2HaJTqPqxTReg7wARxezpOZkNBF0n0Ot7SaJ3b/Ql7ILnvfVEwUnsoUUPSl",
+	"ZElJbDYf4KlaSqp66srGYuOc/dDv+6F76zHrtKqMX0jGvHTBM5KNQtt7wGh7j/b2WYWTPFA3VEeZrM3U",
+	"JeHRjFvQ2LDPnzYDH7pgmJmpEgmbSqWhesXOYM5SRUYOJH8fR3zayq4Xho2+XjjjyUU0YBeRAyELydQO",
+	"jbjaKTgz7Qfpt79/O2IdN2I2oqT40V6rwyqRnyVUA92w0aeun/zu2cmIVnf0qfsnx6rdNyqF0XHFcZlR",
+	"7ZtnKF5HNN04G1QU3CUhV1ZZZD03fLLytLjV0fSstLPBXfuPLMFstFCGdsAWCs+OcAs5BsX1dDUVxiWt",
+	"PGlcBUiE4oZ1RpWQGrDPl6O9Yzb60vWbsttU/B15TqLq7E0d4Lq09iNDo1VZle4z1Vxa1kFhwAuBgmmo",
+	"VWnB7E/V3j77q3dT1EPyyd7CsMRJIpqL0b/X9umf35yPmIGMGHDRcq0mzY+0GbBZWy88E8YSwUulwnH0",
+	"/96UtP+ZiueznF9RNXhK3JmifNCqnM42VdJ3YjITCXgVw4duGPD14qFQRiDidvZ1m/kKzSQP35+ef0Ax",
+	"GcVRVZFgEF0fkAWvAMkLEQ2io/3+/hHZ1+yMTpeV8yEafL2N68tVHYOuO2V6WnkA0nqGlrNnIJsErpvQ",
+	"td5XTgV+lL51NTqbjxN8/hoqB149vlNR8Evfb5KVxoLuzbiZNdRUV39T2N/y1Qz4NaxeziEfu/S8pRu4",
+	"jOGrPUrM7H3FkYRGG0jUxv2tfWV28uHRdwJcRYYHqtR+GaLUai7NBHTX8aiZiRY31CjN/66LNvjfVZbE",
+	"1AGkek+dpdEgeiWM/QUfiJeHH8KxzSO9xn28TnFvPdz6tAQ+HQyTc8c4QiDveIR0xDrkNKPjb8bTlp2f",
+	"1Q/FlBMBviSw0F4qS3Wz7tMAdUZPvQjfzdtSe1HX1NBd+cbHFcx/pnrmdCoVwF0pBaWpZDXvGsBppSBK",
+	"nmWtdExyXxUZaVOOx4Ife+BjyBaGvr23wdh5JdbywDLSnqjN++s+yXD31xhCm87Fg9B6xK5G65rmnUN5",
+	"Q/sbGNV9DGMbjnYZQ7eXS983OOz3t6i1vV0Z7CrvKVAIW0mgD6ocL35PhRCjq83iT/SMu5yKHxxdoe5q",
+	"+nutjzNQj/4zIJteq8p1477Ic04xhEg41dmOmYQbhL4ToY2NGSe6m2BlVDb41LSzq0KghcI4eerS9EMG",
+	"s7fLxkhEnNgi4sjP7ur+/v4lwscqcIiqge/ts2fNZ3KooBJ9MqY2fHKZXsiJ0jdcp4S/F/SK2DsBjOV5",
+	"YdjZiXM74tAMtoxSA5URH49dJwsbnsOFbEVWkcVcg4s+IWCnxVRInrmcqFFtfxwwwjIxFZdyyGRRpjuL",
+	"6PeX6ktf4HF7gdjnuc/A3+FbF85y3P6agzu3Pn9tYgej/R58IbWq2fXNhXacK1LfimDe72WKpxS0zDPy",
+	"XVbyEC/fXhLvziDLlj4nUfULyUwxvK/uCvBth93e1kEh4SY/V8UikagEhXfTxeWyxeOwpreiIRDFe7AU",
+	"xfvkh9fiOcqOrcvuLxnXF20kyHO331HYtR0rAYHn0D3uBPqkAqt3Q+VnXYmLWdhpbGmj4XId9g8ejkdb",
+	"XgZvShOpC+Bd83kNd4Lu+NafKl5d5ax7ELA7Z6xZHG5RGBpbe4Rwjaqvr3Wqb2/5k9w5yGr1vPqEG4WJ",
+	"rPm0211fvKifI7ruccz9cHC0+ZX6Oxr4wuFPm19ofd3kW4/Sc5/J4+Y2Xvq2hfuWBWJBpSvVe2/7Q9Vt",
+	"G+qx0hV6lMJuFhWI3leR3q7VIl4CHjc7nzZtteA7AymfUB9g3srb1PHmWpDXjHaVO8hvnPncG3P9F2RI",
+	"23BnNaR7Dl/9sHl16y/4fCtLvK14Qdj6cwSOXLxQkdxK8N8dZO20kO57drXuWjNMb+HTGg/dZu8r6tq3",
+	"9246qG5kyJBpU4WG/K+dkSothQLuJ+Z6dEwZ+HxOAcNs1Bv55BLIKJqWgUl4AemaL6j5X7ubBJopcKrm",
+	"A84pGeqoSs0DNtq4jx6owWlRdkvj8wweqM1MTR+SxOZDEw/WoPUltR+mPcvN1bcPOEetJmmdEbXiELy2",
+	"3sj2kCYz6TMR2j/X97xJE6q+C7nYvG+vl6ob+fCNai4evlXIxFS4Qq8P3va0KOmsAvvgTd9zo6+26m3s",
+	"+x4zNFc1t0r3psoYUXSvYG4Cd+sSxvUtUjPN8u8/hsNdyeO66yrD3QQu3ZvxFz5QWve83G6v4KWB79Y6",
+	"itH8+zVvtZhOnev+IdqvytS01qG+VAPn3Tpqfa51tZtvOhkWW25FNtDLVUzD50tE5M7hEXKHcJaphGfe",
+	"198ZLfr+u90Urkmjo+iLqpreweHT/f5+f/9g8LT/tE+Y38PSlZBxUkti8tNVn7IjfOu+1IjH2bE39+MB",
+	"jg/iuWvipej/BteYZvsRBF5FfyfPXprK/+g/F9kYFQT5WJ3DB6Rt252b1V9tM9FK1sWLvCPDWwJ5FePW",
+	"KnPErXdjWkGJ3JXDot7nYcx6TsvUPcepp6Atw4zVwPOmzH3zwUvnHklmXFLV9cqM5rBawDtDzuvYT3bC",
+	"C55QxXA6q2iO2+dLI+LoLA5MiJKuRGAyd19vbE25l6yLBv1QI7+XynLqu1CZSOZMQ6J0aha8xybwLehQ",
+	"Y07+M+9AjN0Se2/Ub8qPkbyOsa913vpQuXPSBVqtzo2qQd/8TBTUnu+UDp26terQCa0yeWedZXkGzPfb",
+	"rZzAXjttu2WzIK8sRa9gexWUq9/NwXIUDf8TAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

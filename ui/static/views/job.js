@@ -76,6 +76,7 @@ async function load(el, id, unsub, early, setHandler) {
     if (j.preemptions) kv.push(["Preempted", j.preemptions + (j.preemptions === 1 ? " time" : " times")]);
     if (j.workflow) kv.push(["Workflow", link("workflows/" + enc(j.workflow), j.workflow)]);
     if (s.schedule) kv.push(["Schedule", link("schedules/" + enc(s.schedule), s.schedule)]);
+    if (s.volumes?.length) kv.push(["Volumes", h("span", { id: "job-volumes" }, s.volumes.map((v) => `${v.name} at ${v.dest}${v.read_only ? " (ro)" : ""}`).join(", "))]);
     if (s.singleton) kv.push(["Singleton", h("span", { id: "job-singleton" }, `one at a time with the other singleton jobs named “${s.name}”`)]);
     if (s.depends_on?.length) {
       // --after gives each parent its own requirement; otherwise one condition covers them all.

@@ -66,7 +66,9 @@ export async function mount(el, [name]) {
       h("div", { class: "grid2" },
         h("dl", { class: "kv card" }, [["Role", { client: "client (outside raft: heard through its work stream)", replica: "replica (raft non-voter, never promoted)" }[n.role] || "server (raft member)"],
           ["API", n.http_addr], ["Raft", n.raft_addr || "—"], ["Gossip", n.gossip_addr || "—"], ["Version", n.version || "—"],
-          ["Drivers", (n.drivers || []).join(", ")], ["Labels", labels(n.labels) || "—"], ["Slots", n.slots || "unbounded"], ["State since", time(n.state_changed_at)]]
+          ["Drivers", (n.drivers || []).join(", ")], ["Labels", labels(n.labels) || "—"], ["Slots", n.slots || "unbounded"],
+          ["Volumes", h("span", { id: "node-volumes" }, (n.volumes || []).map((v) => `${v.name} → ${v.path}${v.read_only ? " (ro)" : ""}`).join(", ") || "—")],
+          ["State since", time(n.state_changed_at)]]
           .map(([k, v]) => [h("dt", null, k), h("dd", null, v)])),
         capBox),
       gpuTable(n),
