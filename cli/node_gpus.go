@@ -72,6 +72,17 @@ func nodeShow(c *ucli.Context) error {
 	fmt.Fprintf(w, "Running:     %d\n", d.Running)
 	fmt.Fprintf(w, "Drivers:     %s\n", orDash(strings.Join(d.Drivers, ",")))
 	fmt.Fprintf(w, "Labels:      %s\n", labels(d.Labels))
+	if len(d.Volumes) > 0 {
+		var vs []string
+		for _, v := range d.Volumes {
+			mode := ""
+			if v.ReadOnly {
+				mode = " (ro)"
+			}
+			vs = append(vs, v.Name+"="+v.Path+mode)
+		}
+		fmt.Fprintf(w, "Volumes:     %s\n", strings.Join(vs, ", "))
+	}
 	if d.GPUDriver != "" || d.CUDAVersion != "" {
 		fmt.Fprintf(w, "GPU driver:  %s (CUDA %s)\n", orDash(d.GPUDriver), orDash(d.CUDAVersion))
 	}

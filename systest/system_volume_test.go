@@ -52,6 +52,10 @@ func TestSystemHostVolumes(t *testing.T) {
 		return strings.TrimSpace(string(out)), err
 	}
 
+	if out, err := cli("node", "show", a.name); err != nil || !strings.Contains(out, "Volumes:     datasets="+real+" (ro)") {
+		t.Errorf("node show: %v\n%s\nwant the volume", err, out)
+	}
+
 	t.Run("process", func(t *testing.T) {
 		out, err := cli("run", "--driver", "process", "--volume", "datasets:/data", "--", "sh", "-c", `cat "$FOREMAN_VOLUME_DATASETS/in.txt"`)
 		if err != nil || !strings.Contains(out, "dataset-line") {
