@@ -135,6 +135,7 @@ var docExamples = map[string]string{
 	"### HTTP jobs (`driver: http`)/0":                      "JobSpecInput",
 	"### Webhooks (`notify`)/0":                             "JobSpecInput", // a "notify" fragment, read inside {}
 	"### Webhooks (`notify`)/1":                             "WebhookEvent",
+	"### Host volumes (`volumes`)/0":                        "JobSpecInput",
 	"### `GET /v1/jobs/counts` — jobs per state/0":          "JobCounts",
 	"### `GET /v1/jobs/{id}/artifacts` — list/0":            "ArtifactList",
 	"### `GET /v1/jobs/{id}/artifacts/{path}` — download/0": "JobSpecInput",  // the "after" example of Dependencies, below it
