@@ -143,3 +143,18 @@ func slicesContainsDotDot(p string) bool {
 func VolumeEnv(name string) string {
 	return "FOREMAN_VOLUME_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
 }
+
+// CutVolumeMode splits "X[:ro|:rw]" (a --host-volume path or a --volume
+// destination) into X and whether it is read-only.
+func CutVolumeMode(s string) (string, bool, error) {
+	rest, mode, ok := strings.Cut(s, ":")
+	switch {
+	case !ok:
+		return s, false, nil
+	case mode == "ro":
+		return rest, true, nil
+	case mode == "rw":
+		return rest, false, nil
+	}
+	return s, false, fmt.Errorf("%q is not a mode (ro or rw)", mode)
+}

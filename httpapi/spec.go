@@ -167,16 +167,9 @@ func (v VolumeInput) parse() (fsm.VolumeMount, error) {
 	if !ok {
 		return m, fmt.Errorf("%q: want NAME:DEST[:ro] (NAME a volume an agent declares with --host-volume)", s)
 	}
-	m.Name, m.Dest = name, rest
-	if dest, mode, ok := strings.Cut(rest, ":"); ok {
-		switch mode {
-		case "ro":
-			m.Dest, m.ReadOnly = dest, true
-		case "rw":
-			m.Dest = dest
-		default:
-			return m, fmt.Errorf("%q: %q is not a mode (ro or rw)", s, mode)
-		}
+	m.Name = name
+	if m.Dest, m.ReadOnly, err = fsm.CutVolumeMode(rest); err != nil {
+		return m, fmt.Errorf("%q: %v", s, err)
 	}
 	return m, nil
 }

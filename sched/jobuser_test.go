@@ -40,25 +40,7 @@ func TestPlanJobUserAllowList(t *testing.T) {
 			if tc.why != "" {
 				tc.job.Spec.User = "alice:x"
 			}
-			s := &Snapshot{Nodes: tc.nodes, Pending: []*fsm.Job{tc.job}, Running: map[string]int{}}
-			d := decode(t, Plan(s, t0, testConfig()))
-			got, placed := d.placedOn()[tc.job.ID]
-			if len(tc.on) == 0 {
-				if placed {
-					t.Fatalf("placed on %s, want unplaced", got)
-				}
-				if d.reasons[tc.job.ID] != tc.why {
-					t.Fatalf("reason %q, want %q", d.reasons[tc.job.ID], tc.why)
-				}
-				return
-			}
-			ok := false
-			for _, n := range tc.on {
-				ok = ok || n == got
-			}
-			if !ok {
-				t.Fatalf("placed on %q (reason %q), want one of %v", got, d.reasons[tc.job.ID], tc.on)
-			}
+			checkPlacedOn(t, tc.nodes, tc.job, tc.on, tc.why)
 		})
 	}
 }

@@ -3,7 +3,6 @@ package systest
 import (
 	"encoding/json"
 	"fmt"
-	"os/exec"
 	"strings"
 	"testing"
 )
@@ -20,15 +19,7 @@ func TestSystemAfter(t *testing.T) {
 	bin := foremanBin(t)
 	c := newSysCluster(t, 3)
 	leader, via := c.leader(), c.followers()[0]
-	cli := func(args ...string) (string, error) {
-		cmd := exec.Command(bin, args...)
-		cmd.Env = append(cmd.Environ(), "FOREMAN_ADDR="+via.url(""))
-		out, err := cmd.Output()
-		if ee, ok := err.(*exec.ExitError); ok {
-			return strings.TrimSpace(string(ee.Stderr)), err
-		}
-		return strings.TrimSpace(string(out)), err
-	}
+	cli := cliAt(t, bin, via.url(""))
 	d := newJobDir(t, t.TempDir())
 	parent := submitJob(t, leader, d.waitingJob("after-parent"))
 	d.pid(t, 1) // running
@@ -123,5 +114,17 @@ func TestSystemAfter(t *testing.T) {
 	}
 	if after.Total != before.Total {
 		t.Fatalf("refused submits stored jobs: %d jobs before, %d after", before.Total, after.Total)
+	}
+}
+
+// cliAt runs the CLI against addr: its trimmed stdout, or after a non-zero
+// exit its trimmed stderr and an error.
+func cliAt(t testing.TB, bin, addr string) func(args ...string) (string, error) {
+	return func(args ...string) (string, error) {
+		r := runForeman(t, bin, addr, args...)
+		if r.code != 0 {
+			return strings.TrimSpace(r.stderr), fmt.Errorf("exit %d", r.code)
+		}
+		return strings.TrimSpace(r.stdout), nil
 	}
 }

@@ -3,7 +3,6 @@ package systest
 import (
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -42,15 +41,7 @@ func TestSystemHostVolumes(t *testing.T) {
 	if len(node.Volumes) != 1 || node.Volumes[0].Name != "datasets" || node.Volumes[0].Path != real || !node.Volumes[0].ReadOnly {
 		t.Fatalf("node record volumes %+v, want datasets=%s read-only", node.Volumes, real)
 	}
-	cli := func(args ...string) (string, error) {
-		cmd := exec.Command(bin, args...)
-		cmd.Env = append(cmd.Environ(), "FOREMAN_ADDR="+a.url(""))
-		out, err := cmd.Output()
-		if ee, ok := err.(*exec.ExitError); ok {
-			return strings.TrimSpace(string(ee.Stderr)), err
-		}
-		return strings.TrimSpace(string(out)), err
-	}
+	cli := cliAt(t, bin, a.url(""))
 
 	if out, err := cli("node", "show", a.name); err != nil || !strings.Contains(out, "Volumes:     datasets="+real+" (ro)") {
 		t.Errorf("node show: %v\n%s\nwant the volume", err, out)

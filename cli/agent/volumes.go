@@ -20,16 +20,10 @@ func parseHostVolumes(list []string) ([]fsm.HostVolume, error) {
 		if !ok {
 			return nil, fmt.Errorf("--host-volume %q: want NAME=PATH[:ro]", s)
 		}
-		v := fsm.HostVolume{Name: name, Path: p}
-		if rest, mode, ok := strings.Cut(p, ":"); ok {
-			switch mode {
-			case "ro":
-				v.Path, v.ReadOnly = rest, true
-			case "rw":
-				v.Path = rest
-			default:
-				return nil, fmt.Errorf("--host-volume %q: %q is not a mode (ro or rw)", s, mode)
-			}
+		v := fsm.HostVolume{Name: name}
+		var err error
+		if v.Path, v.ReadOnly, err = fsm.CutVolumeMode(p); err != nil {
+			return nil, fmt.Errorf("--host-volume %q: %v", s, err)
 		}
 		if err := fsm.ValidVolumeName(name); err != nil {
 			return nil, fmt.Errorf("--host-volume %q: %v", s, err)
