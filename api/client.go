@@ -221,9 +221,10 @@ func (c *Client) Ready(ctx context.Context) error {
 	return c.do(ctx, Request{Method: http.MethodGet, Path: "/v1/ready"}, nil)
 }
 
-// Request is a call of a route this package has no method for (the
-// operator's: snapshots, raft peers, gossip keys; docs/api.md). Do and Open send it
-// with the Client's address, token, namespace and retries.
+// Request is a call of a route this package has no method for, or one
+// sent differently (a submit without an idempotency key, a raw stream).
+// Do and Open send it with the Client's address, token, namespace and
+// retries.
 type Request struct {
 	Method string
 	// Path is the route, escaped: "/v1/namespaces/" + url.PathEscape(ns).

@@ -84,9 +84,9 @@ type RaftInfo struct {
 // ACLRole grants a role (read, submit, write, operator, management) in a
 // namespace ("": every namespace).
 type ACLRole struct {
+	Role      string `json:"role"`
 	Namespace string `json:"namespace,omitempty"` // read, submit, write: a namespace or "*"
 	Node      string `json:"node,omitempty"`      // client: the client agent it speaks for, or "*"
-	Role      string `json:"role"`
 }
 
 // TokenSpec asks for a token.
@@ -102,9 +102,9 @@ type Token struct {
 	AccessorID string    `json:"accessor_id"`
 	Name       string    `json:"name,omitempty"`
 	Roles      []ACLRole `json:"roles"`
-	CreatedAt  time.Time `json:"created_at"`
 	ExpiresAt  time.Time `json:"expires_at,omitzero"`
 	Expired    bool      `json:"expired,omitempty"`
+	CreatedAt  time.Time `json:"created_at"`
 }
 
 // NewToken is a token just made, with its secret: the only time the

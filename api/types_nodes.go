@@ -5,18 +5,16 @@ import "time"
 // Node is a node as listed: its description, liveness and allocation.
 type Node struct {
 	Name           string            `json:"name"`
-	Role           string            `json:"role,omitempty"` // replica or client; "" for a server
 	HTTPAddr       string            `json:"http_addr"`
 	RaftAddr       string            `json:"raft_addr"`
 	GossipAddr     string            `json:"gossip_addr"`
-	Version        string            `json:"version,omitempty"`
 	Capacity       Resources         `json:"capacity"`
-	Allocated      Resources         `json:"allocated"`
-	Running        int               `json:"running"` // live attempts
-	Slots          int               `json:"slots,omitempty"`
 	Labels         map[string]string `json:"labels,omitempty"`
 	Drivers        []string          `json:"drivers,omitempty"`
+	Version        string            `json:"version,omitempty"`
+	Slots          int               `json:"slots,omitempty"`
 	JobUsers       []string          `json:"job_users,omitempty"`
+	Role           string            `json:"role,omitempty"`            // replica or client; "" for a server
 	GPUs           []GPU             `json:"gpus,omitempty"`            // detected NVIDIA GPUs, by index
 	GPUDriver      string            `json:"gpu_driver,omitempty"`      // NVIDIA driver version
 	CUDAVersion    string            `json:"cuda_version,omitempty"`    // highest CUDA the driver supports
@@ -27,6 +25,8 @@ type Node struct {
 	DrainDeadline  time.Time         `json:"drain_deadline,omitzero"`
 	StateChangedAt time.Time         `json:"state_changed_at"`
 	ModifyIndex    uint64            `json:"modify_index"`
+	Allocated      Resources         `json:"allocated"`
+	Running        int               `json:"running"` // live attempts
 }
 
 // GPUReset is the last operator health reset of a node's GPUs
