@@ -15,6 +15,17 @@ type StateCounts struct {
 	IdempotencyKeys int            `json:"idempotency_keys"`
 }
 
+// Unfinished is the number of jobs not in a terminal state.
+func (c StateCounts) Unfinished() int {
+	n := 0
+	for s, k := range c.JobsByState {
+		if !JobState(s).Terminal() {
+			n += k
+		}
+	}
+	return n
+}
+
 // BackupHeader describes a snapshot file (a backup of the whole state).
 type BackupHeader struct {
 	Format        int         `json:"format"`

@@ -7,6 +7,7 @@ import (
 
 	ucli "github.com/urfave/cli/v2"
 
+	"github.com/foreman-sched/foreman/api"
 	"github.com/foreman-sched/foreman/fsm"
 	"github.com/foreman-sched/foreman/httpapi"
 )
@@ -113,7 +114,7 @@ func ParseRole(s string) (fsm.ACLRole, error) {
 	return fsm.ACLRole{Role: role, Namespace: ns}, nil
 }
 
-func rolesString(roles []fsm.ACLRole) string {
+func rolesString(roles []api.ACLRole) string {
 	parts := make([]string, len(roles))
 	for i, r := range roles {
 		parts[i] = r.Role
@@ -127,7 +128,7 @@ func rolesString(roles []fsm.ACLRole) string {
 	return strings.Join(parts, ",")
 }
 
-func printNewToken(c *ucli.Context, t *httpapi.NewToken) error {
+func printNewToken(c *ucli.Context, t *api.NewToken) error {
 	if c.Bool("json") {
 		return PrintJSON(c, t)
 	}
@@ -135,7 +136,7 @@ func printNewToken(c *ucli.Context, t *httpapi.NewToken) error {
 	fmt.Fprintf(w, "Accessor ID: %s\n", t.AccessorID)
 	fmt.Fprintf(w, "Secret:      %s\n", t.Secret)
 	fmt.Fprintf(w, "Roles:       %s\n", rolesString(t.Roles))
-	if t.ExpiresAt != nil {
+	if !t.ExpiresAt.IsZero() {
 		fmt.Fprintf(w, "Expires:     %s\n", t.ExpiresAt.UTC().Format(time.RFC3339))
 	}
 	fmt.Fprintln(w, "The secret is shown only now; keep it (export FOREMAN_TOKEN=...).")
@@ -155,16 +156,16 @@ func aclBootstrap(c *ucli.Context) error {
 }
 
 func aclTokenCreate(c *ucli.Context) error {
-	req := httpapi.TokenRequest{Name: c.String("name")}
+	req := api.TokenSpec{Name: c.String("name")}
 	for _, r := range c.StringSlice("role") {
 		role, err := ParseRole(r)
 		if err != nil {
 			return Exitf(2, "%v", err)
 		}
-		req.Roles = append(req.Roles, role)
+		req.Roles = append(req.Roles, api.ACLRole(role))
 	}
 	if d := c.Duration("ttl"); d > 0 {
-		req.TTL = d.String()
+		req.TTL = api.Duration(d)
 	} else if d < 0 {
 		return Exitf(2, "--ttl %s: must be positive", d)
 	}
@@ -189,13 +190,13 @@ func aclTokenList(c *ucli.Context) error {
 		return err
 	}
 	if c.Bool("json") {
-		return PrintJSON(c, l)
+		return PrintJSON(c, map[string]any{"tokens": l})
 	}
 	t := NewTable(Stdout(c), "ACCESSOR", "NAME", "ROLES", "EXPIRES", "CREATED")
 	now := time.Now()
-	for _, tok := range l.Tokens {
+	for _, tok := range l {
 		exp := "never"
-		if tok.ExpiresAt != nil {
+		if !tok.ExpiresAt.IsZero() {
 			exp = tok.ExpiresAt.UTC().Format(time.RFC3339)
 			if tok.Expired {
 				exp += " (expired)"
@@ -215,7 +216,7 @@ func aclTokenRevoke(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := cl.RevokeToken(c.Context, id); err != nil {
+	if err := cl.DeleteToken(c.Context, id); err != nil {
 		return err
 	}
 	fmt.Fprintf(Stdout(c), "token %s revoked\n", id)

@@ -57,7 +57,7 @@ func clusterCommand() *ucli.Command {
 					if err := cl.Leave(c.Context); err != nil {
 						return Error(err)
 					}
-					fmt.Fprintf(Stdout(c), "%s left the cluster\n", cl.Addr())
+					fmt.Fprintf(Stdout(c), "%s left the cluster\n", cl.Address())
 					return nil
 				},
 			},

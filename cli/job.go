@@ -9,6 +9,7 @@ import (
 
 	ucli "github.com/urfave/cli/v2"
 
+	"github.com/foreman-sched/foreman/api"
 	"github.com/foreman-sched/foreman/fsm"
 	"github.com/foreman-sched/foreman/httpapi"
 )
@@ -36,7 +37,7 @@ func logsCommand() *ucli.Command {
 			if c.Bool("stderr") {
 				stream, out = "stderr", os.Stderr
 			}
-			return Error(cl.StreamLogs(c.Context, id, stream, c.Bool("follow"), c.Int("attempt"), out))
+			return Error(cl.Logs(c.Context, id, api.LogQuery{Stream: stream, Follow: c.Bool("follow"), Attempt: c.Int("attempt")}, out))
 		},
 	}
 }
@@ -93,7 +94,7 @@ func jobCommand() *ucli.Command {
 				ArgsUsage: "JOB_ID",
 				Flags:     WithClientFlags(&ucli.StringFlag{Name: "reason", Usage: "recorded on the job"}, JSONFlag),
 				Action: func(c *ucli.Context) error {
-					return Error(jobChange(c, func(cl *httpapi.Client, id string) (*httpapi.JobDetail, error) {
+					return Error(jobChange(c, func(cl *api.Client, id string) (*api.JobDetail, error) {
 						return cl.CancelJob(c.Context, id, c.String("reason"))
 					}))
 				},
@@ -104,7 +105,7 @@ func jobCommand() *ucli.Command {
 				ArgsUsage: "JOB_ID",
 				Flags:     WithClientFlags(JSONFlag),
 				Action: func(c *ucli.Context) error {
-					return Error(jobChange(c, func(cl *httpapi.Client, id string) (*httpapi.JobDetail, error) {
+					return Error(jobChange(c, func(cl *api.Client, id string) (*api.JobDetail, error) {
 						return cl.RetryJob(c.Context, id)
 					}))
 				},
@@ -127,7 +128,7 @@ func jobCounts(c *ucli.Context) error {
 	}
 	w := NewTable(Stdout(c), "STATE", "JOBS")
 	for _, st := range fsm.AllStates {
-		w.Row(st, out.Counts[st])
+		w.Row(st, out.Counts[api.JobState(st)])
 	}
 	w.Row("total", out.Total)
 	return w.Flush()
@@ -138,11 +139,13 @@ func jobList(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
-	q := httpapi.JobListQuery{
-		State:      fsm.JobState(c.String("state")),
-		Name:       c.String("name"),
-		Queue:      c.String("queue"),
-		Consistent: c.Bool("consistent"),
+	if c.Bool("consistent") {
+		cl = cl.Consistent()
+	}
+	q := api.JobQuery{
+		State: api.JobState(c.String("state")),
+		Name:  c.String("name"),
+		Queue: c.String("queue"),
 	}
 	for _, kv := range c.StringSlice("label") {
 		k, v, ok := strings.Cut(kv, "=")
@@ -155,7 +158,7 @@ func jobList(c *ucli.Context) error {
 		q.Labels[k] = v
 	}
 	limit := c.Int("limit")
-	var jobs []fsm.Job
+	var jobs []api.Job
 	for {
 		q.Limit = 0
 		if limit > 0 {
@@ -174,9 +177,13 @@ func jobList(c *ucli.Context) error {
 	if c.Bool("json") {
 		return PrintJSON(c, map[string]any{"jobs": jobs})
 	}
+	rows, err := AsServer[[]fsm.Job](jobs, nil)
+	if err != nil {
+		return err
+	}
 	now := time.Now()
 	t := NewTable(Stdout(c), "ID", "NAME", "STATE", "PRI", "ATTEMPTS", "QUEUE", "SUBMITTED", "REASON")
-	for _, j := range jobs {
+	for _, j := range *rows {
 		t.Row(j.ID, orDash(truncate(j.Spec.Name, 40)), j.State, j.Spec.Priority,
 			fmt.Sprintf("%d/%d", j.CountedAttempts, j.Spec.MaxAttempts), orDash(j.Spec.Queue),
 			ago(j.SubmittedAt, now), orDash(truncate(j.Reason, 60)))
@@ -193,7 +200,14 @@ func jobStatus(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
-	d, err := cl.GetJob(c.Context, id, c.Bool("consistent"))
+	if c.Bool("consistent") {
+		cl = cl.Consistent()
+	}
+	reply, err := cl.GetJob(c.Context, id)
+	if err != nil {
+		return err
+	}
+	d, err := AsServer[httpapi.JobDetail](reply, nil)
 	if err != nil {
 		return err
 	}
@@ -202,11 +216,11 @@ func jobStatus(c *ucli.Context) error {
 		if len(usage) > 0 {
 			// The live GPU use rides along (gpu_usage); it is the nodes', not the job record's.
 			return PrintJSON(c, struct {
-				*httpapi.JobDetail
-				GPUUsage []httpapi.JobGPUUsage `json:"gpu_usage"`
-			}{d, usage})
+				*api.JobDetail
+				GPUUsage []api.JobGPUUsage `json:"gpu_usage"`
+			}{reply, usage})
 		}
-		return PrintJSON(c, d)
+		return PrintJSON(c, reply)
 	}
 	if err := printJobDetail(c, d); err != nil {
 		return err
@@ -223,7 +237,7 @@ func jobStatus(c *ucli.Context) error {
 			if e.Attempt > 0 {
 				att = fmt.Sprint(e.Attempt)
 			}
-			t.Row(e.At.Local().Format("15:04:05.000"), e.Kind(), att, orDash(e.Node), orDash(e.Reason))
+			t.Row(e.At.Local().Format("15:04:05.000"), e.Type, att, orDash(e.Node), orDash(e.Reason))
 		}
 		return t.Flush()
 	}
@@ -334,7 +348,7 @@ func printJobDetail(c *ucli.Context, d *httpapi.JobDetail) error {
 	return printDeliveries(Stdout(c), d.Deliveries, now)
 }
 
-func jobChange(c *ucli.Context, fn func(*httpapi.Client, string) (*httpapi.JobDetail, error)) error {
+func jobChange(c *ucli.Context, fn func(*api.Client, string) (*api.JobDetail, error)) error {
 	id, err := oneArg(c, "JOB_ID")
 	if err != nil {
 		return err
@@ -351,8 +365,8 @@ func jobChange(c *ucli.Context, fn func(*httpapi.Client, string) (*httpapi.JobDe
 		return PrintJSON(c, d)
 	}
 	msg := fmt.Sprintf("job %s is %s", d.Job.ID, d.Job.State)
-	if d.Job.Current > 0 && len(d.Attempts) >= d.Job.Current && d.Attempts[d.Job.Current-1].CancelRequested != "" {
-		msg += fmt.Sprintf("; attempt %d on %s is being stopped", d.Job.Current, d.Attempts[d.Job.Current-1].Node)
+	if cur := d.Job.CurrentAttempt; cur > 0 && len(d.Attempts) >= cur && d.Attempts[cur-1].CancelRequested != "" {
+		msg += fmt.Sprintf("; attempt %d on %s is being stopped", cur, d.Attempts[cur-1].Node)
 	}
 	fmt.Fprintln(Stdout(c), msg)
 	return nil
@@ -394,12 +408,16 @@ func jobTasks(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
-	tl, err := cl.JobTasks(c.Context, id)
+	reply, err := cl.JobTasks(c.Context, id)
 	if err != nil {
 		return err
 	}
 	if c.Bool("json") {
-		return PrintJSON(c, tl)
+		return PrintJSON(c, reply)
+	}
+	tl, err := AsServer[httpapi.TaskList](reply, nil)
+	if err != nil {
+		return err
 	}
 	t := NewTable(Stdout(c), "TASK", "ATTEMPT", "NODE", "STATE", "PORT", "COUNTED", "REASON")
 	for _, ts := range tl.Tasks {
@@ -436,7 +454,7 @@ func jobCheckpoint(c *ucli.Context) error {
 	}
 	var data []byte
 	if f := c.String("file"); f == "-" {
-		data, err = io.ReadAll(io.LimitReader(os.Stdin, fsm.CheckpointMax+1))
+		data, err = io.ReadAll(io.LimitReader(os.Stdin, api.CheckpointMax+1))
 	} else {
 		data, err = os.ReadFile(f)
 	}

@@ -3,10 +3,13 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/url"
 	"strings"
 
 	ucli "github.com/urfave/cli/v2"
 
+	"github.com/foreman-sched/foreman/api"
 	"github.com/foreman-sched/foreman/httpapi"
 )
 
@@ -40,12 +43,12 @@ func namespaceCommand() *ucli.Command {
 					if err != nil {
 						return err
 					}
-					list, err := cl.Namespaces(c.Context)
+					list, err := cl.ListNamespaces(c.Context)
 					if err != nil {
 						return Error(err)
 					}
 					if c.Bool("json") {
-						return PrintJSON(c, httpapi.NamespaceList{Namespaces: list})
+						return PrintJSON(c, map[string]any{"namespaces": list})
 					}
 					t := NewTable(Stdout(c), "NAMESPACE", "RUNNING", "QUEUED", "CPU", "MEMORY", "DRIVERS", "ROOT")
 					for _, n := range list {
@@ -76,7 +79,7 @@ func namespaceCommand() *ucli.Command {
 					if err != nil {
 						return err
 					}
-					n, err := cl.NamespaceStatus(c.Context, name)
+					n, err := cl.GetNamespace(c.Context, name)
 					if err != nil {
 						return Error(err)
 					}
@@ -92,7 +95,7 @@ func namespaceCommand() *ucli.Command {
 					fmt.Fprintf(w, "allow root:  %s\n", yesNo(n.AllowRoot))
 					var jobs []string
 					for _, st := range []string{"waiting", "queued", "running", "retrying"} {
-						jobs = append(jobs, fmt.Sprintf("%d %s", n.Usage.Jobs[st], st))
+						jobs = append(jobs, fmt.Sprintf("%d %s", n.Usage.Jobs[api.JobState(st)], st))
 					}
 					fmt.Fprintf(w, "active jobs: %s\n", strings.Join(jobs, ", "))
 					return nil
@@ -134,7 +137,7 @@ func namespaceSet(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
-	cur, err := cl.NamespaceStatus(c.Context, name)
+	cur, err := cl.GetNamespace(c.Context, name)
 	if err != nil {
 		return Error(err)
 	}
@@ -165,8 +168,10 @@ func namespaceSet(c *ucli.Context) error {
 	if c.IsSet("allow-root") {
 		in.AllowRoot = c.Bool("allow-root")
 	}
-	n, err := cl.SetNamespace(c.Context, name, in)
-	if err != nil {
+	// The limits go as the user wrote them ("500m", "4Gi"): the server
+	// parses them and names a bad one.
+	var n api.NamespaceStatus
+	if err := cl.Do(c.Context, api.Request{Method: http.MethodPut, Path: "/v1/namespaces/" + url.PathEscape(name), Body: in}, &n); err != nil {
 		return Error(err)
 	}
 	if c.Bool("json") {

@@ -2,11 +2,14 @@ package cli
 
 import (
 	"fmt"
+	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
 	ucli "github.com/urfave/cli/v2"
 
+	"github.com/foreman-sched/foreman/api"
 	"github.com/foreman-sched/foreman/fsm"
 	"github.com/foreman-sched/foreman/httpapi"
 )
@@ -44,7 +47,7 @@ func nodeCommand() *ucli.Command {
 					JSONFlag,
 				),
 				Action: func(c *ucli.Context) error {
-					return Error(nodeChange(c, func(cl *httpapi.Client, name string) (*httpapi.NodeDetail, error) {
+					return Error(nodeChange(c, func(cl *api.Client, name string) (*api.NodeDetail, error) {
 						return cl.DrainNode(c.Context, name, c.Duration("deadline"))
 					}, eligibilityLine))
 				},
@@ -55,7 +58,7 @@ func nodeCommand() *ucli.Command {
 				ArgsUsage: "NAME",
 				Flags:     WithClientFlags(JSONFlag),
 				Action: func(c *ucli.Context) error {
-					return Error(nodeChange(c, func(cl *httpapi.Client, name string) (*httpapi.NodeDetail, error) {
+					return Error(nodeChange(c, func(cl *api.Client, name string) (*api.NodeDetail, error) {
 						return cl.MarkDown(c.Context, name)
 					}, func(d *httpapi.NodeDetail) string {
 						return fmt.Sprintf("node %s is %s, with %d live attempt(s) to be declared lost once their lease is out", d.Name, d.Gossip, d.Running)
@@ -85,9 +88,17 @@ func nodeCommand() *ucli.Command {
 					if c.NArg() != 2 {
 						return Exitf(2, "node eligibility takes NAME and eligible|ineligible")
 					}
-					e := fsm.Eligibility(c.Args().Get(1))
-					return Error(nodeChange(c, func(cl *httpapi.Client, name string) (*httpapi.NodeDetail, error) {
-						return cl.SetEligibility(c.Context, name, e)
+					e := c.Args().Get(1)
+					return Error(nodeChange(c, func(cl *api.Client, name string) (*api.NodeDetail, error) {
+						switch e {
+						case string(fsm.Eligible), string(fsm.Ineligible):
+							return cl.SetEligibility(c.Context, name, e == string(fsm.Eligible))
+						}
+						// Anything else goes as written: the server's answer names it.
+						var out api.NodeDetail
+						err := cl.Do(c.Context, api.Request{Method: http.MethodPost, Path: "/v1/nodes/" + url.PathEscape(name) + "/eligibility",
+							Body: map[string]string{"eligibility": e}}, &out)
+						return &out, err
 					}, eligibilityLine))
 				},
 			},
@@ -103,13 +114,17 @@ func nodeList(c *ucli.Context) error {
 	if c.Int("limit") < 0 {
 		return Exitf(2, "--limit: must be 0 (all) or more")
 	}
-	list, err := cl.NodesQuery(c.Context, httpapi.NodeQuery{Role: c.String("role"), State: c.String("state"),
+	reply, err := cl.ListNodes(c.Context, api.NodeQuery{Role: c.String("role"), State: c.String("state"),
 		Name: c.String("name"), Limit: c.Int("limit"), Cursor: c.String("cursor")})
 	if err != nil {
 		return err
 	}
 	if c.Bool("json") {
-		return PrintJSON(c, list)
+		return PrintJSON(c, reply)
+	}
+	list, err := AsServer[httpapi.NodeList](reply, nil)
+	if err != nil {
+		return err
 	}
 	nodes := list.Nodes
 	t := NewTable(Stdout(c), "NAME", "ROLE", "ADDRESS", "GOSSIP", "ELIGIBILITY", "CPU", "MEMORY", "GPUS", "RUNNING", "DRIVERS", "LABELS")
@@ -159,7 +174,7 @@ func nodeSummaryLine(l *httpapi.NodeList) string {
 	return line
 }
 
-func nodeChange(c *ucli.Context, fn func(*httpapi.Client, string) (*httpapi.NodeDetail, error), say func(*httpapi.NodeDetail) string) error {
+func nodeChange(c *ucli.Context, fn func(*api.Client, string) (*api.NodeDetail, error), say func(*httpapi.NodeDetail) string) error {
 	if c.NArg() < 1 {
 		return Exitf(2, "%s needs a node NAME", c.Command.FullName())
 	}
@@ -167,12 +182,16 @@ func nodeChange(c *ucli.Context, fn func(*httpapi.Client, string) (*httpapi.Node
 	if err != nil {
 		return err
 	}
-	d, err := fn(cl, c.Args().First())
+	reply, err := fn(cl, c.Args().First())
 	if err != nil {
 		return err
 	}
 	if c.Bool("json") {
-		return PrintJSON(c, d)
+		return PrintJSON(c, reply)
+	}
+	d, err := AsServer[httpapi.NodeDetail](reply, nil)
+	if err != nil {
+		return err
 	}
 	fmt.Fprintln(Stdout(c), say(d))
 	return nil
@@ -232,7 +251,7 @@ func queueCommand() *ucli.Command {
 					if err != nil {
 						return err
 					}
-					qs, err := cl.Queues(c.Context)
+					qs, err := cl.ListQueues(c.Context)
 					if err != nil {
 						return Error(err)
 					}

@@ -51,12 +51,16 @@ func nodeShow(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
-	d, err := cl.Node(c.Context, name)
+	reply, err := cl.GetNode(c.Context, name)
 	if err != nil {
 		return err
 	}
 	if c.Bool("json") {
-		return PrintJSON(c, d)
+		return PrintJSON(c, reply)
+	}
+	d, err := AsServer[httpapi.NodeDetail](reply, nil)
+	if err != nil {
+		return err
 	}
 	w := Stdout(c)
 	role := d.Role
@@ -151,7 +155,7 @@ func nodeGPUReset(c *ucli.Context) error {
 		return err
 	}
 	name := c.Args().First()
-	out, err := cl.ResetNodeGPUs(c.Context, name, c.Args().Tail())
+	out, err := cl.ResetNodeGPUs(c.Context, name, c.Args().Tail()...)
 	if err != nil {
 		return err
 	}

@@ -2,13 +2,14 @@ package cli
 
 import (
 	"fmt"
+	"net/http"
 	"os"
 	"strings"
 	"time"
 
 	ucli "github.com/urfave/cli/v2"
 
-	"github.com/foreman-sched/foreman/fsm"
+	"github.com/foreman-sched/foreman/api"
 	"github.com/foreman-sched/foreman/httpapi"
 )
 
@@ -49,7 +50,7 @@ func workflowCommand() *ucli.Command {
 				ArgsUsage: "WORKFLOW_ID",
 				Flags:     WithClientFlags(&ucli.StringFlag{Name: "reason", Usage: "recorded on the jobs"}, JSONFlag),
 				Action: func(c *ucli.Context) error {
-					return Error(workflowChange(c, func(cl *httpapi.Client, id string) (*httpapi.WorkflowDetail, error) {
+					return Error(workflowChange(c, func(cl *api.Client, id string) (*api.WorkflowDetail, error) {
 						return cl.CancelWorkflow(c.Context, id, c.String("reason"))
 					}))
 				},
@@ -60,7 +61,7 @@ func workflowCommand() *ucli.Command {
 				ArgsUsage: "WORKFLOW_ID",
 				Flags:     WithClientFlags(JSONFlag),
 				Action: func(c *ucli.Context) error {
-					return Error(workflowChange(c, func(cl *httpapi.Client, id string) (*httpapi.WorkflowDetail, error) {
+					return Error(workflowChange(c, func(cl *api.Client, id string) (*api.WorkflowDetail, error) {
 						return cl.RetryWorkflow(c.Context, id)
 					}))
 				},
@@ -90,8 +91,10 @@ func workflowSubmit(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
-	res, err := cl.SubmitWorkflowBody(c.Context, b)
-	if err != nil {
+	// The file goes as it is (the server checks it, strictly), with no
+	// idempotency key made up: a submit the user did not key is sent once.
+	var res api.WorkflowSubmitResponse
+	if err := cl.Do(c.Context, api.Request{Method: http.MethodPost, Path: "/v1/workflows", Body: b}, &res); err != nil {
 		return err
 	}
 	if c.Bool("json") {
@@ -107,14 +110,17 @@ func workflowList(c *ucli.Context) error {
 		return err
 	}
 	limit := c.Int("limit")
-	var all []fsm.Workflow
+	if c.Bool("consistent") {
+		cl = cl.Consistent()
+	}
+	var all []api.Workflow
 	cursor := ""
 	for {
 		n := 0
 		if limit > 0 {
 			n = min(limit-len(all), 1000)
 		}
-		page, err := cl.ListWorkflows(c.Context, cursor, n, c.Bool("consistent"))
+		page, err := cl.ListWorkflows(c.Context, api.WorkflowQuery{Cursor: cursor, Limit: n})
 		if err != nil {
 			return err
 		}
@@ -136,7 +142,7 @@ func workflowList(c *ucli.Context) error {
 				done += n
 			}
 		}
-		t.Row(w.ID, orDash(truncate(w.Name, 40)), w.State, w.Jobs, done, w.Counts[fsm.JobFailed], w.Counts[fsm.JobSkipped],
+		t.Row(w.ID, orDash(truncate(w.Name, 40)), w.State, w.Jobs, done, w.Counts[api.JobFailed], w.Counts[api.JobSkipped],
 			ago(w.SubmittedAt, now), ago(w.FinishedAt, now))
 	}
 	return t.Flush()
@@ -151,7 +157,10 @@ func workflowStatus(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
-	d, err := cl.GetWorkflowAll(c.Context, id, c.Bool("consistent"))
+	if c.Bool("consistent") {
+		cl = cl.Consistent()
+	}
+	d, err := cl.GetWorkflow(c.Context, id)
 	if err != nil {
 		return err
 	}
@@ -161,7 +170,7 @@ func workflowStatus(c *ucli.Context) error {
 	return printWorkflow(c, d)
 }
 
-func printWorkflow(c *ucli.Context, d *httpapi.WorkflowDetail) error {
+func printWorkflow(c *ucli.Context, d *api.WorkflowDetail) error {
 	now := time.Now()
 	kv := NewTable(Stdout(c))
 	kv.Row("ID:", d.ID)
@@ -192,7 +201,7 @@ func printWorkflow(c *ucli.Context, d *httpapi.WorkflowDetail) error {
 	return t.Flush()
 }
 
-func workflowChange(c *ucli.Context, fn func(*httpapi.Client, string) (*httpapi.WorkflowDetail, error)) error {
+func workflowChange(c *ucli.Context, fn func(*api.Client, string) (*api.WorkflowDetail, error)) error {
 	id, err := oneArg(c, "WORKFLOW_ID")
 	if err != nil {
 		return err

@@ -9,6 +9,7 @@ import (
 
 	ucli "github.com/urfave/cli/v2"
 
+	"github.com/foreman-sched/foreman/api"
 	"github.com/foreman-sched/foreman/cli"
 	"github.com/foreman-sched/foreman/fsm"
 	"github.com/foreman-sched/foreman/httpapi"
@@ -54,11 +55,14 @@ func benchGang(c *ucli.Context) error {
 		spec := noopSpec(run, c.String("driver"))
 		spec.Gang = &httpapi.GangInput{Size: res.Size}
 		t0 := time.Now()
-		id, _, err := cl.SubmitJob(ctx, spec, "")
+		id, _, err := submitJob(ctx, cl, spec, "")
 		if err != nil {
 			return err
 		}
-		d, err := cl.WaitJob(ctx, id, nil)
+		if _, err := cl.WaitJob(ctx, id, nil); err != nil {
+			return err
+		}
+		d, err := jobDetail(ctx, cl, id)
 		if err != nil {
 			return err
 		}
@@ -125,7 +129,7 @@ func benchPreempt(c *ucli.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(c.Context, c.Duration("timeout"))
 	defer cancel()
-	views, err := cl.Nodes(ctx)
+	views, err := nodeViews(ctx, cl)
 	if err != nil {
 		return err
 	}
@@ -163,7 +167,7 @@ func benchPreempt(c *ucli.Context) error {
 			if n.Labels["sysnode"] == "" {
 				spec.Constraints = nil
 			}
-			id, _, err := cl.SubmitJob(ctx, spec, "")
+			id, _, err := submitJob(ctx, cl, spec, "")
 			if err != nil {
 				return err
 			}
@@ -182,7 +186,7 @@ func benchPreempt(c *ucli.Context) error {
 		spec.KillSignal = "SIGKILL"
 		spec.Resources = &httpapi.ResourcesInput{CPU: httpapi.JSONString(fmt.Sprintf("%dm", biggest))}
 		t0 := time.Now()
-		id, _, err := cl.SubmitJob(ctx, spec, "")
+		id, _, err := submitJob(ctx, cl, spec, "")
 		if err != nil {
 			return err
 		}
@@ -213,9 +217,9 @@ func benchPreempt(c *ucli.Context) error {
 
 // waitState polls the job every millisecond until it is in want (with
 // running: its current attempt reported running) or terminal otherwise.
-func waitState(ctx context.Context, cl *httpapi.Client, id string, want fsm.JobState, running bool) error {
+func waitState(ctx context.Context, cl *api.Client, id string, want fsm.JobState, running bool) error {
 	for {
-		d, err := cl.GetJob(ctx, id, false)
+		d, err := jobDetail(ctx, cl, id)
 		if err != nil {
 			return err
 		}
