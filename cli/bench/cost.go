@@ -21,7 +21,6 @@ import (
 	"github.com/foreman-sched/foreman/api"
 	"github.com/foreman-sched/foreman/cli"
 	"github.com/foreman-sched/foreman/fsm"
-	"github.com/foreman-sched/foreman/httpapi"
 )
 
 // The cost map of a throughput run (issue 35): what each job cost every
@@ -354,7 +353,7 @@ func benchToken(opts cli.ClientConfig) string {
 	if opts.Token != "" {
 		return opts.Token
 	}
-	return os.Getenv(httpapi.EnvToken)
+	return os.Getenv(api.EnvToken)
 }
 
 // round2 keeps per-job figures readable.
