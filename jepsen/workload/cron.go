@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/foreman-sched/foreman/api"
 	"github.com/foreman-sched/foreman/jepsen/checker"
 	"github.com/foreman-sched/foreman/jepsen/client"
 )
@@ -23,7 +24,7 @@ type Cron struct {
 	Schedules []CronSpec
 
 	mu      sync.Mutex
-	created map[string]*client.Schedule
+	created map[string]*api.ScheduleInfo
 	end     time.Time
 	fires   []checker.CronFire
 	noFinal bool
@@ -43,7 +44,7 @@ func NewCron() *Cron {
 		{Name: "kathmandu-skip", Cron: "* * * * * *", Zone: "Asia/Kathmandu", Overlap: "allow", CatchUp: "skip", Sleep: "0.2"},
 		{Name: "stjohns-all", Cron: "*/2 * * * * *", Zone: "America/St_Johns", Overlap: "allow", CatchUp: "all", Sleep: "0.2"},
 		{Name: "lordhowe-replace", Cron: "*/3 * * * * *", Zone: "Australia/Lord_Howe", Overlap: "replace", CatchUp: "latest", Sleep: "5"},
-	}, created: map[string]*client.Schedule{}}
+	}, created: map[string]*api.ScheduleInfo{}}
 }
 
 func (c *Cron) Name() string { return "cron" }

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/foreman-sched/foreman/api"
 	"github.com/foreman-sched/foreman/jepsen/checker"
 	"github.com/foreman-sched/foreman/jepsen/client"
 	"github.com/foreman-sched/foreman/jepsen/history"
@@ -186,7 +187,7 @@ func (s *Submit) submit(ctx context.Context, env *Env, cl *client.Client, w int,
 	return id, op.Outcome
 }
 
-func (s *Submit) read(ctx context.Context, env *Env, cl *client.Client, w int, id string) *client.JobView {
+func (s *Submit) read(ctx context.Context, env *Env, cl *client.Client, w int, id string) *api.JobDetail {
 	op := history.Op{Process: w, Kind: history.Read, Node: cl.Node, JobID: id, Call: env.Rec.Now()}
 	v, err := cl.Job(ctx, id, true)
 	op.Return = env.Rec.Now()
@@ -196,7 +197,7 @@ func (s *Submit) read(ctx context.Context, env *Env, cl *client.Client, w int, i
 	case err != nil:
 		op.Outcome, op.Err = history.Info, err.Error()
 	default:
-		op.Outcome, op.State, op.ModifyIndex = history.OK, v.Job.State, v.Job.ModifyIndex
+		op.Outcome, op.State, op.ModifyIndex = history.OK, string(v.Job.State), v.Job.ModifyIndex
 	}
 	env.Rec.Add(op)
 	if err != nil {
@@ -244,7 +245,7 @@ func (s *Submit) Drain(ctx context.Context, env *Env, d time.Duration) error {
 		open := 0
 		for i, id := range ids {
 			v := s.read(ctx, env, pick(round+i), drainer, id)
-			if v == nil || !checker.Terminal(v.Job.State) {
+			if v == nil || !v.Job.State.Terminal() {
 				open++
 			}
 		}
@@ -277,7 +278,7 @@ func (s *Submit) Drain(ctx context.Context, env *Env, d time.Duration) error {
 			cl := pick(i + k)
 			v, err := cl.Job(lctx, jobs[i].ID, true)
 			if err == nil {
-				jobs[i].State, jobs[i].Attempts = v.Job.State, v.Attempts
+				jobs[i].State, jobs[i].Attempts = string(v.Job.State), client.FinalAttempts(v.Attempts)
 				if jobs[i].IdempotencyKey == "" {
 					jobs[i].IdempotencyKey = v.Job.IdempotencyKey
 				}
