@@ -36,19 +36,10 @@ func aclCommand() *ucli.Command {
 						if c.NArg() > 0 {
 							return Exitf(2, "internal-secret rotate takes no arguments (got %q)", c.Args().Slice())
 						}
-						cl, err := newClient(c)
-						if err != nil {
+						return Error(call(c, func(cl *api.Client) (*api.InternalRotateResponse, error) { return cl.RotateInternalSecret(c.Context) }, func(res *api.InternalRotateResponse) error {
+							_, err := fmt.Fprintf(Stdout(c), "cluster-internal secret rotated (raft index %d)\n", res.Index)
 							return err
-						}
-						res, err := cl.RotateInternalSecret(c.Context)
-						if err != nil {
-							return Error(err)
-						}
-						if c.Bool("json") {
-							return PrintJSON(c, res)
-						}
-						fmt.Fprintf(Stdout(c), "cluster-internal secret rotated (raft index %d)\n", res.Index)
-						return nil
+						}))
 					},
 				}},
 			},
@@ -189,12 +180,8 @@ func aclTokenList(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
-	if c.Bool("json") {
-		return PrintJSON(c, map[string]any{"tokens": l})
-	}
-	t := NewTable(Stdout(c), "ACCESSOR", "NAME", "ROLES", "EXPIRES", "CREATED")
 	now := time.Now()
-	for _, tok := range l {
+	return printList(c, "tokens", l, []string{"ACCESSOR", "NAME", "ROLES", "EXPIRES", "CREATED"}, func(tok api.Token) []any {
 		exp := "never"
 		if !tok.ExpiresAt.IsZero() {
 			exp = tok.ExpiresAt.UTC().Format(time.RFC3339)
@@ -202,9 +189,8 @@ func aclTokenList(c *ucli.Context) error {
 				exp += " (expired)"
 			}
 		}
-		t.Row(tok.AccessorID, orDash(tok.Name), rolesString(tok.Roles), exp, ago(tok.CreatedAt, now))
-	}
-	return t.Flush()
+		return []any{tok.AccessorID, orDash(tok.Name), rolesString(tok.Roles), exp, ago(tok.CreatedAt, now)}
+	})
 }
 
 func aclTokenRevoke(c *ucli.Context) error {
@@ -224,17 +210,8 @@ func aclTokenRevoke(c *ucli.Context) error {
 }
 
 func aclTokenSelf(c *ucli.Context) error {
-	cl, err := newClient(c)
-	if err != nil {
+	return call(c, func(cl *api.Client) (*api.Token, error) { return cl.TokenSelf(c.Context) }, func(t *api.Token) error {
+		_, err := fmt.Fprintf(Stdout(c), "Accessor ID: %s\nName:        %s\nRoles:       %s\n", t.AccessorID, orDash(t.Name), rolesString(t.Roles))
 		return err
-	}
-	t, err := cl.TokenSelf(c.Context)
-	if err != nil {
-		return err
-	}
-	if c.Bool("json") {
-		return PrintJSON(c, t)
-	}
-	fmt.Fprintf(Stdout(c), "Accessor ID: %s\nName:        %s\nRoles:       %s\n", t.AccessorID, orDash(t.Name), rolesString(t.Roles))
-	return nil
+	})
 }

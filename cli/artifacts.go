@@ -44,17 +44,15 @@ func artifactsList(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
-	cl, err := newClient(c)
-	if err != nil {
-		return err
-	}
-	l, err := cl.ListArtifacts(c.Context, id, c.Int("attempt"))
-	if err != nil {
-		return err
-	}
-	if c.Bool("json") {
-		return PrintJSON(c, l)
-	}
+	return call(c, func(cl *api.Client) (*api.ArtifactList, error) {
+		return cl.ListArtifacts(c.Context, id, c.Int("attempt"))
+	}, func(l *api.ArtifactList) error {
+		return printArtifacts(c, l)
+	})
+}
+
+// printArtifacts is artifacts ls's table, and on stderr where they are.
+func printArtifacts(c *ucli.Context, l *api.ArtifactList) error {
 	t := NewTable(Stdout(c), "PATH", "SIZE")
 	for _, a := range l.Artifacts {
 		t.Row(a.Path, a.Size)

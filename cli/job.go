@@ -115,23 +115,14 @@ func jobCommand() *ucli.Command {
 }
 
 func jobCounts(c *ucli.Context) error {
-	cl, err := newClient(c)
-	if err != nil {
-		return err
-	}
-	out, err := cl.JobCounts(c.Context)
-	if err != nil {
-		return err
-	}
-	if c.Bool("json") {
-		return PrintJSON(c, out)
-	}
-	w := NewTable(Stdout(c), "STATE", "JOBS")
-	for _, st := range fsm.AllStates {
-		w.Row(st, out.Counts[api.JobState(st)])
-	}
-	w.Row("total", out.Total)
-	return w.Flush()
+	return call(c, func(cl *api.Client) (*api.JobCounts, error) { return cl.JobCounts(c.Context) }, func(out *api.JobCounts) error {
+		w := NewTable(Stdout(c), "STATE", "JOBS")
+		for _, st := range fsm.AllStates {
+			w.Row(st, out.Counts[api.JobState(st)])
+		}
+		w.Row("total", out.Total)
+		return w.Flush()
+	})
 }
 
 func jobList(c *ucli.Context) error {
@@ -157,38 +148,23 @@ func jobList(c *ucli.Context) error {
 		}
 		q.Labels[k] = v
 	}
-	limit := c.Int("limit")
-	var jobs []api.Job
-	for {
-		q.Limit = 0
-		if limit > 0 {
-			q.Limit = min(limit-len(jobs), 1000)
-		}
+	jobs, err := pages(c.Int("limit"), func(n int, cursor string) ([]api.Job, string, error) {
+		q.Limit, q.Cursor = n, cursor
 		page, err := cl.ListJobs(c.Context, q)
 		if err != nil {
-			return err
+			return nil, "", err
 		}
-		jobs = append(jobs, page.Jobs...)
-		if page.NextCursor == "" || (limit > 0 && len(jobs) >= limit) {
-			break
-		}
-		q.Cursor = page.NextCursor
-	}
-	if c.Bool("json") {
-		return PrintJSON(c, map[string]any{"jobs": jobs})
-	}
-	rows, err := AsServer[[]fsm.Job](jobs, nil)
+		return page.Jobs, page.NextCursor, nil
+	})
 	if err != nil {
 		return err
 	}
 	now := time.Now()
-	t := NewTable(Stdout(c), "ID", "NAME", "STATE", "PRI", "ATTEMPTS", "QUEUE", "SUBMITTED", "REASON")
-	for _, j := range *rows {
-		t.Row(j.ID, orDash(truncate(j.Spec.Name, 40)), j.State, j.Spec.Priority,
-			fmt.Sprintf("%d/%d", j.CountedAttempts, j.Spec.MaxAttempts), orDash(j.Spec.Queue),
-			ago(j.SubmittedAt, now), orDash(truncate(j.Reason, 60)))
-	}
-	return t.Flush()
+	return printList(c, "jobs", jobs, []string{"ID", "NAME", "STATE", "PRI", "ATTEMPTS", "QUEUE", "SUBMITTED", "REASON"}, func(j api.Job) []any {
+		return []any{j.ID, orDash(truncate(j.Spec.Name, 40)), j.State, intOr0(j.Spec.Priority),
+			fmt.Sprintf("%d/%d", j.CountedAttempts, intOr0(j.Spec.MaxAttempts)), orDash(j.Spec.Queue),
+			ago(j.SubmittedAt, now), orDash(truncate(j.Reason, 60))}
+	})
 }
 
 func jobStatus(c *ucli.Context) error {
@@ -349,27 +325,13 @@ func printJobDetail(c *ucli.Context, d *httpapi.JobDetail) error {
 }
 
 func jobChange(c *ucli.Context, fn func(*api.Client, string) (*api.JobDetail, error)) error {
-	id, err := oneArg(c, "JOB_ID")
-	if err != nil {
-		return err
-	}
-	cl, err := newClient(c)
-	if err != nil {
-		return err
-	}
-	d, err := fn(cl, id)
-	if err != nil {
-		return err
-	}
-	if c.Bool("json") {
-		return PrintJSON(c, d)
-	}
-	msg := fmt.Sprintf("job %s is %s", d.Job.ID, d.Job.State)
-	if cur := d.Job.CurrentAttempt; cur > 0 && len(d.Attempts) >= cur && d.Attempts[cur-1].CancelRequested != "" {
-		msg += fmt.Sprintf("; attempt %d on %s is being stopped", cur, d.Attempts[cur-1].Node)
-	}
-	fmt.Fprintln(Stdout(c), msg)
-	return nil
+	return change(c, "JOB_ID", fn, func(d *api.JobDetail) (string, error) {
+		msg := fmt.Sprintf("job %s is %s", d.Job.ID, d.Job.State)
+		if cur := d.Job.CurrentAttempt; cur > 0 && len(d.Attempts) >= cur && d.Attempts[cur-1].CancelRequested != "" {
+			msg += fmt.Sprintf("; attempt %d on %s is being stopped", cur, d.Attempts[cur-1].Node)
+		}
+		return msg, nil
+	})
 }
 
 // oneArg returns the single positional argument a command takes.
@@ -404,21 +366,17 @@ func jobTasks(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
-	cl, err := newClient(c)
-	if err != nil {
-		return err
-	}
-	reply, err := cl.JobTasks(c.Context, id)
-	if err != nil {
-		return err
-	}
-	if c.Bool("json") {
-		return PrintJSON(c, reply)
-	}
-	tl, err := AsServer[httpapi.TaskList](reply, nil)
-	if err != nil {
-		return err
-	}
+	return call(c, func(cl *api.Client) (*api.TaskList, error) { return cl.JobTasks(c.Context, id) }, func(reply *api.TaskList) error {
+		tl, err := AsServer[httpapi.TaskList](reply, nil)
+		if err != nil {
+			return err
+		}
+		return printTasks(c, tl)
+	})
+}
+
+// printTasks is job tasks' table.
+func printTasks(c *ucli.Context, tl *httpapi.TaskList) error {
 	t := NewTable(Stdout(c), "TASK", "ATTEMPT", "NODE", "STATE", "PORT", "COUNTED", "REASON")
 	for _, ts := range tl.Tasks {
 		a := ts.Latest

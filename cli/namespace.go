@@ -47,16 +47,11 @@ func namespaceCommand() *ucli.Command {
 					if err != nil {
 						return Error(err)
 					}
-					if c.Bool("json") {
-						return PrintJSON(c, map[string]any{"namespaces": list})
-					}
-					t := NewTable(Stdout(c), "NAMESPACE", "RUNNING", "QUEUED", "CPU", "MEMORY", "DRIVERS", "ROOT")
-					for _, n := range list {
-						t.Row(n.Name, used(int64(n.Usage.Running), int64(n.MaxRunning), fmtCount),
+					return printList(c, "namespaces", list, []string{"NAMESPACE", "RUNNING", "QUEUED", "CPU", "MEMORY", "DRIVERS", "ROOT"}, func(n api.NamespaceStatus) []any {
+						return []any{n.Name, used(int64(n.Usage.Running), int64(n.MaxRunning), fmtCount),
 							n.Usage.Jobs["queued"], used(n.Usage.CPU, n.MaxCPU, httpapi.FormatCPU),
-							used(n.Usage.Memory, n.MaxMemory, httpapi.FormatMemory), driversText(n.Drivers), yesNo(n.AllowRoot))
-					}
-					return t.Flush()
+							used(n.Usage.Memory, n.MaxMemory, httpapi.FormatMemory), driversText(n.Drivers), yesNo(n.AllowRoot)}
+					})
 				},
 			},
 			{
@@ -75,30 +70,9 @@ func namespaceCommand() *ucli.Command {
 					if name == "" {
 						name = "default"
 					}
-					cl, err := newClient(c)
-					if err != nil {
-						return err
-					}
-					n, err := cl.GetNamespace(c.Context, name)
-					if err != nil {
-						return Error(err)
-					}
-					if c.Bool("json") {
-						return PrintJSON(c, n)
-					}
-					w := Stdout(c)
-					fmt.Fprintf(w, "namespace:   %s\n", n.Name)
-					fmt.Fprintf(w, "running:     %s\n", used(int64(n.Usage.Running), int64(n.MaxRunning), fmtCount))
-					fmt.Fprintf(w, "cpu:         %s\n", used(n.Usage.CPU, n.MaxCPU, httpapi.FormatCPU))
-					fmt.Fprintf(w, "memory:      %s\n", used(n.Usage.Memory, n.MaxMemory, httpapi.FormatMemory))
-					fmt.Fprintf(w, "drivers:     %s\n", driversText(n.Drivers))
-					fmt.Fprintf(w, "allow root:  %s\n", yesNo(n.AllowRoot))
-					var jobs []string
-					for _, st := range []string{"waiting", "queued", "running", "retrying"} {
-						jobs = append(jobs, fmt.Sprintf("%d %s", n.Usage.Jobs[api.JobState(st)], st))
-					}
-					fmt.Fprintf(w, "active jobs: %s\n", strings.Join(jobs, ", "))
-					return nil
+					return Error(call(c, func(cl *api.Client) (*api.NamespaceStatus, error) { return cl.GetNamespace(c.Context, name) }, func(n *api.NamespaceStatus) error {
+						return printNamespace(c, n)
+					}))
 				},
 			},
 			{
@@ -124,6 +98,23 @@ func namespaceCommand() *ucli.Command {
 			},
 		},
 	}
+}
+
+// printNamespace is namespace status's text.
+func printNamespace(c *ucli.Context, n *api.NamespaceStatus) error {
+	w := Stdout(c)
+	fmt.Fprintf(w, "namespace:   %s\n", n.Name)
+	fmt.Fprintf(w, "running:     %s\n", used(int64(n.Usage.Running), int64(n.MaxRunning), fmtCount))
+	fmt.Fprintf(w, "cpu:         %s\n", used(n.Usage.CPU, n.MaxCPU, httpapi.FormatCPU))
+	fmt.Fprintf(w, "memory:      %s\n", used(n.Usage.Memory, n.MaxMemory, httpapi.FormatMemory))
+	fmt.Fprintf(w, "drivers:     %s\n", driversText(n.Drivers))
+	fmt.Fprintf(w, "allow root:  %s\n", yesNo(n.AllowRoot))
+	var jobs []string
+	for _, st := range []string{"waiting", "queued", "running", "retrying"} {
+		jobs = append(jobs, fmt.Sprintf("%d %s", n.Usage.Jobs[api.JobState(st)], st))
+	}
+	fmt.Fprintf(w, "active jobs: %s\n", strings.Join(jobs, ", "))
+	return nil
 }
 
 // namespaceSet reads the current record and replaces the fields whose

@@ -107,25 +107,23 @@ func nodeCommand() *ucli.Command {
 }
 
 func nodeList(c *ucli.Context) error {
-	cl, err := newClient(c)
-	if err != nil {
-		return err
-	}
-	if c.Int("limit") < 0 {
-		return Exitf(2, "--limit: must be 0 (all) or more")
-	}
-	reply, err := cl.ListNodes(c.Context, api.NodeQuery{Role: c.String("role"), State: c.String("state"),
-		Name: c.String("name"), Limit: c.Int("limit"), Cursor: c.String("cursor")})
-	if err != nil {
-		return err
-	}
-	if c.Bool("json") {
-		return PrintJSON(c, reply)
-	}
-	list, err := AsServer[httpapi.NodeList](reply, nil)
-	if err != nil {
-		return err
-	}
+	q := api.NodeQuery{Role: c.String("role"), State: c.String("state"), Name: c.String("name"), Limit: c.Int("limit"), Cursor: c.String("cursor")}
+	return call(c, func(cl *api.Client) (*api.NodeList, error) {
+		if q.Limit < 0 {
+			return nil, Exitf(2, "--limit: must be 0 (all) or more")
+		}
+		return cl.ListNodes(c.Context, q)
+	}, func(reply *api.NodeList) error {
+		list, err := AsServer[httpapi.NodeList](reply, nil)
+		if err != nil {
+			return err
+		}
+		return printNodes(c, list)
+	})
+}
+
+// printNodes is node ls's table and its summary line.
+func printNodes(c *ucli.Context, list *httpapi.NodeList) error {
 	nodes := list.Nodes
 	t := NewTable(Stdout(c), "NAME", "ROLE", "ADDRESS", "GOSSIP", "ELIGIBILITY", "CPU", "MEMORY", "GPUS", "RUNNING", "DRIVERS", "LABELS")
 	for _, n := range nodes {
@@ -178,23 +176,13 @@ func nodeChange(c *ucli.Context, fn func(*api.Client, string) (*api.NodeDetail, 
 	if c.NArg() < 1 {
 		return Exitf(2, "%s needs a node NAME", c.Command.FullName())
 	}
-	cl, err := newClient(c)
-	if err != nil {
+	return call(c, func(cl *api.Client) (*api.NodeDetail, error) { return fn(cl, c.Args().First()) }, func(reply *api.NodeDetail) error {
+		d, err := AsServer[httpapi.NodeDetail](reply, nil)
+		if err == nil {
+			fmt.Fprintln(Stdout(c), say(d))
+		}
 		return err
-	}
-	reply, err := fn(cl, c.Args().First())
-	if err != nil {
-		return err
-	}
-	if c.Bool("json") {
-		return PrintJSON(c, reply)
-	}
-	d, err := AsServer[httpapi.NodeDetail](reply, nil)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintln(Stdout(c), say(d))
-	return nil
+	})
 }
 
 // eligibilityLine is what node drain and node eligibility print.
@@ -227,19 +215,10 @@ func queueCommand() *ucli.Command {
 					if err != nil {
 						return err
 					}
-					cl, err := newClient(c)
-					if err != nil {
+					return Error(call(c, func(cl *api.Client) (*api.Queue, error) { return cl.SetQueue(c.Context, name, c.Int("max-running")) }, func(q *api.Queue) error {
+						_, err := fmt.Fprintf(Stdout(c), "queue %s: max_running %d\n", q.Name, q.MaxRunning)
 						return err
-					}
-					q, err := cl.SetQueue(c.Context, name, c.Int("max-running"))
-					if err != nil {
-						return Error(err)
-					}
-					if c.Bool("json") {
-						return PrintJSON(c, q)
-					}
-					fmt.Fprintf(Stdout(c), "queue %s: max_running %d\n", q.Name, q.MaxRunning)
-					return nil
+					}))
 				},
 			},
 			{
@@ -255,18 +234,13 @@ func queueCommand() *ucli.Command {
 					if err != nil {
 						return Error(err)
 					}
-					if c.Bool("json") {
-						return PrintJSON(c, map[string]any{"queues": qs})
-					}
-					t := NewTable(Stdout(c), "QUEUE", "RUNNING", "MAX")
-					for _, q := range qs {
+					return printList(c, "queues", qs, []string{"QUEUE", "RUNNING", "MAX"}, func(q api.Queue) []any {
 						max := "unlimited"
 						if q.MaxRunning > 0 {
 							max = fmt.Sprint(q.MaxRunning)
 						}
-						t.Row(orDash(q.Name), q.Running, max)
-					}
-					return t.Flush()
+						return []any{orDash(q.Name), q.Running, max}
+					})
 				},
 			},
 		},
@@ -277,17 +251,13 @@ func nodeUsage(c *ucli.Context) error {
 	if c.NArg() != 1 {
 		return Exitf(2, "node usage takes one NAME")
 	}
-	cl, err := newClient(c)
-	if err != nil {
-		return err
-	}
-	u, err := cl.NodeUsage(c.Context, c.Args().First())
-	if err != nil {
-		return err
-	}
-	if c.Bool("json") {
-		return PrintJSON(c, u)
-	}
+	return call(c, func(cl *api.Client) (*api.NodeUsage, error) { return cl.NodeUsage(c.Context, c.Args().First()) }, func(u *api.NodeUsage) error {
+		return printNodeUsage(c, u)
+	})
+}
+
+// printNodeUsage is node usage's text.
+func printNodeUsage(c *ucli.Context, u *api.NodeUsage) error {
 	cpu, mem := "not measured (no jobs cgroup)", "not measured (no jobs cgroup)"
 	if u.CPUSecondsTotal != nil {
 		cpu = fmt.Sprintf("%.1f s used so far", *u.CPUSecondsTotal)

@@ -9,6 +9,7 @@ import (
 
 	ucli "github.com/urfave/cli/v2"
 
+	"github.com/foreman-sched/foreman/api"
 	"github.com/foreman-sched/foreman/fsm"
 	"github.com/foreman-sched/foreman/httpapi"
 )
@@ -47,21 +48,17 @@ func nodeShow(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
-	cl, err := newClient(c)
-	if err != nil {
-		return err
-	}
-	reply, err := cl.GetNode(c.Context, name)
-	if err != nil {
-		return err
-	}
-	if c.Bool("json") {
-		return PrintJSON(c, reply)
-	}
-	d, err := AsServer[httpapi.NodeDetail](reply, nil)
-	if err != nil {
-		return err
-	}
+	return call(c, func(cl *api.Client) (*api.NodeDetail, error) { return cl.GetNode(c.Context, name) }, func(reply *api.NodeDetail) error {
+		d, err := AsServer[httpapi.NodeDetail](reply, nil)
+		if err != nil {
+			return err
+		}
+		return printNode(c, d)
+	})
+}
+
+// printNode is node status's text.
+func printNode(c *ucli.Context, d *httpapi.NodeDetail) error {
 	w := Stdout(c)
 	role := d.Role
 	if role == "" {
@@ -150,24 +147,17 @@ func nodeGPUReset(c *ucli.Context) error {
 	if c.NArg() < 1 {
 		return Exitf(2, "node gpu-reset takes NAME and optionally the UUIDs of its GPUs")
 	}
-	cl, err := newClient(c)
-	if err != nil {
-		return err
-	}
 	name := c.Args().First()
-	out, err := cl.ResetNodeGPUs(c.Context, name, c.Args().Tail()...)
-	if err != nil {
-		return err
-	}
-	if c.Bool("json") {
-		return PrintJSON(c, out)
-	}
-	if len(out.UUIDs) == 0 {
-		fmt.Fprintf(Stdout(c), "node %s has no unhealthy GPU: nothing to reset\n", name)
+	return call(c, func(cl *api.Client) (*api.GPUResetResponse, error) {
+		return cl.ResetNodeGPUs(c.Context, name, c.Args().Tail()...)
+	}, func(out *api.GPUResetResponse) error {
+		if len(out.UUIDs) == 0 {
+			fmt.Fprintf(Stdout(c), "node %s has no unhealthy GPU: nothing to reset\n", name)
+			return nil
+		}
+		fmt.Fprintf(Stdout(c), "node %s: health reset of %s; its agent detects again and publishes them\n", name, strings.Join(out.UUIDs, ", "))
 		return nil
-	}
-	fmt.Fprintf(Stdout(c), "node %s: health reset of %s; its agent detects again and publishes them\n", name, strings.Join(out.UUIDs, ", "))
-	return nil
+	})
 }
 
 // attemptGPUColumn is an attempt's devices: whole ones by index

@@ -127,6 +127,15 @@ func orDash(s string) string {
 	return s
 }
 
+// intOr0 is *p, or 0 for nil (a spec's optional number as the server
+// fills it).
+func intOr0(p *int) int {
+	if p == nil {
+		return 0
+	}
+	return *p
+}
+
 func exitCode(p *int) string {
 	if p == nil {
 		return "-"

@@ -34,21 +34,12 @@ func scheduleCommand() *ucli.Command {
 				if err != nil {
 					return Error(err)
 				}
-				cl, err := newClient(c)
-				if err != nil {
-					return err
-				}
-				out, err := do(c, cl, n)
-				if err != nil {
-					return Error(err)
-				}
-				if c.Bool("json") {
-					return PrintJSON(c, out)
-				}
-				if s, ok := out.(string); ok {
-					fmt.Fprintln(Stdout(c), s)
-				}
-				return nil
+				return Error(call(c, func(cl *api.Client) (any, error) { return do(c, cl, n) }, func(out any) error {
+					if s, ok := out.(string); ok {
+						fmt.Fprintln(Stdout(c), s)
+					}
+					return nil
+				}))
 			},
 		}
 	}
@@ -291,33 +282,23 @@ func scheduleList(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
-	if c.Bool("json") {
-		return PrintJSON(c, map[string]any{"schedules": list})
-	}
-	t := NewTable(Stdout(c), "NAME", "CRON", "ZONE", "NEXT FIRE", "NEXT FIRE (UTC)", "LAST RESULT", "FIRED", "SKIPPED")
-	for i := range list {
-		s := &list[i]
+	return printList(c, "schedules", list, []string{"NAME", "CRON", "ZONE", "NEXT FIRE", "NEXT FIRE (UTC)", "LAST RESULT", "FIRED", "SKIPPED"}, func(s api.ScheduleInfo) []any {
 		next, nextUTC := orDash(s.NextFire), orDash(s.NextFireUTC)
 		if s.Spec.Paused {
 			next, nextUTC = "paused", "-"
 		}
-		t.Row(s.Spec.Name, s.Spec.Cron, orDash(s.Spec.TimeZone), next, nextUTC, lastResult(s), s.Fired, s.Skipped)
-	}
-	return t.Flush()
+		return []any{s.Spec.Name, s.Spec.Cron, orDash(s.Spec.TimeZone), next, nextUTC, lastResult(&s), s.Fired, s.Skipped}
+	})
 }
 
 func scheduleStatus(c *ucli.Context, name string) error {
-	cl, err := newClient(c)
-	if err != nil {
-		return err
-	}
-	reply, err := cl.GetSchedule(c.Context, name)
-	if err != nil {
-		return err
-	}
-	if c.Bool("json") {
-		return PrintJSON(c, reply)
-	}
+	return call(c, func(cl *api.Client) (*api.ScheduleInfo, error) { return cl.GetSchedule(c.Context, name) }, func(reply *api.ScheduleInfo) error {
+		return printSchedule(c, reply)
+	})
+}
+
+// printSchedule is schedule status's text.
+func printSchedule(c *ucli.Context, reply *api.ScheduleInfo) error {
 	s, err := AsServer[httpapi.ScheduleInfo](reply, nil)
 	if err != nil {
 		return err

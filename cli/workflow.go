@@ -109,43 +109,30 @@ func workflowList(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
-	limit := c.Int("limit")
 	if c.Bool("consistent") {
 		cl = cl.Consistent()
 	}
-	var all []api.Workflow
-	cursor := ""
-	for {
-		n := 0
-		if limit > 0 {
-			n = min(limit-len(all), 1000)
-		}
+	all, err := pages(c.Int("limit"), func(n int, cursor string) ([]api.Workflow, string, error) {
 		page, err := cl.ListWorkflows(c.Context, api.WorkflowQuery{Cursor: cursor, Limit: n})
 		if err != nil {
-			return err
+			return nil, "", err
 		}
-		all = append(all, page.Workflows...)
-		if page.NextCursor == "" || (limit > 0 && len(all) >= limit) {
-			break
-		}
-		cursor = page.NextCursor
-	}
-	if c.Bool("json") {
-		return PrintJSON(c, map[string]any{"workflows": all})
+		return page.Workflows, page.NextCursor, nil
+	})
+	if err != nil {
+		return err
 	}
 	now := time.Now()
-	t := NewTable(Stdout(c), "ID", "NAME", "STATE", "JOBS", "DONE", "FAILED", "SKIPPED", "SUBMITTED", "FINISHED")
-	for _, w := range all {
+	return printList(c, "workflows", all, []string{"ID", "NAME", "STATE", "JOBS", "DONE", "FAILED", "SKIPPED", "SUBMITTED", "FINISHED"}, func(w api.Workflow) []any {
 		done := 0
 		for s, n := range w.Counts {
 			if s.Terminal() {
 				done += n
 			}
 		}
-		t.Row(w.ID, orDash(truncate(w.Name, 40)), w.State, w.Jobs, done, w.Counts[api.JobFailed], w.Counts[api.JobSkipped],
-			ago(w.SubmittedAt, now), ago(w.FinishedAt, now))
-	}
-	return t.Flush()
+		return []any{w.ID, orDash(truncate(w.Name, 40)), w.State, w.Jobs, done, w.Counts[api.JobFailed], w.Counts[api.JobSkipped],
+			ago(w.SubmittedAt, now), ago(w.FinishedAt, now)}
+	})
 }
 
 func workflowStatus(c *ucli.Context) error {
@@ -153,21 +140,12 @@ func workflowStatus(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
-	cl, err := newClient(c)
-	if err != nil {
-		return err
-	}
-	if c.Bool("consistent") {
-		cl = cl.Consistent()
-	}
-	d, err := cl.GetWorkflow(c.Context, id)
-	if err != nil {
-		return err
-	}
-	if c.Bool("json") {
-		return PrintJSON(c, d)
-	}
-	return printWorkflow(c, d)
+	return call(c, func(cl *api.Client) (*api.WorkflowDetail, error) {
+		if c.Bool("consistent") {
+			cl = cl.Consistent()
+		}
+		return cl.GetWorkflow(c.Context, id)
+	}, func(d *api.WorkflowDetail) error { return printWorkflow(c, d) })
 }
 
 func printWorkflow(c *ucli.Context, d *api.WorkflowDetail) error {
@@ -202,21 +180,7 @@ func printWorkflow(c *ucli.Context, d *api.WorkflowDetail) error {
 }
 
 func workflowChange(c *ucli.Context, fn func(*api.Client, string) (*api.WorkflowDetail, error)) error {
-	id, err := oneArg(c, "WORKFLOW_ID")
-	if err != nil {
-		return err
-	}
-	cl, err := newClient(c)
-	if err != nil {
-		return err
-	}
-	d, err := fn(cl, id)
-	if err != nil {
-		return err
-	}
-	if c.Bool("json") {
-		return PrintJSON(c, d)
-	}
-	fmt.Fprintf(Stdout(c), "workflow %s is %s\n", d.ID, d.State)
-	return nil
+	return change(c, "WORKFLOW_ID", fn, func(d *api.WorkflowDetail) (string, error) {
+		return fmt.Sprintf("workflow %s is %s", d.ID, d.State), nil
+	})
 }
