@@ -252,6 +252,15 @@ func (c *Client) Do(ctx context.Context, r Request, out any) error { return c.do
 // a snapshot, the raw event stream); the caller closes its body.
 func (c *Client) Open(ctx context.Context, r Request) (*http.Response, error) { return c.send(ctx, r) }
 
+// call sends r and returns its 2xx JSON answer decoded into a T.
+func call[T any](ctx context.Context, c *Client, r Request) (*T, error) {
+	var out T
+	if err := c.do(ctx, r, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
 // do sends r and decodes a 2xx JSON answer into out (when non-nil).
 func (c *Client) do(ctx context.Context, r Request, out any) error {
 	resp, err := c.send(ctx, r)

@@ -22,11 +22,7 @@ func (c *Client) Leave(ctx context.Context) error {
 // MarkDown declares a client agent dead now, instead of waiting for its
 // silence to count (its attempts become lost).
 func (c *Client) MarkDown(ctx context.Context, name string) (*NodeDetail, error) {
-	var out NodeDetail
-	if err := c.do(ctx, Request{Method: http.MethodPost, Path: nodePath(name) + "/down"}, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[NodeDetail](ctx, c, Request{Method: http.MethodPost, Path: nodePath(name) + "/down"})
 }
 
 // RemovePeer removes a server (name or raft address) from raft.
@@ -68,20 +64,12 @@ func (c *Client) RestoreSnapshot(ctx context.Context, file io.Reader, force bool
 	if force {
 		q = url.Values{"force": {"true"}}
 	}
-	var out RestoreResponse
-	if err := c.do(ctx, Request{Method: http.MethodPut, Path: "/v1/operator/snapshot", Query: q, Body: file}, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[RestoreResponse](ctx, c, Request{Method: http.MethodPut, Path: "/v1/operator/snapshot", Query: q, Body: file})
 }
 
 // GossipKeys lists every alive node's gossip keys (fingerprints).
 func (c *Client) GossipKeys(ctx context.Context) (*GossipKeysResponse, error) {
-	var out GossipKeysResponse
-	if err := c.do(ctx, Request{Method: http.MethodGet, Path: "/v1/operator/gossip-keys"}, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[GossipKeysResponse](ctx, c, Request{Method: http.MethodGet, Path: "/v1/operator/gossip-keys"})
 }
 
 // GossipKeyOp installs, uses (makes primary) or removes a gossip key
@@ -99,11 +87,7 @@ func (c *Client) GossipKeyOp(ctx context.Context, op, key string) (*GossipKeysRe
 // other's internal routes (the previous one stays accepted until the
 // next rotation).
 func (c *Client) RotateInternalSecret(ctx context.Context) (*InternalRotateResponse, error) {
-	var out InternalRotateResponse
-	if err := c.do(ctx, Request{Method: http.MethodPost, Path: "/v1/acl/internal-secret/rotate"}, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[InternalRotateResponse](ctx, c, Request{Method: http.MethodPost, Path: "/v1/acl/internal-secret/rotate"})
 }
 
 // CheckpointMax is the largest checkpoint the API keeps for a job.
@@ -112,11 +96,7 @@ const CheckpointMax = 1 << 20
 // PutCheckpoint stores a job's checkpoint (at most CheckpointMax bytes),
 // which its next attempt finds in /foreman/checkpoint.
 func (c *Client) PutCheckpoint(ctx context.Context, id string, data []byte) (*CheckpointInfo, error) {
-	var out CheckpointInfo
-	if err := c.do(ctx, Request{Method: http.MethodPost, Path: jobPath(id) + "/checkpoint", Body: io.Reader(bytes.NewReader(data))}, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[CheckpointInfo](ctx, c, Request{Method: http.MethodPost, Path: jobPath(id) + "/checkpoint", Body: io.Reader(bytes.NewReader(data))})
 }
 
 // Checkpoint returns the checkpoint kept for a job.

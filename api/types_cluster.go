@@ -17,7 +17,7 @@ type NamespaceUsage struct {
 	Running int              `json:"running"`
 	CPU     int64            `json:"cpu"`
 	Memory  int64            `json:"memory"`
-	Jobs    map[JobState]int `json:"jobs,omitempty"`
+	Jobs    map[JobState]int `json:"jobs"`
 }
 
 // NamespaceStatus is a namespace's quota, policy and usage.

@@ -152,7 +152,7 @@ type Webhook struct {
 type JobSpec struct {
 	Name      string            `json:"name,omitempty"`
 	Namespace string            `json:"namespace,omitempty"` // "": the client's namespace
-	Command   []string          `json:"command,omitempty"`   // argv; see Shell
+	Command   []string          `json:"command"`             // argv; see Shell (nil: none, as for an HTTP job)
 	Env       map[string]string `json:"env,omitempty"`
 	// SecretEnv is set like Env; the server never returns its values.
 	SecretEnv        map[string]string `json:"secret_env,omitempty"`

@@ -56,26 +56,34 @@ func TestAPITypesKeepServerJSON(t *testing.T) {
 		{&fsm.Event{}, &api.Event{}},
 	}
 	for _, p := range pairs {
-		for _, zero := range []bool{false, true} {
-			name := reflect.TypeOf(p.client).Elem().String()
-			if zero {
-				name += "/zero"
-			}
+		for _, m := range []fillMode{full, zeros, empty, none} {
+			name := reflect.TypeOf(p.client).Elem().String() + "/" + m.String()
 			t.Run(name, func(t *testing.T) {
 				server := reflect.New(reflect.TypeOf(p.server).Elem()).Interface()
 				client := reflect.New(reflect.TypeOf(p.client).Elem()).Interface()
-				roundTrip(t, server, client, zero)
+				roundTrip(t, server, client, m)
 			})
 		}
 	}
 }
 
-// roundTrip fills server (every field, or with zero only the containers,
-// so that a zero the server prints and api's type leaves out shows up),
-// decodes its JSON into client and wants the same bytes back.
-func roundTrip(t *testing.T, server, client any, zero bool) {
+// fillMode is how much of a server value fill sets.
+type fillMode int
+
+const (
+	full  fillMode = iota // every field, one element in each slice and map
+	zeros                 // only the containers, one zero element each: a zero the server prints and api leaves out shows up
+	empty                 // pointers set, slices and maps empty but not nil: an empty one the server prints ([], {}) and api leaves out
+	none                  // nothing (but alwaysSet): the server's nulls
+)
+
+func (m fillMode) String() string { return [...]string{"full", "zeros", "empty", "none"}[m] }
+
+// roundTrip fills server as m says, decodes its JSON into client and
+// wants the same bytes back.
+func roundTrip(t *testing.T, server, client any, m fillMode) {
 	name := reflect.TypeOf(client).Elem().String()
-	fill(reflect.ValueOf(server).Elem(), zero)
+	fill(reflect.ValueOf(server).Elem(), m)
 	if si, ok := server.(*ScheduleInfo); ok {
 		si.History = nil // the server shows it as Fires
 	}
@@ -105,17 +113,19 @@ var alwaysSet = map[reflect.Type][]string{
 	reflect.TypeFor[fsm.ScheduleSpec](): {"Name", "Overlap", "CatchUp"}, // required, defaults
 }
 
-// fill sets every field reachable from v to a value that is not its zero
-// and that the server's own (un)marshalling accepts: one element in each
-// slice and map, a set pointer, a fixed time. With zero it sets only the
-// containers (pointers, slices, maps), their contents zero.
-func fill(v reflect.Value, zero bool) {
-	if zero && v.Kind() == reflect.Pointer && v.Type().Elem() == reflect.TypeFor[time.Time]() {
-		return // a time the server points to is never the zero time
-	}
-	if zero {
+// fill sets the fields reachable from v as m says, with values the
+// server's own (un)marshalling accepts: a set pointer, a fixed time.
+func fill(v reflect.Value, m fillMode) {
+	if m != full {
+		if v.Kind() == reflect.Pointer && v.Type().Elem() == reflect.TypeFor[time.Time]() {
+			return // a time the server points to is never the zero time
+		}
 		switch v.Kind() {
-		case reflect.Pointer, reflect.Slice, reflect.Map, reflect.Struct:
+		case reflect.Pointer, reflect.Slice, reflect.Map:
+			if m == none {
+				return
+			}
+		case reflect.Struct:
 		default:
 			return
 		}
@@ -131,6 +141,10 @@ func fill(v reflect.Value, zero bool) {
 		v.Set(reflect.ValueOf(json.RawMessage(`{"k":1}`)))
 		return
 	}
+	n := 1
+	if m == empty {
+		n = 0
+	}
 	switch v.Kind() {
 	case reflect.String:
 		v.SetString("x")
@@ -144,22 +158,30 @@ func fill(v reflect.Value, zero bool) {
 		v.SetFloat(1.5)
 	case reflect.Pointer:
 		v.Set(reflect.New(v.Type().Elem()))
-		fill(v.Elem(), zero)
+		fill(v.Elem(), m)
 	case reflect.Slice:
-		s := reflect.MakeSlice(v.Type(), 1, 1)
-		fill(s.Index(0), zero)
+		s := reflect.MakeSlice(v.Type(), n, n)
+		for i := range n {
+			fill(s.Index(i), m)
+		}
 		v.Set(s)
 	case reflect.Map:
-		m := reflect.MakeMap(v.Type())
-		k, e := reflect.New(v.Type().Key()).Elem(), reflect.New(v.Type().Elem()).Elem()
-		fill(k, zero)
-		fill(e, zero)
-		m.SetMapIndex(k, e)
-		v.Set(m)
+		mv := reflect.MakeMap(v.Type())
+		if n > 0 {
+			k, e := reflect.New(v.Type().Key()).Elem(), reflect.New(v.Type().Elem()).Elem()
+			fill(k, m)
+			fill(e, m)
+			mv.SetMapIndex(k, e)
+		}
+		v.Set(mv)
 	case reflect.Struct:
 		for i := range v.NumField() {
 			if f := v.Type().Field(i); f.IsExported() {
-				fill(v.Field(i), zero && !slices.Contains(alwaysSet[v.Type()], f.Name))
+				fm := m
+				if m != full && slices.Contains(alwaysSet[v.Type()], f.Name) {
+					fm = full
+				}
+				fill(v.Field(i), fm)
 			}
 		}
 	}
