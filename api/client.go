@@ -171,7 +171,7 @@ func TLSConfig(caCert, clientCert, clientKey string) (*tls.Config, error) {
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(b) {
-			return nil, fmt.Errorf("CA certificate %s: no PEM certificate in it", caCert)
+			return nil, fmt.Errorf("CA certificate %s: no PEM certificate in the CA file", caCert)
 		}
 		cfg.RootCAs = pool
 	}
@@ -440,6 +440,18 @@ func (c *Client) sendOnce(ctx context.Context, r Request, target string, body io
 }
 
 // newKey makes an idempotency key for a submit the caller gave none.
+// keyHeader takes a spec's idempotency key out of it (the key travels as
+// a header, not in the body), making one when it has none, and returns
+// the header that carries it.
+func keyHeader(key *string) http.Header {
+	k := *key
+	if k == "" {
+		k = newKey()
+	}
+	*key = ""
+	return http.Header{headerIdempotencyKey: {k}}
+}
+
 func newKey() string { return "go-" + randomHex(16) }
 
 func randomHex(n int) string {

@@ -16,13 +16,8 @@ import (
 // with the first job; Duplicate in the answer says the key named a job
 // submitted before.
 func (c *Client) SubmitJob(ctx context.Context, spec JobSpec) (*SubmitResponse, error) {
-	key := spec.IdempotencyKey
-	if key == "" {
-		key = newKey()
-	}
-	spec.IdempotencyKey = ""
-	return call[SubmitResponse](ctx, c, Request{Method: http.MethodPost, Path: "/v1/jobs", Body: spec,
-		Header: http.Header{headerIdempotencyKey: {key}}, Idempotent: true})
+	hdr := keyHeader(&spec.IdempotencyKey)
+	return call[SubmitResponse](ctx, c, Request{Method: http.MethodPost, Path: "/v1/jobs", Body: spec, Header: hdr, Idempotent: true})
 }
 
 // SubmitJobs submits a batch atomically: all jobs or none. Each job

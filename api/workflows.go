@@ -11,13 +11,8 @@ import (
 // spec.IdempotencyKey, or a key it makes, so a resend answers with the
 // first workflow.
 func (c *Client) SubmitWorkflow(ctx context.Context, spec WorkflowSpec) (*WorkflowSubmitResponse, error) {
-	key := spec.IdempotencyKey
-	if key == "" {
-		key = newKey()
-	}
-	spec.IdempotencyKey = ""
-	return call[WorkflowSubmitResponse](ctx, c, Request{Method: http.MethodPost, Path: "/v1/workflows", Body: spec,
-		Header: http.Header{headerIdempotencyKey: {key}}, Idempotent: true})
+	hdr := keyHeader(&spec.IdempotencyKey)
+	return call[WorkflowSubmitResponse](ctx, c, Request{Method: http.MethodPost, Path: "/v1/workflows", Body: spec, Header: hdr, Idempotent: true})
 }
 
 // WorkflowQuery pages ListWorkflows.

@@ -4,7 +4,6 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"math"
-	"net"
 	"net/http"
 	"os"
 	"time"
@@ -12,7 +11,6 @@ import (
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/foreman-sched/foreman/api"
-	"github.com/foreman-sched/foreman/certs"
 )
 
 // ClientConfig is how a command reaches the API: its token, namespace and
@@ -30,32 +28,20 @@ const maxRetryWait = 30 * time.Second
 
 // NewClient is the API client of the commands (package api, the public
 // client) for the agent at addr ("": FOREMAN_ADDR, else
-// api.DefaultAddress). It fails fast (api.Config.FailFast): a refused
+// api.DefaultAddress), with api's default transport unless cfg brings
+// an http.Client. It fails fast (api.Config.FailFast): a refused
 // connection, a 5xx or a broken connection is the user's to retry; a
 // 429 is waited for as the server asks, while the command's context
 // allows.
 func NewClient(addr string, cfg ClientConfig) (*api.Client, error) {
-	hc := cfg.HTTPClient
-	if hc == nil {
-		tlsCfg, err := clientTLS(cfg)
-		if err != nil {
-			return nil, err
-		}
-		hc = &http.Client{Transport: &http.Transport{
-			Proxy:                 http.ProxyFromEnvironment,
-			DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-			TLSClientConfig:       tlsCfg,
-			TLSHandshakeTimeout:   10 * time.Second,
-			MaxIdleConnsPerHost:   32,
-			IdleConnTimeout:       90 * time.Second,
-			ResponseHeaderTimeout: 60 * time.Second,
-		}}
-	}
 	return api.NewClient(api.Config{
 		Address:    addr,
 		Token:      cfg.Token,
 		Namespace:  cfg.Namespace,
-		HTTPClient: hc,
+		CACert:     cfg.CACert,
+		ClientCert: cfg.ClientCert,
+		ClientKey:  cfg.ClientKey,
+		HTTPClient: cfg.HTTPClient,
 		// 429s are sent again until the context ends.
 		MaxRetries:   math.MaxInt32,
 		MaxRetryWait: maxRetryWait,
@@ -64,8 +50,8 @@ func NewClient(addr string, cfg ClientConfig) (*api.Client, error) {
 }
 
 // clientTLS is the TLS config of cfg's files, each empty one read from its
-// environment variable; nil when none is set (the system's roots, no
-// certificate).
+// environment variable (as api.NewClient reads them); nil when none is set
+// (the system's roots, no certificate).
 func clientTLS(cfg ClientConfig) (*tls.Config, error) {
 	or := func(v, env string) string {
 		if v == "" {
@@ -73,11 +59,7 @@ func clientTLS(cfg ClientConfig) (*tls.Config, error) {
 		}
 		return v
 	}
-	ca, cert, key := or(cfg.CACert, api.EnvCACert), or(cfg.ClientCert, api.EnvClientCert), or(cfg.ClientKey, api.EnvClientKey)
-	if ca == "" && cert == "" && key == "" {
-		return nil, nil
-	}
-	return certs.ClientConfig(ca, cert, key)
+	return api.TLSConfig(or(cfg.CACert, api.EnvCACert), or(cfg.ClientCert, api.EnvClientCert), or(cfg.ClientKey, api.EnvClientKey))
 }
 
 // newClient builds the API client from --addr (the innermost command that
