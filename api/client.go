@@ -439,7 +439,6 @@ func (c *Client) sendOnce(ctx context.Context, r Request, target string, body io
 	return resp, nil
 }
 
-// newKey makes an idempotency key for a submit the caller gave none.
 // keyHeader takes a spec's idempotency key out of it (the key travels as
 // a header, not in the body), making one when it has none, and returns
 // the header that carries it.
@@ -452,6 +451,7 @@ func keyHeader(key *string) http.Header {
 	return http.Header{headerIdempotencyKey: {k}}
 }
 
+// newKey makes an idempotency key for a submit the caller gave none.
 func newKey() string { return "go-" + randomHex(16) }
 
 func randomHex(n int) string {
