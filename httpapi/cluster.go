@@ -52,10 +52,7 @@ func (s *server) raftInfo(w http.ResponseWriter, r *http.Request) {
 // not forwarded, because the node that joins is the one asked.
 func (s *server) join(w http.ResponseWriter, r *http.Request) {
 	var req JoinRequest
-	body, err := s.readBody(w, r)
-	if err == nil {
-		err = decodeStrict(body, &req)
-	}
+	err := s.decodeBody(w, r, &req)
 	if err != nil {
 		s.writeError(w, r, err)
 		return

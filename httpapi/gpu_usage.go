@@ -70,37 +70,17 @@ func MeasureJobGPUUsage(m GPUUsage, job string, num int, node string, gpus []fsm
 // from any other.
 func (s *server) jobGPUUsage(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	num := 0
-	if a := r.URL.Query().Get("attempt"); a != "" {
-		var err error
-		if num, err = strconv.Atoi(a); err != nil || num < 1 {
-			s.writeError(w, r, invalid("attempt", "must be an attempt number, 1 or more (got %q)", a))
-			return
-		}
-	}
+	num, err := attemptParam(r)
 	var at *fsm.Attempt
 	var node *fsm.Node
-	err := s.state.View(func(tx *fsm.Tx) error {
-		j, err := tx.Job(id)
-		if err != nil {
-			return err
-		}
-		if num == 0 {
-			num = j.Attempts
-		}
-		if num == 0 {
-			return fmt.Errorf("%w: job %s has not been placed on a node yet", ErrNoAttempt, id)
-		}
-		if at, err = tx.Attempt(id, num); err != nil {
-			return err
-		}
-		node, err = tx.Node(at.Node)
-		return err
-	})
+	if err == nil {
+		at, node, err = s.attemptAndNode(id, num, false)
+	}
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
+	num = at.Num
 	if !at.State.Live() {
 		s.writeError(w, r, fmt.Errorf("%w: attempt %d of job %s is %s: GPU use is measured while an attempt runs", fsm.ErrConflict, num, id, at.State))
 		return

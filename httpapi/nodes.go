@@ -255,10 +255,7 @@ func (s *server) drainNode(w http.ResponseWriter, r *http.Request) {
 // Draining has its own endpoint because it carries a deadline.
 func (s *server) setEligibility(w http.ResponseWriter, r *http.Request) {
 	var req EligibilityRequest
-	body, err := s.readBody(w, r)
-	if err == nil {
-		err = decodeStrict(body, &req)
-	}
+	err := s.decodeBody(w, r, &req)
 	if err != nil {
 		s.writeError(w, r, err)
 		return

@@ -87,10 +87,7 @@ func (s *server) setQueue(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req SetQueueRequest
-	body, err := s.readBody(w, r)
-	if err == nil {
-		err = decodeStrict(body, &req)
-	}
+	err := s.decodeBody(w, r, &req)
 	if err != nil {
 		s.writeError(w, r, err)
 		return

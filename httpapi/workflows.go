@@ -404,16 +404,9 @@ func nameOr(names map[string]string, id string) string {
 
 // cancelWorkflow handles DELETE /v1/workflows/{id} (leader only).
 func (s *server) cancelWorkflow(w http.ResponseWriter, r *http.Request) {
-	var req CancelRequest
-	if err := s.decodeOptional(w, r, &req); err != nil {
-		s.writeError(w, r, err)
-		return
+	if reason, ok := s.cancelReason(w, r); ok {
+		s.workflowChange(w, r, fsm.CmdCancelWorkflow, fsm.CancelWorkflow{ID: r.PathValue("id"), Reason: reason})
 	}
-	if len(req.Reason) > MaxNameLen || hasControl(req.Reason) {
-		s.writeError(w, r, invalid("reason", "must be at most %d printable characters", MaxNameLen))
-		return
-	}
-	s.workflowChange(w, r, fsm.CmdCancelWorkflow, fsm.CancelWorkflow{ID: r.PathValue("id"), Reason: req.Reason})
 }
 
 // retryWorkflow handles POST /v1/workflows/{id}/retry (leader only).
@@ -426,18 +419,7 @@ func (s *server) retryWorkflow(w http.ResponseWriter, r *http.Request) {
 // is proposed.
 func (s *server) workflowChange(w http.ResponseWriter, r *http.Request, t fsm.CommandType, payload any) {
 	id := r.PathValue("id")
-	if _, err := s.workflowDetail(id, 0, 1); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	if _, err := s.apply(r.Context(), t, payload); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	d, err := s.workflowDetail(id, 0, s.cfg.DefaultListLimit)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, d)
+	s.change(w, r, t, payload,
+		func() (any, error) { return s.workflowDetail(id, 0, 1) },
+		func() (any, error) { return s.workflowDetail(id, 0, s.cfg.DefaultListLimit) })
 }
