@@ -452,11 +452,7 @@ func (r *QueuedRun) Job() (*Job, error) {
 	if v == nil {
 		return nil, fmt.Errorf("%w: queued index names missing job %q", ErrCorrupt, id)
 	}
-	var j Job
-	if err := decode(v, &j); err != nil {
-		return nil, err
-	}
-	return &j, nil
+	return decoded[Job](v)
 }
 
 // Advance moves to the next job of the run.
