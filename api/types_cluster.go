@@ -89,6 +89,19 @@ type ACLRole struct {
 	Node      string `json:"node,omitempty"`      // client: the client agent it speaks for, or "*"
 }
 
+// String is the role as the CLI takes it: ROLE, ROLE:NAMESPACE or
+// client:NODE.
+func (r ACLRole) String() string {
+	s := r.Role
+	if r.Namespace != "" {
+		s += ":" + r.Namespace
+	}
+	if r.Node != "" {
+		s += ":" + r.Node
+	}
+	return s
+}
+
 // TokenSpec asks for a token.
 type TokenSpec struct {
 	Name      string     `json:"name,omitempty"`

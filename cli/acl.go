@@ -108,13 +108,7 @@ func ParseRole(s string) (fsm.ACLRole, error) {
 func rolesString(roles []api.ACLRole) string {
 	parts := make([]string, len(roles))
 	for i, r := range roles {
-		parts[i] = r.Role
-		if r.Namespace != "" {
-			parts[i] += ":" + r.Namespace
-		}
-		if r.Node != "" {
-			parts[i] += ":" + r.Node
-		}
+		parts[i] = r.String()
 	}
 	return strings.Join(parts, ",")
 }

@@ -153,25 +153,40 @@ func (c *Client) Job(ctx context.Context, id string, consistent bool) (*api.JobD
 // ListJobs pages through every job (newest first).
 func (c *Client) ListJobs(ctx context.Context) ([]checker.FinalJob, error) {
 	var all []checker.FinalJob
+	err := c.eachJob(ctx, false, func(j *api.Job) {
+		all = append(all, checker.FinalJob{ID: j.ID, State: string(j.State), IdempotencyKey: j.IdempotencyKey})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return all, nil
+}
+
+// eachJob pages through every job (newest first; through the leader when
+// consistent) and calls fn with each.
+func (c *Client) eachJob(ctx context.Context, consistent bool, fn func(*api.Job)) error {
 	cursor := ""
 	for page := 0; page < 10000; page++ {
 		q := url.Values{"limit": {"500"}}
+		if consistent {
+			q.Set("consistent", "true")
+		}
 		if cursor != "" {
 			q.Set("cursor", cursor)
 		}
 		var out api.JobList
 		if _, err := c.do(ctx, http.MethodGet, "/v1/jobs?"+q.Encode(), nil, nil, &out); err != nil {
-			return nil, err
+			return err
 		}
-		for _, j := range out.Jobs {
-			all = append(all, checker.FinalJob{ID: j.ID, State: string(j.State), IdempotencyKey: j.IdempotencyKey})
+		for i := range out.Jobs {
+			fn(&out.Jobs[i])
 		}
 		cursor = out.NextCursor
 		if cursor == "" || len(out.Jobs) == 0 {
-			return all, nil
+			return nil
 		}
 	}
-	return all, fmt.Errorf("list jobs: too many pages")
+	return fmt.Errorf("list jobs: too many pages")
 }
 
 // Raft reads this node's raft view (Leader: the leader's name, "" when

@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"net/url"
 	"time"
@@ -51,28 +50,16 @@ type ScheduledJob struct {
 // returns those a schedule fired.
 func (c *Client) ListScheduledJobs(ctx context.Context) ([]ScheduledJob, error) {
 	var all []ScheduledJob
-	cursor := ""
-	for page := 0; page < 10000; page++ {
-		// Consistent: a node restarted by the nemesis may still be
-		// replaying its log, and a local listing would miss fires.
-		q := url.Values{"limit": {"500"}, "consistent": {"true"}}
-		if cursor != "" {
-			q.Set("cursor", cursor)
+	// Consistent: a node restarted by the nemesis may still be replaying
+	// its log, and a local listing would miss fires.
+	err := c.eachJob(ctx, true, func(j *api.Job) {
+		if j.Spec.Schedule != "" && j.Spec.ScheduledAt != nil {
+			all = append(all, ScheduledJob{ID: j.ID, State: string(j.State), Schedule: j.Spec.Schedule,
+				ScheduledAt: *j.Spec.ScheduledAt, SubmittedAt: j.SubmittedAt})
 		}
-		var out api.JobList
-		if _, err := c.do(ctx, http.MethodGet, "/v1/jobs?"+q.Encode(), nil, nil, &out); err != nil {
-			return nil, err
-		}
-		for _, j := range out.Jobs {
-			if j.Spec.Schedule != "" && j.Spec.ScheduledAt != nil {
-				all = append(all, ScheduledJob{ID: j.ID, State: string(j.State), Schedule: j.Spec.Schedule,
-					ScheduledAt: *j.Spec.ScheduledAt, SubmittedAt: j.SubmittedAt})
-			}
-		}
-		cursor = out.NextCursor
-		if cursor == "" || len(out.Jobs) == 0 {
-			return all, nil
-		}
+	})
+	if err != nil {
+		return nil, err
 	}
-	return all, fmt.Errorf("list jobs: too many pages")
+	return all, nil
 }
