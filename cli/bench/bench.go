@@ -97,6 +97,16 @@ func benchClient(c *ucli.Context, conc int) (*api.Client, error) {
 	return cl, err
 }
 
+// benchClientFor is benchClient and a context that ends after --timeout.
+func benchClientFor(c *ucli.Context, conc int) (*api.Client, context.Context, context.CancelFunc, error) {
+	cl, err := benchClient(c, conc)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	ctx, cancel := context.WithTimeout(c.Context, c.Duration("timeout"))
+	return cl, ctx, cancel, nil
+}
+
 // benchClientHTTP is benchClient and the HTTP client under it (its TLS
 // from the flags), for requests the API client has no method for.
 func benchClientHTTP(c *ucli.Context, conc int) (*api.Client, *http.Client, error) {

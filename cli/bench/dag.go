@@ -49,11 +49,10 @@ func dagCommand(driver *ucli.StringFlag) *ucli.Command {
 }
 
 func benchDAG(c *ucli.Context) error {
-	cl, err := benchClient(c, 4)
+	cl, ctx, cancel, err := benchClientFor(c, 4)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(c.Context, c.Duration("timeout"))
 	defer cancel()
 	run, drv := benchRunID(), c.String("driver")
 	res := dagResult{Chain: c.Int("chain"), Driver: drv, FanOut: c.Int("fan-out"), RandomJobs: c.Int("random")}

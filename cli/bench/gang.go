@@ -42,11 +42,10 @@ func gangCommand(driver *ucli.StringFlag) *ucli.Command {
 // task's started_at. The spread compares the nodes' own start stamps, so
 // it means what it says on one host or with synchronised clocks.
 func benchGang(c *ucli.Context) error {
-	cl, err := benchClient(c, 4)
+	cl, ctx, cancel, err := benchClientFor(c, 4)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(c.Context, c.Duration("timeout"))
 	defer cancel()
 	res := gangResult{Runs: c.Int("runs"), Size: c.Int("size")}
 	run := benchRunID()
@@ -123,11 +122,10 @@ func preemptCommand(driver *ucli.StringFlag) *ucli.Command {
 // priority-90 job of the largest node's CPU and times submit → running on
 // the client's clock. Everything it started is cancelled afterwards.
 func benchPreempt(c *ucli.Context) error {
-	cl, err := benchClient(c, 4)
+	cl, ctx, cancel, err := benchClientFor(c, 4)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(c.Context, c.Duration("timeout"))
 	defer cancel()
 	views, err := nodeViews(ctx, cl)
 	if err != nil {

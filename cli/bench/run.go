@@ -252,11 +252,10 @@ func benchSleep(c *ucli.Context) error {
 	if n < 1 || perNode < 1 || dur <= 0 {
 		return fmt.Errorf("--jobs and --per-node must be at least 1, --duration positive")
 	}
-	cl, err := benchClient(c, 4)
+	cl, ctx, cancel, err := benchClientFor(c, 4)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(c.Context, c.Duration("timeout"))
 	defer cancel()
 	nodes, err := nodeViews(ctx, cl)
 	if err != nil {
