@@ -122,10 +122,11 @@ type jobCurrentView struct {
 	ModifyIndex     skipped     `json:"modify_index"`
 }
 
-// jobSpecView is Job with only Spec read (Tx.JobSpec).
-type jobSpecView struct {
+// jobView is Job with only its Spec read, as S: every other field is
+// skipped by the decoder.
+type jobView[S any] struct {
 	ID              skipped `json:"id"`
-	Spec            JobSpec `json:"spec"`
+	Spec            S       `json:"spec"`
 	State           skipped `json:"state"`
 	Reason          skipped `json:"reason,omitempty"`
 	IdempotencyKey  skipped `json:"idempotency_key,omitempty"`
@@ -144,6 +145,9 @@ type jobSpecView struct {
 	CreateIndex     skipped `json:"create_index"`
 	ModifyIndex     skipped `json:"modify_index"`
 }
+
+// jobSpecView is Job with only Spec read (Tx.JobSpec).
+type jobSpecView = jobView[JobSpec]
 
 // countSpec is JobSpec with only what the metrics count by: the
 // namespace and the queue (Tx.CountActive).
@@ -185,27 +189,7 @@ type countSpec struct {
 }
 
 // jobCountView is Job with only countSpec read.
-type jobCountView struct {
-	ID              skipped   `json:"id"`
-	Spec            countSpec `json:"spec"`
-	State           skipped   `json:"state"`
-	Reason          skipped   `json:"reason,omitempty"`
-	IdempotencyKey  skipped   `json:"idempotency_key,omitempty"`
-	SubmittedAt     skipped   `json:"submitted_at"`
-	UpdatedAt       skipped   `json:"updated_at"`
-	FinishedAt      skipped   `json:"finished_at,omitzero"`
-	NextRunAt       skipped   `json:"next_run_at,omitzero"`
-	Attempts        skipped   `json:"attempts"`
-	CountedAttempts skipped   `json:"counted_attempts"`
-	Current         skipped   `json:"current_attempt,omitempty"`
-	ExitCode        skipped   `json:"exit_code,omitempty"`
-	Workflow        skipped   `json:"workflow,omitempty"`
-	Deps            skipped   `json:"deps,omitempty"`
-	Gang            skipped   `json:"gang,omitempty"`
-	Preemptions     skipped   `json:"preemptions,omitempty"`
-	CreateIndex     skipped   `json:"create_index"`
-	ModifyIndex     skipped   `json:"modify_index"`
-}
+type jobCountView = jobView[countSpec]
 
 // cborNull is the one byte whose value does not survive a round trip.
 const cborNull = 0xf6
