@@ -118,16 +118,7 @@ func (c *Cron) Drain(ctx context.Context, env *Env, d time.Duration) error {
 	}
 	lctx, lcancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer lcancel()
-	var jobs []client.ScheduledJob
-	var err error
-	for i := range env.Clients {
-		if !env.Alive(i) {
-			continue
-		}
-		if jobs, err = env.Clients[i].ListScheduledJobs(lctx); err == nil {
-			break
-		}
-	}
+	jobs, err := firstAlive(env, func(cl *client.Client) ([]client.ScheduledJob, error) { return cl.ListScheduledJobs(lctx) })
 	if err != nil {
 		c.noFinal = true
 		return errors.Join(waitErr, fmt.Errorf("final listing: %w", err))

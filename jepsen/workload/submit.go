@@ -259,16 +259,7 @@ func (s *Submit) Drain(ctx context.Context, env *Env, d time.Duration) error {
 	// fresh deadline so a stuck cluster still yields a report.
 	lctx, lcancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer lcancel()
-	var jobs []checker.FinalJob
-	var err error
-	for i := range env.Clients {
-		if !env.Alive(i) {
-			continue
-		}
-		if jobs, err = env.Clients[i].ListJobs(lctx); err == nil {
-			break
-		}
-	}
+	jobs, err := firstAlive(env, func(cl *client.Client) ([]checker.FinalJob, error) { return cl.ListJobs(lctx) })
 	if err != nil {
 		s.noFinal = true
 		return fmt.Errorf("final listing: %w", err)
