@@ -4,10 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -250,7 +252,7 @@ func snapshotInspect(c *ucli.Context) error {
 	kv.Row("Schema version:", hdr.SchemaVersion)
 	kv.Row("State size:", fmt.Sprintf("%d bytes", hdr.Size))
 	var states []string
-	for _, s := range sortedKeys(hdr.Counts.JobsByState) {
+	for _, s := range slices.Sorted(maps.Keys(hdr.Counts.JobsByState)) {
 		states = append(states, fmt.Sprintf("%s %d", s, hdr.Counts.JobsByState[s]))
 	}
 	jobs := fmt.Sprint(hdr.Counts.Jobs)

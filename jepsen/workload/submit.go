@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -224,7 +226,7 @@ func (s *Submit) Drain(ctx context.Context, env *Env, d time.Duration) error {
 	drainer := s.Workers // process id of the final phase
 	for round := 0; ; round++ {
 		s.mu.Lock()
-		keys := sortedKeys(s.pending)
+		keys := slices.Sorted(maps.Keys(s.pending))
 		s.mu.Unlock()
 		if len(keys) == 0 || ctx.Err() != nil {
 			break
@@ -329,13 +331,4 @@ func (s *Submit) Check(env *Env, opt CheckOptions) []checker.Result {
 	res = append(res, checker.RunAt(exec, s.final, s.RunAts(), checker.RunAtOptions{Ahead: opt.ClockAhead, ClockBound: opt.ClockBound}))
 	res = append(res, checker.Reads(ops, checker.LinearOptions{Timeout: opt.Timeout, HTMLPath: opt.HTMLPath, Events: opt.Events}))
 	return res
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
