@@ -362,17 +362,8 @@ func gangLine(j *fsm.Job) string {
 }
 
 func jobTasks(c *ucli.Context) error {
-	id, err := oneArg(c, "JOB_ID")
-	if err != nil {
-		return err
-	}
-	return call(c, func(cl *api.Client) (*api.TaskList, error) { return cl.JobTasks(c.Context, id) }, func(reply *api.TaskList) error {
-		tl, err := AsServer[httpapi.TaskList](reply, nil)
-		if err != nil {
-			return err
-		}
-		return printTasks(c, tl)
-	})
+	return show(c, "JOB_ID", func(cl *api.Client, id string) (*api.TaskList, error) { return cl.JobTasks(c.Context, id) },
+		func(tl *httpapi.TaskList) error { return printTasks(c, tl) })
 }
 
 // printTasks is job tasks' table.

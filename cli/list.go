@@ -46,6 +46,23 @@ func change[T any](c *ucli.Context, what string, do func(*api.Client, string) (T
 	})
 }
 
+// show is a command that reads the one object its argument names: the
+// answer is printed as JSON with --json, else by text, written on the
+// server's type S the answer is read back as (AsServer).
+func show[T, S any](c *ucli.Context, what string, get func(*api.Client, string) (T, error), text func(*S) error) error {
+	name, err := oneArg(c, what)
+	if err != nil {
+		return err
+	}
+	return call(c, func(cl *api.Client) (T, error) { return get(cl, name) }, func(reply T) error {
+		v, err := AsServer[S](reply, nil)
+		if err != nil {
+			return err
+		}
+		return text(v)
+	})
+}
+
 // printList is a list command's output: the items as {"<key>": items}
 // with --json, else a table under header with one row per item.
 func printList[T any](c *ucli.Context, key string, items []T, header []string, row func(T) []any) error {

@@ -44,17 +44,8 @@ func commonModel(gpus []fsm.GPU) string {
 }
 
 func nodeShow(c *ucli.Context) error {
-	name, err := oneArg(c, "node NAME")
-	if err != nil {
-		return err
-	}
-	return call(c, func(cl *api.Client) (*api.NodeDetail, error) { return cl.GetNode(c.Context, name) }, func(reply *api.NodeDetail) error {
-		d, err := AsServer[httpapi.NodeDetail](reply, nil)
-		if err != nil {
-			return err
-		}
-		return printNode(c, d)
-	})
+	return show(c, "node NAME", func(cl *api.Client, name string) (*api.NodeDetail, error) { return cl.GetNode(c.Context, name) },
+		func(d *httpapi.NodeDetail) error { return printNode(c, d) })
 }
 
 // printNode is node status's text.
