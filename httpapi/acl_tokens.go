@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
+	"github.com/foreman-sched/foreman/api"
 	"net/http"
 	"time"
 
@@ -57,10 +58,7 @@ func (s *server) aclRoutes(m *http.ServeMux) {
 
 // InternalRotateResponse is the reply of POST
 // /v1/acl/internal-secret/rotate; the secret itself is never shown.
-type InternalRotateResponse struct {
-	Rotated bool   `json:"rotated"`
-	Index   uint64 `json:"index"`
-}
+type InternalRotateResponse = api.InternalRotateResponse
 
 // rotateInternalSecret draws a new cluster-internal secret on the leader
 // and commits it; the old one stays accepted until the next rotation.

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"fmt"
+	"github.com/foreman-sched/foreman/api"
 	"io"
 	"net/http"
 
@@ -35,10 +36,7 @@ func (s *server) putCheckpoint(w http.ResponseWriter, r *http.Request) {
 }
 
 // CheckpointInfo is the reply to POST /v1/jobs/{id}/checkpoint.
-type CheckpointInfo struct {
-	JobID string `json:"job_id"`
-	Bytes int    `json:"bytes"`
-}
+type CheckpointInfo = api.CheckpointInfo
 
 // getCheckpoint handles GET /v1/jobs/{id}/checkpoint: the bytes, or 404.
 func (s *server) getCheckpoint(w http.ResponseWriter, r *http.Request) {

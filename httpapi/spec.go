@@ -3,6 +3,7 @@ package httpapi
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/foreman-sched/foreman/api"
 	"strings"
 	"time"
 
@@ -123,10 +124,7 @@ var DefaultBackoff = fsm.Backoff{
 }
 
 // SubmitResponse is the reply to a single-job POST /v1/jobs.
-type SubmitResponse struct {
-	ID        string `json:"id"`
-	Duplicate bool   `json:"duplicate"`
-}
+type SubmitResponse = api.SubmitResponse
 
 // BatchSubmitResponse is the reply to a batch POST /v1/jobs.
 type BatchSubmitResponse struct {

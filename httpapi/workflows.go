@@ -3,6 +3,7 @@ package httpapi
 import (
 	"bytes"
 	"fmt"
+	"github.com/foreman-sched/foreman/api"
 	"net/http"
 	"strconv"
 	"strings"
@@ -22,17 +23,10 @@ type WorkflowInput struct {
 }
 
 // WorkflowSubmitResponse is the reply to POST /v1/workflows.
-type WorkflowSubmitResponse struct {
-	ID        string           `json:"id"`
-	Duplicate bool             `json:"duplicate"` // the idempotency key named an existing workflow
-	Jobs      []WorkflowJobRef `json:"jobs"`
-}
+type WorkflowSubmitResponse = api.WorkflowSubmitResponse
 
 // WorkflowJobRef names one job of a workflow.
-type WorkflowJobRef struct {
-	Name string `json:"name"`
-	ID   string `json:"id"`
-}
+type WorkflowJobRef = api.WorkflowJobRef
 
 // WorkflowList is the reply to GET /v1/workflows.
 type WorkflowList struct {
