@@ -87,6 +87,8 @@ var typeSchemas = []struct {
 	{api.GossipKey{}, []string{"GossipKey"}},
 	{api.NodeGossipKeys{}, []string{"NodeGossipKeys"}},
 	{api.GossipKeysResponse{}, []string{"GossipKeysResponse"}},
+	{api.HostVolume{}, []string{"HostVolume"}},
+	{api.VolumeMount{}, []string{"VolumeMount"}},
 }
 
 func TestTypesMatchOpenAPI(t *testing.T) {

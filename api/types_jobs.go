@@ -181,10 +181,22 @@ type JobSpec struct {
 	// DependsOn lists the parents: job IDs in SubmitJob, job names of the
 	// same workflow in SubmitWorkflow. Condition is success (default),
 	// failure, always or one_success.
-	DependsOn []string     `json:"depends_on,omitempty"`
-	Condition string       `json:"condition,omitempty"`
-	HTTP      *HTTPRequest `json:"http,omitempty"`
-	Notify    []Webhook    `json:"notify,omitempty"`
+	DependsOn []string `json:"depends_on,omitempty"`
+	Condition string   `json:"condition,omitempty"`
+	// After lists jobs submitted earlier, each with what it must end as
+	// (SubmitJob only; instead of DependsOn and Condition). A requirement
+	// that can no longer be met ends the job cancelled. A job's spec
+	// returns its parents in both, in the same order.
+	After []AfterDep `json:"after,omitempty"`
+	// Singleton: the job waits until the singleton job of the same Name
+	// submitted before it in its namespace has ended (SubmitJob only).
+	Singleton bool `json:"singleton,omitempty"`
+	// Volumes are the host volumes the job mounts: it is placed only on
+	// nodes that declare them all (returned by the server).
+	Volumes []VolumeMount `json:"volumes,omitempty"`
+
+	HTTP   *HTTPRequest `json:"http,omitempty"`
+	Notify []Webhook    `json:"notify,omitempty"`
 	// Inputs are fetched into the job's working directory before it starts.
 	Inputs      []InputSource `json:"inputs,omitempty"`
 	Gang        *Gang         `json:"gang,omitempty"`
@@ -213,6 +225,21 @@ func Bool(v bool) *bool { return &v }
 type SubmitResponse struct {
 	ID        string `json:"id"`
 	Duplicate bool   `json:"duplicate"`
+}
+
+// VolumeMount is a job's use of a host volume a node declares.
+type VolumeMount struct {
+	Name     string `json:"name"`
+	Dest     string `json:"dest"` // absolute path inside the job's container
+	ReadOnly bool   `json:"read_only,omitempty"`
+}
+
+// AfterDep is one parent of a job submitted with After: On is "ok"
+// (succeeded; the default when empty), "any" (any end), "failed" or
+// "cancelled".
+type AfterDep struct {
+	Job string `json:"job"`
+	On  string `json:"on,omitempty"`
 }
 
 // Deps follows the parents of a job with DependsOn.

@@ -14,6 +14,7 @@ type Node struct {
 	Version        string            `json:"version,omitempty"`
 	Slots          int               `json:"slots,omitempty"`
 	JobUsers       []string          `json:"job_users,omitempty"`
+	Volumes        []HostVolume      `json:"volumes,omitempty"`         // the host directories it lends to jobs by name
 	Role           string            `json:"role,omitempty"`            // replica or client; "" for a server
 	GPUs           []GPU             `json:"gpus,omitempty"`            // detected NVIDIA GPUs, by index
 	GPUDriver      string            `json:"gpu_driver,omitempty"`      // NVIDIA driver version
@@ -27,6 +28,14 @@ type Node struct {
 	ModifyIndex    uint64            `json:"modify_index"`
 	Allocated      Resources         `json:"allocated"`
 	Running        int               `json:"running"` // live attempts
+}
+
+// HostVolume is a directory a node lends to jobs under a name
+// (foreman agent --host-volume).
+type HostVolume struct {
+	Name     string `json:"name"`
+	Path     string `json:"path"` // absolute, on the node
+	ReadOnly bool   `json:"read_only,omitempty"`
 }
 
 // GPUReset is the last operator health reset of a node's GPUs

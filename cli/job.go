@@ -239,6 +239,9 @@ func printJobDetail(c *ucli.Context, d *httpapi.JobDetail) error {
 	if g := j.Spec.Gang; g != nil {
 		kv.Row("Gang:", gangLine(&j))
 	}
+	if len(j.Spec.DependsOn) > 0 {
+		kv.Row("Depends on:", depsLine(j.Spec.DependsOn, j.Spec.After, string(j.Spec.Condition), j.Deps))
+	}
 	if j.Preemptions > 0 {
 		kv.Row("Preempted:", fmt.Sprintf("%d times", j.Preemptions))
 	}

@@ -58,6 +58,8 @@ func specFlags() []ucli.Flag {
 		&ucli.BoolFlag{Name: "preemptible", Usage: "may be preempted by higher priorities; --preemptible=false opts out", DefaultText: "true below priority 50"},
 		&ucli.StringFlag{Name: "on-gpu-error", Usage: "keep (default: a running attempt is left alone when a GPU it holds fails) or requeue (stop it and queue the job again, not counted as an attempt; a gang restarts whole)"},
 		&ucli.GenericFlag{Name: "depends-on", Value: &multi{}, Usage: "run after these jobs: ID[,ID] (repeatable)"},
+		&ucli.BoolFlag{Name: "singleton", Usage: "with --name: run after the singleton job of that name submitted before it in the namespace has ended (one at a time, in submit order)"},
+		&ucli.GenericFlag{Name: "after", Value: &multi{}, Usage: "run after this job ends as ok (succeeded, the default), any (any end), failed or cancelled: ID[:ok|any|failed|cancelled][,...] (repeatable; a requirement that can no longer be met cancels this job)"},
 		&ucli.GenericFlag{Name: "input", Value: &multi{}, Usage: "SRC[:DEST]: fetch SRC (http(s):// or s3://bucket/key) into the job's directory before it starts, as DEST (default: its file name; a DEST ending in / is a directory) (repeatable)"},
 		&ucli.StringFlag{Name: "condition", Usage: "with --depends-on: success (default: all succeeded), failure (one failed), always (all finished), one_success"},
 	}, httpJobFlags()...)
@@ -268,6 +270,16 @@ func applyFlags(c *ucli.Context, spec *httpapi.JobSpecInput, now time.Time) erro
 	}
 	if c.IsSet("condition") {
 		spec.Condition = c.String("condition")
+	}
+	if c.IsSet("singleton") {
+		spec.Singleton = c.Bool("singleton")
+	}
+	for _, v := range multiValues(c, "after") {
+		for _, a := range strings.Split(v, ",") {
+			if a = strings.TrimSpace(a); a != "" {
+				spec.After = append(spec.After, httpapi.After(a))
+			}
+		}
 	}
 	for _, v := range multiValues(c, "input") {
 		spec.Inputs = append(spec.Inputs, parseInputFlag(v))

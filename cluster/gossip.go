@@ -27,6 +27,7 @@ type Member struct {
 	Drivers   []string          `json:"drivers,omitempty"`
 	Slots     int               `json:"slots,omitempty"`
 	JobUsers  []string          `json:"job_users,omitempty"`
+	Volumes   []fsm.HostVolume  `json:"volumes,omitempty"`
 	// Applied and Behind are the member's last gossiped sync state (meta.go).
 	Applied  uint64 `json:"applied_index,omitempty"`
 	Behind   bool   `json:"behind,omitempty"`
@@ -64,7 +65,7 @@ func (t *memberTable) set(n *memberlist.Node, status fsm.GossipState) {
 		m.Capacity = fsm.Resources{CPU: meta.CPU, MemoryMB: meta.MemoryMB, Named: meta.Named}
 		m.Labels, m.Drivers, m.HasState, m.Leaving = meta.Labels, meta.Drivers, meta.HasState, meta.Leaving
 		m.Slots, m.Applied, m.Behind = meta.Slots, meta.Applied, meta.Behind
-		m.JobUsers, m.Replica = meta.JobUsers, meta.Replica
+		m.JobUsers, m.Replica, m.Volumes = meta.JobUsers, meta.Replica, meta.volumes()
 	}
 	t.mu.Lock()
 	old, ok := t.members[n.Name]

@@ -29,6 +29,7 @@ type nodeMeta struct {
 	Drivers   []string          `json:"d,omitempty"`
 	Slots     int               `json:"sl,omitempty"`
 	JobUsers  []string          `json:"ju,omitempty"`
+	Volumes   []metaVolume      `json:"vo,omitempty"`
 	// Applied is this node's FSM applied index and Behind is set while the
 	// node is not in sync with the leader (sync.go); the leader places
 	// nothing on a node that is behind (NodesBehind). Neither is part of
@@ -45,8 +46,31 @@ type nodeMeta struct {
 	Replica bool `json:"rp,omitempty"`
 }
 
+// metaVolume is fsm.HostVolume with short keys.
+type metaVolume struct {
+	Name     string `json:"n"`
+	Path     string `json:"p"`
+	ReadOnly bool   `json:"ro,omitempty"`
+}
+
+func metaVolumes(vs []fsm.HostVolume) []metaVolume {
+	var out []metaVolume
+	for _, v := range vs {
+		out = append(out, metaVolume(v))
+	}
+	return out
+}
+
+func (m nodeMeta) volumes() []fsm.HostVolume {
+	var out []fsm.HostVolume
+	for _, v := range m.Volumes {
+		out = append(out, fsm.HostVolume(v))
+	}
+	return out
+}
+
 func metaFromNode(n fsm.Node, clusterID string, hasState, leaving bool) nodeMeta {
-	return nodeMeta{
+	return nodeMeta{Volumes: metaVolumes(n.Volumes),
 		ClusterID: clusterID, HTTPAddr: n.HTTPAddr, RaftAddr: n.RaftAddr, Version: n.Version,
 		CPU: n.Capacity.CPU, MemoryMB: n.Capacity.MemoryMB, Named: n.Capacity.Named,
 		Labels: n.Labels, Drivers: n.Drivers, Slots: n.Slots, JobUsers: n.JobUsers, HasState: hasState, Leaving: leaving,
@@ -60,7 +84,7 @@ func (m nodeMeta) encode() ([]byte, error) {
 		return nil, err
 	}
 	if len(b) > metaLimit {
-		return nil, fmt.Errorf("%w: %d bytes encoded, the limit is %d (labels %d, drivers %d)", ErrMetaTooLarge, len(b), metaLimit, len(m.Labels), len(m.Drivers))
+		return nil, fmt.Errorf("%w: %d bytes encoded, the limit is %d (labels %d, drivers %d, volumes %d)", ErrMetaTooLarge, len(b), metaLimit, len(m.Labels), len(m.Drivers), len(m.Volumes))
 	}
 	return b, nil
 }
@@ -81,6 +105,7 @@ func (m nodeMeta) node(name, gossipAddr string) fsm.Node {
 		Name: name, HTTPAddr: m.HTTPAddr, RaftAddr: m.RaftAddr, GossipAddr: gossipAddr,
 		Capacity: fsm.Resources{CPU: m.CPU, MemoryMB: m.MemoryMB, Named: m.Named},
 		Labels:   m.Labels, Drivers: m.Drivers, Version: m.Version, Slots: m.Slots, JobUsers: m.JobUsers,
+		Volumes: m.volumes(),
 	}
 }
 

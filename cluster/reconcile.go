@@ -145,7 +145,7 @@ func (n *Node) memberNode(m Member) fsm.Node {
 	return fsm.Node{
 		Name: m.Name, HTTPAddr: m.HTTPAddr, RaftAddr: m.RaftAddr, GossipAddr: m.Addr,
 		Capacity: m.Capacity, Labels: m.Labels, Drivers: m.Drivers, Version: m.Version, Slots: m.Slots,
-		JobUsers: m.JobUsers, Role: replicaRole(m.Replica),
+		JobUsers: m.JobUsers, Role: replicaRole(m.Replica), Volumes: m.Volumes,
 	}
 }
 
@@ -162,7 +162,7 @@ func describe(nd fsm.Node) string {
 	b, _ := json.Marshal(fsm.Node{
 		Name: nd.Name, HTTPAddr: nd.HTTPAddr, RaftAddr: nd.RaftAddr, GossipAddr: nd.GossipAddr,
 		Capacity: nd.Capacity, Labels: nonEmpty(nd.Labels), Drivers: nd.Drivers, Version: nd.Version,
-		Slots: nd.Slots, JobUsers: nd.JobUsers, Role: nd.Role,
+		Slots: nd.Slots, JobUsers: nd.JobUsers, Role: nd.Role, Volumes: nd.Volumes,
 		GPUs: nd.GPUs, GPUDriver: nd.GPUDriver, CUDAVersion: nd.CUDAVersion, GPUMemoryMode: nd.GPUMemoryMode,
 	})
 	return string(b)

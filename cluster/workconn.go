@@ -73,6 +73,11 @@ type workConn struct {
 	keyFrom     *string   // the secret the last key sent derives from
 	lostSince   time.Time // when keep-alives first found no leader contact
 	keepAliveAt time.Time // a keep-alive is due from then
+	// The node record's GPU reset as of node version resetOf (gpuReset):
+	// a frame re-reads the record only when a node record has changed.
+	reset     *fsm.GPUReset
+	resetOf   uint64
+	resetRead bool
 }
 
 // mark records frames owed and queues the stream for a writer unless it is
@@ -128,10 +133,7 @@ func (c *workConn) writeWork(buf []byte) ([]byte, error) {
 	if err != nil {
 		return buf, fmt.Errorf("encode the work of %s: %w", c.node, err)
 	}
-	var reset *fsm.GPUReset
-	if rec, err := n.nodeRecord(c.node); err == nil && rec != nil {
-		reset = rec.GPUReset
-	}
+	reset := c.gpuReset()
 	if bytes.Equal(b, c.last) && (reset == nil || reset.Index == c.lastReset) {
 		return buf, nil
 	}
@@ -148,6 +150,27 @@ func (c *workConn) writeWork(buf []byte) ([]byte, error) {
 		c.lastReset = reset.Index
 	}
 	return buf, nil
+}
+
+// gpuReset is the node record's GPU reset (nil: none, or no record). The
+// record is decoded again only when some node record has changed since
+// the last read (NodesVersion, read first: a write that lands during the
+// read moves it again): every work frame used to decode it, a sixth of
+// writing the frame.
+func (c *workConn) gpuReset() *fsm.GPUReset {
+	v := c.n.fsm.NodesVersion()
+	if c.resetRead && v == c.resetOf {
+		return c.reset
+	}
+	rec, err := c.n.nodeRecord(c.node)
+	if err != nil {
+		return nil // not remembered: the next frame reads it again
+	}
+	c.reset, c.resetOf, c.resetRead = nil, v, true
+	if rec != nil {
+		c.reset = rec.GPUReset
+	}
+	return c.reset
 }
 
 // writePing sends a ping: this server's contact with the leader and the

@@ -53,6 +53,9 @@ type TaskFile struct {
 	// GPURoot and DeviceCgroup: Task's fields of the same names.
 	GPURoot      string `json:"gpu_root,omitempty"`
 	DeviceCgroup string `json:"device_cgroup,omitempty"`
+	// Volumes are the spec's host volumes as this node resolved them
+	// (volumes.go).
+	Volumes []TaskVolume `json:"volumes,omitempty"`
 }
 
 // Result is result.json: how the attempt ended, as the supervisor saw it.

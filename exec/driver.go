@@ -65,6 +65,9 @@ type Task struct {
 	// DeviceCgroup is the cgroup path under which a process job on an
 	// NVIDIA host gets its device cgroup <DeviceCgroup>/<ID> ("": none).
 	DeviceCgroup string
+	// Volumes are the host directories the job mounts (container: bind
+	// mounts at Dest; process: named in FOREMAN_VOLUME_<NAME>).
+	Volumes []TaskVolume
 }
 
 // Handle controls a started task.

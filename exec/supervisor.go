@@ -235,6 +235,7 @@ func (s *supervisor) execute(srv *controlServer) *Result {
 		ArtifactsDir: s.tf.ArtifactsDir, CheckpointDir: s.tf.CheckpointDir,
 		Stdout: stdout.w, Stderr: stderr.w, ImageCache: s.tf.ImageCache,
 		GPUs: s.tf.Attempt.Devices(), GPUShare: s.tf.Attempt.GPUShare, GPURoot: s.tf.GPURoot, DeviceCgroup: s.tf.DeviceCgroup,
+		Volumes: s.tf.Volumes,
 	}
 	killSig, err := parseSignal(s.tf.Spec.KillSignal)
 	if err != nil {

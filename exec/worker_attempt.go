@@ -271,6 +271,12 @@ func (r *attemptRun) start(ctx context.Context, a Assignment) (*leaseClient, err
 	if err := w.checkUser(a.Spec.User, driver); err != nil {
 		return nil, err
 	}
+	vols, err := resolveVolumes(w.cfg.Node, w.cfg.HostVolumes, a.Spec.Volumes)
+	if err != nil {
+		return nil, err
+	}
+	r.tf.Volumes = vols
+	r.tf.Env = append(r.tf.Env, volumeEnv(vols, driver)...)
 	if driver == ProcessDriverName && a.Spec.User != "" {
 		if err := w.handOver(r.dir, a.Spec.User); err != nil {
 			return nil, err

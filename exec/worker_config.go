@@ -99,6 +99,9 @@ type WorkerConfig struct {
 	// ErrUserNotAllowed. Nil allows any (the agent passes its
 	// --job-users, default "nobody").
 	JobUsers []string
+	// HostVolumes are the node's --host-volume directories: an attempt may
+	// use only these (fsm/volume.go), whatever its spec says.
+	HostVolumes []fsm.HostVolume
 	// DefaultJobUser is the user of jobs that name none; "" runs them as
 	// the agent's own user.
 	DefaultJobUser string

@@ -67,6 +67,7 @@ func (f *FSM) applyOnce(logs []*raft.Log, out []any, refused map[int]error) ([]E
 	meta := tx.Bucket(bucketMeta)
 	applied := readU64(meta.Get(metaAppliedIndex))
 	a := newApplier(tx)
+	a.nodeMemo = f.nodes.committed()
 	last := applied
 	for i, l := range logs {
 		if l.Index <= applied {
@@ -140,7 +141,8 @@ func isRefusal(err error) bool {
 
 // applier carries one write transaction through a batch.
 type applier struct {
-	wroteNodes                           bool // a node record changed (nodecache.go)
+	wroteNodes                           bool   // a node record changed (nodecache.go)
+	nodeMemo                             []Node // the committed node records, when memoized (readNode)
 	tx                                   *bolt.Tx
 	jobs, byState, attempts, live, nodes *bolt.Bucket
 	idem, queues, meta                   *bolt.Bucket

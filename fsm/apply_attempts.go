@@ -33,7 +33,7 @@ func (a *applier) place(p *Place, res *Result) error {
 		}
 		n := nodes[pl.Node]
 		if n == nil {
-			if n, err = a.getNode(pl.Node); err != nil {
+			if n, err = a.readNode(pl.Node); err != nil {
 				skip(res, pl.JobID, fmt.Sprintf("node %q not found", pl.Node))
 				continue
 			}

@@ -27,6 +27,12 @@ func (a *applier) submitJobs(p *SubmitJobs, res *Result) error {
 		if validKey("id", nj.ID, maxIDLen) != nil {
 			return validKey(fmt.Sprintf("jobs[%d].id", i), nj.ID, maxIDLen)
 		}
+		if err := checkSingleton(&nj.Spec); err != nil {
+			return fmt.Errorf("%w: jobs[%d].%v", ErrBadCommand, i, err)
+		}
+		if err := CheckVolumeMounts(fmt.Sprintf("jobs[%d].volumes", i), nj.Spec.Volumes); err != nil {
+			return fmt.Errorf("%w: %v", ErrBadCommand, err)
+		}
 		if g := nj.Spec.Gang; g != nil && (g.Size < 2 || g.Size > MaxGangSize) {
 			return fmt.Errorf("%w: jobs[%d].spec.gang.size: %d (want 2..%d)", ErrBadCommand, i, g.Size, MaxGangSize)
 		}
@@ -36,7 +42,7 @@ func (a *applier) submitJobs(p *SubmitJobs, res *Result) error {
 	}
 	withDeps := false
 	for _, nj := range p.Jobs {
-		withDeps = withDeps || len(nj.Spec.DependsOn) > 0 || nj.Spec.Condition != ""
+		withDeps = withDeps || len(nj.Spec.DependsOn) > 0 || nj.Spec.Condition != "" || len(nj.Spec.After) > 0
 	}
 	if withDeps {
 		if err := a.checkDeps(p.Jobs, func(i int) string { return fmt.Sprintf("jobs[%d]", i) }); err != nil {
@@ -64,9 +70,23 @@ func (a *applier) submitJobs(p *SubmitJobs, res *Result) error {
 			res.Jobs = append(res.Jobs, SubmitResult{ID: nj.ID, Duplicate: true})
 			continue
 		}
+		if nj.Spec.Singleton {
+			chained, err := a.chainSingleton(&nj.Spec)
+			if err != nil {
+				return err
+			}
+			if chained && !withDeps {
+				withDeps, created = true, created[:0]
+			}
+		}
 		j, err := a.createJob(nj, "")
 		if err != nil {
 			return err
+		}
+		if nj.Spec.Singleton {
+			if err := a.recordSingleton(nj.ID, &nj.Spec); err != nil {
+				return err
+			}
 		}
 		if withDeps {
 			created = append(created, j)

@@ -28,6 +28,23 @@ func (a *applier) getNode(name string) (*Node, error) {
 	return record[Node](v, "node", name)
 }
 
+// readNode is getNode for a caller that changes nothing in the record
+// (placements read the node of each): a copy of the committed memo's
+// record while this batch has written no node. Its maps and slices are
+// the memo's and must not be modified. An entry placing a thousand jobs on
+// a thousand clients decoded a thousand node records.
+func (a *applier) readNode(name string) (*Node, error) {
+	if a.wroteNodes || a.nodeMemo == nil {
+		return a.getNode(name)
+	}
+	m, ok := memoNode(a.nodeMemo, name)
+	if !ok {
+		return nil, fmt.Errorf("%w: node %q", ErrNotFound, name)
+	}
+	n := *m
+	return &n, nil
+}
+
 // saveNode writes n and emits a node event named name.
 func (a *applier) saveNode(n *Node, name string) error {
 	n.ModifyIndex = a.index
@@ -52,6 +69,9 @@ func (a *applier) upsertNode(p *UpsertNode, res *Result) error {
 	}
 	if err := validGPUs("node.gpus", n.GPUs); err != nil {
 		return err
+	}
+	if err := CheckHostVolumes("node.volumes", n.Volumes); err != nil {
+		return fmt.Errorf("%w: %v", ErrBadCommand, err)
 	}
 	if !validGPUMemoryMode(n.GPUMemoryMode) {
 		return fmt.Errorf("%w: node.gpu_memory_mode: %q", ErrBadCommand, n.GPUMemoryMode)

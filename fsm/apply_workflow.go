@@ -59,6 +59,12 @@ func (a *applier) submitWorkflow(p *SubmitWorkflow, res *Result) error {
 		if nj.IdempotencyKey != "" {
 			return fmt.Errorf("%w: %s.idempotency_key: not supported inside a workflow", ErrBadCommand, field(i))
 		}
+		if nj.Spec.Singleton {
+			return fmt.Errorf("%w: %s.singleton: not supported inside a workflow", ErrBadCommand, field(i))
+		}
+		if err := CheckVolumeMounts(field(i)+".volumes", nj.Spec.Volumes); err != nil {
+			return fmt.Errorf("%w: %v", ErrBadCommand, err)
+		}
 		if err := ValidJobName(nj.Spec.Name); err != nil {
 			return fmt.Errorf("%w: %s.name: %v", ErrBadCommand, field(i), err)
 		}

@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"slices"
 )
@@ -49,8 +50,9 @@ func (c Condition) Valid() bool {
 
 // Decisions recorded in Deps.Decision.
 const (
-	DecisionReleased = "released"
-	DecisionSkipped  = "skipped"
+	DecisionReleased  = "released"
+	DecisionSkipped   = "skipped"
+	DecisionCancelled = "cancelled" // an After requirement can no longer be met (after.go)
 )
 
 // Deps is a dependent job's view of its parents.
@@ -182,7 +184,10 @@ func (a *applier) parentChanged(p *Job, from, to outcome) error {
 		}
 		was := c.State
 		c.Deps.count(from, to)
-		if c.blocked() && !a.holdDecisions {
+		// The hold is for p's own workflow (its jobs are all being
+		// cancelled or re-run); a child outside it depends on p alone.
+		held := a.holdDecisions && c.Workflow != "" && c.Workflow == p.Workflow
+		if c.blocked() && !held {
 			a.decide(c, p)
 		}
 		if err := a.saveJob(c, was); err != nil {
@@ -195,6 +200,10 @@ func (a *applier) parentChanged(p *Job, from, to outcome) error {
 // decide applies c's condition to its counts; p is the parent whose
 // outcome is being counted. It changes only c (the caller saves it).
 func (a *applier) decide(c *Job, p *Job) {
+	if len(c.Spec.After) > 0 {
+		a.decideAfter(c, p)
+		return
+	}
 	by := p.ID
 	switch Decide(c.Spec.Condition, *c.Deps) {
 	case DecisionReleased:
@@ -314,6 +323,9 @@ func (a *applier) checkDeps(jobs []NewJob, field func(i int) string) error {
 		if len(nj.Spec.DependsOn) == 0 && nj.Spec.Condition != "" {
 			return fmt.Errorf("%w: %s.condition: set without depends_on", ErrBadCommand, field(i))
 		}
+		if err := checkAfter(&nj.Spec); err != nil {
+			return fmt.Errorf("%w: %s.%v", ErrBadCommand, field(i), err)
+		}
 		seen := make(map[string]bool, len(nj.Spec.DependsOn))
 		for _, pid := range nj.Spec.DependsOn {
 			switch {
@@ -323,8 +335,19 @@ func (a *applier) checkDeps(jobs []NewJob, field func(i int) string) error {
 				return fmt.Errorf("%w: %s.depends_on: %s listed twice", ErrBadCommand, field(i), pid)
 			}
 			seen[pid] = true
-			if _, ok := pos[pid]; !ok && a.jobs.Get([]byte(pid)) == nil {
+			if _, ok := pos[pid]; ok {
+				continue
+			}
+			p, err := a.getJob(pid)
+			if errors.Is(err, ErrNotFound) {
 				return fmt.Errorf("%w: %s.depends_on: no job %q", ErrBadCommand, field(i), pid)
+			} else if err != nil {
+				return err
+			}
+			// A job sees its parents' results (inputs): only its own
+			// namespace's.
+			if ns, pns := NamespaceOf(nj.Spec.Namespace), NamespaceOf(p.Spec.Namespace); ns != pns {
+				return fmt.Errorf("%w: %s.depends_on: job %s is in namespace %q, not %q", ErrBadCommand, field(i), pid, pns, ns)
 			}
 		}
 	}

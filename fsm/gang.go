@@ -118,7 +118,7 @@ func (a *applier) placeGang(j *Job, pl *Placement, nodes map[string]*Node, holds
 		n := nodes[t.Node]
 		if n == nil {
 			var err error
-			if n, err = a.getNode(t.Node); err != nil {
+			if n, err = a.readNode(t.Node); err != nil {
 				skip(res, pl.JobID, fmt.Sprintf("tasks[%d]: node %q not found", i, t.Node))
 				return nil
 			}

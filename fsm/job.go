@@ -99,6 +99,19 @@ type JobSpec struct {
 	// run once they finish (dag.go). "" means ConditionSuccess.
 	DependsOn []string  `json:"depends_on,omitempty"`
 	Condition Condition `json:"condition,omitempty"`
+	// After gives each parent its own requirement (after.go; `submit
+	// --after ID:ok`, Slurm's afterok/afterany/afternotok): one per
+	// DependsOn entry, in its order, and Condition empty. A requirement
+	// that can no longer be met ends the job cancelled.
+	After []AfterDep `json:"after,omitempty"`
+	// Singleton: the job waits until the singleton job of the same name
+	// submitted before it in its namespace has ended (Slurm's
+	// --dependency=singleton): such jobs run one at a time, in submit
+	// order. Apply adds that job to DependsOn and After (any).
+	Singleton bool `json:"singleton,omitempty"`
+	// Volumes are the host volumes the job mounts (volume.go): it is
+	// placed only on nodes that declare them all.
+	Volumes []VolumeMount `json:"volumes,omitempty"`
 
 	// HTTP jobs and webhooks (issue 12).
 	HTTP   *HTTPRequest `json:"http,omitempty"`   // the request of a driver "http" job

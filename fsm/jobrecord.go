@@ -56,40 +56,43 @@ type storedJob struct {
 // Every JobSpec field is here with its tag (TestViewsMirrorRecords), so no
 // key is unknown: an unknown key costs allocations and a duplicate check.
 type schedSpec struct {
-	Name             skipped    `json:"name,omitempty"`
-	Namespace        string     `json:"namespace,omitempty"` // events and quotas
-	Command          skipped    `json:"command"`
-	Env              skipped    `json:"env,omitempty"`
-	SecretEnv        skipped    `json:"secret_env,omitempty"`
-	Resources        Resources  `json:"resources,omitempty"`
-	Priority         int        `json:"priority"`
-	MaxAttempts      int        `json:"max_attempts,omitempty"`
-	Timeout          skipped    `json:"timeout,omitempty"`
-	Labels           skipped    `json:"labels,omitempty"`
-	Driver           string     `json:"driver,omitempty"`
-	Image            skipped    `json:"image,omitempty"`
-	Network          skipped    `json:"network,omitempty"`
-	User             string     `json:"user,omitempty"` // placement group
-	KillSignal       skipped    `json:"kill_signal,omitempty"`
-	KillTimeout      skipped    `json:"kill_timeout,omitempty"`
-	Queue            string     `json:"queue,omitempty"`
-	Constraints      []string   `json:"constraints,omitempty"`
-	Placement        skipped    `json:"placement,omitempty"`
-	Backoff          Backoff    `json:"backoff,omitempty"`
-	NoRetryExitCodes []int      `json:"no_retry_exit_codes,omitempty"`
-	RunAt            skipped    `json:"run_at,omitempty"`
-	Deadline         *time.Time `json:"deadline,omitempty"`
-	AllowUnplaceable skipped    `json:"allow_unplaceable,omitempty"`
-	Schedule         skipped    `json:"schedule,omitempty"`
-	ScheduledAt      skipped    `json:"scheduled_at,omitempty"`
-	DependsOn        []string   `json:"depends_on,omitempty"`
-	Condition        Condition  `json:"condition,omitempty"`
-	HTTP             skipped    `json:"http,omitempty"`
-	Notify           []Webhook  `json:"notify,omitempty"`
-	Inputs           skipped    `json:"inputs,omitempty"`
-	Gang             *GangSpec  `json:"gang,omitempty"`
-	Preemptible      *bool      `json:"preemptible,omitempty"`
-	OnGPUError       string     `json:"on_gpu_error,omitempty"`
+	Name             skipped       `json:"name,omitempty"`
+	Namespace        string        `json:"namespace,omitempty"` // events and quotas
+	Command          skipped       `json:"command"`
+	Env              skipped       `json:"env,omitempty"`
+	SecretEnv        skipped       `json:"secret_env,omitempty"`
+	Resources        Resources     `json:"resources,omitempty"`
+	Priority         int           `json:"priority"`
+	MaxAttempts      int           `json:"max_attempts,omitempty"`
+	Timeout          skipped       `json:"timeout,omitempty"`
+	Labels           skipped       `json:"labels,omitempty"`
+	Driver           string        `json:"driver,omitempty"`
+	Image            skipped       `json:"image,omitempty"`
+	Network          skipped       `json:"network,omitempty"`
+	User             string        `json:"user,omitempty"` // placement group
+	KillSignal       skipped       `json:"kill_signal,omitempty"`
+	KillTimeout      skipped       `json:"kill_timeout,omitempty"`
+	Queue            string        `json:"queue,omitempty"`
+	Constraints      []string      `json:"constraints,omitempty"`
+	Placement        skipped       `json:"placement,omitempty"`
+	Backoff          Backoff       `json:"backoff,omitempty"`
+	NoRetryExitCodes []int         `json:"no_retry_exit_codes,omitempty"`
+	RunAt            skipped       `json:"run_at,omitempty"`
+	Deadline         *time.Time    `json:"deadline,omitempty"`
+	AllowUnplaceable skipped       `json:"allow_unplaceable,omitempty"`
+	Schedule         skipped       `json:"schedule,omitempty"`
+	ScheduledAt      skipped       `json:"scheduled_at,omitempty"`
+	DependsOn        []string      `json:"depends_on,omitempty"`
+	Condition        Condition     `json:"condition,omitempty"`
+	After            []AfterDep    `json:"after,omitempty"`
+	Singleton        skipped       `json:"singleton,omitempty"`
+	Volumes          []VolumeMount `json:"volumes,omitempty"` // placement group
+	HTTP             skipped       `json:"http,omitempty"`
+	Notify           []Webhook     `json:"notify,omitempty"`
+	Inputs           skipped       `json:"inputs,omitempty"`
+	Gang             *GangSpec     `json:"gang,omitempty"`
+	Preemptible      *bool         `json:"preemptible,omitempty"`
+	OnGPUError       string        `json:"on_gpu_error,omitempty"`
 }
 
 // skipped is a field a view type does not read: the decoder checks the
@@ -160,6 +163,9 @@ type countSpec struct {
 	ScheduledAt      skipped `json:"scheduled_at,omitempty"`
 	DependsOn        skipped `json:"depends_on,omitempty"`
 	Condition        skipped `json:"condition,omitempty"`
+	After            skipped `json:"after,omitempty"`
+	Singleton        skipped `json:"singleton,omitempty"`
+	Volumes          skipped `json:"volumes,omitempty"`
 	HTTP             skipped `json:"http,omitempty"`
 	Notify           skipped `json:"notify,omitempty"`
 	Inputs           skipped `json:"inputs,omitempty"`
@@ -202,8 +208,8 @@ func decodeStoredJob(v []byte) (j *Job, raw []byte, err error) {
 	j.Spec = JobSpec{
 		Resources: ss.Resources, Priority: ss.Priority, MaxAttempts: ss.MaxAttempts, Driver: ss.Driver,
 		Queue: ss.Queue, Constraints: ss.Constraints, Backoff: ss.Backoff, NoRetryExitCodes: ss.NoRetryExitCodes,
-		Deadline: ss.Deadline, DependsOn: ss.DependsOn, Condition: ss.Condition, Notify: ss.Notify,
-		Namespace: ss.Namespace, User: ss.User,
+		Deadline: ss.Deadline, DependsOn: ss.DependsOn, Condition: ss.Condition, After: ss.After, Notify: ss.Notify,
+		Namespace: ss.Namespace, User: ss.User, Volumes: ss.Volumes,
 		Gang: ss.Gang, Preemptible: ss.Preemptible, OnGPUError: ss.OnGPUError,
 	}
 	return j, s.Spec, nil

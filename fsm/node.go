@@ -53,6 +53,9 @@ type Node struct {
 	// user only on nodes that allow it. Nil: the node does not restrict
 	// (an agent not running as root, or one from before this field).
 	JobUsers []string `json:"job_users,omitempty"`
+	// Volumes are the host directories the node lends to jobs by name
+	// (--host-volume; volume.go).
+	Volumes []HostVolume `json:"volumes,omitempty"`
 	// Role is RoleClient for an agent outside raft (it learns its work from
 	// a server's work stream and the leader hears it through its beats),
 	// RoleReplica for a raft non-voter that is never promoted, "" for a

@@ -1,6 +1,8 @@
 package fsm
 
 import (
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 )
@@ -59,3 +61,23 @@ func (c *nodeCache) put(version uint64, nodes []Node) {
 // restored the state): a reader that watches one node's record re-reads
 // it only when this moved.
 func (f *FSM) NodesVersion() uint64 { return f.nodes.done.Load() }
+
+// committed is the memo of the committed node records, or nil when there
+// is none or a write is in flight. For the applier, the only writer: read
+// before its batch writes a node, it is what the batch's transaction holds.
+func (c *nodeCache) committed() []Node {
+	done := c.done.Load()
+	if c.started.Load() != done {
+		return nil
+	}
+	return c.get(done)
+}
+
+// memoNode finds name in a memo (sorted by name, as the bucket's keys).
+func memoNode(memo []Node, name string) (*Node, bool) {
+	i, ok := slices.BinarySearchFunc(memo, name, func(n Node, name string) int { return strings.Compare(n.Name, name) })
+	if !ok {
+		return nil, false
+	}
+	return &memo[i], true
+}

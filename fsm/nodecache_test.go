@@ -1,7 +1,10 @@
 package fsm
 
 import (
+	"strings"
 	"testing"
+
+	"github.com/hashicorp/raft"
 )
 
 // Tx.Nodes through the memo: a changed record is read changed, and a
@@ -32,4 +35,54 @@ func TestNodesMemoFollowsTheState(t *testing.T) {
 	if got[0].Labels["rack"] != "b" || got[1].Gossip != NodeDead {
 		t.Fatalf("after the changes: %+v", got)
 	}
+}
+
+// Placements read their nodes from the memo of the committed records, and
+// from the records themselves once the batch has written a node: a node
+// made dead by an earlier entry of the same batch takes no placement, and
+// one made alive again does.
+func TestPlacementsReadNodesAsTheBatchLeftThem(t *testing.T) {
+	h := newHarness(t)
+	h.addNode("n1")
+	h.addNode("n2")
+	h.submit(jobID(1), jobID(2), jobID(3))
+	memo := func() {
+		t.Helper()
+		if err := h.f.View(func(tx *Tx) error { _, err := tx.Nodes(); return err }); err != nil {
+			t.Fatal(err)
+		}
+		if h.f.nodes.committed() == nil {
+			t.Fatal("no memo of the committed node records after Tx.Nodes")
+		}
+	}
+	memo()
+	// From the memo: n1 is alive; an unknown node is not found.
+	r := h.must(CmdPlace, Place{Placements: []Placement{{JobID: jobID(1), Node: "n1"}, {JobID: jobID(2), Node: "nope"}}})
+	if len(r.Skipped) != 1 || !strings.Contains(r.Skipped[jobID(2)], `node "nope" not found`) {
+		t.Fatalf("skipped %+v, want only %s (node not found)", r.Skipped, jobID(2))
+	}
+	memo()
+	// One batch: n2 dead, then a placement on it, then n2 alive again and
+	// a placement on it.
+	res := make([]any, 4)
+	logs := []*raft.Log{
+		h.entry(CmdNodeState, SetNodeState{Name: "n2", Gossip: NodeDead}),
+		h.entry(CmdPlace, Place{Placements: []Placement{{JobID: jobID(2), Node: "n2"}}}),
+		h.entry(CmdNodeState, SetNodeState{Name: "n2", Gossip: NodeAlive}),
+		h.entry(CmdPlace, Place{Placements: []Placement{{JobID: jobID(3), Node: "n2"}}}),
+	}
+	for i, v := range h.f.ApplyBatch(logs) {
+		res[i] = v
+	}
+	dead, alive := res[1].(*Result), res[3].(*Result)
+	if dead.Err != nil || len(dead.Skipped) != 1 || !strings.Contains(dead.Skipped[jobID(2)], "node n2 is dead") {
+		t.Fatalf("placement on n2 made dead earlier in the batch: err %v, skipped %+v", dead.Err, dead.Skipped)
+	}
+	if alive.Err != nil || len(alive.Skipped) != 0 {
+		t.Fatalf("placement on n2 alive again: err %v, skipped %+v", alive.Err, alive.Skipped)
+	}
+	if got := h.job(jobID(3)).State; got != JobRunning {
+		t.Fatalf("job 3 is %s, want running", got)
+	}
+	checkIndexes(t, h.f)
 }

@@ -141,6 +141,11 @@ func appendPlacementGroup(k []byte, s *JobSpec) []byte {
 		field("user")
 		field(s.User)
 	}
+	// Volumes too: only when set, so other jobs keep their keys.
+	for _, v := range s.Volumes {
+		field("volume")
+		field(v.Name)
+	}
 	if g := s.Gang; g != nil {
 		// Only gangs add to the text, so other jobs keep their keys.
 		field("gang")

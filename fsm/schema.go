@@ -53,6 +53,9 @@ var (
 	//
 	// bucketJobChildren: parent job ID + "/" + child job ID → empty.
 	bucketJobChildren = []byte("job_children")
+	// bucketSingletons: namespace + NUL + name → the ID of the latest
+	// singleton job of that name (after.go).
+	bucketSingletons = []byte("singletons")
 	// bucketWorkflows: workflow ID (a ULID) → Workflow.
 	bucketWorkflows = []byte("workflows")
 	// bucketWorkflowJobs: workflow ID + "/" + 8-digit position → job ID.

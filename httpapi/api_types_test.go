@@ -111,6 +111,7 @@ func roundTrip(t *testing.T, server, client any, m fillMode) {
 var alwaysSet = map[reflect.Type][]string{
 	reflect.TypeFor[fsm.HTTPRequest]():  {"Method"},                     // GET by default
 	reflect.TypeFor[fsm.ScheduleSpec](): {"Name", "Overlap", "CatchUp"}, // required, defaults
+	reflect.TypeFor[fsm.AfterDep]():     {"On"},                         // ok by default
 }
 
 // fill sets the fields reachable from v as m says, with values the

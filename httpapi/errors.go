@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"net/http"
+	"strings"
 
 	"github.com/foreman-sched/foreman/fsm"
 )
@@ -71,6 +72,16 @@ func prefixField(prefix string, err error) error {
 		return &fieldError{Field: f, Reason: fe.Reason}
 	}
 	return fmt.Errorf("%s: %w", prefix, err)
+}
+
+// renameField gives a field error found under one field (a shared check's
+// name for it) the field the client wrote: depends_on[2] → after[2].
+func renameField(err error, from, to string) error {
+	var fe *fieldError
+	if errors.As(err, &fe) && strings.HasPrefix(fe.Field, from) {
+		return &fieldError{Field: to + strings.TrimPrefix(fe.Field, from), Reason: fe.Reason}
+	}
+	return err
 }
 
 // ErrorBody is the JSON body of every error response.

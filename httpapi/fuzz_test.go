@@ -116,6 +116,8 @@ var hostileJSON = []string{
 	`{"command":"x","http":{"method":"GET","url":"http://127.0.0.1:7070/v1/acl"},"driver":"http"}`,
 	`{"command":"x","notify":[{"url":"file:///etc/passwd","events":["nope"]}]}`,
 	`{"command":"x","depends_on":["a","a"],"condition":"sometimes"}`,
+	`{"command":"x","after":["a:ok",{"job":"b","on":"any"},"c"]}`,
+	`{"command":"x","after":[null,1,{"job":"d","on":"x","z":1}],"depends_on":["a"]}`,
 	`{"command":"x","idempotency_key":"` + strings.Repeat("k", 300) + `"}`,
 	`{"jobs":[{"command":"a"},{"command":"b","jobs":[]}]}`, `{"jobs":{}}`, `{"jobs":[[]]}`, `{"Jobs":[{"command":"a"}]}`,
 	`{"command":"x","name":"` + strings.Repeat("é", 300) + `"}`, `{"command":"x"}` + "\x00",
@@ -152,7 +154,7 @@ func FuzzParseSubmit(f *testing.F) {
 		}
 		for i := range jobs {
 			jobs[i].ID = fmt.Sprintf("01FUZZ%020d", i)
-			jobs[i].Spec.DependsOn, jobs[i].Spec.Condition = nil, "" // parents are IDs of existing jobs
+			jobs[i].Spec.DependsOn, jobs[i].Spec.Condition, jobs[i].Spec.After = nil, "", nil // parents are IDs of existing jobs
 		}
 		z.apply(t, fsm.CmdSubmitJobs, fsm.SubmitJobs{Jobs: jobs})
 	})

@@ -281,6 +281,8 @@ func TestOpenAPIContract(t *testing.T) {
 	call(http.StatusCreated, "POST", "/v1/jobs", `{"jobs":[{"command":"true","queue":"etl"},{"command":["false"],"priority":10,"run_at":"2031-01-01T00:00:00Z"}]}`)
 	gang := id(call(http.StatusCreated, "POST", "/v1/jobs", `{"command":"true","gang":{"size":2},"kill_timeout":30}`))
 	child := id(call(http.StatusCreated, "POST", "/v1/jobs", `{"command":"true","depends_on":["`+j1+`"],"condition":"always"}`))
+	call(http.StatusCreated, "POST", "/v1/jobs", `{"command":"true","after":["`+j1+`:any",{"job":"`+gang+`","on":"failed"}]}`)
+	call(http.StatusBadRequest, "POST", "/v1/jobs", `{"command":"true","after":["`+j1+`:sometimes"]}`)
 	call(http.StatusCreated, "POST", "/v1/jobs", `{"http":{"url":"https://api.example.com/warm","method":"POST","expect_status":[200,202]}}`)
 	call(http.StatusBadRequest, "POST", "/v1/jobs", `{"command":"true","priority":200}`)
 	call(http.StatusBadRequest, "POST", "/v1/jobs", `{"command":"true","colour":"red"}`, "X-Test-Invalid", "1")

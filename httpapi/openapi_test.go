@@ -131,18 +131,19 @@ func sortedKeys[V any](m map[string]V) []string {
 // listed fails the test if it parses; one that does not parse counts as
 // elided ("…") and is skipped.
 var docExamples = map[string]string{
-	"### `POST /v1/jobs` — submit/0":               "JobSpecInput",
-	"### HTTP jobs (`driver: http`)/0":             "JobSpecInput",
-	"### Webhooks (`notify`)/0":                    "JobSpecInput", // a "notify" fragment, read inside {}
-	"### Webhooks (`notify`)/1":                    "WebhookEvent",
-	"### `GET /v1/jobs/counts` — jobs per state/0": "JobCounts",
-	"### `GET /v1/jobs/{id}/artifacts` — list/0":   "ArtifactList",
-	"### `POST /v1/workflows` — submit/0":          "WorkflowInput", // YAML
-	"## Schedules/0":                               "ScheduleInput",
-	"### `GET /v1/events` — Server-Sent Events/0":  "events",
-	"### `GET /v1/events` — Server-Sent Events/1":  "events",
-	"### `POST /v1/acl/bootstrap`/0":               "NewToken",
-	"### Backup file format/0":                     "", // a binary layout, not JSON
+	"### `POST /v1/jobs` — submit/0":                        "JobSpecInput",
+	"### HTTP jobs (`driver: http`)/0":                      "JobSpecInput",
+	"### Webhooks (`notify`)/0":                             "JobSpecInput", // a "notify" fragment, read inside {}
+	"### Webhooks (`notify`)/1":                             "WebhookEvent",
+	"### `GET /v1/jobs/counts` — jobs per state/0":          "JobCounts",
+	"### `GET /v1/jobs/{id}/artifacts` — list/0":            "ArtifactList",
+	"### `GET /v1/jobs/{id}/artifacts/{path}` — download/0": "JobSpecInput",  // the "after" example of Dependencies, below it
+	"### `POST /v1/workflows` — submit/0":                   "WorkflowInput", // YAML
+	"## Schedules/0":                                        "ScheduleInput",
+	"### `GET /v1/events` — Server-Sent Events/0":           "events",
+	"### `GET /v1/events` — Server-Sent Events/1":           "events",
+	"### `POST /v1/acl/bootstrap`/0":                        "NewToken",
+	"### Backup file format/0":                              "", // a binary layout, not JSON
 }
 
 // TestOpenAPIDocExamples validates docs/api.md's examples against the

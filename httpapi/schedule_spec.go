@@ -140,6 +140,12 @@ func normalizeTemplateJob(field string, in *JobSpecInput) (fsm.JobSpec, error) {
 	if in.IdempotencyKey != "" {
 		return fsm.JobSpec{}, invalid(field+".idempotency_key", "is not allowed in a schedule's job (each tick is already fired once)")
 	}
+	if len(in.After) > 0 {
+		return fsm.JobSpec{}, invalid(field+".after", "is not allowed in a schedule's job (every fire would wait on the same jobs)")
+	}
+	if in.Singleton {
+		return fsm.JobSpec{}, invalid(field+".singleton", "is not allowed in a schedule's job (the schedule's overlap policy says what a fire does while the last one runs)")
+	}
 	job, err := in.Normalize()
 	if err != nil {
 		return job, prefixField(field, err)

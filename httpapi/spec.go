@@ -1,7 +1,9 @@
 package httpapi
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"github.com/foreman-sched/foreman/api"
 	"strings"
@@ -50,6 +52,15 @@ type JobSpecInput struct {
 	// (the default), failure, always or one_success.
 	DependsOn []string `json:"depends_on,omitempty"`
 	Condition string   `json:"condition,omitempty"`
+	// After lists parents each with its own requirement (POST /v1/jobs
+	// only; instead of depends_on and condition): "ID[:ok|any|failed|
+	// cancelled]" or {"job": ID, "on": ...}, the form a job's spec is
+	// returned in.
+	After []AfterInput `json:"after,omitempty"`
+	// Singleton: run after the singleton job of the same name submitted
+	// before it in the namespace has ended (one at a time, in submit
+	// order; POST /v1/jobs only, needs a name).
+	Singleton bool `json:"singleton,omitempty"`
 
 	// HTTP makes the job an HTTP request (driver "http"); Notify lists
 	// webhooks (notify.go).
@@ -71,6 +82,51 @@ type JobSpecInput struct {
 	// IdempotencyKey deduplicates submissions (inside the raft apply): a
 	// second submit with the same key returns the first job's ID.
 	IdempotencyKey string `json:"idempotency_key,omitempty"`
+}
+
+// AfterInput is one entry of after as the client wrote it: "ID[:ON]" (ON
+// ok when left out) or {"job": ID, "on": ON}. Normalize reads it, so an
+// error names its position (after[2]).
+type AfterInput struct{ raw json.RawMessage }
+
+// After is the entry "ID[:ON]", for Go callers.
+func After(s string) AfterInput {
+	b, _ := json.Marshal(s)
+	return AfterInput{raw: b}
+}
+
+func (a *AfterInput) UnmarshalJSON(b []byte) error {
+	a.raw = append(json.RawMessage(nil), b...)
+	return nil
+}
+
+func (a AfterInput) MarshalJSON() ([]byte, error) {
+	if a.raw == nil {
+		return []byte("null"), nil
+	}
+	return a.raw, nil
+}
+
+// parse reads the entry.
+func (a AfterInput) parse() (fsm.AfterDep, error) {
+	var s string
+	if err := json.Unmarshal(a.raw, &s); err == nil {
+		return fsm.ParseAfter(s)
+	}
+	var d struct {
+		Job string  `json:"job"`
+		On  *string `json:"on"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(a.raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&d); err != nil || bytes.Equal(bytes.TrimSpace(a.raw), []byte("null")) {
+		return fsm.AfterDep{}, errors.New(`must be "ID[:ok|any|failed|cancelled]" or {"job": ID, "on": "ok|any|failed|cancelled"}`)
+	}
+	on := string(fsm.AfterOK)
+	if d.On != nil {
+		on = *d.On
+	}
+	return fsm.ParseAfter(d.Job + ":" + on)
 }
 
 // GangInput asks for Size tasks placed all-or-nothing, on distinct nodes

@@ -216,10 +216,25 @@ func (in *JobSpecInput) Normalize() (fsm.JobSpec, error) {
 		return out, invalid("deadline", "must be after run_at (%s)", out.RunAt.Format(time.RFC3339))
 	}
 	out.AllowUnplaceable = in.AllowUnplaceable
-	if err := checkDepends(in.DependsOn, in.Condition); err != nil {
-		return out, err
+	if in.Singleton {
+		switch {
+		case in.Name == "":
+			return out, invalid("singleton", "needs a name: the singleton jobs of one name run one at a time")
+		case in.Condition != "" || len(in.DependsOn) > 0 && len(in.After) == 0:
+			return out, invalid("singleton", "set with depends_on or condition: give the job's other parents in after")
+		}
+		out.Singleton = true
 	}
-	out.DependsOn, out.Condition = in.DependsOn, fsm.Condition(in.Condition)
+	if len(in.After) > 0 {
+		if out.DependsOn, out.After, err = normalizeAfter(in); err != nil {
+			return out, err
+		}
+	} else {
+		if err := checkDepends(in.DependsOn, in.Condition); err != nil {
+			return out, err
+		}
+		out.DependsOn, out.Condition = in.DependsOn, fsm.Condition(in.Condition)
+	}
 	if g := in.Gang; g != nil {
 		switch {
 		case g.Size < 2:
@@ -517,6 +532,45 @@ func CheckQueueName(field, name string) error {
 
 func hasControl(s string) bool {
 	return strings.ContainsFunc(s, unicode.IsControl)
+}
+
+// normalizeAfter turns after into the parents (depends_on, in order) and
+// their requirements (fsm.AfterDep).
+func normalizeAfter(in *JobSpecInput) ([]string, []fsm.AfterDep, error) {
+	switch {
+	case len(in.DependsOn) > 0 && !sameParents(in.DependsOn, in.After):
+		return nil, nil, invalid("after", "set with other parents in depends_on: list each parent once, in after (each with its requirement) or in depends_on (all under one condition)")
+	case in.Condition != "":
+		return nil, nil, invalid("after", "set with condition: each entry of after carries its own requirement (ID:ok|any|failed|cancelled)")
+	}
+	ids := make([]string, len(in.After))
+	deps := make([]fsm.AfterDep, len(in.After))
+	for i, a := range in.After {
+		d, err := a.parse()
+		if err != nil {
+			return nil, nil, invalid(fmt.Sprintf("after[%d]", i), "%v", err)
+		}
+		ids[i], deps[i] = d.Job, d
+	}
+	if err := checkDepends(ids, ""); err != nil {
+		return nil, nil, renameField(err, "depends_on", "after")
+	}
+	return ids, deps, nil
+}
+
+// sameParents reports whether deps names after's jobs in after's order: a
+// job's spec as returned (both filled), submitted again.
+func sameParents(deps []string, after []AfterInput) bool {
+	if len(deps) != len(after) {
+		return false
+	}
+	for i, a := range after {
+		d, err := a.parse()
+		if err != nil || d.Job != deps[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // checkDepends checks the shape of depends_on and condition; that the

@@ -2,8 +2,11 @@ package httpapi
 
 import (
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/foreman-sched/foreman/fsm"
 )
 
 // TestSubmitValidation: every bad input is a 400 naming the field and the
@@ -62,6 +65,15 @@ func TestSubmitValidation(t *testing.T) {
 		{"on_gpu_error", `{"command":"true","on_gpu_error":"retry"}`, `on_gpu_error: must be keep or requeue (got "retry")`},
 		{"unknown gpu attribute", `{"command":"true","constraints":["gpu.vram >= 40GiB"]}`, "constraints[0]: invalid constraint \"gpu.vram >= 40GiB\": unknown GPU attribute gpu.vram"},
 		{"key conflict", `{"command":"true","idempotency_key":"a"}`, "idempotency_key: differs from the Idempotency-Key header"},
+		{"after requirement", `{"command":"true","after":["01JX:sometimes"]}`, `after[0]: "01JX:sometimes": "sometimes" is not a requirement (want one of [ok any failed cancelled])`},
+		{"after object", `{"command":"true","after":[{"job":"01JX","on":"notok"}]}`, `"notok" is not a requirement`},
+		{"after no id", `{"command":"true","after":[":ok"]}`, `a job ID is missing`},
+		{"after with depends_on", `{"command":"true","after":["01JX"],"depends_on":["01JY"]}`, "after: set with other parents in depends_on"},
+		{"after with condition", `{"command":"true","after":["01JX"],"condition":"always"}`, "after: set with condition"},
+		{"after twice", `{"command":"true","after":["01JX","01JX:any"]}`, `after[1]: "01JX" is listed twice`},
+		{"singleton without a name", `{"command":"true","singleton":true}`, "singleton: needs a name"},
+		{"singleton with condition", `{"command":"true","name":"n","singleton":true,"depends_on":["01JX"],"condition":"always"}`, "singleton: set with depends_on or condition"},
+		{"singleton with depends_on", `{"command":"true","name":"n","singleton":true,"depends_on":["01JX"]}`, "singleton: set with depends_on or condition"},
 		{"batch empty", `{"jobs":[]}`, "jobs: must contain at least one job"},
 		{"batch bad job", `{"jobs":[{"command":"true"},{"command":"true"},{"command":"true","priority":500}]}`, "jobs[2].priority: must be between 0 and 100"},
 		{"batch unknown field", `{"jobs":[{"command":"true","nmae":"x"}]}`, "jobs[0].nmae: unknown field"},
@@ -150,5 +162,26 @@ func TestParseUnits(t *testing.T) {
 		if (err == nil) != tc.ok || got != tc.want {
 			t.Errorf("ParseMemory(%q) = %d, %v; want %d ok=%v", tc.in, got, err, tc.want, tc.ok)
 		}
+	}
+}
+
+// after: both forms, and a job's spec as returned (depends_on and after
+// naming the same parents) submitted again.
+func TestNormalizeAfter(t *testing.T) {
+	var in JobSpecInput
+	if err := decodeStrict([]byte(`{"command":"true","after":["01JA",{"job":"01JB","on":"any"}],"depends_on":["01JA","01JB"]}`), &in); err != nil {
+		t.Fatal(err)
+	}
+	got, err := in.Normalize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []fsm.AfterDep{{Job: "01JA", On: fsm.AfterOK}, {Job: "01JB", On: fsm.AfterAny}}
+	if !slices.Equal(got.After, want) || !slices.Equal(got.DependsOn, []string{"01JA", "01JB"}) || got.Condition != "" {
+		t.Fatalf("after %+v depends_on %v condition %q", got.After, got.DependsOn, got.Condition)
+	}
+	in.DependsOn = []string{"01JB", "01JA"} // another order: not the returned form
+	if _, err := in.Normalize(); err == nil || !strings.Contains(err.Error(), "after: set with other parents in depends_on") {
+		t.Fatalf("depends_on in another order: %v", err)
 	}
 }

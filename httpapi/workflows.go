@@ -200,6 +200,12 @@ func normalizeWorkflowJobs(jobs []JobSpecInput, prefix, ns string, id func(i int
 		if jobs[i].IdempotencyKey != "" {
 			return nil, invalid(field(i)+".idempotency_key", "not supported inside a workflow")
 		}
+		if jobs[i].Singleton {
+			return nil, invalid(field(i)+".singleton", "not supported inside a workflow")
+		}
+		if len(jobs[i].After) > 0 {
+			return nil, invalid(field(i)+".after", "not supported inside a workflow: its jobs name their parents in depends_on, under one condition")
+		}
 		var err error
 		o := &out[i]
 		if o.Spec, err = jobs[i].Normalize(); err != nil {

@@ -213,7 +213,7 @@ func dimReason(dim string, tooBig bool) string {
 // staticMisfit checks what does not change during a plan: liveness,
 // eligibility, driver, job user (the node's --job-users) and constraints.
 // It returns "" for a usable node.
-func staticMisfit(n *fsm.Node, behind bool, driver, user string, cons []fsm.Constraint) string {
+func staticMisfit(n *fsm.Node, behind bool, driver, user string, cons []fsm.Constraint, vols []fsm.VolumeMount) string {
 	if n.Gossip != fsm.NodeAlive {
 		return "node " + string(n.Gossip)
 	}
@@ -233,6 +233,9 @@ func staticMisfit(n *fsm.Node, behind bool, driver, user string, cons []fsm.Cons
 	if !n.AllowsJobUser(user) {
 		name, _, _ := strings.Cut(user, ":")
 		return "user " + name + " not in --job-users"
+	}
+	if v := n.MissingVolume(vols); v != "" {
+		return "no volume " + v
 	}
 	for _, c := range cons {
 		if c.IsGPU() {
@@ -267,6 +270,9 @@ func classKey(s *fsm.JobSpec) string {
 	if s.User != "" {
 		k += "\x01" + s.User
 	}
+	for _, v := range s.Volumes {
+		k += "\x02" + v.Name
+	}
 	if len(s.Constraints) == 0 {
 		return k
 	}
@@ -283,7 +289,7 @@ func newClass(nodes []nodeState, behind map[string]bool, s *fsm.JobSpec) *class 
 	}
 	cl.cons = cons
 	for i := range nodes {
-		if r := staticMisfit(nodes[i].node, behind[nodes[i].node.Name], s.Driver, s.User, cons); r != "" {
+		if r := staticMisfit(nodes[i].node, behind[nodes[i].node.Name], s.Driver, s.User, cons, s.Volumes); r != "" {
 			cl.static[r]++
 			continue
 		}

@@ -162,7 +162,7 @@ func TestPlanGangPropertyRandomClusters(t *testing.T) {
 				req := cfg.request(&j.Spec.Resources)
 				room := 0
 				for i := range nodes {
-					if staticMisfit(nodes[i].node, s.Behind[nodes[i].node.Name], j.Spec.Driver, j.Spec.User, cons) == "" && nodes[i].fits(&req) {
+					if staticMisfit(nodes[i].node, s.Behind[nodes[i].node.Name], j.Spec.Driver, j.Spec.User, cons, j.Spec.Volumes) == "" && nodes[i].fits(&req) {
 						room++
 					}
 				}

@@ -130,7 +130,7 @@ func checkInvariants(t *testing.T, s *Snapshot, dec *Decision, cfg Config) {
 		if err != nil {
 			t.Fatalf("placed %s with bad constraints", j.ID)
 		}
-		if r := staticMisfit(ns.node, s.Behind[p.Node], j.Spec.Driver, j.Spec.User, cons); r != "" {
+		if r := staticMisfit(ns.node, s.Behind[p.Node], j.Spec.Driver, j.Spec.User, cons, j.Spec.Volumes); r != "" {
 			t.Fatalf("placed %s on %s although %s", j.ID, p.Node, r)
 		}
 		for _, c := range cons {
@@ -165,7 +165,7 @@ func checkInvariants(t *testing.T, s *Snapshot, dec *Decision, cfg Config) {
 		cons, _ := fsm.ParseConstraints(j.Spec.Constraints)
 		for i := range nodes {
 			req := cfg.request(&j.Spec.Resources)
-			if staticMisfit(nodes[i].node, s.Behind[nodes[i].node.Name], j.Spec.Driver, j.Spec.User, cons) == "" && nodes[i].fits(&req) {
+			if staticMisfit(nodes[i].node, s.Behind[nodes[i].node.Name], j.Spec.Driver, j.Spec.User, cons, j.Spec.Volumes) == "" && nodes[i].fits(&req) {
 				t.Fatalf("%s (reason %q) left queued but fits on %s after the plan", j.ID, r, nodes[i].node.Name)
 			}
 		}
@@ -236,7 +236,7 @@ func TestPlanPropertyEventuallyPlaced(t *testing.T) {
 			cons, _ := fsm.ParseConstraints(j.Spec.Constraints)
 			for i := range empty {
 				req := cfg.request(&j.Spec.Resources)
-				if staticMisfit(empty[i].node, s.Behind[empty[i].node.Name], j.Spec.Driver, j.Spec.User, cons) == "" && empty[i].fits(&req) {
+				if staticMisfit(empty[i].node, s.Behind[empty[i].node.Name], j.Spec.Driver, j.Spec.User, cons, j.Spec.Volumes) == "" && empty[i].fits(&req) {
 					feasible[j.ID] = true
 				}
 			}

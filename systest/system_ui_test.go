@@ -364,6 +364,17 @@ func TestSystemUI(t *testing.T) {
 		})
 	})
 
+	t.Run("a job after another: each parent's requirement and the decision", func(t *testing.T) {
+		b.t = t
+		parent := submitJob(t, leader, map[string]any{"name": "ui-parent", "command": "true", "max_attempts": 1})
+		child := submitJob(t, leader, map[string]any{"name": "ui-after", "command": "true", "after": []string{parent + ":failed"}})
+		waitJobState(t, leader, child, "cancelled")
+		b.open(via.url("/ui/jobs/"+child), "#job-deps")
+		want := parent + " (failed) · cancelled by " + parent
+		b.wait("requirement and decision shown", `document.querySelector("#job-deps").textContent === `+jsStr(want))
+		b.wait("the reason", `document.body.textContent.includes("dependency after `+parent+`:failed cannot be met: job `+parent+` is succeeded")`)
+	})
+
 	t.Run("gang tasks", func(t *testing.T) {
 		b.t = t
 		id := submitJob(t, leader, map[string]any{"name": "ui-gang", "command": "sleep 300", "gang": map[string]any{"size": 2}})

@@ -98,11 +98,43 @@ func (a assignments) LiveAttempts(node string) ([]exec.Assignment, error) {
 // workSource is what this agent, as a server, sends a node outside raft
 // on its work stream (cluster/workstream.go): the view the node's own
 // executor would read from a replica, so the executor cannot tell the two
-// apart. Each read decodes the specs afresh (the cache above is one
-// node's); a per-stream cache is for when clients exist.
-type workSource struct{ f *fsm.FSM }
+// apart. It keeps each node's spec cache between reads, as the node's own
+// worker does: a stream's frame is rebuilt after every change to the
+// node's attempts, and decoding the specs of attempts still waiting for a
+// start again each time was a seventh of writing the frames. A node's
+// cache is dropped when none of its attempts is assigned, so the map holds
+// only nodes with attempts waiting to start.
+type workSource struct {
+	f     *fsm.FSM
+	mu    sync.Mutex
+	nodes map[string]*specCache
+}
 
-func (s workSource) NodeWork(node string) (any, error) { return newAssignments(s.f).LiveAttempts(node) }
+func newWorkSource(f *fsm.FSM) *workSource {
+	return &workSource{f: f, nodes: map[string]*specCache{}}
+}
+
+func (s *workSource) NodeWork(node string) (any, error) {
+	s.mu.Lock()
+	c := s.nodes[node]
+	if c == nil {
+		c = &specCache{}
+		s.nodes[node] = c
+	}
+	s.mu.Unlock()
+	out, err := assignments{f: s.f, specs: c}.LiveAttempts(node)
+	c.mu.Lock()
+	empty := len(c.specs) == 0
+	c.mu.Unlock()
+	if empty {
+		s.mu.Lock()
+		if s.nodes[node] == c {
+			delete(s.nodes, node)
+		}
+		s.mu.Unlock()
+	}
+	return out, err
+}
 
 // specCache holds the specs of a node's assigned attempts from the last
 // LiveAttempts. A job's spec never changes once submitted, and the key

@@ -88,9 +88,13 @@ func TestAssignmentsLiveAttempts(t *testing.T) {
 	check(map[string]fsm.AttemptState{"01JOBA": fsm.AttemptRunning, "01JOBB": fsm.AttemptAssigned})
 	// What a server sends a node outside raft on its work stream decodes
 	// into exactly what the node's executor would have read locally.
-	ws, err := workSource{f: f}.NodeWork("n1")
+	src := newWorkSource(f)
+	ws, err := src.NodeWork("n1")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if c := src.nodes["n1"]; c == nil || len(c.specs) != 1 {
+		t.Fatalf("the work source keeps n1's spec cache with its one assigned attempt: %+v", c)
 	}
 	b, err := json.Marshal(ws)
 	if err != nil {
@@ -107,6 +111,16 @@ func TestAssignmentsLiveAttempts(t *testing.T) {
 	if len(local) != 2 || !reflect.DeepEqual(decoded, local) {
 		t.Fatalf("work stream payload decodes to\n%+v\nwant the local view\n%+v", decoded, local)
 	}
+	again, err := src.NodeWork("n1") // from the source's cache
+	if err != nil || !reflect.DeepEqual(again, local) {
+		t.Fatalf("second read from the work source: %v\n%+v\nwant\n%+v", err, again, local)
+	}
 	apply(fsm.CmdReport, fsm.ReportAttempt{JobID: "01JOBB", Attempt: 1, FencingToken: place.Index, Node: "n1", State: fsm.AttemptSucceeded})
 	check(map[string]fsm.AttemptState{"01JOBA": fsm.AttemptRunning})
+	if _, err := src.NodeWork("n1"); err != nil {
+		t.Fatal(err)
+	}
+	if c, ok := src.nodes["n1"]; ok {
+		t.Fatalf("n1 has no assigned attempt left, but the work source still holds its cache %+v", c)
+	}
 }

@@ -83,6 +83,7 @@ dozen hosts). --role server or --role replica makes a later agent a raft member 
 			&ucli.IntFlag{Name: "bootstrap-expect", Usage: "bootstrap raft once this many fresh servers see each other"},
 			&ucli.IntFlag{Name: "voters", Value: 3, Usage: "number of raft voters (1, 3 or 5); later servers are non-voters, later --role auto agents clients"},
 			&ucli.StringSliceFlag{Name: "label", Usage: "node label k=v for constraints (repeatable)"},
+			&ucli.StringSliceFlag{Name: "host-volume", Usage: "lend the directory PATH to jobs as volume NAME: NAME=PATH[:ro] (repeatable; jobs ask --volume NAME:DEST)"},
 			&ucli.StringSliceFlag{Name: "resource", Usage: "named countable resource, e.g. gpu=4 (repeatable); gpu defaults to the healthy NVIDIA GPUs detected"},
 			&ucli.StringFlag{Name: "nvidia-smi", Usage: "nvidia-smi to ask about GPUs (default: on PATH, else /usr/local/nvidia/bin/nvidia-smi)"},
 			&ucli.StringFlag{Name: "gpu-memory-over", Value: "report", Usage: "what the VRAM watchdog does about a job over its --gpu-memory share where the kernel's dmem controller does not cap it: report (an attempt.gpu_memory_over event) or kill (also stop the attempt)"},
@@ -368,6 +369,7 @@ func agentConfigFrom(c *ucli.Context, version string) (*agentConfig, error) {
 	// only where it may run (an agent not running as root runs every job as
 	// itself and advertises none).
 	self.JobUsers = w.JobUsers
+	w.HostVolumes = self.Volumes // the executor mounts only these
 	cfg.self = self
 	return cfg, nil
 }
@@ -418,7 +420,11 @@ func selfDescription(c *ucli.Context, drivers []string, version string) (fsm.Nod
 		}
 		capacity.Named[k] = n
 	}
-	return fsm.Node{Capacity: capacity, Labels: labels, Drivers: drivers, Version: version}, nil
+	vols, err := parseHostVolumes(c.StringSlice("host-volume"))
+	if err != nil {
+		return fsm.Node{}, err
+	}
+	return fsm.Node{Capacity: capacity, Labels: labels, Drivers: drivers, Version: version, Volumes: vols}, nil
 }
 
 func keyValues(list []string, flag string) (map[string]string, error) {
@@ -466,7 +472,7 @@ func runAgent(parent context.Context, cfg *agentConfig) error {
 	}
 	acl := httpapi.NewACL(cfg.api.ACL, f, nil, logger)
 	cfg.cluster.InternalAuth = acl.SetInternalAuth
-	cfg.cluster.Work = workSource{f: f}
+	cfg.cluster.Work = newWorkSource(f)
 	node, err := cluster.New(cfg.cluster, f, cfg.self, logger)
 	if err != nil {
 		f.Close()

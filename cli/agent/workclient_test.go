@@ -26,7 +26,7 @@ func (w *lazyWork) NodeWork(node string) (any, error) {
 	w.mu.Lock()
 	f := w.f
 	w.mu.Unlock()
-	return workSource{f: f}.NodeWork(node)
+	return newWorkSource(f).NodeWork(node)
 }
 
 // TestWorkClientFollowsItsStream: a node's executor view built from a work

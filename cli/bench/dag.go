@@ -24,6 +24,9 @@ type dagResult struct {
 	OneByOneP50MS  float64 `json:"one_by_one_p50_ms"` // the same, jobs submitted one by one by a waiting client
 	OneByOneP99MS  float64 `json:"one_by_one_p99_ms"`
 	OneByOneSecs   float64 `json:"one_by_one_seconds"`
+	AfterP50MS     float64 `json:"after_p50_ms"` // the same, each job submitted up front with after on the one before
+	AfterP99MS     float64 `json:"after_p99_ms"`
+	AfterSecs      float64 `json:"after_seconds"`
 	FanOut         int     `json:"fan_out"`
 	FanOutSubmitMS float64 `json:"fan_out_submit_ms"`
 	FanOutSeconds  float64 `json:"fan_out_seconds"` // submit → all done
@@ -39,6 +42,7 @@ func dagCommand(driver *ucli.StringFlag) *ucli.Command {
 		Flags: cli.WithClientFlags(driver,
 			&ucli.IntFlag{Name: "chain", Value: 100, Usage: "jobs in the chain"},
 			&ucli.BoolFlag{Name: "one-by-one", Value: true, Usage: "also run the chain as jobs submitted one by one by a waiting client (--one-by-one=false skips it)"},
+			&ucli.BoolFlag{Name: "after", Value: true, Usage: "also run the chain as jobs submitted up front, each with --after on the one before (--after=false skips it)"},
 			&ucli.IntFlag{Name: "fan-out", Value: 10000, Usage: "children of the fan-out's root (0 = skip)"},
 			&ucli.IntFlag{Name: "random", Value: 10000, Usage: "jobs of the random DAG (submitted, then cancelled; 0 = skip)"},
 			&ucli.DurationFlag{Name: "timeout", Value: 15 * time.Minute, Usage: "give up after"},
@@ -125,6 +129,14 @@ func benchDAG(c *ucli.Context) error {
 		res.OneByOneP50MS, res.OneByOneP99MS = percentileMS(lat, 50), percentileMS(lat, 99)
 	}
 
+	if c.Bool("after") {
+		lat, secs, err := afterChain(ctx, cl, res.Chain, func(name string) httpapi.JobSpecInput { return job(name) })
+		if err != nil {
+			return err
+		}
+		res.AfterP50MS, res.AfterP99MS, res.AfterSecs = percentileMS(lat, 50), percentileMS(lat, 99), secs
+	}
+
 	if res.FanOut > 0 {
 		wf = httpapi.WorkflowInput{Name: "bench-fanout-" + run, Jobs: []httpapi.JobSpecInput{job("root")}}
 		for i := range min(res.FanOut, fsm.MaxWorkflowJobs-1) {
@@ -181,6 +193,9 @@ func benchDAG(c *ucli.Context) error {
 	t.Row(fmt.Sprintf("chain of %d, one workflow: release", res.Chain), ms(res.ReleaseP50MS), ms(res.ReleaseP99MS), fmt.Sprintf("%.2fs", res.ChainSeconds))
 	if res.OneByOneSecs > 0 {
 		t.Row(fmt.Sprintf("chain of %d, one by one: next start", res.Chain), ms(res.OneByOneP50MS), ms(res.OneByOneP99MS), fmt.Sprintf("%.2fs", res.OneByOneSecs))
+	}
+	if res.AfterSecs > 0 {
+		t.Row(fmt.Sprintf("chain of %d, --after: release", res.Chain), ms(res.AfterP50MS), ms(res.AfterP99MS), fmt.Sprintf("%.2fs", res.AfterSecs))
 	}
 	if res.FanOut > 0 {
 		t.Row(fmt.Sprintf("fan-out of %d: submit / all done", res.FanOut), ms(res.FanOutSubmitMS), "", fmt.Sprintf("%.2fs", res.FanOutSeconds))

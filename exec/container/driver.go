@@ -158,6 +158,9 @@ func (d *Driver) Start(ctx context.Context, t *exec.Task) (exec.Handle, error) {
 		shim: d.shim, hostNetwork: t.Spec.Network == "host",
 		cpuMilli: t.Spec.Resources.CPU, memoryMB: t.Spec.Resources.MemoryMB,
 	}
+	for _, v := range t.Volumes {
+		spec.volumes = append(spec.volumes, volumeBind{source: v.Path, dest: v.Dest, readOnly: v.ReadOnly})
+	}
 	view := rootView{workDir: t.WorkDir}
 	// An image extracted by an older binary lacks the result and inputs
 	// mountpoints: the job then runs without them (it writes no result).

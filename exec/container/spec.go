@@ -53,6 +53,12 @@ func validID(id string) bool {
 	return true
 }
 
+// volumeBind is a host volume bound into the container (exec.TaskVolume).
+type volumeBind struct {
+	source, dest string
+	readOnly     bool
+}
+
 // containerSpec is everything buildConfig needs, resolved by Start.
 type containerSpec struct {
 	id          string
@@ -63,6 +69,7 @@ type containerSpec struct {
 	checkpoint  string
 	result      string // host file bound at ResultFile ("" = none)
 	inputs      string // host dir bound read-only at InputsDir ("" = none)
+	volumes     []volumeBind
 	shim        string // "" = no shim
 	hostNetwork bool
 	uid         int
@@ -123,6 +130,15 @@ func (d *Driver) buildConfig(s containerSpec) *configs.Config {
 	}
 	if s.inputs != "" {
 		mounts = append(mounts, &configs.Mount{Source: s.inputs, Destination: InputsDir, Device: "bind", Flags: roBind})
+	}
+	for _, v := range s.volumes {
+		// libcontainer creates a missing mountpoint before the rootfs is
+		// made read-only.
+		flags := rwBind
+		if v.readOnly {
+			flags = roBind
+		}
+		mounts = append(mounts, &configs.Mount{Source: v.source, Destination: v.dest, Device: "bind", Flags: flags})
 	}
 	if s.shim != "" {
 		mounts = append(mounts, &configs.Mount{Source: s.shim, Destination: ShimTarget, Device: "bind", Flags: unix.MS_BIND | unix.MS_RDONLY | unix.MS_NOSUID | unix.MS_NODEV})

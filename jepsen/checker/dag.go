@@ -14,6 +14,67 @@ type DAGJob struct {
 	State     string
 	Parents   []string
 	Condition string // success (""), failure, always, one_success
+	// After is set for a job submitted with after (outside a workflow):
+	// each parent's requirement (ok, any, failed, cancelled).
+	After map[string]string
+}
+
+// afterMet says whether a parent that ended in state meets requirement on
+// (met), or can no longer (done and not met).
+func afterMet(on, state string) (met, done bool) {
+	if !terminal(state) {
+		return false, false
+	}
+	switch on {
+	case "ok":
+		return state == "succeeded", true
+	case "failed":
+		return state == "failed", true
+	case "cancelled":
+		return state == "cancelled", true
+	}
+	return true, true // any
+}
+
+// checkAfter checks a job with After: it started only if every parent
+// met its requirement and after each parent's last end; it is cancelled
+// (and never started) exactly when a requirement was broken, and decided
+// once every parent ended.
+func checkAfter(r *Result, j DAGJob, byID map[string]*DAGJob, firstStart, lastEnd map[string]int64, clockBound time.Duration) {
+	r.Stats["after_jobs"]++
+	start, started := firstStart[j.ID]
+	allDone, broken := true, ""
+	for _, pid := range j.Parents {
+		p := byID[pid]
+		if p == nil {
+			r.errorf("job %s: parent %s missing from the listing", j.ID, pid)
+			return
+		}
+		met, done := afterMet(j.After[pid], p.State)
+		allDone = allDone && done
+		if done && !met && broken == "" {
+			broken = pid + ":" + j.After[pid] + " (" + p.State + ")"
+		}
+		if end, ended := lastEnd[pid]; started && ended {
+			if gap := time.Duration(start - end); gap < -clockBound {
+				r.errorf("job %s (after %s:%s) started %v before its parent's finish", j.ID, pid, j.After[pid], (-gap).Round(time.Microsecond))
+			}
+		}
+	}
+	switch {
+	case started && broken != "":
+		r.errorf("job %s started at %d though its requirement %s was not met", j.ID, start, broken)
+	case j.State == "cancelled" && started:
+		r.errorf("job %s is cancelled by its dependencies but started at %d", j.ID, start)
+	case allDone && broken != "" && j.State != "cancelled":
+		r.errorf("job %s is %s though its requirement %s can no longer be met (want cancelled)", j.ID, j.State, broken)
+	case allDone && broken == "" && (j.State == "cancelled" || j.State == "waiting"):
+		r.errorf("job %s is %s though every requirement was met", j.ID, j.State)
+	case started:
+		r.Stats["after_started"]++
+	case j.State == "cancelled":
+		r.Stats["after_cancelled"]++
+	}
 }
 
 // DAG checks invariant 4 on the probes' records: no job started before its
@@ -49,6 +110,10 @@ func DAG(exec []Record, jobs []DAGJob, clockBound time.Duration) Result {
 	for _, j := range sorted {
 		r.Stats["jobs"]++
 		r.Stats["state_"+j.State]++
+		if j.After != nil {
+			checkAfter(&r, j, byID, firstStart, lastEnd, clockBound)
+			continue
+		}
 		start, started := firstStart[j.ID]
 		if j.State == "skipped" {
 			if started {

@@ -7,13 +7,7 @@ import (
 )
 
 func TestDAGChecker(t *testing.T) {
-	recs := func(lines ...string) []Record {
-		out, _, err := ParseRecords(strings.NewReader(strings.Join(lines, "\n")))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return out
-	}
+	recs := func(lines ...string) []Record { return parseRecordLines(t, lines...) }
 	diamond := []DAGJob{
 		{ID: "a", Name: "a", State: "succeeded"},
 		{ID: "b", Name: "b", State: "failed", Parents: []string{"a"}},
@@ -45,4 +39,47 @@ func TestDAGChecker(t *testing.T) {
 			t.Errorf("%s: valid=%v errors=%v, want %q", tc.name, r.Valid, r.Errors, tc.want)
 		}
 	}
+}
+
+func TestDAGCheckerAfter(t *testing.T) {
+	recs := func(lines ...string) []Record { return parseRecordLines(t, lines...) }
+	parents := []DAGJob{
+		{ID: "a", Name: "a", State: "succeeded"},
+		{ID: "b", Name: "b", State: "failed"},
+	}
+	base := []string{"start a 1 5 n1 100", "end a 1 5 n1 200", "start b 1 6 n2 100", "end b 1 6 n2 300"}
+	after := func(state string, on ...string) []DAGJob {
+		j := DAGJob{ID: "x", Name: "x", State: state, Parents: []string{"a", "b"}, After: map[string]string{"a": on[0], "b": on[1]}}
+		return append(append([]DAGJob{}, parents...), j)
+	}
+	tests := []struct {
+		name  string
+		jobs  []DAGJob
+		lines []string
+		want  string // "" = valid
+	}{
+		{"met, ran after both", after("succeeded", "ok", "failed"), append(base, "start x 1 9 n1 310", "end x 1 9 n1 320"), ""},
+		{"broken, cancelled", after("cancelled", "ok", "ok"), base, ""},
+		{"any", after("succeeded", "any", "any"), append(base, "start x 1 9 n1 310", "end x 1 9 n1 320"), ""},
+		{"ran before a parent ended", after("succeeded", "ok", "failed"), append(base, "start x 1 9 n1 250"), "before its parent's finish"},
+		{"ran though broken", after("succeeded", "ok", "ok"), append(base, "start x 1 9 n1 310"), "was not met"},
+		{"broken but not cancelled", after("succeeded", "ok", "cancelled"), base, "want cancelled"},
+		{"met but cancelled", after("cancelled", "any", "failed"), base, "every requirement was met"},
+		{"met but still waiting", after("waiting", "ok", "any"), base, "every requirement was met"},
+	}
+	for _, tc := range tests {
+		r := DAG(recs(tc.lines...), tc.jobs, time.Nanosecond)
+		if tc.want == "" && !r.Valid || tc.want != "" && (r.Valid || !strings.Contains(strings.Join(r.Errors, "\n"), tc.want)) {
+			t.Errorf("%s: valid=%v errors=%v, want %q", tc.name, r.Valid, r.Errors, tc.want)
+		}
+	}
+}
+
+func parseRecordLines(t *testing.T, lines ...string) []Record {
+	t.Helper()
+	out, _, err := ParseRecords(strings.NewReader(strings.Join(lines, "\n")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }

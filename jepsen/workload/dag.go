@@ -16,16 +16,22 @@ import (
 
 // DAG submits workflows of probe jobs — diamonds with a failing branch
 // (children with success, failure and always conditions), chains, and
-// fan-outs joined by an always job — and checks invariant 4 on the probes'
+// fan-outs joined by an always job — and, after half of them, a plain job
+// with after on two of the workflow's jobs, each with a random requirement
+// (ok, any, failed, cancelled), half of those also singleton jobs of one
+// name (each then waits for the one before it too). It checks invariant 4 on the probes'
 // records (checker.DAG: no child starts before its parents' deciding
-// finish; no skipped job ever starts) and that every workflow finishes.
+// finish; no skipped job ever starts; an after job runs only when every
+// requirement was met, and is cancelled when one was broken) and that
+// every workflow and after job finishes.
 type DAG struct {
 	Workers  int
 	Interval time.Duration
 
-	mu    sync.Mutex
-	final []checker.DAGJob
-	open  []string // workflows still running after the drain
+	mu     sync.Mutex
+	final  []checker.DAGJob
+	open   []string // workflows and after jobs still running after the drain
+	afters []string // the after jobs submitted
 }
 
 // NewDAG returns the default DAG workload.
@@ -57,10 +63,55 @@ func (d *DAG) Run(ctx context.Context, env *Env) {
 					op.Err = err.Error()
 				}
 				env.Rec.Add(op)
+				if err == nil && rng.IntN(2) == 0 {
+					d.submitAfter(ctx, env, rng, w, cl, id)
+				}
 			}
 		}()
 	}
 	wg.Wait()
+}
+
+// afterOns are the requirements an after job draws from, weighted so that
+// about half of the after jobs run.
+var afterOns = []string{"ok", "ok", "any", "any", "failed", "cancelled"}
+
+// submitAfter submits a probe job after two random jobs of workflow wf,
+// each with a random requirement. Only an acknowledged one is checked.
+func (d *DAG) submitAfter(ctx context.Context, env *Env, rng *rand.Rand, w int, cl *client.Client, wf string) {
+	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	_, jobs, err := cl.Workflow(sctx, wf)
+	if err != nil || len(jobs) < 2 {
+		return
+	}
+	perm := rng.Perm(len(jobs))
+	spec := ProbeSpec("after-"+wf, env.Dir, "0.1")
+	spec["max_attempts"] = 1
+	spec["env"].(map[string]string)["JEPSEN_EXIT"] = "0"
+	var after []string
+	for _, i := range perm[:2] {
+		after = append(after, jobs[i].ID+":"+afterOns[rng.IntN(len(afterOns))])
+	}
+	spec["after"] = after
+	if rng.IntN(2) == 0 {
+		// One name for all: they run one at a time, each after the one
+		// submitted before it (an after parent with requirement any).
+		spec["name"], spec["singleton"] = "jepsen-singleton", true
+	}
+	key := fmt.Sprintf("jepsen-after-%s", wf)
+	op := history.Op{Process: w, Kind: history.Submit, Node: cl.Node, Key: key, Call: env.Rec.Now()}
+	id, _, err := cl.Submit(sctx, spec, key)
+	op.Return, op.JobID, op.Outcome = env.Rec.Now(), id, client.Classify(err)
+	if err != nil {
+		op.Err = err.Error()
+	}
+	env.Rec.Add(op)
+	if err == nil {
+		d.mu.Lock()
+		d.afters = append(d.afters, id)
+		d.mu.Unlock()
+	}
 }
 
 // shape builds one random workflow body.
@@ -167,6 +218,20 @@ func (d *DAG) collect(ctx context.Context, env *Env) (open []string, jobs []chec
 			}
 			jobs = append(jobs, js...)
 		}
+		d.mu.Lock()
+		afters := append([]string(nil), d.afters...)
+		d.mu.Unlock()
+		for _, id := range afters {
+			j, err := cl.AfterJob(cctx, id)
+			if err != nil {
+				cancel()
+				return nil, nil, err
+			}
+			if !terminalState(j.State) {
+				open = append(open, id)
+			}
+			jobs = append(jobs, j)
+		}
 		cancel()
 		return open, jobs, nil
 	}
@@ -185,7 +250,15 @@ func (d *DAG) Check(env *Env, opt CheckOptions) []checker.Result {
 	}
 	done := checker.Result{Name: "dag-finished", Valid: len(open) == 0, Stats: map[string]int{"open": len(open)}}
 	if len(open) > 0 {
-		done.Errors = append(done.Errors, fmt.Sprintf("%d workflows still running after the drain, e.g. %s", len(open), open[0]))
+		done.Errors = append(done.Errors, fmt.Sprintf("%d workflows or after jobs still running after the drain, e.g. %s", len(open), open[0]))
 	}
 	return []checker.Result{r, done}
+}
+
+func terminalState(s string) bool {
+	switch s {
+	case "succeeded", "failed", "cancelled", "skipped":
+		return true
+	}
+	return false
 }

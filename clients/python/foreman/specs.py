@@ -19,7 +19,8 @@ def job_spec(command: Optional[Command] = None, **fields: Any) -> Dict[str, Any]
     -c``) plus any field of ``POST /v1/jobs`` as a keyword: ``name``,
     ``env``, ``resources``, ``priority``, ``max_attempts``, ``timeout``,
     ``labels``, ``driver``, ``queue``, ``constraints``, ``gang``,
-    ``depends_on``, ``condition``, ``http``, ``notify``, ...
+    ``depends_on``, ``condition``, ``after`` (``["ID:ok", {"job": ID, "on": "any"}]``:
+    jobs submitted earlier, each with what it must end as), ``http``, ``notify``, ...
 
     Conveniences: ``cpu=``, ``memory=``, ``gpus=`` and ``gpu_memory=`` fill ``resources``
     (``cpu="500m"``, ``memory="1GiB"``, ``gpus=1`` is ``gpus: 1``: whole GPUs, the leader picks which;

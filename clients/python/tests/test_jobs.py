@@ -131,6 +131,19 @@ def test_get_and_list(client: Client):
     assert isinstance(job, Job) and job.name == name + "-a" and job.spec["labels"] == {"team": "py"}
 
 
+def test_after_a_job_submitted_earlier(client: Client, gate: str):
+    parent = client.submit(f"until [ -e {gate} ]; do sleep 0.05; done", max_attempts=1)
+    ok = client.submit("true", after=[f"{parent.id}:ok"])
+    notok = client.submit("true", after=[{"job": parent.id, "on": "failed"}])
+    assert client.job(ok).state == "waiting"
+    open_gate(gate)
+    assert client.wait(ok, timeout=JOB_TIMEOUT).state == "succeeded"
+    cancelled = client.wait(notok, timeout=JOB_TIMEOUT)
+    assert cancelled.state == "cancelled"
+    assert cancelled.reason == f"dependency after {parent.id}:failed cannot be met: job {parent.id} is succeeded"
+    assert client.job(ok).spec["after"] == [{"job": parent.id, "on": "ok"}]
+
+
 def test_idempotency_key_dedupes(client: Client):
     key = "py-test-" + uuid.uuid4().hex
     first = client.submit("true", idempotency_key=key)

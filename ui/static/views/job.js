@@ -76,7 +76,14 @@ async function load(el, id, unsub, early, setHandler) {
     if (j.preemptions) kv.push(["Preempted", j.preemptions + (j.preemptions === 1 ? " time" : " times")]);
     if (j.workflow) kv.push(["Workflow", link("workflows/" + enc(j.workflow), j.workflow)]);
     if (s.schedule) kv.push(["Schedule", link("schedules/" + enc(s.schedule), s.schedule)]);
-    if (s.depends_on?.length) kv.push(["Depends on", s.depends_on.map((p, i) => [i ? ", " : "", link("jobs/" + enc(p), p)])]);
+    if (s.singleton) kv.push(["Singleton", h("span", { id: "job-singleton" }, `one at a time with the other singleton jobs named “${s.name}”`)]);
+    if (s.depends_on?.length) {
+      // --after gives each parent its own requirement; otherwise one condition covers them all.
+      const on = new Map((s.after || []).map((a) => [a.job, a.on]));
+      const d = j.deps?.decision ? ` · ${j.deps.decision} by ${j.deps.decided_by}` : "";
+      kv.push(["Depends on", h("span", { id: "job-deps" }, s.depends_on.map((p, i) => [i ? ", " : "", link("jobs/" + enc(p), p), on.has(p) ? ` (${on.get(p)})` : ""]),
+        on.size ? "" : ` · ${s.condition || "success"}`, d)]);
+    }
     replace(summary, h("dl", { class: "kv" }, kv.map(([k, v, title]) => [h("dt", title ? { title } : null, k), h("dd", null, v)])));
     replace(attempts, h("h2", null, "Attempts"), d.attempts.length ? h("table", { id: "attempts" },
       h("thead", null, h("tr", null, ["#", ...(j.gang ? ["Task"] : []), "Node", "State", "Reason", "Exit", "Started", ["Start → finish", ATTEMPT_TIME], "Peak memory", "CPU time"]
