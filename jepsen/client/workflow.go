@@ -54,24 +54,11 @@ func (c *Client) Workflow(ctx context.Context, id string) (state string, jobs []
 // AfterJob reads a job submitted with after (outside any workflow) as
 // checker.DAGJob: its parents and each one's requirement.
 func (c *Client) AfterJob(ctx context.Context, id string) (checker.DAGJob, error) {
-	var out struct {
-		Job struct {
-			ID    string `json:"id"`
-			State string `json:"state"`
-			Spec  struct {
-				Name      string   `json:"name"`
-				DependsOn []string `json:"depends_on"`
-				After     []struct {
-					Job string `json:"job"`
-					On  string `json:"on"`
-				} `json:"after"`
-			} `json:"spec"`
-		} `json:"job"`
-	}
+	var out api.JobDetail
 	if _, err := c.do(ctx, http.MethodGet, "/v1/jobs/"+url.PathEscape(id), nil, nil, &out); err != nil {
 		return checker.DAGJob{}, err
 	}
-	j := checker.DAGJob{ID: out.Job.ID, Name: out.Job.Spec.Name, State: out.Job.State, Parents: out.Job.Spec.DependsOn, After: map[string]string{}}
+	j := checker.DAGJob{ID: out.Job.ID, Name: out.Job.Spec.Name, State: string(out.Job.State), Parents: out.Job.Spec.DependsOn, After: map[string]string{}}
 	for _, a := range out.Job.Spec.After {
 		j.After[a.Job] = a.On
 	}
