@@ -171,7 +171,7 @@ func TLSConfig(caCert, clientCert, clientKey string) (*tls.Config, error) {
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(b) {
-			return nil, fmt.Errorf("CA certificate %s: no PEM certificate in it", caCert)
+			return nil, fmt.Errorf("CA certificate %s: no PEM certificate in the CA file", caCert)
 		}
 		cfg.RootCAs = pool
 	}
@@ -221,9 +221,10 @@ func (c *Client) Ready(ctx context.Context) error {
 	return c.do(ctx, Request{Method: http.MethodGet, Path: "/v1/ready"}, nil)
 }
 
-// Request is a call of a route this package has no method for (the
-// operator's: snapshots, raft peers, gossip keys; docs/api.md). Do and Open send it
-// with the Client's address, token, namespace and retries.
+// Request is a call of a route this package has no method for, or one
+// sent differently (a submit without an idempotency key, a raw stream).
+// Do and Open send it with the Client's address, token, namespace and
+// retries.
 type Request struct {
 	Method string
 	// Path is the route, escaped: "/v1/namespaces/" + url.PathEscape(ns).
@@ -250,6 +251,15 @@ func (c *Client) Do(ctx context.Context, r Request, out any) error { return c.do
 // Open sends r and returns its 2xx answer unread, for a stream (a log,
 // a snapshot, the raw event stream); the caller closes its body.
 func (c *Client) Open(ctx context.Context, r Request) (*http.Response, error) { return c.send(ctx, r) }
+
+// call sends r and returns its 2xx JSON answer decoded into a T.
+func call[T any](ctx context.Context, c *Client, r Request) (*T, error) {
+	var out T
+	if err := c.do(ctx, r, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
 
 // do sends r and decodes a 2xx JSON answer into out (when non-nil).
 func (c *Client) do(ctx context.Context, r Request, out any) error {
@@ -427,6 +437,18 @@ func (c *Client) sendOnce(ctx context.Context, r Request, target string, body io
 		return nil, e
 	}
 	return resp, nil
+}
+
+// keyHeader takes a spec's idempotency key out of it (the key travels as
+// a header, not in the body), making one when it has none, and returns
+// the header that carries it.
+func keyHeader(key *string) http.Header {
+	k := *key
+	if k == "" {
+		k = newKey()
+	}
+	*key = ""
+	return http.Header{headerIdempotencyKey: {k}}
 }
 
 // newKey makes an idempotency key for a submit the caller gave none.

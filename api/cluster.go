@@ -20,20 +20,12 @@ func (c *Client) ListNamespaces(ctx context.Context) ([]NamespaceStatus, error) 
 
 // GetNamespace reads one namespace's quota, policy and usage.
 func (c *Client) GetNamespace(ctx context.Context, name string) (*NamespaceStatus, error) {
-	var out NamespaceStatus
-	if err := c.do(ctx, Request{Method: http.MethodGet, Path: namespacePath(name), read: true}, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[NamespaceStatus](ctx, c, Request{Method: http.MethodGet, Path: namespacePath(name), read: true})
 }
 
 // SetNamespace creates or replaces a namespace's quota and policy.
 func (c *Client) SetNamespace(ctx context.Context, name string, spec NamespaceSpec) (*NamespaceStatus, error) {
-	var out NamespaceStatus
-	if err := c.do(ctx, Request{Method: http.MethodPut, Path: namespacePath(name), Body: spec, Idempotent: true}, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[NamespaceStatus](ctx, c, Request{Method: http.MethodPut, Path: namespacePath(name), Body: spec, Idempotent: true})
 }
 
 // DeleteNamespace removes a namespace's quota and policy (its jobs stay).
@@ -45,11 +37,7 @@ func namespacePath(name string) string { return "/v1/namespaces/" + url.PathEsca
 
 // NodeUsage asks a node what its jobs use now.
 func (c *Client) NodeUsage(ctx context.Context, name string) (*NodeUsage, error) {
-	var out NodeUsage
-	if err := c.do(ctx, Request{Method: http.MethodGet, Path: nodePath(name) + "/usage"}, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[NodeUsage](ctx, c, Request{Method: http.MethodGet, Path: nodePath(name) + "/usage"})
 }
 
 // Members lists the gossip members as the agent sees them.
@@ -65,30 +53,18 @@ func (c *Client) Members(ctx context.Context) ([]Member, error) {
 
 // Raft describes the agent's raft state.
 func (c *Client) Raft(ctx context.Context) (*RaftInfo, error) {
-	var out RaftInfo
-	if err := c.do(ctx, Request{Method: http.MethodGet, Path: "/v1/cluster/raft"}, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[RaftInfo](ctx, c, Request{Method: http.MethodGet, Path: "/v1/cluster/raft"})
 }
 
 // ACLBootstrap makes the first management token of a cluster with
 // --acl (once: a second call is ErrConflict).
 func (c *Client) ACLBootstrap(ctx context.Context) (*NewToken, error) {
-	var out NewToken
-	if err := c.do(ctx, Request{Method: http.MethodPost, Path: "/v1/acl/bootstrap"}, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[NewToken](ctx, c, Request{Method: http.MethodPost, Path: "/v1/acl/bootstrap"})
 }
 
 // CreateToken makes a token; its secret is in the answer only.
 func (c *Client) CreateToken(ctx context.Context, spec TokenSpec) (*NewToken, error) {
-	var out NewToken
-	if err := c.do(ctx, Request{Method: http.MethodPost, Path: "/v1/acl/tokens", Body: spec}, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[NewToken](ctx, c, Request{Method: http.MethodPost, Path: "/v1/acl/tokens", Body: spec})
 }
 
 // ListTokens lists every token, without secrets.
@@ -109,9 +85,5 @@ func (c *Client) DeleteToken(ctx context.Context, accessorID string) error {
 
 // TokenSelf describes the client's own token.
 func (c *Client) TokenSelf(ctx context.Context) (*Token, error) {
-	var out Token
-	if err := c.do(ctx, Request{Method: http.MethodGet, Path: "/v1/acl/token/self"}, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[Token](ctx, c, Request{Method: http.MethodGet, Path: "/v1/acl/token/self"})
 }

@@ -22,10 +22,12 @@
 // made here), are sent again after a broken connection or a 502, 503 or
 // 504. Other writes return the error: their outcome may be unknown.
 //
-// Routes without a method here (the operator's: snapshots, raft peers,
-// gossip keys) go through Do and Open, with the same address, token, namespace
-// and retries. Config.FailFast turns off the retries of unknown outcomes,
-// for interactive tools.
+// The operator's routes (snapshots, raft peers, gossip keys, the
+// internal secret) have methods too (operator.go): the foreman CLI is
+// written on this package. A route without a method goes through Do and
+// Open, with the same address, token, namespace and retries.
+// Config.FailFast turns off the retries of unknown outcomes, for
+// interactive tools.
 //
 // # Errors
 //
@@ -47,6 +49,8 @@
 // The types mirror the schemas of httpapi/openapi.yaml, the checked-in
 // OpenAPI description of every route; TestTypesMatchOpenAPI fails when a
 // type and its schema disagree on a field, and httpapi's contract test
-// holds the server to the same description. A spec read back (Job.Spec)
-// can be submitted again.
+// holds the server to the same description. A reply decoded into these
+// types and encoded again is the server's JSON byte for byte, in its
+// field order (httpapi's TestAPITypesKeepServerJSON), which is what the
+// CLI's --json prints. A spec read back (Job.Spec) can be submitted again.
 package api

@@ -19,6 +19,7 @@ const (
 	CodeForbidden       = "forbidden"        // 403: the token may not do this
 	CodeNotFound        = "not_found"        // 404
 	CodeConflict        = "conflict"         // 409: e.g. cancel of a finished job
+	CodeRefused         = "refused"          // 409: an operator request that would lose quorum, or replace jobs without force
 	CodeOverloaded      = "overloaded"       // 429: nothing was taken; retried after Retry-After
 	CodeNodeUnreachable = "node_unreachable" // 502: a proxied write's outcome is unknown
 	CodeNoLeader        = "no_leader"        // 503

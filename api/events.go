@@ -23,6 +23,10 @@ type EventQuery struct {
 	// now; a stream that breaks before its first event then reconnects
 	// from the new now (the server names no position before an event).
 	After string
+	// Opened, if set, is called once the server has answered (the first
+	// connection): events from then on will be delivered, so a read made
+	// after it misses nothing.
+	Opened func()
 }
 
 // Events follows the event stream (GET /v1/events) from q.After. When the
@@ -36,7 +40,7 @@ type EventQuery struct {
 func (c *Client) Events(ctx context.Context, q EventQuery) iter.Seq2[Event, error] {
 	return func(yield func(Event, error) bool) {
 		errStop := errors.New("stopped")
-		err := c.followEvents(ctx, q, nil, func(e Event) error {
+		err := c.followEvents(ctx, q, func(e Event) error {
 			if !yield(e, nil) {
 				return errStop
 			}
@@ -50,8 +54,8 @@ func (c *Client) Events(ctx context.Context, q EventQuery) iter.Seq2[Event, erro
 
 // followEvents runs the stream, reconnecting from the last ID, until ctx
 // ends (nil), fn fails (its error) or reconnecting fails (that error).
-// opened, if set, is called once the first connection is answered.
-func (c *Client) followEvents(ctx context.Context, q EventQuery, opened func(), fn func(Event) error) error {
+func (c *Client) followEvents(ctx context.Context, q EventQuery, fn func(Event) error) error {
+	opened := q.Opened
 	failures := 0
 	for {
 		body, err := c.openEvents(ctx, q)
@@ -96,6 +100,43 @@ func (c *Client) followEvents(ctx context.Context, q EventQuery, opened func(), 
 	}
 }
 
+// StreamEvents is the event stream over one connection, for a caller
+// that handles a break itself (a command line that reports it, a poller
+// that falls back): it calls fn for each event (a reset included) and
+// returns when ctx ends (nil), fn fails (its error), or the stream
+// breaks (an error saying so). Events is the same stream resumed across
+// breaks.
+func (c *Client) StreamEvents(ctx context.Context, q EventQuery, fn func(Event) error) error {
+	resp, err := c.send(ctx, eventsRequest(q))
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if q.Opened != nil {
+		q.Opened()
+	}
+	err = readEvents(resp.Body, fn)
+	var fe fnError
+	if errors.As(err, &fe) {
+		return fe.err
+	}
+	if ctx.Err() != nil {
+		return nil
+	}
+	return fmt.Errorf("event stream from %s: %w", c.base.Host, err)
+}
+
+// OpenEvents opens the event stream for q (q.Opened is not called) and
+// returns its text/event-stream body unread, for a caller that counts or
+// forwards events without decoding them; the caller closes it.
+func (c *Client) OpenEvents(ctx context.Context, q EventQuery) (io.ReadCloser, error) {
+	resp, err := c.send(ctx, eventsRequest(q))
+	if err != nil {
+		return nil, err
+	}
+	return resp.Body, nil
+}
+
 // fnError carries the callback's own error out of readEvents.
 type fnError struct{ err error }
 
@@ -104,6 +145,20 @@ func (e fnError) Error() string { return e.err.Error() }
 // openEvents sends one GET /v1/events (no retries: followEvents does
 // them, with the ID it has reached).
 func (c *Client) openEvents(ctx context.Context, q EventQuery) (io.ReadCloser, error) {
+	r := eventsRequest(q)
+	target, err := c.target(r)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.sendOnce(ctx, r, target, nil, "", "go-"+randomHex(10))
+	if err != nil {
+		return nil, err
+	}
+	return resp.Body, nil
+}
+
+// eventsRequest is the GET /v1/events of q.
+func eventsRequest(q EventQuery) Request {
 	v := url.Values{}
 	if len(q.Topics) > 0 {
 		v.Set("topic", strings.Join(q.Topics, ","))
@@ -115,16 +170,7 @@ func (c *Client) openEvents(ctx context.Context, q EventQuery) (io.ReadCloser, e
 	if q.After != "" {
 		hdr.Set(headerLastEventID, q.After)
 	}
-	r := Request{Method: http.MethodGet, Path: "/v1/events", Query: v, Header: hdr}
-	target, err := c.target(r)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := c.sendOnce(ctx, r, target, nil, "", "go-"+randomHex(10))
-	if err != nil {
-		return nil, err
-	}
-	return resp.Body, nil
+	return Request{Method: http.MethodGet, Path: "/v1/events", Query: v, Header: hdr}
 }
 
 // readEvents decodes text/event-stream messages until the body ends
@@ -178,7 +224,7 @@ func (c *Client) WaitJob(ctx context.Context, id string, onEvent func(Event)) (*
 		}
 	}
 	go func() {
-		errc <- c.followEvents(ctx, EventQuery{Job: id}, func() { close(opened) }, func(e Event) error {
+		errc <- c.followEvents(ctx, EventQuery{Job: id, Opened: func() { close(opened) }}, func(e Event) error {
 			if onEvent != nil && !e.IsReset() {
 				onEvent(e)
 			}

@@ -16,18 +16,8 @@ import (
 // with the first job; Duplicate in the answer says the key named a job
 // submitted before.
 func (c *Client) SubmitJob(ctx context.Context, spec JobSpec) (*SubmitResponse, error) {
-	key := spec.IdempotencyKey
-	if key == "" {
-		key = newKey()
-	}
-	spec.IdempotencyKey = ""
-	var out SubmitResponse
-	err := c.do(ctx, Request{Method: http.MethodPost, Path: "/v1/jobs", Body: spec,
-		Header: http.Header{headerIdempotencyKey: {key}}, Idempotent: true}, &out)
-	if err != nil {
-		return nil, err
-	}
-	return &out, nil
+	hdr := keyHeader(&spec.IdempotencyKey)
+	return call[SubmitResponse](ctx, c, Request{Method: http.MethodPost, Path: "/v1/jobs", Body: spec, Header: hdr, Idempotent: true})
 }
 
 // SubmitJobs submits a batch atomically: all jobs or none. Each job
@@ -98,11 +88,7 @@ func (c *Client) SubmitJobJSON(ctx context.Context, body []byte, key string) ([]
 
 // GetJob returns a job and its attempts.
 func (c *Client) GetJob(ctx context.Context, id string) (*JobDetail, error) {
-	var out JobDetail
-	if err := c.do(ctx, Request{Method: http.MethodGet, Path: jobPath(id), read: true}, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[JobDetail](ctx, c, Request{Method: http.MethodGet, Path: jobPath(id), read: true})
 }
 
 // JobQuery filters ListJobs; zero fields do not filter.
@@ -134,29 +120,17 @@ func (c *Client) ListJobs(ctx context.Context, q JobQuery) (*JobList, error) {
 	for _, k := range keys {
 		v.Add("label", k+"="+q.Labels[k])
 	}
-	var out JobList
-	if err := c.do(ctx, Request{Method: http.MethodGet, Path: "/v1/jobs", Query: v, read: true}, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[JobList](ctx, c, Request{Method: http.MethodGet, Path: "/v1/jobs", Query: v, read: true})
 }
 
 // JobCounts returns how many jobs are in each state.
 func (c *Client) JobCounts(ctx context.Context) (*JobCounts, error) {
-	var out JobCounts
-	if err := c.do(ctx, Request{Method: http.MethodGet, Path: "/v1/jobs/counts", read: true}, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[JobCounts](ctx, c, Request{Method: http.MethodGet, Path: "/v1/jobs/counts", read: true})
 }
 
 // JobTasks returns a gang's tasks.
 func (c *Client) JobTasks(ctx context.Context, id string) (*TaskList, error) {
-	var out TaskList
-	if err := c.do(ctx, Request{Method: http.MethodGet, Path: jobPath(id) + "/tasks", read: true}, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[TaskList](ctx, c, Request{Method: http.MethodGet, Path: jobPath(id) + "/tasks", read: true})
 }
 
 // JobEvents returns a job's timeline, oldest first.
@@ -175,20 +149,12 @@ func (c *Client) CancelJob(ctx context.Context, id, reason string) (*JobDetail, 
 	if reason != "" {
 		body = map[string]string{"reason": reason}
 	}
-	var out JobDetail
-	if err := c.do(ctx, Request{Method: http.MethodPost, Path: jobPath(id) + "/cancel", Body: body}, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[JobDetail](ctx, c, Request{Method: http.MethodPost, Path: jobPath(id) + "/cancel", Body: body})
 }
 
 // RetryJob queues a failed or cancelled job again.
 func (c *Client) RetryJob(ctx context.Context, id string) (*JobDetail, error) {
-	var out JobDetail
-	if err := c.do(ctx, Request{Method: http.MethodPost, Path: jobPath(id) + "/retry"}, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[JobDetail](ctx, c, Request{Method: http.MethodPost, Path: jobPath(id) + "/retry"})
 }
 
 // JobResult returns what the job's last finished attempt wrote to its
@@ -205,11 +171,7 @@ func (c *Client) JobResult(ctx context.Context, id string) ([]byte, error) {
 // JobGPUUsage returns what a running attempt's processes use on each GPU
 // it holds (attempt 0: the latest), measured by its node.
 func (c *Client) JobGPUUsage(ctx context.Context, id string, attempt int) (*JobGPUUsage, error) {
-	var out JobGPUUsage
-	if err := c.do(ctx, Request{Method: http.MethodGet, Path: jobPath(id) + "/gpu-usage", Query: attemptQuery(attempt)}, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[JobGPUUsage](ctx, c, Request{Method: http.MethodGet, Path: jobPath(id) + "/gpu-usage", Query: attemptQuery(attempt)})
 }
 
 // LogQuery selects what Logs copies.
@@ -250,11 +212,7 @@ func (c *Client) Logs(ctx context.Context, id string, q LogQuery, w io.Writer) e
 // ListArtifacts returns the artifacts of a job's attempt (0: its last
 // finished one).
 func (c *Client) ListArtifacts(ctx context.Context, id string, attempt int) (*ArtifactList, error) {
-	var out ArtifactList
-	if err := c.do(ctx, Request{Method: http.MethodGet, Path: jobPath(id) + "/artifacts", Query: attemptQuery(attempt)}, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[ArtifactList](ctx, c, Request{Method: http.MethodGet, Path: jobPath(id) + "/artifacts", Query: attemptQuery(attempt)})
 }
 
 // GetArtifact copies one artifact's bytes to w and returns how many.

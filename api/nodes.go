@@ -20,20 +20,12 @@ func (c *Client) ListNodes(ctx context.Context, q NodeQuery) (*NodeList, error) 
 	if q.Limit > 0 {
 		v.Set("limit", strconv.Itoa(q.Limit))
 	}
-	var out NodeList
-	if err := c.do(ctx, Request{Method: http.MethodGet, Path: "/v1/nodes", Query: v, read: true}, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[NodeList](ctx, c, Request{Method: http.MethodGet, Path: "/v1/nodes", Query: v, read: true})
 }
 
 // GetNode returns one node with its live attempts.
 func (c *Client) GetNode(ctx context.Context, name string) (*NodeDetail, error) {
-	var out NodeDetail
-	if err := c.do(ctx, Request{Method: http.MethodGet, Path: nodePath(name), read: true}, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[NodeDetail](ctx, c, Request{Method: http.MethodGet, Path: nodePath(name), read: true})
 }
 
 // DrainNode stops new placements on a node; its running attempts get
@@ -42,11 +34,7 @@ func (c *Client) DrainNode(ctx context.Context, name string, deadline time.Durat
 	body := struct {
 		Deadline Duration `json:"deadline,omitempty"`
 	}{Duration(deadline)}
-	var out NodeDetail
-	if err := c.do(ctx, Request{Method: http.MethodPost, Path: nodePath(name) + "/drain", Body: body}, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[NodeDetail](ctx, c, Request{Method: http.MethodPost, Path: nodePath(name) + "/drain", Body: body})
 }
 
 // ResetNodeGPUs forgets the XID faults of a node's GPUs: those named, or
@@ -56,11 +44,7 @@ func (c *Client) ResetNodeGPUs(ctx context.Context, name string, uuids ...string
 	body := struct {
 		UUIDs []string `json:"uuids,omitempty"`
 	}{uuids}
-	var out GPUResetResponse
-	if err := c.do(ctx, Request{Method: http.MethodPost, Path: nodePath(name) + "/gpus/reset", Body: body}, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[GPUResetResponse](ctx, c, Request{Method: http.MethodPost, Path: nodePath(name) + "/gpus/reset", Body: body})
 }
 
 // SetEligibility makes a node eligible (true) or ineligible for new
@@ -70,13 +54,8 @@ func (c *Client) SetEligibility(ctx context.Context, name string, eligible bool)
 	if eligible {
 		e = "eligible"
 	}
-	var out NodeDetail
-	err := c.do(ctx, Request{Method: http.MethodPost, Path: nodePath(name) + "/eligibility",
-		Body: map[string]string{"eligibility": e}, Idempotent: true}, &out)
-	if err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[NodeDetail](ctx, c, Request{Method: http.MethodPost, Path: nodePath(name) + "/eligibility",
+		Body: map[string]string{"eligibility": e}, Idempotent: true})
 }
 
 // ListQueues lists the queues with limits or running work.
@@ -92,22 +71,13 @@ func (c *Client) ListQueues(ctx context.Context) ([]Queue, error) {
 
 // SetQueue sets a queue's concurrency limit (0: unlimited).
 func (c *Client) SetQueue(ctx context.Context, name string, maxRunning int) (*Queue, error) {
-	var out Queue
-	err := c.do(ctx, Request{Method: http.MethodPut, Path: "/v1/queues/" + url.PathEscape(name),
-		Body: map[string]int{"max_running": maxRunning}, Idempotent: true}, &out)
-	if err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[Queue](ctx, c, Request{Method: http.MethodPut, Path: "/v1/queues/" + url.PathEscape(name),
+		Body: map[string]int{"max_running": maxRunning}, Idempotent: true})
 }
 
 // StateHash returns the node's state hash and the index it was taken at.
 func (c *Client) StateHash(ctx context.Context) (*HashResponse, error) {
-	var out HashResponse
-	if err := c.do(ctx, Request{Method: http.MethodGet, Path: "/v1/cluster/hash"}, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[HashResponse](ctx, c, Request{Method: http.MethodGet, Path: "/v1/cluster/hash"})
 }
 
 func nodePath(name string) string { return "/v1/nodes/" + url.PathEscape(name) }

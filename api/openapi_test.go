@@ -77,6 +77,18 @@ var typeSchemas = []struct {
 	{api.TokenSpec{}, []string{"TokenRequest"}},
 	{api.Token{}, []string{"TokenInfo"}},
 	{api.NewToken{}, []string{"NewToken"}},
+	{api.InternalRotateResponse{}, []string{"InternalRotateResponse"}},
+	{api.CheckpointInfo{}, []string{"CheckpointInfo"}},
+	{api.StateCounts{}, []string{"StateCounts"}},
+	{api.BackupHeader{}, []string{"BackupHeader"}},
+	{api.RestoreResponse{}, []string{"RestoreResponse"}},
+	{api.TransferResponse{}, []string{"TransferResponse"}},
+	{api.RemovePeerResponse{}, []string{"RemovePeerResponse"}},
+	{api.GossipKey{}, []string{"GossipKey"}},
+	{api.NodeGossipKeys{}, []string{"NodeGossipKeys"}},
+	{api.GossipKeysResponse{}, []string{"GossipKeysResponse"}},
+	{api.HostVolume{}, []string{"HostVolume"}},
+	{api.VolumeMount{}, []string{"VolumeMount"}},
 }
 
 func TestTypesMatchOpenAPI(t *testing.T) {

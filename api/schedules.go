@@ -9,31 +9,19 @@ import (
 // CreateSchedule creates a schedule (spec.Name is required) and returns it
 // as stored.
 func (c *Client) CreateSchedule(ctx context.Context, spec ScheduleSpec) (*ScheduleInfo, error) {
-	var out ScheduleInfo
-	if err := c.do(ctx, Request{Method: http.MethodPost, Path: "/v1/schedules", Body: spec}, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[ScheduleInfo](ctx, c, Request{Method: http.MethodPost, Path: "/v1/schedules", Body: spec})
 }
 
 // UpdateSchedule replaces the spec of the schedule name. Sending the same
 // spec twice leaves the same schedule, so it is retried like a read.
 func (c *Client) UpdateSchedule(ctx context.Context, name string, spec ScheduleSpec) (*ScheduleInfo, error) {
 	spec.Name = ""
-	var out ScheduleInfo
-	if err := c.do(ctx, Request{Method: http.MethodPut, Path: schedulePath(name), Body: spec, Idempotent: true}, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[ScheduleInfo](ctx, c, Request{Method: http.MethodPut, Path: schedulePath(name), Body: spec, Idempotent: true})
 }
 
 // GetSchedule returns one schedule with its next tick and recent fires.
 func (c *Client) GetSchedule(ctx context.Context, name string) (*ScheduleInfo, error) {
-	var out ScheduleInfo
-	if err := c.do(ctx, Request{Method: http.MethodGet, Path: schedulePath(name), read: true}, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[ScheduleInfo](ctx, c, Request{Method: http.MethodGet, Path: schedulePath(name), read: true})
 }
 
 // ListSchedules returns every schedule, in name order.
@@ -58,11 +46,7 @@ func (c *Client) PauseSchedule(ctx context.Context, name string, paused bool) (*
 	if paused {
 		op = "/pause"
 	}
-	var out ScheduleInfo
-	if err := c.do(ctx, Request{Method: http.MethodPost, Path: schedulePath(name) + op, Idempotent: true}, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[ScheduleInfo](ctx, c, Request{Method: http.MethodPost, Path: schedulePath(name) + op, Idempotent: true})
 }
 
 // TriggerResponse is what a manual fire made: a job, or a workflow when
@@ -74,11 +58,7 @@ type TriggerResponse struct {
 
 // TriggerSchedule fires a schedule once now.
 func (c *Client) TriggerSchedule(ctx context.Context, name string) (*TriggerResponse, error) {
-	var out TriggerResponse
-	if err := c.do(ctx, Request{Method: http.MethodPost, Path: schedulePath(name) + "/trigger"}, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[TriggerResponse](ctx, c, Request{Method: http.MethodPost, Path: schedulePath(name) + "/trigger"})
 }
 
 func schedulePath(name string) string { return "/v1/schedules/" + url.PathEscape(name) }

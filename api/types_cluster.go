@@ -18,7 +18,7 @@ type NamespaceUsage struct {
 	Running int              `json:"running"`
 	CPU     int64            `json:"cpu"`
 	Memory  int64            `json:"memory"`
-	Jobs    map[JobState]int `json:"jobs,omitempty"`
+	Jobs    map[JobState]int `json:"jobs"`
 }
 
 // NamespaceStatus is a namespace's quota, policy and usage.
@@ -86,9 +86,22 @@ type RaftInfo struct {
 // ACLRole grants a role (read, submit, write, operator, management) in a
 // namespace ("": every namespace).
 type ACLRole struct {
+	Role      string `json:"role"`
 	Namespace string `json:"namespace,omitempty"` // read, submit, write: a namespace or "*"
 	Node      string `json:"node,omitempty"`      // client: the client agent it speaks for, or "*"
-	Role      string `json:"role"`
+}
+
+// String is the role as the CLI takes it: ROLE, ROLE:NAMESPACE or
+// client:NODE.
+func (r ACLRole) String() string {
+	s := r.Role
+	if r.Namespace != "" {
+		s += ":" + r.Namespace
+	}
+	if r.Node != "" {
+		s += ":" + r.Node
+	}
+	return s
 }
 
 // TokenSpec asks for a token.
@@ -104,9 +117,9 @@ type Token struct {
 	AccessorID string    `json:"accessor_id"`
 	Name       string    `json:"name,omitempty"`
 	Roles      []ACLRole `json:"roles"`
-	CreatedAt  time.Time `json:"created_at"`
 	ExpiresAt  time.Time `json:"expires_at,omitzero"`
 	Expired    bool      `json:"expired,omitempty"`
+	CreatedAt  time.Time `json:"created_at"`
 }
 
 // NewToken is a token just made, with its secret: the only time the

@@ -139,8 +139,8 @@ type HTTPRequest struct {
 type Webhook struct {
 	URL         string   `json:"url"`
 	Events      []string `json:"events"`
-	MaxAttempts int      `json:"max_attempts,omitempty"`
 	Secret      string   `json:"secret,omitempty"` // never returned by the server
+	MaxAttempts int      `json:"max_attempts,omitempty"`
 }
 
 // JobSpec is a job as submitted, and as the server returns it in Job.Spec
@@ -152,32 +152,32 @@ type Webhook struct {
 type JobSpec struct {
 	Name      string            `json:"name,omitempty"`
 	Namespace string            `json:"namespace,omitempty"` // "": the client's namespace
-	Command   []string          `json:"command,omitempty"`   // argv; see Shell
+	Command   []string          `json:"command"`             // argv; see Shell (nil: none, as for an HTTP job)
 	Env       map[string]string `json:"env,omitempty"`
 	// SecretEnv is set like Env; the server never returns its values.
-	SecretEnv   map[string]string `json:"secret_env,omitempty"`
-	Resources   *Resources        `json:"resources,omitempty"`
-	Priority    *int              `json:"priority,omitempty"` // 0..100
-	MaxAttempts *int              `json:"max_attempts,omitempty"`
-	Timeout     Duration          `json:"timeout,omitempty"` // per attempt; 0: none
-	Labels      map[string]string `json:"labels,omitempty"`
-
-	Driver      string   `json:"driver,omitempty"` // container, process or http; "": the node's default
-	Image       string   `json:"image,omitempty"`
-	Network     string   `json:"network,omitempty"` // none (default) or host
-	User        string   `json:"user,omitempty"`
-	KillSignal  string   `json:"kill_signal,omitempty"`
-	KillTimeout Duration `json:"kill_timeout,omitempty"`
-
-	Queue            string     `json:"queue,omitempty"`
-	Constraints      []string   `json:"constraints,omitempty"` // "zone == a", "gpu_model in (a100,h100)"
-	Placement        string     `json:"placement,omitempty"`   // binpack (default) or spread
-	Backoff          *Backoff   `json:"backoff,omitempty"`
-	NoRetryExitCodes []int      `json:"no_retry_exit_codes,omitempty"`
-	RunAt            *time.Time `json:"run_at,omitempty"`
-	Deadline         *time.Time `json:"deadline,omitempty"`
-	AllowUnplaceable bool       `json:"allow_unplaceable,omitempty"`
-
+	SecretEnv        map[string]string `json:"secret_env,omitempty"`
+	Resources        *Resources        `json:"resources,omitempty"`
+	Priority         *int              `json:"priority,omitempty"` // 0..100
+	MaxAttempts      *int              `json:"max_attempts,omitempty"`
+	Timeout          Duration          `json:"timeout,omitempty"` // per attempt; 0: none
+	Labels           map[string]string `json:"labels,omitempty"`
+	Driver           string            `json:"driver,omitempty"` // container, process or http; "": the node's default
+	Image            string            `json:"image,omitempty"`
+	Network          string            `json:"network,omitempty"` // none (default) or host
+	User             string            `json:"user,omitempty"`
+	KillSignal       string            `json:"kill_signal,omitempty"`
+	KillTimeout      Duration          `json:"kill_timeout,omitempty"`
+	Queue            string            `json:"queue,omitempty"`
+	Constraints      []string          `json:"constraints,omitempty"` // "zone == a", "gpu_model in (a100,h100)"
+	Placement        string            `json:"placement,omitempty"`   // binpack (default) or spread
+	Backoff          *Backoff          `json:"backoff,omitempty"`
+	NoRetryExitCodes []int             `json:"no_retry_exit_codes,omitempty"`
+	RunAt            *time.Time        `json:"run_at,omitempty"`
+	Deadline         *time.Time        `json:"deadline,omitempty"`
+	AllowUnplaceable bool              `json:"allow_unplaceable,omitempty"`
+	// Set by the server on the jobs a schedule fires; never submitted.
+	Schedule    string     `json:"schedule,omitempty"`
+	ScheduledAt *time.Time `json:"scheduled_at,omitempty"`
 	// DependsOn lists the parents: job IDs in SubmitJob, job names of the
 	// same workflow in SubmitWorkflow. Condition is success (default),
 	// failure, always or one_success.
@@ -198,22 +198,16 @@ type JobSpec struct {
 	HTTP   *HTTPRequest `json:"http,omitempty"`
 	Notify []Webhook    `json:"notify,omitempty"`
 	// Inputs are fetched into the job's working directory before it starts.
-	Inputs []InputSource `json:"inputs,omitempty"`
-
-	Gang        *Gang `json:"gang,omitempty"`
-	Preemptible *bool `json:"preemptible,omitempty"` // nil: true below priority 50
+	Inputs      []InputSource `json:"inputs,omitempty"`
+	Gang        *Gang         `json:"gang,omitempty"`
+	Preemptible *bool         `json:"preemptible,omitempty"` // nil: true below priority 50
 	// OnGPUError is "keep" (default) or "requeue": what a running attempt
 	// does when a GPU it holds turns unhealthy (a critical XID).
 	OnGPUError string `json:"on_gpu_error,omitempty"`
-
 	// IdempotencyKey deduplicates submissions: a second submit with the
 	// same key answers with the first job. SubmitJob makes one when empty.
 	// Never returned (the job carries it as Job.IdempotencyKey).
 	IdempotencyKey string `json:"idempotency_key,omitempty"`
-
-	// Set by the server on the jobs a schedule fires; never submitted.
-	Schedule    string     `json:"schedule,omitempty"`
-	ScheduledAt *time.Time `json:"scheduled_at,omitempty"`
 }
 
 // Shell is the argv that runs s with /bin/sh -c, as the server does with
@@ -253,9 +247,9 @@ type AfterDep struct {
 // Deps follows the parents of a job with DependsOn.
 type Deps struct {
 	Parents   int    `json:"parents"`
-	Terminal  int    `json:"terminal,omitempty"`
 	Succeeded int    `json:"succeeded,omitempty"`
 	Failed    int    `json:"failed,omitempty"`
+	Terminal  int    `json:"terminal,omitempty"`
 	Decision  string `json:"decision,omitempty"`
 	DecidedBy string `json:"decided_by,omitempty"`
 }
@@ -263,13 +257,13 @@ type Deps struct {
 // GangStatus follows the tasks of a gang job.
 type GangStatus struct {
 	Size       int      `json:"size"`
-	Counted    []int    `json:"counted"`
-	Live       int      `json:"live,omitempty"`
-	Outcome    JobState `json:"outcome,omitempty"`
-	Placements int      `json:"placements,omitempty"`
-	Stop       string   `json:"stop,omitempty"`
-	Succeeded  int      `json:"succeeded,omitempty"`
 	Token      uint64   `json:"token,omitempty"`
+	Live       int      `json:"live,omitempty"`
+	Succeeded  int      `json:"succeeded,omitempty"`
+	Stop       string   `json:"stop,omitempty"`
+	Outcome    JobState `json:"outcome,omitempty"`
+	Counted    []int    `json:"counted"`
+	Placements int      `json:"placements,omitempty"`
 }
 
 // GangTask is one task of a gang, on its attempts.
@@ -335,12 +329,12 @@ type Attempt struct {
 	Warning         string       `json:"warning,omitempty"`
 	ModifyIndex     uint64       `json:"modify_index"`
 	Artifacts       []Artifact   `json:"artifacts,omitempty"`
-	Task            *GangTask    `json:"task,omitempty"`
-	GPUs            []GPU        `json:"gpus,omitempty"`      // the devices the leader picked
-	GPUShare        *GPUShare    `json:"gpu_share,omitempty"` // its share of one device, if it asked gpu_memory
 	// Outputs says where the artifacts and logs are kept besides Node
 	// (an object store); nil: only on Node.
-	Outputs *Outputs `json:"outputs,omitempty"`
+	Outputs  *Outputs  `json:"outputs,omitempty"`
+	Task     *GangTask `json:"task,omitempty"`
+	GPUs     []GPU     `json:"gpus,omitempty"`      // the devices the leader picked
+	GPUShare *GPUShare `json:"gpu_share,omitempty"` // its share of one device, if it asked gpu_memory
 }
 
 // Outputs is where an attempt's artifacts and logs were uploaded.
@@ -366,12 +360,12 @@ type WebhookEvent struct {
 	Type     string    `json:"type"`
 	JobID    string    `json:"job_id"`
 	State    JobState  `json:"state"`
+	Reason   string    `json:"reason,omitempty"`
+	Attempt  int       `json:"attempt,omitempty"`
+	ExitCode *int      `json:"exit_code,omitempty"`
 	Index    uint64    `json:"index"`
 	Seq      int       `json:"seq"`
 	At       time.Time `json:"at"`
-	Attempt  int       `json:"attempt,omitempty"`
-	ExitCode *int      `json:"exit_code,omitempty"`
-	Reason   string    `json:"reason,omitempty"`
 }
 
 // Delivery is one webhook call of a job and where it stands.

@@ -5,19 +5,17 @@ import "time"
 // Node is a node as listed: its description, liveness and allocation.
 type Node struct {
 	Name           string            `json:"name"`
-	Role           string            `json:"role,omitempty"` // replica or client; "" for a server
 	HTTPAddr       string            `json:"http_addr"`
 	RaftAddr       string            `json:"raft_addr"`
 	GossipAddr     string            `json:"gossip_addr"`
-	Version        string            `json:"version,omitempty"`
 	Capacity       Resources         `json:"capacity"`
-	Allocated      Resources         `json:"allocated"`
-	Running        int               `json:"running"` // live attempts
-	Slots          int               `json:"slots,omitempty"`
 	Labels         map[string]string `json:"labels,omitempty"`
 	Drivers        []string          `json:"drivers,omitempty"`
+	Version        string            `json:"version,omitempty"`
+	Slots          int               `json:"slots,omitempty"`
 	JobUsers       []string          `json:"job_users,omitempty"`
-	Volumes        []HostVolume      `json:"volumes,omitempty"`         // host directories lent to jobs (--host-volume)
+	Volumes        []HostVolume      `json:"volumes,omitempty"`         // the host directories it lends to jobs by name
+	Role           string            `json:"role,omitempty"`            // replica or client; "" for a server
 	GPUs           []GPU             `json:"gpus,omitempty"`            // detected NVIDIA GPUs, by index
 	GPUDriver      string            `json:"gpu_driver,omitempty"`      // NVIDIA driver version
 	CUDAVersion    string            `json:"cuda_version,omitempty"`    // highest CUDA the driver supports
@@ -28,6 +26,16 @@ type Node struct {
 	DrainDeadline  time.Time         `json:"drain_deadline,omitzero"`
 	StateChangedAt time.Time         `json:"state_changed_at"`
 	ModifyIndex    uint64            `json:"modify_index"`
+	Allocated      Resources         `json:"allocated"`
+	Running        int               `json:"running"` // live attempts
+}
+
+// HostVolume is a directory a node lends to jobs under a name
+// (foreman agent --host-volume).
+type HostVolume struct {
+	Name     string `json:"name"`
+	Path     string `json:"path"` // absolute, on the node
+	ReadOnly bool   `json:"read_only,omitempty"`
 }
 
 // GPUReset is the last operator health reset of a node's GPUs
@@ -46,13 +54,6 @@ type GPUResetResponse struct {
 	UUIDs []string `json:"uuids"`
 	Index uint64   `json:"index,omitempty"`
 	By    string   `json:"by,omitempty"`
-}
-
-// HostVolume is a directory a node lends to jobs under a name.
-type HostVolume struct {
-	Name     string `json:"name"`
-	Path     string `json:"path"`
-	ReadOnly bool   `json:"read_only,omitempty"`
 }
 
 // NodeDetail is a node with its live attempts.

@@ -11,18 +11,8 @@ import (
 // spec.IdempotencyKey, or a key it makes, so a resend answers with the
 // first workflow.
 func (c *Client) SubmitWorkflow(ctx context.Context, spec WorkflowSpec) (*WorkflowSubmitResponse, error) {
-	key := spec.IdempotencyKey
-	if key == "" {
-		key = newKey()
-	}
-	spec.IdempotencyKey = ""
-	var out WorkflowSubmitResponse
-	err := c.do(ctx, Request{Method: http.MethodPost, Path: "/v1/workflows", Body: spec,
-		Header: http.Header{headerIdempotencyKey: {key}}, Idempotent: true}, &out)
-	if err != nil {
-		return nil, err
-	}
-	return &out, nil
+	hdr := keyHeader(&spec.IdempotencyKey)
+	return call[WorkflowSubmitResponse](ctx, c, Request{Method: http.MethodPost, Path: "/v1/workflows", Body: spec, Header: hdr, Idempotent: true})
 }
 
 // WorkflowQuery pages ListWorkflows.
@@ -40,11 +30,7 @@ func (c *Client) ListWorkflows(ctx context.Context, q WorkflowQuery) (*WorkflowL
 	if q.Limit > 0 {
 		v.Set("limit", strconv.Itoa(q.Limit))
 	}
-	var out WorkflowList
-	if err := c.do(ctx, Request{Method: http.MethodGet, Path: "/v1/workflows", Query: v, read: true}, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[WorkflowList](ctx, c, Request{Method: http.MethodGet, Path: "/v1/workflows", Query: v, read: true})
 }
 
 // GetWorkflow returns a workflow with every one of its jobs (reading all
@@ -69,11 +55,7 @@ func (c *Client) getWorkflowPage(ctx context.Context, id string, from int) (*Wor
 	if from > 0 {
 		v.Set("from", strconv.Itoa(from))
 	}
-	var out WorkflowDetail
-	if err := c.do(ctx, Request{Method: http.MethodGet, Path: workflowPath(id), Query: v, read: true}, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[WorkflowDetail](ctx, c, Request{Method: http.MethodGet, Path: workflowPath(id), Query: v, read: true})
 }
 
 // CancelWorkflow cancels every job of the workflow that has not finished.
@@ -82,21 +64,13 @@ func (c *Client) CancelWorkflow(ctx context.Context, id, reason string) (*Workfl
 	if reason != "" {
 		body = map[string]string{"reason": reason}
 	}
-	var out WorkflowDetail
-	if err := c.do(ctx, Request{Method: http.MethodDelete, Path: workflowPath(id), Body: body}, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[WorkflowDetail](ctx, c, Request{Method: http.MethodDelete, Path: workflowPath(id), Body: body})
 }
 
 // RetryWorkflow runs the failed, cancelled and skipped jobs of a workflow
 // again (and what depends on them), keeping the succeeded ones.
 func (c *Client) RetryWorkflow(ctx context.Context, id string) (*WorkflowDetail, error) {
-	var out WorkflowDetail
-	if err := c.do(ctx, Request{Method: http.MethodPost, Path: workflowPath(id) + "/retry"}, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[WorkflowDetail](ctx, c, Request{Method: http.MethodPost, Path: workflowPath(id) + "/retry"})
 }
 
 func workflowPath(id string) string { return "/v1/workflows/" + url.PathEscape(id) }

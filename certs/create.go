@@ -53,14 +53,23 @@ type CertRequest struct {
 	Validity time.Duration
 }
 
-// CreateCA makes a self-signed ECDSA P-256 CA valid for validity and
-// returns its certificate and key in PEM.
-func CreateCA(commonName string, validity time.Duration) (certPEM, keyPEM []byte, err error) {
+// newKey makes a certificate's ECDSA P-256 key and its serial number.
+func newKey() (*ecdsa.PrivateKey, *big.Int, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, nil, err
 	}
 	serial, err := newSerial()
+	if err != nil {
+		return nil, nil, err
+	}
+	return key, serial, nil
+}
+
+// CreateCA makes a self-signed ECDSA P-256 CA valid for validity and
+// returns its certificate and key in PEM.
+func CreateCA(commonName string, validity time.Duration) (certPEM, keyPEM []byte, err error) {
+	key, serial, err := newKey()
 	if err != nil {
 		return nil, nil, err
 	}
@@ -99,11 +108,7 @@ func CreateCert(caCertPEM, caKeyPEM []byte, req CertRequest) (certPEM, keyPEM []
 	if req.Node == "" {
 		return nil, nil, errors.New("node: must be set")
 	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, nil, err
-	}
-	serial, err := newSerial()
+	key, serial, err := newKey()
 	if err != nil {
 		return nil, nil, err
 	}

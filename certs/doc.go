@@ -1,5 +1,6 @@
-// Package certs owns foreman's TLS material: creating a cluster CA and the
-// certificates signed by it (`foreman tls ...`), loading them for an agent
+// Package certs is foreman's TLS material and the configs made of it.
+//
+// It creates a cluster CA and the certificates signed by it (`foreman tls ...`), loading them for an agent
 // with reload on SIGHUP (Store), the tls.Configs each listener and dialler
 // uses, and the identity check that tells an agent's certificate from a
 // user's.

@@ -7,6 +7,7 @@ import (
 
 	ucli "github.com/urfave/cli/v2"
 
+	"github.com/foreman-sched/foreman/api"
 	"github.com/foreman-sched/foreman/fsm"
 	"github.com/foreman-sched/foreman/httpapi"
 )
@@ -35,19 +36,10 @@ func aclCommand() *ucli.Command {
 						if c.NArg() > 0 {
 							return Exitf(2, "internal-secret rotate takes no arguments (got %q)", c.Args().Slice())
 						}
-						cl, err := newClient(c)
-						if err != nil {
+						return Error(call(c, func(cl *api.Client) (*api.InternalRotateResponse, error) { return cl.RotateInternalSecret(c.Context) }, func(res *api.InternalRotateResponse) error {
+							_, err := fmt.Fprintf(Stdout(c), "cluster-internal secret rotated (raft index %d)\n", res.Index)
 							return err
-						}
-						res, err := cl.RotateInternalSecret(c.Context)
-						if err != nil {
-							return Error(err)
-						}
-						if c.Bool("json") {
-							return PrintJSON(c, res)
-						}
-						fmt.Fprintf(Stdout(c), "cluster-internal secret rotated (raft index %d)\n", res.Index)
-						return nil
+						}))
 					},
 				}},
 			},
@@ -113,21 +105,15 @@ func ParseRole(s string) (fsm.ACLRole, error) {
 	return fsm.ACLRole{Role: role, Namespace: ns}, nil
 }
 
-func rolesString(roles []fsm.ACLRole) string {
+func rolesString(roles []api.ACLRole) string {
 	parts := make([]string, len(roles))
 	for i, r := range roles {
-		parts[i] = r.Role
-		if r.Namespace != "" {
-			parts[i] += ":" + r.Namespace
-		}
-		if r.Node != "" {
-			parts[i] += ":" + r.Node
-		}
+		parts[i] = r.String()
 	}
 	return strings.Join(parts, ",")
 }
 
-func printNewToken(c *ucli.Context, t *httpapi.NewToken) error {
+func printNewToken(c *ucli.Context, t *api.NewToken) error {
 	if c.Bool("json") {
 		return PrintJSON(c, t)
 	}
@@ -135,7 +121,7 @@ func printNewToken(c *ucli.Context, t *httpapi.NewToken) error {
 	fmt.Fprintf(w, "Accessor ID: %s\n", t.AccessorID)
 	fmt.Fprintf(w, "Secret:      %s\n", t.Secret)
 	fmt.Fprintf(w, "Roles:       %s\n", rolesString(t.Roles))
-	if t.ExpiresAt != nil {
+	if !t.ExpiresAt.IsZero() {
 		fmt.Fprintf(w, "Expires:     %s\n", t.ExpiresAt.UTC().Format(time.RFC3339))
 	}
 	fmt.Fprintln(w, "The secret is shown only now; keep it (export FOREMAN_TOKEN=...).")
@@ -155,16 +141,16 @@ func aclBootstrap(c *ucli.Context) error {
 }
 
 func aclTokenCreate(c *ucli.Context) error {
-	req := httpapi.TokenRequest{Name: c.String("name")}
+	req := api.TokenSpec{Name: c.String("name")}
 	for _, r := range c.StringSlice("role") {
 		role, err := ParseRole(r)
 		if err != nil {
 			return Exitf(2, "%v", err)
 		}
-		req.Roles = append(req.Roles, role)
+		req.Roles = append(req.Roles, api.ACLRole(role))
 	}
 	if d := c.Duration("ttl"); d > 0 {
-		req.TTL = d.String()
+		req.TTL = api.Duration(d)
 	} else if d < 0 {
 		return Exitf(2, "--ttl %s: must be positive", d)
 	}
@@ -188,22 +174,17 @@ func aclTokenList(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
-	if c.Bool("json") {
-		return PrintJSON(c, l)
-	}
-	t := NewTable(Stdout(c), "ACCESSOR", "NAME", "ROLES", "EXPIRES", "CREATED")
 	now := time.Now()
-	for _, tok := range l.Tokens {
+	return printList(c, "tokens", l, []string{"ACCESSOR", "NAME", "ROLES", "EXPIRES", "CREATED"}, func(tok api.Token) []any {
 		exp := "never"
-		if tok.ExpiresAt != nil {
+		if !tok.ExpiresAt.IsZero() {
 			exp = tok.ExpiresAt.UTC().Format(time.RFC3339)
 			if tok.Expired {
 				exp += " (expired)"
 			}
 		}
-		t.Row(tok.AccessorID, orDash(tok.Name), rolesString(tok.Roles), exp, ago(tok.CreatedAt, now))
-	}
-	return t.Flush()
+		return []any{tok.AccessorID, orDash(tok.Name), rolesString(tok.Roles), exp, ago(tok.CreatedAt, now)}
+	})
 }
 
 func aclTokenRevoke(c *ucli.Context) error {
@@ -215,7 +196,7 @@ func aclTokenRevoke(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := cl.RevokeToken(c.Context, id); err != nil {
+	if err := cl.DeleteToken(c.Context, id); err != nil {
 		return err
 	}
 	fmt.Fprintf(Stdout(c), "token %s revoked\n", id)
@@ -223,17 +204,8 @@ func aclTokenRevoke(c *ucli.Context) error {
 }
 
 func aclTokenSelf(c *ucli.Context) error {
-	cl, err := newClient(c)
-	if err != nil {
+	return call(c, func(cl *api.Client) (*api.Token, error) { return cl.TokenSelf(c.Context) }, func(t *api.Token) error {
+		_, err := fmt.Fprintf(Stdout(c), "Accessor ID: %s\nName:        %s\nRoles:       %s\n", t.AccessorID, orDash(t.Name), rolesString(t.Roles))
 		return err
-	}
-	t, err := cl.TokenSelf(c.Context)
-	if err != nil {
-		return err
-	}
-	if c.Bool("json") {
-		return PrintJSON(c, t)
-	}
-	fmt.Fprintf(Stdout(c), "Accessor ID: %s\nName:        %s\nRoles:       %s\n", t.AccessorID, orDash(t.Name), rolesString(t.Roles))
-	return nil
+	})
 }

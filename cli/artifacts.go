@@ -8,8 +8,8 @@ import (
 
 	ucli "github.com/urfave/cli/v2"
 
+	"github.com/foreman-sched/foreman/api"
 	"github.com/foreman-sched/foreman/fsm"
-	"github.com/foreman-sched/foreman/httpapi"
 )
 
 func artifactsCommand() *ucli.Command {
@@ -44,17 +44,15 @@ func artifactsList(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
-	cl, err := newClient(c)
-	if err != nil {
-		return err
-	}
-	l, err := cl.ListArtifacts(c.Context, id, c.Int("attempt"))
-	if err != nil {
-		return err
-	}
-	if c.Bool("json") {
-		return PrintJSON(c, l)
-	}
+	return call(c, func(cl *api.Client) (*api.ArtifactList, error) {
+		return cl.ListArtifacts(c.Context, id, c.Int("attempt"))
+	}, func(l *api.ArtifactList) error {
+		return printArtifacts(c, l)
+	})
+}
+
+// printArtifacts is artifacts ls's table, and on stderr where they are.
+func printArtifacts(c *ucli.Context, l *api.ArtifactList) error {
 	t := NewTable(Stdout(c), "PATH", "SIZE")
 	for _, a := range l.Artifacts {
 		t.Row(a.Path, a.Size)
@@ -108,7 +106,7 @@ func artifactsGet(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
-	var want []fsm.Artifact
+	var want []api.Artifact
 	for _, a := range l.Artifacts {
 		if one == "" || a.Path == one {
 			want = append(want, a)
@@ -143,7 +141,7 @@ func artifactsGet(c *ucli.Context) error {
 
 // downloadArtifact writes one artifact to dst through a temporary file, so
 // a failed transfer leaves no partial file behind.
-func downloadArtifact(c *ucli.Context, cl *httpapi.Client, id string, attempt int, path, dst string) (int64, error) {
+func downloadArtifact(c *ucli.Context, cl *api.Client, id string, attempt int, path, dst string) (int64, error) {
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 		return 0, err
 	}

@@ -5,6 +5,8 @@ import (
 	"strconv"
 
 	ucli "github.com/urfave/cli/v2"
+
+	"github.com/foreman-sched/foreman/api"
 )
 
 func clusterCommand() *ucli.Command {
@@ -57,7 +59,7 @@ func clusterCommand() *ucli.Command {
 					if err := cl.Leave(c.Context); err != nil {
 						return Error(err)
 					}
-					fmt.Fprintf(Stdout(c), "%s left the cluster\n", cl.Addr())
+					fmt.Fprintf(Stdout(c), "%s left the cluster\n", cl.Address())
 					return nil
 				},
 			},
@@ -74,32 +76,21 @@ func clusterMembers(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
-	if c.Bool("json") {
-		return PrintJSON(c, map[string]any{"members": ms})
-	}
-	t := NewTable(Stdout(c), "NAME", "ADDRESS", "API", "STATUS", "RAFT", "VOTER", "LEADER")
-	for _, m := range ms {
+	return printList(c, "members", ms, []string{"NAME", "ADDRESS", "API", "STATUS", "RAFT", "VOTER", "LEADER"}, func(m api.Member) []any {
 		leader := ""
 		if m.Leader {
 			leader = "*"
 		}
-		t.Row(m.Name, orDash(m.Addr), orDash(m.HTTPAddr), m.Status, orDash(m.RaftRole), m.Voter, leader)
-	}
-	return t.Flush()
+		return []any{m.Name, orDash(m.Addr), orDash(m.HTTPAddr), m.Status, orDash(m.RaftRole), m.Voter, leader}
+	})
 }
 
 func clusterRaft(c *ucli.Context) error {
-	cl, err := newClient(c)
-	if err != nil {
-		return err
-	}
-	r, err := cl.Raft(c.Context)
-	if err != nil {
-		return err
-	}
-	if c.Bool("json") {
-		return PrintJSON(c, r)
-	}
+	return call(c, func(cl *api.Client) (*api.RaftInfo, error) { return cl.Raft(c.Context) }, func(r *api.RaftInfo) error { return printRaft(c, r) })
+}
+
+// printRaft is cluster raft's text.
+func printRaft(c *ucli.Context, r *api.RaftInfo) error {
 	kv := NewTable(Stdout(c))
 	kv.Row("Node:", r.Node)
 	kv.Row("State:", r.State)

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"os"
@@ -9,7 +8,7 @@ import (
 
 	ucli "github.com/urfave/cli/v2"
 
-	"github.com/foreman-sched/foreman/httpapi"
+	"github.com/foreman-sched/foreman/api"
 )
 
 // clientCommands returns every command of this package that talks to an
@@ -42,77 +41,28 @@ func clientFlags() []ucli.Flag {
 		// command and hide an explicit --addr given to the App.
 		&ucli.StringFlag{
 			Name:        "addr",
-			Usage:       "address of any agent's API (default $" + httpapi.EnvAddr + ", else " + httpapi.DefaultAddr + ")",
-			DefaultText: "$" + httpapi.EnvAddr,
+			Usage:       "address of any agent's API (default $" + api.EnvAddress + ", else " + api.DefaultAddress + ")",
+			DefaultText: "$" + api.EnvAddress,
 		},
 		&ucli.StringFlag{
 			Name:        "token",
-			Usage:       "ACL token secret, sent as Authorization: Bearer (default $" + httpapi.EnvToken + ")",
-			DefaultText: "$" + httpapi.EnvToken,
+			Usage:       "ACL token secret, sent as Authorization: Bearer (default $" + api.EnvToken + ")",
+			DefaultText: "$" + api.EnvToken,
 		},
 		&ucli.StringFlag{
 			Name:        "namespace",
-			Usage:       "namespace to act in (default $" + httpapi.EnvNamespace + ", else default; \"*\" lists every namespace)",
-			DefaultText: "$" + httpapi.EnvNamespace,
+			Usage:       "namespace to act in (default $" + api.EnvNamespace + ", else default; \"*\" lists every namespace)",
+			DefaultText: "$" + api.EnvNamespace,
 		},
-		&ucli.StringFlag{Name: "ca-cert", Usage: "CA certificate (PEM) to verify an https agent with (default $" + httpapi.EnvCACert + ")"},
-		&ucli.StringFlag{Name: "client-cert", Usage: "client certificate (PEM) to present (default $" + httpapi.EnvClientCert + ")"},
-		&ucli.StringFlag{Name: "client-key", Usage: "key of --client-cert (default $" + httpapi.EnvClientKey + ")"},
+		&ucli.StringFlag{Name: "ca-cert", Usage: "CA certificate (PEM) to verify an https agent with (default $" + api.EnvCACert + ")"},
+		&ucli.StringFlag{Name: "client-cert", Usage: "client certificate (PEM) to present (default $" + api.EnvClientCert + ")"},
+		&ucli.StringFlag{Name: "client-key", Usage: "key of --client-cert (default $" + api.EnvClientKey + ")"},
 	}
 }
 
 // WithClientFlags adds the connection flags to a leaf command's own.
 func WithClientFlags(flags ...ucli.Flag) []ucli.Flag {
 	return append(flags, clientFlags()...)
-}
-
-// newClient builds the API client from --addr (the innermost command that
-// set it explicitly, then FOREMAN_ADDR, then the default) and FOREMAN_TOKEN.
-func newClient(c *ucli.Context) (*httpapi.Client, error) {
-	cl, err := httpapi.NewClient(innermost(c, "addr"), tlsOptions(c))
-	if err != nil {
-		return nil, Exitf(1, "%v", err)
-	}
-	return cl, nil
-}
-
-// innermost is the value of flag from the innermost command that set it
-// explicitly ("" when none did; the client then reads the environment).
-func innermost(c *ucli.Context, flag string) string {
-	for _, x := range c.Lineage() {
-		for _, n := range x.LocalFlagNames() {
-			if n == flag {
-				if v := x.String(flag); v != "" {
-					return v
-				}
-			}
-		}
-	}
-	return ""
-}
-
-// ClientOptions are the API client options of a command: its TLS files,
-// token and namespace (see tlsOptions). Commands that build their own http.Client use
-// ClientTLS for the same files.
-func ClientOptions(c *ucli.Context) httpapi.ClientOptions { return tlsOptions(c) }
-
-// ClientTLS is the TLS config of --ca-cert, --client-cert, --client-key (or
-// their environment variables); nil when none is set.
-func ClientTLS(c *ucli.Context) (*tls.Config, error) {
-	o := tlsOptions(c)
-	cfg, err := httpapi.ClientTLS(o.CACert, o.ClientCert, o.ClientKey)
-	if err != nil {
-		return nil, Exitf(1, "%v", err)
-	}
-	return cfg, nil
-}
-
-// tlsOptions reads --ca-cert, --client-cert and --client-key from the
-// innermost command that set each (empty ones fall back to FOREMAN_CACERT,
-// FOREMAN_CLIENT_CERT, FOREMAN_CLIENT_KEY in httpapi.NewClient).
-func tlsOptions(c *ucli.Context) httpapi.ClientOptions {
-	return httpapi.ClientOptions{CACert: innermost(c, "ca-cert"), ClientCert: innermost(c, "client-cert"), ClientKey: innermost(c, "client-key"),
-		Token: innermost(c, "token"), Namespace: innermost(c, "namespace")}
 }
 
 // Error turns any error into a one-line ucli.ExitCoder, so Main prints
@@ -126,10 +76,10 @@ func Error(err error) error {
 		return err
 	}
 	msg := err.Error()
-	var ae *httpapi.APIError
+	var ae *api.Error
 	if errors.As(err, &ae) {
 		msg = ae.Message
-		if ae.Code == httpapi.CodeNoLeader || ae.Code == httpapi.CodeUnreachable {
+		if ae.Code == api.CodeNoLeader || ae.Code == api.CodeNodeUnreachable {
 			msg += " (the cluster may be electing a leader; retry)"
 		}
 	}

@@ -9,8 +9,8 @@ import (
 
 	ucli "github.com/urfave/cli/v2"
 
+	"github.com/foreman-sched/foreman/api"
 	"github.com/foreman-sched/foreman/fsm"
-	"github.com/foreman-sched/foreman/httpapi"
 )
 
 func eventsCommand() *ucli.Command {
@@ -46,25 +46,25 @@ func events(c *ucli.Context) error {
 	}
 	ctx, cancel := contextWithCancel(c)
 	defer cancel()
-	q := httpapi.EventQuery{Topics: topics, Job: c.String("job"), After: after}
+	q := api.EventQuery{Topics: topics, Job: c.String("job"), After: after}
 	enc := json.NewEncoder(Stdout(c))
 	var quiet *quietTimer
 	if !c.Bool("follow") {
 		quiet = newQuietTimer(cancel)
 		q.Opened = quiet.kick
 	}
-	err = cl.StreamEvents(ctx, q, func(e fsm.Event) error {
+	err = cl.StreamEvents(ctx, q, func(e api.Event) error {
 		if quiet != nil {
 			quiet.kick()
 		}
 		if c.Bool("json") {
 			return enc.Encode(e)
 		}
-		if e.Type == fsm.EventReset {
-			fmt.Fprintf(Stdout(c), "%-12s reset: %s\n", e.ID(), e.Reason)
+		if e.IsReset() {
+			fmt.Fprintf(Stdout(c), "%-12s reset: %s\n", e.ID, e.Reason)
 			return nil
 		}
-		fmt.Fprintf(Stdout(c), "%-12s %s  %-24s %s\n", e.ID(), e.At.Local().Format("15:04:05.000"), e.Kind(), eventSubject(e))
+		fmt.Fprintf(Stdout(c), "%-12s %s  %-24s %s\n", e.ID, e.At.Local().Format("15:04:05.000"), e.Type, eventSubject(e))
 		return nil
 	})
 	if ctx.Err() != nil && c.Context.Err() == nil {
@@ -74,7 +74,7 @@ func events(c *ucli.Context) error {
 }
 
 // eventSubject is the rest of a human-readable event line.
-func eventSubject(e fsm.Event) string {
+func eventSubject(e api.Event) string {
 	var parts []string
 	if e.JobID != "" {
 		s := "job " + e.JobID

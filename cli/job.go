@@ -9,6 +9,7 @@ import (
 
 	ucli "github.com/urfave/cli/v2"
 
+	"github.com/foreman-sched/foreman/api"
 	"github.com/foreman-sched/foreman/fsm"
 	"github.com/foreman-sched/foreman/httpapi"
 )
@@ -36,7 +37,7 @@ func logsCommand() *ucli.Command {
 			if c.Bool("stderr") {
 				stream, out = "stderr", os.Stderr
 			}
-			return Error(cl.StreamLogs(c.Context, id, stream, c.Bool("follow"), c.Int("attempt"), out))
+			return Error(cl.Logs(c.Context, id, api.LogQuery{Stream: stream, Follow: c.Bool("follow"), Attempt: c.Int("attempt")}, out))
 		},
 	}
 }
@@ -93,7 +94,7 @@ func jobCommand() *ucli.Command {
 				ArgsUsage: "JOB_ID",
 				Flags:     WithClientFlags(&ucli.StringFlag{Name: "reason", Usage: "recorded on the job"}, JSONFlag),
 				Action: func(c *ucli.Context) error {
-					return Error(jobChange(c, func(cl *httpapi.Client, id string) (*httpapi.JobDetail, error) {
+					return Error(jobChange(c, func(cl *api.Client, id string) (*api.JobDetail, error) {
 						return cl.CancelJob(c.Context, id, c.String("reason"))
 					}))
 				},
@@ -104,7 +105,7 @@ func jobCommand() *ucli.Command {
 				ArgsUsage: "JOB_ID",
 				Flags:     WithClientFlags(JSONFlag),
 				Action: func(c *ucli.Context) error {
-					return Error(jobChange(c, func(cl *httpapi.Client, id string) (*httpapi.JobDetail, error) {
+					return Error(jobChange(c, func(cl *api.Client, id string) (*api.JobDetail, error) {
 						return cl.RetryJob(c.Context, id)
 					}))
 				},
@@ -114,23 +115,14 @@ func jobCommand() *ucli.Command {
 }
 
 func jobCounts(c *ucli.Context) error {
-	cl, err := newClient(c)
-	if err != nil {
-		return err
-	}
-	out, err := cl.JobCounts(c.Context)
-	if err != nil {
-		return err
-	}
-	if c.Bool("json") {
-		return PrintJSON(c, out)
-	}
-	w := NewTable(Stdout(c), "STATE", "JOBS")
-	for _, st := range fsm.AllStates {
-		w.Row(st, out.Counts[st])
-	}
-	w.Row("total", out.Total)
-	return w.Flush()
+	return call(c, func(cl *api.Client) (*api.JobCounts, error) { return cl.JobCounts(c.Context) }, func(out *api.JobCounts) error {
+		w := NewTable(Stdout(c), "STATE", "JOBS")
+		for _, st := range fsm.AllStates {
+			w.Row(st, out.Counts[api.JobState(st)])
+		}
+		w.Row("total", out.Total)
+		return w.Flush()
+	})
 }
 
 func jobList(c *ucli.Context) error {
@@ -138,11 +130,13 @@ func jobList(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
-	q := httpapi.JobListQuery{
-		State:      fsm.JobState(c.String("state")),
-		Name:       c.String("name"),
-		Queue:      c.String("queue"),
-		Consistent: c.Bool("consistent"),
+	if c.Bool("consistent") {
+		cl = cl.Consistent()
+	}
+	q := api.JobQuery{
+		State: api.JobState(c.String("state")),
+		Name:  c.String("name"),
+		Queue: c.String("queue"),
 	}
 	for _, kv := range c.StringSlice("label") {
 		k, v, ok := strings.Cut(kv, "=")
@@ -154,34 +148,23 @@ func jobList(c *ucli.Context) error {
 		}
 		q.Labels[k] = v
 	}
-	limit := c.Int("limit")
-	var jobs []fsm.Job
-	for {
-		q.Limit = 0
-		if limit > 0 {
-			q.Limit = min(limit-len(jobs), 1000)
-		}
+	jobs, err := pages(c.Int("limit"), func(n int, cursor string) ([]api.Job, string, error) {
+		q.Limit, q.Cursor = n, cursor
 		page, err := cl.ListJobs(c.Context, q)
 		if err != nil {
-			return err
+			return nil, "", err
 		}
-		jobs = append(jobs, page.Jobs...)
-		if page.NextCursor == "" || (limit > 0 && len(jobs) >= limit) {
-			break
-		}
-		q.Cursor = page.NextCursor
-	}
-	if c.Bool("json") {
-		return PrintJSON(c, map[string]any{"jobs": jobs})
+		return page.Jobs, page.NextCursor, nil
+	})
+	if err != nil {
+		return err
 	}
 	now := time.Now()
-	t := NewTable(Stdout(c), "ID", "NAME", "STATE", "PRI", "ATTEMPTS", "QUEUE", "SUBMITTED", "REASON")
-	for _, j := range jobs {
-		t.Row(j.ID, orDash(truncate(j.Spec.Name, 40)), j.State, j.Spec.Priority,
-			fmt.Sprintf("%d/%d", j.CountedAttempts, j.Spec.MaxAttempts), orDash(j.Spec.Queue),
-			ago(j.SubmittedAt, now), orDash(truncate(j.Reason, 60)))
-	}
-	return t.Flush()
+	return printList(c, "jobs", jobs, []string{"ID", "NAME", "STATE", "PRI", "ATTEMPTS", "QUEUE", "SUBMITTED", "REASON"}, func(j api.Job) []any {
+		return []any{j.ID, orDash(truncate(j.Spec.Name, 40)), j.State, intOr0(j.Spec.Priority),
+			fmt.Sprintf("%d/%d", j.CountedAttempts, intOr0(j.Spec.MaxAttempts)), orDash(j.Spec.Queue),
+			ago(j.SubmittedAt, now), orDash(truncate(j.Reason, 60))}
+	})
 }
 
 func jobStatus(c *ucli.Context) error {
@@ -193,7 +176,14 @@ func jobStatus(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
-	d, err := cl.GetJob(c.Context, id, c.Bool("consistent"))
+	if c.Bool("consistent") {
+		cl = cl.Consistent()
+	}
+	reply, err := cl.GetJob(c.Context, id)
+	if err != nil {
+		return err
+	}
+	d, err := AsServer[httpapi.JobDetail](reply, nil)
 	if err != nil {
 		return err
 	}
@@ -202,11 +192,11 @@ func jobStatus(c *ucli.Context) error {
 		if len(usage) > 0 {
 			// The live GPU use rides along (gpu_usage); it is the nodes', not the job record's.
 			return PrintJSON(c, struct {
-				*httpapi.JobDetail
-				GPUUsage []httpapi.JobGPUUsage `json:"gpu_usage"`
-			}{d, usage})
+				*api.JobDetail
+				GPUUsage []api.JobGPUUsage `json:"gpu_usage"`
+			}{reply, usage})
 		}
-		return PrintJSON(c, d)
+		return PrintJSON(c, reply)
 	}
 	if err := printJobDetail(c, d); err != nil {
 		return err
@@ -223,7 +213,7 @@ func jobStatus(c *ucli.Context) error {
 			if e.Attempt > 0 {
 				att = fmt.Sprint(e.Attempt)
 			}
-			t.Row(e.At.Local().Format("15:04:05.000"), e.Kind(), att, orDash(e.Node), orDash(e.Reason))
+			t.Row(e.At.Local().Format("15:04:05.000"), e.Type, att, orDash(e.Node), orDash(e.Reason))
 		}
 		return t.Flush()
 	}
@@ -337,28 +327,14 @@ func printJobDetail(c *ucli.Context, d *httpapi.JobDetail) error {
 	return printDeliveries(Stdout(c), d.Deliveries, now)
 }
 
-func jobChange(c *ucli.Context, fn func(*httpapi.Client, string) (*httpapi.JobDetail, error)) error {
-	id, err := oneArg(c, "JOB_ID")
-	if err != nil {
-		return err
-	}
-	cl, err := newClient(c)
-	if err != nil {
-		return err
-	}
-	d, err := fn(cl, id)
-	if err != nil {
-		return err
-	}
-	if c.Bool("json") {
-		return PrintJSON(c, d)
-	}
-	msg := fmt.Sprintf("job %s is %s", d.Job.ID, d.Job.State)
-	if d.Job.Current > 0 && len(d.Attempts) >= d.Job.Current && d.Attempts[d.Job.Current-1].CancelRequested != "" {
-		msg += fmt.Sprintf("; attempt %d on %s is being stopped", d.Job.Current, d.Attempts[d.Job.Current-1].Node)
-	}
-	fmt.Fprintln(Stdout(c), msg)
-	return nil
+func jobChange(c *ucli.Context, fn func(*api.Client, string) (*api.JobDetail, error)) error {
+	return change(c, "JOB_ID", fn, func(d *api.JobDetail) (string, error) {
+		msg := fmt.Sprintf("job %s is %s", d.Job.ID, d.Job.State)
+		if cur := d.Job.CurrentAttempt; cur > 0 && len(d.Attempts) >= cur && d.Attempts[cur-1].CancelRequested != "" {
+			msg += fmt.Sprintf("; attempt %d on %s is being stopped", cur, d.Attempts[cur-1].Node)
+		}
+		return msg, nil
+	})
 }
 
 // oneArg returns the single positional argument a command takes.
@@ -389,21 +365,12 @@ func gangLine(j *fsm.Job) string {
 }
 
 func jobTasks(c *ucli.Context) error {
-	id, err := oneArg(c, "JOB_ID")
-	if err != nil {
-		return err
-	}
-	cl, err := newClient(c)
-	if err != nil {
-		return err
-	}
-	tl, err := cl.JobTasks(c.Context, id)
-	if err != nil {
-		return err
-	}
-	if c.Bool("json") {
-		return PrintJSON(c, tl)
-	}
+	return show(c, "JOB_ID", func(cl *api.Client, id string) (*api.TaskList, error) { return cl.JobTasks(c.Context, id) },
+		func(tl *httpapi.TaskList) error { return printTasks(c, tl) })
+}
+
+// printTasks is job tasks' table.
+func printTasks(c *ucli.Context, tl *httpapi.TaskList) error {
 	t := NewTable(Stdout(c), "TASK", "ATTEMPT", "NODE", "STATE", "PORT", "COUNTED", "REASON")
 	for _, ts := range tl.Tasks {
 		a := ts.Latest
@@ -439,7 +406,7 @@ func jobCheckpoint(c *ucli.Context) error {
 	}
 	var data []byte
 	if f := c.String("file"); f == "-" {
-		data, err = io.ReadAll(io.LimitReader(os.Stdin, fsm.CheckpointMax+1))
+		data, err = io.ReadAll(io.LimitReader(os.Stdin, api.CheckpointMax+1))
 	} else {
 		data, err = os.ReadFile(f)
 	}

@@ -6,13 +6,14 @@ import (
 
 	ucli "github.com/urfave/cli/v2"
 
+	"github.com/foreman-sched/foreman/api"
 	"github.com/foreman-sched/foreman/httpapi"
 )
 
 // jobGPUUsage asks, for each live attempt of d holding GPUs, what its
 // processes use there (GET /v1/jobs/{id}/gpu-usage, measured by the
 // attempt's node). An attempt whose node cannot say is left out, with why.
-func jobGPUUsage(c *ucli.Context, cl *httpapi.Client, d *httpapi.JobDetail) (out []httpapi.JobGPUUsage, failed []string) {
+func jobGPUUsage(c *ucli.Context, cl *api.Client, d *httpapi.JobDetail) (out []api.JobGPUUsage, failed []string) {
 	for i := range d.Attempts {
 		a := &d.Attempts[i]
 		if !a.State.Live() || len(a.Devices()) == 0 {
@@ -29,7 +30,7 @@ func jobGPUUsage(c *ucli.Context, cl *httpapi.Client, d *httpapi.JobDetail) (out
 }
 
 // printGPUUsage is job status's GPU USE section.
-func printGPUUsage(c *ucli.Context, usage []httpapi.JobGPUUsage, failed []string) error {
+func printGPUUsage(c *ucli.Context, usage []api.JobGPUUsage, failed []string) error {
 	if len(usage) == 0 && len(failed) == 0 {
 		return nil
 	}

@@ -3,10 +3,13 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/url"
 	"strings"
 
 	ucli "github.com/urfave/cli/v2"
 
+	"github.com/foreman-sched/foreman/api"
 	"github.com/foreman-sched/foreman/httpapi"
 )
 
@@ -41,20 +44,15 @@ func namespaceCommand() *ucli.Command {
 					if err != nil {
 						return err
 					}
-					list, err := cl.Namespaces(c.Context)
+					list, err := cl.ListNamespaces(c.Context)
 					if err != nil {
 						return Error(err)
 					}
-					if c.Bool("json") {
-						return PrintJSON(c, httpapi.NamespaceList{Namespaces: list})
-					}
-					t := NewTable(Stdout(c), "NAMESPACE", "RUNNING", "QUEUED", "CPU", "MEMORY", "DRIVERS", "ROOT")
-					for _, n := range list {
-						t.Row(n.Name, used(int64(n.Usage.Running), int64(n.MaxRunning), fmtCount),
+					return printList(c, "namespaces", list, []string{"NAMESPACE", "RUNNING", "QUEUED", "CPU", "MEMORY", "DRIVERS", "ROOT"}, func(n api.NamespaceStatus) []any {
+						return []any{n.Name, used(int64(n.Usage.Running), int64(n.MaxRunning), fmtCount),
 							n.Usage.Jobs["queued"], used(n.Usage.CPU, n.MaxCPU, httpapi.FormatCPU),
-							used(n.Usage.Memory, n.MaxMemory, httpapi.FormatMemory), driversText(n.Drivers), yesNo(n.AllowRoot))
-					}
-					return t.Flush()
+							used(n.Usage.Memory, n.MaxMemory, httpapi.FormatMemory), driversText(n.Drivers), yesNo(n.AllowRoot)}
+					})
 				},
 			},
 			{
@@ -73,33 +71,9 @@ func namespaceCommand() *ucli.Command {
 					if name == "" {
 						name = "default"
 					}
-					cl, err := newClient(c)
-					if err != nil {
-						return err
-					}
-					n, err := cl.NamespaceStatus(c.Context, name)
-					if err != nil {
-						return Error(err)
-					}
-					if c.Bool("json") {
-						return PrintJSON(c, n)
-					}
-					w := Stdout(c)
-					fmt.Fprintf(w, "namespace:   %s\n", n.Name)
-					fmt.Fprintf(w, "running:     %s\n", used(int64(n.Usage.Running), int64(n.MaxRunning), fmtCount))
-					fmt.Fprintf(w, "cpu:         %s\n", used(n.Usage.CPU, n.MaxCPU, httpapi.FormatCPU))
-					fmt.Fprintf(w, "memory:      %s\n", used(n.Usage.Memory, n.MaxMemory, httpapi.FormatMemory))
-					fmt.Fprintf(w, "drivers:     %s\n", driversText(n.Drivers))
-					fmt.Fprintf(w, "allow root:  %s\n", yesNo(n.AllowRoot))
-					if len(n.Volumes) > 0 {
-						fmt.Fprintf(w, "volumes:     %s\n", strings.Join(n.Volumes, ", "))
-					}
-					var jobs []string
-					for _, st := range []string{"waiting", "queued", "running", "retrying"} {
-						jobs = append(jobs, fmt.Sprintf("%d %s", n.Usage.Jobs[st], st))
-					}
-					fmt.Fprintf(w, "active jobs: %s\n", strings.Join(jobs, ", "))
-					return nil
+					return Error(call(c, func(cl *api.Client) (*api.NamespaceStatus, error) { return cl.GetNamespace(c.Context, name) }, func(n *api.NamespaceStatus) error {
+						return printNamespace(c, n)
+					}))
 				},
 			},
 			{
@@ -127,6 +101,26 @@ func namespaceCommand() *ucli.Command {
 	}
 }
 
+// printNamespace is namespace status's text.
+func printNamespace(c *ucli.Context, n *api.NamespaceStatus) error {
+	w := Stdout(c)
+	fmt.Fprintf(w, "namespace:   %s\n", n.Name)
+	fmt.Fprintf(w, "running:     %s\n", used(int64(n.Usage.Running), int64(n.MaxRunning), fmtCount))
+	fmt.Fprintf(w, "cpu:         %s\n", used(n.Usage.CPU, n.MaxCPU, httpapi.FormatCPU))
+	fmt.Fprintf(w, "memory:      %s\n", used(n.Usage.Memory, n.MaxMemory, httpapi.FormatMemory))
+	fmt.Fprintf(w, "drivers:     %s\n", driversText(n.Drivers))
+	fmt.Fprintf(w, "allow root:  %s\n", yesNo(n.AllowRoot))
+	if len(n.Volumes) > 0 {
+		fmt.Fprintf(w, "volumes:     %s\n", strings.Join(n.Volumes, ", "))
+	}
+	var jobs []string
+	for _, st := range []string{"waiting", "queued", "running", "retrying"} {
+		jobs = append(jobs, fmt.Sprintf("%d %s", n.Usage.Jobs[api.JobState(st)], st))
+	}
+	fmt.Fprintf(w, "active jobs: %s\n", strings.Join(jobs, ", "))
+	return nil
+}
+
 // namespaceSet reads the current record and replaces the fields whose
 // flags were given, so `namespace set NAME --max-cpu 4` keeps the rest.
 func namespaceSet(c *ucli.Context) error {
@@ -138,7 +132,7 @@ func namespaceSet(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
-	cur, err := cl.NamespaceStatus(c.Context, name)
+	cur, err := cl.GetNamespace(c.Context, name)
 	if err != nil {
 		return Error(err)
 	}
@@ -179,8 +173,10 @@ func namespaceSet(c *ucli.Context) error {
 			}
 		}
 	}
-	n, err := cl.SetNamespace(c.Context, name, in)
-	if err != nil {
+	// The limits go as the user wrote them ("500m", "4Gi"): the server
+	// parses them and names a bad one.
+	var n api.NamespaceStatus
+	if err := cl.Do(c.Context, api.Request{Method: http.MethodPut, Path: "/v1/namespaces/" + url.PathEscape(name), Body: in}, &n); err != nil {
 		return Error(err)
 	}
 	if c.Bool("json") {

@@ -2,11 +2,14 @@ package cli
 
 import (
 	"fmt"
+	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
 	ucli "github.com/urfave/cli/v2"
 
+	"github.com/foreman-sched/foreman/api"
 	"github.com/foreman-sched/foreman/fsm"
 	"github.com/foreman-sched/foreman/httpapi"
 )
@@ -44,7 +47,7 @@ func nodeCommand() *ucli.Command {
 					JSONFlag,
 				),
 				Action: func(c *ucli.Context) error {
-					return Error(nodeChange(c, func(cl *httpapi.Client, name string) (*httpapi.NodeDetail, error) {
+					return Error(nodeChange(c, func(cl *api.Client, name string) (*api.NodeDetail, error) {
 						return cl.DrainNode(c.Context, name, c.Duration("deadline"))
 					}, eligibilityLine))
 				},
@@ -55,7 +58,7 @@ func nodeCommand() *ucli.Command {
 				ArgsUsage: "NAME",
 				Flags:     WithClientFlags(JSONFlag),
 				Action: func(c *ucli.Context) error {
-					return Error(nodeChange(c, func(cl *httpapi.Client, name string) (*httpapi.NodeDetail, error) {
+					return Error(nodeChange(c, func(cl *api.Client, name string) (*api.NodeDetail, error) {
 						return cl.MarkDown(c.Context, name)
 					}, func(d *httpapi.NodeDetail) string {
 						return fmt.Sprintf("node %s is %s, with %d live attempt(s) to be declared lost once their lease is out", d.Name, d.Gossip, d.Running)
@@ -85,9 +88,17 @@ func nodeCommand() *ucli.Command {
 					if c.NArg() != 2 {
 						return Exitf(2, "node eligibility takes NAME and eligible|ineligible")
 					}
-					e := fsm.Eligibility(c.Args().Get(1))
-					return Error(nodeChange(c, func(cl *httpapi.Client, name string) (*httpapi.NodeDetail, error) {
-						return cl.SetEligibility(c.Context, name, e)
+					e := c.Args().Get(1)
+					return Error(nodeChange(c, func(cl *api.Client, name string) (*api.NodeDetail, error) {
+						switch e {
+						case string(fsm.Eligible), string(fsm.Ineligible):
+							return cl.SetEligibility(c.Context, name, e == string(fsm.Eligible))
+						}
+						// Anything else goes as written: the server's answer names it.
+						var out api.NodeDetail
+						err := cl.Do(c.Context, api.Request{Method: http.MethodPost, Path: "/v1/nodes/" + url.PathEscape(name) + "/eligibility",
+							Body: map[string]string{"eligibility": e}}, &out)
+						return &out, err
 					}, eligibilityLine))
 				},
 			},
@@ -96,21 +107,23 @@ func nodeCommand() *ucli.Command {
 }
 
 func nodeList(c *ucli.Context) error {
-	cl, err := newClient(c)
-	if err != nil {
-		return err
-	}
-	if c.Int("limit") < 0 {
-		return Exitf(2, "--limit: must be 0 (all) or more")
-	}
-	list, err := cl.NodesQuery(c.Context, httpapi.NodeQuery{Role: c.String("role"), State: c.String("state"),
-		Name: c.String("name"), Limit: c.Int("limit"), Cursor: c.String("cursor")})
-	if err != nil {
-		return err
-	}
-	if c.Bool("json") {
-		return PrintJSON(c, list)
-	}
+	q := api.NodeQuery{Role: c.String("role"), State: c.String("state"), Name: c.String("name"), Limit: c.Int("limit"), Cursor: c.String("cursor")}
+	return call(c, func(cl *api.Client) (*api.NodeList, error) {
+		if q.Limit < 0 {
+			return nil, Exitf(2, "--limit: must be 0 (all) or more")
+		}
+		return cl.ListNodes(c.Context, q)
+	}, func(reply *api.NodeList) error {
+		list, err := AsServer[httpapi.NodeList](reply, nil)
+		if err != nil {
+			return err
+		}
+		return printNodes(c, list)
+	})
+}
+
+// printNodes is node ls's table and its summary line.
+func printNodes(c *ucli.Context, list *httpapi.NodeList) error {
 	nodes := list.Nodes
 	t := NewTable(Stdout(c), "NAME", "ROLE", "ADDRESS", "GOSSIP", "ELIGIBILITY", "CPU", "MEMORY", "GPUS", "RUNNING", "DRIVERS", "LABELS")
 	for _, n := range nodes {
@@ -159,23 +172,17 @@ func nodeSummaryLine(l *httpapi.NodeList) string {
 	return line
 }
 
-func nodeChange(c *ucli.Context, fn func(*httpapi.Client, string) (*httpapi.NodeDetail, error), say func(*httpapi.NodeDetail) string) error {
+func nodeChange(c *ucli.Context, fn func(*api.Client, string) (*api.NodeDetail, error), say func(*httpapi.NodeDetail) string) error {
 	if c.NArg() < 1 {
 		return Exitf(2, "%s needs a node NAME", c.Command.FullName())
 	}
-	cl, err := newClient(c)
-	if err != nil {
+	return call(c, func(cl *api.Client) (*api.NodeDetail, error) { return fn(cl, c.Args().First()) }, func(reply *api.NodeDetail) error {
+		d, err := AsServer[httpapi.NodeDetail](reply, nil)
+		if err == nil {
+			fmt.Fprintln(Stdout(c), say(d))
+		}
 		return err
-	}
-	d, err := fn(cl, c.Args().First())
-	if err != nil {
-		return err
-	}
-	if c.Bool("json") {
-		return PrintJSON(c, d)
-	}
-	fmt.Fprintln(Stdout(c), say(d))
-	return nil
+	})
 }
 
 // eligibilityLine is what node drain and node eligibility print.
@@ -208,19 +215,10 @@ func queueCommand() *ucli.Command {
 					if err != nil {
 						return err
 					}
-					cl, err := newClient(c)
-					if err != nil {
+					return Error(call(c, func(cl *api.Client) (*api.Queue, error) { return cl.SetQueue(c.Context, name, c.Int("max-running")) }, func(q *api.Queue) error {
+						_, err := fmt.Fprintf(Stdout(c), "queue %s: max_running %d\n", q.Name, q.MaxRunning)
 						return err
-					}
-					q, err := cl.SetQueue(c.Context, name, c.Int("max-running"))
-					if err != nil {
-						return Error(err)
-					}
-					if c.Bool("json") {
-						return PrintJSON(c, q)
-					}
-					fmt.Fprintf(Stdout(c), "queue %s: max_running %d\n", q.Name, q.MaxRunning)
-					return nil
+					}))
 				},
 			},
 			{
@@ -232,22 +230,17 @@ func queueCommand() *ucli.Command {
 					if err != nil {
 						return err
 					}
-					qs, err := cl.Queues(c.Context)
+					qs, err := cl.ListQueues(c.Context)
 					if err != nil {
 						return Error(err)
 					}
-					if c.Bool("json") {
-						return PrintJSON(c, map[string]any{"queues": qs})
-					}
-					t := NewTable(Stdout(c), "QUEUE", "RUNNING", "MAX")
-					for _, q := range qs {
+					return printList(c, "queues", qs, []string{"QUEUE", "RUNNING", "MAX"}, func(q api.Queue) []any {
 						max := "unlimited"
 						if q.MaxRunning > 0 {
 							max = fmt.Sprint(q.MaxRunning)
 						}
-						t.Row(orDash(q.Name), q.Running, max)
-					}
-					return t.Flush()
+						return []any{orDash(q.Name), q.Running, max}
+					})
 				},
 			},
 		},
@@ -258,17 +251,13 @@ func nodeUsage(c *ucli.Context) error {
 	if c.NArg() != 1 {
 		return Exitf(2, "node usage takes one NAME")
 	}
-	cl, err := newClient(c)
-	if err != nil {
-		return err
-	}
-	u, err := cl.NodeUsage(c.Context, c.Args().First())
-	if err != nil {
-		return err
-	}
-	if c.Bool("json") {
-		return PrintJSON(c, u)
-	}
+	return call(c, func(cl *api.Client) (*api.NodeUsage, error) { return cl.NodeUsage(c.Context, c.Args().First()) }, func(u *api.NodeUsage) error {
+		return printNodeUsage(c, u)
+	})
+}
+
+// printNodeUsage is node usage's text.
+func printNodeUsage(c *ucli.Context, u *api.NodeUsage) error {
 	cpu, mem := "not measured (no jobs cgroup)", "not measured (no jobs cgroup)"
 	if u.CPUSecondsTotal != nil {
 		cpu = fmt.Sprintf("%.1f s used so far", *u.CPUSecondsTotal)

@@ -9,6 +9,7 @@ import (
 
 	ucli "github.com/urfave/cli/v2"
 
+	"github.com/foreman-sched/foreman/api"
 	"github.com/foreman-sched/foreman/fsm"
 	"github.com/foreman-sched/foreman/httpapi"
 )
@@ -43,21 +44,12 @@ func commonModel(gpus []fsm.GPU) string {
 }
 
 func nodeShow(c *ucli.Context) error {
-	name, err := oneArg(c, "node NAME")
-	if err != nil {
-		return err
-	}
-	cl, err := newClient(c)
-	if err != nil {
-		return err
-	}
-	d, err := cl.Node(c.Context, name)
-	if err != nil {
-		return err
-	}
-	if c.Bool("json") {
-		return PrintJSON(c, d)
-	}
+	return show(c, "node NAME", func(cl *api.Client, name string) (*api.NodeDetail, error) { return cl.GetNode(c.Context, name) },
+		func(d *httpapi.NodeDetail) error { return printNode(c, d) })
+}
+
+// printNode is node status's text.
+func printNode(c *ucli.Context, d *httpapi.NodeDetail) error {
 	w := Stdout(c)
 	role := d.Role
 	if role == "" {
@@ -157,24 +149,17 @@ func nodeGPUReset(c *ucli.Context) error {
 	if c.NArg() < 1 {
 		return Exitf(2, "node gpu-reset takes NAME and optionally the UUIDs of its GPUs")
 	}
-	cl, err := newClient(c)
-	if err != nil {
-		return err
-	}
 	name := c.Args().First()
-	out, err := cl.ResetNodeGPUs(c.Context, name, c.Args().Tail())
-	if err != nil {
-		return err
-	}
-	if c.Bool("json") {
-		return PrintJSON(c, out)
-	}
-	if len(out.UUIDs) == 0 {
-		fmt.Fprintf(Stdout(c), "node %s has no unhealthy GPU: nothing to reset\n", name)
+	return call(c, func(cl *api.Client) (*api.GPUResetResponse, error) {
+		return cl.ResetNodeGPUs(c.Context, name, c.Args().Tail()...)
+	}, func(out *api.GPUResetResponse) error {
+		if len(out.UUIDs) == 0 {
+			fmt.Fprintf(Stdout(c), "node %s has no unhealthy GPU: nothing to reset\n", name)
+			return nil
+		}
+		fmt.Fprintf(Stdout(c), "node %s: health reset of %s; its agent detects again and publishes them\n", name, strings.Join(out.UUIDs, ", "))
 		return nil
-	}
-	fmt.Fprintf(Stdout(c), "node %s: health reset of %s; its agent detects again and publishes them\n", name, strings.Join(out.UUIDs, ", "))
-	return nil
+	})
 }
 
 // attemptGPUColumn is an attempt's devices: whole ones by index

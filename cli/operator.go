@@ -4,17 +4,19 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
 	ucli "github.com/urfave/cli/v2"
 
+	"github.com/foreman-sched/foreman/api"
 	"github.com/foreman-sched/foreman/fsm"
-	"github.com/foreman-sched/foreman/httpapi"
 )
 
 func operatorCommand() *ucli.Command {
@@ -80,7 +82,7 @@ func raftCommands() []*ucli.Command {
 					return Error(err)
 				}
 				if c.Bool("json") {
-					return PrintJSON(c, httpapi.RemovePeerResponse{Removed: name})
+					return PrintJSON(c, api.RemovePeerResponse{Removed: name})
 				}
 				fmt.Fprintf(Stdout(c), "removed %s from the raft configuration\n", name)
 				return nil
@@ -103,7 +105,7 @@ func raftCommands() []*ucli.Command {
 					return Error(err)
 				}
 				if c.Bool("json") {
-					return PrintJSON(c, httpapi.TransferResponse{Leader: leader})
+					return PrintJSON(c, api.TransferResponse{Leader: leader})
 				}
 				fmt.Fprintf(Stdout(c), "leader is now %s\n", leader)
 				return nil
@@ -115,7 +117,7 @@ func raftCommands() []*ucli.Command {
 // snapshotClient is the API client without a response-header timeout: the
 // leader answers a save or restore only when the snapshot is taken or
 // installed, which grows with the state.
-func snapshotClient(c *ucli.Context) (*httpapi.Client, error) {
+func snapshotClient(c *ucli.Context) (*api.Client, error) {
 	cl, err := newClient(c)
 	if err != nil {
 		return nil, err
@@ -132,7 +134,7 @@ func snapshotClient(c *ucli.Context) (*httpapi.Client, error) {
 	// The token and namespace of --token/--namespace (or FOREMAN_TOKEN...).
 	opts := ClientOptions(c)
 	opts.HTTPClient = hc
-	return httpapi.NewClient(cl.Addr(), opts)
+	return NewClient(cl.Address(), opts)
 }
 
 // snapshotSave downloads into FILE.tmp, checks the file (a transfer cut
@@ -250,7 +252,7 @@ func snapshotInspect(c *ucli.Context) error {
 	kv.Row("Schema version:", hdr.SchemaVersion)
 	kv.Row("State size:", fmt.Sprintf("%d bytes", hdr.Size))
 	var states []string
-	for _, s := range sortedKeys(hdr.Counts.JobsByState) {
+	for _, s := range slices.Sorted(maps.Keys(hdr.Counts.JobsByState)) {
 		states = append(states, fmt.Sprintf("%s %d", s, hdr.Counts.JobsByState[s]))
 	}
 	jobs := fmt.Sprint(hdr.Counts.Jobs)
@@ -285,8 +287,8 @@ func snapshotRestore(c *ucli.Context) error {
 	}
 	res, err := cl.RestoreSnapshot(c.Context, f, c.Bool("force"))
 	if err != nil {
-		var ae *httpapi.APIError
-		if errors.As(err, &ae) && ae.Code == httpapi.CodeRefused && !c.Bool("force") {
+		var ae *api.Error
+		if errors.As(err, &ae) && ae.Code == api.CodeRefused && !c.Bool("force") {
 			return fmt.Errorf("%s (--force)", ae.Message)
 		}
 		return fmt.Errorf("restore: %w", err)
@@ -359,7 +361,7 @@ func gossipKeyOp(c *ucli.Context, op string) error {
 	if err != nil {
 		return err
 	}
-	var res *httpapi.GossipKeysResponse
+	var res *api.GossipKeysResponse
 	if op == "list" {
 		res, err = cl.GossipKeys(c.Context)
 	} else {

@@ -4,8 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
-	"sort"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -91,7 +92,7 @@ func RoundDur(d time.Duration) string {
 // resources renders a request or capacity ("500m/256MiB gpu=1").
 func resources(r fsm.Resources) string {
 	s := httpapi.FormatCPU(r.CPU) + " cpu, " + httpapi.FormatMemory(r.MemoryMB)
-	for _, k := range sortedKeys(r.Named) {
+	for _, k := range slices.Sorted(maps.Keys(r.Named)) {
 		s += fmt.Sprintf(", %s=%d", k, r.Named[k])
 	}
 	if r.GPUMemoryMiB > 0 {
@@ -105,19 +106,10 @@ func labels(m map[string]string) string {
 		return "-"
 	}
 	parts := make([]string, 0, len(m))
-	for _, k := range sortedKeys(m) {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		parts = append(parts, k+"="+m[k])
 	}
 	return strings.Join(parts, ",")
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 func orDash(s string) string {
@@ -125,6 +117,15 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// intOr0 is *p, or 0 for nil (a spec's optional number as the server
+// fills it).
+func intOr0(p *int) int {
+	if p == nil {
+		return 0
+	}
+	return *p
 }
 
 func exitCode(p *int) string {

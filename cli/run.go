@@ -14,6 +14,7 @@ import (
 
 	ucli "github.com/urfave/cli/v2"
 
+	"github.com/foreman-sched/foreman/api"
 	"github.com/foreman-sched/foreman/fsm"
 	"github.com/foreman-sched/foreman/httpapi"
 )
@@ -61,10 +62,11 @@ func runJob(c *ucli.Context) error {
 		one := 1
 		spec.MaxAttempts = &one
 	}
-	id, _, err := cl.SubmitJob(c.Context, spec, key)
+	res, err := SubmitJob(c.Context, cl, spec, key)
 	if err != nil {
 		return err
 	}
+	id := res.ID
 	if c.Bool("detach") {
 		fmt.Fprintln(Stdout(c), id)
 		return nil
@@ -152,7 +154,7 @@ func reasonSuffix(r string) string {
 
 // runWatcher follows one job: its attempts' logs, then its end.
 type runWatcher struct {
-	cl             *httpapi.Client
+	cl             *api.Client
 	id             string
 	stdout, stderr io.Writer
 	poll           time.Duration // first poll interval; it backs off to 1s
@@ -170,7 +172,7 @@ func (w *runWatcher) follow(ctx context.Context) {
 	w.changed = make(chan struct{})
 	opened := make(chan struct{})
 	go func() {
-		_ = w.cl.StreamEvents(ctx, httpapi.EventQuery{Job: w.id, Opened: func() { close(opened) }}, func(fsm.Event) error {
+		_ = w.cl.StreamEvents(ctx, api.EventQuery{Job: w.id, Opened: func() { close(opened) }}, func(api.Event) error {
 			w.mu.Lock()
 			close(w.changed)
 			w.changed = make(chan struct{})
@@ -250,17 +252,17 @@ func (w *runWatcher) streamOne(ctx context.Context, n int, stream string, out io
 	cw := &countingWriter{w: out}
 	wait := w.poll
 	for ctx.Err() == nil {
-		err := w.cl.StreamLogs(ctx, w.id, stream, true, n, cw)
+		err := w.cl.Logs(ctx, w.id, api.LogQuery{Stream: stream, Follow: true, Attempt: n}, cw)
 		if err == nil || ctx.Err() != nil {
 			return
 		}
-		var ae *httpapi.APIError
+		var ae *api.Error
 		retryable := errors.As(err, &ae) && (ae.Status == http.StatusNotFound || ae.Status >= 500)
 		if !retryable || cw.n > 0 {
 			Stderrf("%s of attempt %d: %v", stream, n, err)
 			return
 		}
-		d, gerr := w.cl.GetJob(ctx, w.id, false)
+		d, gerr := w.get(ctx)
 		if gerr == nil && (len(d.Attempts) < n || !d.Attempts[n-1].State.Live()) {
 			return // finished without a log we can reach
 		}
@@ -275,7 +277,7 @@ func (w *runWatcher) waitFor(ctx context.Context, done func(*httpapi.JobDetail) 
 	lastReason := ""
 	var failingSince time.Time
 	for {
-		d, err := w.cl.GetJob(ctx, w.id, false)
+		d, err := w.get(ctx)
 		switch {
 		case err == nil:
 			failingSince = time.Time{}
@@ -303,6 +305,11 @@ func (w *runWatcher) waitFor(ctx context.Context, done func(*httpapi.JobDetail) 
 		}
 		wait = min(wait*3/2, time.Second)
 	}
+}
+
+// get reads the job, as the server's type (its states' methods decide).
+func (w *runWatcher) get(ctx context.Context) (*httpapi.JobDetail, error) {
+	return AsServer[httpapi.JobDetail](w.cl.GetJob(ctx, w.id))
 }
 
 type countingWriter struct {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,7 @@ import (
 
 	ucli "github.com/urfave/cli/v2"
 
+	"github.com/foreman-sched/foreman/api"
 	"github.com/foreman-sched/foreman/httpapi"
 )
 
@@ -23,7 +25,7 @@ func scheduleCommand() *ucli.Command {
 		}
 		return c.Args().First(), nil
 	}
-	simple := func(verb, usage string, do func(c *ucli.Context, cl *httpapi.Client, n string) (any, error)) *ucli.Command {
+	simple := func(verb, usage string, do func(c *ucli.Context, cl *api.Client, n string) (any, error)) *ucli.Command {
 		return &ucli.Command{
 			Name: verb, Usage: usage, ArgsUsage: "NAME",
 			Flags: WithClientFlags(JSONFlag),
@@ -32,21 +34,12 @@ func scheduleCommand() *ucli.Command {
 				if err != nil {
 					return Error(err)
 				}
-				cl, err := newClient(c)
-				if err != nil {
-					return err
-				}
-				out, err := do(c, cl, n)
-				if err != nil {
-					return Error(err)
-				}
-				if c.Bool("json") {
-					return PrintJSON(c, out)
-				}
-				if s, ok := out.(string); ok {
-					fmt.Fprintln(Stdout(c), s)
-				}
-				return nil
+				return Error(call(c, func(cl *api.Client) (any, error) { return do(c, cl, n) }, func(out any) error {
+					if s, ok := out.(string); ok {
+						fmt.Fprintln(Stdout(c), s)
+					}
+					return nil
+				}))
 			},
 		}
 	}
@@ -71,7 +64,7 @@ func scheduleCommand() *ucli.Command {
 					return Error(err)
 				},
 			},
-			simple("pause", "stop firing (ticks while paused are never caught up)", func(c *ucli.Context, cl *httpapi.Client, n string) (any, error) {
+			simple("pause", "stop firing (ticks while paused are never caught up)", func(c *ucli.Context, cl *api.Client, n string) (any, error) {
 				s, err := cl.PauseSchedule(c.Context, n, true)
 				if err != nil {
 					return nil, err
@@ -81,7 +74,7 @@ func scheduleCommand() *ucli.Command {
 				}
 				return "schedule " + n + " paused", nil
 			}),
-			simple("resume", "fire again from the next tick", func(c *ucli.Context, cl *httpapi.Client, n string) (any, error) {
+			simple("resume", "fire again from the next tick", func(c *ucli.Context, cl *api.Client, n string) (any, error) {
 				s, err := cl.PauseSchedule(c.Context, n, false)
 				if err != nil {
 					return nil, err
@@ -91,17 +84,17 @@ func scheduleCommand() *ucli.Command {
 				}
 				return "schedule " + n + " resumed", nil
 			}),
-			simple("trigger", "run the schedule's job (or workflow) once now (recorded as manual); prints its ID", func(c *ucli.Context, cl *httpapi.Client, n string) (any, error) {
-				id, wf, err := cl.TriggerScheduleFire(c.Context, n)
+			simple("trigger", "run the schedule's job (or workflow) once now (recorded as manual); prints its ID", func(c *ucli.Context, cl *api.Client, n string) (any, error) {
+				t, err := cl.TriggerSchedule(c.Context, n)
 				if err != nil {
 					return nil, err
 				}
 				if c.Bool("json") {
-					return httpapi.TriggerResponse{JobID: id, Workflow: wf}, nil
+					return t, nil
 				}
-				return id, nil
+				return t.JobID, nil
 			}),
-			simple("rm", "delete a schedule (the jobs it fired stay)", func(c *ucli.Context, cl *httpapi.Client, n string) (any, error) {
+			simple("rm", "delete a schedule (the jobs it fired stay)", func(c *ucli.Context, cl *api.Client, n string) (any, error) {
 				if err := cl.DeleteSchedule(c.Context, n); err != nil {
 					return nil, err
 				}
@@ -214,14 +207,16 @@ func createSchedule(c *ucli.Context, in httpapi.ScheduleInput) error {
 	if err != nil {
 		return err
 	}
-	s, err := cl.CreateSchedule(c.Context, in)
-	if err != nil {
+	// The spec goes as the flags or the file gave it: the server fills
+	// the defaults and names a bad field.
+	var s api.ScheduleInfo
+	if err := cl.Do(c.Context, api.Request{Method: http.MethodPost, Path: "/v1/schedules", Body: in}, &s); err != nil {
 		return err
 	}
 	if c.Bool("json") {
 		return PrintJSON(c, s)
 	}
-	fmt.Fprintf(Stdout(c), "%s: next fire %s\n", s.Spec.Name, nextFire(s))
+	fmt.Fprintf(Stdout(c), "%s: next fire %s\n", s.Spec.Name, nextFire(&s))
 	return nil
 }
 
@@ -253,7 +248,7 @@ func readScheduleFile(path string) (httpapi.ScheduleInput, error) {
 	return in, nil
 }
 
-func nextFire(s *httpapi.ScheduleInfo) string {
+func nextFire(s *api.ScheduleInfo) string {
 	if s.NextFire == "" {
 		return "never"
 	}
@@ -264,7 +259,7 @@ func nextFire(s *httpapi.ScheduleInfo) string {
 }
 
 // lastResult is the newest fire's outcome, or why it was skipped.
-func lastResult(s *httpapi.ScheduleInfo) string {
+func lastResult(s *api.ScheduleInfo) string {
 	if len(s.Fires) == 0 {
 		return "-"
 	}
@@ -283,36 +278,30 @@ func scheduleList(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
-	list, err := cl.ListSchedules(c.Context, false)
+	list, err := cl.ListSchedules(c.Context)
 	if err != nil {
 		return err
 	}
-	if c.Bool("json") {
-		return PrintJSON(c, map[string]any{"schedules": list})
-	}
-	t := NewTable(Stdout(c), "NAME", "CRON", "ZONE", "NEXT FIRE", "NEXT FIRE (UTC)", "LAST RESULT", "FIRED", "SKIPPED")
-	for i := range list {
-		s := &list[i]
+	return printList(c, "schedules", list, []string{"NAME", "CRON", "ZONE", "NEXT FIRE", "NEXT FIRE (UTC)", "LAST RESULT", "FIRED", "SKIPPED"}, func(s api.ScheduleInfo) []any {
 		next, nextUTC := orDash(s.NextFire), orDash(s.NextFireUTC)
 		if s.Spec.Paused {
 			next, nextUTC = "paused", "-"
 		}
-		t.Row(s.Spec.Name, s.Spec.Cron, orDash(s.Spec.TimeZone), next, nextUTC, lastResult(s), s.Fired, s.Skipped)
-	}
-	return t.Flush()
+		return []any{s.Spec.Name, s.Spec.Cron, orDash(s.Spec.TimeZone), next, nextUTC, lastResult(&s), s.Fired, s.Skipped}
+	})
 }
 
 func scheduleStatus(c *ucli.Context, name string) error {
-	cl, err := newClient(c)
+	return call(c, func(cl *api.Client) (*api.ScheduleInfo, error) { return cl.GetSchedule(c.Context, name) }, func(reply *api.ScheduleInfo) error {
+		return printSchedule(c, reply)
+	})
+}
+
+// printSchedule is schedule status's text.
+func printSchedule(c *ucli.Context, reply *api.ScheduleInfo) error {
+	s, err := AsServer[httpapi.ScheduleInfo](reply, nil)
 	if err != nil {
 		return err
-	}
-	s, err := cl.GetSchedule(c.Context, name, false)
-	if err != nil {
-		return err
-	}
-	if c.Bool("json") {
-		return PrintJSON(c, s)
 	}
 	w := Stdout(c)
 	sp := s.Spec
@@ -329,7 +318,7 @@ func scheduleStatus(c *ucli.Context, name string) error {
 	if sp.Workflow != nil {
 		fmt.Fprintf(w, "Fires:      workflow %s (%d jobs)\n", sp.Workflow.Name, len(sp.Workflow.Jobs))
 	}
-	fmt.Fprintf(w, "State:      %s, %d fired, %d skipped\nNext fire:  %s\n\n", state, s.Fired, s.Skipped, nextFire(s))
+	fmt.Fprintf(w, "State:      %s, %d fired, %d skipped\nNext fire:  %s\n\n", state, s.Fired, s.Skipped, nextFire(reply))
 	t := NewTable(w, "TICK", "FIRED AT", "LATE", "JOB", "OUTCOME")
 	for _, f := range s.Fires {
 		job, outcome := orDash(f.JobID), orDash(f.Outcome)

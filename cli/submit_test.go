@@ -16,6 +16,7 @@ import (
 
 	ucli "github.com/urfave/cli/v2"
 
+	"github.com/foreman-sched/foreman/api"
 	"github.com/foreman-sched/foreman/fsm"
 	"github.com/foreman-sched/foreman/httpapi"
 )
@@ -267,7 +268,7 @@ func TestAddrResolution(t *testing.T) {
 	env, envHits := hit("env")
 	app, appHits := hit("app")
 	cmd, cmdHits := hit("cmd")
-	t.Setenv(httpapi.EnvAddr, env.URL)
+	t.Setenv(api.EnvAddress, env.URL)
 	run := func(args ...string) {
 		t.Helper()
 		a := &ucli.App{Name: "foreman", Flags: clientFlags(), Commands: clientCommands(), Writer: io.Discard, ExitErrHandler: func(*ucli.Context, error) {}}

@@ -6,7 +6,7 @@ import (
 
 	ucli "github.com/urfave/cli/v2"
 
-	"github.com/foreman-sched/foreman/httpapi"
+	"github.com/foreman-sched/foreman/api"
 )
 
 // nodeVersion is one member's version in `foreman version --cluster`.
@@ -61,7 +61,7 @@ func versionCommand(version string) *ucli.Command {
 	}
 }
 
-func nodeVersions(ms []httpapi.Member) []nodeVersion {
+func nodeVersions(ms []api.Member) []nodeVersion {
 	out := make([]nodeVersion, 0, len(ms))
 	for _, m := range ms {
 		out = append(out, nodeVersion{Name: m.Name, Status: m.Status, Version: m.Version})

@@ -2,13 +2,14 @@ package cli
 
 import (
 	"fmt"
+	"net/http"
 	"os"
 	"strings"
 	"time"
 
 	ucli "github.com/urfave/cli/v2"
 
-	"github.com/foreman-sched/foreman/fsm"
+	"github.com/foreman-sched/foreman/api"
 	"github.com/foreman-sched/foreman/httpapi"
 )
 
@@ -49,7 +50,7 @@ func workflowCommand() *ucli.Command {
 				ArgsUsage: "WORKFLOW_ID",
 				Flags:     WithClientFlags(&ucli.StringFlag{Name: "reason", Usage: "recorded on the jobs"}, JSONFlag),
 				Action: func(c *ucli.Context) error {
-					return Error(workflowChange(c, func(cl *httpapi.Client, id string) (*httpapi.WorkflowDetail, error) {
+					return Error(workflowChange(c, func(cl *api.Client, id string) (*api.WorkflowDetail, error) {
 						return cl.CancelWorkflow(c.Context, id, c.String("reason"))
 					}))
 				},
@@ -60,7 +61,7 @@ func workflowCommand() *ucli.Command {
 				ArgsUsage: "WORKFLOW_ID",
 				Flags:     WithClientFlags(JSONFlag),
 				Action: func(c *ucli.Context) error {
-					return Error(workflowChange(c, func(cl *httpapi.Client, id string) (*httpapi.WorkflowDetail, error) {
+					return Error(workflowChange(c, func(cl *api.Client, id string) (*api.WorkflowDetail, error) {
 						return cl.RetryWorkflow(c.Context, id)
 					}))
 				},
@@ -90,8 +91,10 @@ func workflowSubmit(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
-	res, err := cl.SubmitWorkflowBody(c.Context, b)
-	if err != nil {
+	// The file goes as it is (the server checks it, strictly), with no
+	// idempotency key made up: a submit the user did not key is sent once.
+	var res api.WorkflowSubmitResponse
+	if err := cl.Do(c.Context, api.Request{Method: http.MethodPost, Path: "/v1/workflows", Body: b}, &res); err != nil {
 		return err
 	}
 	if c.Bool("json") {
@@ -106,40 +109,30 @@ func workflowList(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
-	limit := c.Int("limit")
-	var all []fsm.Workflow
-	cursor := ""
-	for {
-		n := 0
-		if limit > 0 {
-			n = min(limit-len(all), 1000)
-		}
-		page, err := cl.ListWorkflows(c.Context, cursor, n, c.Bool("consistent"))
-		if err != nil {
-			return err
-		}
-		all = append(all, page.Workflows...)
-		if page.NextCursor == "" || (limit > 0 && len(all) >= limit) {
-			break
-		}
-		cursor = page.NextCursor
+	if c.Bool("consistent") {
+		cl = cl.Consistent()
 	}
-	if c.Bool("json") {
-		return PrintJSON(c, map[string]any{"workflows": all})
+	all, err := pages(c.Int("limit"), func(n int, cursor string) ([]api.Workflow, string, error) {
+		page, err := cl.ListWorkflows(c.Context, api.WorkflowQuery{Cursor: cursor, Limit: n})
+		if err != nil {
+			return nil, "", err
+		}
+		return page.Workflows, page.NextCursor, nil
+	})
+	if err != nil {
+		return err
 	}
 	now := time.Now()
-	t := NewTable(Stdout(c), "ID", "NAME", "STATE", "JOBS", "DONE", "FAILED", "SKIPPED", "SUBMITTED", "FINISHED")
-	for _, w := range all {
+	return printList(c, "workflows", all, []string{"ID", "NAME", "STATE", "JOBS", "DONE", "FAILED", "SKIPPED", "SUBMITTED", "FINISHED"}, func(w api.Workflow) []any {
 		done := 0
 		for s, n := range w.Counts {
 			if s.Terminal() {
 				done += n
 			}
 		}
-		t.Row(w.ID, orDash(truncate(w.Name, 40)), w.State, w.Jobs, done, w.Counts[fsm.JobFailed], w.Counts[fsm.JobSkipped],
-			ago(w.SubmittedAt, now), ago(w.FinishedAt, now))
-	}
-	return t.Flush()
+		return []any{w.ID, orDash(truncate(w.Name, 40)), w.State, w.Jobs, done, w.Counts[api.JobFailed], w.Counts[api.JobSkipped],
+			ago(w.SubmittedAt, now), ago(w.FinishedAt, now)}
+	})
 }
 
 func workflowStatus(c *ucli.Context) error {
@@ -147,21 +140,15 @@ func workflowStatus(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
-	cl, err := newClient(c)
-	if err != nil {
-		return err
-	}
-	d, err := cl.GetWorkflowAll(c.Context, id, c.Bool("consistent"))
-	if err != nil {
-		return err
-	}
-	if c.Bool("json") {
-		return PrintJSON(c, d)
-	}
-	return printWorkflow(c, d)
+	return call(c, func(cl *api.Client) (*api.WorkflowDetail, error) {
+		if c.Bool("consistent") {
+			cl = cl.Consistent()
+		}
+		return cl.GetWorkflow(c.Context, id)
+	}, func(d *api.WorkflowDetail) error { return printWorkflow(c, d) })
 }
 
-func printWorkflow(c *ucli.Context, d *httpapi.WorkflowDetail) error {
+func printWorkflow(c *ucli.Context, d *api.WorkflowDetail) error {
 	now := time.Now()
 	kv := NewTable(Stdout(c))
 	kv.Row("ID:", d.ID)
@@ -192,22 +179,8 @@ func printWorkflow(c *ucli.Context, d *httpapi.WorkflowDetail) error {
 	return t.Flush()
 }
 
-func workflowChange(c *ucli.Context, fn func(*httpapi.Client, string) (*httpapi.WorkflowDetail, error)) error {
-	id, err := oneArg(c, "WORKFLOW_ID")
-	if err != nil {
-		return err
-	}
-	cl, err := newClient(c)
-	if err != nil {
-		return err
-	}
-	d, err := fn(cl, id)
-	if err != nil {
-		return err
-	}
-	if c.Bool("json") {
-		return PrintJSON(c, d)
-	}
-	fmt.Fprintf(Stdout(c), "workflow %s is %s\n", d.ID, d.State)
-	return nil
+func workflowChange(c *ucli.Context, fn func(*api.Client, string) (*api.WorkflowDetail, error)) error {
+	return change(c, "WORKFLOW_ID", fn, func(d *api.WorkflowDetail) (string, error) {
+		return fmt.Sprintf("workflow %s is %s", d.ID, d.State), nil
+	})
 }

@@ -1,5 +1,6 @@
-// Package cluster turns one foreman agent into a member of a cluster: it runs
-// hashicorp/raft over the fsm state machine (log and stable store in
+// Package cluster turns one foreman agent into a member of a cluster.
+//
+// It runs hashicorp/raft over the fsm state machine (log and stable store in
 // raft-boltdb, snapshots on disk, TCP transport), memberlist gossip for
 // liveness and node self-descriptions, bootstrap and join, voter management,
 // forwarding of writes from followers to the leader, and leadership signals

@@ -250,14 +250,7 @@ func (t *Tx) ACLToken(accessor string) (*ACLToken, error) {
 	if b := t.tx.Bucket(bucketACLTokens); b != nil {
 		v = b.Get([]byte(accessor))
 	}
-	if v == nil {
-		return nil, fmt.Errorf("%w: token %q", ErrNotFound, accessor)
-	}
-	var tok ACLToken
-	if err := decode(v, &tok); err != nil {
-		return nil, err
-	}
-	return &tok, nil
+	return record[ACLToken](v, "token", accessor)
 }
 
 // ACLTokens lists every token by accessor ID.

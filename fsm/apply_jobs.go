@@ -2,6 +2,8 @@ package fsm
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 )
 
@@ -259,7 +261,7 @@ func (a *applier) failJobs(p *FailJobs, res *Result) error {
 }
 
 func (a *applier) setReasons(p *SetReasons, res *Result) error {
-	for _, id := range sortedKeys(p.Reasons) {
+	for _, id := range slices.Sorted(maps.Keys(p.Reasons)) {
 		j, err := a.getJob(id)
 		if err != nil {
 			skip(res, id, "not found")

@@ -25,14 +25,7 @@ func (a *applier) leaderChanged(p *LeaderChanged, res *Result) error {
 
 func (a *applier) getNode(name string) (*Node, error) {
 	v := a.nodes.Get([]byte(name))
-	if v == nil {
-		return nil, fmt.Errorf("%w: node %q", ErrNotFound, name)
-	}
-	var n Node
-	if err := decode(v, &n); err != nil {
-		return nil, err
-	}
-	return &n, nil
+	return record[Node](v, "node", name)
 }
 
 // readNode is getNode for a caller that changes nothing in the record

@@ -8,14 +8,7 @@ import (
 
 func (a *applier) getSchedule(name string) (*Schedule, error) {
 	v := a.schedules.Get([]byte(name))
-	if v == nil {
-		return nil, fmt.Errorf("%w: schedule %q", ErrNotFound, name)
-	}
-	var s Schedule
-	if err := decode(v, &s); err != nil {
-		return nil, err
-	}
-	return &s, nil
+	return record[Schedule](v, "schedule", name)
 }
 
 // saveSchedule writes s and emits an event for it (state says what

@@ -3,6 +3,7 @@ package fsm
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -328,7 +329,7 @@ func (a *applier) flushWorkflows() error {
 	if err != nil {
 		return err
 	}
-	for _, id := range sortedKeys(a.wfs) {
+	for _, id := range slices.Sorted(maps.Keys(a.wfs)) {
 		w := a.wfs[id]
 		was := w.State
 		w.derive()

@@ -73,6 +73,24 @@ func decode(b []byte, v any) error {
 	return nil
 }
 
+// decoded is the record b holds, decoded into a new T.
+func decoded[T any](b []byte) (*T, error) {
+	var out T
+	if err := decode(b, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// record is the record b of the what named key holds (a bucket's
+// value), or ErrNotFound naming it when b is nil (no such key).
+func record[T any](b []byte, what, key string) (*T, error) {
+	if b == nil {
+		return nil, fmt.Errorf("%w: %s %q", ErrNotFound, what, key)
+	}
+	return decoded[T](b)
+}
+
 // idemRecord is the value stored under an idempotency key.
 type idemRecord struct {
 	JobID      string    `json:"job_id"`

@@ -1,5 +1,8 @@
 package fsm
 
+// This file opens the state file: Open, Options and the FSM type that
+// raft drives (Apply, Snapshot, Restore live in their own files).
+
 import (
 	"bytes"
 	"errors"

@@ -101,34 +101,11 @@ type skipped struct{}
 
 func (*skipped) UnmarshalCBOR([]byte) error { return nil }
 
-// jobCurrentView is Job with only Current read (a "running" report needs
-// nothing else).
-type jobCurrentView struct {
-	ID              skipped     `json:"id"`
-	Spec            skipped     `json:"spec"`
-	State           skipped     `json:"state"`
-	Reason          skipped     `json:"reason,omitempty"`
-	IdempotencyKey  skipped     `json:"idempotency_key,omitempty"`
-	SubmittedAt     skipped     `json:"submitted_at"`
-	UpdatedAt       skipped     `json:"updated_at"`
-	FinishedAt      skipped     `json:"finished_at,omitzero"`
-	NextRunAt       skipped     `json:"next_run_at,omitzero"`
-	Attempts        skipped     `json:"attempts"`
-	CountedAttempts skipped     `json:"counted_attempts"`
-	Current         int         `json:"current_attempt,omitempty"`
-	ExitCode        skipped     `json:"exit_code,omitempty"`
-	Workflow        skipped     `json:"workflow,omitempty"`
-	Deps            skipped     `json:"deps,omitempty"`
-	Gang            *GangStatus `json:"gang,omitempty"`
-	Preemptions     skipped     `json:"preemptions,omitempty"`
-	CreateIndex     skipped     `json:"create_index"`
-	ModifyIndex     skipped     `json:"modify_index"`
-}
-
-// jobSpecView is Job with only Spec read (Tx.JobSpec).
-type jobSpecView struct {
+// jobView is Job with only its Spec (as S), Current (as C) and Gang (as
+// G) read: a field whose type is skipped is passed over by the decoder.
+type jobView[S, C, G any] struct {
 	ID              skipped `json:"id"`
-	Spec            JobSpec `json:"spec"`
+	Spec            S       `json:"spec"`
 	State           skipped `json:"state"`
 	Reason          skipped `json:"reason,omitempty"`
 	IdempotencyKey  skipped `json:"idempotency_key,omitempty"`
@@ -138,15 +115,22 @@ type jobSpecView struct {
 	NextRunAt       skipped `json:"next_run_at,omitzero"`
 	Attempts        skipped `json:"attempts"`
 	CountedAttempts skipped `json:"counted_attempts"`
-	Current         skipped `json:"current_attempt,omitempty"`
+	Current         C       `json:"current_attempt,omitempty"`
 	ExitCode        skipped `json:"exit_code,omitempty"`
 	Workflow        skipped `json:"workflow,omitempty"`
 	Deps            skipped `json:"deps,omitempty"`
-	Gang            skipped `json:"gang,omitempty"`
+	Gang            G       `json:"gang,omitempty"`
 	Preemptions     skipped `json:"preemptions,omitempty"`
 	CreateIndex     skipped `json:"create_index"`
 	ModifyIndex     skipped `json:"modify_index"`
 }
+
+// jobCurrentView is Job with only Current and Gang read (a "running"
+// report needs nothing else).
+type jobCurrentView = jobView[skipped, int, *GangStatus]
+
+// jobSpecView is Job with only Spec read (Tx.JobSpec).
+type jobSpecView = jobView[JobSpec, skipped, skipped]
 
 // countSpec is JobSpec with only what the metrics count by: the
 // namespace and the queue (Tx.CountActive).
@@ -191,27 +175,7 @@ type countSpec struct {
 }
 
 // jobCountView is Job with only countSpec read.
-type jobCountView struct {
-	ID              skipped   `json:"id"`
-	Spec            countSpec `json:"spec"`
-	State           skipped   `json:"state"`
-	Reason          skipped   `json:"reason,omitempty"`
-	IdempotencyKey  skipped   `json:"idempotency_key,omitempty"`
-	SubmittedAt     skipped   `json:"submitted_at"`
-	UpdatedAt       skipped   `json:"updated_at"`
-	FinishedAt      skipped   `json:"finished_at,omitzero"`
-	NextRunAt       skipped   `json:"next_run_at,omitzero"`
-	Attempts        skipped   `json:"attempts"`
-	CountedAttempts skipped   `json:"counted_attempts"`
-	Current         skipped   `json:"current_attempt,omitempty"`
-	ExitCode        skipped   `json:"exit_code,omitempty"`
-	Workflow        skipped   `json:"workflow,omitempty"`
-	Deps            skipped   `json:"deps,omitempty"`
-	Gang            skipped   `json:"gang,omitempty"`
-	Preemptions     skipped   `json:"preemptions,omitempty"`
-	CreateIndex     skipped   `json:"create_index"`
-	ModifyIndex     skipped   `json:"modify_index"`
-}
+type jobCountView = jobView[countSpec, skipped, skipped]
 
 // cborNull is the one byte whose value does not survive a round trip.
 const cborNull = 0xf6

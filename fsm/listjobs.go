@@ -3,7 +3,6 @@ package fsm
 import (
 	"encoding/base64"
 	"fmt"
-	"sort"
 	"strings"
 
 	bolt "go.etcd.io/bbolt"
@@ -146,14 +145,4 @@ func seekBefore(c *bolt.Cursor, prefix, after []byte) []byte {
 		k, _ = c.Prev()
 	}
 	return k
-}
-
-// sortedKeys returns m's keys in order; map order must never reach state.
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

@@ -135,11 +135,7 @@ func (t *Tx) Namespace(ns string) (*Namespace, error) {
 	if v == nil {
 		return nil, nil
 	}
-	var n Namespace
-	if err := decode(v, &n); err != nil {
-		return nil, err
-	}
-	return &n, nil
+	return decoded[Namespace](v)
 }
 
 // Namespaces lists every namespace record by name.

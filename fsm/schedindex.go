@@ -4,7 +4,9 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"strconv"
 	"time"
 
@@ -121,7 +123,7 @@ func appendPlacementGroup(k []byte, s *JobSpec) []byte {
 	intField(s.Resources.CPU)
 	intField(s.Resources.MemoryMB)
 	if len(s.Resources.Named) > 0 {
-		for _, k := range sortedKeys(s.Resources.Named) {
+		for _, k := range slices.Sorted(maps.Keys(s.Resources.Named)) {
 			field(k)
 			intField(s.Resources.Named[k])
 		}
@@ -457,11 +459,7 @@ func (r *QueuedRun) Job() (*Job, error) {
 	if v == nil {
 		return nil, fmt.Errorf("%w: queued index names missing job %q", ErrCorrupt, id)
 	}
-	var j Job
-	if err := decode(v, &j); err != nil {
-		return nil, err
-	}
-	return &j, nil
+	return decoded[Job](v)
 }
 
 // Advance moves to the next job of the run.

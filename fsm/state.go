@@ -132,11 +132,7 @@ func (a *applier) getAttempt(jobID string, num int) (*Attempt, error) {
 	if v == nil {
 		return nil, fmt.Errorf("%w: attempt %s/%d", ErrNotFound, jobID, num)
 	}
-	var at Attempt
-	if err := decode(v, &at); err != nil {
-		return nil, err
-	}
-	return &at, nil
+	return decoded[Attempt](v)
 }
 
 // saveAttempt writes an attempt whose previous state was from ("" for a

@@ -31,14 +31,7 @@ func (f *FSM) View(fn func(tx *Tx) error) error {
 // Job returns one job, or ErrNotFound.
 func (t *Tx) Job(id string) (*Job, error) {
 	v := t.tx.Bucket(bucketJobs).Get([]byte(id))
-	if v == nil {
-		return nil, fmt.Errorf("%w: job %q", ErrNotFound, id)
-	}
-	var j Job
-	if err := decode(v, &j); err != nil {
-		return nil, err
-	}
-	return &j, nil
+	return record[Job](v, "job", id)
 }
 
 // JobSpec returns one job's spec, or ErrNotFound. It skips decoding the
@@ -76,24 +69,13 @@ func (t *Tx) Attempt(jobID string, num int) (*Attempt, error) {
 	if v == nil {
 		return nil, fmt.Errorf("%w: attempt %s/%d", ErrNotFound, jobID, num)
 	}
-	var at Attempt
-	if err := decode(v, &at); err != nil {
-		return nil, err
-	}
-	return &at, nil
+	return decoded[Attempt](v)
 }
 
 // Node returns one node, or ErrNotFound.
 func (t *Tx) Node(name string) (*Node, error) {
 	v := t.tx.Bucket(bucketNodes).Get([]byte(name))
-	if v == nil {
-		return nil, fmt.Errorf("%w: node %q", ErrNotFound, name)
-	}
-	var n Node
-	if err := decode(v, &n); err != nil {
-		return nil, err
-	}
-	return &n, nil
+	return record[Node](v, "node", name)
 }
 
 // Nodes returns every node, sorted by name. The records' maps and slices

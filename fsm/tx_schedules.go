@@ -1,18 +1,9 @@
 package fsm
 
-import "fmt"
-
 // Schedule returns one schedule, or ErrNotFound.
 func (t *Tx) Schedule(name string) (*Schedule, error) {
 	v := t.tx.Bucket(bucketSchedules).Get([]byte(name))
-	if v == nil {
-		return nil, fmt.Errorf("%w: schedule %q", ErrNotFound, name)
-	}
-	var s Schedule
-	if err := decode(v, &s); err != nil {
-		return nil, err
-	}
-	return &s, nil
+	return record[Schedule](v, "schedule", name)
 }
 
 // ForEachSchedule calls fn for every schedule in name order until fn

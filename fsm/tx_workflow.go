@@ -11,14 +11,7 @@ func (t *Tx) Workflow(id string) (*Workflow, error) {
 	if b := t.tx.Bucket(bucketWorkflows); b != nil {
 		v = b.Get([]byte(id))
 	}
-	if v == nil {
-		return nil, fmt.Errorf("%w: workflow %q", ErrNotFound, id)
-	}
-	var w Workflow
-	if err := decode(v, &w); err != nil {
-		return nil, err
-	}
-	return &w, nil
+	return record[Workflow](v, "workflow", id)
 }
 
 // ListWorkflows returns up to limit workflows, newest first (IDs are

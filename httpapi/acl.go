@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/foreman-sched/foreman/api"
 	"github.com/foreman-sched/foreman/fsm"
 )
 
@@ -294,13 +295,7 @@ func (id *identity) allowClient(node string) error {
 func describeRoles(roles []fsm.ACLRole) string {
 	parts := make([]string, len(roles))
 	for i, r := range roles {
-		parts[i] = r.Role
-		if r.Namespace != "" {
-			parts[i] += ":" + r.Namespace
-		}
-		if r.Node != "" {
-			parts[i] += ":" + r.Node
-		}
+		parts[i] = api.ACLRole(r).String()
 	}
 	return strings.Join(parts, ", ")
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/foreman-sched/foreman/api"
 	"github.com/foreman-sched/foreman/fsm"
 )
 
@@ -316,12 +317,12 @@ func TestACLTokens(t *testing.T) {
 	if code, body := a.do("POST", "/v1/acl/bootstrap", ""); code != http.StatusConflict || !strings.Contains(body, "already bootstrapped") {
 		t.Errorf("second bootstrap: %d %s, want 409 already bootstrapped", code, body)
 	}
-	mc, _ := NewClient(a.srv.URL, ClientOptions{Token: boot.Secret})
-	tok, err := mc.CreateToken(ctx, TokenRequest{Name: "ci", Roles: []fsm.ACLRole{{Role: RoleSubmit, Namespace: "a"}}, TTL: "1h"})
+	mc := apiClient(t, a.srv.URL, boot.Secret)
+	tok, err := mc.CreateToken(ctx, api.TokenSpec{Name: "ci", Roles: []api.ACLRole{{Role: RoleSubmit, Namespace: "a"}}, TTL: api.Duration(time.Hour)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tok.ExpiresAt == nil || !tok.ExpiresAt.Equal(t0.Add(time.Hour)) {
+	if !tok.ExpiresAt.Equal(t0.Add(time.Hour)) {
 		t.Errorf("expires_at %v, want %v", tok.ExpiresAt, t0.Add(time.Hour))
 	}
 	for _, bad := range []string{`{"roles":[{"role":"submit"}]}`, `{"roles":[{"role":"operator","namespace":"a"}]}`, `{"roles":[{"role":"root"}]}`, `{"roles":[]}`, `{"roles":[{"role":"read","namespace":"a"}],"ttl":"-1h"}`} {
@@ -330,7 +331,7 @@ func TestACLTokens(t *testing.T) {
 		}
 	}
 	l, err := mc.ListTokens(ctx)
-	if err != nil || len(l.Tokens) != 2 {
+	if err != nil || len(l) != 2 {
 		t.Fatalf("list: %v %+v", err, l)
 	}
 	// Only hashes in the state.
@@ -341,11 +342,11 @@ func TestACLTokens(t *testing.T) {
 			t.Errorf("stored token %s holds %q", r.AccessorID, r.SecretHash)
 		}
 	}
-	sc, _ := NewClient(a.srv.URL, ClientOptions{Token: tok.Secret})
+	sc := apiClient(t, a.srv.URL, tok.Secret)
 	if self, err := sc.TokenSelf(ctx); err != nil || self.AccessorID != tok.AccessorID {
 		t.Errorf("self: %v %+v", err, self)
 	}
-	if err := mc.RevokeToken(ctx, tok.AccessorID); err != nil {
+	if err := mc.DeleteToken(ctx, tok.AccessorID); err != nil {
 		t.Fatal(err)
 	}
 	code, body := a.send("GET", "/v1/acl/token/self", tok.Secret)

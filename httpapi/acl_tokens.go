@@ -1,12 +1,11 @@
 package httpapi
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
+	"github.com/foreman-sched/foreman/api"
 	"net/http"
-	"net/url"
 	"time"
 
 	"github.com/foreman-sched/foreman/fsm"
@@ -59,10 +58,7 @@ func (s *server) aclRoutes(m *http.ServeMux) {
 
 // InternalRotateResponse is the reply of POST
 // /v1/acl/internal-secret/rotate; the secret itself is never shown.
-type InternalRotateResponse struct {
-	Rotated bool   `json:"rotated"`
-	Index   uint64 `json:"index"`
-}
+type InternalRotateResponse = api.InternalRotateResponse
 
 // rotateInternalSecret draws a new cluster-internal secret on the leader
 // and commits it; the old one stays accepted until the next rotation.
@@ -83,15 +79,6 @@ func (s *server) rotateInternalSecret(w http.ResponseWriter, r *http.Request) {
 	}
 	s.log.InfoContext(r.Context(), "cluster-internal secret rotated", "index", res.Index)
 	writeJSON(w, http.StatusOK, InternalRotateResponse{Rotated: true, Index: res.Index})
-}
-
-// RotateInternalSecret replaces the cluster-internal secret.
-func (c *Client) RotateInternalSecret(ctx context.Context) (*InternalRotateResponse, error) {
-	var out InternalRotateResponse
-	if _, err := c.do(ctx, http.MethodPost, "/v1/acl/internal-secret/rotate", nil, nil, &out, nil); err != nil {
-		return nil, err
-	}
-	return &out, nil
 }
 
 func tokenInfo(t *fsm.ACLToken, now time.Time) TokenInfo {
@@ -273,46 +260,4 @@ func (s *server) tokenSelf(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, tokenInfo(id.token, s.clock.Now()))
-}
-
-// ACLBootstrap issues the first management token (once per cluster).
-func (c *Client) ACLBootstrap(ctx context.Context) (*NewToken, error) {
-	var out NewToken
-	if _, err := c.do(ctx, http.MethodPost, "/v1/acl/bootstrap", nil, nil, &out, nil); err != nil {
-		return nil, err
-	}
-	return &out, nil
-}
-
-// CreateToken creates a token; the secret is in the answer only.
-func (c *Client) CreateToken(ctx context.Context, req TokenRequest) (*NewToken, error) {
-	var out NewToken
-	if _, err := c.do(ctx, http.MethodPost, "/v1/acl/tokens", nil, req, &out, nil); err != nil {
-		return nil, err
-	}
-	return &out, nil
-}
-
-// ListTokens lists every token (never their secrets).
-func (c *Client) ListTokens(ctx context.Context) (*TokenList, error) {
-	var out TokenList
-	if _, err := c.do(ctx, http.MethodGet, "/v1/acl/tokens", nil, nil, &out, nil); err != nil {
-		return nil, err
-	}
-	return &out, nil
-}
-
-// RevokeToken deletes a token by accessor ID.
-func (c *Client) RevokeToken(ctx context.Context, accessor string) error {
-	_, err := c.do(ctx, http.MethodDelete, "/v1/acl/tokens/"+url.PathEscape(accessor), nil, nil, nil, nil)
-	return err
-}
-
-// TokenSelf describes the token the client sends.
-func (c *Client) TokenSelf(ctx context.Context) (*TokenInfo, error) {
-	var out TokenInfo
-	if _, err := c.do(ctx, http.MethodGet, "/v1/acl/token/self", nil, nil, &out, nil); err != nil {
-		return nil, err
-	}
-	return &out, nil
 }

@@ -37,13 +37,9 @@ type ArtifactList struct {
 // ?attempt=N, else the job's last finished attempt; and its node.
 func (s *server) artifactAttempt(r *http.Request) (*fsm.Attempt, *fsm.Node, error) {
 	id := r.PathValue("id")
-	num := 0
-	if a := r.URL.Query().Get("attempt"); a != "" {
-		n, err := strconv.Atoi(a)
-		if err != nil || n < 1 {
-			return nil, nil, invalid("attempt", "must be an attempt number, 1 or more (got %q)", a)
-		}
-		num = n
+	num, err := attemptParam(r)
+	if err != nil {
+		return nil, nil, err
 	}
 	if m := r.URL.Query().Get("min_index"); m != "" {
 		idx, err := strconv.ParseUint(m, 10, 64)
@@ -56,7 +52,7 @@ func (s *server) artifactAttempt(r *http.Request) (*fsm.Attempt, *fsm.Node, erro
 	}
 	var at *fsm.Attempt
 	var node *fsm.Node
-	err := s.state.View(func(tx *fsm.Tx) error {
+	err = s.state.View(func(tx *fsm.Tx) error {
 		var err error
 		if num > 0 {
 			at, err = tx.Attempt(id, num)

@@ -42,10 +42,7 @@ func newArtifactsAPI(t *testing.T) (a *testAPI, cl *fakeCluster, dir string) {
 func TestArtifactsAPI(t *testing.T) {
 	a, cl, dir := newArtifactsAPI(t)
 	srv := a.srv
-	var err error
-	if a.client, err = NewClient(srv.URL, ClientOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	a.client = apiClient(t, srv.URL, "")
 	a.addNode("n1", cl.leaderAddr, 4000, 4096)
 	a.addNode("n2", "127.0.0.1:1", 4000, 4096)
 	finish := func(node string, arts []fsm.Artifact) string {

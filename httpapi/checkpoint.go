@@ -1,13 +1,10 @@
 package httpapi
 
 import (
-	"bytes"
-	"context"
-	"errors"
 	"fmt"
+	"github.com/foreman-sched/foreman/api"
 	"io"
 	"net/http"
-	"net/url"
 
 	"github.com/foreman-sched/foreman/fsm"
 )
@@ -39,10 +36,7 @@ func (s *server) putCheckpoint(w http.ResponseWriter, r *http.Request) {
 }
 
 // CheckpointInfo is the reply to POST /v1/jobs/{id}/checkpoint.
-type CheckpointInfo struct {
-	JobID string `json:"job_id"`
-	Bytes int    `json:"bytes"`
-}
+type CheckpointInfo = api.CheckpointInfo
 
 // getCheckpoint handles GET /v1/jobs/{id}/checkpoint: the bytes, or 404.
 func (s *server) getCheckpoint(w http.ResponseWriter, r *http.Request) {
@@ -65,27 +59,4 @@ func (s *server) getCheckpoint(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(data)
-}
-
-// PutCheckpoint stores a job's checkpoint (at most fsm.CheckpointMax bytes).
-func (c *Client) PutCheckpoint(ctx context.Context, id string, data []byte) (*CheckpointInfo, error) {
-	var out CheckpointInfo
-	if _, err := c.do(ctx, http.MethodPost, "/v1/jobs/"+url.PathEscape(id)+"/checkpoint", nil, io.Reader(bytes.NewReader(data)), &out, nil); err != nil {
-		return nil, err
-	}
-	return &out, nil
-}
-
-// Checkpoint returns a job's checkpoint kept in raft.
-func (c *Client) Checkpoint(ctx context.Context, id string) ([]byte, error) {
-	resp, err := c.send(ctx, http.MethodGet, "/v1/jobs/"+url.PathEscape(id)+"/checkpoint", nil, nil, nil)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, fsm.CheckpointMax+1))
-	if err == nil && len(b) > fsm.CheckpointMax {
-		err = errors.New("checkpoint larger than the API allows")
-	}
-	return b, err
 }

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"github.com/foreman-sched/foreman/api"
 	"net/http"
 	"sort"
 	"strings"
@@ -18,11 +19,7 @@ type JoinRequest struct {
 
 // HashResponse is the reply to GET /v1/cluster/hash: this node's state
 // hash at its applied index. Nodes at the same index must agree.
-type HashResponse struct {
-	Node  string `json:"node"`
-	Index uint64 `json:"index"`
-	Hash  string `json:"hash"`
-}
+type HashResponse = api.HashResponse
 
 // StatusResponse is the reply to /v1/health and /v1/ready.
 type StatusResponse struct {
@@ -52,10 +49,7 @@ func (s *server) raftInfo(w http.ResponseWriter, r *http.Request) {
 // not forwarded, because the node that joins is the one asked.
 func (s *server) join(w http.ResponseWriter, r *http.Request) {
 	var req JoinRequest
-	body, err := s.readBody(w, r)
-	if err == nil {
-		err = decodeStrict(body, &req)
-	}
+	err := s.decodeBody(w, r, &req)
 	if err != nil {
 		s.writeError(w, r, err)
 		return

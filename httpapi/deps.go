@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"crypto/tls"
+	"github.com/foreman-sched/foreman/api"
 	"io"
 	"log/slog"
 	"os"
@@ -130,49 +131,13 @@ type Deps struct {
 }
 
 // Member is one gossip member as the API reports it.
-type Member struct {
-	Name     string `json:"name"`
-	Addr     string `json:"addr"`      // gossip host:port
-	HTTPAddr string `json:"http_addr"` // API host:port
-	RaftAddr string `json:"raft_addr"`
-	Status   string `json:"status"`    // alive | suspect | dead | left
-	RaftRole string `json:"raft_role"` // leader | follower | candidate | nonvoter | none
-	Voter    bool   `json:"voter"`
-	Leader   bool   `json:"leader"`
-	Version  string `json:"version,omitempty"` // the agent's binary version, from its gossip meta
-}
+type Member = api.Member
 
 // RaftInfo is one node's raft state as the API reports it.
-type RaftInfo struct {
-	Node          string            `json:"node"`
-	State         string            `json:"state"` // Leader | Follower | Candidate | Shutdown
-	Leader        string            `json:"leader"`
-	LeaderAddr    string            `json:"leader_addr,omitempty"`
-	Term          uint64            `json:"term"`
-	CommitIndex   uint64            `json:"commit_index"`
-	AppliedIndex  uint64            `json:"applied_index"`
-	LastIndex     uint64            `json:"last_index"`
-	FirstIndex    uint64            `json:"first_index"`            // the oldest entry still in the log
-	SnapshotIndex uint64            `json:"snapshot_index"`         // the newest snapshot's (0: none)
-	LastContact   string            `json:"last_contact,omitempty"` // e.g. "12ms", "never"
-	Voters        int               `json:"voters"`
-	Servers       []RaftServer      `json:"servers,omitempty"`
-	Stats         map[string]string `json:"stats,omitempty"` // raft.Stats() verbatim
-}
+type RaftInfo = api.RaftInfo
 
 // RaftServer is one entry of the raft configuration.
-type RaftServer struct {
-	ID       string `json:"id"`
-	Address  string `json:"address"`
-	Suffrage string `json:"suffrage"` // voter | nonvoter | staging
-	Role     string `json:"role"`     // leader | follower
-	// LastHeardAgo is, when the answering node leads, how long since the
-	// server last answered it (e.g. "40ms").
-	LastHeardAgo string `json:"last_heard_ago,omitempty"`
-	// Clients is, when the answering node leads, how many clients hold
-	// their work stream on this server (absent elsewhere).
-	Clients *int `json:"clients,omitempty"`
-}
+type RaftServer = api.RaftServer
 
 // Objects reads attempts' outputs from the cluster's object store (issue
 // 25) when their node cannot serve them. Open is called from request

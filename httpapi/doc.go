@@ -1,7 +1,8 @@
-// Package httpapi is foreman's REST API under /v1/, and a deprecated Go
-// client (Client) that the CLI and foreman bench still use: a thin layer
-// over package api, the public client, whose transport, errors and TLS it
-// shares. New code imports api.
+// Package httpapi is foreman's REST API under /v1/: the handlers, the
+// event stream, log and artifact proxying between nodes, auth and metrics,
+// and the API's OpenAPI description (openapi.yaml). Its Go client is
+// package api, which the CLI, foreman bench and the tests use; this
+// package holds none.
 //
 // The handler reads from the local state machine and sends every change
 // through the Cluster interface, so the package imports only fsm types and

@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 
+	"github.com/foreman-sched/foreman/api"
 	"github.com/foreman-sched/foreman/fsm"
 )
 
@@ -20,14 +21,21 @@ import (
 const streamTimeout = 10 * time.Second
 
 // collect follows the stream until n events (resets included) arrived.
-func collect(t *testing.T, a *testAPI, q EventQuery, n int, during func()) []fsm.Event {
+func collect(t *testing.T, a *testAPI, q api.EventQuery, n int, during func()) []fsm.Event {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), streamTimeout)
 	defer cancel()
 	got := make(chan fsm.Event, 1024)
 	done := make(chan error, 1)
 	go func() {
-		done <- a.client.StreamEvents(ctx, q, func(e fsm.Event) error { got <- e; return nil })
+		done <- a.client.StreamEvents(ctx, q, func(ae api.Event) error {
+			e, err := asServer[fsm.Event](ae, nil)
+			if err != nil {
+				return err
+			}
+			got <- *e
+			return nil
+		})
 	}()
 	waitFor(t, "the stream to open", func() bool { return a.srvSubscribers() == 1 })
 	if during != nil {
@@ -64,14 +72,14 @@ func TestEventStreamLiveAndResume(t *testing.T) {
 	a.addNode("n1", "127.0.0.1:1", 1000, 1000)
 	// Live: from now on.
 	var j1 string
-	live := collect(t, a, EventQuery{}, 1, func() { j1 = a.submit(`{"command":["true"]}`) })
+	live := collect(t, a, api.EventQuery{}, 1, func() { j1 = a.submit(`{"command":["true"]}`) })
 	if live[0].Kind() != "job.submitted" || live[0].JobID != j1 {
 		t.Fatalf("live stream: %v", kindsOf(live))
 	}
 	// Resume after the node event: the submit and a placement follow.
 	a.place(j1, "n1")
 	nodeEv := fsm.EventID{Index: live[0].Index - 1, Seq: fsm.SeqAll}
-	resumed := collect(t, a, EventQuery{After: nodeEv.String()}, 3, nil)
+	resumed := collect(t, a, api.EventQuery{After: nodeEv.String()}, 3, nil)
 	want := []string{"job.submitted", "attempt.placed", "job.running"}
 	for i, e := range resumed {
 		if e.Kind() != want[i] || e.JobID != j1 {
@@ -82,7 +90,7 @@ func TestEventStreamLiveAndResume(t *testing.T) {
 		}
 	}
 	// Resuming mid-entry skips what was seen.
-	mid := collect(t, a, EventQuery{After: resumed[1].ID().String()}, 1, nil)
+	mid := collect(t, a, api.EventQuery{After: resumed[1].ID().String()}, 1, nil)
 	if mid[0].Kind() != "job.running" {
 		t.Errorf("resume after %s: %v", resumed[1].ID(), kindsOf(mid))
 	}
@@ -100,11 +108,11 @@ func TestEventStreamFilters(t *testing.T) {
 	a.addNode("n1", "127.0.0.1:1", 1000, 1000)
 	a.place(j2, "n1")
 	from := "0"
-	nodes := collect(t, a, EventQuery{Topics: []string{"node"}, After: from}, 1, nil)
+	nodes := collect(t, a, api.EventQuery{Topics: []string{"node"}, After: from}, 1, nil)
 	if nodes[0].Kind() != "node.joined" {
 		t.Errorf("topic=node: %v", kindsOf(nodes))
 	}
-	jobs := collect(t, a, EventQuery{Job: j2, After: from}, 3, nil)
+	jobs := collect(t, a, api.EventQuery{Job: j2, After: from}, 3, nil)
 	for _, e := range jobs {
 		if e.JobID != j2 {
 			t.Errorf("job=%s gave %v", j2, kindsOf(jobs))
@@ -134,7 +142,7 @@ func TestEventStreamReset(t *testing.T) {
 		a.submit(`{"command":["true"]}`)
 	}
 	var j7 string
-	evs := collect(t, a, EventQuery{After: "1"}, 2, func() { j7 = a.submit(`{"command":["true"]}`) })
+	evs := collect(t, a, api.EventQuery{After: "1"}, 2, func() { j7 = a.submit(`{"command":["true"]}`) })
 	if evs[0].Type != fsm.EventReset || evs[0].Index != a.f.AppliedIndex()-1 || evs[1].JobID != j7 {
 		t.Fatalf("behind the ring: %v", kindsOf(evs))
 	}
@@ -222,10 +230,11 @@ func TestJobTimelineEndpoint(t *testing.T) {
 	a.addNode("n1", "127.0.0.1:1", 1000, 1000)
 	j := a.submit(`{"command":["true"]}`)
 	a.place(j, "n1")
-	evs, err := a.client.JobEvents(context.Background(), j)
+	tl, err := asServer[[]fsm.Event](a.client.JobEvents(context.Background(), j))
 	if err != nil {
 		t.Fatal(err)
 	}
+	evs := *tl
 	if got := kindsOf(evs); len(got) != 3 || evs[0].Kind() != "job.submitted" || evs[1].Kind() != "attempt.placed" || evs[1].Node != "n1" || evs[1].At.IsZero() {
 		t.Errorf("timeline: %v", got)
 	}
@@ -310,7 +319,7 @@ func TestWaitJob(t *testing.T) {
 	done := make(chan result, 1)
 	var seen []string
 	go func() {
-		d, err := a.client.WaitJob(context.Background(), j, func(e fsm.Event) { seen = append(seen, e.Kind()) })
+		d, err := asServer[JobDetail](a.client.WaitJob(context.Background(), j, func(e api.Event) { seen = append(seen, e.Type) }))
 		done <- result{d, err}
 	}()
 	waitFor(t, "the wait's stream", func() bool { return a.srvSubscribers() == 1 })
@@ -334,7 +343,7 @@ func TestWaitJob(t *testing.T) {
 	}
 	// Already finished: the first read answers.
 	d, err := a.client.WaitJob(context.Background(), j, nil)
-	if err != nil || d.Job.State != fsm.JobSucceeded {
+	if err != nil || d.Job.State != api.JobSucceeded {
 		t.Errorf("WaitJob of a finished job: %+v, %v", d, err)
 	}
 }

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/foreman-sched/foreman/fsm"
+	"github.com/foreman-sched/foreman/api"
 )
 
 // followerOf starts a follower API node with its own (empty) FSM whose
@@ -26,7 +26,7 @@ func TestFollowerProxiesWrites(t *testing.T) {
 	follower := followerOf(t, leader)
 	ctx := context.Background()
 
-	id, dup, err := follower.client.SubmitJob(ctx, JobSpecInput{Command: Argv("true")}, "k1")
+	id, dup, err := submitJob(ctx, follower.client, JobSpecInput{Command: Argv("true")}, "k1")
 	if err != nil || dup {
 		t.Fatalf("submit via follower: %v", err)
 	}
@@ -46,19 +46,19 @@ func TestFollowerProxiesWrites(t *testing.T) {
 		t.Fatalf("%s = %v, want the leader that answered", HeaderNode, got)
 	}
 	// Idempotency still holds through the proxy: the leader dedupes.
-	id2, dup, err := follower.client.SubmitJob(ctx, JobSpecInput{Command: Argv("true")}, "k1")
+	id2, dup, err := submitJob(ctx, follower.client, JobSpecInput{Command: Argv("true")}, "k1")
 	if err != nil || !dup || id2 != id {
 		t.Fatalf("duplicate via follower: %s %v %v", id2, dup, err)
 	}
 	// A validation error from the leader comes back unchanged.
-	_, _, err = follower.client.SubmitJob(ctx, JobSpecInput{Command: Argv("true"), Priority: new(int(900))}, "")
-	var ae *APIError
+	_, _, err = submitJob(ctx, follower.client, JobSpecInput{Command: Argv("true"), Priority: new(int(900))}, "")
+	var ae *api.Error
 	if !errors.As(err, &ae) || ae.Status != http.StatusBadRequest || !strings.Contains(ae.Message, "priority") {
 		t.Fatalf("proxied validation error: %v", err)
 	}
 	// Cancel goes through the proxy too.
 	d, err := follower.client.CancelJob(ctx, id, "")
-	if err != nil || d.Job.State != fsm.JobCancelled {
+	if err != nil || d.Job.State != api.JobCancelled {
 		t.Fatalf("cancel via follower: %+v %v", d, err)
 	}
 }
@@ -112,17 +112,17 @@ func TestConsistentRead(t *testing.T) {
 	id := leader.submit(`{"command":"true"}`)
 
 	// The follower's own state does not have the job yet.
-	if _, err := follower.client.GetJob(ctx, id, false); err == nil {
+	if _, err := jobDetail(ctx, follower.client, id); err == nil {
 		t.Fatal("the follower's local state should not know the job")
 	}
-	d, err := follower.client.GetJob(ctx, id, true)
+	d, err := jobDetail(ctx, follower.client.Consistent(), id)
 	if err != nil || d.Job.ID != id {
 		t.Fatalf("consistent read via follower: %+v %v", d, err)
 	}
 	if leader.cluster.consistent != 1 {
 		t.Fatalf("leader ConsistentRead calls = %d, want 1", leader.cluster.consistent)
 	}
-	if _, err := leader.client.ListJobs(ctx, JobListQuery{Consistent: true}); err != nil {
+	if _, err := leader.client.Consistent().ListJobs(ctx, api.JobQuery{}); err != nil {
 		t.Fatal(err)
 	}
 	if leader.cluster.consistent != 2 {

@@ -60,7 +60,7 @@ func TestJobTasks(t *testing.T) {
 		t.Fatalf("tasks %+v", tl)
 	}
 	for i, ts := range tl.Tasks {
-		if ts.Latest == nil || ts.Latest.Task.Index != i || ts.Latest.Num != i+1 || len(ts.Attempts) != 1 {
+		if ts.Latest == nil || ts.Latest.Task.Index != i || ts.Latest.Attempt != i+1 || len(ts.Attempts) != 1 {
 			t.Fatalf("task %d: %+v", i, ts)
 		}
 		if got := strings.Join(ts.Latest.Task.Peers, ","); got != "10.0.0.1:31000,10.0.0.2:31000" {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/foreman-sched/foreman/api"
 	"net/http"
 )
 
@@ -20,17 +21,10 @@ var ErrBadGossipKey = errors.New("bad gossip key")
 
 // GossipKey is one installed key, by fingerprint (the key never leaves
 // the nodes).
-type GossipKey struct {
-	Fingerprint string `json:"fingerprint"`
-	Primary     bool   `json:"primary,omitempty"`
-}
+type GossipKey = api.GossipKey
 
 // NodeGossipKeys is one node's keyring after the operation, or its error.
-type NodeGossipKeys struct {
-	Node  string      `json:"node"`
-	Keys  []GossipKey `json:"keys,omitempty"`
-	Error string      `json:"error,omitempty"`
-}
+type NodeGossipKeys = api.NodeGossipKeys
 
 // GossipKeyRequest is the body of POST /v1/operator/gossip-keys.
 type GossipKeyRequest struct {
@@ -41,11 +35,7 @@ type GossipKeyRequest struct {
 // GossipKeysResponse is the reply of GET and POST /v1/operator/gossip-keys:
 // every alive node's keyring; OK is false when a node failed (its Error
 // says why; every step is idempotent: run it again).
-type GossipKeysResponse struct {
-	Op    string           `json:"op"`
-	OK    bool             `json:"ok"`
-	Nodes []NodeGossipKeys `json:"nodes"`
-}
+type GossipKeysResponse = api.GossipKeysResponse
 
 // listGossipKeys handles GET /v1/operator/gossip-keys.
 func (s *server) listGossipKeys(w http.ResponseWriter, r *http.Request) {

@@ -2,9 +2,9 @@ package httpapi
 
 import (
 	"fmt"
+	"github.com/foreman-sched/foreman/api"
 	"net/http"
 	"strconv"
-	"time"
 
 	"github.com/foreman-sched/foreman/fsm"
 )
@@ -14,27 +14,10 @@ import (
 // from nvidia-smi (compute-apps for memory, pmon for SM time), the
 // processes matched to the job by their FOREMAN_JOB_ID. Node-local, never
 // in raft: other nodes proxy the read, as for logs.
-type JobGPUUsage struct {
-	JobID   string         `json:"job_id"`
-	Attempt int            `json:"attempt"`
-	Node    string         `json:"node"`
-	At      time.Time      `json:"at,omitzero"` // when nvidia-smi was asked
-	Devices []GPUDeviceUse `json:"devices"`
-	// Note says why a value is missing (nvidia-smi absent, hung, or its
-	// pmon unsupported).
-	Note string `json:"note,omitempty"`
-}
+type JobGPUUsage = api.JobGPUUsage
 
 // GPUDeviceUse is one device of the attempt.
-type GPUDeviceUse struct {
-	UUID  string `json:"uuid"`
-	Index int    `json:"index"`
-	// MemoryBytes is the device memory the job's processes hold.
-	MemoryBytes *int64 `json:"memory_bytes,omitempty"`
-	// SMRatio is the job's share of the device's SM time over pmon's
-	// last sample (about a second), 0..1.
-	SMRatio *float64 `json:"sm_ratio,omitempty"`
-}
+type GPUDeviceUse = api.GPUDeviceUse
 
 // MeasureJobGPUUsage fills a JobGPUUsage for attempt num of job on this
 // node from m (shared with the client agent's port, which has no API).
@@ -70,37 +53,17 @@ func MeasureJobGPUUsage(m GPUUsage, job string, num int, node string, gpus []fsm
 // from any other.
 func (s *server) jobGPUUsage(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	num := 0
-	if a := r.URL.Query().Get("attempt"); a != "" {
-		var err error
-		if num, err = strconv.Atoi(a); err != nil || num < 1 {
-			s.writeError(w, r, invalid("attempt", "must be an attempt number, 1 or more (got %q)", a))
-			return
-		}
-	}
+	num, err := attemptParam(r)
 	var at *fsm.Attempt
 	var node *fsm.Node
-	err := s.state.View(func(tx *fsm.Tx) error {
-		j, err := tx.Job(id)
-		if err != nil {
-			return err
-		}
-		if num == 0 {
-			num = j.Attempts
-		}
-		if num == 0 {
-			return fmt.Errorf("%w: job %s has not been placed on a node yet", ErrNoAttempt, id)
-		}
-		if at, err = tx.Attempt(id, num); err != nil {
-			return err
-		}
-		node, err = tx.Node(at.Node)
-		return err
-	})
+	if err == nil {
+		at, node, err = s.attemptAndNode(id, num, false)
+	}
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
+	num = at.Num
 	if !at.State.Live() {
 		s.writeError(w, r, fmt.Errorf("%w: attempt %d of job %s is %s: GPU use is measured while an attempt runs", fsm.ErrConflict, num, id, at.State))
 		return

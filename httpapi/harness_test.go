@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/foreman-sched/foreman/api"
 	"github.com/foreman-sched/foreman/fsm"
 )
 
@@ -153,7 +155,7 @@ type testAPI struct {
 	cluster *fakeCluster
 	logs    *fakeLogs
 	srv     *httptest.Server
-	client  *Client
+	client  *api.Client
 }
 
 func openFSM(t *testing.T) *fsm.FSM {
@@ -192,11 +194,57 @@ func newTestAPIWith(t *testing.T, f *fsm.FSM, name string, leader bool, ops Oper
 	if leader {
 		a.cluster.leaderName, a.cluster.leaderAddr = name, strings.TrimPrefix(a.srv.URL, "http://")
 	}
-	var err error
-	if a.client, err = NewClient(a.srv.URL, ClientOptions{}); err != nil {
+	a.client = apiClient(t, a.srv.URL, "")
+	return a
+}
+
+// apiClient is the public client (package api) of the server at url, set
+// as the CLI sets it: failing fast, waiting out 429s.
+func apiClient(t testing.TB, url, token string) *api.Client {
+	t.Helper()
+	cl, err := api.NewClient(api.Config{Address: url, Token: token, HTTPClient: &http.Client{},
+		MaxRetries: math.MaxInt32, MaxRetryWait: 30 * time.Second, FailFast: true})
+	if err != nil {
 		t.Fatal(err)
 	}
-	return a
+	return cl
+}
+
+// submitJob submits spec as it is, with key (if any) as its
+// Idempotency-Key: the submit the CLI makes.
+func submitJob(ctx context.Context, cl *api.Client, spec any, key string) (id string, dup bool, err error) {
+	var hdr http.Header
+	if key != "" {
+		hdr = http.Header{HeaderIdempotencyKey: {key}}
+	}
+	var out SubmitResponse
+	if err := cl.Do(ctx, api.Request{Method: http.MethodPost, Path: "/v1/jobs", Body: spec, Header: hdr}, &out); err != nil {
+		return "", false, err
+	}
+	return out.ID, out.Duplicate, nil
+}
+
+// jobDetail reads a job as this package's type.
+func jobDetail(ctx context.Context, cl *api.Client, id string) (*JobDetail, error) {
+	return asServer[JobDetail](cl.GetJob(ctx, id))
+}
+
+// asServer re-reads a reply of package api as this package's type of the
+// same JSON (TestAPITypesKeepServerJSON), for checks written on fsm's
+// states; a call's error passes through.
+func asServer[T any](reply any, err error) (*T, error) {
+	if err != nil {
+		return nil, err
+	}
+	b, err := json.Marshal(reply)
+	if err != nil {
+		return nil, err
+	}
+	var out T
+	if err := json.Unmarshal(b, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
 }
 
 // do sends a raw request and returns the status and body.

@@ -165,16 +165,24 @@ func (s *server) jobDetail(id string) (*JobDetail, error) {
 // live attempt is cancelled once its node has killed it; the reply shows
 // the state right after the command applied.
 func (s *server) cancelJob(w http.ResponseWriter, r *http.Request) {
+	if reason, ok := s.cancelReason(w, r); ok {
+		s.jobChange(w, r, fsm.CmdCancelJob, fsm.CancelJob{JobID: r.PathValue("id"), Reason: reason})
+	}
+}
+
+// cancelReason reads the optional body of a cancel ({"reason": ...}); ok
+// is false when it has answered with the error instead.
+func (s *server) cancelReason(w http.ResponseWriter, r *http.Request) (reason string, ok bool) {
 	var req CancelRequest
 	if err := s.decodeOptional(w, r, &req); err != nil {
 		s.writeError(w, r, err)
-		return
+		return "", false
 	}
 	if len(req.Reason) > MaxNameLen || hasControl(req.Reason) {
 		s.writeError(w, r, invalid("reason", "must be at most %d printable characters", MaxNameLen))
-		return
+		return "", false
 	}
-	s.jobChange(w, r, fsm.CmdCancelJob, fsm.CancelJob{JobID: r.PathValue("id"), Reason: req.Reason})
+	return req.Reason, true
 }
 
 // retryJob handles POST /v1/jobs/{id}/retry (leader only).
@@ -186,7 +194,15 @@ func (s *server) retryJob(w http.ResponseWriter, r *http.Request) {
 // unknown job is 404 before anything is proposed.
 func (s *server) jobChange(w http.ResponseWriter, r *http.Request, t fsm.CommandType, payload any) {
 	id := r.PathValue("id")
-	if _, err := s.jobDetail(id); err != nil {
+	read := func() (any, error) { return s.jobDetail(id) }
+	s.change(w, r, t, payload, read, read)
+}
+
+// change applies a command about one object (a job, a workflow) and
+// replies with what read answers after it; before reads the object first,
+// so an unknown one is 404 before anything is proposed.
+func (s *server) change(w http.ResponseWriter, r *http.Request, t fsm.CommandType, payload any, before, read func() (any, error)) {
+	if _, err := before(); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -194,7 +210,7 @@ func (s *server) jobChange(w http.ResponseWriter, r *http.Request, t fsm.Command
 		s.writeError(w, r, err)
 		return
 	}
-	d, err := s.jobDetail(id)
+	d, err := read()
 	if err != nil {
 		s.writeError(w, r, err)
 		return

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/foreman-sched/foreman/api"
 	"github.com/foreman-sched/foreman/fsm"
 )
 
@@ -28,18 +29,18 @@ func TestListJobsFiltersAndPages(t *testing.T) {
 
 	tests := []struct {
 		name string
-		q    JobListQuery
+		q    api.JobQuery
 		want []string // newest first
 	}{
-		{"all", JobListQuery{}, []string{other, ids[6], ids[5], ids[4], ids[3], ids[2], ids[1], ids[0]}},
-		{"label", JobListQuery{Labels: map[string]string{"team": "b"}}, []string{ids[5], ids[3], ids[1]}},
-		{"name prefix", JobListQuery{Name: "dep"}, []string{other}},
-		{"queue", JobListQuery{Queue: "ops"}, []string{other}},
-		{"queue and state", JobListQuery{Queue: "ops", State: fsm.JobCancelled}, nil},
-		{"state", JobListQuery{State: fsm.JobCancelled}, []string{ids[0]}},
-		{"state and label", JobListQuery{State: fsm.JobQueued, Labels: map[string]string{"team": "a"}}, []string{ids[6], ids[4], ids[2]}},
-		{"paged", JobListQuery{Limit: 3}, []string{other, ids[6], ids[5], ids[4], ids[3], ids[2], ids[1], ids[0]}},
-		{"paged label", JobListQuery{Limit: 1, Labels: map[string]string{"team": "b"}}, []string{ids[5], ids[3], ids[1]}},
+		{"all", api.JobQuery{}, []string{other, ids[6], ids[5], ids[4], ids[3], ids[2], ids[1], ids[0]}},
+		{"label", api.JobQuery{Labels: map[string]string{"team": "b"}}, []string{ids[5], ids[3], ids[1]}},
+		{"name prefix", api.JobQuery{Name: "dep"}, []string{other}},
+		{"queue", api.JobQuery{Queue: "ops"}, []string{other}},
+		{"queue and state", api.JobQuery{Queue: "ops", State: api.JobCancelled}, nil},
+		{"state", api.JobQuery{State: api.JobCancelled}, []string{ids[0]}},
+		{"state and label", api.JobQuery{State: api.JobQueued, Labels: map[string]string{"team": "a"}}, []string{ids[6], ids[4], ids[2]}},
+		{"paged", api.JobQuery{Limit: 3}, []string{other, ids[6], ids[5], ids[4], ids[3], ids[2], ids[1], ids[0]}},
+		{"paged label", api.JobQuery{Limit: 1, Labels: map[string]string{"team": "b"}}, []string{ids[5], ids[3], ids[1]}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -74,7 +75,7 @@ func TestListJobsFiltersAndPages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if counts.Total != 8 || counts.Counts[fsm.JobCancelled] != 1 || counts.Counts[fsm.JobQueued] != 7 || len(counts.Counts) != len(fsm.AllStates) {
+	if counts.Total != 8 || counts.Counts[api.JobCancelled] != 1 || counts.Counts[api.JobQueued] != 7 || len(counts.Counts) != len(fsm.AllStates) {
 		t.Fatalf("counts: %+v", counts)
 	}
 
@@ -137,7 +138,7 @@ func TestCancelRetry(t *testing.T) {
 		t.Fatalf("retry of a queued job: %d %s, want 409", code, body)
 	}
 	d, err := a.client.CancelJob(ctx, id, "not needed")
-	if err != nil || d.Job.State != fsm.JobCancelled {
+	if err != nil || d.Job.State != api.JobCancelled {
 		t.Fatalf("cancel: %+v %v", d, err)
 	}
 	code, body = a.do("POST", "/v1/jobs/"+id+"/cancel", "")
@@ -145,7 +146,7 @@ func TestCancelRetry(t *testing.T) {
 		t.Fatalf("cancel of a cancelled job: %d %s, want 409", code, body)
 	}
 	d, err = a.client.RetryJob(ctx, id)
-	if err != nil || d.Job.State != fsm.JobQueued {
+	if err != nil || d.Job.State != api.JobQueued {
 		t.Fatalf("retry: %+v %v", d, err)
 	}
 	code, body = a.do("POST", "/v1/jobs/"+id+"/cancel", `{"reason":1}`)
@@ -159,7 +160,7 @@ func TestGetJobWithAttempts(t *testing.T) {
 	a.addNode("n1", "", 4000, 4096)
 	id := a.submit(`{"command":"true","resources":{"cpu":500}}`)
 	tok := a.place(id, "n1")
-	d, err := a.client.GetJob(context.Background(), id, false)
+	d, err := jobDetail(context.Background(), a.client, id)
 	if err != nil {
 		t.Fatal(err)
 	}

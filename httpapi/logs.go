@@ -17,6 +17,46 @@ import (
 // served when the node cannot be reached).
 const HeaderLogSource = "X-Foreman-Log-Source"
 
+// attemptParam is ?attempt=N, or 0 when absent (the caller's default).
+func attemptParam(r *http.Request) (int, error) {
+	a := r.URL.Query().Get("attempt")
+	if a == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(a)
+	if err != nil || n < 1 {
+		return 0, invalid("attempt", "must be an attempt number, 1 or more (got %q)", a)
+	}
+	return n, nil
+}
+
+// attemptAndNode reads attempt num of job id (0: its latest) and the node
+// it was placed on; with goneOK a node no longer in the state is nil
+// rather than an error.
+func (s *server) attemptAndNode(id string, num int, goneOK bool) (at *fsm.Attempt, node *fsm.Node, err error) {
+	err = s.state.View(func(tx *fsm.Tx) error {
+		j, err := tx.Job(id)
+		if err != nil {
+			return err
+		}
+		if num == 0 {
+			num = j.Attempts
+		}
+		if num == 0 {
+			return fmt.Errorf("%w: job %s has not been placed on a node yet", ErrNoAttempt, id)
+		}
+		if at, err = tx.Attempt(id, num); err != nil {
+			return err
+		}
+		node, err = tx.Node(at.Node)
+		if goneOK && errors.Is(err, fsm.ErrNotFound) {
+			err = nil
+		}
+		return err
+	})
+	return at, node, err
+}
+
 // jobLogs handles GET /v1/jobs/{id}/logs?stream=stdout|stderr&follow=true&attempt=N.
 // Logs live on the node that ran the attempt: this node streams its own,
 // and proxies the request to the attempt's node otherwise.
@@ -37,40 +77,18 @@ func (s *server) jobLogs(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, invalid("follow", "%v", err))
 		return
 	}
-	num := 0
-	if a := v.Get("attempt"); a != "" {
-		if num, err = strconv.Atoi(a); err != nil || num < 1 {
-			s.writeError(w, r, invalid("attempt", "must be an attempt number, 1 or more (got %q)", a))
-			return
-		}
-	}
-
+	num, err := attemptParam(r)
 	var at *fsm.Attempt
 	var node *fsm.Node
-	err = s.state.View(func(tx *fsm.Tx) error {
-		j, err := tx.Job(id)
-		if err != nil {
-			return err
-		}
-		if num == 0 {
-			num = j.Attempts
-		}
-		if num == 0 {
-			return fmt.Errorf("%w: job %s has not been placed on a node yet", ErrNoAttempt, id)
-		}
-		if at, err = tx.Attempt(id, num); err != nil {
-			return err
-		}
-		node, err = tx.Node(at.Node)
-		if errors.Is(err, fsm.ErrNotFound) {
-			err = nil // a node that was garbage-collected: serve the tail
-		}
-		return err
-	})
+	if err == nil {
+		// A node that was garbage-collected (nil): serve the tail.
+		at, node, err = s.attemptAndNode(id, num, true)
+	}
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
+	num = at.Num
 
 	if at.Node != s.cluster.NodeName() {
 		if node == nil || node.HTTPAddr == "" || node.Gossip == fsm.NodeDead || node.Gossip == fsm.NodeLeft || r.Header.Get(HeaderForwarded) != "" {

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/foreman-sched/foreman/api"
 	"github.com/foreman-sched/foreman/fsm"
 )
 
@@ -66,9 +67,9 @@ func TestLogs(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			var buf bytes.Buffer
-			err := tc.via.client.StreamLogs(ctx, tc.id, tc.stream, true, tc.attempt, &buf)
+			err := tc.via.client.Logs(ctx, tc.id, api.LogQuery{Stream: tc.stream, Follow: true, Attempt: tc.attempt}, &buf)
 			if tc.code != "" {
-				var ae *APIError
+				var ae *api.Error
 				if !errors.As(err, &ae) || ae.Code != tc.code {
 					t.Fatalf("err %v, want code %s", err, tc.code)
 				}

@@ -63,10 +63,7 @@ func (s *server) setNamespace(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req SetNamespaceRequest
-	body, err := s.readBody(w, r)
-	if err == nil {
-		err = decodeStrict(body, &req)
-	}
+	err := s.decodeBody(w, r, &req)
 	var n fsm.Namespace
 	if err == nil {
 		n, err = req.normalize(name)

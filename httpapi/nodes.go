@@ -2,10 +2,10 @@ package httpapi
 
 import (
 	"fmt"
+	"github.com/foreman-sched/foreman/api"
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/foreman-sched/foreman/fsm"
 )
@@ -29,11 +29,7 @@ type NodeList struct {
 }
 
 // NodeSummary counts nodes: a fleet of thousands is read at a glance.
-type NodeSummary struct {
-	Total   int            `json:"total"`
-	ByRole  map[string]int `json:"by_role"`  // "server", "replica", "client"
-	ByState map[string]int `json:"by_state"` // alive, suspect, dead, left
-}
+type NodeSummary = api.NodeSummary
 
 // NodeQuery filters and pages GET /v1/nodes (zero fields: every node).
 type NodeQuery struct {
@@ -90,12 +86,7 @@ type NodeDetail struct {
 // behind its foreman_node_used_* metrics). A value that node cannot
 // measure (no jobs cgroup) is absent. CPU is a counter: a rate needs two
 // readings (CPU cores used = Δcpu_seconds_total / Δat).
-type NodeUsage struct {
-	Node            string    `json:"node"`
-	CPUSecondsTotal *float64  `json:"cpu_seconds_total,omitempty"`
-	MemoryBytes     *int64    `json:"memory_bytes,omitempty"`
-	At              time.Time `json:"at"`
-}
+type NodeUsage = api.NodeUsage
 
 // DrainRequest is the body of POST /v1/nodes/{name}/drain. Deadline (a
 // duration from now) is how long running attempts may keep running; after
@@ -255,10 +246,7 @@ func (s *server) drainNode(w http.ResponseWriter, r *http.Request) {
 // Draining has its own endpoint because it carries a deadline.
 func (s *server) setEligibility(w http.ResponseWriter, r *http.Request) {
 	var req EligibilityRequest
-	body, err := s.readBody(w, r)
-	if err == nil {
-		err = decodeStrict(body, &req)
-	}
+	err := s.decodeBody(w, r, &req)
 	if err != nil {
 		s.writeError(w, r, err)
 		return

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/foreman-sched/foreman/api"
 	"github.com/foreman-sched/foreman/fsm"
 )
 
@@ -20,7 +21,11 @@ func TestNodes(t *testing.T) {
 	id := a.submit(`{"command":"true","resources":{"cpu":"1.5","memory":"1GiB"}}`)
 	a.place(id, "n1")
 
-	nodes, err := a.client.Nodes(ctx)
+	list, err := asServer[NodeList](a.client.ListNodes(ctx, api.NodeQuery{}))
+	var nodes []NodeView
+	if list != nil {
+		nodes = list.Nodes
+	}
 	if err != nil || len(nodes) != 2 {
 		t.Fatalf("nodes %+v %v", nodes, err)
 	}
@@ -31,15 +36,15 @@ func TestNodes(t *testing.T) {
 		t.Fatalf("n2 view %+v", nodes[1])
 	}
 
-	d, err := a.client.DrainNode(ctx, "n2", 10*time.Minute)
+	d, err := asServer[NodeDetail](a.client.DrainNode(ctx, "n2", 10*time.Minute))
 	if err != nil || d.Eligibility != fsm.Draining || !d.DrainDeadline.Equal(t0.Add(10*time.Minute)) {
 		t.Fatalf("drain: %+v %v", d, err)
 	}
-	d, err = a.client.SetEligibility(ctx, "n2", fsm.Eligible)
+	d, err = asServer[NodeDetail](a.client.SetEligibility(ctx, "n2", true))
 	if err != nil || d.Eligibility != fsm.Eligible {
 		t.Fatalf("eligible: %+v %v", d, err)
 	}
-	d, err = a.client.Node(ctx, "n1")
+	d, err = asServer[NodeDetail](a.client.GetNode(ctx, "n1"))
 	if err != nil || len(d.Attempts) != 1 || d.Attempts[0].JobID != id {
 		t.Fatalf("node detail %+v %v", d, err)
 	}
@@ -60,7 +65,7 @@ func TestNodes(t *testing.T) {
 			t.Errorf("down %s changed the state", tc.node)
 		}
 	}
-	d, err = a.client.MarkDown(ctx, "c1")
+	d, err = asServer[NodeDetail](a.client.MarkDown(ctx, "c1"))
 	if err != nil || d.Gossip != fsm.NodeDead || d.Role != fsm.RoleClient {
 		t.Fatalf("down c1: %+v %v", d, err)
 	}
@@ -96,12 +101,12 @@ func TestQueues(t *testing.T) {
 	if _, err := a.client.SetQueue(ctx, "ml", 5); err != nil {
 		t.Fatal(err)
 	}
-	qs, err := a.client.Queues(ctx)
+	qs, err := asServer[[]Queue](a.client.ListQueues(ctx))
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := []Queue{{Name: "etl", MaxRunning: 2, Running: 1}, {Name: "ml", MaxRunning: 5}}
-	if len(qs) != len(want) || qs[0] != want[0] || qs[1] != want[1] {
+	if len(*qs) != len(want) || (*qs)[0] != want[0] || (*qs)[1] != want[1] {
 		t.Fatalf("queues %+v, want %+v", qs, want)
 	}
 	for _, tc := range []struct{ path, body, want string }{
@@ -130,7 +135,7 @@ func TestClusterEndpoints(t *testing.T) {
 	if code, body := a.do("GET", "/v1/ready", ""); code != http.StatusServiceUnavailable || errorOf(t, body).Code != CodeNotReady {
 		t.Fatalf("not ready: %d %s", code, body)
 	}
-	h, err := a.client.Hash(ctx)
+	h, err := a.client.StateHash(ctx)
 	if err != nil || h.Node != "n1" || h.Index != a.f.AppliedIndex() || h.Hash == "" {
 		t.Fatalf("hash %+v %v", h, err)
 	}
@@ -209,7 +214,7 @@ func TestNodesFilterPageSummary(t *testing.T) {
 		}
 		return strings.Join(out, ",")
 	}
-	all, err := a.client.NodesQuery(ctx, NodeQuery{})
+	all, err := asServer[NodeList](a.client.ListNodes(ctx, api.NodeQuery{}))
 	if err != nil || names(all) != "c1,c2,c3,c4,s1" || all.NextCursor != "" {
 		t.Fatalf("all: %s next %q, %v", names(all), all.NextCursor, err)
 	}
@@ -228,7 +233,7 @@ func TestNodesFilterPageSummary(t *testing.T) {
 		{NodeQuery{Role: "client", Limit: 2}, "c1,c2", "c2"},
 		{NodeQuery{Role: "client", Limit: 2, Cursor: "c2"}, "c3,c4", ""},
 	} {
-		l, err := a.client.NodesQuery(ctx, tc.q)
+		l, err := asServer[NodeList](a.client.ListNodes(ctx, api.NodeQuery(tc.q)))
 		if err != nil {
 			t.Errorf("%+v: %v", tc.q, err)
 			continue

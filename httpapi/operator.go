@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/foreman-sched/foreman/api"
 	"io"
 	"net/http"
 	"strconv"
@@ -63,14 +64,10 @@ type TransferRequest struct {
 }
 
 // TransferResponse is its reply.
-type TransferResponse struct {
-	Leader string `json:"leader"`
-}
+type TransferResponse = api.TransferResponse
 
 // RemovePeerResponse is the reply to DELETE /v1/cluster/raft/peers/{name}.
-type RemovePeerResponse struct {
-	Removed string `json:"removed"`
-}
+type RemovePeerResponse = api.RemovePeerResponse
 
 // Snapshot headers of GET /v1/operator/snapshot, so a client can describe
 // the file without parsing it.

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/foreman-sched/foreman/api"
 	"github.com/foreman-sched/foreman/fsm"
 )
 
@@ -75,7 +76,7 @@ func TestSubmitRefusedOverPendingBound(t *testing.T) {
 	var done atomic.Bool
 	got := make(chan error, 1)
 	go func() {
-		_, _, err := a.client.SubmitJob(context.Background(), JobSpecInput{Command: []byte(`"true"`)}, "")
+		_, _, err := submitJob(context.Background(), a.client, JobSpecInput{Command: []byte(`"true"`)}, "")
 		done.Store(true)
 		got <- err
 	}()
@@ -110,8 +111,8 @@ func TestSubmitRefusedOverPendingBound(t *testing.T) {
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
-	_, _, err := a.client.SubmitJob(ctx, JobSpecInput{Command: []byte(`"true"`)}, "")
-	var ae *APIError
+	_, _, err := submitJob(ctx, a.client, JobSpecInput{Command: []byte(`"true"`)}, "")
+	var ae *api.Error
 	if !errors.As(err, &ae) || ae.Status != http.StatusTooManyRequests || ae.RetryAfter != time.Second {
 		t.Fatalf("short-deadline submit: %v, want the 429 with RetryAfter 1s", err)
 	}

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"github.com/foreman-sched/foreman/api"
 	"net/http"
 	"sort"
 
@@ -8,11 +9,7 @@ import (
 )
 
 // Queue is one queue's limit and load.
-type Queue struct {
-	Name       string `json:"name"`
-	MaxRunning int    `json:"max_running"` // 0 = unlimited
-	Running    int    `json:"running"`     // live attempts of the queue's jobs
-}
+type Queue = api.Queue
 
 // QueueList is the reply to GET /v1/queues.
 type QueueList struct {
@@ -87,10 +84,7 @@ func (s *server) setQueue(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req SetQueueRequest
-	body, err := s.readBody(w, r)
-	if err == nil {
-		err = decodeStrict(body, &req)
-	}
+	err := s.decodeBody(w, r, &req)
 	if err != nil {
 		s.writeError(w, r, err)
 		return

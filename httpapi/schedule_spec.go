@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/foreman-sched/foreman/api"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -211,11 +212,7 @@ type FireState struct {
 }
 
 // TriggerResponse is the reply to POST /v1/schedules/{name}/trigger.
-type TriggerResponse struct {
-	JobID string `json:"job_id"` // the workflow's ID when Workflow
-	// Workflow says the schedule fired a workflow (job_id is its ID).
-	Workflow bool `json:"workflow,omitempty"`
-}
+type TriggerResponse = api.TriggerResponse
 
 // ScheduleList is the reply to GET /v1/schedules.
 type ScheduleList struct {

@@ -21,11 +21,11 @@ func TestScheduleWorkflow(t *testing.T) {
 	if code != http.StatusCreated {
 		t.Fatalf("create: %d %s", code, body)
 	}
-	id, wf, err := a.client.TriggerScheduleFire(ctx, "etl")
-	if err != nil || !wf {
-		t.Fatalf("trigger: %s %v %v", id, wf, err)
+	trig, err := a.client.TriggerSchedule(ctx, "etl")
+	if err != nil || !trig.Workflow {
+		t.Fatalf("trigger: %+v %v", trig, err)
 	}
-	d, err := a.client.GetWorkflowAll(ctx, id, false)
+	d, err := asServer[WorkflowDetail](a.client.GetWorkflow(ctx, trig.JobID))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +35,7 @@ func TestScheduleWorkflow(t *testing.T) {
 	if j := a.job(d.JobList[0].ID); j.Spec.Env[fsm.EnvSchedule] != "etl" || j.Spec.Schedule != "etl" {
 		t.Fatalf("fired job spec: %+v", j.Spec)
 	}
-	info, err := a.client.GetSchedule(ctx, "etl", false)
+	info, err := a.client.GetSchedule(ctx, "etl")
 	if err != nil || len(info.Fires) != 1 || !info.Fires[0].Workflow || info.Fires[0].Outcome != string(fsm.WorkflowRunning) {
 		t.Fatalf("schedule: %+v %v", info, err)
 	}

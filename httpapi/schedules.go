@@ -26,10 +26,7 @@ func (s *server) scheduleRoutes(m *http.ServeMux) {
 // path, for PUT) must match the body's name if that is given.
 func (s *server) scheduleInput(w http.ResponseWriter, r *http.Request, name string) (fsm.ScheduleSpec, error) {
 	var in ScheduleInput
-	body, err := s.readBody(w, r)
-	if err == nil {
-		err = decodeStrict(body, &in)
-	}
+	err := s.decodeBody(w, r, &in)
 	if err != nil {
 		return fsm.ScheduleSpec{}, err
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/foreman-sched/foreman/api"
 	"github.com/foreman-sched/foreman/fsm"
 )
 
@@ -32,34 +33,34 @@ func TestScheduleCRUD(t *testing.T) {
 	if _, err := a.client.PauseSchedule(ctx, "nightly", true); err != nil {
 		t.Fatal(err)
 	}
-	got, err := a.client.GetSchedule(ctx, "nightly", false)
+	got, err := a.client.GetSchedule(ctx, "nightly")
 	if err != nil || !got.Spec.Paused || got.NextFire != "" {
 		t.Fatalf("paused: %+v %v", got, err)
 	}
 	if _, err := a.client.PauseSchedule(ctx, "nightly", false); err != nil {
 		t.Fatal(err)
 	}
-	up, err := a.client.UpdateSchedule(ctx, "nightly", ScheduleInput{Cron: "@every 1m", Job: &JobSpecInput{Command: Argv("true")}})
-	if err != nil || up.Spec.Cron != "@every 1m" || up.Spec.Overlap != fsm.OverlapAllow || up.NextFireUTC != "2030-01-02T03:05:05Z" {
+	up, err := a.client.UpdateSchedule(ctx, "nightly", api.ScheduleSpec{Cron: "@every 1m", Job: &api.JobSpec{Command: []string{"true"}}})
+	if err != nil || up.Spec.Cron != "@every 1m" || up.Spec.Overlap != string(fsm.OverlapAllow) || up.NextFireUTC != "2030-01-02T03:05:05Z" {
 		t.Fatalf("update: %+v %v", up, err)
 	}
-	id, err := a.client.TriggerSchedule(ctx, "nightly")
+	trig, err := a.client.TriggerSchedule(ctx, "nightly")
 	if err != nil {
 		t.Fatal(err)
 	}
-	j := a.job(id)
+	j := a.job(trig.JobID)
 	if j.Spec.Schedule != "nightly" || j.Spec.Env[fsm.EnvSchedule] != "nightly" || j.Spec.Env[fsm.EnvScheduledTime] != "2030-01-02T03:04:05Z" {
 		t.Fatalf("triggered job: %+v", j.Spec)
 	}
-	list, err := a.client.ListSchedules(ctx, false)
+	list, err := a.client.ListSchedules(ctx)
 	if err != nil || len(list) != 1 || len(list[0].Fires) != 1 || !list[0].Fires[0].Manual || list[0].Fires[0].Outcome != "queued" {
 		t.Fatalf("list: %+v %v", list, err)
 	}
 	if err := a.client.DeleteSchedule(ctx, "nightly"); err != nil {
 		t.Fatal(err)
 	}
-	var ae *APIError
-	if _, err := a.client.GetSchedule(ctx, "nightly", false); !errors.As(err, &ae) || ae.Status != http.StatusNotFound {
+	var ae *api.Error
+	if _, err := a.client.GetSchedule(ctx, "nightly"); !errors.As(err, &ae) || ae.Status != http.StatusNotFound {
 		t.Fatalf("after delete: %v", err)
 	}
 	if _, err := a.client.TriggerSchedule(ctx, "nightly"); !errors.As(err, &ae) || ae.Status != http.StatusNotFound {
@@ -98,7 +99,7 @@ func TestScheduleBadInput(t *testing.T) {
 			}
 		})
 	}
-	list, err := a.client.ListSchedules(context.Background(), false)
+	list, err := a.client.ListSchedules(context.Background())
 	if err != nil || len(list) != 1 {
 		t.Fatalf("bad input stored something: %+v %v", list, err)
 	}

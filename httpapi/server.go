@@ -339,6 +339,16 @@ func (s *server) apply(ctx context.Context, t fsm.CommandType, payload any) (*fs
 	return res, nil
 }
 
+// decodeBody reads the request's body (within MaxBodyBytes) and decodes
+// it strictly into v.
+func (s *server) decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
+	body, err := s.readBody(w, r)
+	if err != nil {
+		return err
+	}
+	return decodeStrict(body, v)
+}
+
 // decodeOptional decodes a small JSON body into v; an empty body leaves v
 // as it is.
 func (s *server) decodeOptional(w http.ResponseWriter, r *http.Request, v any) error {

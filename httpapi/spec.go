@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/foreman-sched/foreman/api"
 	"strings"
 	"time"
 
@@ -225,10 +226,7 @@ var DefaultBackoff = fsm.Backoff{
 }
 
 // SubmitResponse is the reply to a single-job POST /v1/jobs.
-type SubmitResponse struct {
-	ID        string `json:"id"`
-	Duplicate bool   `json:"duplicate"`
-}
+type SubmitResponse = api.SubmitResponse
 
 // BatchSubmitResponse is the reply to a batch POST /v1/jobs.
 type BatchSubmitResponse struct {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/foreman-sched/foreman/api"
 	"github.com/foreman-sched/foreman/fsm"
 )
 
@@ -71,12 +72,12 @@ func TestSubmitIdempotencyHeader(t *testing.T) {
 	a := newTestAPI(t)
 	ctx := context.Background()
 	spec := JobSpecInput{Command: Argv("true")}
-	id1, dup1, err := a.client.SubmitJob(ctx, spec, "key-1")
+	id1, dup1, err := submitJob(ctx, a.client, spec, "key-1")
 	if err != nil || dup1 {
 		t.Fatalf("first: %s %v %v", id1, dup1, err)
 	}
 	before := a.f.AppliedIndex()
-	id2, dup2, err := a.client.SubmitJob(ctx, spec, "key-1")
+	id2, dup2, err := submitJob(ctx, a.client, spec, "key-1")
 	if err != nil || !dup2 || id2 != id1 {
 		t.Fatalf("second: %s dup=%v err=%v, want %s dup", id2, dup2, err, id1)
 	}
@@ -84,7 +85,7 @@ func TestSubmitIdempotencyHeader(t *testing.T) {
 	if code != http.StatusOK {
 		t.Fatalf("raw duplicate status %d, want 200", code)
 	}
-	id3, dup3, err := a.client.SubmitJob(ctx, spec, "key-2")
+	id3, dup3, err := submitJob(ctx, a.client, spec, "key-2")
 	if err != nil || dup3 || id3 == id1 {
 		t.Fatalf("other key: %s %v %v", id3, dup3, err)
 	}
@@ -122,8 +123,8 @@ func TestAllowUnplaceable(t *testing.T) {
 
 func TestClientAPIError(t *testing.T) {
 	a := newTestAPI(t)
-	_, err := a.client.GetJob(context.Background(), "nope", false)
-	var ae *APIError
+	_, err := a.client.GetJob(context.Background(), "nope")
+	var ae *api.Error
 	if !errors.As(err, &ae) || ae.Status != http.StatusNotFound || ae.Code != CodeNotFound {
 		t.Fatalf("err %#v, want a 404 APIError", err)
 	}

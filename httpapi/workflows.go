@@ -3,6 +3,7 @@ package httpapi
 import (
 	"bytes"
 	"fmt"
+	"github.com/foreman-sched/foreman/api"
 	"net/http"
 	"strconv"
 	"strings"
@@ -22,17 +23,10 @@ type WorkflowInput struct {
 }
 
 // WorkflowSubmitResponse is the reply to POST /v1/workflows.
-type WorkflowSubmitResponse struct {
-	ID        string           `json:"id"`
-	Duplicate bool             `json:"duplicate"` // the idempotency key named an existing workflow
-	Jobs      []WorkflowJobRef `json:"jobs"`
-}
+type WorkflowSubmitResponse = api.WorkflowSubmitResponse
 
 // WorkflowJobRef names one job of a workflow.
-type WorkflowJobRef struct {
-	Name string `json:"name"`
-	ID   string `json:"id"`
-}
+type WorkflowJobRef = api.WorkflowJobRef
 
 // WorkflowList is the reply to GET /v1/workflows.
 type WorkflowList struct {
@@ -410,16 +404,9 @@ func nameOr(names map[string]string, id string) string {
 
 // cancelWorkflow handles DELETE /v1/workflows/{id} (leader only).
 func (s *server) cancelWorkflow(w http.ResponseWriter, r *http.Request) {
-	var req CancelRequest
-	if err := s.decodeOptional(w, r, &req); err != nil {
-		s.writeError(w, r, err)
-		return
+	if reason, ok := s.cancelReason(w, r); ok {
+		s.workflowChange(w, r, fsm.CmdCancelWorkflow, fsm.CancelWorkflow{ID: r.PathValue("id"), Reason: reason})
 	}
-	if len(req.Reason) > MaxNameLen || hasControl(req.Reason) {
-		s.writeError(w, r, invalid("reason", "must be at most %d printable characters", MaxNameLen))
-		return
-	}
-	s.workflowChange(w, r, fsm.CmdCancelWorkflow, fsm.CancelWorkflow{ID: r.PathValue("id"), Reason: req.Reason})
 }
 
 // retryWorkflow handles POST /v1/workflows/{id}/retry (leader only).
@@ -432,18 +419,7 @@ func (s *server) retryWorkflow(w http.ResponseWriter, r *http.Request) {
 // is proposed.
 func (s *server) workflowChange(w http.ResponseWriter, r *http.Request, t fsm.CommandType, payload any) {
 	id := r.PathValue("id")
-	if _, err := s.workflowDetail(id, 0, 1); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	if _, err := s.apply(r.Context(), t, payload); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	d, err := s.workflowDetail(id, 0, s.cfg.DefaultListLimit)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, d)
+	s.change(w, r, t, payload,
+		func() (any, error) { return s.workflowDetail(id, 0, 1) },
+		func() (any, error) { return s.workflowDetail(id, 0, s.cfg.DefaultListLimit) })
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/foreman-sched/foreman/api"
 	"github.com/foreman-sched/foreman/fsm"
 )
 
@@ -46,7 +47,7 @@ func TestWorkflowAPI(t *testing.T) {
 	}
 	states := func() map[string]WorkflowJobStatus {
 		t.Helper()
-		d, err := a.client.GetWorkflowAll(ctx, sub.ID, false)
+		d, err := asServer[WorkflowDetail](a.client.GetWorkflow(ctx, sub.ID))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -58,10 +59,10 @@ func TestWorkflowAPI(t *testing.T) {
 	}
 	finish("extract-users", true)
 	finish("extract-orders", true)
-	if res, err := a.client.JobResult(ctx, id["extract-users"], false); err != nil || len(res) != 0 {
+	if res, err := a.client.JobResult(ctx, id["extract-users"]); err != nil || len(res) != 0 {
 		t.Fatalf("result of a job that wrote none: %q %v", res, err)
 	}
-	if _, err := a.client.JobResult(ctx, id["load"], false); err == nil || !strings.Contains(err.Error(), "no finished attempt") {
+	if _, err := a.client.JobResult(ctx, id["load"]); err == nil || !strings.Contains(err.Error(), "no finished attempt") {
 		t.Fatalf("result of a waiting job: %v", err)
 	}
 	st := states()
@@ -82,7 +83,7 @@ func TestWorkflowAPI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d.State != fsm.WorkflowRunning {
+	if d.State != api.WorkflowRunning {
 		t.Fatalf("after retry: %+v", d.Workflow)
 	}
 	if st := states(); st["transform"].State != fsm.JobQueued || st["load"].State != fsm.JobWaiting {
@@ -92,10 +93,10 @@ func TestWorkflowAPI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d.State != fsm.WorkflowCancelled {
+	if d.State != api.WorkflowCancelled {
 		t.Fatalf("after cancel: %+v", d.Workflow)
 	}
-	l, err := a.client.ListWorkflows(ctx, "", 0, false)
+	l, err := a.client.ListWorkflows(ctx, api.WorkflowQuery{})
 	if err != nil || len(l.Workflows) != 1 || l.Workflows[0].Name != "etl" {
 		t.Fatalf("list: %+v %v", l, err)
 	}
@@ -136,7 +137,7 @@ func TestWorkflowAPIRefusals(t *testing.T) {
 			t.Errorf("%s: %d %s, want 400 with %q", tc.name, code, body, tc.want)
 		}
 	}
-	if l, err := a.client.ListWorkflows(context.Background(), "", 0, false); err != nil || len(l.Workflows) != 0 {
+	if l, err := a.client.ListWorkflows(context.Background(), api.WorkflowQuery{}); err != nil || len(l.Workflows) != 0 {
 		t.Fatalf("stored: %+v %v", l, err)
 	}
 }
@@ -181,7 +182,7 @@ func TestWorkflowIdempotency(t *testing.T) {
 	if code != http.StatusOK || !r2.Duplicate || r2.ID != r1.ID || fmt.Sprint(r2.Jobs) != fmt.Sprint(r1.Jobs) {
 		t.Fatalf("repeat: %d %+v, first %+v", code, r2, r1)
 	}
-	if l, err := a.client.ListWorkflows(context.Background(), "", 0, false); err != nil || len(l.Workflows) != 1 {
+	if l, err := a.client.ListWorkflows(context.Background(), api.WorkflowQuery{}); err != nil || len(l.Workflows) != 1 {
 		t.Fatalf("workflows stored: %+v %v", l, err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/foreman-sched/foreman/api"
 	"github.com/foreman-sched/foreman/jepsen/checker"
 	"github.com/foreman-sched/foreman/jepsen/client"
 	"github.com/foreman-sched/foreman/jepsen/history"
@@ -208,7 +209,7 @@ func Run(bin, outDir string, sc Scenario, cleanup func(func())) report.Summary {
 			sum.Decide()
 			return sum
 		}
-		role := client.Role{Role: "submit", Namespace: "default"}
+		role := api.ACLRole{Role: "submit", Namespace: "default"}
 		if sc.Workload == "cron" || sc.Workload == "dag" {
 			role.Role = "write"
 		}

@@ -2,6 +2,7 @@ package sched
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -194,7 +195,7 @@ func (ns *nodeState) misfit(r *fsm.Resources) string {
 	case r.MemoryMB > ns.freeMem:
 		return dimReason("memory", r.MemoryMB > c.MemoryMB)
 	}
-	for _, k := range sortedKeys(r.Named) {
+	for _, k := range slices.Sorted(maps.Keys(r.Named)) {
 		if v := r.Named[k]; v > 0 && v > ns.freeNamed[k] {
 			return dimReason(k, v > c.Named[k])
 		}
@@ -207,15 +208,6 @@ func dimReason(dim string, tooBig bool) string {
 		return dim + " exceeds node capacity"
 	}
 	return "insufficient " + dim
-}
-
-func sortedKeys(m map[string]int64) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 // staticMisfit checks what does not change during a plan: liveness,

@@ -1,7 +1,9 @@
 package sched
 
 import (
+	"maps"
 	"math/bits"
+	"slices"
 	"strconv"
 
 	"github.com/foreman-sched/foreman/fsm"
@@ -43,7 +45,7 @@ func newPlacer(nodes []nodeState, behind map[string]bool, minCandidates int) *pl
 func shapeOf(ck string, r *fsm.Resources) shapeKey {
 	k := shapeKey{class: ck, cpu: r.CPU, mem: r.MemoryMB, gpuMem: r.GPUMemoryMiB}
 	if len(r.Named) > 0 {
-		for _, n := range sortedKeys(r.Named) {
+		for _, n := range slices.Sorted(maps.Keys(r.Named)) {
 			k.named += n + "=" + strconv.FormatInt(r.Named[n], 10) + ","
 		}
 	}

@@ -3,6 +3,7 @@ package systest
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
@@ -13,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/foreman-sched/foreman/api"
+	"github.com/foreman-sched/foreman/cli"
 	"github.com/foreman-sched/foreman/httpapi"
 )
 
@@ -47,10 +50,7 @@ func TestSystemBenchCron(t *testing.T) {
 		args: []string{"agent", "--dev", "--port", fmt.Sprint(base), "--data-dir", dir}}
 	a.start(t)
 	t.Cleanup(a.stop9)
-	cl, err := httpapi.NewClient(a.url(""), httpapi.ClientOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl := apiClient(t, a.url(""), cli.ClientConfig{})
 	ctx := context.Background()
 	eventually(t, systemTimeout, "dev agent ready", func() error { return cl.Ready(ctx) })
 
@@ -71,7 +71,7 @@ func TestSystemBenchCron(t *testing.T) {
 					job = &httpapi.JobSpecInput{Command: httpapi.Argv("true"), Driver: "process"}
 				}
 				in := httpapi.ScheduleInput{Name: fmt.Sprintf("bench-%05d", i), Cron: "@every 10s", StartAt: startAt, Job: job}
-				if _, err := cl.CreateSchedule(ctx, in); err != nil {
+				if err := cl.Do(ctx, api.Request{Method: http.MethodPost, Path: "/v1/schedules", Body: in}, nil); err != nil {
 					failed.Add(1)
 					t.Logf("create %s: %v", in.Name, err)
 				}
@@ -97,7 +97,7 @@ func TestSystemBenchCron(t *testing.T) {
 	}
 	last := first.Add(time.Duration(bursts-1) * every)
 
-	list, err := cl.ListSchedules(ctx, false)
+	list, err := cl.ListSchedules(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +119,7 @@ func TestSystemBenchCron(t *testing.T) {
 	for _, id := range jobs {
 		var d *httpapi.JobDetail
 		eventually(t, systemTimeout, "probe job "+id+" started", func() error {
-			d, err = cl.GetJob(ctx, id, false)
+			d, err = jobDetail(ctx, cl, id)
 			if err == nil && (len(d.Attempts) == 0 || d.Attempts[0].StartedAt.IsZero()) {
 				err = fmt.Errorf("not started")
 			}

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/foreman-sched/foreman/cli"
 	"github.com/foreman-sched/foreman/httpapi"
 )
 
@@ -259,10 +260,7 @@ func BenchmarkRunLatency(b *testing.B) {
 		a := benchAgent(t)
 		var cliRuns, streamRuns []time.Duration
 		bin := foremanBin(t)
-		cl, err := httpapi.NewClient(a.url(""), httpapi.ClientOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		cl := apiClient(t, a.url(""), cli.ClientConfig{})
 		for i := 0; i < runs; i++ {
 			start := time.Now()
 			cmd := exec.Command(bin, "run", "--addr", a.url(""), "--", "true")
@@ -272,11 +270,11 @@ func BenchmarkRunLatency(b *testing.B) {
 			cliRuns = append(cliRuns, time.Since(start))
 
 			start = time.Now()
-			id, _, err := cl.SubmitJob(context.Background(), httpapi.JobSpecInput{Command: json.RawMessage(`["true"]`)}, "")
+			res, err := cli.SubmitJob(context.Background(), cl, httpapi.JobSpecInput{Command: json.RawMessage(`["true"]`)}, "")
 			if err != nil {
 				t.Fatal(err)
 			}
-			d, err := cl.WaitJob(context.Background(), id, nil)
+			d, err := cl.WaitJob(context.Background(), res.ID, nil)
 			if err != nil || d.Job.State != "succeeded" {
 				t.Fatalf("wait: %v %+v", err, d)
 			}

@@ -16,8 +16,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 
+	"github.com/foreman-sched/foreman/api"
+	"github.com/foreman-sched/foreman/cli"
 	"github.com/foreman-sched/foreman/fsm"
-	"github.com/foreman-sched/foreman/httpapi"
 )
 
 // eventFollower follows GET /v1/events on one node at a time, resuming
@@ -44,16 +45,20 @@ func (f *eventFollower) run(ctx context.Context, t *testing.T) {
 		f.cancel = cancel
 		f.streams++
 		f.mu.Unlock()
-		cl, err := httpapi.NewClient(target.url(""), httpapi.ClientOptions{})
+		cl, err := cli.NewClient(target.url(""), cli.ClientConfig{})
 		if err == nil {
-			err = cl.StreamEvents(sctx, httpapi.EventQuery{Topics: []string{"job", "leader"}, After: after}, func(e fsm.Event) error {
+			err = cl.StreamEvents(sctx, api.EventQuery{Topics: []string{"job", "leader"}, After: after}, func(ae api.Event) error {
+				e, err := cli.AsServer[fsm.Event](ae, nil)
+				if err != nil {
+					return err
+				}
 				f.mu.Lock()
 				defer f.mu.Unlock()
 				if e.Type == fsm.EventReset {
 					f.resets++
 					return nil
 				}
-				f.events = append(f.events, e)
+				f.events = append(f.events, *e)
 				return nil
 			})
 		}
@@ -199,20 +204,21 @@ func TestSystemEventStream(t *testing.T) {
 	if leaders == 0 {
 		t.Errorf("no leader.changed event after the kill")
 	}
-	cl, err := httpapi.NewClient(fs[1].url(""), httpapi.ClientOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl := apiClient(t, fs[1].url(""), cli.ClientConfig{})
 	total := 0
 	for _, id := range ids {
-		tl, err := cl.JobEvents(context.Background(), id)
+		reply, err := cl.JobEvents(context.Background(), id)
 		if err != nil {
 			t.Fatalf("timeline of %s: %v", id, err)
 		}
+		tl, err := cli.AsServer[[]fsm.Event](reply, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
 		got := byJob[id]
-		total += len(tl)
-		if !slices.EqualFunc(got, tl, func(a, b fsm.Event) bool { return a.ID() == b.ID() && a.Kind() == b.Kind() }) {
-			t.Fatalf("job %s: the stream saw\n  %v\nits timeline is\n  %v", id, eventNames(got), eventNames(tl))
+		total += len(*tl)
+		if !slices.EqualFunc(got, *tl, func(a, b fsm.Event) bool { return a.ID() == b.ID() && a.Kind() == b.Kind() }) {
+			t.Fatalf("job %s: the stream saw\n  %v\nits timeline is\n  %v", id, eventNames(got), eventNames(*tl))
 		}
 	}
 	checkDashboard(t, fs[1])

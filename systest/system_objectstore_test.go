@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/foreman-sched/foreman/api"
+	"github.com/foreman-sched/foreman/cli"
 	"github.com/foreman-sched/foreman/fsm"
 	"github.com/foreman-sched/foreman/httpapi"
 	"github.com/foreman-sched/foreman/objstore"
@@ -85,10 +87,7 @@ func TestSystemObjectStore(t *testing.T) {
 	}
 	gate := filepath.Join(root, "gate")
 
-	cl, err := httpapi.NewClient(leader.url(""), httpapi.ClientOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl := apiClient(t, leader.url(""), cli.ClientConfig{})
 	ctx := context.Background()
 	one := 1
 
@@ -127,10 +126,10 @@ func TestSystemObjectStore(t *testing.T) {
 		job("gate", nodeB, "while [ ! -e "+gate+" ]; do sleep 0.1; done"),
 		job("child", nodeB, `printf "%s+%s@%s" "$(cat "$FOREMAN_INPUTS/parent/result")" "$(cat "$FOREMAN_INPUTS/parent/artifacts/out/data.txt")" "$FOREMAN_NODE" > "$FOREMAN_RESULT"`, "parent", "gate"),
 	}}
-	var sub *httpapi.WorkflowSubmitResponse
+	var sub *api.WorkflowSubmitResponse
 	eventually(t, systemTimeout, "submit the workflow", func() error {
 		var err error
-		sub, err = cl.SubmitWorkflow(ctx, wf)
+		sub, err = submitWorkflow(ctx, cl, wf)
 		return err
 	})
 	ids := map[string]string{}
@@ -184,7 +183,7 @@ func TestSystemObjectStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitJobState(t, leader, child, "succeeded")
-	res, err := cl.JobResult(ctx, child, false)
+	res, err := cl.JobResult(ctx, child)
 	if want := "result-of-parent+artifact-of-parent@" + nodeB.name; err != nil || string(res) != want {
 		t.Errorf("child's result %q (%v), want %q", res, err, want)
 	}
@@ -194,7 +193,7 @@ func TestSystemObjectStore(t *testing.T) {
 		t.Fatalf("job retry: %d %s", r.code, r.stderr)
 	}
 	waitJobState(t, leader, ck, "succeeded")
-	if res, err := cl.JobResult(ctx, ck, false); err != nil || string(res) != "from-"+nodeA.name {
+	if res, err := cl.JobResult(ctx, ck); err != nil || string(res) != "from-"+nodeA.name {
 		t.Errorf("the retried job's result %q (%v), want A's checkpoint %q", res, err, "from-"+nodeA.name)
 	}
 

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/foreman-sched/foreman/api"
+	"github.com/foreman-sched/foreman/cli"
 	"github.com/foreman-sched/foreman/cluster"
 	"github.com/foreman-sched/foreman/fsm"
 	"github.com/foreman-sched/foreman/httpapi"
@@ -59,13 +61,9 @@ func (c *secureCluster) cliStdin(t testing.TB, a *agentProc, stdin string, args 
 }
 
 // client is an API client of agent a with token.
-func (c *secureCluster) client(t testing.TB, a *agentProc, token string) *httpapi.Client {
+func (c *secureCluster) client(t testing.TB, a *agentProc, token string) *api.Client {
 	t.Helper()
-	cl, err := httpapi.NewClient(c.addr(a), httpapi.ClientOptions{CACert: c.ca, Token: token})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cl
+	return apiClient(t, c.addr(a), cli.ClientConfig{CACert: c.ca, Token: token})
 }
 
 // newSecureCluster starts it and bootstraps the management token. Node i
@@ -176,16 +174,16 @@ func TestSystemSecureArtifacts(t *testing.T) {
 		job("b", "2", `printf "%s on $FOREMAN_NODE" "$(cat "$FOREMAN_INPUTS/a/artifacts/out/data.txt")" > "$FOREMAN_RESULT"`, "a"),
 	}}
 	ctx := context.Background()
-	var sub *httpapi.WorkflowSubmitResponse
+	var sub *api.WorkflowSubmitResponse
 	eventually(t, systemTimeout, "submit the workflow", func() error {
 		var err error
-		sub, err = cl.SubmitWorkflow(ctx, wf)
+		sub, err = submitWorkflow(ctx, cl, wf)
 		return err
 	})
 	var d *httpapi.WorkflowDetail
 	eventually(t, systemTimeout, "workflow ends", func() error {
 		var err error
-		if d, err = cl.GetWorkflowAll(ctx, sub.ID, false); err != nil {
+		if d, err = workflowAll(ctx, cl, sub.ID); err != nil {
 			return err
 		}
 		if d.State != fsm.WorkflowSucceeded && d.State != fsm.WorkflowFailed {
@@ -202,7 +200,7 @@ func TestSystemSecureArtifacts(t *testing.T) {
 	if d.State != fsm.WorkflowSucceeded {
 		t.Fatalf("workflow %s: %+v", d.State, d.JobList)
 	}
-	res, err := cl.JobResult(ctx, b.ID, false)
+	res, err := cl.JobResult(ctx, b.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -270,7 +268,7 @@ func TestSystemGossipKeyRotation(t *testing.T) {
 	var rounds atomic.Int64
 	go func() {
 		defer close(watchErr)
-		cls := []*httpapi.Client{}
+		cls := []*api.Client{}
 		for _, a := range c.agents {
 			cls = append(cls, c.client(t, a, c.mgmt))
 		}

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/foreman-sched/foreman/api"
+	"github.com/foreman-sched/foreman/cli"
 	"github.com/foreman-sched/foreman/httpapi"
 )
 
@@ -79,7 +81,7 @@ func TestSystemStorm(t *testing.T) {
 	var wg sync.WaitGroup
 	submit := func(addr string, driver string, n, batch int) {
 		defer wg.Done()
-		cl, err := httpapi.NewClient(addr, httpapi.ClientOptions{})
+		cl, err := cli.NewClient(addr, cli.ClientConfig{})
 		if err != nil {
 			t.Error(err)
 			return
@@ -91,7 +93,8 @@ func TestSystemStorm(t *testing.T) {
 				specs[i] = spec(driver)
 			}
 			sctx, cancel := context.WithTimeout(ctx, 2*systemTimeout)
-			res, err := cl.SubmitJobs(sctx, specs)
+			var res []api.SubmitResponse
+			err := cli.SubmitJobs(sctx, cl, httpapi.BatchSubmitRequest{Jobs: specs}, &res)
 			cancel()
 			if err != nil {
 				t.Errorf("submit %d %s jobs: %v", k, driver, err)

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/foreman-sched/foreman/api"
+	"github.com/foreman-sched/foreman/cli"
 	"github.com/foreman-sched/foreman/fsm"
 	"github.com/foreman-sched/foreman/httpapi"
 )
@@ -39,10 +41,7 @@ func TestSystemWorkflow(t *testing.T) {
 		name := fmt.Sprintf("wf%d", i)
 		agents = append(agents, startAgent(t, bin, name, filepath.Join(root, name, "data"), base, extra...))
 	}
-	cl, err := httpapi.NewClient(agents[1].url(""), httpapi.ClientOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl := apiClient(t, agents[1].url(""), cli.ClientConfig{})
 	ctx := context.Background()
 	eventually(t, systemTimeout, "three eligible nodes", func() error {
 		var nodes struct {
@@ -77,10 +76,10 @@ func TestSystemWorkflow(t *testing.T) {
 		job("f", "3", `cat "$FOREMAN_INPUTS/c/result" > "$FOREMAN_RESULT"`, []string{"c"}, ""),
 		job("g", "1", "true", []string{"d"}, "always"),
 	}}
-	var sub *httpapi.WorkflowSubmitResponse
+	var sub *api.WorkflowSubmitResponse
 	eventually(t, systemTimeout, "submit the workflow", func() error {
 		var err error
-		sub, err = cl.SubmitWorkflow(ctx, wf)
+		sub, err = submitWorkflow(ctx, cl, wf)
 		return err
 	})
 	status := func(want fsm.WorkflowState) map[string]httpapi.WorkflowJobStatus {
@@ -88,7 +87,7 @@ func TestSystemWorkflow(t *testing.T) {
 		var d *httpapi.WorkflowDetail
 		eventually(t, systemTimeout, "workflow "+string(want), func() error {
 			var err error
-			if d, err = cl.GetWorkflowAll(ctx, sub.ID, false); err != nil {
+			if d, err = workflowAll(ctx, cl, sub.ID); err != nil {
 				return err
 			}
 			if d.State != want {
@@ -117,7 +116,7 @@ func TestSystemWorkflow(t *testing.T) {
 		t.Errorf("e's edge: %+v", e)
 	}
 	// The result crossed two nodes: written on wf1, read and extended on wf2, read on wf3.
-	res, err := cl.JobResult(ctx, st["f"].ID, false)
+	res, err := cl.JobResult(ctx, st["f"].ID)
 	if err != nil || string(res) != "from-a@wf1 via wf2 +artifact-of-a" {
 		t.Errorf("f's result (with a's artifact fetched by wf2 from wf1): %q, %v", res, err)
 	}
@@ -185,7 +184,7 @@ func TestSystemWorkflow(t *testing.T) {
 	if byName["notify-failure"].State != fsm.JobSkipped || byName["notify-failure"].DecidedBy == "" {
 		t.Errorf("notify-failure: %+v", byName["notify-failure"])
 	}
-	if res, err := cl.JobResult(ctx, byName["transform"].ID, false); err != nil || string(res) != "users=42\norders=7\n" {
+	if res, err := cl.JobResult(ctx, byName["transform"].ID); err != nil || string(res) != "users=42\norders=7\n" {
 		t.Errorf("transform's result: %q %v", res, err)
 	}
 	if r := runForeman(t, bin, addr, "workflow", "status", etl); r.code != 0 || !strings.Contains(r.stdout, "released by transform") {
@@ -219,14 +218,14 @@ func TestSystemWorkflow(t *testing.T) {
 		t.Fatalf("schedule trigger: %d %s %s", r.code, r.stdout, r.stderr)
 	}
 	eventually(t, systemTimeout, "the scheduled workflow succeeded", func() error {
-		d, err := cl.GetWorkflowAll(ctx, trig.JobID, false)
+		d, err := workflowAll(ctx, cl, trig.JobID)
 		if err != nil {
 			return err
 		}
 		if d.State != fsm.WorkflowSucceeded {
 			return fmt.Errorf("workflow is %s: %+v", d.State, d.JobList)
 		}
-		if res, err := cl.JobResult(ctx, d.JobList[1].ID, false); err != nil || strings.TrimSpace(string(res)) != "1" {
+		if res, err := cl.JobResult(ctx, d.JobList[1].ID); err != nil || strings.TrimSpace(string(res)) != "1" {
 			return fmt.Errorf("transform's result %q %v", res, err)
 		}
 		return nil
@@ -251,16 +250,13 @@ func TestSystemWorkflow(t *testing.T) {
 func checkArtifacts(t *testing.T, bin string, agents []*agentProc, id string) {
 	t.Helper()
 	ctx := context.Background()
-	via, err := httpapi.NewClient(agents[2].url(""), httpapi.ClientOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	via := apiClient(t, agents[2].url(""), cli.ClientConfig{})
 	l, err := via.ListArtifacts(ctx, id, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l.Node != "wf1" || len(l.Artifacts) != 2 || l.Artifacts[0] != (fsm.Artifact{Path: "out/data.txt", Size: 13}) ||
-		l.Artifacts[1] != (fsm.Artifact{Path: "top", Size: 1}) || !strings.Contains(l.Warning, "not regular files") {
+	if l.Node != "wf1" || len(l.Artifacts) != 2 || l.Artifacts[0] != (api.Artifact{Path: "out/data.txt", Size: 13}) ||
+		l.Artifacts[1] != (api.Artifact{Path: "top", Size: 1}) || !strings.Contains(l.Warning, "not regular files") {
 		t.Errorf("artifact list: %+v", l)
 	}
 	var buf strings.Builder

@@ -74,13 +74,13 @@ func benchArtifacts(c *ucli.Context) error {
 	for i := range n {
 		spec := noopSpec(run, c.String("driver"))
 		spec.Command = httpapi.Argv("/bin/sh", "-c", fmt.Sprintf(`head -c %d /dev/zero > "$FOREMAN_ARTIFACTS/blob"`, size))
-		id, _, err := cl.SubmitJob(ctx, spec, "")
+		id, _, err := submitJob(ctx, cl, spec, "")
 		if err != nil {
 			return err
 		}
 		var at *fsm.Attempt
 		for {
-			d, err := cl.GetJob(ctx, id, false)
+			d, err := jobDetail(ctx, cl, id)
 			if err != nil && !isNotFound(err) {
 				return err
 			}

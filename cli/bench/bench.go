@@ -15,8 +15,8 @@ import (
 
 	ucli "github.com/urfave/cli/v2"
 
+	"github.com/foreman-sched/foreman/api"
 	"github.com/foreman-sched/foreman/cli"
-	"github.com/foreman-sched/foreman/fsm"
 	"github.com/foreman-sched/foreman/httpapi"
 )
 
@@ -92,14 +92,24 @@ func Command() *ucli.Command {
 
 // benchClient is an API client whose connection pool fits conc concurrent
 // requests (the default client keeps 32 idle connections).
-func benchClient(c *ucli.Context, conc int) (*httpapi.Client, error) {
+func benchClient(c *ucli.Context, conc int) (*api.Client, error) {
 	cl, _, err := benchClientHTTP(c, conc)
 	return cl, err
 }
 
+// benchClientFor is benchClient and a context that ends after --timeout.
+func benchClientFor(c *ucli.Context, conc int) (*api.Client, context.Context, context.CancelFunc, error) {
+	cl, err := benchClient(c, conc)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	ctx, cancel := context.WithTimeout(c.Context, c.Duration("timeout"))
+	return cl, ctx, cancel, nil
+}
+
 // benchClientHTTP is benchClient and the HTTP client under it (its TLS
 // from the flags), for requests the API client has no method for.
-func benchClientHTTP(c *ucli.Context, conc int) (*httpapi.Client, *http.Client, error) {
+func benchClientHTTP(c *ucli.Context, conc int) (*api.Client, *http.Client, error) {
 	addr := ""
 	for _, x := range c.Lineage() {
 		for _, n := range x.LocalFlagNames() {
@@ -123,7 +133,7 @@ func benchClientHTTP(c *ucli.Context, conc int) (*httpapi.Client, *http.Client, 
 	// (or FOREMAN_TOKEN...): a bench against a cluster with ACL and TLS on.
 	opts := cli.ClientOptions(c)
 	opts.HTTPClient = hc
-	cl, err := httpapi.NewClient(addr, opts)
+	cl, err := cli.NewClient(addr, opts)
 	if err != nil {
 		return nil, nil, cli.Exitf(1, "%v", err)
 	}
@@ -192,7 +202,7 @@ type benchRun struct {
 }
 
 // add records the IDs a submit returned.
-func (r *benchRun) add(subs []httpapi.SubmitResponse) {
+func (r *benchRun) add(subs []api.SubmitResponse) {
 	for _, s := range subs {
 		if r.oldest == "" || s.ID < r.oldest {
 			r.oldest = s.ID
@@ -203,11 +213,11 @@ func (r *benchRun) add(subs []httpapi.SubmitResponse) {
 
 // count returns how many of the run's jobs are in each state, as the node
 // the client talks to sees them; a job not visible there yet is absent.
-func (r *benchRun) count(ctx context.Context, cl *httpapi.Client) (map[fsm.JobState]int, error) {
-	out := map[fsm.JobState]int{}
+func (r *benchRun) count(ctx context.Context, cl *api.Client) (map[api.JobState]int, error) {
+	out := map[api.JobState]int{}
 	cursor := ""
 	for {
-		page, err := cl.ListJobs(ctx, httpapi.JobListQuery{Limit: 1000, Cursor: cursor})
+		page, err := cl.ListJobs(ctx, api.JobQuery{Limit: 1000, Cursor: cursor})
 		if err != nil {
 			return nil, err
 		}
@@ -227,7 +237,7 @@ func (r *benchRun) count(ctx context.Context, cl *httpapi.Client) (map[fsm.JobSt
 }
 
 // outstanding is how many of the run's jobs are not seen terminal yet.
-func (r *benchRun) outstanding(ctx context.Context, cl *httpapi.Client) (int, error) {
+func (r *benchRun) outstanding(ctx context.Context, cl *api.Client) (int, error) {
 	counts, err := r.count(ctx, cl)
 	if err != nil {
 		return 0, err
@@ -247,7 +257,7 @@ func (r *benchRun) outstanding(ctx context.Context, cl *httpapi.Client) (int, er
 // looks is found in a later state or is terminal by then. A retry moves a
 // job back (running → retrying → queued), so a pass that finds none is
 // confirmed by a full count before the run counts as finished.
-var pendingStates = []fsm.JobState{fsm.JobWaiting, fsm.JobRetrying, fsm.JobQueued, fsm.JobRunning}
+var pendingStates = []api.JobState{api.JobWaiting, api.JobRetrying, api.JobQueued, api.JobRunning}
 
 // pendingIn counts the run's jobs in state st from the node's state index,
 // newest first, stopping at the run's oldest ID; with first it stops at the
@@ -258,13 +268,13 @@ var pendingStates = []fsm.JobState{fsm.JobWaiting, fsm.JobRetrying, fsm.JobQueue
 // pass near the end of a run costs the node a few decodes, not one per job
 // of the run (listing all 5,000 jobs every 10 ms was ~8% of the
 // leader's CPU samples during a throughput run).
-func (r *benchRun) pendingIn(ctx context.Context, cl *httpapi.Client, st fsm.JobState, first bool) (int, error) {
+func (r *benchRun) pendingIn(ctx context.Context, cl *api.Client, st api.JobState, first bool) (int, error) {
 	n, cursor, limit := 0, "", 1
 	if !first {
 		limit = 1000
 	}
 	for {
-		page, err := cl.ListJobs(ctx, httpapi.JobListQuery{State: st, Limit: limit, Cursor: cursor})
+		page, err := cl.ListJobs(ctx, api.JobQuery{State: st, Limit: limit, Cursor: cursor})
 		if err != nil {
 			return 0, err
 		}
@@ -290,7 +300,7 @@ func (r *benchRun) pendingIn(ctx context.Context, cl *httpapi.Client, st fsm.Job
 // looks first in the state where one was found last time (hint), then in
 // every pending state in lifecycle order: the first look only saves
 // requests, the ordered pass is what makes "none" mean none (pendingStates).
-func (r *benchRun) anyPending(ctx context.Context, cl *httpapi.Client, hint *int) (bool, error) {
+func (r *benchRun) anyPending(ctx context.Context, cl *api.Client, hint *int) (bool, error) {
 	if n, err := r.pendingIn(ctx, cl, pendingStates[*hint], true); err != nil || n > 0 {
 		return n > 0, err
 	}
@@ -308,7 +318,7 @@ func (r *benchRun) anyPending(ctx context.Context, cl *httpapi.Client, hint *int
 }
 
 // pendingCount is how many of the run's jobs are pending (for progress lines).
-func (r *benchRun) pendingCount(ctx context.Context, cl *httpapi.Client) (int, error) {
+func (r *benchRun) pendingCount(ctx context.Context, cl *api.Client) (int, error) {
 	total := 0
 	for _, st := range pendingStates {
 		n, err := r.pendingIn(ctx, cl, st, false)
@@ -328,7 +338,7 @@ func (r *benchRun) pendingCount(ctx context.Context, cl *httpapi.Client) (int, e
 func retryTransient(ctx context.Context, what string, fn func() error) error {
 	for {
 		err := fn()
-		var ae *httpapi.APIError
+		var ae *api.Error
 		if err == nil || (errors.As(err, &ae) && ae.Status < 500) || ctx.Err() != nil {
 			return err
 		}
@@ -345,7 +355,7 @@ func retryTransient(ctx context.Context, what string, fn func() error) error {
 // returns when that was first seen. Each poll asks the state index for the
 // run's pending jobs only (anyPending) and stops at the first found; a poll
 // that finds none is confirmed with a full count of the run.
-func waitAllTerminal(ctx context.Context, cl *httpapi.Client, run *benchRun, poll time.Duration) (time.Time, error) {
+func waitAllTerminal(ctx context.Context, cl *api.Client, run *benchRun, poll time.Duration) (time.Time, error) {
 	p := &progress{every: 2 * time.Second, last: time.Now()}
 	hint := 0
 	for {

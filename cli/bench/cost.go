@@ -18,9 +18,9 @@ import (
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/procfs"
 
+	"github.com/foreman-sched/foreman/api"
 	"github.com/foreman-sched/foreman/cli"
 	"github.com/foreman-sched/foreman/fsm"
-	"github.com/foreman-sched/foreman/httpapi"
 )
 
 // The cost map of a throughput run (issue 35): what each job cost every
@@ -168,8 +168,8 @@ type costProbe struct {
 // replicas: bench nodes' simulated clients have no API). A failure is said
 // on stderr and gives a nil probe: the run is measured without its cost
 // map. bench names the command in the messages.
-func newCostProbe(ctx context.Context, bench string, cl *httpapi.Client, hc *http.Client, token string, serversOnly bool) *costProbe {
-	nodes, err := cl.Nodes(ctx)
+func newCostProbe(ctx context.Context, bench string, cl *api.Client, hc *http.Client, token string, serversOnly bool) *costProbe {
+	nodes, err := nodeViews(ctx, cl)
 	if err != nil {
 		cli.Stderrf("bench %s: no cost map: listing the nodes: %v", bench, err)
 		return nil
@@ -179,8 +179,8 @@ func newCostProbe(ctx context.Context, bench string, cl *httpapi.Client, hc *htt
 		cli.Stderrf("bench %s: no cost map: raft state: %v", bench, err)
 		return nil
 	}
-	scheme, _, _ := strings.Cut(cl.Addr(), "://") // the nodes speak what the one we ask does
-	p := &costProbe{bench: bench, hc: hc, token: token, host: onLoopback(cl.Addr())}
+	scheme, _, _ := strings.Cut(cl.Address(), "://") // the nodes speak what the one we ask does
+	p := &costProbe{bench: bench, hc: hc, token: token, host: onLoopback(cl.Address())}
 	for _, n := range nodes {
 		role := "follower"
 		switch {
@@ -349,11 +349,11 @@ func printCost(w io.Writer, m *costMap) error {
 
 // benchToken is the token the API client sends (--token, else
 // FOREMAN_TOKEN), for the requests the bench makes itself.
-func benchToken(opts httpapi.ClientOptions) string {
+func benchToken(opts cli.ClientConfig) string {
 	if opts.Token != "" {
 		return opts.Token
 	}
-	return os.Getenv(httpapi.EnvToken)
+	return os.Getenv(api.EnvToken)
 }
 
 // round2 keeps per-job figures readable.

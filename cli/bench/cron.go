@@ -12,6 +12,7 @@ import (
 
 	ucli "github.com/urfave/cli/v2"
 
+	"github.com/foreman-sched/foreman/api"
 	"github.com/foreman-sched/foreman/cli"
 	"github.com/foreman-sched/foreman/httpapi"
 )
@@ -79,7 +80,7 @@ func benchCron(c *ucli.Context) error {
 		if i < probes {
 			job = &httpapi.JobSpecInput{Command: httpapi.Argv("true"), Labels: map[string]string{"bench": run}}
 		}
-		_, err := cl.CreateSchedule(ctx, httpapi.ScheduleInput{Name: names[i], Cron: "@every 10s", StartAt: startAt, Job: job})
+		_, err := createSchedule(ctx, cl, httpapi.ScheduleInput{Name: names[i], Cron: "@every 10s", StartAt: startAt, Job: job})
 		p.printf("%d of %d schedules created", done.Add(1), n)
 		return err
 	})
@@ -100,7 +101,7 @@ func benchCron(c *ucli.Context) error {
 		cli.Stderrf("bench cron: tick %d of %d measured", k+1, ticks)
 	}
 	last := first.Add(time.Duration(ticks-1) * every)
-	list, err := cl.ListSchedules(ctx, false)
+	list, err := cl.ListSchedules(ctx)
 	if err != nil {
 		return err
 	}
@@ -140,10 +141,10 @@ func benchCron(c *ucli.Context) error {
 }
 
 // waitStarted polls a job until its first attempt has started.
-func waitStarted(ctx context.Context, cl *httpapi.Client, id string) (*httpapi.JobDetail, error) {
+func waitStarted(ctx context.Context, cl *api.Client, id string) (*httpapi.JobDetail, error) {
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
-		d, err := cl.GetJob(ctx, id, false)
+		d, err := jobDetail(ctx, cl, id)
 		if err == nil && len(d.Attempts) > 0 && !d.Attempts[0].StartedAt.IsZero() {
 			return d, nil
 		}

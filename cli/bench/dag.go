@@ -8,6 +8,7 @@ import (
 
 	ucli "github.com/urfave/cli/v2"
 
+	"github.com/foreman-sched/foreman/api"
 	"github.com/foreman-sched/foreman/cli"
 	"github.com/foreman-sched/foreman/fsm"
 	"github.com/foreman-sched/foreman/httpapi"
@@ -52,11 +53,10 @@ func dagCommand(driver *ucli.StringFlag) *ucli.Command {
 }
 
 func benchDAG(c *ucli.Context) error {
-	cl, err := benchClient(c, 4)
+	cl, ctx, cancel, err := benchClientFor(c, 4)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(c.Context, c.Duration("timeout"))
 	defer cancel()
 	run, drv := benchRunID(), c.String("driver")
 	res := dagResult{Chain: c.Int("chain"), Driver: drv, FanOut: c.Int("fan-out"), RandomJobs: c.Int("random")}
@@ -79,7 +79,7 @@ func benchDAG(c *ucli.Context) error {
 		wf.Jobs = append(wf.Jobs, job(fmt.Sprint("j", i), deps...))
 	}
 	t0 := time.Now()
-	sub, err := cl.SubmitWorkflow(ctx, wf)
+	sub, err := submitWorkflow(ctx, cl, wf)
 	if err != nil {
 		return err
 	}
@@ -101,12 +101,12 @@ func benchDAG(c *ucli.Context) error {
 	t0 = time.Now()
 	ids = ids[:0]
 	for i := range res.Chain * boolInt(c.Bool("one-by-one")) {
-		id, _, err := cl.SubmitJob(ctx, job(fmt.Sprint("k", i)), "")
+		id, _, err := submitJob(ctx, cl, job(fmt.Sprint("k", i)), "")
 		if err != nil {
 			return err
 		}
 		for {
-			d, err := cl.GetJob(ctx, id, false)
+			d, err := cl.GetJob(ctx, id)
 			if err == nil && d.Job.State.Terminal() {
 				break
 			}
@@ -143,7 +143,7 @@ func benchDAG(c *ucli.Context) error {
 			wf.Jobs = append(wf.Jobs, job(fmt.Sprint("c", i), "root"))
 		}
 		t0 = time.Now()
-		sub, err := cl.SubmitWorkflow(ctx, wf)
+		sub, err := submitWorkflow(ctx, cl, wf)
 		if err != nil {
 			return err
 		}
@@ -169,14 +169,14 @@ func benchDAG(c *ucli.Context) error {
 			wf.Jobs = append(wf.Jobs, job(fmt.Sprint("n", i), deps...))
 		}
 		t0 = time.Now()
-		sub, err := cl.SubmitWorkflow(ctx, wf)
+		sub, err := submitWorkflow(ctx, cl, wf)
 		if err != nil {
 			return err
 		}
 		res.RandomSubmitMS = float64(time.Since(t0).Microseconds()) / 1000
 		t0 = time.Now()
 		// Through the leader: the node asked may not have applied it yet.
-		if _, err := cl.GetWorkflow(ctx, sub.ID, 0, 0, true); err != nil {
+		if _, err := workflowPage(ctx, cl, sub.ID, 0, true); err != nil {
 			return err
 		}
 		res.RandomPageMS = float64(time.Since(t0).Microseconds()) / 1000
@@ -207,13 +207,13 @@ func benchDAG(c *ucli.Context) error {
 }
 
 // waitWorkflow polls until the workflow is no longer running.
-func waitWorkflow(ctx context.Context, cl *httpapi.Client, id string) error {
+func waitWorkflow(ctx context.Context, cl *api.Client, id string) error {
 	for {
-		d, err := cl.GetWorkflow(ctx, id, 0, 1, false)
+		d, err := workflowPage(ctx, cl, id, 1, false)
 		if err != nil && !isNotFound(err) {
 			return err
 		}
-		if err == nil && d.State != fsm.WorkflowRunning {
+		if err == nil && d.State != api.WorkflowRunning {
 			return nil
 		}
 		select {
@@ -226,11 +226,11 @@ func waitWorkflow(ctx context.Context, cl *httpapi.Client, id string) error {
 
 // releaseLatencies is, along a chain, each job's start minus its
 // predecessor's finish (the attempts' own times), sorted.
-func releaseLatencies(ctx context.Context, cl *httpapi.Client, ids []string) ([]time.Duration, error) {
+func releaseLatencies(ctx context.Context, cl *api.Client, ids []string) ([]time.Duration, error) {
 	var out []time.Duration
 	var prevEnd time.Time
 	for i, id := range ids {
-		d, err := cl.GetJob(ctx, id, false)
+		d, err := cl.GetJob(ctx, id)
 		if err != nil {
 			return nil, err
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/foreman-sched/foreman/api"
 	"github.com/foreman-sched/foreman/httpapi"
 )
 
@@ -13,7 +14,7 @@ import (
 // the release latencies along it (parent finished → child started) and
 // the chain's total time. Unlike a workflow, each link is its own submit
 // naming a job that already exists: Slurm's afterok.
-func afterChain(ctx context.Context, cl *httpapi.Client, n int, job func(name string) httpapi.JobSpecInput) ([]time.Duration, float64, error) {
+func afterChain(ctx context.Context, cl *api.Client, n int, job func(name string) httpapi.JobSpecInput) ([]time.Duration, float64, error) {
 	ids := make([]string, 0, n)
 	t0 := time.Now()
 	for i := range n {
@@ -21,7 +22,7 @@ func afterChain(ctx context.Context, cl *httpapi.Client, n int, job func(name st
 		if i > 0 {
 			s.After = []httpapi.AfterInput{httpapi.After(ids[i-1] + ":ok")}
 		}
-		id, _, err := cl.SubmitJob(ctx, s, "")
+		id, _, err := submitJob(ctx, cl, s, "")
 		if err != nil {
 			return nil, 0, fmt.Errorf("after chain, job %d: %w", i, err)
 		}
@@ -29,7 +30,7 @@ func afterChain(ctx context.Context, cl *httpapi.Client, n int, job func(name st
 	}
 	last := ids[len(ids)-1]
 	for {
-		d, err := cl.GetJob(ctx, last, false)
+		d, err := cl.GetJob(ctx, last)
 		if err != nil && !isNotFound(err) {
 			return nil, 0, err
 		}

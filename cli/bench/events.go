@@ -15,9 +15,8 @@ import (
 
 	ucli "github.com/urfave/cli/v2"
 
+	"github.com/foreman-sched/foreman/api"
 	"github.com/foreman-sched/foreman/cli"
-	"github.com/foreman-sched/foreman/fsm"
-	"github.com/foreman-sched/foreman/httpapi"
 )
 
 // eventsResult is the outcome of foreman bench events: the submit and
@@ -170,7 +169,7 @@ func benchEvents(c *ucli.Context) error {
 
 // drain waits until the cluster has no queued, running or retrying job
 // (the jobs of the previous measurement ran), for at most 5 minutes.
-func drain(ctx context.Context, cl *httpapi.Client) error {
+func drain(ctx context.Context, cl *api.Client) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	for {
@@ -178,7 +177,7 @@ func drain(ctx context.Context, cl *httpapi.Client) error {
 		if err != nil {
 			return fmt.Errorf("waiting for the previous jobs to finish: %w", err)
 		}
-		busy := n.Counts[fsm.JobQueued] + n.Counts[fsm.JobRunning] + n.Counts[fsm.JobRetrying]
+		busy := n.Counts[api.JobQueued] + n.Counts[api.JobRunning] + n.Counts[api.JobRetrying]
 		if busy == 0 {
 			return nil
 		}
@@ -229,7 +228,7 @@ type eventStreams struct {
 
 // openStreams opens n streams and returns once the node has answered
 // every one (from then on they receive every event).
-func openStreams(ctx context.Context, cl *httpapi.Client, n int) (*eventStreams, error) {
+func openStreams(ctx context.Context, cl *api.Client, n int) (*eventStreams, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	s := &eventStreams{cancel: cancel}
 	errs := make(chan error, n)
@@ -237,7 +236,7 @@ func openStreams(ctx context.Context, cl *httpapi.Client, n int) (*eventStreams,
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
-			body, err := cl.OpenEventStream(ctx, httpapi.EventQuery{})
+			body, err := cl.OpenEvents(ctx, api.EventQuery{})
 			errs <- err
 			if err != nil {
 				return

@@ -9,6 +9,7 @@ import (
 
 	ucli "github.com/urfave/cli/v2"
 
+	"github.com/foreman-sched/foreman/api"
 	"github.com/foreman-sched/foreman/cli"
 	"github.com/foreman-sched/foreman/fsm"
 	"github.com/foreman-sched/foreman/httpapi"
@@ -41,11 +42,10 @@ func gangCommand(driver *ucli.StringFlag) *ucli.Command {
 // task's started_at. The spread compares the nodes' own start stamps, so
 // it means what it says on one host or with synchronised clocks.
 func benchGang(c *ucli.Context) error {
-	cl, err := benchClient(c, 4)
+	cl, ctx, cancel, err := benchClientFor(c, 4)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(c.Context, c.Duration("timeout"))
 	defer cancel()
 	res := gangResult{Runs: c.Int("runs"), Size: c.Int("size")}
 	run := benchRunID()
@@ -54,11 +54,14 @@ func benchGang(c *ucli.Context) error {
 		spec := noopSpec(run, c.String("driver"))
 		spec.Gang = &httpapi.GangInput{Size: res.Size}
 		t0 := time.Now()
-		id, _, err := cl.SubmitJob(ctx, spec, "")
+		id, _, err := submitJob(ctx, cl, spec, "")
 		if err != nil {
 			return err
 		}
-		d, err := cl.WaitJob(ctx, id, nil)
+		if _, err := cl.WaitJob(ctx, id, nil); err != nil {
+			return err
+		}
+		d, err := jobDetail(ctx, cl, id)
 		if err != nil {
 			return err
 		}
@@ -119,13 +122,12 @@ func preemptCommand(driver *ucli.StringFlag) *ucli.Command {
 // priority-90 job of the largest node's CPU and times submit → running on
 // the client's clock. Everything it started is cancelled afterwards.
 func benchPreempt(c *ucli.Context) error {
-	cl, err := benchClient(c, 4)
+	cl, ctx, cancel, err := benchClientFor(c, 4)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(c.Context, c.Duration("timeout"))
 	defer cancel()
-	views, err := cl.Nodes(ctx)
+	views, err := nodeViews(ctx, cl)
 	if err != nil {
 		return err
 	}
@@ -163,7 +165,7 @@ func benchPreempt(c *ucli.Context) error {
 			if n.Labels["sysnode"] == "" {
 				spec.Constraints = nil
 			}
-			id, _, err := cl.SubmitJob(ctx, spec, "")
+			id, _, err := submitJob(ctx, cl, spec, "")
 			if err != nil {
 				return err
 			}
@@ -182,7 +184,7 @@ func benchPreempt(c *ucli.Context) error {
 		spec.KillSignal = "SIGKILL"
 		spec.Resources = &httpapi.ResourcesInput{CPU: httpapi.JSONString(fmt.Sprintf("%dm", biggest))}
 		t0 := time.Now()
-		id, _, err := cl.SubmitJob(ctx, spec, "")
+		id, _, err := submitJob(ctx, cl, spec, "")
 		if err != nil {
 			return err
 		}
@@ -213,9 +215,9 @@ func benchPreempt(c *ucli.Context) error {
 
 // waitState polls the job every millisecond until it is in want (with
 // running: its current attempt reported running) or terminal otherwise.
-func waitState(ctx context.Context, cl *httpapi.Client, id string, want fsm.JobState, running bool) error {
+func waitState(ctx context.Context, cl *api.Client, id string, want fsm.JobState, running bool) error {
 	for {
-		d, err := cl.GetJob(ctx, id, false)
+		d, err := jobDetail(ctx, cl, id)
 		if err != nil {
 			return err
 		}

@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/foreman-sched/foreman/api"
 	"github.com/foreman-sched/foreman/cli"
 	"github.com/foreman-sched/foreman/httpapi"
 )
@@ -36,7 +37,7 @@ type disruptResult struct {
 
 // holdJobs submits k long jobs (bench-long: a sim holds one until the run
 // ends) for the clients and waits until each is held.
-func holdJobs(ctx context.Context, cl *httpapi.Client, f *simFleet, run string, k int, timeout time.Duration) (map[string]bool, error) {
+func holdJobs(ctx context.Context, cl *api.Client, f *simFleet, run string, k int, timeout time.Duration) (map[string]bool, error) {
 	spec := noopSpec(run, "")
 	spec.Name = "bench-long"
 	spec.Constraints = []string{"sim == " + run}
@@ -46,7 +47,7 @@ func holdJobs(ctx context.Context, cl *httpapi.Client, f *simFleet, run string, 
 	for i := range specs {
 		specs[i] = spec
 	}
-	subs, err := cl.SubmitJobs(ctx, specs)
+	subs, err := submitJobs(ctx, cl, specs)
 	if err != nil {
 		return nil, fmt.Errorf("submit long jobs: %w", err)
 	}
@@ -64,10 +65,10 @@ func holdJobs(ctx context.Context, cl *httpapi.Client, f *simFleet, run string, 
 }
 
 // judgeHeld counts held jobs that were rerun or failed.
-func judgeHeld(ctx context.Context, cl *httpapi.Client, jobs map[string]bool, r *disruptResult) error {
+func judgeHeld(ctx context.Context, cl *api.Client, jobs map[string]bool, r *disruptResult) error {
 	r.Held = len(jobs)
 	for id := range jobs {
-		j, err := cl.GetJob(ctx, id, false)
+		j, err := cl.GetJob(ctx, id)
 		if err != nil {
 			return fmt.Errorf("job %s: %w", id, err)
 		}

@@ -13,6 +13,7 @@ import (
 
 	ucli "github.com/urfave/cli/v2"
 
+	"github.com/foreman-sched/foreman/api"
 	"github.com/foreman-sched/foreman/cli"
 	"github.com/foreman-sched/foreman/fsm"
 	"github.com/foreman-sched/foreman/httpapi"
@@ -256,7 +257,7 @@ func benchNodes(c *ucli.Context) error {
 
 // disrupt runs the --starve and --kill-leader phases with --hold long
 // jobs held, judging the jobs through a server that is not the leader.
-func disrupt(c *ucli.Context, cl *httpapi.Client, f *simFleet, run string, servers []string, leaderAddr string, timeout time.Duration, res *nodesResult) error {
+func disrupt(c *ucli.Context, cl *api.Client, f *simFleet, run string, servers []string, leaderAddr string, timeout time.Duration, res *nodesResult) error {
 	d, kill := c.Duration("starve"), c.Bool("kill-leader")
 	if d <= 0 && !kill {
 		return nil
@@ -266,7 +267,7 @@ func disrupt(c *ucli.Context, cl *httpapi.Client, f *simFleet, run string, serve
 	if err != nil {
 		return err
 	}
-	judgeVia := func(cl *httpapi.Client) func(*disruptResult) error {
+	judgeVia := func(cl *api.Client) func(*disruptResult) error {
 		return func(r *disruptResult) error { return judgeHeld(ctx, cl, held, r) }
 	}
 	if d > 0 {
@@ -296,7 +297,7 @@ func disrupt(c *ucli.Context, cl *httpapi.Client, f *simFleet, run string, serve
 		if other == "" {
 			return errors.New("--kill-leader: no server but the leader")
 		}
-		survivor, err := httpapi.NewClient(other, httpapi.ClientOptions{})
+		survivor, err := cli.NewClient(other, cli.ClientConfig{})
 		if err != nil {
 			return err
 		}
@@ -312,7 +313,7 @@ func disrupt(c *ucli.Context, cl *httpapi.Client, f *simFleet, run string, serve
 type simJobsResult struct{ placements, completed float64 }
 
 // runOnSims submits k jobs for the sims and waits until they all finished.
-func runOnSims(ctx context.Context, cl *httpapi.Client, f *simFleet, run, driver string, k int, timeout time.Duration) (simJobsResult, error) {
+func runOnSims(ctx context.Context, cl *api.Client, f *simFleet, run, driver string, k int, timeout time.Duration) (simJobsResult, error) {
 	spec := noopSpec(run, driver)
 	spec.Constraints = []string{"sim == " + run}
 	done0 := f.finished.Load()
@@ -324,7 +325,7 @@ func runOnSims(ctx context.Context, cl *httpapi.Client, f *simFleet, run, driver
 		for i := range specs {
 			specs[i] = spec
 		}
-		subs, err := cl.SubmitJobs(ctx, specs)
+		subs, err := submitJobs(ctx, cl, specs)
 		if err != nil {
 			return simJobsResult{}, fmt.Errorf("submit jobs for the clients: %w", err)
 		}
@@ -354,7 +355,7 @@ func runOnSims(ctx context.Context, cl *httpapi.Client, f *simFleet, run, driver
 
 // killSims runs k long jobs on the sims, kills the sims holding them and
 // times the jobs' next attempts on other sims.
-func killSims(ctx context.Context, cl *httpapi.Client, f *simFleet, run string, k int, timeout time.Duration) (p50, mx float64, err error) {
+func killSims(ctx context.Context, cl *api.Client, f *simFleet, run string, k int, timeout time.Duration) (p50, mx float64, err error) {
 	jobs, err := holdJobs(ctx, cl, f, run, k, timeout)
 	if err != nil {
 		return 0, 0, err

@@ -10,6 +10,7 @@ import (
 
 	ucli "github.com/urfave/cli/v2"
 
+	"github.com/foreman-sched/foreman/api"
 	"github.com/foreman-sched/foreman/cli"
 	"github.com/foreman-sched/foreman/fsm"
 	"github.com/foreman-sched/foreman/httpapi"
@@ -61,14 +62,14 @@ func benchLatency(c *ucli.Context) error {
 	p := &progress{every: 2 * time.Second, last: time.Now()}
 	for i := range n {
 		t0 := time.Now()
-		id, _, err := cl.SubmitJob(ctx, spec, "")
+		id, _, err := submitJob(ctx, cl, spec, "")
 		if err != nil {
 			return err
 		}
 		sub = append(sub, time.Since(t0))
 		var started time.Duration
 		for {
-			d, err := cl.GetJob(ctx, id, false)
+			d, err := jobDetail(ctx, cl, id)
 			if err != nil && !isNotFound(err) { // a follower may not have the job yet
 				return err
 			}
@@ -131,7 +132,7 @@ func attemptStarted(d *httpapi.JobDetail) bool {
 }
 
 func isNotFound(err error) bool {
-	ae, ok := err.(*httpapi.APIError)
+	ae, ok := err.(*api.Error)
 	return ok && ae.Status == 404
 }
 
@@ -180,9 +181,9 @@ func benchThroughput(c *ucli.Context) error {
 		for i := range k {
 			specs[i].IdempotencyKey = run + "-" + strconv.Itoa(done+i)
 		}
-		var subs []httpapi.SubmitResponse
+		var subs []api.SubmitResponse
 		err := retryTransient(ctx, "submit", func() (err error) {
-			subs, err = cl.SubmitJobs(ctx, specs[:k])
+			subs, err = submitJobs(ctx, cl, specs[:k])
 			return err
 		})
 		if err != nil {
@@ -201,7 +202,7 @@ func benchThroughput(c *ucli.Context) error {
 	if cost != nil {
 		costs = cost.finish(ctx, n)
 	}
-	var counts map[fsm.JobState]int
+	var counts map[api.JobState]int
 	if err := retryTransient(ctx, "count", func() (err error) {
 		counts, err = jobs.count(ctx, cl)
 		return err
@@ -209,8 +210,8 @@ func benchThroughput(c *ucli.Context) error {
 		return err
 	}
 	res := throughputResult{
-		Jobs: n, Driver: c.String("driver"), Succeeded: counts[fsm.JobSucceeded],
-		Failed:        counts[fsm.JobFailed] + counts[fsm.JobCancelled],
+		Jobs: n, Driver: c.String("driver"), Succeeded: counts[api.JobSucceeded],
+		Failed:        counts[api.JobFailed] + counts[api.JobCancelled],
 		SubmitSeconds: round3(submitted.Seconds()), Seconds: round3(secs),
 		CompletedPerSecond: round3(float64(n) / secs),
 		Cost:               costs,
@@ -251,13 +252,12 @@ func benchSleep(c *ucli.Context) error {
 	if n < 1 || perNode < 1 || dur <= 0 {
 		return fmt.Errorf("--jobs and --per-node must be at least 1, --duration positive")
 	}
-	cl, err := benchClient(c, 4)
+	cl, ctx, cancel, err := benchClientFor(c, 4)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(c.Context, c.Duration("timeout"))
 	defer cancel()
-	nodes, err := cl.Nodes(ctx)
+	nodes, err := nodeViews(ctx, cl)
 	if err != nil {
 		return err
 	}
@@ -297,7 +297,7 @@ func benchSleep(c *ucli.Context) error {
 	cli.Stderrf("bench sleep: %d jobs × %s on %d nodes, %d slots of %dm CPU: ideal %s", n, dur, len(usable), slots, cpu, ideal)
 	jobs := &benchRun{label: run}
 	t0 := time.Now()
-	subs, err := cl.SubmitJobs(ctx, specs)
+	subs, err := submitJobs(ctx, cl, specs)
 	if err != nil {
 		return err
 	}
@@ -327,7 +327,7 @@ func benchSleep(c *ucli.Context) error {
 	}
 	res := SleepResult{
 		Jobs: n, Nodes: len(usable), Slots: slots, CPUPerJob: cpu, Duration: dur.Seconds(),
-		Succeeded: counts[fsm.JobSucceeded], WallSeconds: round3(wall.Seconds()),
+		Succeeded: counts[api.JobSucceeded], WallSeconds: round3(wall.Seconds()),
 		IdealSeconds: ideal.Seconds(), SerialSeconds: float64(n) * dur.Seconds(),
 		Speedup:    round3(float64(n) * dur.Seconds() / wall.Seconds()),
 		Efficiency: round3(ideal.Seconds() / wall.Seconds()),
@@ -351,7 +351,7 @@ func benchSleep(c *ucli.Context) error {
 // first sleep run on a just-joined fourth node lost half a second to a
 // second to it (efficiency 0.895 instead of 0.98), a property of the set-up,
 // not of the waves being measured.
-func waitNodesReady(ctx context.Context, cl *httpapi.Client, nodes []fsm.Node, opts httpapi.ClientOptions) error {
+func waitNodesReady(ctx context.Context, cl *api.Client, nodes []fsm.Node, opts cli.ClientConfig) error {
 	members, err := cl.Members(ctx)
 	if err != nil {
 		return err
@@ -376,15 +376,15 @@ func waitNodesReady(ctx context.Context, cl *httpapi.Client, nodes []fsm.Node, o
 		if a == "" {
 			continue // not in gossip: nothing to ask
 		}
-		scheme, _, _ := strings.Cut(cl.Addr(), "://") // the members speak what the one we asked does
-		nc, err := httpapi.NewClient(scheme+"://"+a, opts)
+		scheme, _, _ := strings.Cut(cl.Address(), "://") // the members speak what the one we asked does
+		nc, err := cli.NewClient(scheme+"://"+a, opts)
 		if err != nil {
 			return err
 		}
 		for first := true; ; first = false {
 			err := nc.Ready(ctx)
 			if err == nil {
-				var ri *httpapi.RaftInfo
+				var ri *api.RaftInfo
 				if ri, err = nc.Raft(ctx); err == nil && ri.AppliedIndex+readySlack < target {
 					err = fmt.Errorf("applied index %d behind %d", ri.AppliedIndex, target)
 				}
@@ -422,14 +422,14 @@ const readySlack = 32
 // run's 20 jobs every millisecond still took ~1 ms of the leader's CPU per
 // poll (~0.3 ms for one job): most of a core, on a two-core machine, while
 // the last wave's final reports were being committed.
-func (r *benchRun) waitRecentTerminal(ctx context.Context, cl *httpapi.Client, poll time.Duration) (time.Time, error) {
+func (r *benchRun) waitRecentTerminal(ctx context.Context, cl *api.Client, poll time.Duration) (time.Time, error) {
 	left, err := r.outstandingRecent(ctx, cl)
 	if err != nil {
 		return time.Time{}, err
 	}
 	for {
 		for len(left) > 0 {
-			d, err := cl.GetJob(ctx, left[0], false)
+			d, err := cl.GetJob(ctx, left[0])
 			if err != nil {
 				return time.Time{}, err
 			}
@@ -451,11 +451,11 @@ func (r *benchRun) waitRecentTerminal(ctx context.Context, cl *httpapi.Client, p
 
 // outstandingRecent lists the run's jobs that are not terminal, newest
 // first. Every job of the run must be visible (the submit committed them).
-func (r *benchRun) outstandingRecent(ctx context.Context, cl *httpapi.Client) ([]string, error) {
+func (r *benchRun) outstandingRecent(ctx context.Context, cl *api.Client) ([]string, error) {
 	var left []string
 	seen, cursor := 0, ""
 	for {
-		page, err := cl.ListJobs(ctx, httpapi.JobListQuery{Limit: max(r.total, 1), Cursor: cursor})
+		page, err := cl.ListJobs(ctx, api.JobQuery{Limit: max(r.total, 1), Cursor: cursor})
 		if err != nil {
 			return nil, err
 		}

@@ -10,6 +10,7 @@ import (
 
 	ucli "github.com/urfave/cli/v2"
 
+	"github.com/foreman-sched/foreman/api"
 	"github.com/foreman-sched/foreman/cli"
 	"github.com/foreman-sched/foreman/httpapi"
 )
@@ -60,18 +61,18 @@ func benchSubmit(c *ucli.Context) error {
 	return t.Flush()
 }
 
-func submitOnce(ctx context.Context, cl *httpapi.Client, one, batchBody []byte, asBatch bool) error {
+func submitOnce(ctx context.Context, cl *api.Client, one, batchBody []byte, asBatch bool) error {
 	if !asBatch {
-		_, _, err := cl.SubmitJobBody(ctx, one, "")
+		_, _, err := submitJob(ctx, cl, one, "")
 		return err
 	}
-	_, err := cl.SubmitJobsBody(ctx, batchBody)
+	_, err := submitJobs(ctx, cl, batchBody)
 	return err
 }
 
 // measureSubmits submits n copies of spec from conc concurrent clients, in
 // requests of batch jobs, and times it.
-func measureSubmits(ctx context.Context, cl *httpapi.Client, n, conc, batch int, spec httpapi.JobSpecInput) (submitResult, error) {
+func measureSubmits(ctx context.Context, cl *api.Client, n, conc, batch int, spec httpapi.JobSpecInput) (submitResult, error) {
 	var err error
 	// Every request of a size sends the same body, encoded once: the work
 	// measured is the cluster's, not the client's JSON encoder (the client

@@ -16,6 +16,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -203,7 +204,7 @@ func mergeQuery(inv *Inventory, rows []QueryRow, warn func(string, ...any)) {
 			inv.Driver = r.Driver
 		}
 	}
-	for _, bus := range sortedKeys(byBus) {
+	for _, bus := range slices.Sorted(maps.Keys(byBus)) {
 		warn("nvidia-smi lists %s, which /proc/driver/nvidia does not: ignored", bus)
 	}
 	slices.SortFunc(inv.GPUs, func(a, b fsm.GPU) int {
@@ -400,13 +401,4 @@ func printable(s string) bool {
 		}
 	}
 	return true
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }

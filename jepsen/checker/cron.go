@@ -1,6 +1,8 @@
 package checker
 
 import (
+	"maps"
+	"slices"
 	"sort"
 	"time"
 
@@ -68,13 +70,13 @@ func Cron(scheds []CronSchedule, fires []CronFire, exec []Record, opt CronOption
 		jobTick[f.Job] = f.Tick
 		once.Stats["fired"]++
 	}
-	for _, name := range sortedKeys(ticks) {
+	for _, name := range slices.Sorted(maps.Keys(ticks)) {
 		s, known := byName[name]
 		var c *fsm.Cron
 		if known {
 			c, _ = fsm.ParseCron(s.Cron, s.Zone)
 		}
-		for _, k := range sortedKeys64(ticks[name]) {
+		for _, k := range slices.Sorted(maps.Keys(ticks[name])) {
 			jobs := ticks[name][k]
 			tick := time.Unix(0, k).UTC()
 			if len(jobs) > 1 {
@@ -184,13 +186,4 @@ func Cron(scheds []CronSchedule, fires []CronFire, exec []Record, opt CronOption
 		}
 	}
 	return []Result{once, all, forbid, early}
-}
-
-func sortedKeys64[V any](m map[int64]V) []int64 {
-	out := make([]int64, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
-	return out
 }

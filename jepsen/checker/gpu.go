@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"sort"
 	"strconv"
@@ -180,7 +181,7 @@ func GPU(recs []GPURecord, final []FinalJob, opt GPUOptions) Result {
 	r.Stats["executions"] = len(order)
 	r.Stats["gpus_used"] = len(perGPU)
 	maxOverlap := time.Duration(0)
-	for _, u := range sortedKeys(perGPU) {
+	for _, u := range slices.Sorted(maps.Keys(perGPU)) {
 		list := perGPU[u]
 		sort.Slice(list, func(i, j int) bool { return list[i].start < list[j].start })
 		r.Stats["max_executions_per_gpu"] = max(r.Stats["max_executions_per_gpu"], len(list))

@@ -1,7 +1,8 @@
 package checker
 
 import (
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/foreman-sched/foreman/jepsen/history"
@@ -97,7 +98,7 @@ func Queue(ops []history.Op, final []FinalJob) Result {
 	}
 	r.Stats["attempted"] = len(attempted)
 	r.Stats["acknowledged"] = len(acked)
-	for _, k := range sortedKeys(acked) {
+	for _, k := range slices.Sorted(maps.Keys(acked)) {
 		jobs := byKey[k]
 		if len(jobs) == 0 {
 			r.Stats["lost"]++
@@ -137,15 +138,6 @@ func Queue(ops []history.Op, final []FinalJob) Result {
 		r.Stats[k] += 0
 	}
 	return r
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // QueuePresence is Queue without the liveness part, for clusters that run

@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/foreman-sched/foreman/api"
 	"github.com/foreman-sched/foreman/jepsen/checker"
 	"github.com/foreman-sched/foreman/jepsen/history"
 )
@@ -124,10 +125,7 @@ func (c *Client) NodeDown(ctx context.Context, name string) (int, error) {
 
 // Submit posts a job spec with an idempotency key.
 func (c *Client) Submit(ctx context.Context, spec any, key string) (id string, duplicate bool, err error) {
-	var out struct {
-		ID        string `json:"id"`
-		Duplicate bool   `json:"duplicate"`
-	}
+	var out api.SubmitResponse
 	_, err = c.do(ctx, http.MethodPost, "/v1/jobs", map[string]string{"Idempotency-Key": key}, spec, &out)
 	if err == nil && out.ID == "" {
 		err = fmt.Errorf("submit: empty id in answer")
@@ -135,27 +133,16 @@ func (c *Client) Submit(ctx context.Context, spec any, key string) (id string, d
 	return out.ID, out.Duplicate, err
 }
 
-// JobView is GET /v1/jobs/{id}.
-type JobView struct {
-	Job struct {
-		ID             string `json:"id"`
-		State          string `json:"state"`
-		IdempotencyKey string `json:"idempotency_key"`
-		ModifyIndex    uint64 `json:"modify_index"`
-	} `json:"job"`
-	Attempts []checker.FinalAttempt `json:"attempts"`
-}
-
 // ErrNotFound is a 404 for a job.
 var ErrNotFound = errors.New("job not found")
 
 // Job reads a job, consistently (through the leader) when consistent is set.
-func (c *Client) Job(ctx context.Context, id string, consistent bool) (*JobView, error) {
+func (c *Client) Job(ctx context.Context, id string, consistent bool) (*api.JobDetail, error) {
 	p := "/v1/jobs/" + url.PathEscape(id)
 	if consistent {
 		p += "?consistent=true"
 	}
-	var v JobView
+	var v api.JobDetail
 	st, err := c.do(ctx, http.MethodGet, p, nil, nil, &v)
 	if st == http.StatusNotFound {
 		return nil, ErrNotFound
@@ -166,79 +153,48 @@ func (c *Client) Job(ctx context.Context, id string, consistent bool) (*JobView,
 // ListJobs pages through every job (newest first).
 func (c *Client) ListJobs(ctx context.Context) ([]checker.FinalJob, error) {
 	var all []checker.FinalJob
+	err := c.eachJob(ctx, false, func(j *api.Job) {
+		all = append(all, checker.FinalJob{ID: j.ID, State: string(j.State), IdempotencyKey: j.IdempotencyKey})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return all, nil
+}
+
+// eachJob pages through every job (newest first; through the leader when
+// consistent) and calls fn with each.
+func (c *Client) eachJob(ctx context.Context, consistent bool, fn func(*api.Job)) error {
 	cursor := ""
 	for page := 0; page < 10000; page++ {
 		q := url.Values{"limit": {"500"}}
+		if consistent {
+			q.Set("consistent", "true")
+		}
 		if cursor != "" {
 			q.Set("cursor", cursor)
 		}
-		// A listed job's "attempts" is a count, not the attempts.
-		var out struct {
-			Jobs []struct {
-				ID             string `json:"id"`
-				State          string `json:"state"`
-				IdempotencyKey string `json:"idempotency_key"`
-			} `json:"jobs"`
-			Next string `json:"next"`
-			// Some APIs name the cursor next_cursor.
-			NextCursor string `json:"next_cursor"`
-		}
+		var out api.JobList
 		if _, err := c.do(ctx, http.MethodGet, "/v1/jobs?"+q.Encode(), nil, nil, &out); err != nil {
-			return nil, err
+			return err
 		}
-		for _, j := range out.Jobs {
-			all = append(all, checker.FinalJob{ID: j.ID, State: j.State, IdempotencyKey: j.IdempotencyKey})
+		for i := range out.Jobs {
+			fn(&out.Jobs[i])
 		}
-		cursor = out.Next
-		if cursor == "" {
-			cursor = out.NextCursor
-		}
+		cursor = out.NextCursor
 		if cursor == "" || len(out.Jobs) == 0 {
-			return all, nil
+			return nil
 		}
 	}
-	return all, fmt.Errorf("list jobs: too many pages")
+	return fmt.Errorf("list jobs: too many pages")
 }
 
-// RaftInfo is the part of GET /v1/cluster/raft the suite uses.
-type RaftInfo struct {
-	Leader string `json:"leader"`
-	Term   uint64 `json:"term"`
-	State  string `json:"state"`
-}
-
-// Raft reads this node's raft view. The leader field may be a name or an
-// address depending on the API; the suite only compares it for changes.
-func (c *Client) Raft(ctx context.Context) (RaftInfo, error) {
-	var raw map[string]any
-	_, err := c.do(ctx, http.MethodGet, "/v1/cluster/raft", nil, nil, &raw)
-	if err != nil {
-		return RaftInfo{}, err
-	}
-	var ri RaftInfo
-	ri.Leader = leaderName(raw["leader"])
-	if ri.Leader == "" {
-		ri.Leader = leaderName(raw["leader_name"])
-	}
-	if t, ok := raw["term"].(float64); ok {
-		ri.Term = uint64(t)
-	}
-	ri.State, _ = raw["state"].(string)
-	return ri, nil
-}
-
-func leaderName(v any) string {
-	switch l := v.(type) {
-	case string:
-		return l
-	case map[string]any:
-		for _, k := range []string{"name", "id", "ID", "address"} {
-			if s, ok := l[k].(string); ok && s != "" {
-				return s
-			}
-		}
-	}
-	return ""
+// Raft reads this node's raft view (Leader: the leader's name, "" when
+// it knows none).
+func (c *Client) Raft(ctx context.Context) (api.RaftInfo, error) {
+	var ri api.RaftInfo
+	_, err := c.do(ctx, http.MethodGet, "/v1/cluster/raft", nil, nil, &ri)
+	return ri, err
 }
 
 // Hash reads /v1/cluster/hash.
@@ -262,30 +218,18 @@ func (c *Client) Ready(ctx context.Context) error {
 // ACLBootstrap issues the cluster's first (management) token and returns
 // its secret.
 func (c *Client) ACLBootstrap(ctx context.Context) (string, error) {
-	var out struct {
-		Secret string `json:"secret"`
-	}
+	var out api.NewToken
 	if _, err := c.do(ctx, http.MethodPost, "/v1/acl/bootstrap", nil, nil, &out); err != nil {
 		return "", err
 	}
 	return out.Secret, nil
 }
 
-// Role is one role of an ACL token: read, submit or write in a namespace
-// ("*": all), or operator / management.
-type Role struct {
-	Role      string `json:"role"`
-	Namespace string `json:"namespace,omitempty"`
-	Node      string `json:"node,omitempty"` // the client role's node ("*": any)
-}
-
 // ACLCreateToken issues a token with roles (POST /v1/acl/tokens, a
 // management token) and returns its secret.
-func (c *Client) ACLCreateToken(ctx context.Context, name string, roles ...Role) (string, error) {
-	var out struct {
-		Secret string `json:"secret"`
-	}
-	body := map[string]any{"name": name, "roles": roles}
+func (c *Client) ACLCreateToken(ctx context.Context, name string, roles ...api.ACLRole) (string, error) {
+	var out api.NewToken
+	body := api.TokenSpec{Name: name, Roles: roles}
 	if _, err := c.do(ctx, http.MethodPost, "/v1/acl/tokens", nil, body, &out); err != nil {
 		return "", err
 	}
@@ -293,4 +237,23 @@ func (c *Client) ACLCreateToken(ctx context.Context, name string, roles ...Role)
 		return "", fmt.Errorf("create token: empty secret in answer")
 	}
 	return out.Secret, nil
+}
+
+// FinalAttempts are a job's attempts as the checkers record them.
+func FinalAttempts(as []api.Attempt) []checker.FinalAttempt {
+	out := make([]checker.FinalAttempt, 0, len(as))
+	for _, a := range as {
+		f := checker.FinalAttempt{Attempt: a.Attempt, Node: a.Node, State: string(a.State), FencingToken: a.FencingToken, Reason: a.Reason}
+		if a.Task != nil {
+			f.Task = &checker.FinalTask{Index: a.Task.Index, Size: a.Task.Size}
+		}
+		for _, g := range a.GPUs {
+			f.GPUs = append(f.GPUs, checker.FinalGPU{UUID: g.UUID, Index: g.Index})
+		}
+		if s := a.GPUShare; s != nil {
+			f.GPUShare = &checker.FinalGPUShare{GPU: checker.FinalGPU{UUID: s.GPU.UUID, Index: s.GPU.Index}, MemoryMiB: s.MemoryMiB}
+		}
+		out = append(out, f)
+	}
+	return out
 }

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -9,28 +10,33 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/foreman-sched/foreman/api"
 	"github.com/foreman-sched/foreman/fsm"
 )
 
-// AttemptOutputs is an attempt with where its outputs are (issue 25).
-type AttemptOutputs struct {
-	Attempt int          `json:"attempt"`
-	Node    string       `json:"node"`
-	State   string       `json:"state"`
-	Outputs *fsm.Outputs `json:"outputs"`
+// JobOutputs reads a job's attempts with where their outputs are (issue
+// 25), consistently (through the leader).
+func (c *Client) JobOutputs(ctx context.Context, id string) (state string, attempts []api.Attempt, err error) {
+	var v api.JobDetail
+	_, err = c.do(ctx, http.MethodGet, "/v1/jobs/"+url.PathEscape(id)+"?consistent=true", nil, nil, &v)
+	return string(v.Job.State), v.Attempts, err
 }
 
-// JobOutputs reads a job's attempts with their outputs records,
-// consistently (through the leader).
-func (c *Client) JobOutputs(ctx context.Context, id string) (state string, attempts []AttemptOutputs, err error) {
-	var v struct {
-		Job struct {
-			State string `json:"state"`
-		} `json:"job"`
-		Attempts []AttemptOutputs `json:"attempts"`
+// FSMOutputs is an attempt's outputs record as the state machine holds it
+// (the checkers' type); api's carries the same JSON.
+func FSMOutputs(o *api.Outputs) (*fsm.Outputs, error) {
+	if o == nil {
+		return nil, nil
 	}
-	_, err = c.do(ctx, http.MethodGet, "/v1/jobs/"+url.PathEscape(id)+"?consistent=true", nil, nil, &v)
-	return v.Job.State, v.Attempts, err
+	b, err := json.Marshal(o)
+	if err != nil {
+		return nil, err
+	}
+	var out fsm.Outputs
+	if err := json.Unmarshal(b, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
 }
 
 // Output downloads one file of an attempt through the API: an artifact

@@ -2,32 +2,16 @@ package client
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"net/url"
 	"time"
+
+	"github.com/foreman-sched/foreman/api"
 )
 
-// Schedule is the part of GET /v1/schedules/{name} the cron workload uses.
-type Schedule struct {
-	Spec struct {
-		Name       string `json:"name"`
-		Cron       string `json:"cron"`
-		TimeZone   string `json:"time_zone"`
-		Overlap    string `json:"overlap"`
-		CatchUp    string `json:"catch_up"`
-		MaxCatchUp int    `json:"max_catch_up"`
-	} `json:"spec"`
-	Anchor    time.Time `json:"anchor"`
-	Cursor    time.Time `json:"cursor"`
-	CreatedAt time.Time `json:"created_at"`
-	Fired     int64     `json:"fired"`
-	Skipped   int64     `json:"skipped"`
-}
-
 // CreateSchedule posts a schedule (POST /v1/schedules).
-func (c *Client) CreateSchedule(ctx context.Context, spec any) (*Schedule, error) {
-	var out Schedule
+func (c *Client) CreateSchedule(ctx context.Context, spec any) (*api.ScheduleInfo, error) {
+	var out api.ScheduleInfo
 	if _, err := c.do(ctx, http.MethodPost, "/v1/schedules", nil, spec, &out); err != nil {
 		return nil, err
 	}
@@ -35,12 +19,12 @@ func (c *Client) CreateSchedule(ctx context.Context, spec any) (*Schedule, error
 }
 
 // GetSchedule reads a schedule, through the leader when consistent.
-func (c *Client) GetSchedule(ctx context.Context, name string, consistent bool) (*Schedule, error) {
+func (c *Client) GetSchedule(ctx context.Context, name string, consistent bool) (*api.ScheduleInfo, error) {
 	p := "/v1/schedules/" + url.PathEscape(name)
 	if consistent {
 		p += "?consistent=true"
 	}
-	var out Schedule
+	var out api.ScheduleInfo
 	if _, err := c.do(ctx, http.MethodGet, p, nil, nil, &out); err != nil {
 		return nil, err
 	}
@@ -66,39 +50,16 @@ type ScheduledJob struct {
 // returns those a schedule fired.
 func (c *Client) ListScheduledJobs(ctx context.Context) ([]ScheduledJob, error) {
 	var all []ScheduledJob
-	cursor := ""
-	for page := 0; page < 10000; page++ {
-		// Consistent: a node restarted by the nemesis may still be
-		// replaying its log, and a local listing would miss fires.
-		q := url.Values{"limit": {"500"}, "consistent": {"true"}}
-		if cursor != "" {
-			q.Set("cursor", cursor)
+	// Consistent: a node restarted by the nemesis may still be replaying
+	// its log, and a local listing would miss fires.
+	err := c.eachJob(ctx, true, func(j *api.Job) {
+		if j.Spec.Schedule != "" && j.Spec.ScheduledAt != nil {
+			all = append(all, ScheduledJob{ID: j.ID, State: string(j.State), Schedule: j.Spec.Schedule,
+				ScheduledAt: *j.Spec.ScheduledAt, SubmittedAt: j.SubmittedAt})
 		}
-		var out struct {
-			Jobs []struct {
-				ID    string `json:"id"`
-				State string `json:"state"`
-				Spec  struct {
-					Schedule    string     `json:"schedule"`
-					ScheduledAt *time.Time `json:"scheduled_at"`
-				} `json:"spec"`
-				SubmittedAt time.Time `json:"submitted_at"`
-			} `json:"jobs"`
-			NextCursor string `json:"next_cursor"`
-		}
-		if _, err := c.do(ctx, http.MethodGet, "/v1/jobs?"+q.Encode(), nil, nil, &out); err != nil {
-			return nil, err
-		}
-		for _, j := range out.Jobs {
-			if j.Spec.Schedule != "" && j.Spec.ScheduledAt != nil {
-				all = append(all, ScheduledJob{ID: j.ID, State: j.State, Schedule: j.Spec.Schedule,
-					ScheduledAt: *j.Spec.ScheduledAt, SubmittedAt: j.SubmittedAt})
-			}
-		}
-		cursor = out.NextCursor
-		if cursor == "" || len(out.Jobs) == 0 {
-			return all, nil
-		}
+	})
+	if err != nil {
+		return nil, err
 	}
-	return all, fmt.Errorf("list jobs: too many pages")
+	return all, nil
 }

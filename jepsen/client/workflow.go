@@ -6,14 +6,13 @@ import (
 	"net/http"
 	"net/url"
 
+	"github.com/foreman-sched/foreman/api"
 	"github.com/foreman-sched/foreman/jepsen/checker"
 )
 
 // SubmitWorkflow posts a workflow and returns its ID.
 func (c *Client) SubmitWorkflow(ctx context.Context, wf any) (string, error) {
-	var out struct {
-		ID string `json:"id"`
-	}
+	var out api.WorkflowSubmitResponse
 	_, err := c.do(ctx, http.MethodPost, "/v1/workflows", nil, wf, &out)
 	if err == nil && out.ID == "" {
 		err = fmt.Errorf("submit workflow: empty id in answer")
@@ -28,25 +27,15 @@ func (c *Client) Workflow(ctx context.Context, id string) (state string, jobs []
 	names := map[string]string{} // name → ID, for depends_on
 	var deps [][]string
 	for page := 0; page < 100; page++ {
-		var out struct {
-			State   string `json:"state"`
-			JobList []struct {
-				Name      string   `json:"name"`
-				ID        string   `json:"id"`
-				State     string   `json:"state"`
-				DependsOn []string `json:"depends_on"`
-				Condition string   `json:"condition"`
-			} `json:"job_list"`
-			NextFrom int `json:"next_from"`
-		}
+		var out api.WorkflowDetail
 		q := url.Values{"from": {fmt.Sprint(from)}}
 		if _, err := c.do(ctx, http.MethodGet, "/v1/workflows/"+url.PathEscape(id)+"?"+q.Encode(), nil, nil, &out); err != nil {
 			return "", nil, err
 		}
-		state = out.State
+		state = string(out.State)
 		for _, j := range out.JobList {
 			names[j.Name] = j.ID
-			jobs = append(jobs, checker.DAGJob{ID: j.ID, Workflow: id, Name: j.Name, State: j.State, Condition: j.Condition})
+			jobs = append(jobs, checker.DAGJob{ID: j.ID, Workflow: id, Name: j.Name, State: string(j.State), Condition: j.Condition})
 			deps = append(deps, j.DependsOn)
 		}
 		if out.NextFrom == 0 {
@@ -65,24 +54,11 @@ func (c *Client) Workflow(ctx context.Context, id string) (state string, jobs []
 // AfterJob reads a job submitted with after (outside any workflow) as
 // checker.DAGJob: its parents and each one's requirement.
 func (c *Client) AfterJob(ctx context.Context, id string) (checker.DAGJob, error) {
-	var out struct {
-		Job struct {
-			ID    string `json:"id"`
-			State string `json:"state"`
-			Spec  struct {
-				Name      string   `json:"name"`
-				DependsOn []string `json:"depends_on"`
-				After     []struct {
-					Job string `json:"job"`
-					On  string `json:"on"`
-				} `json:"after"`
-			} `json:"spec"`
-		} `json:"job"`
-	}
+	var out api.JobDetail
 	if _, err := c.do(ctx, http.MethodGet, "/v1/jobs/"+url.PathEscape(id), nil, nil, &out); err != nil {
 		return checker.DAGJob{}, err
 	}
-	j := checker.DAGJob{ID: out.Job.ID, Name: out.Job.Spec.Name, State: out.Job.State, Parents: out.Job.Spec.DependsOn, After: map[string]string{}}
+	j := checker.DAGJob{ID: out.Job.ID, Name: out.Job.Spec.Name, State: string(out.Job.State), Parents: out.Job.Spec.DependsOn, After: map[string]string{}}
 	for _, a := range out.Job.Spec.After {
 		j.After[a.Job] = a.On
 	}
@@ -98,12 +74,7 @@ func (c *Client) WorkflowIDs(ctx context.Context) ([]string, error) {
 		if cursor != "" {
 			q.Set("cursor", cursor)
 		}
-		var out struct {
-			Workflows []struct {
-				ID string `json:"id"`
-			} `json:"workflows"`
-			NextCursor string `json:"next_cursor"`
-		}
+		var out api.WorkflowList
 		if _, err := c.do(ctx, http.MethodGet, "/v1/workflows?"+q.Encode(), nil, nil, &out); err != nil {
 			return nil, err
 		}

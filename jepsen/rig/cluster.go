@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/foreman-sched/foreman/api"
 	"github.com/foreman-sched/foreman/jepsen/client"
 	"github.com/foreman-sched/foreman/jepsen/netns"
 )
@@ -158,7 +159,7 @@ func (c *Cluster) StartClients(ctx context.Context, d time.Duration) error {
 		if !n.Client || n.Running() {
 			continue
 		}
-		secret, err := c.IssueToken(ctx, d, "client-"+n.Name, client.Role{Role: "client", Node: n.Name})
+		secret, err := c.IssueToken(ctx, d, "client-"+n.Name, api.ACLRole{Role: "client", Node: n.Name})
 		if err != nil {
 			return err
 		}
@@ -247,7 +248,7 @@ func (c *Cluster) BootstrapACL(ctx context.Context, d time.Duration) error {
 
 // IssueToken creates a token with roles through any node with the
 // management token, retrying while a leader settles; returns its secret.
-func (c *Cluster) IssueToken(ctx context.Context, d time.Duration, name string, roles ...client.Role) (string, error) {
+func (c *Cluster) IssueToken(ctx context.Context, d time.Duration, name string, roles ...api.ACLRole) (string, error) {
 	deadline := time.Now().Add(d)
 	var last error
 	for time.Now().Before(deadline) {

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/foreman-sched/foreman/api"
 	"github.com/foreman-sched/foreman/jepsen/checker"
 	"github.com/foreman-sched/foreman/jepsen/client"
 )
@@ -23,7 +24,7 @@ type Cron struct {
 	Schedules []CronSpec
 
 	mu      sync.Mutex
-	created map[string]*client.Schedule
+	created map[string]*api.ScheduleInfo
 	end     time.Time
 	fires   []checker.CronFire
 	noFinal bool
@@ -43,7 +44,7 @@ func NewCron() *Cron {
 		{Name: "kathmandu-skip", Cron: "* * * * * *", Zone: "Asia/Kathmandu", Overlap: "allow", CatchUp: "skip", Sleep: "0.2"},
 		{Name: "stjohns-all", Cron: "*/2 * * * * *", Zone: "America/St_Johns", Overlap: "allow", CatchUp: "all", Sleep: "0.2"},
 		{Name: "lordhowe-replace", Cron: "*/3 * * * * *", Zone: "Australia/Lord_Howe", Overlap: "replace", CatchUp: "latest", Sleep: "5"},
-	}, created: map[string]*client.Schedule{}}
+	}, created: map[string]*api.ScheduleInfo{}}
 }
 
 func (c *Cron) Name() string { return "cron" }
@@ -117,16 +118,7 @@ func (c *Cron) Drain(ctx context.Context, env *Env, d time.Duration) error {
 	}
 	lctx, lcancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer lcancel()
-	var jobs []client.ScheduledJob
-	var err error
-	for i := range env.Clients {
-		if !env.Alive(i) {
-			continue
-		}
-		if jobs, err = env.Clients[i].ListScheduledJobs(lctx); err == nil {
-			break
-		}
-	}
+	jobs, err := firstAlive(env, func(cl *client.Client) ([]client.ScheduledJob, error) { return cl.ListScheduledJobs(lctx) })
 	if err != nil {
 		c.noFinal = true
 		return errors.Join(waitErr, fmt.Errorf("final listing: %w", err))

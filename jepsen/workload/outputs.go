@@ -12,6 +12,7 @@ import (
 
 	"github.com/minio/minio-go/v7"
 
+	"github.com/foreman-sched/foreman/api"
 	"github.com/foreman-sched/foreman/fsm"
 	"github.com/foreman-sched/foreman/jepsen/checker"
 	"github.com/foreman-sched/foreman/jepsen/client"
@@ -138,7 +139,7 @@ func (o *Outputs) records(ctx context.Context, env *Env, d time.Duration) []chec
 		pending, failed := 0, 0
 		for i, fj := range final {
 			j := checker.OutputsJob{ID: fj.ID, Size: o.sizeFor(fj.IdempotencyKey), Lines: o.linesFor(fj.IdempotencyKey)}
-			var atts []client.AttemptOutputs
+			var atts []api.Attempt
 			var err error
 			for k := range env.Clients {
 				c := (i + k) % len(env.Clients)
@@ -156,10 +157,15 @@ func (o *Outputs) records(ctx context.Context, env *Env, d time.Duration) []chec
 				failed++
 			}
 			for _, a := range atts {
-				if a.Outputs != nil && a.Outputs.State == fsm.OutputsPending {
+				if a.Outputs != nil && a.Outputs.State == string(fsm.OutputsPending) {
 					pending++
 				}
-				j.Attempts = append(j.Attempts, checker.OutputsAttempt{Num: a.Attempt, Node: a.Node, State: a.State, Outputs: a.Outputs})
+				out, err := client.FSMOutputs(a.Outputs)
+				if err != nil {
+					failed++
+					continue
+				}
+				j.Attempts = append(j.Attempts, checker.OutputsAttempt{Num: a.Attempt, Node: a.Node, State: string(a.State), Outputs: out})
 			}
 			jobs = append(jobs, j)
 		}

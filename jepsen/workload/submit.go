@@ -5,11 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
 	"time"
 
+	"github.com/foreman-sched/foreman/api"
 	"github.com/foreman-sched/foreman/jepsen/checker"
 	"github.com/foreman-sched/foreman/jepsen/client"
 	"github.com/foreman-sched/foreman/jepsen/history"
@@ -186,7 +189,7 @@ func (s *Submit) submit(ctx context.Context, env *Env, cl *client.Client, w int,
 	return id, op.Outcome
 }
 
-func (s *Submit) read(ctx context.Context, env *Env, cl *client.Client, w int, id string) *client.JobView {
+func (s *Submit) read(ctx context.Context, env *Env, cl *client.Client, w int, id string) *api.JobDetail {
 	op := history.Op{Process: w, Kind: history.Read, Node: cl.Node, JobID: id, Call: env.Rec.Now()}
 	v, err := cl.Job(ctx, id, true)
 	op.Return = env.Rec.Now()
@@ -196,7 +199,7 @@ func (s *Submit) read(ctx context.Context, env *Env, cl *client.Client, w int, i
 	case err != nil:
 		op.Outcome, op.Err = history.Info, err.Error()
 	default:
-		op.Outcome, op.State, op.ModifyIndex = history.OK, v.Job.State, v.Job.ModifyIndex
+		op.Outcome, op.State, op.ModifyIndex = history.OK, string(v.Job.State), v.Job.ModifyIndex
 	}
 	env.Rec.Add(op)
 	if err != nil {
@@ -223,7 +226,7 @@ func (s *Submit) Drain(ctx context.Context, env *Env, d time.Duration) error {
 	drainer := s.Workers // process id of the final phase
 	for round := 0; ; round++ {
 		s.mu.Lock()
-		keys := sortedKeys(s.pending)
+		keys := slices.Sorted(maps.Keys(s.pending))
 		s.mu.Unlock()
 		if len(keys) == 0 || ctx.Err() != nil {
 			break
@@ -244,7 +247,7 @@ func (s *Submit) Drain(ctx context.Context, env *Env, d time.Duration) error {
 		open := 0
 		for i, id := range ids {
 			v := s.read(ctx, env, pick(round+i), drainer, id)
-			if v == nil || !checker.Terminal(v.Job.State) {
+			if v == nil || !v.Job.State.Terminal() {
 				open++
 			}
 		}
@@ -258,16 +261,7 @@ func (s *Submit) Drain(ctx context.Context, env *Env, d time.Duration) error {
 	// fresh deadline so a stuck cluster still yields a report.
 	lctx, lcancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer lcancel()
-	var jobs []checker.FinalJob
-	var err error
-	for i := range env.Clients {
-		if !env.Alive(i) {
-			continue
-		}
-		if jobs, err = env.Clients[i].ListJobs(lctx); err == nil {
-			break
-		}
-	}
+	jobs, err := firstAlive(env, func(cl *client.Client) ([]checker.FinalJob, error) { return cl.ListJobs(lctx) })
 	if err != nil {
 		s.noFinal = true
 		return fmt.Errorf("final listing: %w", err)
@@ -277,7 +271,7 @@ func (s *Submit) Drain(ctx context.Context, env *Env, d time.Duration) error {
 			cl := pick(i + k)
 			v, err := cl.Job(lctx, jobs[i].ID, true)
 			if err == nil {
-				jobs[i].State, jobs[i].Attempts = v.Job.State, v.Attempts
+				jobs[i].State, jobs[i].Attempts = string(v.Job.State), client.FinalAttempts(v.Attempts)
 				if jobs[i].IdempotencyKey == "" {
 					jobs[i].IdempotencyKey = v.Job.IdempotencyKey
 				}
@@ -337,13 +331,4 @@ func (s *Submit) Check(env *Env, opt CheckOptions) []checker.Result {
 	res = append(res, checker.RunAt(exec, s.final, s.RunAts(), checker.RunAtOptions{Ahead: opt.ClockAhead, ClockBound: opt.ClockBound}))
 	res = append(res, checker.Reads(ops, checker.LinearOptions{Timeout: opt.Timeout, HTMLPath: opt.HTMLPath, Events: opt.Events}))
 	return res
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }

@@ -80,3 +80,20 @@ type CheckOptions struct {
 	// rerun, not only never two executions at once.
 	NoReruns bool
 }
+
+// firstAlive asks the alive nodes' clients in turn until one answers fn
+// without an error; the last answer and error otherwise (zero and nil
+// when no node is alive).
+func firstAlive[T any](env *Env, fn func(*client.Client) (T, error)) (T, error) {
+	var out T
+	var err error
+	for i := range env.Clients {
+		if !env.Alive(i) {
+			continue
+		}
+		if out, err = fn(env.Clients[i]); err == nil {
+			break
+		}
+	}
+	return out, err
+}

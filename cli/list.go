@@ -1,0 +1,101 @@
+package cli
+
+import (
+	"fmt"
+
+	ucli "github.com/urfave/cli/v2"
+
+	"github.com/foreman-sched/foreman/api"
+)
+
+// The shapes every client command shares: one call whose answer is
+// printed as JSON (--json) or as text, a change to one object named by
+// the arguments, and a list printed as {"<key>": [...]} or as a table.
+
+// call builds the command's client, makes one API call and prints its
+// answer: as JSON with --json, else as text writes it.
+func call[T any](c *ucli.Context, do func(*api.Client) (T, error), text func(T) error) error {
+	cl, err := newClient(c)
+	if err != nil {
+		return err
+	}
+	v, err := do(cl)
+	if err != nil {
+		return err
+	}
+	if c.Bool("json") {
+		return PrintJSON(c, v)
+	}
+	return text(v)
+}
+
+// change is call for a command that acts on the one object its argument
+// names (what says what the argument is, for the usage error): the
+// answer is printed as JSON with --json, else as the line say makes.
+func change[T any](c *ucli.Context, what string, do func(*api.Client, string) (T, error), say func(T) (string, error)) error {
+	name, err := oneArg(c, what)
+	if err != nil {
+		return err
+	}
+	return call(c, func(cl *api.Client) (T, error) { return do(cl, name) }, func(v T) error {
+		line, err := say(v)
+		if err == nil {
+			fmt.Fprintln(Stdout(c), line)
+		}
+		return err
+	})
+}
+
+// show is a command that reads the one object its argument names: the
+// answer is printed as JSON with --json, else by text, written on the
+// server's type S the answer is read back as (AsServer).
+func show[T, S any](c *ucli.Context, what string, get func(*api.Client, string) (T, error), text func(*S) error) error {
+	name, err := oneArg(c, what)
+	if err != nil {
+		return err
+	}
+	return call(c, func(cl *api.Client) (T, error) { return get(cl, name) }, func(reply T) error {
+		v, err := AsServer[S](reply, nil)
+		if err != nil {
+			return err
+		}
+		return text(v)
+	})
+}
+
+// printList is a list command's output: the items as {"<key>": items}
+// with --json, else a table under header with one row per item.
+func printList[T any](c *ucli.Context, key string, items []T, header []string, row func(T) []any) error {
+	if c.Bool("json") {
+		return PrintJSON(c, map[string]any{key: items})
+	}
+	t := NewTable(Stdout(c), header...)
+	for _, it := range items {
+		t.Row(row(it)...)
+	}
+	return t.Flush()
+}
+
+// pages reads a cursor-paged listing: page answers one page of at most n
+// items (n 0: the server's default) after cursor, and the next cursor
+// ("" after the last page). It stops after limit items (0: all), asking
+// for at most 1,000 at a time.
+func pages[T any](limit int, page func(n int, cursor string) ([]T, string, error)) ([]T, error) {
+	var all []T
+	cursor := ""
+	for {
+		n := 0
+		if limit > 0 {
+			n = min(limit-len(all), 1000)
+		}
+		items, next, err := page(n, cursor)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, items...)
+		if next == "" || (limit > 0 && len(all) >= limit) {
+			return all, nil
+		}
+		cursor = next
+	}
+}
