@@ -1,10 +1,11 @@
 package httpapi
 
 import (
-	"github.com/foreman-sched/foreman/api"
 	"net/http"
 	"sort"
 	"strings"
+
+	"github.com/foreman-sched/foreman/api"
 )
 
 // MemberList is the reply to GET /v1/cluster/members.

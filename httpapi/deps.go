@@ -3,12 +3,12 @@ package httpapi
 import (
 	"context"
 	"crypto/tls"
-	"github.com/foreman-sched/foreman/api"
 	"io"
 	"log/slog"
 	"os"
 	"time"
 
+	"github.com/foreman-sched/foreman/api"
 	"github.com/foreman-sched/foreman/fsm"
 )
 

@@ -4,8 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/foreman-sched/foreman/api"
 	"net/http"
+
+	"github.com/foreman-sched/foreman/api"
 )
 
 // GossipKeyring rotates the gossip encryption key on every alive node

@@ -2,10 +2,10 @@ package httpapi
 
 import (
 	"fmt"
-	"github.com/foreman-sched/foreman/api"
 	"net/http"
 	"strconv"
 
+	"github.com/foreman-sched/foreman/api"
 	"github.com/foreman-sched/foreman/fsm"
 )
 

@@ -2,11 +2,11 @@ package httpapi
 
 import (
 	"fmt"
-	"github.com/foreman-sched/foreman/api"
 	"net/http"
 	"strconv"
 	"strings"
 
+	"github.com/foreman-sched/foreman/api"
 	"github.com/foreman-sched/foreman/fsm"
 )
 

@@ -1,10 +1,10 @@
 package httpapi
 
 import (
-	"github.com/foreman-sched/foreman/api"
 	"net/http"
 	"sort"
 
+	"github.com/foreman-sched/foreman/api"
 	"github.com/foreman-sched/foreman/fsm"
 )
 

@@ -3,11 +3,11 @@ package httpapi
 import (
 	"bytes"
 	"fmt"
-	"github.com/foreman-sched/foreman/api"
 	"net/http"
 	"strconv"
 	"strings"
 
+	"github.com/foreman-sched/foreman/api"
 	"github.com/foreman-sched/foreman/fsm"
 )
 
