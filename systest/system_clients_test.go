@@ -148,6 +148,12 @@ printf "$FOREMAN_NODE" > "$FOREMAN_CHECKPOINT/from" && exec sleep 600`})
 	b := newBrowser(t)
 	b.open(leader.url("/ui/nodes"), `tr[data-node="c1"]`)
 	b.wait("summary", `document.querySelector("#node-summary").textContent.startsWith("6 nodes: 3 servers, 3 clients")`)
+	// Each state's count sits on its badge's line, and a role or version
+	// never wraps mid-word (one line box each).
+	b.wait("summary counts inline", `(() => { const cs = [...document.querySelectorAll("#node-summary .state-count")];
+		return cs.length > 0 && cs.every((c) => c.getClientRects().length === 1 && getComputedStyle(c.querySelector(".badge")).display === "inline-block"); })()`)
+	b.wait("roles never wrap", `(() => { const tds = [...document.querySelectorAll("#nodes td.role")];
+		return tds.length > 0 && tds.every((td) => getComputedStyle(td).whiteSpace === "nowrap"); })()`)
 	b.open(leader.url("/ui/nodes?role=client"), `tr[data-node="c1"]`)
 	b.wait("only clients", `document.querySelectorAll("#nodes tbody tr").length === 3 && [...document.querySelectorAll("#nodes td.role")].every((td) => td.textContent === "client")`)
 	b.shot("nodes-clients")

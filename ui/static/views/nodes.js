@@ -131,7 +131,7 @@ export async function mount(el, _params, q) {
     }
   };
   const drawSummary = (sm) => {
-    const byState = ["alive", "suspect", "dead", "left"].filter((x) => sm.by_state[x]).map((x) => h("span", { class: "count" }, badge(x), " " + sm.by_state[x]));
+    const byState = ["alive", "suspect", "dead", "left"].filter((x) => sm.by_state[x]).map((x) => h("span", { class: "state-count" }, badge(x), " " + sm.by_state[x]));
     replace(summary, h("strong", null, sm.total + " nodes"), ": " + (sm.by_role.server || 0) + " servers, " + (sm.by_role.replica ? sm.by_role.replica + " replicas, " : "") + (sm.by_role.client || 0) + " clients · ", ...byState);
   };
   const load = async () => {
@@ -143,14 +143,14 @@ export async function mount(el, _params, q) {
     drawSummary(l.summary);
     replace(body, l.nodes.map((n) => h("tr", { "data-node": n.name },
       h("td", null, link("nodes/" + enc(n.name), n.name), h("div", { class: "muted small" }, n.http_addr)),
-      h("td", { class: "role" }, n.role || "server"),
+      h("td", { class: "role nowrap" }, n.role || "server"),
       h("td", null, badge(n.gossip), h("div", { class: "muted small" }, ago(n.state_changed_at))),
       h("td", { class: "elig" }, badge(n.eligibility), n.drain_deadline ? h("div", { class: "small" }, "until " + n.drain_deadline) : ""),
       h("td", { class: "capcell" }, capacityBars(n, usage.get(n.name))),
       h("td", null, n.running),
       h("td", null, (n.drivers || []).join(", ")),
       h("td", { class: "labels" }, labels(n.labels)),
-      h("td", null, n.version || ""),
+      h("td", { class: "nowrap" }, n.version || ""),
       h("td", null, nodeActions(n, () => again())))));
     const prev = back[back.length - 1];
     replace(pager,
