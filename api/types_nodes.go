@@ -28,6 +28,9 @@ type Node struct {
 	ModifyIndex    uint64            `json:"modify_index"`
 	Allocated      Resources         `json:"allocated"`
 	Running        int               `json:"running"` // live attempts
+	// SilentSince is set while the node is shown "silent": a client the
+	// leader has not heard from since then, whose death it holds.
+	SilentSince *time.Time `json:"silent_since,omitempty"`
 }
 
 // HostVolume is a directory a node lends to jobs under a name

@@ -30,6 +30,7 @@ func (n *Node) clientLivenessLoop(ctx context.Context) {
 	markedDead := map[string]time.Time{} // client → when this loop committed it dead
 	deadSeen := map[string]time.Time{}   // client → when this loop first saw it dead
 	held := false
+	shown := &silentShown{}
 	for {
 		select {
 		case <-ctx.Done():
@@ -107,6 +108,7 @@ func (n *Node) clientLivenessLoop(ctx context.Context) {
 		clientsSilentHeld().Set(0)
 		if len(silent) == 0 {
 			held = false
+			shown.show(ctx, n, nil, now)
 			continue
 		}
 		unheard, total := suspects+recentDead, live+recentDead
@@ -117,9 +119,11 @@ func (n *Node) clientLivenessLoop(ctx context.Context) {
 					"silent", len(silent), "unheard", unheard, "clients", total, "limit", limit)
 				held = true
 			}
+			shown.show(ctx, n, silent, now)
 			continue
 		}
 		held = false
+		shown.show(ctx, n, nil, now)
 		for name, quiet := range silent {
 			if n.commit(ctx, fsm.CmdNodeState, fsm.SetNodeState{Name: name, Gossip: fsm.NodeDead}) {
 				n.logger.Info("client silent: dead", "client", name, "silent_for", quiet.Round(time.Millisecond))

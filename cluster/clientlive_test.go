@@ -203,6 +203,39 @@ func TestMassSilenceHoldsDeaths(t *testing.T) {
 			t.Errorf("m%d: %+v, %v; want alive while the guard holds", i, nd, err)
 		}
 	}
+	// Every server shows them silent (the replicated held set), from
+	// about when they fell silent.
+	c.Eventually(10*time.Second, "the held set on a follower", func() error {
+		var got map[string]time.Time
+		if err := via.FSM.View(func(tx *fsm.Tx) (err error) { got, err = tx.SilentClients(); return err }); err != nil {
+			return err
+		}
+		if len(got) != 5 {
+			return fmt.Errorf("held set %v, want m0..m4", got)
+		}
+		for name, since := range got {
+			if d := time.Since(since); d < 0 || d > 30*time.Second {
+				return fmt.Errorf("%s silent since %v (%v ago)", name, since, d)
+			}
+		}
+		return nil
+	})
+	// Heard again: the set empties.
+	for i := range streams {
+		if back, resp := openWork(t, via, fmt.Sprintf("m%d", i), 0); back == nil {
+			t.Fatalf("reopen m%d: %s", i, resp.Status)
+		}
+	}
+	c.Eventually(10*time.Second, "the held set emptied", func() error {
+		var got map[string]time.Time
+		if err := via.FSM.View(func(tx *fsm.Tx) (err error) { got, err = tx.SilentClients(); return err }); err != nil {
+			return err
+		}
+		if len(got) != 0 {
+			return fmt.Errorf("held set %v, want none", got)
+		}
+		return nil
+	})
 }
 
 // counter is the default registry's counter name (-1: not registered).

@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -15,6 +16,31 @@ const (
 	NodeDead    GossipState = "dead"
 	NodeLeft    GossipState = "left"
 )
+
+// NodeSilent is a shown state, never stored in a record: a client whose
+// record is alive but whose silence the leader holds (silent.go). The API
+// and the scheduler show and treat it so.
+const NodeSilent GossipState = "silent"
+
+// ShowSilent returns nodes with those in silent (client name → since) that
+// are alive or suspect shown as NodeSilent, copying the slice only when one
+// changes (nodes may be shared: it is never modified).
+func ShowSilent(nodes []Node, silent map[string]time.Time) []Node {
+	if len(silent) == 0 {
+		return nodes
+	}
+	out := nodes
+	for i := range nodes {
+		if _, ok := silent[nodes[i].Name]; !ok || (nodes[i].Gossip != NodeAlive && nodes[i].Gossip != NodeSuspect) {
+			continue
+		}
+		if &out[0] == &nodes[0] {
+			out = slices.Clone(nodes)
+		}
+		out[i].Gossip = NodeSilent
+	}
+	return out
+}
 
 // Node.Role values (cluster/DESIGN.md "Clients"): a client is an agent
 // outside raft; a replica a raft non-voter that is never promoted.

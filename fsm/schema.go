@@ -56,6 +56,9 @@ var (
 	// bucketSingletons: namespace + NUL + name → the ID of the latest
 	// singleton job of that name (after.go).
 	bucketSingletons = []byte("singletons")
+	// bucketSilent: client name → RFC 3339 time it has been silent since,
+	// for the clients whose deaths the leader holds (silent.go).
+	bucketSilent = []byte("silent")
 	// bucketWorkflows: workflow ID (a ULID) → Workflow.
 	bucketWorkflows = []byte("workflows")
 	// bucketWorkflowJobs: workflow ID + "/" + 8-digit position → job ID.

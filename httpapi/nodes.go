@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/foreman-sched/foreman/api"
 	"github.com/foreman-sched/foreman/fsm"
@@ -17,6 +18,10 @@ type NodeView struct {
 	Allocated fsm.Resources `json:"allocated"`
 	// Running counts the node's live (assigned or running) attempts.
 	Running int `json:"running"`
+	// SilentSince is set for a client shown "silent" (gossip): silent
+	// since then, its death held by the leader's mass-silence guard
+	// (fsm/silent.go); its record and attempts are untouched.
+	SilentSince *time.Time `json:"silent_since,omitempty"`
 }
 
 // NodeList is the reply to GET /v1/nodes.
@@ -60,9 +65,9 @@ func parseNodeQuery(r *http.Request) (NodeQuery, error) {
 		return q, invalid("role", "must be server, replica or client (got %q)", q.Role)
 	}
 	switch fsm.GossipState(q.State) {
-	case "", fsm.NodeAlive, fsm.NodeSuspect, fsm.NodeDead, fsm.NodeLeft:
+	case "", fsm.NodeAlive, fsm.NodeSuspect, fsm.NodeDead, fsm.NodeLeft, fsm.NodeSilent:
 	default:
-		return q, invalid("state", "must be alive, suspect, dead or left (got %q)", q.State)
+		return q, invalid("state", "must be alive, suspect, silent, dead or left (got %q)", q.State)
 	}
 	if l := v.Get("limit"); l != "" {
 		n, err := strconv.Atoi(l)
@@ -115,6 +120,11 @@ func (s *server) listNodes(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return err
 		}
+		silent, err := tx.SilentClients()
+		if err != nil {
+			return err
+		}
+		nodes = fsm.ShowSilent(nodes, silent)
 		for i := range nodes {
 			n := &nodes[i]
 			out.Summary.Total++
@@ -128,7 +138,7 @@ func (s *server) listNodes(w http.ResponseWriter, r *http.Request) {
 				out.NextCursor = out.Nodes[len(out.Nodes)-1].Name
 				continue
 			}
-			v, _, err := nodeView(tx, *n)
+			v, _, err := nodeView(tx, *n, silent)
 			if err != nil {
 				return err
 			}
@@ -194,7 +204,11 @@ func (s *server) nodeDetail(name string) (*NodeDetail, error) {
 		if err != nil {
 			return err
 		}
-		d.NodeView, d.Attempts, err = nodeView(tx, *n)
+		silent, err := tx.SilentClients()
+		if err != nil {
+			return err
+		}
+		d.NodeView, d.Attempts, err = nodeView(tx, fsm.ShowSilent([]fsm.Node{*n}, silent)[0], silent)
 		return err
 	})
 	if err != nil {
@@ -204,8 +218,11 @@ func (s *server) nodeDetail(name string) (*NodeDetail, error) {
 }
 
 // nodeView adds the node's live attempts and their allocation.
-func nodeView(tx *fsm.Tx, n fsm.Node) (NodeView, []fsm.Attempt, error) {
+func nodeView(tx *fsm.Tx, n fsm.Node, silent map[string]time.Time) (NodeView, []fsm.Attempt, error) {
 	v := NodeView{Node: n}
+	if since, ok := silent[n.Name]; ok && n.Gossip == fsm.NodeSilent {
+		v.SilentSince = &since
+	}
 	live := []fsm.Attempt{}
 	err := tx.LiveAttemptsOnNode(n.Name, func(a *fsm.Attempt) bool {
 		live = append(live, *a)

@@ -244,7 +244,7 @@ func TestNodesFilterPageSummary(t *testing.T) {
 	}
 	for _, tc := range []struct{ query, want string }{
 		{"role=voter", "role: must be server, replica or client"},
-		{"state=gone", "state: must be alive, suspect, dead or left"},
+		{"state=gone", "state: must be alive, suspect, silent, dead or left"},
 		{"limit=0", "limit: must be a number from 1"},
 		{"limit=lots", "limit: must be a number from 1"},
 	} {

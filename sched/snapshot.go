@@ -84,6 +84,7 @@ type Reader interface {
 	QueuedRuns() ([]*fsm.QueuedRun, error)
 	LiveAttempts(fn func(*fsm.Attempt) bool) error
 	Queues() (map[string]int, error)
+	SilentClients() (map[string]time.Time, error)
 }
 
 // LoadSnapshot reads the state a plan at now needs out of a read
@@ -99,6 +100,13 @@ func LoadSnapshot(r Reader, now time.Time) (*Snapshot, error) {
 	if s.Nodes, err = r.NodesShared(); err != nil {
 		return nil, err
 	}
+	// Clients whose silence the leader holds take no new attempts (their
+	// records stay alive, so nothing of theirs is declared lost).
+	silent, err := r.SilentClients()
+	if err != nil {
+		return nil, err
+	}
+	s.Nodes = fsm.ShowSilent(s.Nodes, silent)
 	if s.QueueLimits, err = r.Queues(); err != nil {
 		return nil, err
 	}

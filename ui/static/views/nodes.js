@@ -87,8 +87,21 @@ export function usageReader() {
   };
 }
 
+// silenceBanner says, while the leader holds the deaths of silent clients
+// (GET /v1/nodes' summary.by_state.silent), how many and since when, and
+// what the operator can do; "" otherwise. nodes: those listed (for the
+// earliest silent_since).
+export function silenceBanner(summary, nodes) {
+  const n = summary?.by_state?.silent || 0;
+  if (!n) return "";
+  const since = (nodes || []).map((x) => x.silent_since).filter(Boolean).sort()[0];
+  return h("p", { class: "banner", id: "silence-banner", role: "alert" },
+    `${n} client${n === 1 ? "" : "s"} silent${since ? " since " + new Date(since).toLocaleTimeString() : ""}, their deaths held: `,
+    "too many fell silent at once for the leader to trust it. Check the servers' network, or declare them down (foreman node down NAME).");
+}
+
 const ROLES = ["", "server", "replica", "client"];
-const STATES = ["", "alive", "suspect", "dead", "left"];
+const STATES = ["", "alive", "suspect", "silent", "dead", "left"];
 const PAGE = 200;
 
 // mount: a summary of every node (by role and state), filters (role,
@@ -119,8 +132,9 @@ export async function mount(el, _params, q) {
 
   const body = h("tbody");
   const summary = h("p", { id: "node-summary" });
+  const banner = h("div");
   const pager = h("nav", { class: "pager", "aria-label": "Pages" });
-  replace(el, h("h1", null, "Nodes"), summary, form, h("p", { class: "muted" }, "Allocated is what live attempts requested (a job that requests nothing is placed as 100m / 64 MiB)."),
+  replace(el, h("h1", null, "Nodes"), banner, summary, form, h("p", { class: "muted" }, "Allocated is what live attempts requested (a job that requests nothing is placed as 100m / 64 MiB)."),
     h("table", { id: "nodes" }, h("thead", null, h("tr", null, ["Node", "Role", "Gossip", "Eligibility", "Capacity vs allocated vs used", "Running", "Drivers", "Labels", "Version", ""].map((x) => h("th", null, x)))), body), pager);
   const usage = usageReader();
   let list = [];
@@ -131,7 +145,7 @@ export async function mount(el, _params, q) {
     }
   };
   const drawSummary = (sm) => {
-    const byState = ["alive", "suspect", "dead", "left"].filter((x) => sm.by_state[x]).map((x) => h("span", { class: "state-count" }, badge(x), " " + sm.by_state[x]));
+    const byState = ["alive", "suspect", "silent", "dead", "left"].filter((x) => sm.by_state[x]).map((x) => h("span", { class: "state-count" }, badge(x), " " + sm.by_state[x]));
     replace(summary, h("strong", null, sm.total + " nodes"), ": " + (sm.by_role.server || 0) + " servers, " + (sm.by_role.replica ? sm.by_role.replica + " replicas, " : "") + (sm.by_role.client || 0) + " clients · ", ...byState);
   };
   const load = async () => {
@@ -141,6 +155,7 @@ export async function mount(el, _params, q) {
     const l = await api("/v1/nodes?" + p);
     list = l.nodes;
     drawSummary(l.summary);
+    replace(banner, silenceBanner(l.summary, l.nodes));
     replace(body, l.nodes.map((n) => h("tr", { "data-node": n.name },
       h("td", null, link("nodes/" + enc(n.name), n.name), h("div", { class: "muted small" }, n.http_addr)),
       h("td", { class: "role nowrap" }, n.role || "server"),

@@ -6,6 +6,7 @@ import { api } from "../lib/api.js";
 import { subscribe } from "../lib/events.js";
 import { sparkline } from "../lib/chart.js";
 import { ago, clip, dur } from "../lib/fmt.js";
+import { silenceBanner } from "./nodes.js";
 
 const STATES = ["waiting", "queued", "running", "retrying", "succeeded", "failed", "cancelled", "skipped"];
 const WINDOW = 60; // seconds of history in the charts
@@ -51,8 +52,9 @@ export async function mount(el) {
   const counts = h("div", { class: "cards", id: "counts" });
   const charts = h("div", { class: "charts" });
   const nodes = h("div", { class: "card wide", id: "nodes-summary" });
+  const silence = h("div");
   const failures = h("div", { id: "failures" });
-  replace(el, h("h1", null, "Overview"), counts, charts,
+  replace(el, h("h1", null, "Overview"), silence, counts, charts,
     h("div", { class: "grid2" }, nodes, h("section", null, h("h2", null, "Recent failures"), failures)));
 
   const drawCharts = () => replace(charts,
@@ -72,6 +74,7 @@ export async function mount(el) {
     const [n, r] = await Promise.all([api("/v1/nodes"), api("/v1/cluster/raft").catch((e) => ({ leader: e.status === 403 ? "(needs the operator role)" : "unknown", term: "—", applied_index: "—" }))]);
     const list = n.nodes || [];
     const up = list.filter((x) => x.gossip === "alive").length;
+    replace(silence, silenceBanner(n.summary, list));
     replace(nodes, h("h2", null, "Cluster"),
       h("dl", { class: "kv" },
         h("dt", null, "Leader"), h("dd", { id: "leader" }, r.leader || "none (election in progress)"),

@@ -1,0 +1,89 @@
+package systest
+
+import (
+	"fmt"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// Many clients falling silent at once (SIGSTOP): the leader holds their
+// deaths, and every server shows them silent — in GET /v1/nodes from a
+// follower, with since when, and in the Nodes page's banner — while their
+// records stay alive; nothing is placed on them meanwhile. Heard again,
+// they are alive and the waiting job runs.
+func TestSystemHeldSilence(t *testing.T) {
+	if testing.Short() {
+		t.Skip("system test: skipped in -short mode")
+	}
+	c := newSysCluster(t, 3)
+	clients := startClients(t, c, 4)
+	leader, via := c.leader(), c.followers()[0]
+	signal := func(sig syscall.Signal) {
+		for _, cl := range clients {
+			_ = syscall.Kill(cl.cmd.Process.Pid, sig)
+		}
+	}
+	signal(syscall.SIGSTOP)
+	t.Cleanup(func() { signal(syscall.SIGCONT) })
+
+	type nodeList struct {
+		Nodes []struct {
+			Name        string `json:"name"`
+			Role        string `json:"role"`
+			Gossip      string `json:"gossip"`
+			SilentSince string `json:"silent_since"`
+		} `json:"nodes"`
+		Summary struct {
+			ByState map[string]int `json:"by_state"`
+		} `json:"summary"`
+	}
+	eventually(t, systemTimeout, "the four clients shown silent by a follower", func() error {
+		var l nodeList
+		if err := getJSON(via.url("/v1/nodes"), &l); err != nil {
+			return err
+		}
+		if l.Summary.ByState["silent"] != 4 {
+			return fmt.Errorf("by_state %v", l.Summary.ByState)
+		}
+		for _, n := range l.Nodes {
+			if n.Role == "client" && (n.Gossip != "silent" || n.SilentSince == "") {
+				return fmt.Errorf("%s: %s since %q", n.Name, n.Gossip, n.SilentSince)
+			}
+		}
+		return nil
+	})
+	for _, n := range nodesOf(t, leader) {
+		if n.Role == "client" && n.Gossip != "silent" {
+			t.Errorf("%s shown %s by the leader", n.Name, n.Gossip)
+		}
+	}
+	id := submitJob(t, leader, map[string]any{"name": "for-clients", "command": "true", "driver": "process", "constraints": []string{"kind == client"}})
+	eventually(t, systemTimeout, "the job unplaced for the silence", func() error {
+		j, err := getJob(leader, id)
+		if err != nil {
+			return err
+		}
+		if j.Job.State != "queued" || !strings.Contains(j.Job.Reason, "node silent") || len(j.Attempts) > 0 {
+			return fmt.Errorf("%s", j)
+		}
+		return nil
+	})
+	b := newBrowser(t)
+	b.open(via.url("/ui/nodes"), "#silence-banner")
+	b.wait("the banner", `document.querySelector("#silence-banner").textContent.startsWith("4 clients silent since")`)
+	b.shot("nodes-silence")
+
+	signal(syscall.SIGCONT)
+	waitJobState(t, leader, id, "succeeded")
+	eventually(t, systemTimeout, "the clients shown alive again", func() error {
+		var l nodeList
+		if err := getJSON(via.url("/v1/nodes"), &l); err != nil {
+			return err
+		}
+		if l.Summary.ByState["silent"] != 0 || l.Summary.ByState["alive"] != 7 {
+			return fmt.Errorf("by_state %v", l.Summary.ByState)
+		}
+		return nil
+	})
+}
