@@ -24,7 +24,7 @@ func nodeCommand() *ucli.Command {
 				Usage: "list nodes with capacity and what is placed on them, and a count of all of them by role and state",
 				Flags: WithClientFlags(JSONFlag,
 					&ucli.StringFlag{Name: "role", Usage: "only nodes of this role (server, replica, client)"},
-					&ucli.StringFlag{Name: "state", Usage: "only nodes in this state (alive, suspect, dead, left)"},
+					&ucli.StringFlag{Name: "state", Usage: "only nodes in this state (alive, suspect, silent, dead, left)"},
 					&ucli.StringFlag{Name: "name", Usage: "only nodes whose name starts with this"},
 					&ucli.IntFlag{Name: "limit", Usage: "at most this many (0: all); --cursor NAME goes on after NAME"},
 					&ucli.StringFlag{Name: "cursor", Usage: "list the nodes after this name (the next_cursor of --json)"},
@@ -156,7 +156,7 @@ func nodeSummaryLine(l *httpapi.NodeList) string {
 		line = fmt.Sprintf("%d nodes: %d servers, %d replica(s), %d clients;", s.Total, s.ByRole["server"], r, s.ByRole["client"])
 	}
 	var states []string
-	for _, st := range []fsm.GossipState{fsm.NodeAlive, fsm.NodeSuspect, fsm.NodeDead, fsm.NodeLeft} {
+	for _, st := range []fsm.GossipState{fsm.NodeAlive, fsm.NodeSuspect, fsm.NodeSilent, fsm.NodeDead, fsm.NodeLeft} {
 		if n := s.ByState[string(st)]; n > 0 {
 			states = append(states, fmt.Sprintf("%d %s", n, st))
 		}

@@ -58,6 +58,9 @@ func TestSystemHeldSilence(t *testing.T) {
 			t.Errorf("%s shown %s by the leader", n.Name, n.Gossip)
 		}
 	}
+	if r := runForeman(t, c.bin, via.url(""), "node", "ls", "--state", "silent"); r.code != 0 || !strings.Contains(r.stdout, "4 silent") || strings.Count(r.stdout, " silent ") < 4 {
+		t.Errorf("node ls --state silent: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
 	id := submitJob(t, leader, map[string]any{"name": "for-clients", "command": "true", "driver": "process", "constraints": []string{"kind == client"}})
 	eventually(t, systemTimeout, "the job unplaced for the silence", func() error {
 		j, err := getJob(leader, id)
