@@ -63,6 +63,8 @@ var typeSchemas = []struct {
 	{api.TriggerResponse{}, []string{"TriggerResponse"}},
 	{api.Node{}, []string{"NodeView"}},
 	{api.NodeDetail{}, []string{"NodeDetail"}},
+	{api.NodesDownRequest{}, []string{"NodesDownRequest"}},
+	{api.NodesDownResponse{}, []string{"NodesDownResponse"}},
 	{api.NodeSummary{}, []string{"NodeSummary"}},
 	{api.NodeList{}, []string{"NodeList"}},
 	{api.HashResponse{}, []string{"HashResponse"}},

@@ -112,3 +112,30 @@ func (c *Client) Checkpoint(ctx context.Context, id string) ([]byte, error) {
 	}
 	return b, err
 }
+
+// NodesDownRequest picks the clients MarkNodesDown declares dead: every
+// given filter must match, and at least one of Silent, Labels and Names
+// is needed. Silent: clients shown silent (the leader holds their deaths),
+// for at least SilentFor. DryRun lists them and changes nothing.
+type NodesDownRequest struct {
+	Silent    bool              `json:"silent,omitempty"`
+	SilentFor Duration          `json:"silent_for,omitempty"`
+	Role      string            `json:"role,omitempty"`
+	Labels    map[string]string `json:"labels,omitempty"`
+	Names     []string          `json:"names,omitempty"`
+	DryRun    bool              `json:"dry_run,omitempty"`
+}
+
+// NodesDownResponse names the clients declared dead (or that would be),
+// in the one raft entry Index.
+type NodesDownResponse struct {
+	Nodes  []string `json:"nodes"`
+	DryRun bool     `json:"dry_run"`
+	Index  uint64   `json:"index,omitempty"`
+}
+
+// MarkNodesDown declares many clients dead in one raft entry (POST
+// /v1/nodes/down).
+func (c *Client) MarkNodesDown(ctx context.Context, req NodesDownRequest) (*NodesDownResponse, error) {
+	return call[NodesDownResponse](ctx, c, Request{Method: http.MethodPost, Path: "/v1/nodes/down", Body: req})
+}

@@ -54,10 +54,20 @@ func nodeCommand() *ucli.Command {
 			},
 			{
 				Name:      "down",
-				Usage:     "declare a client dead now (when the leader holds the deaths of many silent clients); its jobs rerun once their lease is out",
-				ArgsUsage: "NAME",
-				Flags:     WithClientFlags(JSONFlag),
+				Usage:     "declare a client dead now (when the leader holds the deaths of many silent clients); its jobs rerun once their lease is out. With --silent or --label instead of NAME: every matching client, in one raft entry",
+				ArgsUsage: "NAME | --silent [--since D] [--label k=v] [--yes] [--dry-run]",
+				Flags: WithClientFlags(JSONFlag,
+					&ucli.BoolFlag{Name: "silent", Usage: "every client shown silent (the leader holds its death)"},
+					&ucli.DurationFlag{Name: "since", Usage: "with --silent: silent at least this long"},
+					&ucli.StringFlag{Name: "role", Usage: "only client (servers are gossip's)"},
+					&ucli.StringSliceFlag{Name: "label", Usage: "clients with this label k=v (repeatable; all must match)"},
+					&ucli.BoolFlag{Name: "yes", Usage: "do not ask before declaring them dead"},
+					&ucli.BoolFlag{Name: "dry-run", Usage: "list the clients and change nothing"},
+				),
 				Action: func(c *ucli.Context) error {
+					if c.Bool("silent") || c.IsSet("label") || c.IsSet("since") || c.IsSet("role") || c.Bool("dry-run") {
+						return Error(nodesDown(c))
+					}
 					return Error(nodeChange(c, func(cl *api.Client, name string) (*api.NodeDetail, error) {
 						return cl.MarkDown(c.Context, name)
 					}, func(d *httpapi.NodeDetail) string {

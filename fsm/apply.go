@@ -257,6 +257,8 @@ func (a *applier) applyEntry(data []byte, res *Result) error {
 		return run(a, cmd, res, (*applier).setNodeState)
 	case CmdNodeGPUs:
 		return run(a, cmd, res, (*applier).nodeGPUs)
+	case CmdNodeStates:
+		return run(a, cmd, res, (*applier).setNodeStates)
 	case CmdSilentClients:
 		return run(a, cmd, res, (*applier).silentClients)
 	case CmdResetGPUs:

@@ -152,3 +152,31 @@ func (a *applier) setNodeState(p *SetNodeState, res *Result) error {
 	}
 	return a.saveNode(n, name)
 }
+
+// CmdNodeStates changes many nodes in one entry (an operator's bulk
+// `node down`, issue 38): all of them or none.
+const CmdNodeStates CommandType = "node_states" // SetNodeStates
+
+// SetNodeStates is many SetNodeState, applied in order.
+type SetNodeStates struct {
+	States []SetNodeState `json:"states"`
+}
+
+func (a *applier) setNodeStates(p *SetNodeStates, res *Result) error {
+	// Every refusal comes before the first write, so a refused entry
+	// changes nothing.
+	for i, st := range p.States {
+		if (st.Gossip != "" && !validGossip(st.Gossip)) || (st.Eligibility != "" && !validEligibility(st.Eligibility)) {
+			return fmt.Errorf("%w: states[%d]: gossip %q, eligibility %q", ErrBadCommand, i, st.Gossip, st.Eligibility)
+		}
+		if _, err := a.getNode(st.Name); err != nil {
+			return fmt.Errorf("states[%d]: %w", i, err)
+		}
+	}
+	for i := range p.States {
+		if err := a.setNodeState(&p.States[i], res); err != nil {
+			return err
+		}
+	}
+	return nil
+}

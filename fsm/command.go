@@ -57,6 +57,7 @@ var payloadTypes = map[CommandType]any{
 	CmdNodeState:     SetNodeState{},
 	CmdNodeGPUs:      NodeGPUs{},
 	CmdSilentClients: SilentClients{},
+	CmdNodeStates:    SetNodeStates{},
 	CmdResetGPUs:     ResetGPUs{},
 	CmdPlace:         Place{},
 	CmdReport:        ReportAttempt{},

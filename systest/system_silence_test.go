@@ -1,6 +1,7 @@
 package systest
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"syscall"
@@ -10,8 +11,9 @@ import (
 // Many clients falling silent at once (SIGSTOP): the leader holds their
 // deaths, and every server shows them silent — in GET /v1/nodes from a
 // follower, with since when, and in the Nodes page's banner — while their
-// records stay alive; nothing is placed on them meanwhile. Heard again,
-// they are alive and the waiting job runs.
+// records stay alive; nothing is placed on them meanwhile. The operator
+// declares them down in one entry (node down --silent); heard again, they
+// are alive and the waiting job runs.
 func TestSystemHeldSilence(t *testing.T) {
 	if testing.Short() {
 		t.Skip("system test: skipped in -short mode")
@@ -77,6 +79,28 @@ func TestSystemHeldSilence(t *testing.T) {
 	b.wait("the banner", `document.querySelector("#silence-banner").textContent.startsWith("4 clients silent since")`)
 	b.shot("nodes-silence")
 
+	// The operator's bulk down: a dry run lists them and changes nothing;
+	// --yes commits the four dead in one raft entry.
+	if r := runForeman(t, c.bin, via.url(""), "node", "down", "--silent", "--dry-run"); r.code != 0 || !strings.Contains(r.stdout, "would declare 4 client(s) dead: c1, c2, c3, c4") {
+		t.Fatalf("node down --silent --dry-run: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	r := runForeman(t, c.bin, via.url(""), "node", "down", "--silent", "--yes", "--json")
+	var down struct {
+		Nodes []string `json:"nodes"`
+		Index uint64   `json:"index"`
+	}
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &down) != nil || len(down.Nodes) != 4 || down.Index == 0 {
+		t.Fatalf("node down --silent --yes: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	var l nodeList
+	if err := getJSON(leader.url("/v1/nodes?consistent=true"), &l); err != nil || l.Summary.ByState["dead"] != 4 || l.Summary.ByState["silent"] != 0 {
+		t.Fatalf("after the bulk down: %v %v", l.Summary.ByState, err)
+	}
+	if r := runForeman(t, c.bin, via.url(""), "node", "down", "--silent", "--yes"); r.code == 0 || !strings.Contains(r.stderr, "no client is silent") {
+		t.Errorf("node down --silent with none silent: exit %d, stderr %q", r.code, r.stderr)
+	}
+
+	// Heard again, they are alive and the waiting job runs.
 	signal(syscall.SIGCONT)
 	waitJobState(t, leader, id, "succeeded")
 	eventually(t, systemTimeout, "the clients shown alive again", func() error {
