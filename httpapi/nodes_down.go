@@ -162,4 +162,3 @@ func firstFilter(req *NodesDownRequest) string {
 	}
 	return "names"
 }
-
