@@ -30,7 +30,7 @@ func (n *Node) clientLivenessLoop(ctx context.Context) {
 	markedDead := map[string]time.Time{} // client → when this loop committed it dead
 	deadSeen := map[string]time.Time{}   // client → when this loop first saw it dead
 	held := false
-	shown := &silentShown{}
+	shown := &silentShown{grace: lim.DeadAfter + beatSlack(ClientIdleBeatInterval)}
 	for {
 		select {
 		case <-ctx.Done():

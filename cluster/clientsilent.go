@@ -19,6 +19,12 @@ type silentShown struct {
 	names []string // as last committed; nil until read from the state
 	read  bool
 	at    time.Time // the last commit
+	// A new leader watches every client afresh (clientlive.go), so for
+	// grace after its loop starts it only adds to the set it inherited:
+	// shrinking it at once would show the held clients alive for a while.
+	grace     time.Duration
+	start     time.Time
+	inherited map[string]time.Time // the set as read, name → since
 }
 
 // silentShowEvery bounds how often the set is committed.
@@ -32,7 +38,17 @@ func (s *silentShown) show(ctx context.Context, n *Node, silent map[string]time.
 		if err := n.fsm.View(func(tx *fsm.Tx) (err error) { cur, err = tx.SilentClients(); return err }); err != nil {
 			return
 		}
-		s.names, s.read = slices.Sorted(maps.Keys(cur)), true
+		s.names, s.read, s.start, s.inherited = slices.Sorted(maps.Keys(cur)), true, now, cur
+	}
+	if now.Sub(s.start) < s.grace && len(s.inherited) > 0 {
+		kept := make(map[string]time.Duration, len(silent)+len(s.inherited))
+		maps.Copy(kept, silent)
+		for name, since := range s.inherited {
+			if _, ok := kept[name]; !ok {
+				kept[name] = wallclock.Now().Sub(since)
+			}
+		}
+		silent = kept
 	}
 	names := slices.Sorted(maps.Keys(silent))
 	if slices.Equal(names, s.names) || now.Sub(s.at) < silentShowEvery {
