@@ -116,15 +116,10 @@ func (s *server) listNodes(w http.ResponseWriter, r *http.Request) {
 	}
 	out := NodeList{Nodes: []NodeView{}, Summary: NodeSummary{ByRole: map[string]int{}, ByState: map[string]int{}}}
 	err = s.state.View(func(tx *fsm.Tx) error {
-		nodes, err := tx.Nodes()
+		nodes, silent, err := shownNodes(tx)
 		if err != nil {
 			return err
 		}
-		silent, err := tx.SilentClients()
-		if err != nil {
-			return err
-		}
-		nodes = fsm.ShowSilent(nodes, silent)
 		for i := range nodes {
 			n := &nodes[i]
 			out.Summary.Total++
@@ -215,6 +210,20 @@ func (s *server) nodeDetail(name string) (*NodeDetail, error) {
 		return nil, err
 	}
 	return &d, nil
+}
+
+// shownNodes is every node as the API shows it: the clients whose silence
+// the leader holds as silent (fsm.ShowSilent), with that set.
+func shownNodes(tx *fsm.Tx) ([]fsm.Node, map[string]time.Time, error) {
+	nodes, err := tx.Nodes()
+	if err != nil {
+		return nil, nil, err
+	}
+	silent, err := tx.SilentClients()
+	if err != nil {
+		return nil, nil, err
+	}
+	return fsm.ShowSilent(nodes, silent), silent, nil
 }
 
 // nodeView adds the node's live attempts and their allocation.

@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"time"
 
+	"github.com/foreman-sched/foreman/api"
 	"github.com/foreman-sched/foreman/fsm"
 )
 
@@ -15,22 +17,11 @@ import (
 // liveness), Labels (each key=value) and Names. At least one of Silent,
 // Labels and Names is needed, so no empty filter takes the whole fleet.
 // DryRun answers with the nodes and changes nothing.
-type NodesDownRequest struct {
-	Silent    bool              `json:"silent,omitempty"`
-	SilentFor fsm.Duration      `json:"silent_for,omitempty"`
-	Role      string            `json:"role,omitempty"`
-	Labels    map[string]string `json:"labels,omitempty"`
-	Names     []string          `json:"names,omitempty"`
-	DryRun    bool              `json:"dry_run,omitempty"`
-}
+type NodesDownRequest = api.NodesDownRequest
 
 // NodesDownResponse names the nodes declared dead (or, with dry_run, that
 // would be), in one raft entry at Index.
-type NodesDownResponse struct {
-	Nodes  []string `json:"nodes"`
-	DryRun bool     `json:"dry_run"`
-	Index  uint64   `json:"index,omitempty"`
-}
+type NodesDownResponse = api.NodesDownResponse
 
 // maxNodesDown bounds one bulk down (one raft entry).
 const maxNodesDown = 20000
@@ -86,15 +77,10 @@ func (s *server) matchDown(req *NodesDownRequest) ([]string, error) {
 	now := s.clock.Now()
 	var out []string
 	err := s.state.View(func(tx *fsm.Tx) error {
-		nodes, err := tx.Nodes()
+		nodes, silent, err := shownNodes(tx)
 		if err != nil {
 			return err
 		}
-		silent, err := tx.SilentClients()
-		if err != nil {
-			return err
-		}
-		nodes = fsm.ShowSilent(nodes, silent)
 		for _, name := range req.Names {
 			if !slices.ContainsFunc(nodes, func(n fsm.Node) bool { return n.Name == name }) {
 				return invalid("names", "no node %q", name)
@@ -110,7 +96,7 @@ func (s *server) matchDown(req *NodesDownRequest) ([]string, error) {
 			}
 			if req.Silent {
 				since, ok := silent[n.Name]
-				if !ok || n.Gossip != fsm.NodeSilent || now.Sub(since) < req.SilentFor.D() {
+				if !ok || n.Gossip != fsm.NodeSilent || now.Sub(since) < time.Duration(req.SilentFor) {
 					continue
 				}
 			}
@@ -132,7 +118,7 @@ func (s *server) matchDown(req *NodesDownRequest) ([]string, error) {
 		if req.Silent {
 			what = "no client is silent (the leader holds no death)"
 			if req.SilentFor > 0 {
-				what = fmt.Sprintf("no client has been silent for %s", req.SilentFor.D())
+				what = fmt.Sprintf("no client has been silent for %s", time.Duration(req.SilentFor))
 			}
 		}
 		return nil, invalid(firstFilter(req), "%s: nothing changed", what)
