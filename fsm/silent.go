@@ -55,8 +55,12 @@ func (a *applier) silentClients(p *SilentClients, res *Result) error {
 	if err := b.ForEach(func(k, _ []byte) error { old[string(k)] = true; return nil }); err != nil {
 		return err
 	}
+	kept := make(map[string]bool, len(p.Clients))
+	for _, c := range p.Clients {
+		kept[c.Name] = true
+	}
 	for _, k := range slices.Sorted(maps.Keys(old)) {
-		if slices.ContainsFunc(p.Clients, func(c SilentClient) bool { return c.Name == k }) {
+		if kept[k] {
 			continue
 		}
 		if err := a.del(b, []byte(k)); err != nil {

@@ -3,7 +3,6 @@ package httpapi
 import (
 	"fmt"
 	"net/http"
-	"slices"
 	"time"
 
 	"github.com/foreman-sched/foreman/api"
@@ -81,14 +80,21 @@ func (s *server) matchDown(req *NodesDownRequest) ([]string, error) {
 		if err != nil {
 			return err
 		}
+		named, missing := make(map[string]bool, len(req.Names)), make(map[string]bool, len(req.Names))
 		for _, name := range req.Names {
-			if !slices.ContainsFunc(nodes, func(n fsm.Node) bool { return n.Name == name }) {
+			named[name], missing[name] = true, true
+		}
+		for i := range nodes {
+			delete(missing, nodes[i].Name)
+		}
+		for _, name := range req.Names {
+			if missing[name] {
 				return invalid("names", "no node %q", name)
 			}
 		}
 		for i := range nodes {
 			n := &nodes[i]
-			if len(req.Names) > 0 && !slices.Contains(req.Names, n.Name) {
+			if len(named) > 0 && !named[n.Name] {
 				continue
 			}
 			if !labelsMatch(n.Labels, req.Labels) {
