@@ -24,7 +24,10 @@ type JobQuery struct {
 	// Preempted keeps only jobs that had an attempt preempted (the
 	// pseudo-state "preempted" of the API: such jobs are queued again).
 	Preempted bool
-	Cursor    string // from the previous page's next; "" = newest
+	// Array lists the tasks of that array job; without it, tasks are left
+	// out (an array is listed as its one job).
+	Array  string
+	Cursor string // from the previous page's next; "" = newest
 	Limit     int    // 0 = DefaultListLimit
 }
 
@@ -45,6 +48,9 @@ func ParseLabelSelector(s string) (map[string]string, error) {
 }
 
 func (q *JobQuery) match(j *Job) bool {
+	if q.Array != "" && (j.ArrayTask == nil || j.ArrayTask.Array != q.Array) {
+		return false
+	}
 	if !q.AnyNamespace && j.Spec.Namespace != q.Namespace {
 		return false
 	}
@@ -98,10 +104,18 @@ func (t *Tx) ListJobs(q JobQuery) ([]Job, string, error) {
 	} else {
 		c = jobsB.Cursor()
 	}
+	if q.Array != "" && after == nil {
+		// Tasks' IDs are the array's, '.' and the index: start past the
+		// last ('/' sorts right after '.').
+		after = []byte(q.Array + "/")
+	}
 	k := seekBefore(c, prefix, after)
 	var out []Job
 	for ; k != nil && hasPrefix(k, prefix); k, _ = c.Prev() {
 		id := k[len(prefix):]
+		if q.Array != "" && string(id) <= q.Array {
+			break // before the first task
+		}
 		v := jobsB.Get(id)
 		if v == nil {
 			continue
@@ -109,6 +123,16 @@ func (t *Tx) ListJobs(q JobQuery) ([]Job, string, error) {
 		var j Job
 		if err := decode(v, &j); err != nil {
 			return nil, "", err
+		}
+		if t := j.ArrayTask; t != nil && q.Array == "" {
+			// Its array's tasks sort together right after the array:
+			// go on from the array itself.
+			k = seekBefore(c, prefix, []byte(t.Array+"\x00"))
+			if k == nil || !hasPrefix(k, prefix) {
+				break
+			}
+			c.Next() // so that the loop's Prev lands on the key seekBefore found
+			continue
 		}
 		if !q.match(&j) {
 			continue
