@@ -28,7 +28,7 @@ type JobQuery struct {
 	// out (an array is listed as its one job).
 	Array  string
 	Cursor string // from the previous page's next; "" = newest
-	Limit     int    // 0 = DefaultListLimit
+	Limit  int    // 0 = DefaultListLimit
 }
 
 // ParseLabelSelector turns "k=v,k2=v2" into a map for JobQuery.Labels.
