@@ -563,3 +563,65 @@ func (a *applier) redoTask(j *Job, i int) error {
 	s.move(from, t.State)
 	return nil
 }
+
+// ParseIndexes reads a list of indexes such as "3,7-9", ascending and
+// without repeats, of at most MaxArraySize.
+func ParseIndexes(s string) ([]int, error) {
+	var out []int
+	for _, part := range strings.Split(s, ",") {
+		lo, hi, isRange := strings.Cut(strings.TrimSpace(part), "-")
+		if !isRange {
+			hi = lo
+		}
+		a, err1 := strconv.Atoi(lo)
+		b, err2 := strconv.Atoi(hi)
+		switch {
+		case err1 != nil || err2 != nil || a < 0:
+			return nil, fmt.Errorf("%q: want indexes such as 3,7-9", part)
+		case b < a:
+			return nil, fmt.Errorf("%q: the end is before the start", part)
+		case len(out)+b-a+1 > MaxArraySize:
+			return nil, fmt.Errorf("more than %d indexes", MaxArraySize)
+		}
+		for i := a; i <= b; i++ {
+			out = append(out, i)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
+}
+
+// FormatIndexes writes ascending indexes as ranges: "3,7-9".
+func FormatIndexes(idx []int) string {
+	var b strings.Builder
+	for i := 0; i < len(idx); {
+		j := i
+		for j+1 < len(idx) && idx[j+1] == idx[j]+1 {
+			j++
+		}
+		if b.Len() > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.Itoa(idx[i]))
+		if j > i {
+			b.WriteString("-" + strconv.Itoa(idx[j]))
+		}
+		i = j + 1
+	}
+	return b.String()
+}
+
+// ArrayIndexes lists the indexes of array id's made tasks in state st,
+// ascending, from the state index (no task is decoded).
+func (t *Tx) ArrayIndexes(id string, st JobState) []int {
+	prefix := append(jobStatePrefix(st), TaskPrefix(id)...)
+	var out []int
+	c := t.tx.Bucket(bucketJobsByState).Cursor()
+	for k, _ := c.Seek(prefix); k != nil && hasPrefix(k, prefix); k, _ = c.Next() {
+		if i, err := strconv.Atoi(string(k[len(prefix):])); err == nil {
+			out = append(out, i)
+		}
+	}
+	slices.Sort(out)
+	return out
+}

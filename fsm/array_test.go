@@ -275,10 +275,33 @@ func TestListJobsShowsArraysAsOne(t *testing.T) {
 		t.Fatalf("queued: %s", got)
 	}
 	got := ids(JobQuery{Array: "01B", Limit: 5})
-	if len(got) != 12 || got[0] != "01B.9" || got[11] != "01B.0" {
+	if len(got) != 12 || got[0] != "01B.0" || got[10] != "01B.10" || got[11] != "01B.11" {
 		t.Fatalf("tasks: %v", got)
 	}
 	if got := ids(JobQuery{Array: "01B", State: JobQueued}); len(got) != 12 {
 		t.Fatalf("queued tasks: %v", got)
+	}
+}
+
+func TestIndexes(t *testing.T) {
+	got, err := ParseIndexes("9,3, 7-8,8")
+	if err != nil || fmt.Sprint(got) != "[3 7 8 9]" || FormatIndexes(got) != "3,7-9" {
+		t.Fatalf("%v %v %q", got, err, FormatIndexes(got))
+	}
+	for _, bad := range []string{"", "a", "5-1", "-1", "0-100000"} {
+		if _, err := ParseIndexes(bad); err == nil {
+			t.Errorf("ParseIndexes(%q): no error", bad)
+		}
+	}
+	h := newHarness(t)
+	h.addNode("n1")
+	h.submitArray("F", "0-11")
+	for _, i := range []int{2, 10, 11} {
+		h.finish(TaskID("F", i), false)
+	}
+	var failed []int
+	_ = h.f.View(func(tx *Tx) error { failed = tx.ArrayIndexes("F", JobFailed); return nil })
+	if FormatIndexes(failed) != "2,10-11" {
+		t.Fatalf("failed indexes %v", failed)
 	}
 }
