@@ -29,6 +29,45 @@ func call[T any](c *ucli.Context, do func(*api.Client) (T, error), text func(T) 
 	return text(v)
 }
 
+// list is a list command's action: one call for the items, printed by
+// printList.
+func list[T any](c *ucli.Context, key string, get func(*api.Client) ([]T, error), header []string, row func(T) []any) error {
+	cl, err := newClient(c)
+	if err != nil {
+		return err
+	}
+	items, err := get(cl)
+	if err != nil {
+		return err
+	}
+	return printList(c, key, items, header, row)
+}
+
+// act is a command whose call answers nothing worth printing: do makes
+// the call and returns the line to print.
+func act(c *ucli.Context, do func(*api.Client) (string, error)) error {
+	cl, err := newClient(c)
+	if err != nil {
+		return err
+	}
+	line, err := do(cl)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintln(Stdout(c), line)
+	return err
+}
+
+// readClient is newClient for a read that goes through the leader with
+// --consistent (ConsistentFlag).
+func readClient(c *ucli.Context) (*api.Client, error) {
+	cl, err := newClient(c)
+	if err == nil && c.Bool("consistent") {
+		cl = cl.Consistent()
+	}
+	return cl, err
+}
+
 // change is call for a command that acts on the one object its argument
 // names (what says what the argument is, for the usage error): the
 // answer is printed as JSON with --json, else as the line say makes.

@@ -19,25 +19,14 @@ func nodeCommand() *ucli.Command {
 		Name:  "node",
 		Usage: "list nodes, drain them, change their eligibility",
 		Subcommands: []*ucli.Command{
-			{
-				Name:  "ls",
-				Usage: "list nodes with capacity and what is placed on them, and a count of all of them by role and state",
-				Flags: WithClientFlags(JSONFlag,
-					&ucli.StringFlag{Name: "role", Usage: "only nodes of this role (server, replica, client)"},
-					&ucli.StringFlag{Name: "state", Usage: "only nodes in this state (alive, suspect, silent, dead, left)"},
-					&ucli.StringFlag{Name: "name", Usage: "only nodes whose name starts with this"},
-					&ucli.IntFlag{Name: "limit", Usage: "at most this many (0: all); --cursor NAME goes on after NAME"},
-					&ucli.StringFlag{Name: "cursor", Usage: "list the nodes after this name (the next_cursor of --json)"},
-				),
-				Action: func(c *ucli.Context) error { return Error(nodeList(c)) },
-			},
-			{
-				Name:      "show",
-				Usage:     "one node: addresses, capacity, what is allocated, its GPUs and its live attempts",
-				ArgsUsage: "NAME",
-				Flags:     WithClientFlags(JSONFlag),
-				Action:    func(c *ucli.Context) error { return Error(nodeShow(c)) },
-			},
+			ClientCommand("ls", "list nodes with capacity and what is placed on them, and a count of all of them by role and state", "", nodeList, JSONFlag,
+				&ucli.StringFlag{Name: "role", Usage: "only nodes of this role (server, replica, client)"},
+				&ucli.StringFlag{Name: "state", Usage: "only nodes in this state (alive, suspect, silent, dead, left)"},
+				&ucli.StringFlag{Name: "name", Usage: "only nodes whose name starts with this"},
+				&ucli.IntFlag{Name: "limit", Usage: "at most this many (0: all); --cursor NAME goes on after NAME"},
+				&ucli.StringFlag{Name: "cursor", Usage: "list the nodes after this name (the next_cursor of --json)"},
+			),
+			ClientCommand("show", "one node: addresses, capacity, what is allocated, its GPUs and its live attempts", "NAME", nodeShow, JSONFlag),
 			{
 				Name:      "drain",
 				Usage:     "stop placing attempts on a node; running ones get --deadline to finish",
@@ -75,20 +64,9 @@ func nodeCommand() *ucli.Command {
 					}))
 				},
 			},
-			{
-				Name:      "gpu-reset",
-				Usage:     "forget the XID faults of a node's GPUs (all its unhealthy ones, or those named): its agent detects again and they are placeable at once",
-				ArgsUsage: "NAME [UUID...]",
-				Flags:     WithClientFlags(JSONFlag),
-				Action:    func(c *ucli.Context) error { return Error(nodeGPUReset(c)) },
-			},
-			{
-				Name:      "usage",
-				Usage:     "what a node's jobs use now (CPU seconds so far, memory), measured by that node from its jobs cgroup",
-				ArgsUsage: "NAME",
-				Flags:     WithClientFlags(JSONFlag),
-				Action:    func(c *ucli.Context) error { return Error(nodeUsage(c)) },
-			},
+			ClientCommand("gpu-reset", "forget the XID faults of a node's GPUs (all its unhealthy ones, or those named): its agent detects again and they are placeable at once",
+				"NAME [UUID...]", nodeGPUReset, JSONFlag),
+			ClientCommand("usage", "what a node's jobs use now (CPU seconds so far, memory), measured by that node from its jobs cgroup", "NAME", nodeUsage, JSONFlag),
 			{
 				Name:      "eligibility",
 				Usage:     "mark a node eligible or ineligible for new attempts",
@@ -212,49 +190,29 @@ func queueCommand() *ucli.Command {
 		Name:  "queue",
 		Usage: "set and list queue concurrency limits",
 		Subcommands: []*ucli.Command{
-			{
-				Name:      "set",
-				Usage:     "limit how many of a queue's jobs run at once",
-				ArgsUsage: "NAME",
-				Flags: WithClientFlags(
-					&ucli.IntFlag{Name: "max-running", Required: true, Usage: "the limit (0 = unlimited)"},
-					JSONFlag,
-				),
-				Action: func(c *ucli.Context) error {
-					name, err := oneArg(c, "queue NAME")
-					if err != nil {
-						return err
-					}
-					return Error(call(c, func(cl *api.Client) (*api.Queue, error) { return cl.SetQueue(c.Context, name, c.Int("max-running")) }, func(q *api.Queue) error {
-						_, err := fmt.Fprintf(Stdout(c), "queue %s: max_running %d\n", q.Name, q.MaxRunning)
-						return err
-					}))
-				},
-			},
-			{
-				Name:  "ls",
-				Usage: "list queues with limits or running work",
-				Flags: WithClientFlags(JSONFlag),
-				Action: func(c *ucli.Context) error {
-					cl, err := newClient(c)
-					if err != nil {
-						return err
-					}
-					qs, err := cl.ListQueues(c.Context)
-					if err != nil {
-						return Error(err)
-					}
-					return printList(c, "queues", qs, []string{"QUEUE", "RUNNING", "MAX"}, func(q api.Queue) []any {
-						max := "unlimited"
-						if q.MaxRunning > 0 {
-							max = fmt.Sprint(q.MaxRunning)
-						}
-						return []any{orDash(q.Name), q.Running, max}
-					})
-				},
-			},
+			ClientCommand("set", "limit how many of a queue's jobs run at once", "NAME", func(c *ucli.Context) error {
+				name, err := oneArg(c, "queue NAME")
+				if err != nil {
+					return err
+				}
+				return call(c, func(cl *api.Client) (*api.Queue, error) { return cl.SetQueue(c.Context, name, c.Int("max-running")) }, func(q *api.Queue) error {
+					_, err := fmt.Fprintf(Stdout(c), "queue %s: max_running %d\n", q.Name, q.MaxRunning)
+					return err
+				})
+			}, &ucli.IntFlag{Name: "max-running", Required: true, Usage: "the limit (0 = unlimited)"}, JSONFlag),
+			ClientCommand("ls", "list queues with limits or running work", "", queueList, JSONFlag),
 		},
 	}
+}
+
+func queueList(c *ucli.Context) error {
+	return list(c, "queues", func(cl *api.Client) ([]api.Queue, error) { return cl.ListQueues(c.Context) }, []string{"QUEUE", "RUNNING", "MAX"}, func(q api.Queue) []any {
+		max := "unlimited"
+		if q.MaxRunning > 0 {
+			max = fmt.Sprint(q.MaxRunning)
+		}
+		return []any{orDash(q.Name), q.Running, max}
+	})
 }
 
 func nodeUsage(c *ucli.Context) error {
