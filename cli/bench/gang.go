@@ -25,17 +25,12 @@ type gangResult struct {
 }
 
 func gangCommand(driver *ucli.StringFlag) *ucli.Command {
-	return &ucli.Command{
-		Name:  "gang",
-		Usage: "gangs: spread of the tasks' start times (last − first) over many runs",
-		Flags: cli.WithClientFlags(driver,
-			&ucli.IntFlag{Name: "runs", Value: 20, Usage: "gangs to run, one after another"},
-			&ucli.IntFlag{Name: "size", Value: 3, Usage: "tasks per gang (at most the node count)"},
-			&ucli.DurationFlag{Name: "timeout", Value: 5 * time.Minute, Usage: "give up after"},
-			cli.JSONFlag,
-		),
-		Action: func(c *ucli.Context) error { return cli.Error(benchGang(c)) },
-	}
+	return benchCommand("gang", "gangs: spread of the tasks' start times (last − first) over many runs", "", benchGang,
+		driver,
+		&ucli.IntFlag{Name: "runs", Value: 20, Usage: "gangs to run, one after another"},
+		&ucli.IntFlag{Name: "size", Value: 3, Usage: "tasks per gang (at most the node count)"},
+		timeoutFlag(5*time.Minute),
+		cli.JSONFlag)
 }
 
 // benchGang submits gangs of `true` one after another and reads each
@@ -105,16 +100,11 @@ type preemptResult struct {
 }
 
 func preemptCommand(driver *ucli.StringFlag) *ucli.Command {
-	return &ucli.Command{
-		Name:  "preempt",
-		Usage: "preemption: a priority-90 job on a full cluster, submit → running (victims have no grace)",
-		Flags: cli.WithClientFlags(driver,
-			&ucli.IntFlag{Name: "runs", Value: 5, Usage: "preemptions to time"},
-			&ucli.DurationFlag{Name: "timeout", Value: 5 * time.Minute, Usage: "give up after"},
-			cli.JSONFlag,
-		),
-		Action: func(c *ucli.Context) error { return cli.Error(benchPreempt(c)) },
-	}
+	return benchCommand("preempt", "preemption: a priority-90 job on a full cluster, submit → running (victims have no grace)", "", benchPreempt,
+		driver,
+		&ucli.IntFlag{Name: "runs", Value: 5, Usage: "preemptions to time"},
+		timeoutFlag(5*time.Minute),
+		cli.JSONFlag)
 }
 
 // benchPreempt fills every node with one priority-10 sleep that takes the
