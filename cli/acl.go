@@ -14,34 +14,26 @@ import (
 
 // aclCommand is `foreman acl`: bootstrap and tokens (docs/security.md).
 func aclCommand() *ucli.Command {
-	return &ucli.Command{
-		Name:  "acl",
-		Usage: "bootstrap access control and manage tokens",
-		Subcommands: []*ucli.Command{
-			ClientCommand("bootstrap", "issue the first management token (works once per cluster; the secret is shown only now)", "",
-				aclBootstrap, JSONFlag),
-			{
-				Name:  "internal-secret",
-				Usage: "the secret agents present to each other's /v1/internal/ endpoints",
-				Subcommands: []*ucli.Command{ClientCommand("rotate", "replace it with a new random one (never shown); the previous one stays accepted until the next "+
-					"rotation, so no node is locked out while it catches up", "", aclRotateInternalSecret, JSONFlag)},
-			},
-			{
-				Name:  "token",
-				Usage: "create, list and revoke tokens",
-				Subcommands: []*ucli.Command{
-					ClientCommand("create", "create a token; prints its secret once", "", aclTokenCreate, JSONFlag,
-						&ucli.StringFlag{Name: "name", Usage: "a description"},
-						&ucli.StringSliceFlag{Name: "role", Required: true, Usage: "ROLE[:NAMESPACE] (repeatable): read:NS, submit:NS, write:NS (NS or *), operator, management; client:NODE (NODE or *) for a client agent"},
-						&ucli.DurationFlag{Name: "ttl", Usage: "expire after this long (default: never)"},
-					),
-					ClientCommand("ls", "list tokens (never their secrets)", "", aclTokenList, JSONFlag),
-					ClientCommand("revoke", "revoke a token by accessor ID: it is refused from then on", "ACCESSOR_ID", aclTokenRevoke),
-					ClientCommand("self", "show the token this command sends", "", aclTokenSelf, JSONFlag),
-				},
-			},
+	return commandGroup("acl", "bootstrap access control and manage tokens",
+		ClientCommand("bootstrap", "issue the first management token (works once per cluster; the secret is shown only now)", "",
+			aclBootstrap, JSONFlag),
+		&ucli.Command{
+			Name:  "internal-secret",
+			Usage: "the secret agents present to each other's /v1/internal/ endpoints",
+			Subcommands: []*ucli.Command{ClientCommand("rotate", "replace it with a new random one (never shown); the previous one stays accepted until the next "+
+				"rotation, so no node is locked out while it catches up", "", aclRotateInternalSecret, JSONFlag)},
 		},
-	}
+		commandGroup("token", "create, list and revoke tokens",
+			ClientCommand("create", "create a token; prints its secret once", "", aclTokenCreate, JSONFlag,
+				&ucli.StringFlag{Name: "name", Usage: "a description"},
+				&ucli.StringSliceFlag{Name: "role", Required: true, Usage: "ROLE[:NAMESPACE] (repeatable): read:NS, submit:NS, write:NS (NS or *), operator, management; client:NODE (NODE or *) for a client agent"},
+				&ucli.DurationFlag{Name: "ttl", Usage: "expire after this long (default: never)"},
+			),
+			ClientCommand("ls", "list tokens (never their secrets)", "", aclTokenList, JSONFlag),
+			ClientCommand("revoke", "revoke a token by accessor ID: it is refused from then on", "ACCESSOR_ID", aclTokenRevoke),
+			ClientCommand("self", "show the token this command sends", "", aclTokenSelf, JSONFlag),
+		),
+	)
 }
 
 func aclRotateInternalSecret(c *ucli.Context) error {

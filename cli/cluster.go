@@ -10,24 +10,20 @@ import (
 )
 
 func clusterCommand() *ucli.Command {
-	return &ucli.Command{
-		Name:  "cluster",
-		Usage: "inspect and change cluster membership",
-		Subcommands: []*ucli.Command{
-			ClientCommand("members", "list gossip members with their raft roles", "", clusterMembers, JSONFlag),
-			{
-				Name:        "raft",
-				Usage:       "show the agent's raft state; remove a peer or transfer leadership",
-				Flags:       WithClientFlags(JSONFlag),
-				Action:      func(c *ucli.Context) error { return Error(clusterRaft(c)) },
-				Subcommands: raftCommands(),
-			},
-			ClientCommand("join", "make the agent at --addr join the cluster at ADDR", "ADDR...", clusterJoin),
-			ClientCommand("leave", "make the agent at --addr leave the cluster gracefully", "", func(c *ucli.Context) error {
-				return act(c, func(cl *api.Client) (string, error) { return cl.Address() + " left the cluster", cl.Leave(c.Context) })
-			}),
+	return commandGroup("cluster", "inspect and change cluster membership",
+		ClientCommand("members", "list gossip members with their raft roles", "", clusterMembers, JSONFlag),
+		&ucli.Command{
+			Name:        "raft",
+			Usage:       "show the agent's raft state; remove a peer or transfer leadership",
+			Flags:       WithClientFlags(JSONFlag),
+			Action:      func(c *ucli.Context) error { return Error(clusterRaft(c)) },
+			Subcommands: raftCommands(),
 		},
-	}
+		ClientCommand("join", "make the agent at --addr join the cluster at ADDR", "ADDR...", clusterJoin),
+		ClientCommand("leave", "make the agent at --addr leave the cluster gracefully", "", func(c *ucli.Context) error {
+			return act(c, func(cl *api.Client) (string, error) { return cl.Address() + " left the cluster", cl.Leave(c.Context) })
+		}),
+	)
 }
 
 func clusterJoin(c *ucli.Context) error {

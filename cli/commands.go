@@ -72,6 +72,11 @@ func ClientCommand(name, usage, argsUsage string, action ucli.ActionFunc, flags 
 		Action: func(c *ucli.Context) error { return Error(action(c)) }}
 }
 
+// commandGroup is a command that only holds subcommands.
+func commandGroup(name, usage string, subcommands ...*ucli.Command) *ucli.Command {
+	return &ucli.Command{Name: name, Usage: usage, Subcommands: subcommands}
+}
+
 // ConsistentFlag makes a read go through the leader (readClient).
 var ConsistentFlag = &ucli.BoolFlag{Name: "consistent", Usage: "read through the leader"}
 

@@ -16,32 +16,28 @@ import (
 // namespaceCommand manages namespace records: a namespace's quota (max
 // running jobs, cpu, memory) and policy (drivers, allow_root).
 func namespaceCommand() *ucli.Command {
-	return &ucli.Command{
-		Name:  "namespace",
-		Usage: "set and show namespace quotas and policies",
-		Subcommands: []*ucli.Command{
-			ClientCommand("set", "set a namespace's quota and policy (flags not given keep their value; needs a management token)", "NAME", namespaceSet,
-				&ucli.IntFlag{Name: "max-running", Usage: "jobs of the namespace running at once (0 = unlimited)"},
-				&ucli.StringFlag{Name: "max-cpu", Usage: "cpu its running jobs may hold, e.g. 4 or 500m (0 = unlimited)"},
-				&ucli.StringFlag{Name: "max-memory", Usage: "memory its running jobs may hold, e.g. 8GiB (0 = unlimited)"},
-				&ucli.StringSliceFlag{Name: "drivers", Usage: "drivers its jobs may use, comma-separated (\"\" = any)"},
-				&ucli.BoolFlag{Name: "allow-root", Usage: "its jobs may run as root (on nodes whose --job-users allow root)"},
-				&ucli.StringSliceFlag{Name: "volumes", Usage: "the host volumes its jobs may mount: NAME[,NAME] (repeatable; empty: any volume a node declares)"},
-				JSONFlag,
-			),
-			ClientCommand("ls", "list namespaces with a quota, a policy or active jobs", "", namespaceList, JSONFlag),
-			ClientCommand("status", "show a namespace's quota, policy and usage (default: --namespace)", "[NAME]", namespaceStatus, JSONFlag),
-			ClientCommand("delete", "remove a namespace's quota and policy (its jobs stay; needs a management token)", "NAME", func(c *ucli.Context) error {
-				name, err := oneArg(c, "namespace NAME")
-				if err != nil {
-					return err
-				}
-				return act(c, func(cl *api.Client) (string, error) {
-					return "namespace " + name + ": quota and policy removed", cl.DeleteNamespace(c.Context, name)
-				})
-			}),
-		},
-	}
+	return commandGroup("namespace", "set and show namespace quotas and policies",
+		ClientCommand("set", "set a namespace's quota and policy (flags not given keep their value; needs a management token)", "NAME", namespaceSet,
+			&ucli.IntFlag{Name: "max-running", Usage: "jobs of the namespace running at once (0 = unlimited)"},
+			&ucli.StringFlag{Name: "max-cpu", Usage: "cpu its running jobs may hold, e.g. 4 or 500m (0 = unlimited)"},
+			&ucli.StringFlag{Name: "max-memory", Usage: "memory its running jobs may hold, e.g. 8GiB (0 = unlimited)"},
+			&ucli.StringSliceFlag{Name: "drivers", Usage: "drivers its jobs may use, comma-separated (\"\" = any)"},
+			&ucli.BoolFlag{Name: "allow-root", Usage: "its jobs may run as root (on nodes whose --job-users allow root)"},
+			&ucli.StringSliceFlag{Name: "volumes", Usage: "the host volumes its jobs may mount: NAME[,NAME] (repeatable; empty: any volume a node declares)"},
+			JSONFlag,
+		),
+		ClientCommand("ls", "list namespaces with a quota, a policy or active jobs", "", namespaceList, JSONFlag),
+		ClientCommand("status", "show a namespace's quota, policy and usage (default: --namespace)", "[NAME]", namespaceStatus, JSONFlag),
+		ClientCommand("delete", "remove a namespace's quota and policy (its jobs stay; needs a management token)", "NAME", func(c *ucli.Context) error {
+			name, err := oneArg(c, "namespace NAME")
+			if err != nil {
+				return err
+			}
+			return act(c, func(cl *api.Client) (string, error) {
+				return "namespace " + name + ": quota and policy removed", cl.DeleteNamespace(c.Context, name)
+			})
+		}),
+	)
 }
 
 func namespaceList(c *ucli.Context) error {

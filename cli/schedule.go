@@ -39,60 +39,56 @@ func scheduleCommand() *ucli.Command {
 			})
 		}, JSONFlag)
 	}
-	return &ucli.Command{
-		Name:  "schedule",
-		Usage: "cron schedules: create, list, inspect, pause, resume, trigger, remove",
-		Subcommands: []*ucli.Command{
-			scheduleCreateCommand(),
-			ClientCommand("ls", "list schedules with their next fire (in their zone and UTC) and last result", "", scheduleList, JSONFlag),
-			ClientCommand("status", "one schedule and its last fires (tick, fired at, job, outcome)", "NAME", func(c *ucli.Context) error {
-				n, err := name(c)
-				if err == nil {
-					err = scheduleStatus(c, n)
-				}
-				return err
-			}, JSONFlag),
-			simple("pause", "stop firing (ticks while paused are never caught up)", func(c *ucli.Context, cl *api.Client, n string) (any, error) {
-				s, err := cl.PauseSchedule(c.Context, n, true)
-				if err != nil {
-					return nil, err
-				}
-				if c.Bool("json") {
-					return any(s), nil
-				}
-				return "schedule " + n + " paused", nil
-			}),
-			simple("resume", "fire again from the next tick", func(c *ucli.Context, cl *api.Client, n string) (any, error) {
-				s, err := cl.PauseSchedule(c.Context, n, false)
-				if err != nil {
-					return nil, err
-				}
-				if c.Bool("json") {
-					return any(s), nil
-				}
-				return "schedule " + n + " resumed", nil
-			}),
-			simple("trigger", "run the schedule's job (or workflow) once now (recorded as manual); prints its ID", func(c *ucli.Context, cl *api.Client, n string) (any, error) {
-				t, err := cl.TriggerSchedule(c.Context, n)
-				if err != nil {
-					return nil, err
-				}
-				if c.Bool("json") {
-					return t, nil
-				}
-				return t.JobID, nil
-			}),
-			simple("rm", "delete a schedule (the jobs it fired stay)", func(c *ucli.Context, cl *api.Client, n string) (any, error) {
-				if err := cl.DeleteSchedule(c.Context, n); err != nil {
-					return nil, err
-				}
-				if c.Bool("json") {
-					return map[string]string{"deleted": n}, nil
-				}
-				return "", nil
-			}),
-		},
-	}
+	return commandGroup("schedule", "cron schedules: create, list, inspect, pause, resume, trigger, remove",
+		scheduleCreateCommand(),
+		ClientCommand("ls", "list schedules with their next fire (in their zone and UTC) and last result", "", scheduleList, JSONFlag),
+		ClientCommand("status", "one schedule and its last fires (tick, fired at, job, outcome)", "NAME", func(c *ucli.Context) error {
+			n, err := name(c)
+			if err == nil {
+				err = scheduleStatus(c, n)
+			}
+			return err
+		}, JSONFlag),
+		simple("pause", "stop firing (ticks while paused are never caught up)", func(c *ucli.Context, cl *api.Client, n string) (any, error) {
+			s, err := cl.PauseSchedule(c.Context, n, true)
+			if err != nil {
+				return nil, err
+			}
+			if c.Bool("json") {
+				return any(s), nil
+			}
+			return "schedule " + n + " paused", nil
+		}),
+		simple("resume", "fire again from the next tick", func(c *ucli.Context, cl *api.Client, n string) (any, error) {
+			s, err := cl.PauseSchedule(c.Context, n, false)
+			if err != nil {
+				return nil, err
+			}
+			if c.Bool("json") {
+				return any(s), nil
+			}
+			return "schedule " + n + " resumed", nil
+		}),
+		simple("trigger", "run the schedule's job (or workflow) once now (recorded as manual); prints its ID", func(c *ucli.Context, cl *api.Client, n string) (any, error) {
+			t, err := cl.TriggerSchedule(c.Context, n)
+			if err != nil {
+				return nil, err
+			}
+			if c.Bool("json") {
+				return t, nil
+			}
+			return t.JobID, nil
+		}),
+		simple("rm", "delete a schedule (the jobs it fired stay)", func(c *ucli.Context, cl *api.Client, n string) (any, error) {
+			if err := cl.DeleteSchedule(c.Context, n); err != nil {
+				return nil, err
+			}
+			if c.Bool("json") {
+				return map[string]string{"deleted": n}, nil
+			}
+			return "", nil
+		}),
+	)
 }
 
 func scheduleCreateCommand() *ucli.Command {

@@ -14,26 +14,22 @@ import (
 )
 
 func workflowCommand() *ucli.Command {
-	return &ucli.Command{
-		Name:  "workflow",
-		Usage: "submit, list, inspect, cancel and retry workflows (DAGs of named jobs)",
-		Subcommands: []*ucli.Command{
-			ClientCommand("submit", "submit a workflow file (YAML or JSON): all its jobs or none", "", workflowSubmit,
-				&ucli.StringFlag{Name: "file", Aliases: []string{"f"}, Usage: "workflow file (YAML or JSON)"}, JSONFlag),
-			ClientCommand("ls", "list workflows, newest first", "", workflowList,
-				&ucli.IntFlag{Name: "limit", Value: 50, Usage: "at most this many workflows (0 = all)"}, ConsistentFlag, JSONFlag),
-			ClientCommand("status", "show a workflow and every job with the edge that released or skipped it", "WORKFLOW_ID", workflowStatus,
-				ConsistentFlag, JSONFlag),
-			ClientCommand("cancel", "cancel every job of the workflow that has not finished", "WORKFLOW_ID", func(c *ucli.Context) error {
-				return workflowChange(c, func(cl *api.Client, id string) (*api.WorkflowDetail, error) {
-					return cl.CancelWorkflow(c.Context, id, c.String("reason"))
-				})
-			}, &ucli.StringFlag{Name: "reason", Usage: "recorded on the jobs"}, JSONFlag),
-			ClientCommand("retry", "re-run the failed, cancelled and skipped jobs (keeping the succeeded ones)", "WORKFLOW_ID", func(c *ucli.Context) error {
-				return workflowChange(c, func(cl *api.Client, id string) (*api.WorkflowDetail, error) { return cl.RetryWorkflow(c.Context, id) })
-			}, JSONFlag),
-		},
-	}
+	return commandGroup("workflow", "submit, list, inspect, cancel and retry workflows (DAGs of named jobs)",
+		ClientCommand("submit", "submit a workflow file (YAML or JSON): all its jobs or none", "", workflowSubmit,
+			&ucli.StringFlag{Name: "file", Aliases: []string{"f"}, Usage: "workflow file (YAML or JSON)"}, JSONFlag),
+		ClientCommand("ls", "list workflows, newest first", "", workflowList,
+			&ucli.IntFlag{Name: "limit", Value: 50, Usage: "at most this many workflows (0 = all)"}, ConsistentFlag, JSONFlag),
+		ClientCommand("status", "show a workflow and every job with the edge that released or skipped it", "WORKFLOW_ID", workflowStatus,
+			ConsistentFlag, JSONFlag),
+		ClientCommand("cancel", "cancel every job of the workflow that has not finished", "WORKFLOW_ID", func(c *ucli.Context) error {
+			return workflowChange(c, func(cl *api.Client, id string) (*api.WorkflowDetail, error) {
+				return cl.CancelWorkflow(c.Context, id, c.String("reason"))
+			})
+		}, &ucli.StringFlag{Name: "reason", Usage: "recorded on the jobs"}, JSONFlag),
+		ClientCommand("retry", "re-run the failed, cancelled and skipped jobs (keeping the succeeded ones)", "WORKFLOW_ID", func(c *ucli.Context) error {
+			return workflowChange(c, func(cl *api.Client, id string) (*api.WorkflowDetail, error) { return cl.RetryWorkflow(c.Context, id) })
+		}, JSONFlag),
+	)
 }
 
 func workflowSubmit(c *ucli.Context) error {
