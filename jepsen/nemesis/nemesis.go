@@ -33,17 +33,17 @@ func ByName(name string) (Nemesis, error) {
 	case "halves", "isolate-leader", "ring", "bridge", "isolate-client":
 		return &Partition{Kind: name}, nil
 	case "kill-client":
-		return &Kill{Client: true}, nil
+		return &Kill{oneNode{Client: true}}, nil
 	case "down-client":
 		return &DownClient{}, nil
 	case "pause-client":
-		return &Pause{Client: true}, nil
+		return &Pause{oneNode{Client: true}}, nil
 	case "kill-leader":
-		return &Kill{Leader: true}, nil
+		return &Kill{oneNode{Leader: true}}, nil
 	case "kill-random":
 		return &Kill{}, nil
 	case "pause-leader":
-		return &Pause{Leader: true}, nil
+		return &Pause{oneNode{Leader: true}}, nil
 	case "pause-random":
 		return &Pause{}, nil
 	case "member":
