@@ -49,26 +49,8 @@ func scheduleCommand() *ucli.Command {
 			}
 			return err
 		}, JSONFlag),
-		simple("pause", "stop firing (ticks while paused are never caught up)", func(c *ucli.Context, cl *api.Client, n string) (any, error) {
-			s, err := cl.PauseSchedule(c.Context, n, true)
-			if err != nil {
-				return nil, err
-			}
-			if c.Bool("json") {
-				return any(s), nil
-			}
-			return "schedule " + n + " paused", nil
-		}),
-		simple("resume", "fire again from the next tick", func(c *ucli.Context, cl *api.Client, n string) (any, error) {
-			s, err := cl.PauseSchedule(c.Context, n, false)
-			if err != nil {
-				return nil, err
-			}
-			if c.Bool("json") {
-				return any(s), nil
-			}
-			return "schedule " + n + " resumed", nil
-		}),
+		simple("pause", "stop firing (ticks while paused are never caught up)", pauseSchedule(true)),
+		simple("resume", "fire again from the next tick", pauseSchedule(false)),
 		simple("trigger", "run the schedule's job (or workflow) once now (recorded as manual); prints its ID", func(c *ucli.Context, cl *api.Client, n string) (any, error) {
 			t, err := cl.TriggerSchedule(c.Context, n)
 			if err != nil {
@@ -89,6 +71,23 @@ func scheduleCommand() *ucli.Command {
 			return "", nil
 		}),
 	)
+}
+
+// pauseSchedule is schedule pause (paused) or resume's call.
+func pauseSchedule(paused bool) func(c *ucli.Context, cl *api.Client, n string) (any, error) {
+	return func(c *ucli.Context, cl *api.Client, n string) (any, error) {
+		s, err := cl.PauseSchedule(c.Context, n, paused)
+		if err != nil {
+			return nil, err
+		}
+		if c.Bool("json") {
+			return any(s), nil
+		}
+		if paused {
+			return "schedule " + n + " paused", nil
+		}
+		return "schedule " + n + " resumed", nil
+	}
 }
 
 func scheduleCreateCommand() *ucli.Command {
