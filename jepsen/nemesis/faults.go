@@ -84,15 +84,15 @@ func (t *oneNode) name(fault string) string {
 	return fault + "-random"
 }
 
-// choose picks the victim.
-func (t *oneNode) choose(ctx context.Context, c *rig.Cluster, rng *rand.Rand) (*rig.Node, error) {
+// start picks the victim and does the fault to it (what describes it).
+func (t *oneNode) start(ctx context.Context, c *rig.Cluster, rng *rand.Rand, what string, fault func(*rig.Node) error) (string, error) {
 	t.victim = -1
 	i, err := pick(ctx, c, rng, t.Leader, t.Client)
 	if err != nil {
-		return nil, err
+		return "", err
 	}
 	t.victim = i
-	return c.Nodes[i], nil
+	return what + " " + c.Nodes[i].Name, fault(c.Nodes[i])
 }
 
 // Kill crashes a node with kill -9 and restarts it from the same data dir.
@@ -101,11 +101,7 @@ type Kill struct{ oneNode }
 func (k *Kill) Name() string { return k.name("kill") }
 
 func (k *Kill) Start(ctx context.Context, c *rig.Cluster, rng *rand.Rand) (string, error) {
-	n, err := k.choose(ctx, c, rng)
-	if err != nil {
-		return "", err
-	}
-	return "kill -9 " + n.Name, n.Kill9()
+	return k.start(ctx, c, rng, "kill -9", (*rig.Node).Kill9)
 }
 
 func (k *Kill) Stop(ctx context.Context, c *rig.Cluster) error {
@@ -122,11 +118,7 @@ type Pause struct{ oneNode }
 func (p *Pause) Name() string { return p.name("pause") }
 
 func (p *Pause) Start(ctx context.Context, c *rig.Cluster, rng *rand.Rand) (string, error) {
-	n, err := p.choose(ctx, c, rng)
-	if err != nil {
-		return "", err
-	}
-	return "SIGSTOP " + n.Name, n.Pause()
+	return p.start(ctx, c, rng, "SIGSTOP", (*rig.Node).Pause)
 }
 
 func (p *Pause) Stop(ctx context.Context, c *rig.Cluster) error {
