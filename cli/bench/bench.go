@@ -84,6 +84,19 @@ func timeoutFlag(d time.Duration) ucli.Flag {
 	return &ucli.DurationFlag{Name: "timeout", Value: d, Usage: "give up after"}
 }
 
+// timed is a bench's action run with a benchClient for 4 requests at
+// once and a context that ends after --timeout (benchClientFor).
+func timed(run func(ctx context.Context, c *ucli.Context, cl *api.Client) error) ucli.ActionFunc {
+	return func(c *ucli.Context) error {
+		cl, ctx, cancel, err := benchClientFor(c, 4)
+		if err != nil {
+			return err
+		}
+		defer cancel()
+		return run(ctx, c, cl)
+	}
+}
+
 // benchClient is an API client whose connection pool fits conc concurrent
 // requests (the default client keeps 32 idle connections).
 func benchClient(c *ucli.Context, conc int) (*api.Client, error) {

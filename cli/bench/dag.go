@@ -36,7 +36,7 @@ type dagResult struct {
 }
 
 func dagCommand(driver *ucli.StringFlag) *ucli.Command {
-	return benchCommand("dag", "workflows: release latency along a chain (vs one-by-one submits), a fan-out, a large random DAG accepted", "", benchDAG,
+	return benchCommand("dag", "workflows: release latency along a chain (vs one-by-one submits), a fan-out, a large random DAG accepted", "", timed(benchDAG),
 		driver,
 		&ucli.IntFlag{Name: "chain", Value: 100, Usage: "jobs in the chain"},
 		&ucli.BoolFlag{Name: "one-by-one", Value: true, Usage: "also run the chain as jobs submitted one by one by a waiting client (--one-by-one=false skips it)"},
@@ -47,12 +47,7 @@ func dagCommand(driver *ucli.StringFlag) *ucli.Command {
 		cli.JSONFlag)
 }
 
-func benchDAG(c *ucli.Context) error {
-	cl, ctx, cancel, err := benchClientFor(c, 4)
-	if err != nil {
-		return err
-	}
-	defer cancel()
+func benchDAG(ctx context.Context, c *ucli.Context, cl *api.Client) error {
 	run, drv := benchRunID(), c.String("driver")
 	res := dagResult{Chain: c.Int("chain"), Driver: drv, FanOut: c.Int("fan-out"), RandomJobs: c.Int("random")}
 	if res.Chain < 2 {
