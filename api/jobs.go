@@ -31,15 +31,8 @@ func (c *Client) SubmitJobs(ctx context.Context, specs []JobSpec) ([]SubmitRespo
 		}
 		jobs[i] = s
 	}
-	var out struct {
-		Jobs []SubmitResponse `json:"jobs"`
-	}
-	err := c.do(ctx, Request{Method: http.MethodPost, Path: "/v1/jobs",
-		Body: map[string][]JobSpec{"jobs": jobs}, Idempotent: true}, &out)
-	if err != nil {
-		return nil, err
-	}
-	return out.Jobs, nil
+	return callList[SubmitResponse](ctx, c, Request{Method: http.MethodPost, Path: "/v1/jobs",
+		Body: map[string][]JobSpec{"jobs": jobs}, Idempotent: true}, "jobs")
 }
 
 // SubmitJobJSON submits a job spec, or a batch ({"jobs": [...]}), already
@@ -77,13 +70,7 @@ func (c *Client) SubmitJobJSON(ctx context.Context, body []byte, key string) ([]
 	for _, j := range peek.Jobs {
 		r.Idempotent = r.Idempotent && j.IdempotencyKey != ""
 	}
-	var out struct {
-		Jobs []SubmitResponse `json:"jobs"`
-	}
-	if err := c.do(ctx, r, &out); err != nil {
-		return nil, err
-	}
-	return out.Jobs, nil
+	return callList[SubmitResponse](ctx, c, r, "jobs")
 }
 
 // GetJob returns a job and its attempts.

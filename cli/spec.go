@@ -227,15 +227,9 @@ func applyFlags(c *ucli.Context, spec *httpapi.JobSpecInput, now time.Time) erro
 	if c.IsSet("on-gpu-error") {
 		spec.OnGPUError = c.String("on-gpu-error")
 	}
-	for _, kv := range multiValues(c, "env") {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok || k == "" {
-			return fmt.Errorf("--env %q: want KEY=VALUE", kv)
-		}
-		if spec.Env == nil {
-			spec.Env = map[string]string{}
-		}
-		spec.Env[k] = v
+	var err error
+	if spec.Env, err = keyValues(spec.Env, "env", "KEY=VALUE", multiValues(c, "env")); err != nil {
+		return err
 	}
 	for _, kv := range multiValues(c, "secret-env") {
 		k, v, ok := strings.Cut(kv, "=")
@@ -252,15 +246,8 @@ func applyFlags(c *ucli.Context, spec *httpapi.JobSpecInput, now time.Time) erro
 		}
 		spec.SecretEnv[k] = v
 	}
-	for _, kv := range multiValues(c, "label") {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok || k == "" {
-			return fmt.Errorf("--label %q: want key=value", kv)
-		}
-		if spec.Labels == nil {
-			spec.Labels = map[string]string{}
-		}
-		spec.Labels[k] = v
+	if spec.Labels, err = keyValues(spec.Labels, "label", "key=value", multiValues(c, "label")); err != nil {
+		return err
 	}
 	spec.Constraints = append(spec.Constraints, multiValues(c, "constraint")...)
 	for _, v := range multiValues(c, "depends-on") {
@@ -311,6 +298,22 @@ func parseInputFlag(v string) httpapi.InputSourceInput {
 		return httpapi.InputSourceInput{Source: v[:pathAt+k], Dest: v[pathAt+k+1:]}
 	}
 	return httpapi.InputSourceInput{Source: v}
+}
+
+// keyValues adds the k=v values of a repeatable flag to m (made on the
+// first); want is the form the error names.
+func keyValues(m map[string]string, flag, want string, values []string) (map[string]string, error) {
+	for _, kv := range values {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return m, fmt.Errorf("--%s %q: want %s", flag, kv, want)
+		}
+		if m == nil {
+			m = map[string]string{}
+		}
+		m[k] = v
+	}
+	return m, nil
 }
 
 func multiValues(c *ucli.Context, name string) []string {

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"sync"
@@ -163,34 +162,13 @@ func (c *workClient) Index() uint64 {
 
 // Run keeps a stream open until ctx ends.
 func (c *workClient) Run(ctx context.Context) error {
-	next := rand.IntN(len(c.servers)) // spread the clients over the servers
-	backoff := 100 * time.Millisecond
-	for {
-		server := c.servers[next%len(c.servers)]
-		next++
-		healthy, retryAfter, err := c.stream(ctx, server)
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if healthy {
-			backoff = 100 * time.Millisecond
-		}
-		wait := time.Duration(rand.Int64N(int64(backoff) + 1)) // full jitter
-		if retryAfter > wait {
-			wait = retryAfter
-		}
+	return cluster.KeepStreaming(ctx, c.servers, c.stream, func(server string, err error, wait time.Duration) {
 		if errors.Is(err, errStreamRefused) {
 			c.logger.Warn("a server refused this client's credential", "server", server, "err", err, "retry_in", wait)
 		} else {
 			c.logger.Debug("work stream ended", "server", server, "err", err, "retry_in", wait)
 		}
-		backoff = min(2*backoff, 5*time.Second)
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(wait):
-		}
-	}
+	})
 }
 
 // stream holds one server's stream until it ends. healthy: it delivered

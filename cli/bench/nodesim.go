@@ -105,22 +105,7 @@ func (s *sim) self() fsm.Node {
 // run keeps a stream to one server after another until ctx ends.
 func (s *sim) run(ctx context.Context) {
 	defer close(s.done)
-	next := rand.IntN(len(s.f.servers))
-	backoff := 100 * time.Millisecond
-	for ctx.Err() == nil {
-		server := s.f.servers[next%len(s.f.servers)]
-		next++
-		healthy, retry, _ := s.stream(ctx, server)
-		if healthy {
-			backoff = 100 * time.Millisecond
-		}
-		wait := max(retry, time.Duration(rand.Int64N(int64(backoff)+1)))
-		backoff = min(2*backoff, 5*time.Second)
-		select {
-		case <-ctx.Done():
-		case <-time.After(wait):
-		}
-	}
+	_ = cluster.KeepStreaming(ctx, s.f.servers, s.stream, nil)
 }
 
 // stream holds one server's stream until it ends. It writes the request
