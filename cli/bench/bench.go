@@ -62,6 +62,7 @@ func Command() *ucli.Command {
 			cronCommand(),
 			artifactsCommand(driver),
 			dagCommand(driver),
+			arrayCommand(driver),
 			eventsCommand(driver),
 			gangCommand(driver),
 			preemptCommand(driver),
