@@ -375,6 +375,20 @@ func TestSystemUI(t *testing.T) {
 		b.wait("the reason", `document.body.textContent.includes("dependency after `+parent+`:failed cannot be met: job `+parent+` is succeeded")`)
 	})
 
+	t.Run("an array: progress in the list, a grid of its tasks", func(t *testing.T) {
+		b.t = t
+		id := submitJob(t, leader, map[string]any{"name": "ui-array", "command": `[ "$FOREMAN_ARRAY_INDEX" != 3 ]`, "max_attempts": 1, "array": "0-11%4"})
+		waitJobState(t, leader, id, "failed")
+		b.open(via.url("/ui/jobs/"+id), "#job-array")
+		b.wait("12 squares, one failed, the rest succeeded", `document.querySelectorAll("#task-grid .cell").length === 12 && document.querySelectorAll("#task-grid .cell.s-failed").length === 1 && document.querySelector('#task-grid .cell[data-index="3"]').classList.contains("s-failed") && document.querySelectorAll("#task-grid .cell.s-succeeded").length === 11`)
+		b.wait("failed indexes and progress", `document.body.textContent.includes("Failed indexes") && document.querySelector("#job-array .array-progress").textContent === "12/12"`)
+		b.shot("job-array")
+		b.run("open the failed task", chromedp.Click(chromedp.CSS(`#task-grid .cell[data-index="3"]`)))
+		b.wait("the task's page links back", `document.querySelector("#job-array-task") && document.querySelector("#job-array-task").textContent === "index 3 of `+id+`"`)
+		b.open(via.url("/ui/jobs?name=ui-array"), "#jobs tbody tr[data-job]")
+		b.wait("one row with its progress", `document.querySelectorAll("#jobs tbody tr[data-job]").length === 1 && document.querySelector("#jobs .array-progress").textContent === "12/12"`)
+	})
+
 	t.Run("gang tasks", func(t *testing.T) {
 		b.t = t
 		id := submitJob(t, leader, map[string]any{"name": "ui-gang", "command": "sleep 300", "gang": map[string]any{"size": 2}})

@@ -6,6 +6,11 @@ import { subscribe } from "../lib/events.js";
 import { time, between, ago, bytes, cpu, mem, labels, dur, shellJoin } from "../lib/fmt.js";
 import { logView } from "../lib/logview.js";
 import { guard } from "../lib/acl.js";
+import { arrayProgress, taskGrid } from "../lib/array.js";
+
+// GRID_MAX is how many of an array's tasks the grid draws (the rest:
+// foreman job ls --array).
+const GRID_MAX = 2000;
 
 const TERMINAL = new Set(["succeeded", "failed", "cancelled", "skipped"]);
 
@@ -60,7 +65,7 @@ async function load(el, id, unsub, early, setHandler) {
     const kv = [
       ["State", h("span", { id: "job-state" }, badge(j.state))],
       ["Reason", j.reason || "—"],
-      ["Attempts", `${j.counted_attempts} counted of ${s.max_attempts || 3} (${j.attempts} made)`],
+      ["Attempts", j.array ? `at most ${s.max_attempts || 3} per task` : `${j.counted_attempts} counted of ${s.max_attempts || 3} (${j.attempts} made)`],
       ["Exit code", j.exit_code ?? "—"],
       ["Submitted", time(j.submitted_at)],
       ["Finished", time(j.finished_at)],
@@ -73,6 +78,12 @@ async function load(el, id, unsub, early, setHandler) {
     ];
     if (j.gang) kv.push(["Gang", h("span", { id: "job-gang" }, `${j.gang.size} tasks · placement ${j.gang.placements || 0} · token ${j.gang.token || "—"}`,
       j.gang.stop ? " · stopping: " + j.gang.stop : "")]);
+    if (j.array) {
+      const x = d.array || {};
+      kv.push(["Array", h("span", { id: "job-array" }, arraySpecText(s.array), ` · ${j.array.size.toLocaleString()} tasks `, arrayProgress(j.array))]);
+      for (const [k, v] of [["Failed indexes", x.failed], ["Running indexes", x.running], ["Cancelled indexes", x.cancelled]]) if (v) kv.push([k, h("code", null, v)]);
+    }
+    if (j.array_task) kv.push(["Array task", h("span", { id: "job-array-task" }, "index " + j.array_task.index + " of ", link("jobs/" + enc(j.array_task.array), j.array_task.array))]);
     if (j.preemptions) kv.push(["Preempted", j.preemptions + (j.preemptions === 1 ? " time" : " times")]);
     if (j.workflow) kv.push(["Workflow", link("workflows/" + enc(j.workflow), j.workflow)]);
     if (s.schedule) kv.push(["Schedule", link("schedules/" + enc(s.schedule), s.schedule)]);
@@ -86,7 +97,8 @@ async function load(el, id, unsub, early, setHandler) {
         on.size ? "" : ` · ${s.condition || "success"}`, d)]);
     }
     replace(summary, h("dl", { class: "kv" }, kv.map(([k, v, title]) => [h("dt", title ? { title } : null, k), h("dd", null, v)])));
-    replace(attempts, h("h2", null, "Attempts"), d.attempts.length ? h("table", { id: "attempts" },
+    if (j.array) replace(attempts);
+    else replace(attempts, h("h2", null, "Attempts"), d.attempts.length ? h("table", { id: "attempts" },
       h("thead", null, h("tr", null, ["#", ...(j.gang ? ["Task"] : []), "Node", "State", "Reason", "Exit", "Started", ["Start → finish", ATTEMPT_TIME], "Peak memory", "CPU time"]
         .map((x) => (Array.isArray(x) ? h("th", { title: x[1] }, x[0]) : h("th", null, x))))),
       h("tbody", null, d.attempts.map((a) => h("tr", null,
@@ -135,6 +147,7 @@ async function load(el, id, unsub, early, setHandler) {
   // Gang tasks: one row per task with its latest attempt.
   let tasksKey = "";
   const loadTasks = async () => {
+    if (d.job.array) return loadArrayTasks();
     if (!d.job.spec.gang) return;
     const key = d.job.state + "/" + d.attempts.map((a) => a.attempt + a.state).join(",");
     if (key === tasksKey) return;
@@ -148,6 +161,27 @@ async function load(el, id, unsub, early, setHandler) {
         h("td", null, k.latest?.node ? link("nodes/" + enc(k.latest.node), k.latest.node) : "—"),
         h("td", { class: "state" }, k.latest ? badge(k.latest.state) : badge("waiting")),
         h("td", null, k.latest?.exit_code ?? "—"), h("td", null, k.counted), h("td", null, k.latest?.task?.port || "—"))))));
+  };
+
+  // Array tasks: a grid of the first GRID_MAX indexes, read in pages of
+  // 500 (every read after an event of the array or one of its tasks).
+  const loadArrayTasks = async () => {
+    const a = d.job.array;
+    const key = [a.next, a.queued, a.live, a.succeeded, a.failed, a.cancelled].join(",");
+    if (key === tasksKey) return;
+    tasksKey = key;
+    const got = [];
+    let cursor = "";
+    do {
+      const p = new URLSearchParams({ array: id, limit: 500 });
+      if (cursor) p.set("cursor", cursor);
+      const page = await api("/v1/jobs?" + p).catch(() => null);
+      if (!page) return;
+      got.push(...page.jobs); cursor = page.next_cursor || "";
+    } while (cursor && got.length < GRID_MAX);
+    replace(tasks, h("h2", null, `Tasks (${a.size.toLocaleString()})`), taskGrid(d.job, got, GRID_MAX),
+      h("p", { class: "muted" }, a.size > GRID_MAX ? `The first ${GRID_MAX.toLocaleString()} indexes. ` : "",
+        "Every task: foreman job ls --array " + id + "; one task's output: foreman logs " + id + " --index N"));
   };
 
   // GPU use of the live attempts holding GPUs, measured by their nodes
@@ -201,6 +235,7 @@ async function load(el, id, unsub, early, setHandler) {
   const attemptSel = h("select", { "aria-label": "Attempt" });
   const logState = h("span", { class: "muted", id: "log-state" });
   replace(logBox, h("div", { class: "head" }, h("h2", null, "Log"), streamSel, attemptSel, logState), log.el);
+  logBox.hidden = !!d.job.array; // an array has no attempt of its own: its tasks' logs are on their pages
   let tail = null; let tailKey = ""; let tailRunning = false; let tailFollowed = false;
   let streamPicked = false; // the user chose a stream: keep it
   const fillAttempts = () => {
@@ -245,6 +280,7 @@ async function load(el, id, unsub, early, setHandler) {
   }, 300);
   const handle = (ev) => {
     if (ev.type === "reset") { reload(); return; }
+    if (d.job.array && ev.job_id?.startsWith(id + ".")) { reload(); return; } // one of its tasks moved
     if (ev.job_id !== id) return;
     addEvent(ev);
     reload();
@@ -266,6 +302,10 @@ async function fetchFile(path, name) {
   const a = h("a", { href: url, download: name || "download" });
   document.body.append(a); a.click(); a.remove();
   if (blob) setTimeout(() => URL.revokeObjectURL(url), 1000);
+}
+
+function arraySpecText(a) {
+  return `${a.start}-${a.end}` + (a.step > 1 ? ":" + a.step : "") + (a.parallel ? "%" + a.parallel : "");
 }
 
 function resultText(b64) {

@@ -9,6 +9,7 @@ import { subscribe } from "../lib/events.js";
 import { ago, clip, labels } from "../lib/fmt.js";
 import { go } from "../app.js";
 import { guard } from "../lib/acl.js";
+import { arrayProgress } from "../lib/array.js";
 
 const STATES = ["", "waiting", "queued", "running", "retrying", "succeeded", "failed", "cancelled", "skipped"];
 const PAGE = 50;
@@ -66,7 +67,7 @@ export async function mount(el, _params, q) {
       h("td", { class: "name", title: j.spec.name }, link("jobs/" + enc(j.id), clip(j.spec.name || "(no name)", 80)),
         j.spec.namespace && f.namespace !== j.spec.namespace ? h("span", { class: "muted small ns" }, " · " + j.spec.namespace) : ""),
       h("td", null, h("code", null, j.id)),
-      h("td", { class: "state" }, badge(j.state)),
+      h("td", { class: "state" }, badge(j.state), j.array ? arrayProgress(j.array) : ""),
       h("td", null, j.counted_attempts + "/" + (j.spec.max_attempts || 3)),
       h("td", null, j.spec.queue || "—"),
       h("td", { class: "labels", title: labels(j.spec.labels) }, clip(labels(j.spec.labels), 40)),
@@ -134,7 +135,7 @@ export async function mount(el, _params, q) {
     const r = rows.get(ev.job_id);
     if (r && ev.type.startsWith("job.") && ev.state) {
       r.job.state = ev.state;
-      replace(r.tr.querySelector("td.state"), badge(ev.state));
+      replace(r.tr.querySelector("td.state"), badge(ev.state), r.job.array ? arrayProgress(r.job.array) : "");
       const reason = r.tr.querySelector("td.reason");
       reason.textContent = clip(ev.reason || "", 60); reason.title = ev.reason || "";
       r.tr.classList.add("flash"); setTimeout(() => r.tr.classList.remove("flash"), 600);
