@@ -201,12 +201,17 @@ class Client:
         name: Optional[str] = None,
         labels: Optional[Mapping[str, str]] = None,
         queue: Optional[str] = None,
+        array: Optional[Any] = None,
         limit: Optional[int] = None,
         cursor: Optional[str] = None,
     ) -> JobPage:
         """One page of jobs, newest first; pass ``page.next_cursor`` as
-        ``cursor`` for the next. ``name`` is a prefix; every label must match."""
+        ``cursor`` for the next. ``name`` is a prefix; every label must match.
+        ``array`` lists the tasks of that array job, by index (without it an
+        array is listed as one job)."""
         q: Dict[str, Any] = {"state": state, "name": name, "queue": queue, "limit": limit, "cursor": cursor}
+        if array is not None:
+            q["array"] = _id(array)
         if labels:
             q["label"] = [f"{k}={v}" for k, v in sorted(labels.items())]
         d = self._t.call("GET", "/v1/jobs", query=q).json()
@@ -247,16 +252,19 @@ class Client:
             pass  # no stream here (or it broke for good): poll instead
         return _wait.poll(lambda: self.job(jid), deadline, f"job {jid}")
 
-    def cancel(self, job: Any, reason: Optional[str] = None) -> Job:
-        """Cancel a job (a running one once its node has killed it).
+    def cancel(self, job: Any, reason: Optional[str] = None, *, indexes: Optional[str] = None) -> Job:
+        """Cancel a job (a running one once its node has killed it); of an
+        array job, only the tasks ``indexes`` ("3,7-9") when given.
         ConflictError when it has already finished."""
-        body = {"reason": reason} if reason else None
+        body = {k: v for k, v in {"reason": reason, "indexes": indexes}.items() if v} or None
         return Job.from_detail(self._t.call("POST", f"/v1/jobs/{_esc(_id(job))}/cancel", json=body).json())
 
-    def retry(self, job: Any) -> Job:
+    def retry(self, job: Any, *, indexes: Optional[str] = None) -> Job:
         """Queue a failed, cancelled or skipped job again with a fresh budget
-        of attempts. ConflictError otherwise."""
-        return Job.from_detail(self._t.call("POST", f"/v1/jobs/{_esc(_id(job))}/retry").json())
+        of attempts (an array: every task that did not succeed, or the tasks
+        ``indexes`` such as "3,7-9"). ConflictError otherwise."""
+        body = {"indexes": indexes} if indexes else None
+        return Job.from_detail(self._t.call("POST", f"/v1/jobs/{_esc(_id(job))}/retry", json=body).json())
 
     def result(self, job: Any) -> bytes:
         """What the job's last finished attempt wrote to ``$FOREMAN_RESULT``."""

@@ -10,7 +10,7 @@ import uuid
 import pytest
 from conftest import JOB_TIMEOUT, eventually
 
-from foreman import Client, ConflictError, Job
+from foreman import Client, ConflictError, InvalidError, Job
 
 
 @pytest.fixture
@@ -142,6 +142,19 @@ def test_after_a_job_submitted_earlier(client: Client, gate: str):
     assert cancelled.state == "cancelled"
     assert cancelled.reason == f"dependency after {parent.id}:failed cannot be met: job {parent.id} is succeeded"
     assert client.job(ok).spec["after"] == [{"job": parent.id, "on": "ok"}]
+
+
+def test_array(client: Client):
+    arr = client.submit('[ "$FOREMAN_ARRAY_INDEX" != 2 ]', array="0-4%2", max_attempts=1)
+    done = client.wait(arr, timeout=JOB_TIMEOUT)
+    assert done.state == "failed" and done.reason == "1 of 5 tasks failed"
+    tasks = client.jobs(array=arr, limit=10).jobs
+    assert [t.id for t in tasks] == [f"{arr.id}.{i}" for i in range(5)]
+    assert [t.state for t in tasks] == ["succeeded", "succeeded", "failed", "succeeded", "succeeded"]
+    assert client.job(arr).spec["array"] == {"start": 0, "end": 4, "parallel": 2}
+    with pytest.raises(InvalidError):
+        client.retry(arr, indexes="9")
+    assert client.retry(arr, indexes="2").state == "running"
 
 
 def test_idempotency_key_dedupes(client: Client):
