@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"strconv"
 	"sync"
 	"time"
@@ -165,15 +166,28 @@ func (c *workClient) Index() uint64 {
 func (c *workClient) Run(ctx context.Context) error {
 	next := rand.IntN(len(c.servers)) // spread the clients over the servers
 	backoff := 100 * time.Millisecond
+	moveTo := ""
 	for {
-		server := c.servers[next%len(c.servers)]
-		next++
+		server := moveTo
+		if server == "" {
+			server = c.servers[next%len(c.servers)]
+			next++
+		}
 		healthy, retryAfter, err := c.stream(ctx, server)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 		if healthy {
 			backoff = 100 * time.Millisecond
+		}
+		// A server that hands this client to another (a planned move,
+		// cluster/clientspread.go) names it: the next stream opens there
+		// at once. A move that fails goes on through the list.
+		var moved movedError
+		if moveTo = ""; errors.As(err, &moved) {
+			moveTo = string(moved)
+			c.logger.Debug("work stream handed to another server", "from", server, "to", moveTo)
+			continue
 		}
 		wait := time.Duration(rand.Int64N(int64(backoff) + 1)) // full jitter
 		if retryAfter > wait {
@@ -261,6 +275,12 @@ func (c *workClient) stream(ctx context.Context, server string) (healthy bool, r
 			}
 		}
 		healthy = true
+		if f.Type == cluster.WorkFrameMove {
+			if to, ok := sameScheme(server, f.Server); ok {
+				return healthy, 0, movedError(to)
+			}
+			continue // the stream ends next; the client picks from its list
+		}
 		c.take(f, work, beats)
 	}
 	if err := sc.Err(); err != nil {
@@ -381,6 +401,24 @@ func (b *beatLog) at(seq uint64) (time.Time, bool) {
 	defer b.mu.Unlock()
 	t, ok := b.sentAt[seq]
 	return t, ok
+}
+
+// movedError ends a stream whose server handed the client to the server
+// it holds (a base URL).
+type movedError string
+
+func (e movedError) Error() string { return "handed to " + string(e) }
+
+// sameScheme accepts a move to a server reached as the one that sent it
+// (http or https: a server never sends its clients to plain HTTP from
+// TLS), with a host and nothing else.
+func sameScheme(from, to string) (string, bool) {
+	f, err1 := url.Parse(from)
+	t, err2 := url.Parse(to)
+	if err1 != nil || err2 != nil || t.Scheme != f.Scheme || t.Host == "" || (t.Path != "" && t.Path != "/") || t.RawQuery != "" || t.User != nil {
+		return "", false
+	}
+	return t.Scheme + "://" + t.Host, true
 }
 
 // errStreamRefused: a server refused the stream's credential (401/403).

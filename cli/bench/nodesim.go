@@ -47,6 +47,7 @@ type simFleet struct {
 	beatAcks  []time.Duration // beat sent → a ping confirmed it
 
 	falseLost atomic.Int64 // attempts taken away from a live sim before it finished them
+	moves     atomic.Int64 // streams a server handed to another (a move frame)
 	finished  atomic.Int64 // finish reports applied
 	reportErr atomic.Value // first report error (string)
 }
@@ -107,12 +108,24 @@ func (s *sim) run(ctx context.Context) {
 	defer close(s.done)
 	next := rand.IntN(len(s.f.servers))
 	backoff := 100 * time.Millisecond
+	moveTo := ""
 	for ctx.Err() == nil {
-		server := s.f.servers[next%len(s.f.servers)]
-		next++
-		healthy, retry, _ := s.stream(ctx, server)
+		server := moveTo
+		if server == "" {
+			server = s.f.servers[next%len(s.f.servers)]
+			next++
+		}
+		healthy, retry, err := s.stream(ctx, server)
 		if healthy {
 			backoff = 100 * time.Millisecond
+		}
+		// A planned move (cluster/clientspread.go): at once, to the
+		// server named, as a real client (cli/agent/workclient.go).
+		var moved simMoved
+		if moveTo = ""; errors.As(err, &moved) {
+			moveTo = string(moved)
+			s.f.moves.Add(1)
+			continue
 		}
 		wait := max(retry, time.Duration(rand.Int64N(int64(backoff)+1)))
 		backoff = min(2*backoff, 5*time.Second)
@@ -241,6 +254,9 @@ func (s *sim) stream(ctx context.Context, server string) (healthy bool, retry ti
 			s.attached, s.acked = true, time.Now()
 			s.mu.Unlock()
 		}
+		if fr.Type == cluster.WorkFrameMove && fr.Server != "" {
+			return healthy, 0, simMoved(fr.Server)
+		}
 		if fr.Type != cluster.WorkFrameWork {
 			continue
 		}
@@ -252,6 +268,11 @@ func (s *sim) stream(ctx context.Context, server string) (healthy bool, retry ti
 	}
 	return healthy, 0, sc.Err()
 }
+
+// simMoved ends a stream whose server handed the sim to another.
+type simMoved string
+
+func (e simMoved) Error() string { return "handed to " + string(e) }
 
 // beatEvery is the interval of the sim's next beat, as a real client's
 // (cli/agent/workclient.go): the busy one while it holds attempts or has
@@ -389,6 +410,23 @@ func (f *simFleet) sawAttempt(jobID string, num int, node string, at time.Time) 
 	if cb != nil {
 		cb(jobID, num, node, at)
 	}
+}
+
+// spread counts the attached sims per server (every server of the
+// fleet, with 0 for one that holds none).
+func (f *simFleet) spread() map[string]int {
+	out := map[string]int{}
+	for _, srv := range f.servers {
+		out[srv] = 0
+	}
+	for _, s := range f.sims {
+		s.mu.Lock()
+		if s.server != "" && !s.killed.Load() {
+			out[s.server]++
+		}
+		s.mu.Unlock()
+	}
+	return out
 }
 
 // attachedCount is how many sims have a stream whose beats the leader
