@@ -6,7 +6,7 @@ import (
 	"math"
 	"slices"
 	"sync"
-		"time"
+	"time"
 
 	"github.com/foreman-sched/foreman/fsm"
 )
