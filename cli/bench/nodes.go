@@ -25,7 +25,8 @@ func nodesCommand(driver *ucli.StringFlag) *ucli.Command {
 		Usage: "thousands of simulated clients against the servers: attach, idle cost, submits, placements, a client's death",
 		Description: "Runs --clients simulated client agents in this process (the client protocol over real sockets, a fake\n" +
 			"executor that finishes each attempt after --job-time ± 50%), attached to the servers of the cluster at\n" +
-			"--addr. Phases: attach them all; measure the servers' CPU with every client idle (--idle); submit\n" +
+			"--addr. Phases: attach them all (and report the clients per server once attached and once the servers\n" +
+			"have evened them out, at most 2 minutes later); measure the servers' CPU with every client idle (--idle); submit\n" +
 			"--submits delayed jobs (accepted submits/s and the leader's CPU per 30,000 with the clients attached);\n" +
 			"run --jobs jobs on the clients (placements/s); kill --kill clients holding a long job each, as kill -9\n" +
 			"would, and time their jobs' reruns on other clients. The servers must run on this host (their CPU is\n" +
