@@ -261,6 +261,22 @@ func call[T any](ctx context.Context, c *Client, r Request) (*T, error) {
 	return &out, nil
 }
 
+// callList is call for an answer that is one list under key:
+// {"<key>": [...]}.
+func callList[T any](ctx context.Context, c *Client, r Request, key string) ([]T, error) {
+	var out map[string]json.RawMessage
+	if err := c.do(ctx, r, &out); err != nil {
+		return nil, err
+	}
+	var items []T
+	if raw, ok := out[key]; ok {
+		if err := json.Unmarshal(raw, &items); err != nil {
+			return nil, fmt.Errorf("%s %s: decoding the answer: %w", r.Method, r.Path, err)
+		}
+	}
+	return items, nil
+}
+
 // do sends r and decodes a 2xx JSON answer into out (when non-nil).
 func (c *Client) do(ctx context.Context, r Request, out any) error {
 	resp, err := c.send(ctx, r)

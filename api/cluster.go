@@ -9,13 +9,7 @@ import (
 // ListNamespaces lists the namespaces with a record or active jobs that
 // the token may read.
 func (c *Client) ListNamespaces(ctx context.Context) ([]NamespaceStatus, error) {
-	var out struct {
-		Namespaces []NamespaceStatus `json:"namespaces"`
-	}
-	if err := c.do(ctx, Request{Method: http.MethodGet, Path: "/v1/namespaces", read: true}, &out); err != nil {
-		return nil, err
-	}
-	return out.Namespaces, nil
+	return callList[NamespaceStatus](ctx, c, Request{Method: http.MethodGet, Path: "/v1/namespaces", read: true}, "namespaces")
 }
 
 // GetNamespace reads one namespace's quota, policy and usage.
@@ -42,13 +36,7 @@ func (c *Client) NodeUsage(ctx context.Context, name string) (*NodeUsage, error)
 
 // Members lists the gossip members as the agent sees them.
 func (c *Client) Members(ctx context.Context) ([]Member, error) {
-	var out struct {
-		Members []Member `json:"members"`
-	}
-	if err := c.do(ctx, Request{Method: http.MethodGet, Path: "/v1/cluster/members"}, &out); err != nil {
-		return nil, err
-	}
-	return out.Members, nil
+	return callList[Member](ctx, c, Request{Method: http.MethodGet, Path: "/v1/cluster/members"}, "members")
 }
 
 // Raft describes the agent's raft state.
@@ -69,13 +57,7 @@ func (c *Client) CreateToken(ctx context.Context, spec TokenSpec) (*NewToken, er
 
 // ListTokens lists every token, without secrets.
 func (c *Client) ListTokens(ctx context.Context) ([]Token, error) {
-	var out struct {
-		Tokens []Token `json:"tokens"`
-	}
-	if err := c.do(ctx, Request{Method: http.MethodGet, Path: "/v1/acl/tokens"}, &out); err != nil {
-		return nil, err
-	}
-	return out.Tokens, nil
+	return callList[Token](ctx, c, Request{Method: http.MethodGet, Path: "/v1/acl/tokens"}, "tokens")
 }
 
 // DeleteToken revokes a token by its accessor ID.

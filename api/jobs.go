@@ -31,15 +31,8 @@ func (c *Client) SubmitJobs(ctx context.Context, specs []JobSpec) ([]SubmitRespo
 		}
 		jobs[i] = s
 	}
-	var out struct {
-		Jobs []SubmitResponse `json:"jobs"`
-	}
-	err := c.do(ctx, Request{Method: http.MethodPost, Path: "/v1/jobs",
-		Body: map[string][]JobSpec{"jobs": jobs}, Idempotent: true}, &out)
-	if err != nil {
-		return nil, err
-	}
-	return out.Jobs, nil
+	return callList[SubmitResponse](ctx, c, Request{Method: http.MethodPost, Path: "/v1/jobs",
+		Body: map[string][]JobSpec{"jobs": jobs}, Idempotent: true}, "jobs")
 }
 
 // SubmitJobJSON submits a job spec, or a batch ({"jobs": [...]}), already
@@ -77,13 +70,7 @@ func (c *Client) SubmitJobJSON(ctx context.Context, body []byte, key string) ([]
 	for _, j := range peek.Jobs {
 		r.Idempotent = r.Idempotent && j.IdempotencyKey != ""
 	}
-	var out struct {
-		Jobs []SubmitResponse `json:"jobs"`
-	}
-	if err := c.do(ctx, r, &out); err != nil {
-		return nil, err
-	}
-	return out.Jobs, nil
+	return callList[SubmitResponse](ctx, c, r, "jobs")
 }
 
 // GetJob returns a job and its attempts.
@@ -97,6 +84,7 @@ type JobQuery struct {
 	Labels map[string]string // every one must match
 	Name   string            // prefix
 	Queue  string
+	Array  string // lists the tasks of this array job (else tasks are left out)
 	Limit  int    // 0: the server's default page
 	Cursor string // JobList.NextCursor of the page before
 }
@@ -104,7 +92,7 @@ type JobQuery struct {
 // ListJobs returns one page of jobs, newest first.
 func (c *Client) ListJobs(ctx context.Context, q JobQuery) (*JobList, error) {
 	v := url.Values{}
-	for k, x := range map[string]string{"state": string(q.State), "name": q.Name, "queue": q.Queue, "cursor": q.Cursor} {
+	for k, x := range map[string]string{"state": string(q.State), "name": q.Name, "queue": q.Queue, "array": q.Array, "cursor": q.Cursor} {
 		if x != "" {
 			v.Set(k, x)
 		}
@@ -155,6 +143,21 @@ func (c *Client) CancelJob(ctx context.Context, id, reason string) (*JobDetail, 
 // RetryJob queues a failed or cancelled job again.
 func (c *Client) RetryJob(ctx context.Context, id string) (*JobDetail, error) {
 	return call[JobDetail](ctx, c, Request{Method: http.MethodPost, Path: jobPath(id) + "/retry"})
+}
+
+// CancelIndexes cancels some tasks of an array job: indexes such as
+// "3,7-9"; those not made yet never will be.
+func (c *Client) CancelIndexes(ctx context.Context, id, indexes, reason string) (*JobDetail, error) {
+	body := map[string]string{"indexes": indexes}
+	if reason != "" {
+		body["reason"] = reason
+	}
+	return call[JobDetail](ctx, c, Request{Method: http.MethodPost, Path: jobPath(id) + "/cancel", Body: body})
+}
+
+// RetryIndexes runs again some tasks of an array job ("3,7-9").
+func (c *Client) RetryIndexes(ctx context.Context, id, indexes string) (*JobDetail, error) {
+	return call[JobDetail](ctx, c, Request{Method: http.MethodPost, Path: jobPath(id) + "/retry", Body: map[string]string{"indexes": indexes}})
 }
 
 // JobResult returns what the job's last finished attempt wrote to its

@@ -60,13 +60,7 @@ func (c *Client) SetEligibility(ctx context.Context, name string, eligible bool)
 
 // ListQueues lists the queues with limits or running work.
 func (c *Client) ListQueues(ctx context.Context) ([]Queue, error) {
-	var out struct {
-		Queues []Queue `json:"queues"`
-	}
-	if err := c.do(ctx, Request{Method: http.MethodGet, Path: "/v1/queues", read: true}, &out); err != nil {
-		return nil, err
-	}
-	return out.Queues, nil
+	return callList[Queue](ctx, c, Request{Method: http.MethodGet, Path: "/v1/queues", read: true}, "queues")
 }
 
 // SetQueue sets a queue's concurrency limit (0: unlimited).

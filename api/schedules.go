@@ -26,13 +26,7 @@ func (c *Client) GetSchedule(ctx context.Context, name string) (*ScheduleInfo, e
 
 // ListSchedules returns every schedule, in name order.
 func (c *Client) ListSchedules(ctx context.Context) ([]ScheduleInfo, error) {
-	var out struct {
-		Schedules []ScheduleInfo `json:"schedules"`
-	}
-	if err := c.do(ctx, Request{Method: http.MethodGet, Path: "/v1/schedules", read: true}, &out); err != nil {
-		return nil, err
-	}
-	return out.Schedules, nil
+	return callList[ScheduleInfo](ctx, c, Request{Method: http.MethodGet, Path: "/v1/schedules", read: true}, "schedules")
 }
 
 // DeleteSchedule removes a schedule (the jobs it fired stay).

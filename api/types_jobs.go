@@ -194,6 +194,9 @@ type JobSpec struct {
 	// Volumes are host volumes the job mounts (an agent's --host-volume
 	// NAME): it runs only on nodes that declare them all.
 	Volumes []VolumeMount `json:"volumes,omitempty"`
+	// Array makes the job an array of tasks, one per index, each a job
+	// of its own (ID JOB.INDEX, $FOREMAN_ARRAY_INDEX).
+	Array *ArraySpec `json:"array,omitempty"`
 
 	HTTP   *HTTPRequest `json:"http,omitempty"`
 	Notify []Webhook    `json:"notify,omitempty"`
@@ -244,6 +247,46 @@ type AfterDep struct {
 	On  string `json:"on,omitempty"`
 }
 
+// ArraySpec is an array's indexes, Start to End (inclusive) by Step
+// (0 is 1), and how many of its tasks may be live at once (0: no bound).
+type ArraySpec struct {
+	Start    int `json:"start"`
+	End      int `json:"end"`
+	Step     int `json:"step,omitempty"`
+	Parallel int `json:"parallel,omitempty"`
+}
+
+// ArrayStatus follows the tasks of an array job: how many are made
+// (Next positions), queued, live, and ended each way; Cancelled also
+// counts indexes cancelled before they were made.
+type ArrayStatus struct {
+	Size      int   `json:"size"`
+	Next      int   `json:"next,omitempty"`
+	Queued    int   `json:"queued,omitempty"`
+	Live      int   `json:"live,omitempty"`
+	Succeeded int   `json:"succeeded,omitempty"`
+	Failed    int   `json:"failed,omitempty"`
+	Cancelled int   `json:"cancelled,omitempty"`
+	Stopped   bool  `json:"stopped,omitempty"`
+	Excluded  []int `json:"excluded,omitempty"`
+	Redo      int   `json:"redo,omitempty"`
+}
+
+// ArrayTask links a task to its array job.
+type ArrayTask struct {
+	Array string `json:"array"`
+	Index int    `json:"index"`
+}
+
+// ArrayDetail lists where an array's made tasks are, as index lists such
+// as "3,7-9".
+type ArrayDetail struct {
+	Failed    string `json:"failed,omitempty"`
+	Cancelled string `json:"cancelled,omitempty"`
+	Running   string `json:"running,omitempty"`
+	Retrying  string `json:"retrying,omitempty"`
+}
+
 // Deps follows the parents of a job with DependsOn.
 type Deps struct {
 	Parents   int    `json:"parents"`
@@ -286,14 +329,16 @@ type Job struct {
 	FinishedAt     time.Time `json:"finished_at,omitzero"`
 	NextRunAt      time.Time `json:"next_run_at,omitzero"` // when a waiting or retrying job is due
 
-	Attempts        int         `json:"attempts"`         // made so far, numbered 1..Attempts
-	CountedAttempts int         `json:"counted_attempts"` // those that used up MaxAttempts
-	CurrentAttempt  int         `json:"current_attempt,omitempty"`
-	ExitCode        *int        `json:"exit_code,omitempty"`
-	Workflow        string      `json:"workflow,omitempty"`
-	Deps            *Deps       `json:"deps,omitempty"`
-	Gang            *GangStatus `json:"gang,omitempty"`
-	Preemptions     int         `json:"preemptions,omitempty"`
+	Attempts        int          `json:"attempts"`         // made so far, numbered 1..Attempts
+	CountedAttempts int          `json:"counted_attempts"` // those that used up MaxAttempts
+	CurrentAttempt  int          `json:"current_attempt,omitempty"`
+	ExitCode        *int         `json:"exit_code,omitempty"`
+	Workflow        string       `json:"workflow,omitempty"`
+	Deps            *Deps        `json:"deps,omitempty"`
+	Gang            *GangStatus  `json:"gang,omitempty"`
+	Preemptions     int          `json:"preemptions,omitempty"`
+	Array           *ArrayStatus `json:"array,omitempty"`
+	ArrayTask       *ArrayTask   `json:"array_task,omitempty"`
 
 	CreateIndex uint64 `json:"create_index"`
 	ModifyIndex uint64 `json:"modify_index"`
@@ -387,9 +432,10 @@ type Delivery struct {
 // JobDetail is a job with its attempts (oldest first) and webhook
 // deliveries.
 type JobDetail struct {
-	Job        Job        `json:"job"`
-	Attempts   []Attempt  `json:"attempts"`
-	Deliveries []Delivery `json:"deliveries,omitempty"`
+	Job        Job          `json:"job"`
+	Attempts   []Attempt    `json:"attempts"`
+	Deliveries []Delivery   `json:"deliveries,omitempty"`
+	Array      *ArrayDetail `json:"array,omitempty"`
 }
 
 // JobList is one page of jobs, newest first.

@@ -14,72 +14,36 @@ import (
 
 // aclCommand is `foreman acl`: bootstrap and tokens (docs/security.md).
 func aclCommand() *ucli.Command {
-	return &ucli.Command{
-		Name:  "acl",
-		Usage: "bootstrap access control and manage tokens",
-		Subcommands: []*ucli.Command{
-			{
-				Name:   "bootstrap",
-				Usage:  "issue the first management token (works once per cluster; the secret is shown only now)",
-				Flags:  WithClientFlags(JSONFlag),
-				Action: func(c *ucli.Context) error { return Error(aclBootstrap(c)) },
-			},
-			{
-				Name:  "internal-secret",
-				Usage: "the secret agents present to each other's /v1/internal/ endpoints",
-				Subcommands: []*ucli.Command{{
-					Name: "rotate",
-					Usage: "replace it with a new random one (never shown); the previous one stays accepted until the next " +
-						"rotation, so no node is locked out while it catches up",
-					Flags: WithClientFlags(JSONFlag),
-					Action: func(c *ucli.Context) error {
-						if c.NArg() > 0 {
-							return Exitf(2, "internal-secret rotate takes no arguments (got %q)", c.Args().Slice())
-						}
-						return Error(call(c, func(cl *api.Client) (*api.InternalRotateResponse, error) { return cl.RotateInternalSecret(c.Context) }, func(res *api.InternalRotateResponse) error {
-							_, err := fmt.Fprintf(Stdout(c), "cluster-internal secret rotated (raft index %d)\n", res.Index)
-							return err
-						}))
-					},
-				}},
-			},
-			{
-				Name:  "token",
-				Usage: "create, list and revoke tokens",
-				Subcommands: []*ucli.Command{
-					{
-						Name:  "create",
-						Usage: "create a token; prints its secret once",
-						Flags: WithClientFlags(JSONFlag,
-							&ucli.StringFlag{Name: "name", Usage: "a description"},
-							&ucli.StringSliceFlag{Name: "role", Required: true, Usage: "ROLE[:NAMESPACE] (repeatable): read:NS, submit:NS, write:NS (NS or *), operator, management; client:NODE (NODE or *) for a client agent"},
-							&ucli.DurationFlag{Name: "ttl", Usage: "expire after this long (default: never)"},
-						),
-						Action: func(c *ucli.Context) error { return Error(aclTokenCreate(c)) },
-					},
-					{
-						Name:   "ls",
-						Usage:  "list tokens (never their secrets)",
-						Flags:  WithClientFlags(JSONFlag),
-						Action: func(c *ucli.Context) error { return Error(aclTokenList(c)) },
-					},
-					{
-						Name:      "revoke",
-						Usage:     "revoke a token by accessor ID: it is refused from then on",
-						ArgsUsage: "ACCESSOR_ID",
-						Flags:     WithClientFlags(),
-						Action:    func(c *ucli.Context) error { return Error(aclTokenRevoke(c)) },
-					},
-					{
-						Name:   "self",
-						Usage:  "show the token this command sends",
-						Flags:  WithClientFlags(JSONFlag),
-						Action: func(c *ucli.Context) error { return Error(aclTokenSelf(c)) },
-					},
-				},
-			},
+	return commandGroup("acl", "bootstrap access control and manage tokens",
+		ClientCommand("bootstrap", "issue the first management token (works once per cluster; the secret is shown only now)", "",
+			aclBootstrap, JSONFlag),
+		&ucli.Command{
+			Name:  "internal-secret",
+			Usage: "the secret agents present to each other's /v1/internal/ endpoints",
+			Subcommands: []*ucli.Command{ClientCommand("rotate", "replace it with a new random one (never shown); the previous one stays accepted until the next "+
+				"rotation, so no node is locked out while it catches up", "", aclRotateInternalSecret, JSONFlag)},
 		},
+		commandGroup("token", "create, list and revoke tokens",
+			ClientCommand("create", "create a token; prints its secret once", "", aclTokenCreate, JSONFlag,
+				&ucli.StringFlag{Name: "name", Usage: "a description"},
+				&ucli.StringSliceFlag{Name: "role", Required: true, Usage: "ROLE[:NAMESPACE] (repeatable): read:NS, submit:NS, write:NS (NS or *), operator, management; client:NODE (NODE or *) for a client agent"},
+				&ucli.DurationFlag{Name: "ttl", Usage: "expire after this long (default: never)"},
+			),
+			ClientCommand("ls", "list tokens (never their secrets)", "", aclTokenList, JSONFlag),
+			ClientCommand("revoke", "revoke a token by accessor ID: it is refused from then on", "ACCESSOR_ID", aclTokenRevoke),
+			ClientCommand("self", "show the token this command sends", "", aclTokenSelf, JSONFlag),
+		),
+	)
+}
+
+func aclRotateInternalSecret(c *ucli.Context) error {
+	if c.NArg() > 0 {
+		return Exitf(2, "internal-secret rotate takes no arguments (got %q)", c.Args().Slice())
 	}
+	return call(c, func(cl *api.Client) (*api.InternalRotateResponse, error) { return cl.RotateInternalSecret(c.Context) }, func(res *api.InternalRotateResponse) error {
+		_, err := fmt.Fprintf(Stdout(c), "cluster-internal secret rotated (raft index %d)\n", res.Index)
+		return err
+	})
 }
 
 // ParseRole reads ROLE[:NAMESPACE], or client:NODE.
@@ -113,10 +77,8 @@ func rolesString(roles []api.ACLRole) string {
 	return strings.Join(parts, ",")
 }
 
+// printNewToken is the text of acl bootstrap and acl token create.
 func printNewToken(c *ucli.Context, t *api.NewToken) error {
-	if c.Bool("json") {
-		return PrintJSON(c, t)
-	}
 	w := Stdout(c)
 	fmt.Fprintf(w, "Accessor ID: %s\n", t.AccessorID)
 	fmt.Fprintf(w, "Secret:      %s\n", t.Secret)
@@ -129,15 +91,7 @@ func printNewToken(c *ucli.Context, t *api.NewToken) error {
 }
 
 func aclBootstrap(c *ucli.Context) error {
-	cl, err := newClient(c)
-	if err != nil {
-		return err
-	}
-	t, err := cl.ACLBootstrap(c.Context)
-	if err != nil {
-		return err
-	}
-	return printNewToken(c, t)
+	return call(c, func(cl *api.Client) (*api.NewToken, error) { return cl.ACLBootstrap(c.Context) }, func(t *api.NewToken) error { return printNewToken(c, t) })
 }
 
 func aclTokenCreate(c *ucli.Context) error {
@@ -154,28 +108,12 @@ func aclTokenCreate(c *ucli.Context) error {
 	} else if d < 0 {
 		return Exitf(2, "--ttl %s: must be positive", d)
 	}
-	cl, err := newClient(c)
-	if err != nil {
-		return err
-	}
-	t, err := cl.CreateToken(c.Context, req)
-	if err != nil {
-		return err
-	}
-	return printNewToken(c, t)
+	return call(c, func(cl *api.Client) (*api.NewToken, error) { return cl.CreateToken(c.Context, req) }, func(t *api.NewToken) error { return printNewToken(c, t) })
 }
 
 func aclTokenList(c *ucli.Context) error {
-	cl, err := newClient(c)
-	if err != nil {
-		return err
-	}
-	l, err := cl.ListTokens(c.Context)
-	if err != nil {
-		return err
-	}
 	now := time.Now()
-	return printList(c, "tokens", l, []string{"ACCESSOR", "NAME", "ROLES", "EXPIRES", "CREATED"}, func(tok api.Token) []any {
+	return list(c, "tokens", func(cl *api.Client) ([]api.Token, error) { return cl.ListTokens(c.Context) }, []string{"ACCESSOR", "NAME", "ROLES", "EXPIRES", "CREATED"}, func(tok api.Token) []any {
 		exp := "never"
 		if !tok.ExpiresAt.IsZero() {
 			exp = tok.ExpiresAt.UTC().Format(time.RFC3339)
@@ -192,15 +130,7 @@ func aclTokenRevoke(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
-	cl, err := newClient(c)
-	if err != nil {
-		return err
-	}
-	if err := cl.DeleteToken(c.Context, id); err != nil {
-		return err
-	}
-	fmt.Fprintf(Stdout(c), "token %s revoked\n", id)
-	return nil
+	return act(c, func(cl *api.Client) (string, error) { return "token " + id + " revoked", cl.DeleteToken(c.Context, id) })
 }
 
 func aclTokenSelf(c *ucli.Context) error {

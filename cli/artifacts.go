@@ -14,29 +14,12 @@ import (
 
 func artifactsCommand() *ucli.Command {
 	attempt := &ucli.IntFlag{Name: "attempt", Usage: "attempt number (default: the last finished one)"}
-	return &ucli.Command{
-		Name:  "artifacts",
-		Usage: "list and download the files a job left in /foreman/artifacts",
-		Subcommands: []*ucli.Command{
-			{
-				Name:      "ls",
-				Usage:     "list a job's artifacts (from any node)",
-				ArgsUsage: "JOB_ID",
-				Flags:     WithClientFlags(attempt, JSONFlag),
-				Action:    func(c *ucli.Context) error { return Error(artifactsList(c)) },
-			},
-			{
-				Name:      "get",
-				Usage:     "download one artifact, or all of them, into a directory (through any node)",
-				ArgsUsage: "JOB_ID [PATH]",
-				Flags: WithClientFlags(attempt,
-					&ucli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: ".", Usage: "directory to write into (keeps the artifact's relative path); '-' writes one artifact to stdout"},
-					JSONFlag,
-				),
-				Action: func(c *ucli.Context) error { return Error(artifactsGet(c)) },
-			},
-		},
-	}
+	return commandGroup("artifacts", "list and download the files a job left in /foreman/artifacts",
+		ClientCommand("ls", "list a job's artifacts (from any node)", "JOB_ID", artifactsList, attempt, JSONFlag),
+		ClientCommand("get", "download one artifact, or all of them, into a directory (through any node)", "JOB_ID [PATH]", artifactsGet, attempt,
+			&ucli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: ".", Usage: "directory to write into (keeps the artifact's relative path); '-' writes one artifact to stdout"},
+			JSONFlag),
+	)
 }
 
 func artifactsList(c *ucli.Context) error {

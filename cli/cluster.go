@@ -10,79 +10,41 @@ import (
 )
 
 func clusterCommand() *ucli.Command {
-	return &ucli.Command{
-		Name:  "cluster",
-		Usage: "inspect and change cluster membership",
-		Subcommands: []*ucli.Command{
-			{
-				Name:   "members",
-				Usage:  "list gossip members with their raft roles",
-				Flags:  WithClientFlags(JSONFlag),
-				Action: func(c *ucli.Context) error { return Error(clusterMembers(c)) },
-			},
-			{
-				Name:        "raft",
-				Usage:       "show the agent's raft state; remove a peer or transfer leadership",
-				Flags:       WithClientFlags(JSONFlag),
-				Action:      func(c *ucli.Context) error { return Error(clusterRaft(c)) },
-				Subcommands: raftCommands(),
-			},
-			{
-				Name:      "join",
-				Usage:     "make the agent at --addr join the cluster at ADDR",
-				ArgsUsage: "ADDR...",
-				Flags:     WithClientFlags(),
-				Action: func(c *ucli.Context) error {
-					if c.NArg() == 0 {
-						return Exitf(2, "cluster join needs at least one ADDR (host[:port] of a member)")
-					}
-					cl, err := newClient(c)
-					if err != nil {
-						return err
-					}
-					if err := cl.Join(c.Context, c.Args().Slice()); err != nil {
-						return Error(err)
-					}
-					fmt.Fprintf(Stdout(c), "joined %v\n", c.Args().Slice())
-					return nil
-				},
-			},
-			{
-				Name:  "leave",
-				Usage: "make the agent at --addr leave the cluster gracefully",
-				Flags: WithClientFlags(),
-				Action: func(c *ucli.Context) error {
-					cl, err := newClient(c)
-					if err != nil {
-						return err
-					}
-					if err := cl.Leave(c.Context); err != nil {
-						return Error(err)
-					}
-					fmt.Fprintf(Stdout(c), "%s left the cluster\n", cl.Address())
-					return nil
-				},
-			},
+	return commandGroup("cluster", "inspect and change cluster membership",
+		ClientCommand("members", "list gossip members with their raft roles", "", clusterMembers, JSONFlag),
+		&ucli.Command{
+			Name:        "raft",
+			Usage:       "show the agent's raft state; remove a peer or transfer leadership",
+			Flags:       WithClientFlags(JSONFlag),
+			Action:      func(c *ucli.Context) error { return Error(clusterRaft(c)) },
+			Subcommands: raftCommands(),
 		},
+		ClientCommand("join", "make the agent at --addr join the cluster at ADDR", "ADDR...", clusterJoin),
+		ClientCommand("leave", "make the agent at --addr leave the cluster gracefully", "", func(c *ucli.Context) error {
+			return act(c, func(cl *api.Client) (string, error) { return cl.Address() + " left the cluster", cl.Leave(c.Context) })
+		}),
+	)
+}
+
+func clusterJoin(c *ucli.Context) error {
+	if c.NArg() == 0 {
+		return Exitf(2, "cluster join needs at least one ADDR (host[:port] of a member)")
 	}
+	addrs := c.Args().Slice()
+	return act(c, func(cl *api.Client) (string, error) {
+		return fmt.Sprintf("joined %v", addrs), cl.Join(c.Context, addrs)
+	})
 }
 
 func clusterMembers(c *ucli.Context) error {
-	cl, err := newClient(c)
-	if err != nil {
-		return err
-	}
-	ms, err := cl.Members(c.Context)
-	if err != nil {
-		return err
-	}
-	return printList(c, "members", ms, []string{"NAME", "ADDRESS", "API", "STATUS", "RAFT", "VOTER", "LEADER"}, func(m api.Member) []any {
-		leader := ""
-		if m.Leader {
-			leader = "*"
-		}
-		return []any{m.Name, orDash(m.Addr), orDash(m.HTTPAddr), m.Status, orDash(m.RaftRole), m.Voter, leader}
-	})
+	return list(c, "members", func(cl *api.Client) ([]api.Member, error) { return cl.Members(c.Context) },
+		[]string{"NAME", "ADDRESS", "API", "STATUS", "RAFT", "VOTER", "LEADER"}, func(m api.Member) []any {
+			leader := ""
+			if m.Leader {
+				leader = "*"
+			}
+			return []any{m.Name, orDash(m.Addr), orDash(m.HTTPAddr), m.Status, orDash(m.RaftRole), m.Voter, leader}
+		})
 }
 
 func clusterRaft(c *ucli.Context) error {

@@ -65,6 +65,21 @@ func WithClientFlags(flags ...ucli.Flag) []ucli.Flag {
 	return append(flags, clientFlags()...)
 }
 
+// ClientCommand is a leaf command that talks to an agent: its own flags
+// plus the connection flags, and its action's error made one line (Error).
+func ClientCommand(name, usage, argsUsage string, action ucli.ActionFunc, flags ...ucli.Flag) *ucli.Command {
+	return &ucli.Command{Name: name, Usage: usage, ArgsUsage: argsUsage, Flags: WithClientFlags(flags...),
+		Action: func(c *ucli.Context) error { return Error(action(c)) }}
+}
+
+// commandGroup is a command that only holds subcommands.
+func commandGroup(name, usage string, subcommands ...*ucli.Command) *ucli.Command {
+	return &ucli.Command{Name: name, Usage: usage, Subcommands: subcommands}
+}
+
+// ConsistentFlag makes a read go through the leader (readClient).
+var ConsistentFlag = &ucli.BoolFlag{Name: "consistent", Usage: "read through the leader"}
+
 // Error turns any error into a one-line ucli.ExitCoder, so Main prints
 // exactly one line on stderr and exits non-zero.
 func Error(err error) error {

@@ -23,11 +23,15 @@ func logsCommand() *ucli.Command {
 			&ucli.BoolFlag{Name: "follow", Aliases: []string{"f"}, Usage: "keep streaming until the attempt ends"},
 			&ucli.BoolFlag{Name: "stderr", Usage: "print stderr instead of stdout"},
 			&ucli.IntFlag{Name: "attempt", Usage: "attempt number (default: the latest)"},
+			&ucli.IntFlag{Name: "index", Usage: "of an array job: the task at this index"},
 		),
 		Action: func(c *ucli.Context) error {
 			id, err := oneArg(c, "JOB_ID")
 			if err != nil {
 				return Error(err)
+			}
+			if c.IsSet("index") {
+				id = fsm.TaskID(id, c.Int("index"))
 			}
 			cl, err := newClient(c)
 			if err != nil {
@@ -55,6 +59,7 @@ func jobCommand() *ucli.Command {
 					&ucli.StringSliceFlag{Name: "label", Usage: "only jobs with this k=v label (repeatable)"},
 					&ucli.StringFlag{Name: "name", Usage: "only jobs whose name starts with this"},
 					&ucli.StringFlag{Name: "queue", Usage: "only jobs of this queue"},
+					&ucli.StringFlag{Name: "array", Usage: "the tasks of this array job (else an array is listed as one job)"},
 					&ucli.IntFlag{Name: "limit", Value: 50, Usage: "at most this many jobs (0 = all)"},
 					&ucli.BoolFlag{Name: "consistent", Usage: "read through the leader"},
 					JSONFlag,
@@ -90,22 +95,28 @@ func jobCommand() *ucli.Command {
 			},
 			{
 				Name:      "cancel",
-				Usage:     "cancel a job (its running attempt is killed)",
+				Usage:     "cancel a job (its running attempt is killed; an array's live tasks, and no more are made)",
 				ArgsUsage: "JOB_ID",
-				Flags:     WithClientFlags(&ucli.StringFlag{Name: "reason", Usage: "recorded on the job"}, JSONFlag),
+				Flags:     WithClientFlags(&ucli.StringFlag{Name: "reason", Usage: "recorded on the job"}, indexesFlag, JSONFlag),
 				Action: func(c *ucli.Context) error {
 					return Error(jobChange(c, func(cl *api.Client, id string) (*api.JobDetail, error) {
+						if c.IsSet("indexes") {
+							return cl.CancelIndexes(c.Context, id, c.String("indexes"), c.String("reason"))
+						}
 						return cl.CancelJob(c.Context, id, c.String("reason"))
 					}))
 				},
 			},
 			{
 				Name:      "retry",
-				Usage:     "re-queue a failed or cancelled job with a fresh attempt budget",
+				Usage:     "re-queue a failed or cancelled job with a fresh attempt budget (an array: every task that did not succeed)",
 				ArgsUsage: "JOB_ID",
-				Flags:     WithClientFlags(JSONFlag),
+				Flags:     WithClientFlags(indexesFlag, JSONFlag),
 				Action: func(c *ucli.Context) error {
 					return Error(jobChange(c, func(cl *api.Client, id string) (*api.JobDetail, error) {
+						if c.IsSet("indexes") {
+							return cl.RetryIndexes(c.Context, id, c.String("indexes"))
+						}
 						return cl.RetryJob(c.Context, id)
 					}))
 				},
@@ -113,6 +124,9 @@ func jobCommand() *ucli.Command {
 		},
 	}
 }
+
+// indexesFlag picks some tasks of an array job.
+var indexesFlag = &ucli.StringFlag{Name: "indexes", Usage: "of an array job: only these tasks, e.g. 3,7-9"}
 
 func jobCounts(c *ucli.Context) error {
 	return call(c, func(cl *api.Client) (*api.JobCounts, error) { return cl.JobCounts(c.Context) }, func(out *api.JobCounts) error {
@@ -137,6 +151,7 @@ func jobList(c *ucli.Context) error {
 		State: api.JobState(c.String("state")),
 		Name:  c.String("name"),
 		Queue: c.String("queue"),
+		Array: c.String("array"),
 	}
 	for _, kv := range c.StringSlice("label") {
 		k, v, ok := strings.Cut(kv, "=")
@@ -161,7 +176,7 @@ func jobList(c *ucli.Context) error {
 	}
 	now := time.Now()
 	return printList(c, "jobs", jobs, []string{"ID", "NAME", "STATE", "PRI", "ATTEMPTS", "QUEUE", "SUBMITTED", "REASON"}, func(j api.Job) []any {
-		return []any{j.ID, orDash(truncate(j.Spec.Name, 40)), j.State, intOr0(j.Spec.Priority),
+		return []any{j.ID, orDash(truncate(j.Spec.Name, 40)), jobStateCell(j), intOr0(j.Spec.Priority),
 			fmt.Sprintf("%d/%d", j.CountedAttempts, intOr0(j.Spec.MaxAttempts)), orDash(j.Spec.Queue),
 			ago(j.SubmittedAt, now), orDash(truncate(j.Reason, 60))}
 	})
@@ -239,6 +254,15 @@ func printJobDetail(c *ucli.Context, d *httpapi.JobDetail) error {
 	if g := j.Spec.Gang; g != nil {
 		kv.Row("Gang:", gangLine(&j))
 	}
+	if j.Array != nil && j.Spec.Array != nil {
+		kv.Row("Array:", arrayLine(j.Spec.Array, j.Array))
+		for _, r := range arrayIndexRows(d.Array) {
+			kv.Row(r[0], r[1])
+		}
+	}
+	if t := j.ArrayTask; t != nil {
+		kv.Row("Array task:", fmt.Sprintf("index %d of %s", t.Index, t.Array))
+	}
 	if len(j.Spec.DependsOn) > 0 {
 		kv.Row("Depends on:", depsLine(j.Spec.DependsOn, j.Spec.After, string(j.Spec.Condition), j.Deps))
 	}
@@ -263,6 +287,10 @@ func printJobDetail(c *ucli.Context, d *httpapi.JobDetail) error {
 	}
 	if err := kv.Flush(); err != nil {
 		return err
+	}
+	if j.Array != nil {
+		fmt.Fprintf(Stdout(c), "\nTasks: foreman job ls --array %s; one task's output: foreman logs %s --index N\n", j.ID, j.ID)
+		return printDeliveries(Stdout(c), d.Deliveries, now)
 	}
 	if len(d.Attempts) == 0 {
 		fmt.Fprintln(Stdout(c), "\nNo attempts yet.")

@@ -12,14 +12,20 @@ import (
 // printed as JSON (--json) or as text, a change to one object named by
 // the arguments, and a list printed as {"<key>": [...]} or as a table.
 
+// withClient builds the command's client and makes one call with it.
+func withClient[T any](c *ucli.Context, do func(*api.Client) (T, error)) (T, error) {
+	cl, err := newClient(c)
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	return do(cl)
+}
+
 // call builds the command's client, makes one API call and prints its
 // answer: as JSON with --json, else as text writes it.
 func call[T any](c *ucli.Context, do func(*api.Client) (T, error), text func(T) error) error {
-	cl, err := newClient(c)
-	if err != nil {
-		return err
-	}
-	v, err := do(cl)
+	v, err := withClient(c, do)
 	if err != nil {
 		return err
 	}
@@ -27,6 +33,37 @@ func call[T any](c *ucli.Context, do func(*api.Client) (T, error), text func(T) 
 		return PrintJSON(c, v)
 	}
 	return text(v)
+}
+
+// list is a list command's action: one call for the items, printed by
+// printList.
+func list[T any](c *ucli.Context, key string, get func(*api.Client) ([]T, error), header []string, row func(T) []any) error {
+	items, err := withClient(c, get)
+	if err != nil {
+		return err
+	}
+	return printList(c, key, items, header, row)
+}
+
+// act is a command whose call answers nothing worth printing: do makes
+// the call and returns the line to print.
+func act(c *ucli.Context, do func(*api.Client) (string, error)) error {
+	line, err := withClient(c, do)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintln(Stdout(c), line)
+	return err
+}
+
+// readClient is newClient for a read that goes through the leader with
+// --consistent (ConsistentFlag).
+func readClient(c *ucli.Context) (*api.Client, error) {
+	cl, err := newClient(c)
+	if err == nil && c.Bool("consistent") {
+		cl = cl.Consistent()
+	}
+	return cl, err
 }
 
 // change is call for a command that acts on the one object its argument

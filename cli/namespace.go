@@ -16,89 +16,53 @@ import (
 // namespaceCommand manages namespace records: a namespace's quota (max
 // running jobs, cpu, memory) and policy (drivers, allow_root).
 func namespaceCommand() *ucli.Command {
-	return &ucli.Command{
-		Name:  "namespace",
-		Usage: "set and show namespace quotas and policies",
-		Subcommands: []*ucli.Command{
-			{
-				Name:      "set",
-				Usage:     "set a namespace's quota and policy (flags not given keep their value; needs a management token)",
-				ArgsUsage: "NAME",
-				Flags: WithClientFlags(
-					&ucli.IntFlag{Name: "max-running", Usage: "jobs of the namespace running at once (0 = unlimited)"},
-					&ucli.StringFlag{Name: "max-cpu", Usage: "cpu its running jobs may hold, e.g. 4 or 500m (0 = unlimited)"},
-					&ucli.StringFlag{Name: "max-memory", Usage: "memory its running jobs may hold, e.g. 8GiB (0 = unlimited)"},
-					&ucli.StringSliceFlag{Name: "drivers", Usage: "drivers its jobs may use, comma-separated (\"\" = any)"},
-					&ucli.BoolFlag{Name: "allow-root", Usage: "its jobs may run as root (on nodes whose --job-users allow root)"},
-					&ucli.StringSliceFlag{Name: "volumes", Usage: "the host volumes its jobs may mount: NAME[,NAME] (repeatable; empty: any volume a node declares)"},
-					JSONFlag,
-				),
-				Action: namespaceSet,
-			},
-			{
-				Name:  "ls",
-				Usage: "list namespaces with a quota, a policy or active jobs",
-				Flags: WithClientFlags(JSONFlag),
-				Action: func(c *ucli.Context) error {
-					cl, err := newClient(c)
-					if err != nil {
-						return err
-					}
-					list, err := cl.ListNamespaces(c.Context)
-					if err != nil {
-						return Error(err)
-					}
-					return printList(c, "namespaces", list, []string{"NAMESPACE", "RUNNING", "QUEUED", "CPU", "MEMORY", "DRIVERS", "ROOT"}, func(n api.NamespaceStatus) []any {
-						return []any{n.Name, used(int64(n.Usage.Running), int64(n.MaxRunning), fmtCount),
-							n.Usage.Jobs["queued"], used(n.Usage.CPU, n.MaxCPU, httpapi.FormatCPU),
-							used(n.Usage.Memory, n.MaxMemory, httpapi.FormatMemory), driversText(n.Drivers), yesNo(n.AllowRoot)}
-					})
-				},
-			},
-			{
-				Name:      "status",
-				Usage:     "show a namespace's quota, policy and usage (default: --namespace)",
-				ArgsUsage: "[NAME]",
-				Flags:     WithClientFlags(JSONFlag),
-				Action: func(c *ucli.Context) error {
-					name := innermost(c, "namespace")
-					switch {
-					case c.NArg() == 1:
-						name = c.Args().First()
-					case c.NArg() > 1:
-						return Exitf(2, "%s takes at most one NAME (got %d arguments)", c.Command.FullName(), c.NArg())
-					}
-					if name == "" {
-						name = "default"
-					}
-					return Error(call(c, func(cl *api.Client) (*api.NamespaceStatus, error) { return cl.GetNamespace(c.Context, name) }, func(n *api.NamespaceStatus) error {
-						return printNamespace(c, n)
-					}))
-				},
-			},
-			{
-				Name:      "delete",
-				Usage:     "remove a namespace's quota and policy (its jobs stay; needs a management token)",
-				ArgsUsage: "NAME",
-				Flags:     WithClientFlags(),
-				Action: func(c *ucli.Context) error {
-					name, err := oneArg(c, "namespace NAME")
-					if err != nil {
-						return err
-					}
-					cl, err := newClient(c)
-					if err != nil {
-						return err
-					}
-					if err := cl.DeleteNamespace(c.Context, name); err != nil {
-						return Error(err)
-					}
-					fmt.Fprintf(Stdout(c), "namespace %s: quota and policy removed\n", name)
-					return nil
-				},
-			},
-		},
+	return commandGroup("namespace", "set and show namespace quotas and policies",
+		ClientCommand("set", "set a namespace's quota and policy (flags not given keep their value; needs a management token)", "NAME", namespaceSet,
+			&ucli.IntFlag{Name: "max-running", Usage: "jobs of the namespace running at once (0 = unlimited)"},
+			&ucli.StringFlag{Name: "max-cpu", Usage: "cpu its running jobs may hold, e.g. 4 or 500m (0 = unlimited)"},
+			&ucli.StringFlag{Name: "max-memory", Usage: "memory its running jobs may hold, e.g. 8GiB (0 = unlimited)"},
+			&ucli.StringSliceFlag{Name: "drivers", Usage: "drivers its jobs may use, comma-separated (\"\" = any)"},
+			&ucli.BoolFlag{Name: "allow-root", Usage: "its jobs may run as root (on nodes whose --job-users allow root)"},
+			&ucli.StringSliceFlag{Name: "volumes", Usage: "the host volumes its jobs may mount: NAME[,NAME] (repeatable; empty: any volume a node declares)"},
+			JSONFlag,
+		),
+		ClientCommand("ls", "list namespaces with a quota, a policy or active jobs", "", namespaceList, JSONFlag),
+		ClientCommand("status", "show a namespace's quota, policy and usage (default: --namespace)", "[NAME]", namespaceStatus, JSONFlag),
+		ClientCommand("delete", "remove a namespace's quota and policy (its jobs stay; needs a management token)", "NAME", func(c *ucli.Context) error {
+			name, err := oneArg(c, "namespace NAME")
+			if err != nil {
+				return err
+			}
+			return act(c, func(cl *api.Client) (string, error) {
+				return "namespace " + name + ": quota and policy removed", cl.DeleteNamespace(c.Context, name)
+			})
+		}),
+	)
+}
+
+func namespaceList(c *ucli.Context) error {
+	return list(c, "namespaces", func(cl *api.Client) ([]api.NamespaceStatus, error) { return cl.ListNamespaces(c.Context) },
+		[]string{"NAMESPACE", "RUNNING", "QUEUED", "CPU", "MEMORY", "DRIVERS", "ROOT"}, func(n api.NamespaceStatus) []any {
+			return []any{n.Name, used(int64(n.Usage.Running), int64(n.MaxRunning), fmtCount),
+				n.Usage.Jobs["queued"], used(n.Usage.CPU, n.MaxCPU, httpapi.FormatCPU),
+				used(n.Usage.Memory, n.MaxMemory, httpapi.FormatMemory), driversText(n.Drivers), yesNo(n.AllowRoot)}
+		})
+}
+
+func namespaceStatus(c *ucli.Context) error {
+	name := innermost(c, "namespace")
+	switch {
+	case c.NArg() == 1:
+		name = c.Args().First()
+	case c.NArg() > 1:
+		return Exitf(2, "%s takes at most one NAME (got %d arguments)", c.Command.FullName(), c.NArg())
 	}
+	if name == "" {
+		name = "default"
+	}
+	return call(c, func(cl *api.Client) (*api.NamespaceStatus, error) { return cl.GetNamespace(c.Context, name) }, func(n *api.NamespaceStatus) error {
+		return printNamespace(c, n)
+	})
 }
 
 // printNamespace is namespace status's text.
@@ -151,27 +115,13 @@ func namespaceSet(c *ucli.Context) error {
 		in.MaxMemory, _ = json.Marshal(c.String("max-memory"))
 	}
 	if c.IsSet("drivers") {
-		in.Drivers = nil
-		for _, v := range c.StringSlice("drivers") {
-			for _, d := range strings.Split(v, ",") {
-				if d = strings.TrimSpace(d); d != "" {
-					in.Drivers = append(in.Drivers, d)
-				}
-			}
-		}
+		in.Drivers = commaList(c.StringSlice("drivers"))
 	}
 	if c.IsSet("allow-root") {
 		in.AllowRoot = c.Bool("allow-root")
 	}
 	if c.IsSet("volumes") {
-		in.Volumes = nil
-		for _, v := range c.StringSlice("volumes") {
-			for _, name := range strings.Split(v, ",") {
-				if name = strings.TrimSpace(name); name != "" {
-					in.Volumes = append(in.Volumes, name)
-				}
-			}
-		}
+		in.Volumes = commaList(c.StringSlice("volumes"))
 	}
 	// The limits go as the user wrote them ("500m", "4Gi"): the server
 	// parses them and names a bad one.
@@ -186,6 +136,20 @@ func namespaceSet(c *ucli.Context) error {
 		limitText(int64(n.MaxRunning), fmtCount), limitText(n.MaxCPU, httpapi.FormatCPU), limitText(n.MaxMemory, httpapi.FormatMemory),
 		driversText(n.Drivers), yesNo(n.AllowRoot))
 	return nil
+}
+
+// commaList is the names of a repeatable flag whose values may each
+// hold several, comma-separated; empty names are dropped.
+func commaList(values []string) []string {
+	var out []string
+	for _, v := range values {
+		for _, name := range strings.Split(v, ",") {
+			if name = strings.TrimSpace(name); name != "" {
+				out = append(out, name)
+			}
+		}
+	}
+	return out
 }
 
 func fmtCount(n int64) string { return fmt.Sprint(n) }

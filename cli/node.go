@@ -15,114 +15,88 @@ import (
 )
 
 func nodeCommand() *ucli.Command {
-	return &ucli.Command{
-		Name:  "node",
-		Usage: "list nodes, drain them, change their eligibility",
-		Subcommands: []*ucli.Command{
-			{
-				Name:  "ls",
-				Usage: "list nodes with capacity and what is placed on them, and a count of all of them by role and state",
-				Flags: WithClientFlags(JSONFlag,
-					&ucli.StringFlag{Name: "role", Usage: "only nodes of this role (server, replica, client)"},
-					&ucli.StringFlag{Name: "state", Usage: "only nodes in this state (alive, suspect, silent, dead, left)"},
-					&ucli.StringFlag{Name: "name", Usage: "only nodes whose name starts with this"},
-					&ucli.IntFlag{Name: "limit", Usage: "at most this many (0: all); --cursor NAME goes on after NAME"},
-					&ucli.StringFlag{Name: "cursor", Usage: "list the nodes after this name (the next_cursor of --json)"},
-				),
-				Action: func(c *ucli.Context) error { return Error(nodeList(c)) },
-			},
-			{
-				Name:      "show",
-				Usage:     "one node: addresses, capacity, what is allocated, its GPUs and its live attempts",
-				ArgsUsage: "NAME",
-				Flags:     WithClientFlags(JSONFlag),
-				Action:    func(c *ucli.Context) error { return Error(nodeShow(c)) },
-			},
-			{
-				Name:      "drain",
-				Usage:     "stop placing attempts on a node; running ones get --deadline to finish. With --label instead of NAME: every matching node, in one raft entry",
-				ArgsUsage: "NAME | --label k=v [--role R] [--yes] [--dry-run]",
-				Flags: WithClientFlags(append([]ucli.Flag{
-					&ucli.DurationFlag{Name: "deadline", Usage: "stop attempts still running after this long (0 = let them finish)"},
-					JSONFlag,
-				}, bulkFlags...)...),
-				Action: func(c *ucli.Context) error {
-					if bulkNodes(c) {
-						return Error(nodesDrain(c))
-					}
-					return Error(nodeChange(c, func(cl *api.Client, name string) (*api.NodeDetail, error) {
-						return cl.DrainNode(c.Context, name, c.Duration("deadline"))
-					}, eligibilityLine))
-				},
-			},
-			{
-				Name:      "down",
-				Usage:     "declare a client dead now (when the leader holds the deaths of many silent clients); its jobs rerun once their lease is out. With --silent or --label instead of NAME: every matching client, in one raft entry",
-				ArgsUsage: "NAME | --silent [--since D] [--label k=v] [--yes] [--dry-run]",
-				Flags: WithClientFlags(JSONFlag,
-					&ucli.BoolFlag{Name: "silent", Usage: "every client shown silent (the leader holds its death)"},
-					&ucli.DurationFlag{Name: "since", Usage: "with --silent: silent at least this long"},
-					&ucli.StringFlag{Name: "role", Usage: "only client (servers are gossip's)"},
-					&ucli.StringSliceFlag{Name: "label", Usage: "clients with this label k=v (repeatable; all must match)"},
-					&ucli.BoolFlag{Name: "yes", Usage: "do not ask before declaring them dead"},
-					&ucli.BoolFlag{Name: "dry-run", Usage: "list the clients and change nothing"},
-				),
-				Action: func(c *ucli.Context) error {
-					if c.Bool("silent") || c.IsSet("label") || c.IsSet("since") || c.IsSet("role") || c.Bool("dry-run") {
-						return Error(nodesDown(c))
-					}
-					return Error(nodeChange(c, func(cl *api.Client, name string) (*api.NodeDetail, error) {
-						return cl.MarkDown(c.Context, name)
-					}, func(d *httpapi.NodeDetail) string {
-						return fmt.Sprintf("node %s is %s, with %d live attempt(s) to be declared lost once their lease is out", d.Name, d.Gossip, d.Running)
-					}))
-				},
-			},
-			{
-				Name:      "gpu-reset",
-				Usage:     "forget the XID faults of a node's GPUs (all its unhealthy ones, or those named): its agent detects again and they are placeable at once",
-				ArgsUsage: "NAME [UUID...]",
-				Flags:     WithClientFlags(JSONFlag),
-				Action:    func(c *ucli.Context) error { return Error(nodeGPUReset(c)) },
-			},
-			{
-				Name:      "usage",
-				Usage:     "what a node's jobs use now (CPU seconds so far, memory), measured by that node from its jobs cgroup",
-				ArgsUsage: "NAME",
-				Flags:     WithClientFlags(JSONFlag),
-				Action:    func(c *ucli.Context) error { return Error(nodeUsage(c)) },
-			},
-			{
-				Name:      "eligibility",
-				Usage:     "mark a node eligible or ineligible for new attempts. With --enable|--disable --label instead: every matching node, in one raft entry",
-				ArgsUsage: "NAME eligible|ineligible | --enable|--disable --label k=v [--role R] [--yes] [--dry-run]",
-				Flags: WithClientFlags(append([]ucli.Flag{JSONFlag,
-					&ucli.BoolFlag{Name: "enable", Usage: "with --label: mark them eligible"},
-					&ucli.BoolFlag{Name: "disable", Usage: "with --label: mark them ineligible"},
-				}, bulkFlags...)...),
-				Action: func(c *ucli.Context) error {
-					if bulkNodes(c) || c.Bool("enable") || c.Bool("disable") {
-						return Error(nodesEligibility(c))
-					}
-					if c.NArg() != 2 {
-						return Exitf(2, "node eligibility takes NAME and eligible|ineligible")
-					}
-					e := c.Args().Get(1)
-					return Error(nodeChange(c, func(cl *api.Client, name string) (*api.NodeDetail, error) {
-						switch e {
-						case string(fsm.Eligible), string(fsm.Ineligible):
-							return cl.SetEligibility(c.Context, name, e == string(fsm.Eligible))
-						}
-						// Anything else goes as written: the server's answer names it.
-						var out api.NodeDetail
-						err := cl.Do(c.Context, api.Request{Method: http.MethodPost, Path: "/v1/nodes/" + url.PathEscape(name) + "/eligibility",
-							Body: map[string]string{"eligibility": e}}, &out)
-						return &out, err
-					}, eligibilityLine))
-				},
+	return commandGroup("node", "list nodes, drain them, change their eligibility",
+		ClientCommand("ls", "list nodes with capacity and what is placed on them, and a count of all of them by role and state", "", nodeList, JSONFlag,
+			&ucli.StringFlag{Name: "role", Usage: "only nodes of this role (server, replica, client)"},
+			&ucli.StringFlag{Name: "state", Usage: "only nodes in this state (alive, suspect, silent, dead, left)"},
+			&ucli.StringFlag{Name: "name", Usage: "only nodes whose name starts with this"},
+			&ucli.IntFlag{Name: "limit", Usage: "at most this many (0: all); --cursor NAME goes on after NAME"},
+			&ucli.StringFlag{Name: "cursor", Usage: "list the nodes after this name (the next_cursor of --json)"},
+		),
+		ClientCommand("show", "one node: addresses, capacity, what is allocated, its GPUs and its live attempts", "NAME", nodeShow, JSONFlag),
+		&ucli.Command{
+			Name:      "drain",
+			Usage:     "stop placing attempts on a node; running ones get --deadline to finish. With --label instead of NAME: every matching node, in one raft entry",
+			ArgsUsage: "NAME | --label k=v [--role R] [--yes] [--dry-run]",
+			Flags: WithClientFlags(append([]ucli.Flag{
+				&ucli.DurationFlag{Name: "deadline", Usage: "stop attempts still running after this long (0 = let them finish)"},
+				JSONFlag,
+			}, bulkFlags...)...),
+			Action: func(c *ucli.Context) error {
+				if bulkNodes(c) {
+					return Error(nodesDrain(c))
+				}
+				return Error(nodeChange(c, func(cl *api.Client, name string) (*api.NodeDetail, error) {
+					return cl.DrainNode(c.Context, name, c.Duration("deadline"))
+				}, eligibilityLine))
 			},
 		},
-	}
+		&ucli.Command{
+			Name:      "down",
+			Usage:     "declare a client dead now (when the leader holds the deaths of many silent clients); its jobs rerun once their lease is out. With --silent or --label instead of NAME: every matching client, in one raft entry",
+			ArgsUsage: "NAME | --silent [--since D] [--label k=v] [--yes] [--dry-run]",
+			Flags: WithClientFlags(JSONFlag,
+				&ucli.BoolFlag{Name: "silent", Usage: "every client shown silent (the leader holds its death)"},
+				&ucli.DurationFlag{Name: "since", Usage: "with --silent: silent at least this long"},
+				&ucli.StringFlag{Name: "role", Usage: "only client (servers are gossip's)"},
+				&ucli.StringSliceFlag{Name: "label", Usage: "clients with this label k=v (repeatable; all must match)"},
+				&ucli.BoolFlag{Name: "yes", Usage: "do not ask before declaring them dead"},
+				&ucli.BoolFlag{Name: "dry-run", Usage: "list the clients and change nothing"},
+			),
+			Action: func(c *ucli.Context) error {
+				if c.Bool("silent") || c.IsSet("label") || c.IsSet("since") || c.IsSet("role") || c.Bool("dry-run") {
+					return Error(nodesDown(c))
+				}
+				return Error(nodeChange(c, func(cl *api.Client, name string) (*api.NodeDetail, error) {
+					return cl.MarkDown(c.Context, name)
+				}, func(d *httpapi.NodeDetail) string {
+					return fmt.Sprintf("node %s is %s, with %d live attempt(s) to be declared lost once their lease is out", d.Name, d.Gossip, d.Running)
+				}))
+			},
+		},
+		ClientCommand("gpu-reset", "forget the XID faults of a node's GPUs (all its unhealthy ones, or those named): its agent detects again and they are placeable at once",
+			"NAME [UUID...]", nodeGPUReset, JSONFlag),
+		ClientCommand("usage", "what a node's jobs use now (CPU seconds so far, memory), measured by that node from its jobs cgroup", "NAME", nodeUsage, JSONFlag),
+		&ucli.Command{
+			Name:      "eligibility",
+			Usage:     "mark a node eligible or ineligible for new attempts. With --enable|--disable --label instead: every matching node, in one raft entry",
+			ArgsUsage: "NAME eligible|ineligible | --enable|--disable --label k=v [--role R] [--yes] [--dry-run]",
+			Flags: WithClientFlags(append([]ucli.Flag{JSONFlag,
+				&ucli.BoolFlag{Name: "enable", Usage: "with --label: mark them eligible"},
+				&ucli.BoolFlag{Name: "disable", Usage: "with --label: mark them ineligible"},
+			}, bulkFlags...)...),
+			Action: func(c *ucli.Context) error {
+				if bulkNodes(c) || c.Bool("enable") || c.Bool("disable") {
+					return Error(nodesEligibility(c))
+				}
+				if c.NArg() != 2 {
+					return Exitf(2, "node eligibility takes NAME and eligible|ineligible")
+				}
+				e := c.Args().Get(1)
+				return Error(nodeChange(c, func(cl *api.Client, name string) (*api.NodeDetail, error) {
+					switch e {
+					case string(fsm.Eligible), string(fsm.Ineligible):
+						return cl.SetEligibility(c.Context, name, e == string(fsm.Eligible))
+					}
+					// Anything else goes as written: the server's answer names it.
+					var out api.NodeDetail
+					err := cl.Do(c.Context, api.Request{Method: http.MethodPost, Path: "/v1/nodes/" + url.PathEscape(name) + "/eligibility",
+						Body: map[string]string{"eligibility": e}}, &out)
+					return &out, err
+				}, eligibilityLine))
+			},
+		},
+	)
 }
 
 func nodeList(c *ucli.Context) error {
@@ -217,53 +191,29 @@ func eligibilityLine(d *httpapi.NodeDetail) string {
 }
 
 func queueCommand() *ucli.Command {
-	return &ucli.Command{
-		Name:  "queue",
-		Usage: "set and list queue concurrency limits",
-		Subcommands: []*ucli.Command{
-			{
-				Name:      "set",
-				Usage:     "limit how many of a queue's jobs run at once",
-				ArgsUsage: "NAME",
-				Flags: WithClientFlags(
-					&ucli.IntFlag{Name: "max-running", Required: true, Usage: "the limit (0 = unlimited)"},
-					JSONFlag,
-				),
-				Action: func(c *ucli.Context) error {
-					name, err := oneArg(c, "queue NAME")
-					if err != nil {
-						return err
-					}
-					return Error(call(c, func(cl *api.Client) (*api.Queue, error) { return cl.SetQueue(c.Context, name, c.Int("max-running")) }, func(q *api.Queue) error {
-						_, err := fmt.Fprintf(Stdout(c), "queue %s: max_running %d\n", q.Name, q.MaxRunning)
-						return err
-					}))
-				},
-			},
-			{
-				Name:  "ls",
-				Usage: "list queues with limits or running work",
-				Flags: WithClientFlags(JSONFlag),
-				Action: func(c *ucli.Context) error {
-					cl, err := newClient(c)
-					if err != nil {
-						return err
-					}
-					qs, err := cl.ListQueues(c.Context)
-					if err != nil {
-						return Error(err)
-					}
-					return printList(c, "queues", qs, []string{"QUEUE", "RUNNING", "MAX"}, func(q api.Queue) []any {
-						max := "unlimited"
-						if q.MaxRunning > 0 {
-							max = fmt.Sprint(q.MaxRunning)
-						}
-						return []any{orDash(q.Name), q.Running, max}
-					})
-				},
-			},
-		},
-	}
+	return commandGroup("queue", "set and list queue concurrency limits",
+		ClientCommand("set", "limit how many of a queue's jobs run at once", "NAME", func(c *ucli.Context) error {
+			name, err := oneArg(c, "queue NAME")
+			if err != nil {
+				return err
+			}
+			return call(c, func(cl *api.Client) (*api.Queue, error) { return cl.SetQueue(c.Context, name, c.Int("max-running")) }, func(q *api.Queue) error {
+				_, err := fmt.Fprintf(Stdout(c), "queue %s: max_running %d\n", q.Name, q.MaxRunning)
+				return err
+			})
+		}, &ucli.IntFlag{Name: "max-running", Required: true, Usage: "the limit (0 = unlimited)"}, JSONFlag),
+		ClientCommand("ls", "list queues with limits or running work", "", queueList, JSONFlag),
+	)
+}
+
+func queueList(c *ucli.Context) error {
+	return list(c, "queues", func(cl *api.Client) ([]api.Queue, error) { return cl.ListQueues(c.Context) }, []string{"QUEUE", "RUNNING", "MAX"}, func(q api.Queue) []any {
+		max := "unlimited"
+		if q.MaxRunning > 0 {
+			max = fmt.Sprint(q.MaxRunning)
+		}
+		return []any{orDash(q.Name), q.Running, max}
+	})
 }
 
 func nodeUsage(c *ucli.Context) error {

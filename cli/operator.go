@@ -33,13 +33,7 @@ func operatorSnapshotCommand() *ucli.Command {
 			Name:  "snapshot",
 			Usage: "save, inspect and restore snapshots of the whole state",
 			Subcommands: []*ucli.Command{
-				{
-					Name:      "save",
-					Usage:     "save a snapshot of the whole state (taken by the leader now) to FILE",
-					ArgsUsage: "FILE",
-					Flags:     WithClientFlags(JSONFlag),
-					Action:    func(c *ucli.Context) error { return Error(snapshotSave(c)) },
-				},
+				ClientCommand("save", "save a snapshot of the whole state (taken by the leader now) to FILE", "FILE", snapshotSave, JSONFlag),
 				{
 					Name:      "inspect",
 					Usage:     "check a snapshot file and print what it holds (no agent needed)",
@@ -47,16 +41,8 @@ func operatorSnapshotCommand() *ucli.Command {
 					Flags:     []ucli.Flag{JSONFlag},
 					Action:    func(c *ucli.Context) error { return Error(snapshotInspect(c)) },
 				},
-				{
-					Name:      "restore",
-					Usage:     "replace the whole state of the cluster with the snapshot in FILE",
-					ArgsUsage: "FILE",
-					Flags: WithClientFlags(JSONFlag, &ucli.BoolFlag{
-						Name:  "force",
-						Usage: "replace a state that holds jobs (they are lost)",
-					}),
-					Action: func(c *ucli.Context) error { return Error(snapshotRestore(c)) },
-				},
+				ClientCommand("restore", "replace the whole state of the cluster with the snapshot in FILE", "FILE", snapshotRestore,
+					JSONFlag, &ucli.BoolFlag{Name: "force", Usage: "replace a state that holds jobs (they are lost)"}),
 			},
 		}},
 	}
@@ -64,53 +50,32 @@ func operatorSnapshotCommand() *ucli.Command {
 
 func raftCommands() []*ucli.Command {
 	return []*ucli.Command{
-		{
-			Name:      "remove-peer",
-			Usage:     "remove a server that is gone for good from the raft configuration (refused if it would lose quorum)",
-			ArgsUsage: "NAME|RAFT-ADDRESS",
-			Flags:     WithClientFlags(JSONFlag),
-			Action: func(c *ucli.Context) error {
+		ClientCommand("remove-peer", "remove a server that is gone for good from the raft configuration (refused if it would lose quorum)", "NAME|RAFT-ADDRESS",
+			func(c *ucli.Context) error {
 				name, err := oneArg(c, "NAME")
 				if err != nil {
 					return err
 				}
-				cl, err := newClient(c)
-				if err != nil {
+				return call(c, func(cl *api.Client) (api.RemovePeerResponse, error) {
+					return api.RemovePeerResponse{Removed: name}, cl.RemovePeer(c.Context, name)
+				}, func(api.RemovePeerResponse) error {
+					_, err := fmt.Fprintf(Stdout(c), "removed %s from the raft configuration\n", name)
 					return err
-				}
-				if err := cl.RemovePeer(c.Context, name); err != nil {
-					return Error(err)
-				}
-				if c.Bool("json") {
-					return PrintJSON(c, api.RemovePeerResponse{Removed: name})
-				}
-				fmt.Fprintf(Stdout(c), "removed %s from the raft configuration\n", name)
-				return nil
-			},
-		},
-		{
-			Name:  "transfer-leadership",
-			Usage: "hand leadership to another voter (refused for non-voters and voters that do not answer)",
-			Flags: WithClientFlags(JSONFlag, &ucli.StringFlag{Name: "to", Usage: "the voter to lead (default: any healthy voter)"}),
-			Action: func(c *ucli.Context) error {
+				})
+			}, JSONFlag),
+		ClientCommand("transfer-leadership", "hand leadership to another voter (refused for non-voters and voters that do not answer)", "",
+			func(c *ucli.Context) error {
 				if c.NArg() > 0 {
 					return Exitf(2, "transfer-leadership takes no arguments (got %q); name the target with --to", c.Args().Slice())
 				}
-				cl, err := newClient(c)
-				if err != nil {
+				return call(c, func(cl *api.Client) (api.TransferResponse, error) {
+					leader, err := cl.TransferLeadership(c.Context, c.String("to"))
+					return api.TransferResponse{Leader: leader}, err
+				}, func(r api.TransferResponse) error {
+					_, err := fmt.Fprintf(Stdout(c), "leader is now %s\n", r.Leader)
 					return err
-				}
-				leader, err := cl.TransferLeadership(c.Context, c.String("to"))
-				if err != nil {
-					return Error(err)
-				}
-				if c.Bool("json") {
-					return PrintJSON(c, api.TransferResponse{Leader: leader})
-				}
-				fmt.Fprintf(Stdout(c), "leader is now %s\n", leader)
-				return nil
-			},
-		},
+				})
+			}, JSONFlag, &ucli.StringFlag{Name: "to", Usage: "the voter to lead (default: any healthy voter)"}),
 	}
 }
 
@@ -313,13 +278,7 @@ func snapshotRestore(c *ucli.Context) error {
 // (docs/security.md, "Rotation").
 func gossipKeyCommand() *ucli.Command {
 	change := func(op, usage string) *ucli.Command {
-		return &ucli.Command{
-			Name:      op,
-			Usage:     usage,
-			ArgsUsage: "KEY|-",
-			Flags:     WithClientFlags(JSONFlag),
-			Action:    func(c *ucli.Context) error { return Error(gossipKeyOp(c, op)) },
-		}
+		return ClientCommand(op, usage, "KEY|-", func(c *ucli.Context) error { return gossipKeyOp(c, op) }, JSONFlag)
 	}
 	return &ucli.Command{
 		Name:  "gossip-key",
@@ -327,12 +286,8 @@ func gossipKeyCommand() *ucli.Command {
 		Description: "KEY is base64 (foreman tls gossip-key makes one); - reads it from stdin, which keeps it out of ps.\n" +
 			"Each node saves its keyring in its data dir, which overrides --gossip-key from then on.",
 		Subcommands: []*ucli.Command{
-			{
-				Name:   "list",
-				Usage:  "every alive node's gossip keys, by fingerprint (* = the primary key, which encrypts)",
-				Flags:  WithClientFlags(JSONFlag),
-				Action: func(c *ucli.Context) error { return Error(gossipKeyOp(c, "list")) },
-			},
+			ClientCommand("list", "every alive node's gossip keys, by fingerprint (* = the primary key, which encrypts)", "",
+				func(c *ucli.Context) error { return gossipKeyOp(c, "list") }, JSONFlag),
 			change("install", "add KEY to every node's keyring (it decrypts; the primary key still encrypts)"),
 			change("use", "make KEY the primary (encrypting) key on every node; refused unless every node has it installed"),
 			change("remove", "remove KEY from every node's keyring; refused while a node uses it as primary"),

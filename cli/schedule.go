@@ -26,84 +26,67 @@ func scheduleCommand() *ucli.Command {
 		return c.Args().First(), nil
 	}
 	simple := func(verb, usage string, do func(c *ucli.Context, cl *api.Client, n string) (any, error)) *ucli.Command {
-		return &ucli.Command{
-			Name: verb, Usage: usage, ArgsUsage: "NAME",
-			Flags: WithClientFlags(JSONFlag),
-			Action: func(c *ucli.Context) error {
-				n, err := name(c)
-				if err != nil {
-					return Error(err)
+		return ClientCommand(verb, usage, "NAME", func(c *ucli.Context) error {
+			n, err := name(c)
+			if err != nil {
+				return err
+			}
+			return call(c, func(cl *api.Client) (any, error) { return do(c, cl, n) }, func(out any) error {
+				if s, ok := out.(string); ok {
+					fmt.Fprintln(Stdout(c), s)
 				}
-				return Error(call(c, func(cl *api.Client) (any, error) { return do(c, cl, n) }, func(out any) error {
-					if s, ok := out.(string); ok {
-						fmt.Fprintln(Stdout(c), s)
-					}
-					return nil
-				}))
-			},
-		}
+				return nil
+			})
+		}, JSONFlag)
 	}
-	return &ucli.Command{
-		Name:  "schedule",
-		Usage: "cron schedules: create, list, inspect, pause, resume, trigger, remove",
-		Subcommands: []*ucli.Command{
-			scheduleCreateCommand(),
-			{
-				Name: "ls", Usage: "list schedules with their next fire (in their zone and UTC) and last result",
-				Flags:  WithClientFlags(JSONFlag),
-				Action: func(c *ucli.Context) error { return Error(scheduleList(c)) },
-			},
-			{
-				Name: "status", Usage: "one schedule and its last fires (tick, fired at, job, outcome)", ArgsUsage: "NAME",
-				Flags: WithClientFlags(JSONFlag),
-				Action: func(c *ucli.Context) error {
-					n, err := name(c)
-					if err == nil {
-						err = scheduleStatus(c, n)
-					}
-					return Error(err)
-				},
-			},
-			simple("pause", "stop firing (ticks while paused are never caught up)", func(c *ucli.Context, cl *api.Client, n string) (any, error) {
-				s, err := cl.PauseSchedule(c.Context, n, true)
-				if err != nil {
-					return nil, err
-				}
-				if c.Bool("json") {
-					return any(s), nil
-				}
-				return "schedule " + n + " paused", nil
-			}),
-			simple("resume", "fire again from the next tick", func(c *ucli.Context, cl *api.Client, n string) (any, error) {
-				s, err := cl.PauseSchedule(c.Context, n, false)
-				if err != nil {
-					return nil, err
-				}
-				if c.Bool("json") {
-					return any(s), nil
-				}
-				return "schedule " + n + " resumed", nil
-			}),
-			simple("trigger", "run the schedule's job (or workflow) once now (recorded as manual); prints its ID", func(c *ucli.Context, cl *api.Client, n string) (any, error) {
-				t, err := cl.TriggerSchedule(c.Context, n)
-				if err != nil {
-					return nil, err
-				}
-				if c.Bool("json") {
-					return t, nil
-				}
-				return t.JobID, nil
-			}),
-			simple("rm", "delete a schedule (the jobs it fired stay)", func(c *ucli.Context, cl *api.Client, n string) (any, error) {
-				if err := cl.DeleteSchedule(c.Context, n); err != nil {
-					return nil, err
-				}
-				if c.Bool("json") {
-					return map[string]string{"deleted": n}, nil
-				}
-				return "", nil
-			}),
-		},
+	return commandGroup("schedule", "cron schedules: create, list, inspect, pause, resume, trigger, remove",
+		scheduleCreateCommand(),
+		ClientCommand("ls", "list schedules with their next fire (in their zone and UTC) and last result", "", scheduleList, JSONFlag),
+		ClientCommand("status", "one schedule and its last fires (tick, fired at, job, outcome)", "NAME", func(c *ucli.Context) error {
+			n, err := name(c)
+			if err == nil {
+				err = scheduleStatus(c, n)
+			}
+			return err
+		}, JSONFlag),
+		simple("pause", "stop firing (ticks while paused are never caught up)", pauseSchedule(true)),
+		simple("resume", "fire again from the next tick", pauseSchedule(false)),
+		simple("trigger", "run the schedule's job (or workflow) once now (recorded as manual); prints its ID", func(c *ucli.Context, cl *api.Client, n string) (any, error) {
+			t, err := cl.TriggerSchedule(c.Context, n)
+			if err != nil {
+				return nil, err
+			}
+			if c.Bool("json") {
+				return t, nil
+			}
+			return t.JobID, nil
+		}),
+		simple("rm", "delete a schedule (the jobs it fired stay)", func(c *ucli.Context, cl *api.Client, n string) (any, error) {
+			if err := cl.DeleteSchedule(c.Context, n); err != nil {
+				return nil, err
+			}
+			if c.Bool("json") {
+				return map[string]string{"deleted": n}, nil
+			}
+			return "", nil
+		}),
+	)
+}
+
+// pauseSchedule is schedule pause (paused) or resume's call.
+func pauseSchedule(paused bool) func(c *ucli.Context, cl *api.Client, n string) (any, error) {
+	return func(c *ucli.Context, cl *api.Client, n string) (any, error) {
+		s, err := cl.PauseSchedule(c.Context, n, paused)
+		if err != nil {
+			return nil, err
+		}
+		if c.Bool("json") {
+			return any(s), nil
+		}
+		if paused {
+			return "schedule " + n + " paused", nil
+		}
+		return "schedule " + n + " resumed", nil
 	}
 }
 
@@ -274,15 +257,7 @@ func lastResult(s *api.ScheduleInfo) string {
 }
 
 func scheduleList(c *ucli.Context) error {
-	cl, err := newClient(c)
-	if err != nil {
-		return err
-	}
-	list, err := cl.ListSchedules(c.Context)
-	if err != nil {
-		return err
-	}
-	return printList(c, "schedules", list, []string{"NAME", "CRON", "ZONE", "NEXT FIRE", "NEXT FIRE (UTC)", "LAST RESULT", "FIRED", "SKIPPED"}, func(s api.ScheduleInfo) []any {
+	return list(c, "schedules", func(cl *api.Client) ([]api.ScheduleInfo, error) { return cl.ListSchedules(c.Context) }, []string{"NAME", "CRON", "ZONE", "NEXT FIRE", "NEXT FIRE (UTC)", "LAST RESULT", "FIRED", "SKIPPED"}, func(s api.ScheduleInfo) []any {
 		next, nextUTC := orDash(s.NextFire), orDash(s.NextFireUTC)
 		if s.Spec.Paused {
 			next, nextUTC = "paused", "-"

@@ -59,6 +59,7 @@ func specFlags() []ucli.Flag {
 		&ucli.StringFlag{Name: "on-gpu-error", Usage: "keep (default: a running attempt is left alone when a GPU it holds fails) or requeue (stop it and queue the job again, not counted as an attempt; a gang restarts whole)"},
 		&ucli.GenericFlag{Name: "depends-on", Value: &multi{}, Usage: "run after these jobs: ID[,ID] (repeatable)"},
 		&ucli.GenericFlag{Name: "volume", Value: &multi{}, Usage: "mount the host volume NAME (an agent's --host-volume) at DEST: NAME:DEST[:ro] (repeatable; the job runs only on nodes that declare it)"},
+		&ucli.StringFlag{Name: "array", Usage: "run an array of tasks, one per index, each a job of its own (ID JOB.INDEX, $FOREMAN_ARRAY_INDEX): START-END[:STEP][%PARALLEL], e.g. 0-999%50 (at most 50 live at once)"},
 		&ucli.BoolFlag{Name: "singleton", Usage: "with --name: run after the singleton job of that name submitted before it in the namespace has ended (one at a time, in submit order)"},
 		&ucli.GenericFlag{Name: "after", Value: &multi{}, Usage: "run after this job ends as ok (succeeded, the default), any (any end), failed or cancelled: ID[:ok|any|failed|cancelled][,...] (repeatable; a requirement that can no longer be met cancels this job)"},
 		&ucli.GenericFlag{Name: "input", Value: &multi{}, Usage: "SRC[:DEST]: fetch SRC (http(s):// or s3://bucket/key) into the job's directory before it starts, as DEST (default: its file name; a DEST ending in / is a directory) (repeatable)"},
@@ -226,15 +227,9 @@ func applyFlags(c *ucli.Context, spec *httpapi.JobSpecInput, now time.Time) erro
 	if c.IsSet("on-gpu-error") {
 		spec.OnGPUError = c.String("on-gpu-error")
 	}
-	for _, kv := range multiValues(c, "env") {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok || k == "" {
-			return fmt.Errorf("--env %q: want KEY=VALUE", kv)
-		}
-		if spec.Env == nil {
-			spec.Env = map[string]string{}
-		}
-		spec.Env[k] = v
+	var err error
+	if spec.Env, err = keyValues(spec.Env, "env", "KEY=VALUE", multiValues(c, "env")); err != nil {
+		return err
 	}
 	for _, kv := range multiValues(c, "secret-env") {
 		k, v, ok := strings.Cut(kv, "=")
@@ -251,15 +246,8 @@ func applyFlags(c *ucli.Context, spec *httpapi.JobSpecInput, now time.Time) erro
 		}
 		spec.SecretEnv[k] = v
 	}
-	for _, kv := range multiValues(c, "label") {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok || k == "" {
-			return fmt.Errorf("--label %q: want key=value", kv)
-		}
-		if spec.Labels == nil {
-			spec.Labels = map[string]string{}
-		}
-		spec.Labels[k] = v
+	if spec.Labels, err = keyValues(spec.Labels, "label", "key=value", multiValues(c, "label")); err != nil {
+		return err
 	}
 	spec.Constraints = append(spec.Constraints, multiValues(c, "constraint")...)
 	for _, v := range multiValues(c, "depends-on") {
@@ -277,6 +265,9 @@ func applyFlags(c *ucli.Context, spec *httpapi.JobSpecInput, now time.Time) erro
 	}
 	if c.IsSet("singleton") {
 		spec.Singleton = c.Bool("singleton")
+	}
+	if c.IsSet("array") {
+		spec.Array = httpapi.Array(c.String("array"))
 	}
 	for _, v := range multiValues(c, "after") {
 		for _, a := range strings.Split(v, ",") {
@@ -307,6 +298,22 @@ func parseInputFlag(v string) httpapi.InputSourceInput {
 		return httpapi.InputSourceInput{Source: v[:pathAt+k], Dest: v[pathAt+k+1:]}
 	}
 	return httpapi.InputSourceInput{Source: v}
+}
+
+// keyValues adds the k=v values of a repeatable flag to m (made on the
+// first); want is the form the error names.
+func keyValues(m map[string]string, flag, want string, values []string) (map[string]string, error) {
+	for _, kv := range values {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return m, fmt.Errorf("--%s %q: want %s", flag, kv, want)
+		}
+		if m == nil {
+			m = map[string]string{}
+		}
+		m[k] = v
+	}
+	return m, nil
 }
 
 func multiValues(c *ucli.Context, name string) []string {

@@ -23,69 +23,65 @@ const (
 // tlsCommand makes a cluster CA, agent and user certificates, and gossip
 // keys. It works on local files only and never talks to an agent.
 func tlsCommand() *ucli.Command {
-	return &ucli.Command{
-		Name:  "tls",
-		Usage: "create a cluster CA, certificates signed by it, and gossip keys (local files only)",
-		Subcommands: []*ucli.Command{
-			{
-				Name:  "ca",
-				Usage: "the cluster certificate authority",
-				Subcommands: []*ucli.Command{{
-					Name:  "create",
-					Usage: "write a new CA: " + defaultCAFile + " and " + defaultCAKeyFile + " (mode 0600)",
-					Flags: []ucli.Flag{
-						&ucli.StringFlag{Name: "dir", Value: ".", Usage: "directory to write into"},
-						&ucli.IntFlag{Name: "days", Value: 5 * 365, Usage: "validity in days"},
-						&ucli.StringFlag{Name: "common-name", Value: "foreman cluster CA", Usage: "the CA's subject common name"},
-						JSONFlag,
-					},
-					Action: tlsCACreate,
-				}},
-			},
-			{
-				Name:  "cert",
-				Usage: "certificates signed by the cluster CA",
-				Subcommands: []*ucli.Command{{
-					Name:  "create",
-					Usage: "write NODE-server.pem (--server: an agent) or NODE-client.pem (--client: a user) and its key",
-					Description: `An agent certificate is named server.foreman (agents verify one another by that
+	return commandGroup("tls", "create a cluster CA, certificates signed by it, and gossip keys (local files only)",
+		&ucli.Command{
+			Name:  "ca",
+			Usage: "the cluster certificate authority",
+			Subcommands: []*ucli.Command{{
+				Name:  "create",
+				Usage: "write a new CA: " + defaultCAFile + " and " + defaultCAKeyFile + " (mode 0600)",
+				Flags: []ucli.Flag{
+					&ucli.StringFlag{Name: "dir", Value: ".", Usage: "directory to write into"},
+					&ucli.IntFlag{Name: "days", Value: 5 * 365, Usage: "validity in days"},
+					&ucli.StringFlag{Name: "common-name", Value: "foreman cluster CA", Usage: "the CA's subject common name"},
+					JSONFlag,
+				},
+				Action: tlsCACreate,
+			}},
+		},
+		&ucli.Command{
+			Name:  "cert",
+			Usage: "certificates signed by the cluster CA",
+			Subcommands: []*ucli.Command{{
+				Name:  "create",
+				Usage: "write NODE-server.pem (--server: an agent) or NODE-client.pem (--client: a user) and its key",
+				Description: `An agent certificate is named server.foreman (agents verify one another by that
 name), localhost, 127.0.0.1, ::1, the node name and every --ip/--dns; give the addresses users
 reach the agent at. A user certificate is named client.foreman and can authenticate to the API
 only (never to raft or the agent-only paths).`,
-					Flags: []ucli.Flag{
-						&ucli.BoolFlag{Name: "server", Usage: "an agent certificate"},
-						&ucli.BoolFlag{Name: "client", Usage: "a user (CLI, curl, browser) certificate"},
-						&ucli.StringFlag{Name: "node", Usage: "node (or user) name: the certificate's common name and file name"},
-						&ucli.StringSliceFlag{Name: "ip", Usage: "extra IP address the certificate is valid for (repeatable)"},
-						&ucli.StringSliceFlag{Name: "dns", Usage: "extra DNS name the certificate is valid for (repeatable)"},
-						&ucli.StringFlag{Name: "ca", Value: defaultCAFile, Usage: "the CA certificate"},
-						&ucli.StringFlag{Name: "ca-key", Value: defaultCAKeyFile, Usage: "the CA key"},
-						&ucli.StringFlag{Name: "dir", Value: ".", Usage: "directory to write into"},
-						&ucli.IntFlag{Name: "days", Value: 365, Usage: "validity in days (capped at the CA's)"},
-						JSONFlag,
-					},
-					Action: tlsCertCreate,
-				}},
-			},
-			{
-				Name:  "gossip-key",
-				Usage: "print a new random gossip encryption key (base64, 32 bytes) for --gossip-key",
-				Flags: []ucli.Flag{JSONFlag},
-				Action: func(c *ucli.Context) error {
-					k := make([]byte, 32)
-					if _, err := rand.Read(k); err != nil {
-						return Error(err)
-					}
-					s := base64.StdEncoding.EncodeToString(k)
-					if c.Bool("json") {
-						return PrintJSON(c, map[string]string{"key": s})
-					}
-					fmt.Fprintln(Stdout(c), s)
-					return nil
+				Flags: []ucli.Flag{
+					&ucli.BoolFlag{Name: "server", Usage: "an agent certificate"},
+					&ucli.BoolFlag{Name: "client", Usage: "a user (CLI, curl, browser) certificate"},
+					&ucli.StringFlag{Name: "node", Usage: "node (or user) name: the certificate's common name and file name"},
+					&ucli.StringSliceFlag{Name: "ip", Usage: "extra IP address the certificate is valid for (repeatable)"},
+					&ucli.StringSliceFlag{Name: "dns", Usage: "extra DNS name the certificate is valid for (repeatable)"},
+					&ucli.StringFlag{Name: "ca", Value: defaultCAFile, Usage: "the CA certificate"},
+					&ucli.StringFlag{Name: "ca-key", Value: defaultCAKeyFile, Usage: "the CA key"},
+					&ucli.StringFlag{Name: "dir", Value: ".", Usage: "directory to write into"},
+					&ucli.IntFlag{Name: "days", Value: 365, Usage: "validity in days (capped at the CA's)"},
+					JSONFlag,
 				},
+				Action: tlsCertCreate,
+			}},
+		},
+		&ucli.Command{
+			Name:  "gossip-key",
+			Usage: "print a new random gossip encryption key (base64, 32 bytes) for --gossip-key",
+			Flags: []ucli.Flag{JSONFlag},
+			Action: func(c *ucli.Context) error {
+				k := make([]byte, 32)
+				if _, err := rand.Read(k); err != nil {
+					return Error(err)
+				}
+				s := base64.StdEncoding.EncodeToString(k)
+				if c.Bool("json") {
+					return PrintJSON(c, map[string]string{"key": s})
+				}
+				fmt.Fprintln(Stdout(c), s)
+				return nil
 			},
 		},
-	}
+	)
 }
 
 // writtenFiles is the --json output of the create commands.

@@ -14,60 +14,22 @@ import (
 )
 
 func workflowCommand() *ucli.Command {
-	return &ucli.Command{
-		Name:  "workflow",
-		Usage: "submit, list, inspect, cancel and retry workflows (DAGs of named jobs)",
-		Subcommands: []*ucli.Command{
-			{
-				Name:  "submit",
-				Usage: "submit a workflow file (YAML or JSON): all its jobs or none",
-				Flags: WithClientFlags(
-					&ucli.StringFlag{Name: "file", Aliases: []string{"f"}, Usage: "workflow file (YAML or JSON)"},
-					JSONFlag,
-				),
-				Action: func(c *ucli.Context) error { return Error(workflowSubmit(c)) },
-			},
-			{
-				Name:  "ls",
-				Usage: "list workflows, newest first",
-				Flags: WithClientFlags(
-					&ucli.IntFlag{Name: "limit", Value: 50, Usage: "at most this many workflows (0 = all)"},
-					&ucli.BoolFlag{Name: "consistent", Usage: "read through the leader"},
-					JSONFlag,
-				),
-				Action: func(c *ucli.Context) error { return Error(workflowList(c)) },
-			},
-			{
-				Name:      "status",
-				Usage:     "show a workflow and every job with the edge that released or skipped it",
-				ArgsUsage: "WORKFLOW_ID",
-				Flags:     WithClientFlags(&ucli.BoolFlag{Name: "consistent", Usage: "read through the leader"}, JSONFlag),
-				Action:    func(c *ucli.Context) error { return Error(workflowStatus(c)) },
-			},
-			{
-				Name:      "cancel",
-				Usage:     "cancel every job of the workflow that has not finished",
-				ArgsUsage: "WORKFLOW_ID",
-				Flags:     WithClientFlags(&ucli.StringFlag{Name: "reason", Usage: "recorded on the jobs"}, JSONFlag),
-				Action: func(c *ucli.Context) error {
-					return Error(workflowChange(c, func(cl *api.Client, id string) (*api.WorkflowDetail, error) {
-						return cl.CancelWorkflow(c.Context, id, c.String("reason"))
-					}))
-				},
-			},
-			{
-				Name:      "retry",
-				Usage:     "re-run the failed, cancelled and skipped jobs (keeping the succeeded ones)",
-				ArgsUsage: "WORKFLOW_ID",
-				Flags:     WithClientFlags(JSONFlag),
-				Action: func(c *ucli.Context) error {
-					return Error(workflowChange(c, func(cl *api.Client, id string) (*api.WorkflowDetail, error) {
-						return cl.RetryWorkflow(c.Context, id)
-					}))
-				},
-			},
-		},
-	}
+	return commandGroup("workflow", "submit, list, inspect, cancel and retry workflows (DAGs of named jobs)",
+		ClientCommand("submit", "submit a workflow file (YAML or JSON): all its jobs or none", "", workflowSubmit,
+			&ucli.StringFlag{Name: "file", Aliases: []string{"f"}, Usage: "workflow file (YAML or JSON)"}, JSONFlag),
+		ClientCommand("ls", "list workflows, newest first", "", workflowList,
+			&ucli.IntFlag{Name: "limit", Value: 50, Usage: "at most this many workflows (0 = all)"}, ConsistentFlag, JSONFlag),
+		ClientCommand("status", "show a workflow and every job with the edge that released or skipped it", "WORKFLOW_ID", workflowStatus,
+			ConsistentFlag, JSONFlag),
+		ClientCommand("cancel", "cancel every job of the workflow that has not finished", "WORKFLOW_ID", func(c *ucli.Context) error {
+			return workflowChange(c, func(cl *api.Client, id string) (*api.WorkflowDetail, error) {
+				return cl.CancelWorkflow(c.Context, id, c.String("reason"))
+			})
+		}, &ucli.StringFlag{Name: "reason", Usage: "recorded on the jobs"}, JSONFlag),
+		ClientCommand("retry", "re-run the failed, cancelled and skipped jobs (keeping the succeeded ones)", "WORKFLOW_ID", func(c *ucli.Context) error {
+			return workflowChange(c, func(cl *api.Client, id string) (*api.WorkflowDetail, error) { return cl.RetryWorkflow(c.Context, id) })
+		}, JSONFlag),
+	)
 }
 
 func workflowSubmit(c *ucli.Context) error {
@@ -105,12 +67,9 @@ func workflowSubmit(c *ucli.Context) error {
 }
 
 func workflowList(c *ucli.Context) error {
-	cl, err := newClient(c)
+	cl, err := readClient(c)
 	if err != nil {
 		return err
-	}
-	if c.Bool("consistent") {
-		cl = cl.Consistent()
 	}
 	all, err := pages(c.Int("limit"), func(n int, cursor string) ([]api.Workflow, string, error) {
 		page, err := cl.ListWorkflows(c.Context, api.WorkflowQuery{Cursor: cursor, Limit: n})

@@ -149,9 +149,11 @@ type applier struct {
 	byDue, queuedByGroup, byFinish       *bolt.Bucket
 	schedules                            *bolt.Bucket
 	timeline                             *bolt.Bucket
-	dueOf                                dueMemo           // see schedindex.go
-	specOf                               map[*Job][]byte   // stored spec of jobs read by getJob
-	jobNS                                map[string]string // job ID → stored namespace, for attempt events
+	dueOf                                dueMemo             // see schedindex.go
+	specOf                               map[*Job][]byte     // stored spec of jobs read by getJob
+	jobNS                                map[string]string   // job ID → stored namespace, for attempt events
+	arrayTmpl                            map[string]*JobSpec // array ID → its tasks' spec (array.go)
+	quietTasks                           bool                // a task's array is counted by the caller (array.go)
 	index                                uint64
 	at                                   time.Time
 	atText                               string  // rfc3339Text(at), once needed

@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -32,6 +33,9 @@ func (a *applier) submitJobs(p *SubmitJobs, res *Result) error {
 		}
 		if err := CheckVolumeMounts(fmt.Sprintf("jobs[%d].volumes", i), nj.Spec.Volumes); err != nil {
 			return fmt.Errorf("%w: %v", ErrBadCommand, err)
+		}
+		if err := checkArray(&nj.Spec); err != nil {
+			return fmt.Errorf("%w: jobs[%d].spec.%v", ErrBadCommand, i, err)
 		}
 		if g := nj.Spec.Gang; g != nil && (g.Size < 2 || g.Size > MaxGangSize) {
 			return fmt.Errorf("%w: jobs[%d].spec.gang.size: %d (want 2..%d)", ErrBadCommand, i, g.Size, MaxGangSize)
@@ -179,6 +183,12 @@ func (a *applier) cancelJob(p *CancelJob, res *Result) error {
 	if err != nil {
 		return err
 	}
+	if len(p.Indexes) > 0 {
+		if j.Spec.Array == nil || j.ArrayTask != nil {
+			return fmt.Errorf("%w: indexes: job %s is not an array", ErrBadCommand, j.ID)
+		}
+		return a.cancelIndexes(j, p.Indexes, cmp.Or(p.Reason, ReasonCancelled))
+	}
 	if j.State.Terminal() {
 		return fmt.Errorf("%w: job %s is already %s", ErrConflict, j.ID, j.State)
 	}
@@ -189,6 +199,9 @@ func (a *applier) cancelJob(p *CancelJob, res *Result) error {
 func (a *applier) cancel(j *Job, reason string) error {
 	if reason == "" {
 		reason = ReasonCancelled
+	}
+	if j.Spec.Array != nil && j.ArrayTask == nil {
+		return a.cancelArray(j, reason)
 	}
 	if j.Gang != nil && j.Current > 0 && j.Gang.Live > 0 {
 		return a.cancelGang(j, reason)
@@ -219,6 +232,16 @@ func (a *applier) retryJob(p *RetryJob, res *Result) error {
 	j, err := a.getJob(p.JobID)
 	if err != nil {
 		return err
+	}
+	isArray := j.Spec.Array != nil && j.ArrayTask == nil
+	if len(p.Indexes) > 0 && !isArray {
+		return fmt.Errorf("%w: indexes: job %s is not an array", ErrBadCommand, j.ID)
+	}
+	if len(p.Indexes) > 0 || isArray && j.Array != nil && j.State != JobWaiting {
+		if len(p.Indexes) == 0 && j.State != JobFailed && j.State != JobCancelled {
+			return fmt.Errorf("%w: array %s is %s; only failed or cancelled arrays can be retried (or some of their --indexes)", ErrConflict, j.ID, j.State)
+		}
+		return a.retryArray(j, p.Indexes)
 	}
 	if j.State != JobFailed && j.State != JobCancelled && j.State != JobSkipped {
 		return fmt.Errorf("%w: job %s is %s; only failed, cancelled or skipped jobs can be retried", ErrConflict, j.ID, j.State)

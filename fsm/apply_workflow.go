@@ -65,6 +65,9 @@ func (a *applier) submitWorkflow(p *SubmitWorkflow, res *Result) error {
 		if err := CheckVolumeMounts(field(i)+".volumes", nj.Spec.Volumes); err != nil {
 			return fmt.Errorf("%w: %v", ErrBadCommand, err)
 		}
+		if err := checkArray(&nj.Spec); err != nil {
+			return fmt.Errorf("%w: %s.spec.%v", ErrBadCommand, field(i), err)
+		}
 		if err := ValidJobName(nj.Spec.Name); err != nil {
 			return fmt.Errorf("%w: %s.name: %v", ErrBadCommand, field(i), err)
 		}
@@ -135,6 +138,9 @@ func (a *applier) createJob(nj NewJob, workflow string) (*Job, error) {
 		SubmittedAt:    a.at,
 		CreateIndex:    a.index,
 		Workflow:       workflow,
+	}
+	if a := nj.Spec.Array; a != nil {
+		j.Array = &ArrayStatus{Size: a.Size()}
 	}
 	if len(nj.Spec.DependsOn) > 0 {
 		j.State, j.Deps = JobWaiting, &Deps{Parents: len(nj.Spec.DependsOn)}

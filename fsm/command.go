@@ -334,12 +334,16 @@ type ReleaseJobs struct {
 type CancelJob struct {
 	JobID  string `json:"job_id"`
 	Reason string `json:"reason,omitempty"`
+	// Indexes cancels only these tasks of an array job (array.go).
+	Indexes []int `json:"indexes,omitempty"`
 }
 
 // RetryJob re-queues a failed or cancelled job with a fresh attempt budget
 // (CountedAttempts = 0). Other states give ErrConflict.
 type RetryJob struct {
 	JobID string `json:"job_id"`
+	// Indexes retries only these tasks of an array job (array.go).
+	Indexes []int `json:"indexes,omitempty"`
 }
 
 // MarkLost marks live attempts on a node as lost (the leader has waited out

@@ -112,6 +112,8 @@ type JobSpec struct {
 	// Volumes are the host volumes the job mounts (volume.go): it is
 	// placed only on nodes that declare them all.
 	Volumes []VolumeMount `json:"volumes,omitempty"`
+	// Array makes the job an array of tasks, one per index (array.go).
+	Array *ArraySpec `json:"array,omitempty"`
 
 	// HTTP jobs and webhooks (issue 12).
 	HTTP   *HTTPRequest `json:"http,omitempty"`   // the request of a driver "http" job
@@ -173,6 +175,10 @@ type Job struct {
 	Gang *GangStatus `json:"gang,omitempty"`
 	// Preemptions counts the attempts of this job that were preempted.
 	Preemptions int `json:"preemptions,omitempty"`
+	// Array follows the tasks of an array job; ArrayTask links a task to
+	// its array (array.go).
+	Array     *ArrayStatus `json:"array,omitempty"`
+	ArrayTask *ArrayTask   `json:"array_task,omitempty"`
 
 	CreateIndex uint64 `json:"create_index"`
 	ModifyIndex uint64 `json:"modify_index"`

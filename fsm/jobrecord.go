@@ -45,6 +45,8 @@ type storedJob struct {
 	Deps            *Deps           `json:"deps,omitempty"`
 	Gang            *GangStatus     `json:"gang,omitempty"`
 	Preemptions     int             `json:"preemptions,omitempty"`
+	Array           *ArrayStatus    `json:"array,omitempty"`
+	ArrayTask       *ArrayTask      `json:"array_task,omitempty"`
 	CreateIndex     uint64          `json:"create_index"`
 	ModifyIndex     uint64          `json:"modify_index"`
 }
@@ -87,6 +89,7 @@ type schedSpec struct {
 	After            []AfterDep    `json:"after,omitempty"`
 	Singleton        skipped       `json:"singleton,omitempty"`
 	Volumes          []VolumeMount `json:"volumes,omitempty"` // placement group
+	Array            *ArraySpec    `json:"array,omitempty"`
 	HTTP             skipped       `json:"http,omitempty"`
 	Notify           []Webhook     `json:"notify,omitempty"`
 	Inputs           skipped       `json:"inputs,omitempty"`
@@ -121,6 +124,8 @@ type jobView[S, C, G any] struct {
 	Deps            skipped `json:"deps,omitempty"`
 	Gang            G       `json:"gang,omitempty"`
 	Preemptions     skipped `json:"preemptions,omitempty"`
+	Array           skipped `json:"array,omitempty"`
+	ArrayTask       skipped `json:"array_task,omitempty"`
 	CreateIndex     skipped `json:"create_index"`
 	ModifyIndex     skipped `json:"modify_index"`
 }
@@ -166,6 +171,7 @@ type countSpec struct {
 	After            skipped `json:"after,omitempty"`
 	Singleton        skipped `json:"singleton,omitempty"`
 	Volumes          skipped `json:"volumes,omitempty"`
+	Array            skipped `json:"array,omitempty"`
 	HTTP             skipped `json:"http,omitempty"`
 	Notify           skipped `json:"notify,omitempty"`
 	Inputs           skipped `json:"inputs,omitempty"`
@@ -193,6 +199,7 @@ func decodeStoredJob(v []byte) (j *Job, raw []byte, err error) {
 		SubmittedAt: s.SubmittedAt, UpdatedAt: s.UpdatedAt, FinishedAt: s.FinishedAt, NextRunAt: s.NextRunAt,
 		Attempts: s.Attempts, CountedAttempts: s.CountedAttempts, Current: s.Current, ExitCode: s.ExitCode,
 		Workflow: s.Workflow, Deps: s.Deps, Gang: s.Gang, Preemptions: s.Preemptions,
+		Array: s.Array, ArrayTask: s.ArrayTask,
 		CreateIndex: s.CreateIndex, ModifyIndex: s.ModifyIndex,
 	}
 	if bytes.IndexByte(s.Spec, cborNull) >= 0 {
@@ -209,7 +216,7 @@ func decodeStoredJob(v []byte) (j *Job, raw []byte, err error) {
 		Resources: ss.Resources, Priority: ss.Priority, MaxAttempts: ss.MaxAttempts, Driver: ss.Driver,
 		Queue: ss.Queue, Constraints: ss.Constraints, Backoff: ss.Backoff, NoRetryExitCodes: ss.NoRetryExitCodes,
 		Deadline: ss.Deadline, DependsOn: ss.DependsOn, Condition: ss.Condition, After: ss.After, Notify: ss.Notify,
-		Namespace: ss.Namespace, User: ss.User, Volumes: ss.Volumes,
+		Namespace: ss.Namespace, User: ss.User, Volumes: ss.Volumes, Array: ss.Array,
 		Gang: ss.Gang, Preemptible: ss.Preemptible, OnGPUError: ss.OnGPUError,
 	}
 	return j, s.Spec, nil
@@ -226,6 +233,7 @@ func encodeJob(j *Job, raw []byte) ([]byte, error) {
 		SubmittedAt: j.SubmittedAt, UpdatedAt: j.UpdatedAt, FinishedAt: j.FinishedAt, NextRunAt: j.NextRunAt,
 		Attempts: j.Attempts, CountedAttempts: j.CountedAttempts, Current: j.Current, ExitCode: j.ExitCode,
 		Workflow: j.Workflow, Deps: j.Deps, Gang: j.Gang, Preemptions: j.Preemptions,
+		Array: j.Array, ArrayTask: j.ArrayTask,
 		CreateIndex: j.CreateIndex, ModifyIndex: j.ModifyIndex,
 	})
 }

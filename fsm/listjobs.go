@@ -3,6 +3,9 @@ package fsm
 import (
 	"encoding/base64"
 	"fmt"
+	"slices"
+	"sort"
+	"strconv"
 	"strings"
 
 	bolt "go.etcd.io/bbolt"
@@ -24,8 +27,11 @@ type JobQuery struct {
 	// Preempted keeps only jobs that had an attempt preempted (the
 	// pseudo-state "preempted" of the API: such jobs are queued again).
 	Preempted bool
-	Cursor    string // from the previous page's next; "" = newest
-	Limit     int    // 0 = DefaultListLimit
+	// Array lists the tasks of that array job, by index; without it,
+	// tasks are left out (an array is listed as its one job).
+	Array  string
+	Cursor string // from the previous page's next; "" = newest
+	Limit  int    // 0 = DefaultListLimit
 }
 
 // ParseLabelSelector turns "k=v,k2=v2" into a map for JobQuery.Labels.
@@ -45,6 +51,9 @@ func ParseLabelSelector(s string) (map[string]string, error) {
 }
 
 func (q *JobQuery) match(j *Job) bool {
+	if q.Array != "" && (j.ArrayTask == nil || j.ArrayTask.Array != q.Array) {
+		return false
+	}
 	if !q.AnyNamespace && j.Spec.Namespace != q.Namespace {
 		return false
 	}
@@ -98,6 +107,9 @@ func (t *Tx) ListJobs(q JobQuery) ([]Job, string, error) {
 	} else {
 		c = jobsB.Cursor()
 	}
+	if q.Array != "" {
+		return t.listTasks(q, limit, after)
+	}
 	k := seekBefore(c, prefix, after)
 	var out []Job
 	for ; k != nil && hasPrefix(k, prefix); k, _ = c.Prev() {
@@ -109,6 +121,16 @@ func (t *Tx) ListJobs(q JobQuery) ([]Job, string, error) {
 		var j Job
 		if err := decode(v, &j); err != nil {
 			return nil, "", err
+		}
+		if t := j.ArrayTask; t != nil {
+			// Its array's tasks sort together right after the array:
+			// go on from the array itself.
+			k = seekBefore(c, prefix, []byte(t.Array+"\x00"))
+			if k == nil || !hasPrefix(k, prefix) {
+				break
+			}
+			c.Next() // so that the loop's Prev lands on the key seekBefore found
+			continue
 		}
 		if !q.match(&j) {
 			continue
@@ -145,4 +167,51 @@ func seekBefore(c *bolt.Cursor, prefix, after []byte) []byte {
 		k, _ = c.Prev()
 	}
 	return k
+}
+
+// listTasks is ListJobs for the tasks of array q.Array: by index,
+// ascending, after the task whose ID is after. The keys are read (from
+// the state index with a state), sorted, and only the page's tasks decoded.
+func (t *Tx) listTasks(q JobQuery, limit int, after []byte) ([]Job, string, error) {
+	from := -1
+	if after != nil {
+		i, err := strconv.Atoi(strings.TrimPrefix(string(after), TaskPrefix(q.Array)))
+		if err != nil {
+			return nil, "", fmt.Errorf("%w: cursor %q is not one ListJobs returned", ErrBadCommand, q.Cursor)
+		}
+		from = i
+	}
+	var idx []int
+	if q.State != "" {
+		idx = t.ArrayIndexes(q.Array, q.State)
+	} else {
+		prefix := []byte(TaskPrefix(q.Array))
+		c := t.tx.Bucket(bucketJobs).Cursor()
+		for k, _ := c.Seek(prefix); k != nil && hasPrefix(k, prefix); k, _ = c.Next() {
+			if i, err := strconv.Atoi(string(k[len(prefix):])); err == nil {
+				idx = append(idx, i)
+			}
+		}
+		slices.Sort(idx)
+	}
+	jobsB := t.tx.Bucket(bucketJobs)
+	var out []Job
+	for _, i := range idx[sort.SearchInts(idx, from+1):] {
+		v := jobsB.Get([]byte(TaskID(q.Array, i)))
+		if v == nil {
+			continue
+		}
+		var j Job
+		if err := decode(v, &j); err != nil {
+			return nil, "", err
+		}
+		if !q.match(&j) {
+			continue
+		}
+		if len(out) == limit {
+			return out, base64.RawURLEncoding.EncodeToString([]byte(out[len(out)-1].ID)), nil
+		}
+		out = append(out, j)
+	}
+	return out, "", nil
 }

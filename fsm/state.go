@@ -35,6 +35,11 @@ func (a *applier) getJob(id string) (*Job, error) {
 // job), stamps ModifyIndex/UpdatedAt, moves its index entry and emits an
 // event when the state changed.
 func (a *applier) saveJob(j *Job, from JobState) error {
+	if j.State == JobQueued && j.Spec.Array != nil && j.ArrayTask == nil {
+		if err := a.startArray(j); err != nil {
+			return err
+		}
+	}
 	j.ModifyIndex = a.index
 	j.UpdatedAt = a.at
 	if j.State.Terminal() && !from.Terminal() {
@@ -76,7 +81,12 @@ func (a *applier) saveJob(j *Job, from JobState) error {
 	// A parent's outcome moves its children (dag.go). A new job has no
 	// children yet.
 	if fo, to := outcomeOf(from), outcomeOf(j.State); fo != to {
-		return a.parentChanged(j, fo, to)
+		if err := a.parentChanged(j, fo, to); err != nil {
+			return err
+		}
+	}
+	if j.ArrayTask != nil && from != "" && !a.quietTasks {
+		return a.taskMoved(j, from)
 	}
 	return nil
 }

@@ -28,11 +28,30 @@ type JobDetail struct {
 	Attempts []fsm.Attempt `json:"attempts"`
 	// Deliveries are the job's webhook deliveries, oldest event first.
 	Deliveries []fsm.Delivery `json:"deliveries,omitempty"`
+	// Array lists an array job's tasks by state (fsm/array.go).
+	Array *ArrayDetail `json:"array,omitempty"`
+}
+
+// ArrayDetail is where an array's made tasks are, as index lists such as
+// "3,7-9" (tasks not made yet are in job.array's counts only).
+type ArrayDetail struct {
+	Failed    string `json:"failed,omitempty"`
+	Cancelled string `json:"cancelled,omitempty"`
+	Running   string `json:"running,omitempty"`
+	Retrying  string `json:"retrying,omitempty"`
 }
 
 // CancelRequest is the optional body of POST /v1/jobs/{id}/cancel.
 type CancelRequest struct {
 	Reason string `json:"reason,omitempty"`
+	// Indexes cancels only these tasks of an array: "3,7-9".
+	Indexes string `json:"indexes,omitempty"`
+}
+
+// RetryRequest is the optional body of POST /v1/jobs/{id}/retry.
+type RetryRequest struct {
+	// Indexes retries only these tasks of an array: "3,7-9".
+	Indexes string `json:"indexes,omitempty"`
 }
 
 // listJobs handles GET /v1/jobs?state=&label=k=v&name=&limit=&cursor=.
@@ -86,6 +105,7 @@ func (s *server) jobQuery(r *http.Request) (fsm.JobQuery, error) {
 		State:      fsm.JobState(v.Get("state")),
 		NamePrefix: v.Get("name"),
 		Queue:      v.Get("queue"),
+		Array:      v.Get("array"),
 		Cursor:     v.Get("cursor"),
 		Limit:      s.cfg.DefaultListLimit,
 	}
@@ -146,6 +166,14 @@ func (s *server) jobDetail(id string) (*JobDetail, error) {
 		}
 		d.Job = *j
 		redactJob(&d.Job)
+		if j.Array != nil {
+			d.Array = &ArrayDetail{
+				Failed:    fsm.FormatIndexes(tx.ArrayIndexes(id, fsm.JobFailed)),
+				Cancelled: fsm.FormatIndexes(tx.ArrayIndexes(id, fsm.JobCancelled)),
+				Running:   fsm.FormatIndexes(tx.ArrayIndexes(id, fsm.JobRunning)),
+				Retrying:  fsm.FormatIndexes(tx.ArrayIndexes(id, fsm.JobRetrying)),
+			}
+		}
 		if d.Attempts, err = tx.Attempts(id); err != nil {
 			return err
 		}
@@ -165,29 +193,72 @@ func (s *server) jobDetail(id string) (*JobDetail, error) {
 // live attempt is cancelled once its node has killed it; the reply shows
 // the state right after the command applied.
 func (s *server) cancelJob(w http.ResponseWriter, r *http.Request) {
-	if reason, ok := s.cancelReason(w, r); ok {
-		s.jobChange(w, r, fsm.CmdCancelJob, fsm.CancelJob{JobID: r.PathValue("id"), Reason: reason})
+	req, ok := s.cancelRequest(w, r)
+	if !ok {
+		return
 	}
+	indexes, err := s.parseIndexes(r.PathValue("id"), req.Indexes)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.jobChange(w, r, fsm.CmdCancelJob, fsm.CancelJob{JobID: r.PathValue("id"), Reason: req.Reason, Indexes: indexes})
 }
 
-// cancelReason reads the optional body of a cancel ({"reason": ...}); ok
+// cancelRequest reads the optional body of a cancel ({"reason": ...}); ok
 // is false when it has answered with the error instead.
-func (s *server) cancelReason(w http.ResponseWriter, r *http.Request) (reason string, ok bool) {
-	var req CancelRequest
+func (s *server) cancelRequest(w http.ResponseWriter, r *http.Request) (req CancelRequest, ok bool) {
 	if err := s.decodeOptional(w, r, &req); err != nil {
 		s.writeError(w, r, err)
-		return "", false
+		return req, false
 	}
 	if len(req.Reason) > MaxNameLen || hasControl(req.Reason) {
 		s.writeError(w, r, invalid("reason", "must be at most %d printable characters", MaxNameLen))
-		return "", false
+		return req, false
 	}
-	return req.Reason, true
+	return req, true
+}
+
+// parseIndexes reads the indexes field of a cancel or retry of job id
+// ("" is none): each must be one of the array's.
+func (s *server) parseIndexes(id, list string) ([]int, error) {
+	if list == "" {
+		return nil, nil
+	}
+	idx, err := fsm.ParseIndexes(list)
+	if err != nil {
+		return nil, invalid("indexes", "%v", err)
+	}
+	return idx, s.state.View(func(tx *fsm.Tx) error {
+		j, err := tx.Job(id)
+		switch {
+		case err != nil:
+			return err
+		case j.Spec.Array == nil || j.ArrayTask != nil:
+			return invalid("indexes", "job %s is not an array job", id)
+		}
+		for _, i := range idx {
+			if j.Spec.Array.Position(i) < 0 {
+				return invalid("indexes", "%d is not an index of %s (%s)", i, id, j.Spec.Array)
+			}
+		}
+		return nil
+	})
 }
 
 // retryJob handles POST /v1/jobs/{id}/retry (leader only).
 func (s *server) retryJob(w http.ResponseWriter, r *http.Request) {
-	s.jobChange(w, r, fsm.CmdRetryJob, fsm.RetryJob{JobID: r.PathValue("id")})
+	var req RetryRequest
+	if err := s.decodeOptional(w, r, &req); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	indexes, err := s.parseIndexes(r.PathValue("id"), req.Indexes)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.jobChange(w, r, fsm.CmdRetryJob, fsm.RetryJob{JobID: r.PathValue("id"), Indexes: indexes})
 }
 
 // jobChange applies a command about one job and replies with the job. An

@@ -64,6 +64,10 @@ type JobSpecInput struct {
 	// Volumes are host volumes the job mounts, by the name an agent
 	// declares them under (fsm/volume.go).
 	Volumes []VolumeInput `json:"volumes,omitempty"`
+	// Array makes the job an array of tasks (fsm/array.go):
+	// "START-END[:STEP][%PARALLEL]" or {"start", "end", "step",
+	// "parallel"}, the form a job's spec is returned in.
+	Array *ArrayInput `json:"array,omitempty"`
 
 	// HTTP makes the job an HTTP request (driver "http"); Notify lists
 	// webhooks (notify.go).
@@ -173,6 +177,26 @@ func (v VolumeInput) parse() (fsm.VolumeMount, error) {
 		return m, fmt.Errorf("%q: %v", s, err)
 	}
 	return m, nil
+}
+
+// ArrayInput is the array field: "START-END[:STEP][%PARALLEL]" or
+// {"start": N, "end": N, "step": N, "parallel": N}.
+type ArrayInput struct{ rawEntry }
+
+// Array is the entry "START-END[:STEP][%PARALLEL]", for Go callers.
+func Array(s string) *ArrayInput { return &ArrayInput{stringEntry(s)} }
+
+// parse reads the field.
+func (v ArrayInput) parse() (fsm.ArraySpec, error) {
+	var a fsm.ArraySpec
+	s, isString, err := v.decode(&a, `must be "START-END[:STEP][%PARALLEL]" or {"start": N, "end": N, "step": N, "parallel": N}`)
+	switch {
+	case err != nil:
+		return a, err
+	case isString:
+		return fsm.ParseArray(s)
+	}
+	return a, a.Check()
 }
 
 // GangInput asks for Size tasks placed all-or-nothing, on distinct nodes

@@ -246,6 +246,16 @@ func (in *JobSpecInput) Normalize() (fsm.JobSpec, error) {
 		}
 		out.DependsOn, out.Condition = in.DependsOn, fsm.Condition(in.Condition)
 	}
+	if in.Array != nil {
+		a, err := in.Array.parse()
+		if err != nil {
+			return out, invalid("array", "%v", err)
+		}
+		if in.Gang != nil {
+			return out, invalid("array", "a gang cannot be an array (each task of an array is placed on its own)")
+		}
+		out.Array = &a
+	}
 	if g := in.Gang; g != nil {
 		switch {
 		case g.Size < 2:

@@ -404,8 +404,13 @@ func nameOr(names map[string]string, id string) string {
 
 // cancelWorkflow handles DELETE /v1/workflows/{id} (leader only).
 func (s *server) cancelWorkflow(w http.ResponseWriter, r *http.Request) {
-	if reason, ok := s.cancelReason(w, r); ok {
-		s.workflowChange(w, r, fsm.CmdCancelWorkflow, fsm.CancelWorkflow{ID: r.PathValue("id"), Reason: reason})
+	req, ok := s.cancelRequest(w, r)
+	switch {
+	case !ok:
+	case req.Indexes != "":
+		s.writeError(w, r, invalid("indexes", "a workflow has no indexes (cancel its array job instead)"))
+	default:
+		s.workflowChange(w, r, fsm.CmdCancelWorkflow, fsm.CancelWorkflow{ID: r.PathValue("id"), Reason: req.Reason})
 	}
 }
 

@@ -128,7 +128,8 @@ func LoadSnapshot(r Reader, now time.Time) (*Snapshot, error) {
 	}
 	if len(s.QueueLimits) > 0 {
 		err = r.ForEachJobInState(fsm.JobRunning, func(j *fsm.Job) bool {
-			if s.QueueLimits[j.Spec.Queue] > 0 {
+			// An array runs as its tasks, which count each.
+			if j.Array == nil && s.QueueLimits[j.Spec.Queue] > 0 {
 				s.Running[j.Spec.Queue]++
 			}
 			return true

@@ -84,14 +84,7 @@ func fetchArtifact(ctx context.Context, hc *http.Client, base string, auth func(
 	}
 	u := base + httpapi.InternalArtifactsPath + url.PathEscape(jobID) + "/" + strings.Join(els, "/") +
 		"?attempt=" + strconv.Itoa(attempt) + "&min_index=" + strconv.FormatUint(minIndex, 10)
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return err
-	}
-	if auth != nil {
-		auth(req.Header)
-	}
-	resp, err := hc.Do(req)
+	resp, err := peerGet(ctx, hc, u, auth)
 	if err != nil {
 		return fmt.Errorf("artifact %s of %s from %s: %w", path, jobID, from, err)
 	}
@@ -156,6 +149,19 @@ func peerAuth(acl *httpapi.ACL, node string, client bool) func(http.Header) {
 		return acl.SetInternalAuth
 	}
 	return func(h http.Header) { acl.SetClientKey(h, node) }
+}
+
+// peerGet GETs u from another agent, authenticated by auth (peerAuth;
+// nil: not at all).
+func peerGet(ctx context.Context, hc *http.Client, u string, auth func(http.Header)) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, err
+	}
+	if auth != nil {
+		auth(req.Header)
+	}
+	return hc.Do(req)
 }
 
 // gpuUsage measures this node's jobs on their GPUs (httpapi.GPUUsage) from

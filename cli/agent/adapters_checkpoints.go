@@ -129,14 +129,7 @@ func (c checkpointFetcher) FetchCheckpoint(ctx context.Context, node, name strin
 // fetchCheckpoint copies the tar stream at u (a CheckpointsPath URL) to
 // out; node names the holder in errors.
 func fetchCheckpoint(ctx context.Context, hc *http.Client, u string, auth func(http.Header), node string, out io.Writer) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return err
-	}
-	if auth != nil {
-		auth(req.Header)
-	}
-	resp, err := hc.Do(req)
+	resp, err := peerGet(ctx, hc, u, auth)
 	if err != nil {
 		return err
 	}

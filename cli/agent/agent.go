@@ -587,18 +587,23 @@ func runAgent(parent context.Context, cfg *agentConfig) error {
 		runErr = err
 	}
 	stopWorker()
-	if workerRunning {
-		// Exit only once the worker has: a start it was in the middle of
-		// is then handed to its supervisor or not begun. Cut short, it left
-		// a task file with no supervisor, which the next agent reported as
-		// failed ("supervisor exited without a result").
-		select {
-		case <-workerDone:
-		case <-shutCtx.Done():
-			logger.Warn("the worker did not stop in time", "component", "agent")
-		}
-	}
+	awaitWorker(shutCtx, workerRunning, workerDone, logger)
 	return runErr
+}
+
+// awaitWorker waits, until ctx ends, for a worker still running to exit:
+// a start it was in the middle of is then handed to its supervisor or not
+// begun. Cut short, it left a task file with no supervisor, which the next
+// agent reported as failed ("supervisor exited without a result").
+func awaitWorker(ctx context.Context, running bool, done <-chan error, logger *slog.Logger) {
+	if !running {
+		return
+	}
+	select {
+	case <-done:
+	case <-ctx.Done():
+		logger.Warn("the worker did not stop in time", "component", "agent")
+	}
 }
 
 // waitForStop blocks until a signal (ctx), the HTTP server or the worker

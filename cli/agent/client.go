@@ -120,13 +120,7 @@ func runClient(parent context.Context, cfg *agentConfig) error {
 	stopStream()
 	<-streamDone
 	stopWorker()
-	if workerRunning {
-		select {
-		case <-workerDone:
-		case <-shutCtx.Done():
-			logger.Warn("the worker did not stop in time", "component", "agent")
-		}
-	}
+	awaitWorker(shutCtx, workerRunning, workerDone, logger)
 	return runErr
 }
 

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -164,47 +163,20 @@ func (c *workClient) Index() uint64 {
 
 // Run keeps a stream open until ctx ends.
 func (c *workClient) Run(ctx context.Context) error {
-	next := rand.IntN(len(c.servers)) // spread the clients over the servers
-	backoff := 100 * time.Millisecond
-	moveTo := ""
-	for {
-		server := moveTo
-		if server == "" {
-			server = c.servers[next%len(c.servers)]
-			next++
-		}
-		healthy, retryAfter, err := c.stream(ctx, server)
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if healthy {
-			backoff = 100 * time.Millisecond
-		}
-		// A server that hands this client to another (a planned move,
-		// cluster/clientspread.go) names it: the next stream opens there
-		// at once. A move that fails goes on through the list.
-		var moved movedError
-		if moveTo = ""; errors.As(err, &moved) {
-			moveTo = string(moved)
-			c.logger.Debug("work stream handed to another server", "from", server, "to", moveTo)
-			continue
-		}
-		wait := time.Duration(rand.Int64N(int64(backoff) + 1)) // full jitter
-		if retryAfter > wait {
-			wait = retryAfter
-		}
-		if errors.Is(err, errStreamRefused) {
+	// A server that hands this client to another (a planned move,
+	// cluster/clientspread.go) names it: KeepStreaming opens the next
+	// stream there at once.
+	return cluster.KeepStreaming(ctx, c.servers, c.stream, func(server string, err error, wait time.Duration) {
+		var moved cluster.MovedTo
+		switch {
+		case errors.As(err, &moved):
+			c.logger.Debug("work stream handed to another server", "from", server, "to", string(moved))
+		case errors.Is(err, errStreamRefused):
 			c.logger.Warn("a server refused this client's credential", "server", server, "err", err, "retry_in", wait)
-		} else {
+		default:
 			c.logger.Debug("work stream ended", "server", server, "err", err, "retry_in", wait)
 		}
-		backoff = min(2*backoff, 5*time.Second)
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(wait):
-		}
-	}
+	})
 }
 
 // stream holds one server's stream until it ends. healthy: it delivered
@@ -277,7 +249,7 @@ func (c *workClient) stream(ctx context.Context, server string) (healthy bool, r
 		healthy = true
 		if f.Type == cluster.WorkFrameMove {
 			if to, ok := sameScheme(server, f.Server); ok {
-				return healthy, 0, movedError(to)
+				return healthy, 0, cluster.MovedTo(to)
 			}
 			continue // the stream ends next; the client picks from its list
 		}
@@ -402,12 +374,6 @@ func (b *beatLog) at(seq uint64) (time.Time, bool) {
 	t, ok := b.sentAt[seq]
 	return t, ok
 }
-
-// movedError ends a stream whose server handed the client to the server
-// it holds (a base URL).
-type movedError string
-
-func (e movedError) Error() string { return "handed to " + string(e) }
 
 // sameScheme accepts a move to a server reached as the one that sent it
 // (http or https: a server never sends its clients to plain HTTP from

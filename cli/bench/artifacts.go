@@ -19,21 +19,16 @@ import (
 // what the object store adds until it is durable (finish → outputs stored),
 // as MB/s per node.
 func artifactsCommand(driver ucli.Flag) *ucli.Command {
-	return &ucli.Command{
-		Name:  "artifacts",
-		Usage: "jobs that each write an artifact of --size: node-local cost vs the time and MB/s to the object store, per node",
-		Description: "Each job writes --size bytes (from /dev/zero) into its artifacts directory; the jobs run one\n" +
-			"after another. node-local = the attempt's run time (write + collect on the node); to store =\n" +
-			"the attempt's finish → its outputs recorded stored (the upload, after the finish). Without\n" +
-			"--object-store on the agents only the node-local column is measured. Times across machines\n" +
+	return benchCommand("artifacts", "jobs that each write an artifact of --size: node-local cost vs the time and MB/s to the object store, per node",
+		"Each job writes --size bytes (from /dev/zero) into its artifacts directory; the jobs run one\n"+
+			"after another. node-local = the attempt's run time (write + collect on the node); to store =\n"+
+			"the attempt's finish → its outputs recorded stored (the upload, after the finish). Without\n"+
+			"--object-store on the agents only the node-local column is measured. Times across machines\n"+
 			"compare the executing node's clock with the leader's.",
-		Flags: cli.WithClientFlags(cli.JSONFlag, driver,
-			&ucli.StringFlag{Name: "size", Value: "256MiB", Usage: "artifact size per job (e.g. 1GiB)"},
-			&ucli.IntFlag{Name: "jobs", Value: 3, Usage: "jobs to run (sequentially)"},
-			&ucli.DurationFlag{Name: "timeout", Value: 30 * time.Minute, Usage: "give up after"},
-		),
-		Action: func(c *ucli.Context) error { return cli.Error(benchArtifacts(c)) },
-	}
+		benchArtifacts, cli.JSONFlag, driver,
+		&ucli.StringFlag{Name: "size", Value: "256MiB", Usage: "artifact size per job (e.g. 1GiB)"},
+		&ucli.IntFlag{Name: "jobs", Value: 3, Usage: "jobs to run (sequentially)"},
+		timeoutFlag(30*time.Minute))
 }
 
 // artifactsRow is one node's figures.

@@ -31,62 +31,70 @@ func Command() *ucli.Command {
 		Description: "Runs against the agent at --addr / $FOREMAN_ADDR. Times are taken on the client's clock only\n" +
 			"(never compared with a node's clock). See docs/benchmarks.md for what each number means.",
 		Subcommands: []*ucli.Command{
-			{
-				Name:  "submit",
-				Usage: "accepted (durable, replicated) submits per second",
-				Description: "Jobs carry run_at one hour ahead, so they are accepted and stored but do not run\n" +
+			benchCommand("submit", "accepted (durable, replicated) submits per second",
+				"Jobs carry run_at one hour ahead, so they are accepted and stored but do not run\n"+
 					"during the measurement (use --runnable to let them run).",
-				Flags: cli.WithClientFlags(cli.JSONFlag, driver,
-					&ucli.IntFlag{Name: "jobs", Value: 20000, Usage: "jobs to submit"},
-					&ucli.IntFlag{Name: "concurrency", Aliases: []string{"c"}, Value: 64, Usage: "concurrent clients"},
-					&ucli.IntFlag{Name: "batch", Value: 1, Usage: "jobs per request (1 = single-job submits)"},
-					&ucli.BoolFlag{Name: "runnable", Usage: "submit runnable no-op jobs instead of delayed ones"},
-				),
-				Action: func(c *ucli.Context) error { return cli.Error(benchSubmit(c)) },
-			},
-			{
-				Name:  "latency",
-				Usage: "submit → start and submit → finish of no-op jobs, one at a time",
-				Flags: cli.WithClientFlags(cli.JSONFlag, driver,
-					&ucli.IntFlag{Name: "jobs", Value: 200, Usage: "jobs to run (sequentially)"},
-					&ucli.DurationFlag{Name: "poll", Value: time.Millisecond, Usage: "interval between GETs of the job"},
-					&ucli.IntFlag{Name: "gpus", Usage: "whole GPUs each job asks for (the leader picks the devices; the node isolates them)"},
-					&ucli.StringFlag{Name: "gpu-memory", Usage: "a VRAM share of one GPU each job asks for, e.g. 20GiB"},
-				),
-				Action: func(c *ucli.Context) error { return cli.Error(benchLatency(c)) },
-			},
-			{
-				Name:  "throughput",
-				Usage: "completed no-op jobs per second",
-				Flags: cli.WithClientFlags(cli.JSONFlag, driver,
-					&ucli.IntFlag{Name: "jobs", Value: 5000, Usage: "jobs to run"},
-					&ucli.IntFlag{Name: "batch", Value: 1000, Usage: "jobs per submit request"},
-					&ucli.DurationFlag{Name: "timeout", Value: 10 * time.Minute, Usage: "give up after"},
-				),
-				Action: func(c *ucli.Context) error { return cli.Error(benchThroughput(c)) },
-			},
-			{
-				Name:  "sleep",
-				Usage: "jobs × sleep D, one per node slot, run in waves; reports efficiency = ideal/actual",
-				Description: "Each job asks for the smallest node's CPU divided by --per-node, so every node runs\n" +
-					"--per-node jobs at a time and the cluster runs (sum over nodes) slots at once.\n" +
+				benchSubmit, cli.JSONFlag, driver,
+				&ucli.IntFlag{Name: "jobs", Value: 20000, Usage: "jobs to submit"},
+				&ucli.IntFlag{Name: "concurrency", Aliases: []string{"c"}, Value: 64, Usage: "concurrent clients"},
+				&ucli.IntFlag{Name: "batch", Value: 1, Usage: "jobs per request (1 = single-job submits)"},
+				&ucli.BoolFlag{Name: "runnable", Usage: "submit runnable no-op jobs instead of delayed ones"}),
+			benchCommand("latency", "submit → start and submit → finish of no-op jobs, one at a time", "", benchLatency,
+				cli.JSONFlag, driver,
+				&ucli.IntFlag{Name: "jobs", Value: 200, Usage: "jobs to run (sequentially)"},
+				&ucli.DurationFlag{Name: "poll", Value: time.Millisecond, Usage: "interval between GETs of the job"},
+				&ucli.IntFlag{Name: "gpus", Usage: "whole GPUs each job asks for (the leader picks the devices; the node isolates them)"},
+				&ucli.StringFlag{Name: "gpu-memory", Usage: "a VRAM share of one GPU each job asks for, e.g. 20GiB"}),
+			benchCommand("throughput", "completed no-op jobs per second", "", benchThroughput,
+				cli.JSONFlag, driver,
+				&ucli.IntFlag{Name: "jobs", Value: 5000, Usage: "jobs to run"},
+				&ucli.IntFlag{Name: "batch", Value: 1000, Usage: "jobs per submit request"},
+				timeoutFlag(10*time.Minute)),
+			benchCommand("sleep", "jobs × sleep D, one per node slot, run in waves; reports efficiency = ideal/actual",
+				"Each job asks for the smallest node's CPU divided by --per-node, so every node runs\n"+
+					"--per-node jobs at a time and the cluster runs (sum over nodes) slots at once.\n"+
 					"ideal = ceil(jobs/slots) × duration.",
-				Flags: cli.WithClientFlags(cli.JSONFlag, driver,
-					&ucli.IntFlag{Name: "jobs", Value: 20, Usage: "jobs to run"},
-					&ucli.DurationFlag{Name: "duration", Value: 2 * time.Second, Usage: "how long each job sleeps"},
-					&ucli.IntFlag{Name: "per-node", Value: 1, Usage: "jobs each node runs at once"},
-					&ucli.DurationFlag{Name: "timeout", Value: 10 * time.Minute, Usage: "give up after"},
-				),
-				Action: func(c *ucli.Context) error { return cli.Error(benchSleep(c)) },
-			},
+				benchSleep, cli.JSONFlag, driver,
+				&ucli.IntFlag{Name: "jobs", Value: 20, Usage: "jobs to run"},
+				&ucli.DurationFlag{Name: "duration", Value: 2 * time.Second, Usage: "how long each job sleeps"},
+				&ucli.IntFlag{Name: "per-node", Value: 1, Usage: "jobs each node runs at once"},
+				timeoutFlag(10*time.Minute)),
 			cronCommand(),
 			artifactsCommand(driver),
 			dagCommand(driver),
+			arrayCommand(driver),
 			eventsCommand(driver),
 			gangCommand(driver),
 			preemptCommand(driver),
 			nodesCommand(driver),
 		},
+	}
+}
+
+// benchCommand is one bench: its flags plus the connection flags, and its
+// action's error made one line.
+func benchCommand(name, usage, description string, action ucli.ActionFunc, flags ...ucli.Flag) *ucli.Command {
+	cmd := cli.ClientCommand(name, usage, "", action, flags...)
+	cmd.Description = description
+	return cmd
+}
+
+// timeoutFlag is --timeout: how long a bench runs before it gives up
+// (benchClientFor).
+func timeoutFlag(d time.Duration) ucli.Flag {
+	return &ucli.DurationFlag{Name: "timeout", Value: d, Usage: "give up after"}
+}
+
+// timed is a bench's action run with a benchClient for 4 requests at
+// once and a context that ends after --timeout (benchClientFor).
+func timed(run func(ctx context.Context, c *ucli.Context, cl *api.Client) error) ucli.ActionFunc {
+	return func(c *ucli.Context) error {
+		cl, ctx, cancel, err := benchClientFor(c, 4)
+		if err != nil {
+			return err
+		}
+		defer cancel()
+		return run(ctx, c, cl)
 	}
 }
 

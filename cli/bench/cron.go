@@ -19,22 +19,17 @@ import (
 
 // cronCommand is `foreman bench cron`.
 func cronCommand() *ucli.Command {
-	return &ucli.Command{
-		Name:  "cron",
-		Usage: "N schedules '@every 10s' sharing their ticks: fire lateness, job start lateness, agent CPU between ticks",
-		Description: "Creates N schedules whose ticks coincide (one start_at on a 10 s boundary), so each tick is a\n" +
-			"burst of N fires and the time between is quiet. All but --probes have a job no node can take (the\n" +
-			"agent's CPU is the schedules', not N process starts); the probes run `true` to time job start.\n" +
-			"Fire lateness is each fire's time on the leader's clock minus its tick. CPU between ticks (2 s to\n" +
+	return benchCommand("cron", "N schedules '@every 10s' sharing their ticks: fire lateness, job start lateness, agent CPU between ticks",
+		"Creates N schedules whose ticks coincide (one start_at on a 10 s boundary), so each tick is a\n"+
+			"burst of N fires and the time between is quiet. All but --probes have a job no node can take (the\n"+
+			"agent's CPU is the schedules', not N process starts); the probes run `true` to time job start.\n"+
+			"Fire lateness is each fire's time on the leader's clock minus its tick. CPU between ticks (2 s to\n"+
 			"9 s after each) needs --pid of the leader's agent on this host. The schedules are deleted at the end.",
-		Flags: cli.WithClientFlags(cli.JSONFlag,
-			&ucli.IntFlag{Name: "schedules", Value: 10000, Usage: "schedules to create"},
-			&ucli.IntFlag{Name: "probes", Value: 50, Usage: "schedules whose job runs (to time job start)"},
-			&ucli.IntFlag{Name: "ticks", Value: 3, Usage: "ticks to measure"},
-			&ucli.IntFlag{Name: "pid", Usage: "the leader agent's PID on this host, for its CPU between ticks"},
-		),
-		Action: func(c *ucli.Context) error { return cli.Error(benchCron(c)) },
-	}
+		benchCron, cli.JSONFlag,
+		&ucli.IntFlag{Name: "schedules", Value: 10000, Usage: "schedules to create"},
+		&ucli.IntFlag{Name: "probes", Value: 50, Usage: "schedules whose job runs (to time job start)"},
+		&ucli.IntFlag{Name: "ticks", Value: 3, Usage: "ticks to measure"},
+		&ucli.IntFlag{Name: "pid", Usage: "the leader agent's PID on this host, for its CPU between ticks"})
 }
 
 // cronResult is bench cron's JSON output.

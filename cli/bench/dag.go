@@ -36,28 +36,18 @@ type dagResult struct {
 }
 
 func dagCommand(driver *ucli.StringFlag) *ucli.Command {
-	return &ucli.Command{
-		Name:  "dag",
-		Usage: "workflows: release latency along a chain (vs one-by-one submits), a fan-out, a large random DAG accepted",
-		Flags: cli.WithClientFlags(driver,
-			&ucli.IntFlag{Name: "chain", Value: 100, Usage: "jobs in the chain"},
-			&ucli.BoolFlag{Name: "one-by-one", Value: true, Usage: "also run the chain as jobs submitted one by one by a waiting client (--one-by-one=false skips it)"},
-			&ucli.BoolFlag{Name: "after", Value: true, Usage: "also run the chain as jobs submitted up front, each with --after on the one before (--after=false skips it)"},
-			&ucli.IntFlag{Name: "fan-out", Value: 10000, Usage: "children of the fan-out's root (0 = skip)"},
-			&ucli.IntFlag{Name: "random", Value: 10000, Usage: "jobs of the random DAG (submitted, then cancelled; 0 = skip)"},
-			&ucli.DurationFlag{Name: "timeout", Value: 15 * time.Minute, Usage: "give up after"},
-			cli.JSONFlag,
-		),
-		Action: func(c *ucli.Context) error { return cli.Error(benchDAG(c)) },
-	}
+	return benchCommand("dag", "workflows: release latency along a chain (vs one-by-one submits), a fan-out, a large random DAG accepted", "", timed(benchDAG),
+		driver,
+		&ucli.IntFlag{Name: "chain", Value: 100, Usage: "jobs in the chain"},
+		&ucli.BoolFlag{Name: "one-by-one", Value: true, Usage: "also run the chain as jobs submitted one by one by a waiting client (--one-by-one=false skips it)"},
+		&ucli.BoolFlag{Name: "after", Value: true, Usage: "also run the chain as jobs submitted up front, each with --after on the one before (--after=false skips it)"},
+		&ucli.IntFlag{Name: "fan-out", Value: 10000, Usage: "children of the fan-out's root (0 = skip)"},
+		&ucli.IntFlag{Name: "random", Value: 10000, Usage: "jobs of the random DAG (submitted, then cancelled; 0 = skip)"},
+		timeoutFlag(15*time.Minute),
+		cli.JSONFlag)
 }
 
-func benchDAG(c *ucli.Context) error {
-	cl, ctx, cancel, err := benchClientFor(c, 4)
-	if err != nil {
-		return err
-	}
-	defer cancel()
+func benchDAG(ctx context.Context, c *ucli.Context, cl *api.Client) error {
 	run, drv := benchRunID(), c.String("driver")
 	res := dagResult{Chain: c.Int("chain"), Driver: drv, FanOut: c.Int("fan-out"), RandomJobs: c.Int("random")}
 	if res.Chain < 2 {

@@ -47,21 +47,16 @@ type eventsRound struct {
 }
 
 func eventsCommand(driver *ucli.StringFlag) *ucli.Command {
-	return &ucli.Command{
-		Name:  "events",
-		Usage: "what open event streams cost: bench submit and bench throughput with 0 and N subscribers, alternating",
-		Description: "Each round runs `foreman bench submit` and `foreman bench throughput` (this binary, as child\n" +
-			"processes) once with no stream open and once with --subscribers streams of GET /v1/events that\n" +
-			"read every event (counting them, not decoding them). The streams run in this process: on a\n" +
+	return benchCommand("events", "what open event streams cost: bench submit and bench throughput with 0 and N subscribers, alternating",
+		"Each round runs `foreman bench submit` and `foreman bench throughput` (this binary, as child\n"+
+			"processes) once with no stream open and once with --subscribers streams of GET /v1/events that\n"+
+			"read every event (counting them, not decoding them). The streams run in this process: on a\n"+
 			"shared machine they compete with the node for the same cores, so the cost includes theirs.",
-		Flags: cli.WithClientFlags(cli.JSONFlag, driver,
-			&ucli.IntFlag{Name: "subscribers", Value: 100, Usage: "event streams open in the second half of each round"},
-			&ucli.IntFlag{Name: "rounds", Value: 3, Usage: "rounds (each: 0 streams, then --subscribers)"},
-			&ucli.IntFlag{Name: "jobs", Value: 5000, Usage: "jobs of each bench submit"},
-			&ucli.IntFlag{Name: "throughput-jobs", Value: 2000, Usage: "jobs of each bench throughput"},
-		),
-		Action: func(c *ucli.Context) error { return cli.Error(benchEvents(c)) },
-	}
+		benchEvents, cli.JSONFlag, driver,
+		&ucli.IntFlag{Name: "subscribers", Value: 100, Usage: "event streams open in the second half of each round"},
+		&ucli.IntFlag{Name: "rounds", Value: 3, Usage: "rounds (each: 0 streams, then --subscribers)"},
+		&ucli.IntFlag{Name: "jobs", Value: 5000, Usage: "jobs of each bench submit"},
+		&ucli.IntFlag{Name: "throughput-jobs", Value: 2000, Usage: "jobs of each bench throughput"})
 }
 
 func benchEvents(c *ucli.Context) error {

@@ -25,28 +25,18 @@ type gangResult struct {
 }
 
 func gangCommand(driver *ucli.StringFlag) *ucli.Command {
-	return &ucli.Command{
-		Name:  "gang",
-		Usage: "gangs: spread of the tasks' start times (last − first) over many runs",
-		Flags: cli.WithClientFlags(driver,
-			&ucli.IntFlag{Name: "runs", Value: 20, Usage: "gangs to run, one after another"},
-			&ucli.IntFlag{Name: "size", Value: 3, Usage: "tasks per gang (at most the node count)"},
-			&ucli.DurationFlag{Name: "timeout", Value: 5 * time.Minute, Usage: "give up after"},
-			cli.JSONFlag,
-		),
-		Action: func(c *ucli.Context) error { return cli.Error(benchGang(c)) },
-	}
+	return benchCommand("gang", "gangs: spread of the tasks' start times (last − first) over many runs", "", timed(benchGang),
+		driver,
+		&ucli.IntFlag{Name: "runs", Value: 20, Usage: "gangs to run, one after another"},
+		&ucli.IntFlag{Name: "size", Value: 3, Usage: "tasks per gang (at most the node count)"},
+		timeoutFlag(5*time.Minute),
+		cli.JSONFlag)
 }
 
 // benchGang submits gangs of `true` one after another and reads each
 // task's started_at. The spread compares the nodes' own start stamps, so
 // it means what it says on one host or with synchronised clocks.
-func benchGang(c *ucli.Context) error {
-	cl, ctx, cancel, err := benchClientFor(c, 4)
-	if err != nil {
-		return err
-	}
-	defer cancel()
+func benchGang(ctx context.Context, c *ucli.Context, cl *api.Client) error {
 	res := gangResult{Runs: c.Int("runs"), Size: c.Int("size")}
 	run := benchRunID()
 	var spreads, dones []time.Duration
@@ -105,28 +95,18 @@ type preemptResult struct {
 }
 
 func preemptCommand(driver *ucli.StringFlag) *ucli.Command {
-	return &ucli.Command{
-		Name:  "preempt",
-		Usage: "preemption: a priority-90 job on a full cluster, submit → running (victims have no grace)",
-		Flags: cli.WithClientFlags(driver,
-			&ucli.IntFlag{Name: "runs", Value: 5, Usage: "preemptions to time"},
-			&ucli.DurationFlag{Name: "timeout", Value: 5 * time.Minute, Usage: "give up after"},
-			cli.JSONFlag,
-		),
-		Action: func(c *ucli.Context) error { return cli.Error(benchPreempt(c)) },
-	}
+	return benchCommand("preempt", "preemption: a priority-90 job on a full cluster, submit → running (victims have no grace)", "", timed(benchPreempt),
+		driver,
+		&ucli.IntFlag{Name: "runs", Value: 5, Usage: "preemptions to time"},
+		timeoutFlag(5*time.Minute),
+		cli.JSONFlag)
 }
 
 // benchPreempt fills every node with one priority-10 sleep that takes the
 // node's whole CPU (kill signal SIGKILL: grace 0), then submits a
 // priority-90 job of the largest node's CPU and times submit → running on
 // the client's clock. Everything it started is cancelled afterwards.
-func benchPreempt(c *ucli.Context) error {
-	cl, ctx, cancel, err := benchClientFor(c, 4)
-	if err != nil {
-		return err
-	}
-	defer cancel()
+func benchPreempt(ctx context.Context, c *ucli.Context, cl *api.Client) error {
 	views, err := nodeViews(ctx, cl)
 	if err != nil {
 		return err

@@ -20,31 +20,26 @@ import (
 )
 
 func nodesCommand(driver *ucli.StringFlag) *ucli.Command {
-	return &ucli.Command{
-		Name:  "nodes",
-		Usage: "thousands of simulated clients against the servers: attach, idle cost, submits, placements, a client's death",
-		Description: "Runs --clients simulated client agents in this process (the client protocol over real sockets, a fake\n" +
-			"executor that finishes each attempt after --job-time ± 50%), attached to the servers of the cluster at\n" +
-			"--addr. Phases: attach them all (and report the clients per server once attached and once the servers\n" +
-			"have evened them out, at most 2 minutes later); measure the servers' CPU with every client idle (--idle); submit\n" +
-			"--submits delayed jobs (accepted submits/s and the leader's CPU per 30,000 with the clients attached);\n" +
-			"run --jobs jobs on the clients (placements/s); kill --kill clients holding a long job each, as kill -9\n" +
-			"would, and time their jobs' reruns on other clients. The servers must run on this host (their CPU is\n" +
+	return benchCommand("nodes", "thousands of simulated clients against the servers: attach, idle cost, submits, placements, a client's death",
+		"Runs --clients simulated client agents in this process (the client protocol over real sockets, a fake\n"+
+			"executor that finishes each attempt after --job-time ± 50%), attached to the servers of the cluster at\n"+
+			"--addr. Phases: attach them all (and report the clients per server once attached and once the servers\n"+
+			"have evened them out, at most 2 minutes later); measure the servers' CPU with every client idle (--idle); submit\n"+
+			"--submits delayed jobs (accepted submits/s and the leader's CPU per 30,000 with the clients attached);\n"+
+			"run --jobs jobs on the clients (placements/s); kill --kill clients holding a long job each, as kill -9\n"+
+			"would, and time their jobs' reruns on other clients. The servers must run on this host (their CPU is\n"+
 			"read from their /v1/metrics) and without --acl. The clients stay registered (dead) after the run.",
-		Flags: cli.WithClientFlags(cli.JSONFlag, driver,
-			&ucli.IntFlag{Name: "clients", Value: 1000, Usage: "simulated clients"},
-			&ucli.DurationFlag{Name: "idle", Value: 10 * time.Second, Usage: "how long the idle servers' CPU is measured"},
-			&ucli.IntFlag{Name: "submits", Value: 30000, Usage: "delayed jobs submitted with the clients attached (0: skip)"},
-			&ucli.IntFlag{Name: "jobs", Value: 5000, Usage: "jobs run on the simulated clients (0: skip)"},
-			&ucli.DurationFlag{Name: "job-time", Value: time.Second, Usage: "how long a simulated attempt runs (± 50%)"},
-			&ucli.IntFlag{Name: "kill", Value: 5, Usage: "clients killed while each holds a long job (0: skip)"},
-			&ucli.IntFlag{Name: "hold", Value: 100, Usage: "long jobs the clients hold through --starve and --kill-leader"},
-			&ucli.DurationFlag{Name: "starve", Usage: "starve the machine (4 busy loops per core) this long with the jobs held (0: skip)"},
-			&ucli.BoolFlag{Name: "kill-leader", Usage: "kill the leader (a process on this host) with -9 with the jobs held, last"},
-			&ucli.DurationFlag{Name: "timeout", Value: 5 * time.Minute, Usage: "give up a phase after"},
-		),
-		Action: func(c *ucli.Context) error { return cli.Error(benchNodes(c)) },
-	}
+		benchNodes, cli.JSONFlag, driver,
+		&ucli.IntFlag{Name: "clients", Value: 1000, Usage: "simulated clients"},
+		&ucli.DurationFlag{Name: "idle", Value: 10 * time.Second, Usage: "how long the idle servers' CPU is measured"},
+		&ucli.IntFlag{Name: "submits", Value: 30000, Usage: "delayed jobs submitted with the clients attached (0: skip)"},
+		&ucli.IntFlag{Name: "jobs", Value: 5000, Usage: "jobs run on the simulated clients (0: skip)"},
+		&ucli.DurationFlag{Name: "job-time", Value: time.Second, Usage: "how long a simulated attempt runs (± 50%)"},
+		&ucli.IntFlag{Name: "kill", Value: 5, Usage: "clients killed while each holds a long job (0: skip)"},
+		&ucli.IntFlag{Name: "hold", Value: 100, Usage: "long jobs the clients hold through --starve and --kill-leader"},
+		&ucli.DurationFlag{Name: "starve", Usage: "starve the machine (4 busy loops per core) this long with the jobs held (0: skip)"},
+		&ucli.BoolFlag{Name: "kill-leader", Usage: "kill the leader (a process on this host) with -9 with the jobs held, last"},
+		&ucli.DurationFlag{Name: "timeout", Value: 5 * time.Minute, Usage: "give up a phase after"})
 }
 
 // nodesResult is the outcome of foreman bench nodes.

@@ -106,34 +106,13 @@ func (s *sim) self() fsm.Node {
 // run keeps a stream to one server after another until ctx ends.
 func (s *sim) run(ctx context.Context) {
 	defer close(s.done)
-	next := rand.IntN(len(s.f.servers))
-	backoff := 100 * time.Millisecond
-	moveTo := ""
-	for ctx.Err() == nil {
-		server := moveTo
-		if server == "" {
-			server = s.f.servers[next%len(s.f.servers)]
-			next++
-		}
-		healthy, retry, err := s.stream(ctx, server)
-		if healthy {
-			backoff = 100 * time.Millisecond
-		}
-		// A planned move (cluster/clientspread.go): at once, to the
-		// server named, as a real client (cli/agent/workclient.go).
-		var moved simMoved
-		if moveTo = ""; errors.As(err, &moved) {
-			moveTo = string(moved)
+	// A planned move (cluster/clientspread.go) is followed at once, to
+	// the server named, as by a real client (cli/agent/workclient.go).
+	_ = cluster.KeepStreaming(ctx, s.f.servers, s.stream, func(_ string, err error, _ time.Duration) {
+		if errors.As(err, new(cluster.MovedTo)) {
 			s.f.moves.Add(1)
-			continue
 		}
-		wait := max(retry, time.Duration(rand.Int64N(int64(backoff)+1)))
-		backoff = min(2*backoff, 5*time.Second)
-		select {
-		case <-ctx.Done():
-		case <-time.After(wait):
-		}
-	}
+	})
 }
 
 // stream holds one server's stream until it ends. It writes the request
@@ -255,7 +234,7 @@ func (s *sim) stream(ctx context.Context, server string) (healthy bool, retry ti
 			s.mu.Unlock()
 		}
 		if fr.Type == cluster.WorkFrameMove && fr.Server != "" {
-			return healthy, 0, simMoved(fr.Server)
+			return healthy, 0, cluster.MovedTo(fr.Server)
 		}
 		if fr.Type != cluster.WorkFrameWork {
 			continue
@@ -268,11 +247,6 @@ func (s *sim) stream(ctx context.Context, server string) (healthy bool, retry ti
 	}
 	return healthy, 0, sc.Err()
 }
-
-// simMoved ends a stream whose server handed the sim to another.
-type simMoved string
-
-func (e simMoved) Error() string { return "handed to " + string(e) }
 
 // beatEvery is the interval of the sim's next beat, as a real client's
 // (cli/agent/workclient.go): the busy one while it holds attempts or has

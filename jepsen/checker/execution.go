@@ -30,6 +30,57 @@ type interval struct {
 	open       bool
 }
 
+// record applies one probe record of the execution (kind start, tick or
+// end, at its time); a second start is a reused token.
+func (iv *interval) record(r *Result, kind, job, node string, at int64) {
+	switch kind {
+	case "start":
+		if iv.start >= 0 {
+			r.errorf("token reused: job %s token %d started twice (nodes %s, %s)", job, iv.token, iv.node, node)
+		}
+		iv.start = at
+		iv.last = max(iv.last, at)
+	case "tick":
+		iv.last = max(iv.last, at)
+	case "end":
+		iv.end = at
+	}
+}
+
+// finish closes an execution after the last record: one with no end
+// (killed, fenced) is open and ran until endOfTest, or tickBound past its
+// last record when there is one, and counts as incomplete. It is false
+// for an end without a start (its start line was torn): no execution.
+func (iv *interval) finish(r *Result, endOfTest int64, tickBound time.Duration) bool {
+	if iv.start < 0 {
+		return false
+	}
+	if iv.end < 0 {
+		iv.end, iv.open = endOfTest, true
+		if tickBound > 0 {
+			iv.end = iv.last + int64(tickBound)
+		}
+		r.Stats["incomplete"]++
+	}
+	return true
+}
+
+// overlap is how long iv and b (which started no earlier) ran together.
+// An open iv is certain only up to its last record: possible says an
+// overlap beyond clockBound falls wholly within the tick bound after it,
+// where the records cannot tell.
+func (iv *interval) overlap(b *interval, tickBound, clockBound time.Duration) (ov time.Duration, possible bool) {
+	ov = time.Duration(min(iv.end, b.end) - b.start)
+	if iv.open && tickBound > 0 && ov > clockBound {
+		sure := time.Duration(min(iv.last, b.end) - b.start)
+		if sure <= clockBound {
+			return ov, true
+		}
+		ov = sure
+	}
+	return ov, false
+}
+
 // Execution checks invariant 2 from the probe records: executions of one job
 // never overlap (within ClockBound), every succeeded job has an execution
 // that matches its succeeded attempt, and a fencing sink replayed in the
@@ -61,31 +112,13 @@ func Execution(exec []Record, sink []Record, final []FinalJob, opt ExecOptions) 
 			ivs[k] = iv
 			order = append(order, k)
 		}
-		switch rec.Kind {
-		case "start":
-			if iv.start >= 0 {
-				r.errorf("token reused: job %s token %d started twice (nodes %s, %s)", rec.Job, rec.Token, iv.node, rec.Node)
-			}
-			iv.start = rec.At
-			iv.last = max(iv.last, rec.At)
-		case "tick":
-			iv.last = max(iv.last, rec.At)
-		case "end":
-			iv.end = rec.At
-		}
+		iv.record(&r, rec.Kind, rec.Job, rec.Node, rec.At)
 	}
 	perJob := map[string][]*interval{}
 	for _, k := range order {
 		iv := ivs[k]
-		if iv.start < 0 {
-			continue // an end without a start: its start line was torn
-		}
-		if iv.end < 0 {
-			iv.end, iv.open = opt.EndOfTest, true
-			if opt.TickBound > 0 {
-				iv.end = iv.last + int64(opt.TickBound)
-			}
-			r.Stats["incomplete"]++
+		if !iv.finish(&r, opt.EndOfTest, opt.TickBound) {
+			continue
 		}
 		perJob[k.job] = append(perJob[k.job], iv)
 	}
@@ -100,17 +133,12 @@ func Execution(exec []Record, sink []Record, final []FinalJob, opt ExecOptions) 
 		for i := 0; i < len(list); i++ {
 			for j := i + 1; j < len(list); j++ {
 				a, b := list[i], list[j]
-				ov := time.Duration(min(a.end, b.end) - b.start)
-				if a.open && opt.TickBound > 0 && ov > opt.ClockBound {
-					// Certain only up to a's last record.
-					sure := time.Duration(min(a.last, b.end) - b.start)
-					if sure <= opt.ClockBound {
-						r.Stats["possible_overlaps"]++
-						r.notef("possible overlap: job %s attempt %d (token %d, %s) was last seen %v before attempt %d (token %d, %s) started, then killed with no record: within the tick bound %v, the records cannot tell",
-							job, a.attempt, a.token, a.node, time.Duration(b.start-a.last).Round(time.Millisecond), b.attempt, b.token, b.node, opt.TickBound)
-						continue
-					}
-					ov = sure
+				ov, possible := a.overlap(b, opt.TickBound, opt.ClockBound)
+				if possible {
+					r.Stats["possible_overlaps"]++
+					r.notef("possible overlap: job %s attempt %d (token %d, %s) was last seen %v before attempt %d (token %d, %s) started, then killed with no record: within the tick bound %v, the records cannot tell",
+						job, a.attempt, a.token, a.node, time.Duration(b.start-a.last).Round(time.Millisecond), b.attempt, b.token, b.node, opt.TickBound)
+					continue
 				}
 				if ov > opt.ClockBound {
 					r.Stats["overlaps"]++

@@ -1,11 +1,9 @@
 package checker
 
 import (
-	"bufio"
 	"io"
 	"sort"
 	"strconv"
-	"strings"
 	"time"
 )
 
@@ -26,26 +24,21 @@ type GangRecord struct {
 // ParseGangRecords reads gang records in file order; torn lines are
 // skipped and counted.
 func ParseGangRecords(rd io.Reader) (recs []GangRecord, torn int, err error) {
-	sc := bufio.NewScanner(rd)
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
+	torn, err = scanRecords(rd, func(f []string) bool {
 		if len(f) != 7 {
-			if len(f) > 0 {
-				torn++
-			}
-			continue
+			return false
 		}
 		a, err1 := strconv.Atoi(f[2])
 		t, err2 := strconv.ParseUint(f[3], 10, 64)
 		ix, err3 := strconv.Atoi(f[5])
 		at, err4 := strconv.ParseInt(f[6], 10, 64)
 		if err1 != nil || err2 != nil || err3 != nil || err4 != nil {
-			torn++
-			continue
+			return false
 		}
 		recs = append(recs, GangRecord{Kind: f[0], Job: f[1], Attempt: a, Token: t, Node: f[4], Index: ix, At: at})
-	}
-	return recs, torn, sc.Err()
+		return true
+	})
+	return recs, torn, err
 }
 
 // ReadGangRecordFiles parses every file matching glob, concatenated.

@@ -1,7 +1,6 @@
 package checker
 
 import (
-	"bufio"
 	"fmt"
 	"io"
 	"maps"
@@ -31,17 +30,12 @@ type GPURecord struct {
 // ParseGPURecords reads GPU records in file order; torn lines are skipped
 // and counted.
 func ParseGPURecords(rd io.Reader) (recs []GPURecord, torn int, err error) {
-	sc := bufio.NewScanner(rd)
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
+	torn, err = scanRecords(rd, func(f []string) bool {
 		if len(f) == 7 {
 			f = append(f[:6], "-", f[6])
 		}
 		if len(f) != 8 {
-			if len(f) > 0 {
-				torn++
-			}
-			continue
+			return false
 		}
 		a, err1 := strconv.Atoi(f[2])
 		t, err2 := strconv.ParseUint(f[3], 10, 64)
@@ -52,16 +46,16 @@ func ParseGPURecords(rd io.Reader) (recs []GPURecord, torn int, err error) {
 			share, err4 = strconv.ParseInt(f[6], 10, 64)
 		}
 		if err1 != nil || err2 != nil || err3 != nil || err4 != nil || share < 0 {
-			torn++
-			continue
+			return false
 		}
 		var uuids []string
 		if f[5] != "-" {
 			uuids = strings.Split(f[5], ",")
 		}
 		recs = append(recs, GPURecord{Kind: f[0], Job: f[1], Attempt: a, Token: t, Node: f[4], UUIDs: uuids, ShareMiB: share, At: at})
-	}
-	return recs, torn, sc.Err()
+		return true
+	})
+	return recs, torn, err
 }
 
 // ReadGPURecordFiles parses every file matching glob, concatenated.
@@ -135,18 +129,7 @@ func GPU(recs []GPURecord, final []FinalJob, opt GPUOptions) Result {
 			r.errorf("job %s token %d recorded with GPUs %v on %s and %v on %s: one execution, two views",
 				rec.Job, rec.Token, e.uuids, e.node, rec.UUIDs, rec.Node)
 		}
-		switch rec.Kind {
-		case "start":
-			if e.start >= 0 {
-				r.errorf("token reused: job %s token %d started twice (nodes %s, %s)", rec.Job, rec.Token, e.node, rec.Node)
-			}
-			e.start = rec.At
-			e.last = max(e.last, rec.At)
-		case "tick":
-			e.last = max(e.last, rec.At)
-		case "end":
-			e.end = rec.At
-		}
+		e.record(&r, rec.Kind, rec.Job, rec.Node, rec.At)
 	}
 
 	attempts := map[key]FinalAttempt{}
@@ -164,15 +147,8 @@ func GPU(recs []GPURecord, final []FinalJob, opt GPUOptions) Result {
 	perGPU := map[string][]*gpuExec{}
 	for _, k := range order {
 		e := execs[k]
-		if e.start < 0 {
-			continue // an end without a start: its start line was torn
-		}
-		if e.end < 0 {
-			e.end, e.open = opt.EndOfTest, true
-			if opt.TickBound > 0 {
-				e.end = e.last + int64(opt.TickBound)
-			}
-			r.Stats["incomplete"]++
+		if !e.finish(&r, opt.EndOfTest, opt.TickBound) {
+			continue
 		}
 		for _, u := range e.uuids {
 			perGPU[u] = append(perGPU[u], e)
@@ -205,17 +181,12 @@ func GPU(recs []GPURecord, final []FinalJob, opt GPUOptions) Result {
 				if a.share > 0 && b.share > 0 {
 					continue // shares may run together: their sum is checked below
 				}
-				ov := time.Duration(min(a.end, b.end) - b.start)
-				if a.open && opt.TickBound > 0 && ov > opt.ClockBound {
-					// Certain only up to a's last record.
-					sure := time.Duration(min(a.last, b.end) - b.start)
-					if sure <= opt.ClockBound {
-						r.Stats["possible_overlaps"]++
-						r.notef("possible overlap on %s: job %s attempt %d (token %d, %s) was last seen %v before job %s attempt %d (token %d, %s) started, then killed with no record: within the tick bound %v, the records cannot tell",
-							u, a.job, a.attempt, a.token, a.node, time.Duration(b.start-a.last).Round(time.Millisecond), b.job, b.attempt, b.token, b.node, opt.TickBound)
-						continue
-					}
-					ov = sure
+				ov, possible := a.overlap(&b.interval, opt.TickBound, opt.ClockBound)
+				if possible {
+					r.Stats["possible_overlaps"]++
+					r.notef("possible overlap on %s: job %s attempt %d (token %d, %s) was last seen %v before job %s attempt %d (token %d, %s) started, then killed with no record: within the tick bound %v, the records cannot tell",
+						u, a.job, a.attempt, a.token, a.node, time.Duration(b.start-a.last).Round(time.Millisecond), b.job, b.attempt, b.token, b.node, opt.TickBound)
+					continue
 				}
 				if ov > opt.ClockBound {
 					r.Stats["overlaps"]++

@@ -28,25 +28,33 @@ func (r Record) String() string {
 // ParseRecords reads records in file order. Torn lines (a node killed while
 // appending) are skipped and counted.
 func ParseRecords(rd io.Reader) (recs []Record, torn int, err error) {
-	sc := bufio.NewScanner(rd)
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
+	torn, err = scanRecords(rd, func(f []string) bool {
 		if len(f) != 6 {
-			if len(f) > 0 {
-				torn++
-			}
-			continue
+			return false
 		}
 		a, err1 := strconv.Atoi(f[2])
 		t, err2 := strconv.ParseUint(f[3], 10, 64)
 		at, err3 := strconv.ParseInt(f[5], 10, 64)
 		if err1 != nil || err2 != nil || err3 != nil {
-			torn++
-			continue
+			return false
 		}
 		recs = append(recs, Record{Kind: f[0], Job: f[1], Attempt: a, Token: t, Node: f[4], At: at})
+		return true
+	})
+	return recs, torn, err
+}
+
+// scanRecords calls parse with the fields of each non-blank line of a
+// probe's record file and counts the lines it refuses: torn lines, left
+// by a node killed while appending.
+func scanRecords(rd io.Reader, parse func(fields []string) bool) (torn int, err error) {
+	sc := bufio.NewScanner(rd)
+	for sc.Scan() {
+		if f := strings.Fields(sc.Text()); len(f) > 0 && !parse(f) {
+			torn++
+		}
 	}
-	return recs, torn, sc.Err()
+	return torn, sc.Err()
 }
 
 // ReadRecordFiles parses every file matching glob, concatenated.

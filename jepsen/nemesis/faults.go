@@ -65,31 +65,43 @@ func describe(c *rig.Cluster, g netns.Grudge) string {
 	return s
 }
 
-// Kill crashes a node with kill -9 and restarts it from the same data dir.
-type Kill struct {
+// oneNode is the node a one-node fault (Kill, Pause) picks: the leader, a
+// client, or any node.
+type oneNode struct {
 	Leader bool
 	Client bool // a client, not the leader nor any node
-	victim int
+	victim int  // the node picked; -1 before Start or when none was
 }
 
-func (k *Kill) Name() string {
+// name is the fault's name: fault-leader, fault-client or fault-random.
+func (t *oneNode) name(fault string) string {
 	switch {
-	case k.Leader:
-		return "kill-leader"
-	case k.Client:
-		return "kill-client"
+	case t.Leader:
+		return fault + "-leader"
+	case t.Client:
+		return fault + "-client"
 	}
-	return "kill-random"
+	return fault + "-random"
 }
 
-func (k *Kill) Start(ctx context.Context, c *rig.Cluster, rng *rand.Rand) (string, error) {
-	k.victim = -1
-	i, err := pick(ctx, c, rng, k.Leader, k.Client)
+// start picks the victim and does the fault to it (what describes it).
+func (t *oneNode) start(ctx context.Context, c *rig.Cluster, rng *rand.Rand, what string, fault func(*rig.Node) error) (string, error) {
+	t.victim = -1
+	i, err := pick(ctx, c, rng, t.Leader, t.Client)
 	if err != nil {
 		return "", err
 	}
-	k.victim = i
-	return "kill -9 " + c.Nodes[i].Name, c.Nodes[i].Kill9()
+	t.victim = i
+	return what + " " + c.Nodes[i].Name, fault(c.Nodes[i])
+}
+
+// Kill crashes a node with kill -9 and restarts it from the same data dir.
+type Kill struct{ oneNode }
+
+func (k *Kill) Name() string { return k.name("kill") }
+
+func (k *Kill) Start(ctx context.Context, c *rig.Cluster, rng *rand.Rand) (string, error) {
+	return k.start(ctx, c, rng, "kill -9", (*rig.Node).Kill9)
 }
 
 func (k *Kill) Stop(ctx context.Context, c *rig.Cluster) error {
@@ -101,30 +113,12 @@ func (k *Kill) Stop(ctx context.Context, c *rig.Cluster) error {
 
 // Pause freezes a node's agent with SIGSTOP (its jobs keep running: the
 // zombie-executor case) and resumes it with SIGCONT.
-type Pause struct {
-	Leader bool
-	Client bool
-	victim int
-}
+type Pause struct{ oneNode }
 
-func (p *Pause) Name() string {
-	switch {
-	case p.Leader:
-		return "pause-leader"
-	case p.Client:
-		return "pause-client"
-	}
-	return "pause-random"
-}
+func (p *Pause) Name() string { return p.name("pause") }
 
 func (p *Pause) Start(ctx context.Context, c *rig.Cluster, rng *rand.Rand) (string, error) {
-	p.victim = -1
-	i, err := pick(ctx, c, rng, p.Leader, p.Client)
-	if err != nil {
-		return "", err
-	}
-	p.victim = i
-	return "SIGSTOP " + c.Nodes[i].Name, c.Nodes[i].Pause()
+	return p.start(ctx, c, rng, "SIGSTOP", (*rig.Node).Pause)
 }
 
 func (p *Pause) Stop(ctx context.Context, c *rig.Cluster) error {

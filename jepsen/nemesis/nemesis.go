@@ -27,39 +27,33 @@ type Nemesis interface {
 // isolate-client (cut from every server) and down-client (a live client
 // declared dead by an operator).
 func ByName(name string) (Nemesis, error) {
-	switch name {
-	case "none":
-		return None{}, nil
-	case "halves", "isolate-leader", "ring", "bridge", "isolate-client":
-		return &Partition{Kind: name}, nil
-	case "kill-client":
-		return &Kill{Client: true}, nil
-	case "down-client":
-		return &DownClient{}, nil
-	case "pause-client":
-		return &Pause{Client: true}, nil
-	case "kill-leader":
-		return &Kill{Leader: true}, nil
-	case "kill-random":
-		return &Kill{}, nil
-	case "pause-leader":
-		return &Pause{Leader: true}, nil
-	case "pause-random":
-		return &Pause{}, nil
-	case "member":
-		return &Member{}, nil
-	case "pause-flicker":
-		return &Flicker{}, nil
-	case "clock":
-		return &Clock{}, nil
-	case "storm":
-		return &Storm{}, nil
-	case "store-down":
-		return &StoreDown{}, nil
-	case "store-down-kill":
-		return &StoreDownKill{}, nil
+	if mk, ok := nemeses[name]; ok {
+		return mk(name), nil
 	}
 	return nil, fmt.Errorf("unknown nemesis %q", name)
+}
+
+// nemeses makes each nemesis ByName knows from its name.
+var nemeses = map[string]func(name string) Nemesis{
+	"none":            func(name string) Nemesis { return None{} },
+	"halves":          func(name string) Nemesis { return &Partition{Kind: name} },
+	"isolate-leader":  func(name string) Nemesis { return &Partition{Kind: name} },
+	"ring":            func(name string) Nemesis { return &Partition{Kind: name} },
+	"bridge":          func(name string) Nemesis { return &Partition{Kind: name} },
+	"isolate-client":  func(name string) Nemesis { return &Partition{Kind: name} },
+	"kill-client":     func(name string) Nemesis { return &Kill{oneNode{Client: true}} },
+	"down-client":     func(name string) Nemesis { return &DownClient{} },
+	"pause-client":    func(name string) Nemesis { return &Pause{oneNode{Client: true}} },
+	"kill-leader":     func(name string) Nemesis { return &Kill{oneNode{Leader: true}} },
+	"kill-random":     func(name string) Nemesis { return &Kill{} },
+	"pause-leader":    func(name string) Nemesis { return &Pause{oneNode{Leader: true}} },
+	"pause-random":    func(name string) Nemesis { return &Pause{} },
+	"member":          func(name string) Nemesis { return &Member{} },
+	"pause-flicker":   func(name string) Nemesis { return &Flicker{} },
+	"clock":           func(name string) Nemesis { return &Clock{} },
+	"storm":           func(name string) Nemesis { return &Storm{} },
+	"store-down":      func(name string) Nemesis { return &StoreDown{} },
+	"store-down-kill": func(name string) Nemesis { return &StoreDownKill{} },
 }
 
 // None is the fault-free baseline.

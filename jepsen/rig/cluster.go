@@ -221,6 +221,32 @@ func (c *Cluster) WorkloadClient(i int, token string) *client.Client {
 // through any node, retrying while the cluster elects its first leader,
 // and makes every later client send it.
 func (c *Cluster) BootstrapACL(ctx context.Context, d time.Duration) error {
+	return c.throughAnyNode(ctx, d, "ACL bootstrap", func(cl *client.Client) error {
+		secret, err := cl.ACLBootstrap(ctx)
+		if err == nil {
+			c.Token = secret
+		}
+		return err
+	})
+}
+
+// IssueToken creates a token with roles through any node with the
+// management token, retrying while a leader settles; returns its secret.
+func (c *Cluster) IssueToken(ctx context.Context, d time.Duration, name string, roles ...api.ACLRole) (string, error) {
+	var secret string
+	if err := c.throughAnyNode(ctx, d, "token "+name, func(cl *client.Client) (err error) {
+		secret, err = cl.ACLCreateToken(ctx, name, roles...)
+		return err
+	}); err != nil {
+		return "", err
+	}
+	return secret, nil
+}
+
+// throughAnyNode calls fn with a client of each running node in turn
+// until one call succeeds, going round again every 300 ms for at most d;
+// what names the call in the error.
+func (c *Cluster) throughAnyNode(ctx context.Context, d time.Duration, what string, fn func(*client.Client) error) error {
 	deadline := time.Now().Add(d)
 	var last error
 	for time.Now().Before(deadline) {
@@ -229,10 +255,9 @@ func (c *Cluster) BootstrapACL(ctx context.Context, d time.Duration) error {
 				continue
 			}
 			cl := c.Client(i)
-			secret, err := cl.ACLBootstrap(ctx)
+			err := fn(cl)
 			cl.Close()
 			if err == nil {
-				c.Token = secret
 				return nil
 			}
 			last = err
@@ -243,34 +268,7 @@ func (c *Cluster) BootstrapACL(ctx context.Context, d time.Duration) error {
 		case <-time.After(300 * time.Millisecond):
 		}
 	}
-	return fmt.Errorf("ACL bootstrap within %v: %v", d, last)
-}
-
-// IssueToken creates a token with roles through any node with the
-// management token, retrying while a leader settles; returns its secret.
-func (c *Cluster) IssueToken(ctx context.Context, d time.Duration, name string, roles ...api.ACLRole) (string, error) {
-	deadline := time.Now().Add(d)
-	var last error
-	for time.Now().Before(deadline) {
-		for i, n := range c.Nodes {
-			if !n.Running() {
-				continue
-			}
-			cl := c.Client(i)
-			secret, err := cl.ACLCreateToken(ctx, name, roles...)
-			cl.Close()
-			if err == nil {
-				return secret, nil
-			}
-			last = err
-		}
-		select {
-		case <-ctx.Done():
-			return "", ctx.Err()
-		case <-time.After(300 * time.Millisecond):
-		}
-	}
-	return "", fmt.Errorf("token %s within %v: %v", name, d, last)
+	return fmt.Errorf("%s within %v: %v", what, d, last)
 }
 
 // Leader asks every running node and returns the index of the leader a

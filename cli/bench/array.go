@@ -1,0 +1,124 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	ucli "github.com/urfave/cli/v2"
+
+	"github.com/foreman-sched/foreman/api"
+	"github.com/foreman-sched/foreman/cli"
+	"github.com/foreman-sched/foreman/httpapi"
+)
+
+// arrayResult is the outcome of foreman bench array.
+type arrayResult struct {
+	Tasks          int     `json:"tasks"`
+	Driver         string  `json:"driver,omitempty"`
+	ArrayAcceptMS  float64 `json:"array_accept_ms"`  // one POST /v1/jobs with array
+	ArraySeconds   float64 `json:"array_seconds"`    // submit → the array ended
+	ArraySucceeded int     `json:"array_succeeded"`  // tasks that succeeded
+	ArrayJobsPerS  float64 `json:"array_jobs_per_s"` // tasks / array_seconds
+	Batch          int     `json:"batch,omitempty"`  // jobs per request of the comparison (0: skipped)
+	BatchAcceptMS  float64 `json:"batch_accept_ms,omitempty"`
+	BatchSeconds   float64 `json:"batch_seconds,omitempty"`
+	BatchSucceeded int     `json:"batch_succeeded,omitempty"`
+	BatchJobsPerS  float64 `json:"batch_jobs_per_s,omitempty"`
+}
+
+func arrayCommand(driver *ucli.StringFlag) *ucli.Command {
+	return benchCommand("array", "a job array of no-op tasks: accepted, and all done; beside the same count submitted as batches", "", timed(benchArray),
+		driver,
+		&ucli.IntFlag{Name: "tasks", Value: 10000, Usage: "tasks of the array (and jobs of the batches)"},
+		&ucli.IntFlag{Name: "parallel", Usage: "the array's %PARALLEL bound (0: none)"},
+		&ucli.IntFlag{Name: "batch", Value: 1000, Usage: "jobs per request of the same count submitted as batches (0: skip them)"},
+		timeoutFlag(15*time.Minute),
+		cli.JSONFlag)
+}
+
+func benchArray(ctx context.Context, c *ucli.Context, cl *api.Client) error {
+	res := arrayResult{Tasks: c.Int("tasks"), Driver: c.String("driver"), Batch: c.Int("batch")}
+	if res.Tasks < 1 || res.Batch < 0 || c.Int("parallel") < 0 {
+		return fmt.Errorf("--tasks must be at least 1, --batch and --parallel at least 0")
+	}
+	run := benchRunID()
+	spec := noopSpec(run, res.Driver)
+	spec.Array = httpapi.Array(fmt.Sprintf("0-%d", res.Tasks-1))
+	if p := c.Int("parallel"); p > 0 {
+		spec.Array = httpapi.Array(fmt.Sprintf("0-%d%%%d", res.Tasks-1, p))
+	}
+	t0 := time.Now()
+	id, _, err := submitJob(ctx, cl, spec, run+"-array")
+	if err != nil {
+		return err
+	}
+	res.ArrayAcceptMS = float64(time.Since(t0).Microseconds()) / 1000
+	p := &progress{every: 2 * time.Second, last: time.Now()}
+	for {
+		var d *api.JobDetail
+		if err := retryTransient(ctx, "poll", func() (err error) {
+			d, err = cl.GetJob(ctx, id)
+			return err
+		}); err != nil {
+			return err
+		}
+		if a := d.Job.Array; d.Job.State.Terminal() && a != nil {
+			res.ArraySeconds = round3(time.Since(t0).Seconds())
+			res.ArraySucceeded = a.Succeeded
+			break
+		} else if a != nil {
+			p.printf("array: %d/%d tasks done", a.Succeeded+a.Failed+a.Cancelled, a.Size)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for the array: %w", ctx.Err())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	res.ArrayJobsPerS = round3(float64(res.Tasks) / res.ArraySeconds)
+
+	if res.Batch > 0 {
+		spec := noopSpec(run+"-b", res.Driver)
+		jobs := &benchRun{label: run + "-b"}
+		t0 = time.Now()
+		for done := 0; done < res.Tasks; done += res.Batch {
+			specs := make([]httpapi.JobSpecInput, min(res.Batch, res.Tasks-done))
+			for i := range specs {
+				specs[i] = spec
+				specs[i].IdempotencyKey = run + "-b-" + strconv.Itoa(done+i)
+			}
+			var subs []api.SubmitResponse
+			if err := retryTransient(ctx, "submit", func() (err error) {
+				subs, err = submitJobs(ctx, cl, specs)
+				return err
+			}); err != nil {
+				return err
+			}
+			jobs.add(subs)
+		}
+		res.BatchAcceptMS = float64(time.Since(t0).Microseconds()) / 1000
+		end, err := waitAllTerminal(ctx, cl, jobs, 10*time.Millisecond)
+		if err != nil {
+			return err
+		}
+		res.BatchSeconds = round3(end.Sub(t0).Seconds())
+		res.BatchJobsPerS = round3(float64(res.Tasks) / res.BatchSeconds)
+		counts, err := jobs.count(ctx, cl)
+		if err != nil {
+			return err
+		}
+		res.BatchSucceeded = counts[api.JobSucceeded]
+	}
+
+	if c.Bool("json") {
+		return cli.PrintJSON(c, res)
+	}
+	t := cli.NewTable(cli.Stdout(c), "", "ACCEPTED", "ALL DONE", "JOBS/S", "SUCCEEDED")
+	t.Row(fmt.Sprintf("array of %d", res.Tasks), fmt.Sprintf("%.1fms", res.ArrayAcceptMS), fmt.Sprintf("%.2fs", res.ArraySeconds), res.ArrayJobsPerS, res.ArraySucceeded)
+	if res.Batch > 0 {
+		t.Row(fmt.Sprintf("%d as batches of %d", res.Tasks, res.Batch), fmt.Sprintf("%.1fms", res.BatchAcceptMS), fmt.Sprintf("%.2fs", res.BatchSeconds), res.BatchJobsPerS, res.BatchSucceeded)
+	}
+	return t.Flush()
+}
