@@ -13,10 +13,17 @@ TESTFLAGS ?= -count=1 -timeout 25m
 FUZZTIME  ?= 60s
 FUZZSMOKE ?= 2s
 
-.PHONY: build run test test-python test-deps lint fuzz bench cluster cluster-stop jepsen jepsen-smoke jepsen-secure storm clean
+.PHONY: release build run test test-python test-deps lint fuzz bench cluster cluster-stop jepsen jepsen-smoke jepsen-secure storm clean
 
 build:
 	CGO_ENABLED=1 $(GO) build -trimpath -tags '$(TAGS)' -ldflags '$(LDFLAGS)' -o $(BIN) .
+
+# Release artifacts into dist/ (README "Releases"): static linux/amd64 and linux/arm64 binaries,
+# tarballs, Debian packages, an OCI image layout tarball and SHA256SUMS, the same bytes from the
+# same commit. VERSION must be given (vX.Y.Z); the default above is for `make build` only.
+release:
+	@$(GO) build -o bin/foreman-release ./release/cmd/release
+	@bin/foreman-release -version '$(if $(filter command line environment,$(origin VERSION)),$(VERSION))' -tags '$(TAGS)'
 
 # A single-node dev agent on 127.0.0.1:7070 with a temporary data dir.
 run: build

@@ -15,8 +15,12 @@ import (
 	"github.com/foreman-sched/foreman/exec/container"
 )
 
-// version is set at build time (-X main.version=...).
-var version = "dev"
+// version and commit are set at build time (-X main.version=...
+// -X main.commit=...); an empty commit is read from the Go build info.
+var (
+	version = "dev"
+	commit  = ""
+)
 
 // A supervisor's main goroutine keeps the main thread to itself. Each
 // container start runs a libcontainer goroutine that locks its thread and
@@ -48,6 +52,6 @@ func main() {
 			os.Exit(exec.ShimMain(os.Args[2:]))
 		}
 	}
-	app := cli.NewApp(version, agent.Command(version), bench.Command())
+	app := cli.NewApp(cli.Build{Version: version, Commit: commit}, agent.Command(version), bench.Command())
 	os.Exit(cli.Main(app, os.Args, os.Stderr))
 }

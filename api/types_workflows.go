@@ -73,6 +73,8 @@ type WorkflowJobStatus struct {
 	DecidedBy string   `json:"decided_by,omitempty"` // a name
 	Attempts  int      `json:"attempts"`
 	ExitCode  *int     `json:"exit_code,omitempty"`
+	// Array follows the tasks of an array job.
+	Array *ArrayStatus `json:"array,omitempty"`
 }
 
 // WorkflowList is one page of workflows, newest first.

@@ -27,8 +27,9 @@ func init() {
 
 // NewApp is the whole command line: agent first, then version, the client
 // commands of this package, and the commands in more (bench).
-func NewApp(version string, agent *ucli.Command, more ...*ucli.Command) *ucli.App {
-	cmds := append([]*ucli.Command{agent, versionCommand(version), completionCommand(), tlsCommand()}, clientCommands()...)
+func NewApp(b Build, agent *ucli.Command, more ...*ucli.Command) *ucli.App {
+	version := b.Version
+	cmds := append([]*ucli.Command{agent, versionCommand(b), completionCommand(), tlsCommand()}, clientCommands()...)
 	return &ucli.App{
 		Name:                 "foreman",
 		Usage:                "a distributed job scheduler in one binary",

@@ -20,7 +20,7 @@ import (
 
 // newApp is main.go's App.
 func newApp() *ucli.App {
-	return cli.NewApp("test", agent.Command("test"), bench.Command())
+	return cli.NewApp(cli.Build{Version: "test"}, agent.Command("test"), bench.Command())
 }
 
 // command is one command of the tree with the names that reach it.

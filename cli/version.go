@@ -2,6 +2,8 @@ package cli
 
 import (
 	"fmt"
+	"runtime"
+	"runtime/debug"
 	"sort"
 
 	ucli "github.com/urfave/cli/v2"
@@ -16,10 +18,48 @@ type nodeVersion struct {
 	Version string `json:"version"` // "" for a member that advertised none (older than this field)
 }
 
-// versionCommand prints this binary's version and, with --cluster, every
-// member's as it advertises it in gossip: during a rolling upgrade the
-// nodes still on the old version are the ones left to restart.
-func versionCommand(version string) *ucli.Command {
+// Build says which source this binary was built from: main.go's variables,
+// set by the linker (-X main.version=..., -X main.commit=...; the Makefile
+// and `make release` set both).
+type Build struct {
+	Version string // a release's tag (v0.1.0) or git describe's output; "dev" when unset
+	Commit  string // the full commit ID; "" to take it from the Go build info
+}
+
+// commit is b.Commit or, when the linker set none, the revision go build
+// stamped from the checkout ("-dirty" when it had changes), else "unknown".
+func (b Build) commit() string {
+	if b.Commit != "" {
+		return b.Commit
+	}
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "unknown"
+	}
+	rev, dirty := "", false
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			dirty = s.Value == "true"
+		}
+	}
+	if rev == "" {
+		return "unknown"
+	}
+	if dirty {
+		rev += "-dirty"
+	}
+	return rev
+}
+
+// versionCommand prints this binary's version, commit and Go version and,
+// with --cluster, every member's version as it advertises it in gossip:
+// during a rolling upgrade the nodes still on the old version are the ones
+// left to restart.
+func versionCommand(b Build) *ucli.Command {
+	version := b.Version
 	return &ucli.Command{
 		Name:  "version",
 		Usage: "print the version of this binary (--cluster: and of every node)",
@@ -29,10 +69,11 @@ func versionCommand(version string) *ucli.Command {
 		),
 		Action: func(c *ucli.Context) error {
 			if !c.Bool("cluster") {
+				platform := runtime.GOOS + "/" + runtime.GOARCH
 				if c.Bool("json") {
-					return PrintJSON(c, map[string]any{"version": version})
+					return PrintJSON(c, map[string]any{"version": version, "commit": b.commit(), "go": runtime.Version(), "platform": platform})
 				}
-				fmt.Fprintf(Stdout(c), "foreman %s\n", version)
+				fmt.Fprintf(Stdout(c), "foreman %s\ncommit %s\n%s %s\n", version, b.commit(), runtime.Version(), platform)
 				return nil
 			}
 			cl, err := newClient(c)

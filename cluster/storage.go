@@ -30,10 +30,28 @@ func HasRaftState(dataDir string) bool {
 	return err == nil
 }
 
+// CheckDataDir refuses, before anything opens it for writing, a data dir
+// whose state file a newer foreman wrote (fsm.ErrNewerState, one line
+// naming both versions); binary is this binary's version. A dir without a
+// state file (new, or a client's) passes. It changes nothing.
+func CheckDataDir(dataDir, binary string) error {
+	path := filepath.Join(dataDir, fsmFile)
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	v, err := fsm.ReadFileVersion(path)
+	if err != nil {
+		// Unreadable is OpenFSM's to judge (it rebuilds a corrupt file).
+		return nil
+	}
+	return v.Newer("data dir "+dataDir, binary)
+}
+
 // OpenFSM opens the state file <dataDir>/fsm.db. A file that fsm reports as
 // corrupt is moved aside (fsm.db.corrupt-<unix>) and a fresh one is opened:
 // New then rebuilds it from the latest raft snapshot and raft replays the log
-// after it. Call it before New and pass the result in.
+// after it. A file a newer foreman wrote is refused (fsm.ErrNewerState), not
+// moved. Call it before New and pass the result in.
 func OpenFSM(dataDir string, opts fsm.Options, logger *slog.Logger) (*fsm.FSM, error) {
 	if logger == nil {
 		logger = slog.Default()
@@ -112,6 +130,11 @@ func (s *raftStorage) restoreIfBehind(f *fsm.FSM, logger *slog.Logger) error {
 			continue
 		}
 		err = f.Restore(rc)
+		if errors.Is(err, fsm.ErrNewerState) {
+			// An older snapshot would go back in time under a log this
+			// binary cannot replay either: stop, changing nothing more.
+			return fmt.Errorf("snapshot %s: %w", meta.ID, err)
+		}
 		if err != nil {
 			lastErr = err
 			logger.Warn("cannot restore snapshot; trying an older one", "snapshot", meta.ID, "err", err)

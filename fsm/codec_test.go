@@ -577,29 +577,3 @@ func TestSchemaV1Upgrade(t *testing.T) {
 		t.Fatal(err)
 	}
 }
-
-// TestSchemaNewerRefused: a file from a newer binary is not touched.
-func TestSchemaNewerRefused(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "new.db")
-	db, err := bolt.Open(path, 0o600, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = db.Update(func(tx *bolt.Tx) error {
-		b, err := tx.CreateBucketIfNotExists(bucketMeta)
-		if err != nil {
-			return err
-		}
-		if err := b.Put(metaCleanShutdown, []byte("1")); err != nil {
-			return err
-		}
-		return b.Put(metaSchemaVersion, []byte(fmt.Sprint(SchemaVersion+1)))
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = db.Close()
-	if _, err := Open(path, Options{}); err == nil || !strings.Contains(err.Error(), "schema version") {
-		t.Fatalf("open of a newer schema: %v", err)
-	}
-}

@@ -30,6 +30,10 @@ type Options struct {
 	NoSync bool
 	// Logger receives diagnostics; nil discards them.
 	Logger *slog.Logger
+	// Version is this binary's foreman version, recorded in the file as
+	// its writer (version.go) so that an older binary that refuses the
+	// file can say which version wrote it. Empty: not recorded.
+	Version string
 	// InitialMmapSize is the address space bbolt maps up front. A large
 	// value keeps writers from waiting on a remap while a long snapshot
 	// read transaction is open. Zero means DefaultInitialMmapSize.
@@ -148,6 +152,21 @@ func openDB(path string, opts Options, log *slog.Logger) (db *bolt.DB, err error
 		return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, path, err)
 	}
 	if existed {
+		// A newer binary's file is refused before anything else reads or
+		// writes it: not corrupt (nothing moves it aside), not ours.
+		var have FileVersion
+		verr := db.View(func(tx *bolt.Tx) error {
+			var err error
+			have, err = readFileVersion(tx)
+			return err
+		})
+		if verr == nil {
+			verr = have.Newer(path, opts.Version)
+		}
+		if verr != nil {
+			_ = db.Close()
+			return nil, verr
+		}
 		if err := checkFile(db, size, log); err != nil {
 			_ = db.Close()
 			return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, path, err)
@@ -163,22 +182,29 @@ func openDB(path string, opts Options, log *slog.Logger) (db *bolt.DB, err error
 			}
 		}
 		meta := tx.Bucket(bucketMeta)
-		if v := meta.Get(metaSchemaVersion); v != nil {
-			n, err := strconv.Atoi(string(v))
-			if err != nil || n > SchemaVersion || n < 1 {
-				return fmt.Errorf("%w: schema version %q (this binary understands up to %d)", ErrCorrupt, v, SchemaVersion)
+		have, err := readFileVersion(tx)
+		if err != nil {
+			return err
+		}
+		if err := have.Newer(path, opts.Version); err != nil {
+			return err // checked before the Update too; here for a file that changed since
+		}
+		switch have.Schema {
+		case 0: // a new file
+			if err := meta.Put(metaSchemaVersion, []byte(strconv.Itoa(SchemaVersion))); err != nil {
+				return err
 			}
-			if n == 1 {
-				log.Info("upgrading state file from schema 1 (JSON records) to 2 (CBOR)", "path", path)
-				if err := migrateV1(tx); err != nil {
-					return err
-				}
-				rebuild = true
-				if err := meta.Put(metaSchemaVersion, []byte(strconv.Itoa(SchemaVersion))); err != nil {
-					return err
-				}
+		case 1:
+			log.Info("upgrading state file from schema 1 (JSON records) to 2 (CBOR)", "path", path)
+			if err := migrateV1(tx); err != nil {
+				return err
 			}
-		} else if err := meta.Put(metaSchemaVersion, []byte(strconv.Itoa(SchemaVersion))); err != nil {
+			rebuild = true
+			if err := meta.Put(metaSchemaVersion, []byte(strconv.Itoa(SchemaVersion))); err != nil {
+				return err
+			}
+		}
+		if err := recordVersion(meta, have, opts.Version); err != nil {
 			return err
 		}
 		if !bytes.Equal(meta.Get(metaGroupVersion), groupVersion) {

@@ -88,6 +88,14 @@ var (
 	metaGroupVersion = []byte("placement_group_version")
 	// metaSchemaVersion: decimal SchemaVersion.
 	metaSchemaVersion = []byte("schema_version")
+	// metaCommandVersion: decimal, the newest CommandVersion of the
+	// binaries that have opened the file for writing (version.go): an
+	// older binary would fail to apply entries of that version in the log.
+	metaCommandVersion = []byte("command_version")
+	// metaWrittenBy: the foreman version that last opened the file for
+	// writing (Options.Version), named when a binary refuses the file.
+	// Node-local: excluded from StateHash.
+	metaWrittenBy = []byte("written_by")
 	// metaCleanShutdown: present only while the file is closed cleanly.
 	// Node-local: excluded from StateHash, never in a snapshot.
 	metaCleanShutdown = []byte("clean_shutdown")
@@ -99,6 +107,10 @@ var nodeLocalMeta = map[string]bool{
 	string(metaCleanShutdown): true,
 	string(metaGroupVersion):  true, // describes the derived indexes
 	string(metaAppliedIndex):  true,
+	// Which binaries opened this node's file: the same state on nodes at
+	// different versions during an upgrade.
+	string(metaWrittenBy):      true,
+	string(metaCommandVersion): true,
 }
 
 // Limits on key sizes; bbolt refuses keys over 32 KiB and long keys make

@@ -56,6 +56,8 @@ type WorkflowJobStatus struct {
 	DecidedBy string        `json:"decided_by,omitempty"` // a name
 	Attempts  int           `json:"attempts"`
 	ExitCode  *int          `json:"exit_code,omitempty"`
+	// Array follows the tasks of an array job (fsm/array.go).
+	Array *fsm.ArrayStatus `json:"array,omitempty"`
 }
 
 // submitWorkflow handles POST /v1/workflows (leader only: the leader
@@ -374,7 +376,7 @@ func (s *server) workflowDetail(id string, from, limit int) (*WorkflowDetail, er
 			st := WorkflowJobStatus{ID: wj.ID, State: "gone"}
 			if j := wj.Job; j != nil {
 				st.Name, st.State, st.Reason = j.Spec.Name, j.State, j.Reason
-				st.Condition, st.Attempts, st.ExitCode = j.Spec.Condition, j.Attempts, j.ExitCode
+				st.Condition, st.Attempts, st.ExitCode, st.Array = j.Spec.Condition, j.Attempts, j.ExitCode, j.Array
 				for _, p := range j.Spec.DependsOn {
 					st.DependsOn = append(st.DependsOn, nameOr(names, p))
 				}

@@ -2,7 +2,7 @@
 # What the test suite needs beyond Go (`make test` runs this first; .ci/run too): the network
 # nemeses and cut-off tests need ip and iptables, the system tests ping, file, ps and fuser, the
 # static build gcc and libc headers, the UI's browser tests (systest/system_ui_test.go) Chromium and a font,
-# the Python SDK's tests (make test-python) Debian's pip, setuptools and pytest. Missing ones are installed when we are root on Debian/Ubuntu;
+# the Python SDK's tests (make test-python) Debian's pip, setuptools and pytest, make release the arm64 cross gcc, qemu and systemd-analyze. Missing ones are installed when we are root on Debian/Ubuntu;
 # otherwise this fails with the one command to run. Nothing is installed when all are present.
 # The object-store tests (issue 25) need a real S3 server: SeaweedFS (Apache-2.0), built once from
 # the Go module proxy into bin/weed (about 3-4 minutes on 2 cores; skipped while bin/weed exists).
@@ -43,6 +43,12 @@ deps=(
   python3-pip:/usr/lib/python3/dist-packages/pip/__init__.py
   python3-setuptools:/usr/lib/python3/dist-packages/setuptools/__init__.py
   python3-pytest:/usr/bin/pytest
+  # make release and its test (release/): the arm64 cross build (cgo, static), qemu to run the
+  # arm64 binary, systemd-analyze to verify the packaged unit.
+  gcc-aarch64-linux-gnu:aarch64-linux-gnu-gcc
+  libc6-dev-arm64-cross:/usr/aarch64-linux-gnu/lib/libc.a
+  qemu-user-static:qemu-aarch64-static
+  systemd:systemd-analyze
 )
 
 missing=()

@@ -131,6 +131,12 @@ dozen hosts). --role server or --role replica makes a later agent a raft member 
 			if err := applyConfigFile(c); err != nil {
 				return ucli.Exit("foreman agent: "+err.Error(), 2)
 			}
+			// Before anything looks at the data dir (the role, the job
+			// user's reach, the state): one a newer foreman wrote is left
+			// as it is.
+			if err := cluster.CheckDataDir(c.String("data-dir"), version); c.String("data-dir") != "" && err != nil {
+				return ucli.Exit("foreman agent: "+err.Error(), 1)
+			}
 			cfg, err := agentConfigFrom(c, version)
 			if err != nil {
 				return ucli.Exit("foreman agent: "+err.Error(), 2)
@@ -466,7 +472,7 @@ func runAgent(parent context.Context, cfg *agentConfig) error {
 	if err != nil {
 		return err
 	}
-	f, err := cluster.OpenFSM(cfg.cluster.DataDir, fsm.Options{NoSync: true, Logger: logger}, logger)
+	f, err := cluster.OpenFSM(cfg.cluster.DataDir, fsm.Options{NoSync: true, Logger: logger, Version: cfg.self.Version}, logger)
 	if err != nil {
 		return fmt.Errorf("open state: %w", err)
 	}

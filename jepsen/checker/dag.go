@@ -2,6 +2,7 @@ package checker
 
 import (
 	"sort"
+	"strconv"
 	"time"
 )
 
@@ -17,6 +18,21 @@ type DAGJob struct {
 	// After is set for a job submitted with after (outside a workflow):
 	// each parent's requirement (ok, any, failed, cancelled).
 	After map[string]string
+	// Array is set for an array job: its bound and its made tasks.
+	Array *DAGArray
+}
+
+// DAGArray is an array job's size, %PARALLEL bound (0: none) and tasks.
+type DAGArray struct {
+	Size, Parallel int
+	Tasks          []DAGTask
+}
+
+// DAGTask is one made task of an array.
+type DAGTask struct {
+	ID    string
+	Index int
+	State string
 }
 
 // afterMet says whether a parent that ended in state meets requirement on
@@ -104,6 +120,21 @@ func DAG(exec []Record, jobs []DAGJob, clockBound time.Duration) Result {
 	byID := make(map[string]*DAGJob, len(jobs))
 	for i := range jobs {
 		byID[jobs[i].ID] = &jobs[i]
+		// An array starts with its first task and ends with its last.
+		if a := jobs[i].Array; a != nil {
+			id := jobs[i].ID
+			for _, t := range a.Tasks {
+				if st, ok := firstStart[t.ID]; ok {
+					if cur, ok := firstStart[id]; !ok || st < cur {
+						firstStart[id] = st
+					}
+				}
+				lastEnd[id] = max(lastEnd[id], lastEnd[t.ID])
+			}
+			if lastEnd[id] == 0 {
+				delete(lastEnd, id)
+			}
+		}
 	}
 	sorted := append([]DAGJob(nil), jobs...)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].ID < sorted[j].ID })
@@ -113,6 +144,9 @@ func DAG(exec []Record, jobs []DAGJob, clockBound time.Duration) Result {
 		if j.After != nil {
 			checkAfter(&r, j, byID, firstStart, lastEnd, clockBound)
 			continue
+		}
+		if j.Array != nil {
+			checkArray(&r, j, exec, lastEnd, clockBound)
 		}
 		start, started := firstStart[j.ID]
 		if j.State == "skipped" {
@@ -191,4 +225,76 @@ func terminal(state string) bool {
 		return true
 	}
 	return false
+}
+
+// checkArray checks an array job against its tasks and their records:
+// its tasks are distinct indexes of the array; it succeeded only when every
+// index did, failed only when one did; a task that succeeded ran; and no
+// more than %PARALLEL of its tasks' executions overlapped (executions with
+// a start and an end record; an end and a start within clockBound of each
+// other do not overlap).
+func checkArray(r *Result, j DAGJob, exec []Record, lastEnd map[string]int64, clockBound time.Duration) {
+	a := j.Array
+	r.Stats["arrays"]++
+	r.Stats["array_tasks"] += len(a.Tasks)
+	seen := map[int]bool{}
+	mine := map[string]bool{}
+	states := map[string]int{}
+	for _, t := range a.Tasks {
+		mine[t.ID] = true
+		states[t.State]++
+		switch {
+		case t.Index < 0 || t.Index >= a.Size:
+			r.errorf("array %s: task %s has index %d outside 0-%d", j.ID, t.ID, t.Index, a.Size-1)
+		case seen[t.Index]:
+			r.errorf("array %s: index %d made twice", j.ID, t.Index)
+		}
+		seen[t.Index] = true
+		if _, ended := lastEnd[t.ID]; t.State == "succeeded" && !ended {
+			r.errorf("array %s: task %s succeeded without an end record", j.ID, t.ID)
+		}
+	}
+	switch {
+	case j.State == "succeeded" && (states["succeeded"] != a.Size || len(a.Tasks) != a.Size):
+		r.errorf("array %s succeeded with %d of %d tasks succeeded", j.ID, states["succeeded"], a.Size)
+	case j.State == "failed" && states["failed"] == 0:
+		r.errorf("array %s failed though no task failed (%v)", j.ID, states)
+	case terminal(j.State) && j.State != "failed" && states["failed"] > 0:
+		r.errorf("array %s is %s though %d tasks failed", j.ID, j.State, states["failed"])
+	}
+	type edge struct {
+		at int64
+		d  int
+	}
+	starts := map[string]int64{}
+	var edges []edge
+	for _, rec := range exec {
+		if !mine[rec.Job] {
+			continue
+		}
+		key := rec.Job + "/" + strconv.Itoa(rec.Attempt) + "/" + strconv.FormatUint(rec.Token, 10)
+		switch rec.Kind {
+		case "start":
+			starts[key] = rec.At
+		case "end":
+			if st, ok := starts[key]; ok {
+				edges = append(edges, edge{st, 1}, edge{rec.At - int64(clockBound), -1})
+			}
+		}
+	}
+	sort.Slice(edges, func(i, k int) bool {
+		if edges[i].at != edges[k].at {
+			return edges[i].at < edges[k].at
+		}
+		return edges[i].d < edges[k].d
+	})
+	n, most := 0, 0
+	for _, e := range edges {
+		n += e.d
+		most = max(most, n)
+	}
+	r.Stats["array_max_parallel"] = max(r.Stats["array_max_parallel"], most)
+	if a.Parallel > 0 && most > a.Parallel {
+		r.errorf("array %s: %d tasks ran at once (bound %d)", j.ID, most, a.Parallel)
+	}
 }

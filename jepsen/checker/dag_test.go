@@ -83,3 +83,47 @@ func parseRecordLines(t *testing.T, lines ...string) []Record {
 	}
 	return out
 }
+
+func TestDAGCheckerArray(t *testing.T) {
+	recs := func(lines ...string) []Record { return parseRecordLines(t, lines...) }
+	tasks := func(states ...string) []DAGTask {
+		var out []DAGTask
+		for i, s := range states {
+			out = append(out, DAGTask{ID: "A." + string(rune('0'+i)), Index: i, State: s})
+		}
+		return out
+	}
+	jobs := func(state string, ts []DAGTask, childState string) []DAGJob {
+		return []DAGJob{
+			{ID: "A", Name: "arr", State: state, Array: &DAGArray{Size: 3, Parallel: 2, Tasks: ts}},
+			{ID: "c", Name: "c", State: childState, Parents: []string{"A"}},
+		}
+	}
+	good := []string{
+		"start A.0 1 5 n1 100", "start A.1 1 6 n2 110", "end A.0 1 5 n1 200",
+		"start A.2 1 7 n3 210", "end A.1 1 6 n2 220", "end A.2 1 7 n3 300",
+		"start c 1 8 n1 310", "end c 1 8 n1 320",
+	}
+	ok := tasks("succeeded", "succeeded", "succeeded")
+	tests := []struct {
+		name  string
+		jobs  []DAGJob
+		lines []string
+		want  string // "" = valid
+	}{
+		{"ok", jobs("succeeded", ok, "succeeded"), good, ""},
+		{"child before the last task", jobs("succeeded", ok, "succeeded"), append(append([]string{}, good[:6]...), "start c 1 8 n1 250"), "before its parents' deciding finish"},
+		{"over the bound", jobs("succeeded", ok, "succeeded"), append([]string{"start A.2 2 9 n3 150", "end A.2 2 9 n3 205"}, good...), "3 tasks ran at once"},
+		{"succeeded with a failed task", jobs("succeeded", tasks("succeeded", "failed", "succeeded"), "succeeded"), good, "succeeded with 2 of 3"},
+		{"failed without a failed task", jobs("failed", ok, "skipped"), good[:6], "no task failed"},
+		{"a missing index", jobs("succeeded", ok[:2], "succeeded"), good, "succeeded with 2 of 3"},
+		{"an index twice", jobs("running", append(append([]DAGTask{}, ok[:2]...), DAGTask{ID: "A.x", Index: 1, State: "queued"}), "waiting"), good[:6], "index 1 made twice"},
+		{"succeeded without running", jobs("running", ok, "waiting"), good[:3], "succeeded without an end record"},
+	}
+	for _, tc := range tests {
+		r := DAG(recs(tc.lines...), tc.jobs, time.Nanosecond)
+		if tc.want == "" && !r.Valid || tc.want != "" && (r.Valid || !strings.Contains(strings.Join(r.Errors, "\n"), tc.want)) {
+			t.Errorf("%s: valid=%v errors=%v, want %q", tc.name, r.Valid, r.Errors, tc.want)
+		}
+	}
+}

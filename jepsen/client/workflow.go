@@ -36,6 +36,13 @@ func (c *Client) Workflow(ctx context.Context, id string) (state string, jobs []
 		for _, j := range out.JobList {
 			names[j.Name] = j.ID
 			jobs = append(jobs, checker.DAGJob{ID: j.ID, Workflow: id, Name: j.Name, State: string(j.State), Condition: j.Condition})
+			if j.Array != nil {
+				a, err := c.arrayOf(ctx, j.ID)
+				if err != nil {
+					return "", nil, err
+				}
+				jobs[len(jobs)-1].Array = a
+			}
 			deps = append(deps, j.DependsOn)
 		}
 		if out.NextFrom == 0 {
@@ -87,4 +94,38 @@ func (c *Client) WorkflowIDs(ctx context.Context) ([]string, error) {
 		cursor = out.NextCursor
 	}
 	return ids, fmt.Errorf("list workflows: too many pages")
+}
+
+// arrayOf reads an array job's bound and its made tasks.
+func (c *Client) arrayOf(ctx context.Context, id string) (*checker.DAGArray, error) {
+	var d api.JobDetail
+	if _, err := c.do(ctx, http.MethodGet, "/v1/jobs/"+url.PathEscape(id), nil, nil, &d); err != nil {
+		return nil, err
+	}
+	if d.Job.Spec.Array == nil || d.Job.Array == nil {
+		return nil, fmt.Errorf("job %s is not an array", id)
+	}
+	a := &checker.DAGArray{Size: d.Job.Array.Size, Parallel: d.Job.Spec.Array.Parallel}
+	cursor := ""
+	for page := 0; page < 1000; page++ {
+		q := url.Values{"array": {id}, "limit": {"500"}}
+		if cursor != "" {
+			q.Set("cursor", cursor)
+		}
+		var out api.JobList
+		if _, err := c.do(ctx, http.MethodGet, "/v1/jobs?"+q.Encode(), nil, nil, &out); err != nil {
+			return nil, err
+		}
+		for _, t := range out.Jobs {
+			if t.ArrayTask == nil {
+				return nil, fmt.Errorf("array %s lists %s, which is not one of its tasks", id, t.ID)
+			}
+			a.Tasks = append(a.Tasks, checker.DAGTask{ID: t.ID, Index: t.ArrayTask.Index, State: string(t.State)})
+		}
+		if out.NextCursor == "" {
+			return a, nil
+		}
+		cursor = out.NextCursor
+	}
+	return nil, fmt.Errorf("array %s: too many pages of tasks", id)
 }

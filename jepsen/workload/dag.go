@@ -15,15 +15,17 @@ import (
 )
 
 // DAG submits workflows of probe jobs — diamonds with a failing branch
-// (children with success, failure and always conditions), chains, and
-// fan-outs joined by an always job — and, after half of them, a plain job
+// (children with success, failure and always conditions), chains,
+// fan-outs joined by an always job, and arrays (%2, an index failing
+// sometimes) with a success and an always child — and, after half of them, a plain job
 // with after on two of the workflow's jobs, each with a random requirement
 // (ok, any, failed, cancelled), half of those also singleton jobs of one
 // name (each then waits for the one before it too). It checks invariant 4 on the probes'
 // records (checker.DAG: no child starts before its parents' deciding
 // finish; no skipped job ever starts; an after job runs only when every
-// requirement was met, and is cancelled when one was broken) and that
-// every workflow and after job finishes.
+// requirement was met, and is cancelled when one was broken; an array
+// ends as its tasks did, each index made once, never more than %2 running)
+// and that every workflow and after job finishes.
 type DAG struct {
 	Workers  int
 	Interval time.Duration
@@ -129,7 +131,17 @@ func (d *DAG) shape(env *Env, rng *rand.Rand, name string) map[string]any {
 		return spec
 	}
 	var jobs []map[string]any
-	switch rng.IntN(3) {
+	switch rng.IntN(4) {
+	case 3: // an array between a root and two joins; one index fails sometimes
+		arr := job("arr", "0.2", 0, []string{"root"}, "")
+		arr["array"] = fmt.Sprintf("0-%d%%2", 3+rng.IntN(4))
+		arr["env"].(map[string]string)["JEPSEN_FAIL_INDEX"] = fmt.Sprint([]int{-1, -1, 1, 2}[rng.IntN(4)])
+		jobs = []map[string]any{
+			job("root", "0.2", 0, nil, ""),
+			arr,
+			job("next", "0.2", 0, []string{"arr"}, ""),
+			job("after", "0.2", 0, []string{"arr"}, "always"),
+		}
 	case 0: // diamond with a branch that fails half the time
 		jobs = []map[string]any{
 			job("a", "0.3", 0, nil, ""),

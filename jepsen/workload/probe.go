@@ -21,6 +21,7 @@ while [ "$i" -lt "$t" ]; do
 done
 echo "end $r $(date +%s%N)" >> "$d/exec-$n.log"
 echo "effect $r $(date +%s%N)" >> "$d/sink.log"
+if [ -n "$FOREMAN_ARRAY_INDEX" ] && [ "$FOREMAN_ARRAY_INDEX" = "${JEPSEN_FAIL_INDEX:-}" ]; then exit 1; fi
 exit "${JEPSEN_EXIT:-0}"
 `
 
