@@ -139,3 +139,48 @@ type NodesDownResponse struct {
 func (c *Client) MarkNodesDown(ctx context.Context, req NodesDownRequest) (*NodesDownResponse, error) {
 	return call[NodesDownResponse](ctx, c, Request{Method: http.MethodPost, Path: "/v1/nodes/down", Body: req})
 }
+
+// NodesDrainRequest picks the nodes DrainNodes drains: every given filter
+// must match, and Labels or Names is needed (an empty filter would take
+// the whole fleet). Role is server, replica or client. Deadline: attempts
+// still running after it are stopped (0: they finish). DryRun lists the
+// nodes and changes nothing.
+type NodesDrainRequest struct {
+	Role     string            `json:"role,omitempty"`
+	Labels   map[string]string `json:"labels,omitempty"`
+	Names    []string          `json:"names,omitempty"`
+	Deadline Duration          `json:"deadline,omitempty"`
+	DryRun   bool              `json:"dry_run,omitempty"`
+}
+
+// NodesEligibilityRequest picks the nodes SetNodesEligibility marks
+// Eligibility (eligible or ineligible), with NodesDrainRequest's filter.
+type NodesEligibilityRequest struct {
+	Role        string            `json:"role,omitempty"`
+	Labels      map[string]string `json:"labels,omitempty"`
+	Names       []string          `json:"names,omitempty"`
+	Eligibility string            `json:"eligibility"`
+	DryRun      bool              `json:"dry_run,omitempty"`
+}
+
+// NodesChangeResponse names the nodes a bulk drain or eligibility change
+// changed (or would, with DryRun) in the one raft entry Index, and those
+// the filter matched that were so already.
+type NodesChangeResponse struct {
+	Nodes     []string `json:"nodes"`
+	Unchanged []string `json:"unchanged,omitempty"`
+	DryRun    bool     `json:"dry_run"`
+	Index     uint64   `json:"index,omitempty"`
+}
+
+// DrainNodes drains every node the filter matches in one raft entry (POST
+// /v1/nodes/drain).
+func (c *Client) DrainNodes(ctx context.Context, req NodesDrainRequest) (*NodesChangeResponse, error) {
+	return call[NodesChangeResponse](ctx, c, Request{Method: http.MethodPost, Path: "/v1/nodes/drain", Body: req})
+}
+
+// SetNodesEligibility marks every node the filter matches eligible or
+// ineligible in one raft entry (POST /v1/nodes/eligibility).
+func (c *Client) SetNodesEligibility(ctx context.Context, req NodesEligibilityRequest) (*NodesChangeResponse, error) {
+	return call[NodesChangeResponse](ctx, c, Request{Method: http.MethodPost, Path: "/v1/nodes/eligibility", Body: req, Idempotent: true})
+}

@@ -26,13 +26,16 @@ func nodeCommand() *ucli.Command {
 		ClientCommand("show", "one node: addresses, capacity, what is allocated, its GPUs and its live attempts", "NAME", nodeShow, JSONFlag),
 		&ucli.Command{
 			Name:      "drain",
-			Usage:     "stop placing attempts on a node; running ones get --deadline to finish",
-			ArgsUsage: "NAME",
-			Flags: WithClientFlags(
+			Usage:     "stop placing attempts on a node; running ones get --deadline to finish. With --label instead of NAME: every matching node, in one raft entry",
+			ArgsUsage: "NAME | --label k=v [--role R] [--yes] [--dry-run]",
+			Flags: WithClientFlags(append([]ucli.Flag{
 				&ucli.DurationFlag{Name: "deadline", Usage: "stop attempts still running after this long (0 = let them finish)"},
 				JSONFlag,
-			),
+			}, bulkFlags...)...),
 			Action: func(c *ucli.Context) error {
+				if bulkNodes(c) {
+					return Error(nodesDrain(c))
+				}
 				return Error(nodeChange(c, func(cl *api.Client, name string) (*api.NodeDetail, error) {
 					return cl.DrainNode(c.Context, name, c.Duration("deadline"))
 				}, eligibilityLine))
@@ -66,10 +69,16 @@ func nodeCommand() *ucli.Command {
 		ClientCommand("usage", "what a node's jobs use now (CPU seconds so far, memory), measured by that node from its jobs cgroup", "NAME", nodeUsage, JSONFlag),
 		&ucli.Command{
 			Name:      "eligibility",
-			Usage:     "mark a node eligible or ineligible for new attempts",
-			ArgsUsage: "NAME eligible|ineligible",
-			Flags:     WithClientFlags(JSONFlag),
+			Usage:     "mark a node eligible or ineligible for new attempts. With --enable|--disable --label instead: every matching node, in one raft entry",
+			ArgsUsage: "NAME eligible|ineligible | --enable|--disable --label k=v [--role R] [--yes] [--dry-run]",
+			Flags: WithClientFlags(append([]ucli.Flag{JSONFlag,
+				&ucli.BoolFlag{Name: "enable", Usage: "with --label: mark them eligible"},
+				&ucli.BoolFlag{Name: "disable", Usage: "with --label: mark them ineligible"},
+			}, bulkFlags...)...),
 			Action: func(c *ucli.Context) error {
+				if bulkNodes(c) || c.Bool("enable") || c.Bool("disable") {
+					return Error(nodesEligibility(c))
+				}
 				if c.NArg() != 2 {
 					return Exitf(2, "node eligibility takes NAME and eligible|ineligible")
 				}

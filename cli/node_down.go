@@ -1,9 +1,7 @@
 package cli
 
 import (
-	"bufio"
 	"fmt"
-	"os"
 	"strings"
 
 	ucli "github.com/urfave/cli/v2"
@@ -18,17 +16,11 @@ func nodesDown(c *ucli.Context) error {
 	if c.NArg() > 0 {
 		return Exitf(2, "node down: give a NAME or filters (--silent, --label), not both")
 	}
-	req := api.NodesDownRequest{Silent: c.Bool("silent"), SilentFor: api.Duration(c.Duration("since")), Role: c.String("role"), DryRun: true}
-	for _, kv := range c.StringSlice("label") {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok || k == "" {
-			return Exitf(2, "--label %q: want key=value", kv)
-		}
-		if req.Labels == nil {
-			req.Labels = map[string]string{}
-		}
-		req.Labels[k] = v
+	labels, err := labelFlags(c)
+	if err != nil {
+		return err
 	}
+	req := api.NodesDownRequest{Silent: c.Bool("silent"), SilentFor: api.Duration(c.Duration("since")), Role: c.String("role"), Labels: labels, DryRun: true}
 	cl, err := newClient(c)
 	if err != nil {
 		return err
@@ -40,12 +32,8 @@ func nodesDown(c *ucli.Context) error {
 	if c.Bool("dry-run") {
 		return printNodesDown(c, plan, "would declare")
 	}
-	if !c.Bool("yes") {
-		fmt.Fprintf(os.Stderr, "declare %d client(s) dead (%s)? Their jobs rerun once their lease is out. [y/N] ", len(plan.Nodes), listSome(plan.Nodes, 10))
-		line, _ := bufio.NewReader(os.Stdin).ReadString('\n')
-		if a := strings.ToLower(strings.TrimSpace(line)); a != "y" && a != "yes" {
-			return Exitf(1, "node down: not confirmed; nothing changed")
-		}
+	if err := confirm(c, "node down", fmt.Sprintf("declare %d client(s) dead (%s)? Their jobs rerun once their lease is out.", len(plan.Nodes), listSome(plan.Nodes, 10))); err != nil {
+		return err
 	}
 	req.DryRun, req.Names = false, plan.Nodes
 	done, err := cl.MarkNodesDown(c.Context, req)

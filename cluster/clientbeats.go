@@ -335,7 +335,8 @@ func (n *Node) handleClientBeats(w http.ResponseWriter, r *http.Request) {
 	}
 	switch err := n.takeClientBeats(req.Beats, req.Server, arrived); {
 	case err == nil:
-		writeApply(w, http.StatusOK, applyResponse{})
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(clientBeatsReply{Spread: n.clientSpread()})
 	case err == ErrNotLeader:
 		writeApply(w, http.StatusMisdirectedRequest, applyResponse{Error: err.Error(), Code: "not_leader"})
 	default:
@@ -384,7 +385,11 @@ func (n *Node) relayBeatsLoop() {
 
 func (n *Node) relayBeats(beats []ClientBeat) error {
 	if n.IsLeader() {
-		return n.takeClientBeats(beats, n.cfg.Name, time.Now())
+		err := n.takeClientBeats(beats, n.cfg.Name, time.Now())
+		if err == nil {
+			n.takeSpread(n.clientSpread())
+		}
+		return err
 	}
 	addr := n.leaderHTTP()
 	if addr == "" {
@@ -411,7 +416,10 @@ func (n *Node) relayBeats(beats []ClientBeat) error {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 		return fmt.Errorf("leader %s: %s %s", addr, resp.Status, bytes.TrimSpace(b))
 	}
-	_, _ = io.Copy(io.Discard, resp.Body)
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err == nil {
+		n.takeSpread(decodeSpread(b))
+	}
 	return nil
 }
 

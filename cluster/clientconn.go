@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -59,20 +60,33 @@ func NewPeerClient(c *Config) *http.Client { return newForwardClient(c.bindIP(),
 // the server asked for) and then the next server's, starting from a
 // random one to spread the clients. Between two it waits a full-jitter
 // backoff from 100 ms doubling to 5 s, or retry when longer; ended, when
-// set, hears how the stream ended and the wait.
+// set, hears how the stream ended and the wait. A stream that ends with
+// a MovedTo (the server handed the client to another, a planned move of
+// clientspread.go) is followed at once by one to the server it names; a
+// move that fails goes on through the list.
 func KeepStreaming(ctx context.Context, servers []string, stream func(ctx context.Context, server string) (healthy bool, retry time.Duration, err error),
 	ended func(server string, err error, wait time.Duration)) error {
 	next := rand.IntN(len(servers))
 	backoff := 100 * time.Millisecond
+	var moveTo MovedTo
 	for {
-		server := servers[next%len(servers)]
-		next++
+		server := string(moveTo)
+		if server == "" {
+			server = servers[next%len(servers)]
+			next++
+		}
 		healthy, retry, err := stream(ctx, server)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 		if healthy {
 			backoff = 100 * time.Millisecond
+		}
+		if moveTo = ""; errors.As(err, &moveTo) && moveTo != "" {
+			if ended != nil {
+				ended(server, err, 0)
+			}
+			continue
 		}
 		wait := max(retry, time.Duration(rand.Int64N(int64(backoff)+1)))
 		if ended != nil {
@@ -86,3 +100,10 @@ func KeepStreaming(ctx context.Context, servers []string, stream func(ctx contex
 		}
 	}
 }
+
+// MovedTo ends a client's stream whose server handed the client to the
+// server it holds (a base URL, from a move frame): KeepStreaming opens
+// the next stream there at once.
+type MovedTo string
+
+func (m MovedTo) Error() string { return "handed to " + string(m) }

@@ -96,6 +96,9 @@ type Config struct {
 	// when the leader declares a silent one dead (clientlive.go); a zero
 	// field takes its default.
 	Clients ClientLimits
+	// Spread sets how the servers even out their clients
+	// (clientspread.go); a zero field takes its default.
+	Spread SpreadLimits
 	// RaftLogLevel is hclog's level for raft's own log lines (default warn).
 	RaftLogLevel string
 	// TLS, when set, puts raft and this node's calls to other nodes'
@@ -273,6 +276,9 @@ func (c *Config) Validate() error {
 	}
 	if g.GossipInterval <= 0 || g.PushPullInterval <= 0 || g.TCPTimeout <= 0 || g.GossipToTheDeadTime <= 0 {
 		return errors.New("cluster: Gossip.GossipInterval, PushPullInterval, TCPTimeout and GossipToTheDeadTime must be positive")
+	}
+	if sp := c.Spread; sp.Interval < 0 || sp.MovesPerRound < 0 || sp.Tolerance < 0 {
+		return errors.New("cluster: Spread.Interval, MovesPerRound and Tolerance must not be negative (0 takes the default)")
 	}
 	if w := c.WorkStreams; w.PingInterval < 0 || w.NewPerSecond < 0 || w.CatchUp < 0 {
 		return errors.New("cluster: WorkStreams.PingInterval, NewPerSecond and CatchUp must not be negative (0 takes the default)")

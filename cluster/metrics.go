@@ -46,6 +46,15 @@ var workStreamWriteFailures = sync.OnceValue(func() prometheus.Counter {
 	})
 })
 
+// workStreamMoves counts the streams this server handed to a less loaded
+// server (clientspread.go).
+var workStreamMoves = sync.OnceValue(func() prometheus.Counter {
+	return promauto.NewCounter(prometheus.CounterOpts{
+		Name: "foreman_work_stream_moves_total",
+		Help: "Client work streams this server handed to a less loaded server (a move frame naming it, then the stream ends; the client opens its next stream there).",
+	})
+})
+
 // raftLog counts what this node appends to its raft log (raftBolt.StoreLogs,
 // below the log cache): one append is one bbolt commit of raft.db (two
 // fsyncs unless sync is off), however many entries it carries.
@@ -78,5 +87,6 @@ func RegisterMetrics() {
 	clientsSilentHeld()
 	workStreamsOpen()
 	workStreamWriteFailures()
+	workStreamMoves()
 	raftLogMetrics()
 }

@@ -47,8 +47,10 @@ type Node struct {
 	workConns     workConns     // the open streams (workconn.go)
 	workWriters   *workWriters
 	workStopOnce  sync.Once
-	clientsHeard  *heardClients // leader: when each client was last heard
-	reports       *reportGroup  // the clients' reports, group-committed (reportgroup.go)
+	clientsHeard  *heardClients              // leader: when each client was last heard
+	spreadCache   spreadCache                // leader: the spread it answers relays with
+	spread        atomic.Pointer[spreadView] // the newest spread the leader told this server
+	reports       *reportGroup               // the clients' reports, group-committed (reportgroup.go)
 
 	notifyCh chan bool
 	ld       leadership
@@ -81,6 +83,7 @@ func New(cfg Config, f *fsm.FSM, self fsm.Node, logger *slog.Logger) (*Node, err
 	}
 	cfg.WorkStreams = cfg.WorkStreams.withDefaults()
 	cfg.Clients = cfg.Clients.withDefaults()
+	cfg.Spread = cfg.Spread.withDefaults()
 	if logger == nil {
 		logger = slog.Default()
 	}
@@ -195,6 +198,7 @@ func (n *Node) Start(ctx context.Context) error {
 	n.goLoop(n.compactLoop)
 	n.goLoop(n.relayBeatsLoop)
 	n.goLoop(n.workStopLoop)
+	n.goLoop(n.spreadLoop)
 	for range workWriterCount {
 		n.goLoop(n.writeWorkLoop)
 	}

@@ -80,7 +80,7 @@ func (l WorkStreamLimits) withDefaults() WorkStreamLimits {
 
 // WorkFrame is one line of a work stream.
 type WorkFrame struct {
-	Type string `json:"type"` // "work" or "ping"
+	Type string `json:"type"` // "work", "ping" or "move"
 	// Index: a work frame's attempts are as of at least this applied
 	// index; a ping's, this server's applied index.
 	Index uint64 `json:"index"`
@@ -100,6 +100,10 @@ type WorkFrame struct {
 	// (fsm.ResetGPUs), on work frames: the client's agent clears those
 	// devices' XID faults once per reset index.
 	GPUReset *fsm.GPUReset `json:"gpu_reset,omitempty"`
+	// Server (a move frame): the base URL of the server the client opens
+	// its next stream at, at once; the stream ends after it
+	// (clientspread.go).
+	Server string `json:"server,omitempty"`
 }
 
 // UpFrame is one line of a work stream's request body: a hello first
@@ -128,6 +132,7 @@ const (
 const (
 	WorkFrameWork = "work"
 	WorkFramePing = "ping"
+	WorkFrameMove = "move"
 )
 
 // admission is a token bucket: burst NewPerSecond, refilled at that rate.

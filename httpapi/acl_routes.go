@@ -78,6 +78,8 @@ var Routes = map[string]RouteRule{
 	"POST /v1/nodes/{name}/eligibility": {PermOperator, false},
 	"POST /v1/nodes/{name}/down":        {PermOperator, false},
 	"POST /v1/nodes/down":               {PermOperator, false},
+	"POST /v1/nodes/drain":              {PermOperator, false},
+	"POST /v1/nodes/eligibility":        {PermOperator, false},
 	"POST /v1/nodes/{name}/gpus/reset":  {PermOperator, false}, // an operator's GPU health reset
 	"GET /v1/queues":                    {PermRead, false},
 	"PUT /v1/queues/{name}":             {PermWrite, true}, // queues are shared: write on "*"

@@ -1,9 +1,14 @@
 package httpapi
 
 import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/foreman-sched/foreman/api"
 )
@@ -38,13 +43,72 @@ func (s *server) members(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, MemberList{Members: ms})
 }
 
+// raftInfo is this node's raft state, with the leader's view of each
+// server (its clients, when it last answered) on every node: a follower
+// asks the leader for those (issue 38), so no page shows a server's
+// clients unknown because of where it was opened. When the leader cannot
+// be asked they stay unknown (absent), never guessed.
 func (s *server) raftInfo(w http.ResponseWriter, r *http.Request) {
 	info := s.cluster.RaftInfo()
 	if info.AppliedIndex == 0 {
 		info.AppliedIndex = s.state.AppliedIndex()
 	}
+	if !s.cluster.IsLeader() && r.Header.Get(HeaderForwarded) == "" {
+		if err := s.leaderServers(r, &info); err != nil {
+			s.log.DebugContext(r.Context(), "the leader's view of the servers is unknown here", "err", err)
+		}
+	}
 	writeJSON(w, http.StatusOK, info)
 }
+
+// leaderServers fills each server's Clients and LastHeardAgo from the
+// leader's GET /v1/cluster/raft, asked with the caller's credential.
+func (s *server) leaderServers(r *http.Request, info *RaftInfo) error {
+	_, addr := s.cluster.Leader()
+	if addr == "" {
+		return ErrNoLeader
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), leaderViewTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.scheme+"://"+addr+"/v1/cluster/raft", nil)
+	if err != nil {
+		return err
+	}
+	if a := r.Header.Get("Authorization"); a != "" {
+		req.Header.Set("Authorization", a)
+	}
+	req.Header.Set(HeaderForwarded, "1")
+	req.Header.Set(HeaderRequestID, requestID(r))
+	resp, err := (&http.Client{Transport: s.transport}).Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("leader %s: %s", addr, resp.Status)
+	}
+	var lead RaftInfo
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 4<<20)).Decode(&lead); err != nil {
+		return fmt.Errorf("leader %s: %w", addr, err)
+	}
+	if lead.State != "Leader" {
+		return fmt.Errorf("leader %s answers as %s", addr, lead.State)
+	}
+	byID := make(map[string]RaftServer, len(lead.Servers))
+	for _, srv := range lead.Servers {
+		byID[srv.ID] = srv
+	}
+	for i := range info.Servers {
+		if l, ok := byID[info.Servers[i].ID]; ok {
+			info.Servers[i].Clients, info.Servers[i].LastHeardAgo = l.Clients, l.LastHeardAgo
+		}
+	}
+	return nil
+}
+
+// leaderViewTimeout bounds the follower's question to the leader: past
+// it, the answer goes without the leader's view.
+const leaderViewTimeout = 2 * time.Second
 
 // join handles POST /v1/cluster/join on the node that should join; it is
 // not forwarded, because the node that joins is the one asked.

@@ -166,6 +166,8 @@ func (s *server) routes() {
 	s.handle(m, "POST /v1/nodes/{name}/eligibility", s.write(s.setEligibility))
 	s.handle(m, "POST /v1/nodes/{name}/down", s.write(s.markDown))
 	s.handle(m, "POST /v1/nodes/down", s.write(s.nodesDown))
+	s.handle(m, "POST /v1/nodes/drain", s.write(s.nodesDrain))
+	s.handle(m, "POST /v1/nodes/eligibility", s.write(s.nodesEligibility))
 	s.handle(m, "POST /v1/nodes/{name}/gpus/reset", s.write(s.resetNodeGPUs))
 
 	s.scheduleRoutes(m)

@@ -187,5 +187,3 @@ func maxOverlap(t *testing.T, a *agentProc, ids []string) int {
 	}
 	return most
 }
-
-

@@ -14,9 +14,10 @@ import (
 
 // clientNode is a node as GET /v1/nodes shows it.
 type clientNode struct {
-	Name   string `json:"name"`
-	Role   string `json:"role"`
-	Gossip string `json:"gossip"`
+	Name        string `json:"name"`
+	Role        string `json:"role"`
+	Gossip      string `json:"gossip"`
+	Eligibility string `json:"eligibility"`
 }
 
 // startClients starts n agents beside c's servers with only --join, as

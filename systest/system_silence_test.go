@@ -113,4 +113,29 @@ func TestSystemHeldSilence(t *testing.T) {
 		}
 		return nil
 	})
+
+	// Bulk drain and eligibility by label, through a follower: one entry
+	// each; a label that matches nothing and a bad label change nothing.
+	r = runForeman(t, c.bin, via.url(""), "node", "drain", "--label", "kind=client", "--role", "client", "--yes", "--json")
+	var changed struct {
+		Nodes []string `json:"nodes"`
+		Index uint64   `json:"index"`
+	}
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &changed) != nil || len(changed.Nodes) != 4 || changed.Index == 0 {
+		t.Fatalf("node drain --label: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	for _, n := range nodesOf(t, leader) {
+		if want := map[bool]string{true: "draining", false: "eligible"}[n.Role == "client"]; n.Eligibility != want {
+			t.Errorf("after the bulk drain %s is %s, want %s", n.Name, n.Eligibility, want)
+		}
+	}
+	if r := runForeman(t, c.bin, via.url(""), "node", "eligibility", "--enable", "--label", "kind=client", "--yes"); r.code != 0 || !strings.Contains(r.stdout, "marked eligible 4 node(s): c1, c2, c3, c4") {
+		t.Errorf("node eligibility --enable --label: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r := runForeman(t, c.bin, via.url(""), "node", "drain", "--label", "kind=none", "--yes"); r.code == 0 || !strings.Contains(r.stderr, "labels: no node matches") {
+		t.Errorf("node drain of no node: exit %d, stderr %q", r.code, r.stderr)
+	}
+	if r := runForeman(t, c.bin, via.url(""), "node", "drain", "--label", "kind", "--yes"); r.code == 0 || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 || !strings.Contains(r.stderr, "want key=value") {
+		t.Errorf("node drain --label kind: exit %d, stderr %q", r.code, r.stderr)
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strconv"
 	"sync"
 	"time"
@@ -162,10 +163,17 @@ func (c *workClient) Index() uint64 {
 
 // Run keeps a stream open until ctx ends.
 func (c *workClient) Run(ctx context.Context) error {
+	// A server that hands this client to another (a planned move,
+	// cluster/clientspread.go) names it: KeepStreaming opens the next
+	// stream there at once.
 	return cluster.KeepStreaming(ctx, c.servers, c.stream, func(server string, err error, wait time.Duration) {
-		if errors.Is(err, errStreamRefused) {
+		var moved cluster.MovedTo
+		switch {
+		case errors.As(err, &moved):
+			c.logger.Debug("work stream handed to another server", "from", server, "to", string(moved))
+		case errors.Is(err, errStreamRefused):
 			c.logger.Warn("a server refused this client's credential", "server", server, "err", err, "retry_in", wait)
-		} else {
+		default:
 			c.logger.Debug("work stream ended", "server", server, "err", err, "retry_in", wait)
 		}
 	})
@@ -239,6 +247,12 @@ func (c *workClient) stream(ctx context.Context, server string) (healthy bool, r
 			}
 		}
 		healthy = true
+		if f.Type == cluster.WorkFrameMove {
+			if to, ok := sameScheme(server, f.Server); ok {
+				return healthy, 0, cluster.MovedTo(to)
+			}
+			continue // the stream ends next; the client picks from its list
+		}
 		c.take(f, work, beats)
 	}
 	if err := sc.Err(); err != nil {
@@ -359,6 +373,18 @@ func (b *beatLog) at(seq uint64) (time.Time, bool) {
 	defer b.mu.Unlock()
 	t, ok := b.sentAt[seq]
 	return t, ok
+}
+
+// sameScheme accepts a move to a server reached as the one that sent it
+// (http or https: a server never sends its clients to plain HTTP from
+// TLS), with a host and nothing else.
+func sameScheme(from, to string) (string, bool) {
+	f, err1 := url.Parse(from)
+	t, err2 := url.Parse(to)
+	if err1 != nil || err2 != nil || t.Scheme != f.Scheme || t.Host == "" || (t.Path != "" && t.Path != "/") || t.RawQuery != "" || t.User != nil {
+		return "", false
+	}
+	return t.Scheme + "://" + t.Host, true
 }
 
 // errStreamRefused: a server refused the stream's credential (401/403).

@@ -23,7 +23,8 @@ func nodesCommand(driver *ucli.StringFlag) *ucli.Command {
 	return benchCommand("nodes", "thousands of simulated clients against the servers: attach, idle cost, submits, placements, a client's death",
 		"Runs --clients simulated client agents in this process (the client protocol over real sockets, a fake\n"+
 			"executor that finishes each attempt after --job-time ± 50%), attached to the servers of the cluster at\n"+
-			"--addr. Phases: attach them all; measure the servers' CPU with every client idle (--idle); submit\n"+
+			"--addr. Phases: attach them all (and report the clients per server once attached and once the servers\n"+
+			"have evened them out, at most 2 minutes later); measure the servers' CPU with every client idle (--idle); submit\n"+
 			"--submits delayed jobs (accepted submits/s and the leader's CPU per 30,000 with the clients attached);\n"+
 			"run --jobs jobs on the clients (placements/s); kill --kill clients holding a long job each, as kill -9\n"+
 			"would, and time their jobs' reruns on other clients. The servers must run on this host (their CPU is\n"+
@@ -74,6 +75,11 @@ type nodesResult struct {
 	RerunMaxS   float64 `json:"rerun_max_seconds"`
 	FalseLost   int64   `json:"false_lost"` // attempts taken from a live client before it finished them
 	ReportError string  `json:"first_report_error,omitempty"`
+	// Spread: the clients per server once attached, and how long the
+	// servers took to even them out (cluster/clientspread.go) to within
+	// ±20% of even (max 2 minutes).
+	SpreadAttached *spreadResult `json:"spread_attached,omitempty"`
+	SpreadEven     *spreadResult `json:"spread_even,omitempty"`
 	// Disruptions with --hold long jobs held (nodedisrupt.go).
 	Starve     *disruptResult `json:"starve,omitempty"`
 	LeaderKill *disruptResult `json:"leader_kill,omitempty"`
@@ -153,6 +159,10 @@ func benchNodes(c *ucli.Context) error {
 		return fmt.Errorf("attach: %w", err)
 	}
 	res.AttachSeconds = round3(time.Since(start).Seconds())
+	res.SpreadAttached = spreadOf(f, 0)
+	res.SpreadEven = waitEven(ctx, f, time.Now(), 2*time.Minute)
+	cli.Stderrf("bench nodes: clients per server %d..%d once attached, %d..%d after %.1fs (%d moved)",
+		res.SpreadAttached.Min, res.SpreadAttached.Max, res.SpreadEven.Min, res.SpreadEven.Max, res.SpreadEven.Seconds, res.SpreadEven.Moves)
 
 	// Idle.
 	f.mu.Lock()
@@ -234,6 +244,10 @@ func benchNodes(c *ucli.Context) error {
 	if err := t.Flush(); err != nil {
 		return err
 	}
+	if a, e := res.SpreadAttached, res.SpreadEven; a != nil && e != nil {
+		fmt.Fprintf(cli.Stdout(c), "clients per server (min..max): %d..%d once attached; %d..%d after %.1fs, even (±20%%): %v, %d moved\n",
+			a.Min, a.Max, e.Min, e.Max, e.Seconds, e.Even, e.Moves)
+	}
 	for _, d := range []struct {
 		what string
 		r    *disruptResult
@@ -248,6 +262,45 @@ func benchNodes(c *ucli.Context) error {
 	}
 	fmt.Fprintln(cli.Stdout(c))
 	return printCost(cli.Stdout(c), res.Cost)
+}
+
+// spreadResult is the attached clients per server at one moment.
+type spreadResult struct {
+	Max     int     `json:"max"`
+	Min     int     `json:"min"`
+	Even    bool    `json:"even"`    // every server within ±20% of the mean
+	Seconds float64 `json:"seconds"` // since the phase began
+	Moves   int64   `json:"moves"`   // planned moves the sims followed so far
+}
+
+func spreadOf(f *simFleet, since float64) *spreadResult {
+	counts := f.spread()
+	r := &spreadResult{Min: -1, Seconds: round3(since), Moves: f.moves.Load()}
+	total := 0
+	for _, n := range counts {
+		total += n
+		r.Max = max(r.Max, n)
+		if r.Min < 0 || n < r.Min {
+			r.Min = n
+		}
+	}
+	mean := float64(total) / float64(max(len(counts), 1))
+	r.Even = float64(r.Max) <= 1.2*mean && float64(r.Min) >= 0.8*mean
+	return r
+}
+
+// waitEven polls the spread until it is even or d has passed since from.
+func waitEven(ctx context.Context, f *simFleet, from time.Time, d time.Duration) *spreadResult {
+	for {
+		r := spreadOf(f, time.Since(from).Seconds())
+		if r.Even || time.Since(from) > d || ctx.Err() != nil {
+			return r
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 // disrupt runs the --starve and --kill-leader phases with --hold long

@@ -47,6 +47,7 @@ type simFleet struct {
 	beatAcks  []time.Duration // beat sent → a ping confirmed it
 
 	falseLost atomic.Int64 // attempts taken away from a live sim before it finished them
+	moves     atomic.Int64 // streams a server handed to another (a move frame)
 	finished  atomic.Int64 // finish reports applied
 	reportErr atomic.Value // first report error (string)
 }
@@ -105,7 +106,13 @@ func (s *sim) self() fsm.Node {
 // run keeps a stream to one server after another until ctx ends.
 func (s *sim) run(ctx context.Context) {
 	defer close(s.done)
-	_ = cluster.KeepStreaming(ctx, s.f.servers, s.stream, nil)
+	// A planned move (cluster/clientspread.go) is followed at once, to
+	// the server named, as by a real client (cli/agent/workclient.go).
+	_ = cluster.KeepStreaming(ctx, s.f.servers, s.stream, func(_ string, err error, _ time.Duration) {
+		if errors.As(err, new(cluster.MovedTo)) {
+			s.f.moves.Add(1)
+		}
+	})
 }
 
 // stream holds one server's stream until it ends. It writes the request
@@ -225,6 +232,9 @@ func (s *sim) stream(ctx context.Context, server string) (healthy bool, retry ti
 			s.mu.Lock()
 			s.attached, s.acked = true, time.Now()
 			s.mu.Unlock()
+		}
+		if fr.Type == cluster.WorkFrameMove && fr.Server != "" {
+			return healthy, 0, cluster.MovedTo(fr.Server)
 		}
 		if fr.Type != cluster.WorkFrameWork {
 			continue
@@ -374,6 +384,23 @@ func (f *simFleet) sawAttempt(jobID string, num int, node string, at time.Time) 
 	if cb != nil {
 		cb(jobID, num, node, at)
 	}
+}
+
+// spread counts the attached sims per server (every server of the
+// fleet, with 0 for one that holds none).
+func (f *simFleet) spread() map[string]int {
+	out := map[string]int{}
+	for _, srv := range f.servers {
+		out[srv] = 0
+	}
+	for _, s := range f.sims {
+		s.mu.Lock()
+		if s.server != "" && !s.killed.Load() {
+			out[s.server]++
+		}
+		s.mu.Unlock()
+	}
+	return out
 }
 
 // attachedCount is how many sims have a stream whose beats the leader

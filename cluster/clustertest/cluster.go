@@ -45,6 +45,12 @@ type Options struct {
 	Sync bool
 	// Configure, if set, edits each node's config before it starts.
 	Configure func(i int, cfg *cluster.Config)
+	// Work, if set, is node i's work source for each start, over the
+	// state it opened (a restart opens it again).
+	Work func(i int, f *fsm.FSM) cluster.WorkSource
+	// Serve, if set, adds handlers beside the internal endpoints on node
+	// i's HTTP server, for each start (the API, in a test of it).
+	Serve func(i int, n *cluster.Node, f *fsm.FSM, mux *http.ServeMux)
 	// Verbose logs at debug level to the test log; default is warnings.
 	Verbose bool
 	// NamePrefix names the nodes NamePrefix0, NamePrefix1, ... (default
@@ -205,6 +211,9 @@ func (c *Cluster) startErr(nd *Node, expect int) error {
 	if err != nil {
 		return err
 	}
+	if c.opts.Work != nil {
+		cfg.Work = c.opts.Work(nd.Index, f)
+	}
 	self := fsm.Node{Capacity: fsm.Resources{CPU: 2000, MemoryMB: 1024}, Drivers: []string{"process"}, Version: "test",
 		Labels: map[string]string{"index": fmt.Sprint(nd.Index)}}
 	cn, err := cluster.New(cfg, f, self, logger)
@@ -223,6 +232,9 @@ func (c *Cluster) startErr(nd *Node, expect int) error {
 	}
 	mux := http.NewServeMux()
 	mux.Handle(cluster.InternalPrefix, cn.InternalHandler())
+	if c.opts.Serve != nil {
+		c.opts.Serve(nd.Index, cn, f, mux)
+	}
 	nd.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go nd.srv.Serve(ln)
 	nd.mu.Lock()
