@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 )
@@ -151,23 +152,57 @@ type ArrayStatus struct {
 	// Cancelled also counts the indexes cancelled before they were made.
 	Cancelled int `json:"cancelled,omitempty"`
 	// Stopped: the array was cancelled, nothing more is made; the
-	// positions from Next on are counted in Cancelled.
+	// positions from Next on (but the excluded ones) are counted in
+	// Cancelled.
 	Stopped bool `json:"stopped,omitempty"`
-	// Excluded lists positions at or after Next that were cancelled
-	// before they were made (`job cancel ARRAY --indexes`), ascending;
-	// each is counted in Cancelled.
+	// Excluded lists the positions cancelled before they were made (`job
+	// cancel ARRAY --indexes`), ascending, each counted in Cancelled:
+	// never made until `job retry ARRAY --indexes` brings one back.
 	Excluded []int `json:"excluded,omitempty"`
-	// Redo: the array is being retried, and the positions from Next up to
-	// Redo are made again (retryArray).
+	// Redo: the array is being run again, and the positions from Next up
+	// to Redo are made again if they did not succeed (restart).
 	Redo int `json:"redo,omitempty"`
 }
 
-// Unmade is how many tasks are still to be made.
+// Unmade is how many positions are still to be made (or, below Redo,
+// looked at again).
 func (s *ArrayStatus) Unmade() int {
 	if s.Stopped {
 		return 0
 	}
-	return s.Size - s.Next - len(s.Excluded)
+	return s.Size - s.Next - s.excludedFrom(s.Next)
+}
+
+// excludedFrom counts the excluded positions at or after pos.
+func (s *ArrayStatus) excludedFrom(pos int) int {
+	return len(s.Excluded) - sort.SearchInts(s.Excluded, pos)
+}
+
+func (s *ArrayStatus) excluded(pos int) bool {
+	_, found := slices.BinarySearch(s.Excluded, pos)
+	return found
+}
+
+// stop makes nothing more: the positions never made (but the excluded
+// ones) count as cancelled. Made tasks below Redo keep how they ended.
+func (s *ArrayStatus) stop() {
+	if s.Stopped {
+		return
+	}
+	n := max(s.Next, s.Redo)
+	s.Cancelled += s.Size - n - s.excludedFrom(n)
+	s.Next, s.Redo, s.Stopped = n, 0, true
+}
+
+// restart runs the array again from its first position: a stop is
+// undone and every made task that did not succeed is run again as fill
+// passes it (the excluded positions stay excluded).
+func (s *ArrayStatus) restart() {
+	if s.Stopped {
+		s.Cancelled -= s.Size - s.Next - s.excludedFrom(s.Next)
+		s.Stopped = false
+	}
+	s.Redo, s.Next = max(s.Redo, s.Next), 0
 }
 
 // Done reports whether no task is live or still to be made.
@@ -226,11 +261,22 @@ func checkArray(spec *JobSpec) error {
 // startArray is saveJob's step for an array that would be queued: it runs
 // instead and makes its first tasks.
 func (a *applier) startArray(j *Job) error {
-	j.State, j.Reason = JobRunning, ""
+	from := j.State
 	if j.Array == nil {
 		j.Array = &ArrayStatus{Size: j.Spec.Array.Size()}
 	}
-	return a.fillArray(j)
+	if s := j.Array; s.Next > 0 || s.Stopped {
+		s.restart() // run again (a workflow's retry)
+	}
+	if err := a.fillArray(j); err != nil {
+		return err
+	}
+	j.Reason = ""
+	arrayState(j, from)
+	if j.State.Terminal() {
+		j.FinishedAt = a.at // nothing left to run: saveJob sees a rerun job, not a finish
+	}
+	return nil
 }
 
 // fillArray makes j's next tasks while it may (see the top of the file)
@@ -240,8 +286,7 @@ func (a *applier) fillArray(j *Job) error {
 	for s.Unmade() > 0 && s.Queued < ArrayQueueAhead && (spec.Parallel == 0 || s.Live < spec.Parallel) {
 		pos := s.Next
 		s.Next++
-		if len(s.Excluded) > 0 && s.Excluded[0] == pos {
-			s.Excluded = s.Excluded[1:]
+		if s.excluded(pos) {
 			continue
 		}
 		if pos < s.Redo {
@@ -257,9 +302,6 @@ func (a *applier) fillArray(j *Job) error {
 	}
 	if s.Next >= s.Redo {
 		s.Redo = 0
-	}
-	if len(s.Excluded) == 0 {
-		s.Excluded = nil
 	}
 	return nil
 }
@@ -330,6 +372,13 @@ func (a *applier) settleArray(j *Job) error {
 	if err := a.fillArray(j); err != nil {
 		return err
 	}
+	arrayState(j, from)
+	return a.saveJob(j, from)
+}
+
+// arrayState sets array j's state from its counts; from is its state
+// before.
+func arrayState(j *Job, from JobState) {
 	s := j.Array
 	switch {
 	case !s.Done():
@@ -347,7 +396,6 @@ func (a *applier) settleArray(j *Job) error {
 			j.Reason = fmt.Sprintf("%d of %d tasks cancelled", s.Cancelled, s.Size)
 		}
 	}
-	return a.saveJob(j, from)
 }
 
 // cancelArray cancels array j: nothing more is made and every live task
@@ -359,10 +407,7 @@ func (a *applier) cancelArray(j *Job, reason string) error {
 		s = &ArrayStatus{Size: j.Spec.Array.Size()}
 		j.Array = s
 	}
-	if !s.Stopped {
-		s.Cancelled += s.Size - s.Next - len(s.Excluded)
-		s.Stopped, s.Excluded = true, nil
-	}
+	s.stop()
 	j.Reason = reason
 	if j.State == JobWaiting {
 		from := j.State
@@ -437,25 +482,21 @@ func (a *applier) cancelIndexes(j *Job, indexes []int, reason string) error {
 		switch {
 		case pos < 0:
 			return fmt.Errorf("%w: indexes: %d is not an index of %s (%s)", ErrBadCommand, i, j.ID, spec)
-		case pos < s.Next:
+		case s.excluded(pos) || s.Stopped && pos >= s.Next:
+			// cancelled already
+		case a.jobs.Get([]byte(TaskID(j.ID, i))) != nil:
 			made = append(made, TaskID(j.ID, i))
-		case !s.Stopped:
-			if k, found := slices.BinarySearch(s.Excluded, pos); !found {
-				s.Excluded = slices.Insert(s.Excluded, k, pos)
-				s.Cancelled++
-			}
+		case pos >= max(s.Next, s.Redo):
+			// not made yet: never will be
+			k, _ := slices.BinarySearch(s.Excluded, pos)
+			s.Excluded = slices.Insert(s.Excluded, k, pos)
+			s.Cancelled++
 		}
 	}
 	if err := a.saveJob(j, j.State); err != nil {
 		return err
 	}
-	var live []string
-	for _, id := range made {
-		if v := a.jobs.Get([]byte(id)); v != nil {
-			live = append(live, id)
-		}
-	}
-	if err := a.cancelTasks(live, reason); err != nil {
+	if err := a.cancelTasks(made, reason); err != nil {
 		return err
 	}
 	j, err := a.getJob(j.ID)
@@ -481,25 +522,23 @@ func (a *applier) retryArray(j *Job, indexes []int) error {
 		switch {
 		case pos < 0:
 			return fmt.Errorf("%w: indexes: %d is not an index of %s (%s)", ErrBadCommand, i, j.ID, spec)
-		case pos >= s.Next && s.Stopped:
+		case s.Stopped && pos >= s.Next && !s.excluded(pos):
 			return fmt.Errorf("%w: indexes: %d was never made (the array was cancelled first): retry the whole array", ErrConflict, i)
-		case pos >= s.Next:
-			if k, found := slices.BinarySearch(s.Excluded, pos); found {
-				s.Excluded = slices.Delete(s.Excluded, k, k+1)
-				s.Cancelled--
+		case s.excluded(pos):
+			k, _ := slices.BinarySearch(s.Excluded, pos)
+			s.Excluded = slices.Delete(s.Excluded, k, k+1)
+			s.Cancelled--
+			if pos < max(s.Next, s.Redo) && a.jobs.Get([]byte(TaskID(j.ID, i))) == nil {
+				missing = append(missing, i) // passed over: make it now
 			}
 		case a.jobs.Get([]byte(TaskID(j.ID, i))) != nil:
 			rerun = append(rerun, TaskID(j.ID, i))
-		default:
-			missing = append(missing, i) // passed over when excluded
+		case pos < max(s.Next, s.Redo):
+			return fmt.Errorf("%w: indexes: task %s is gone (collected)", ErrConflict, TaskID(j.ID, i))
 		}
 	}
 	if len(indexes) == 0 {
-		if s.Stopped {
-			s.Cancelled -= s.Size - s.Next
-		}
-		s.Cancelled -= len(s.Excluded)
-		s.Redo, s.Next, s.Stopped, s.Excluded = s.Next, 0, false, nil
+		s.restart()
 	}
 	from := j.State
 	if from.Terminal() {
@@ -510,7 +549,6 @@ func (a *applier) retryArray(j *Job, indexes []int) error {
 			return err
 		}
 		s.add(JobQueued, 1)
-		s.Cancelled--
 	}
 	if err := a.saveJob(j, from); err != nil {
 		return err
@@ -534,19 +572,17 @@ func (a *applier) retryArray(j *Job, indexes []int) error {
 }
 
 // redoTask is fillArray's step at a position below Redo: a task that
-// failed or was cancelled reruns, one never made (passed over when
-// excluded) is made; a live or succeeded one is left. It counts what it
-// does in j.Array.
+// failed or was cancelled reruns; a live or succeeded one is left, and so
+// is one collected by GC (counted as it ended). It counts what it does in
+// j.Array.
 func (a *applier) redoTask(j *Job, i int) error {
 	s := j.Array
+	if a.jobs.Get([]byte(TaskID(j.ID, i))) == nil {
+		return nil
+	}
 	t, err := a.getJob(TaskID(j.ID, i))
 	if err != nil {
-		if err := a.makeTask(j, i); err != nil {
-			return err
-		}
-		s.add(JobQueued, 1)
-		s.Cancelled--
-		return nil
+		return err
 	}
 	switch t.State {
 	case JobFailed, JobCancelled, JobSkipped:

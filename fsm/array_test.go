@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestParseArray(t *testing.T) {
@@ -174,26 +175,73 @@ func TestArrayCancel(t *testing.T) {
 	}
 	h.must(CmdRetryJob, RetryJob{JobID: "C"})
 	arr = h.job("C")
-	if arr.State != JobRunning || arr.Array.Stopped || arr.Array.Live != 3 || arr.Array.Cancelled != 1 {
+	if arr.State != JobRunning || arr.Array.Stopped || arr.Array.Live != 3 || arr.Array.Cancelled != 3 {
 		t.Fatalf("retried: %s %+v", arr.State, arr.Array)
 	}
 	checkIndexes(t, h.f)
-	// The retry runs every index again, in order and within %3.
+	// The retry runs every index that did not succeed again, in order and
+	// within %3; the excluded ones (5, 6, then 9) stay cancelled.
 	h.must(CmdCancelJob, CancelJob{JobID: "C", Indexes: []int{9}})
-	for i := 0; i < 9; i++ {
+	for _, i := range []int{0, 1, 2, 3, 4, 7, 8} {
 		if s := h.job("C").Array; s.Live > 3 {
 			t.Fatalf("more than %%3 live: %+v", s)
 		}
 		h.finish(TaskID("C", i), true)
 	}
 	arr = h.job("C")
-	if arr.State != JobCancelled || arr.Array.Succeeded != 9 || arr.Array.Cancelled != 1 || arr.Array.Live != 0 {
+	if arr.State != JobCancelled || arr.Array.Succeeded != 7 || arr.Array.Cancelled != 3 || arr.Array.Live != 0 {
 		t.Fatalf("end: %s %+v %v", arr.State, arr.Array, h.tasks("C"))
 	}
-	h.must(CmdRetryJob, RetryJob{JobID: "C", Indexes: []int{9}})
-	h.finish("C.9", true)
-	if arr = h.job("C"); arr.State != JobSucceeded || arr.Array.Succeeded != 10 {
-		t.Fatalf("index 9 retried: %s %+v", arr.State, arr.Array)
+	h.must(CmdRetryJob, RetryJob{JobID: "C", Indexes: []int{5, 6, 9}})
+	for _, i := range []int{5, 6, 9} {
+		h.finish(TaskID("C", i), true)
+	}
+	if arr = h.job("C"); arr.State != JobSucceeded || arr.Array.Succeeded != 10 || len(arr.Array.Excluded) != 0 {
+		t.Fatalf("excluded indexes retried: %s %+v", arr.State, arr.Array)
+	}
+	checkIndexes(t, h.f)
+}
+
+// A workflow's retry runs its failed array again, every index that did not
+// succeed; a task collected by GC is left as it ended.
+func TestArrayRerunAndGC(t *testing.T) {
+	h := newHarness(t)
+	h.addNode("n1")
+	a := ArraySpec{Start: 0, End: 3}
+	h.must(CmdSubmitWorkflow, SubmitWorkflow{ID: "W", Name: "w", Jobs: []NewJob{
+		{ID: "W-arr", Spec: JobSpec{Name: "arr", Command: []string{"true"}, MaxAttempts: 1, Array: &a}},
+	}})
+	for i, ok := range []bool{true, false, true, true} {
+		h.finish(TaskID("W-arr", i), ok)
+	}
+	h.wantJob("W-arr", JobFailed, "1 of 4 tasks failed")
+	h.must(CmdRetryWorkflow, RetryWorkflow{ID: "W"})
+	h.wantJob("W-arr", JobRunning, "")
+	if ts := h.tasks("W-arr"); ts["W-arr.1"] != JobQueued || ts["W-arr.0"] != JobSucceeded {
+		t.Fatalf("after the workflow's retry: %v", ts)
+	}
+	h.finish("W-arr.1", true)
+	h.wantJob("W-arr", JobSucceeded, "")
+
+	// GC collects the tasks that ended an hour before their array's end.
+	h.submitArray("X", "0-3")
+	h.finish("X.0", false)
+	h.now = h.now.Add(time.Hour)
+	for i := 1; i < 4; i++ {
+		h.finish(TaskID("X", i), true)
+	}
+	h.wantJob("X", JobFailed, "1 of 4 tasks failed")
+	h.must(CmdGC, GC{Before: h.now.Add(-time.Minute)})
+	if ts := h.tasks("X"); len(ts) != 3 {
+		t.Fatalf("after GC: %v", ts)
+	}
+	if r := h.apply(CmdRetryJob, RetryJob{JobID: "X", Indexes: []int{0}}); !errors.Is(r.Err, ErrConflict) || !strings.Contains(r.Err.Error(), "collected") {
+		t.Fatalf("retry of a collected task: %v", r.Err)
+	}
+	h.must(CmdRetryJob, RetryJob{JobID: "X"})
+	h.wantJob("X", JobFailed, "1 of 4 tasks failed") // nothing left to rerun
+	if s := h.job("X").Array; s.Succeeded != 3 || s.Failed != 1 || s.Live != 0 {
+		t.Fatalf("a retry with the failed task collected: %+v", s)
 	}
 	checkIndexes(t, h.f)
 }
