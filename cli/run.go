@@ -56,6 +56,9 @@ func runJob(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
+	if spec.Array != nil {
+		return Exitf(2, "run follows one job's output: submit an array with foreman submit --array, then foreman job status ID")
+	}
 	if spec.MaxAttempts == nil {
 		// Interactive runs behave like running the command by hand: one
 		// attempt, its exit code, unless retries are asked for.

@@ -295,10 +295,11 @@ func (a *applier) fillArray(j *Job) error {
 			}
 			continue
 		}
-		if err := a.makeTask(j, spec.Index(pos)); err != nil {
+		if made, err := a.makeTask(j, spec.Index(pos)); err != nil {
 			return err
+		} else if made {
+			s.add(JobQueued, 1)
 		}
-		s.add(JobQueued, 1)
 	}
 	if s.Next >= s.Redo {
 		s.Redo = 0
@@ -306,11 +307,13 @@ func (a *applier) fillArray(j *Job) error {
 	return nil
 }
 
-// makeTask writes the queued task of array j at index i.
-func (a *applier) makeTask(j *Job, i int) error {
+// makeTask writes the queued task of array j at index i, unless it
+// exists (made is false then: the counts never said otherwise, but a
+// stored task is never overwritten).
+func (a *applier) makeTask(j *Job, i int) (made bool, err error) {
 	tmpl, err := a.taskTemplate(j)
 	if err != nil {
-		return err
+		return false, err
 	}
 	spec := *tmpl
 	spec.Env = make(map[string]string, len(tmpl.Env)+3)
@@ -324,9 +327,9 @@ func (a *applier) makeTask(j *Job, i int) error {
 		ArrayTask: &ArrayTask{Array: j.ID, Index: i},
 	}
 	if a.jobs.Get([]byte(t.ID)) != nil {
-		return fmt.Errorf("%w: task %s exists already", ErrConflict, t.ID)
+		return false, nil
 	}
-	return a.saveJob(t, "")
+	return true, a.saveJob(t, "")
 }
 
 // taskTemplate is the spec every task of j copies: the array's, less what
@@ -545,10 +548,11 @@ func (a *applier) retryArray(j *Job, indexes []int) error {
 		j.State, j.Reason, j.FinishedAt = JobRunning, "", zeroTime
 	}
 	for _, i := range missing {
-		if err := a.makeTask(j, i); err != nil {
+		if made, err := a.makeTask(j, i); err != nil {
 			return err
+		} else if made {
+			s.add(JobQueued, 1)
 		}
-		s.add(JobQueued, 1)
 	}
 	if err := a.saveJob(j, from); err != nil {
 		return err
