@@ -444,7 +444,8 @@ func (c *Client) sendOnce(ctx context.Context, r Request, target string, body io
 		notSent := errors.As(err, &oe) && oe.Op == "dial"
 		return nil, &ConnectionError{Method: r.Method, Host: c.base.Host, NotSent: notSent, Err: err}
 	}
-	if resp.StatusCode/100 != 2 {
+	upgraded := resp.StatusCode == http.StatusSwitchingProtocols && r.Header.Get("Upgrade") != ""
+	if resp.StatusCode/100 != 2 && !upgraded {
 		defer resp.Body.Close()
 		e := decodeError(resp)
 		if e.RequestID == "" {

@@ -26,7 +26,7 @@ func aclCommand() *ucli.Command {
 		commandGroup("token", "create, list and revoke tokens",
 			ClientCommand("create", "create a token; prints its secret once", "", aclTokenCreate, JSONFlag,
 				&ucli.StringFlag{Name: "name", Usage: "a description"},
-				&ucli.StringSliceFlag{Name: "role", Required: true, Usage: "ROLE[:NAMESPACE] (repeatable): read:NS, submit:NS, write:NS (NS or *), operator, management; client:NODE (NODE or *) for a client agent"},
+				&ucli.StringSliceFlag{Name: "role", Required: true, Usage: "ROLE[:NAMESPACE] (repeatable): read:NS, submit:NS, write:NS, exec:NS (NS or *; exec: foreman exec, which no other role grants), operator, management; client:NODE (NODE or *) for a client agent"},
 				&ucli.DurationFlag{Name: "ttl", Usage: "expire after this long (default: never)"},
 			),
 			ClientCommand("ls", "list tokens (never their secrets)", "", aclTokenList, JSONFlag),
@@ -50,7 +50,7 @@ func aclRotateInternalSecret(c *ucli.Context) error {
 func ParseRole(s string) (fsm.ACLRole, error) {
 	role, ns, _ := strings.Cut(strings.TrimSpace(s), ":")
 	switch role {
-	case httpapi.RoleRead, httpapi.RoleSubmit, httpapi.RoleWrite:
+	case httpapi.RoleRead, httpapi.RoleSubmit, httpapi.RoleWrite, httpapi.RoleExec:
 		if ns == "" {
 			return fsm.ACLRole{}, fmt.Errorf("--role %s: %s needs a namespace: %s:NAMESPACE (or %s:* for every one)", s, role, role, role)
 		}
@@ -64,7 +64,7 @@ func ParseRole(s string) (fsm.ACLRole, error) {
 		}
 		return fsm.ACLRole{Role: role, Node: ns}, nil
 	default:
-		return fsm.ACLRole{}, fmt.Errorf("--role %s: unknown role %q (want read, submit, write, operator, management or client)", s, role)
+		return fsm.ACLRole{}, fmt.Errorf("--role %s: unknown role %q (want read, submit, write, exec, operator, management or client)", s, role)
 	}
 	return fsm.ACLRole{Role: role, Namespace: ns}, nil
 }

@@ -20,6 +20,7 @@ func clientCommands() []*ucli.Command {
 		submitCommand(),
 		runCommand(),
 		logsCommand(),
+		execCommand(),
 		eventsCommand(),
 		jobCommand(),
 		workflowCommand(),

@@ -23,7 +23,8 @@ import (
 //     submit, run) treats its first positional argument as the start of that
 //     command line, so `foreman submit sh -c 'echo hi'` still passes -c to
 //     the job; flags go before the command (or before "--"). One whose
-//     ArgsUsage starts "NAME " (schedule create) takes one argument first.
+//     ArgsUsage starts "NAME " (schedule create) or "JOB_ID " (exec)
+//     takes one argument first.
 //   - An unknown flag is kept among the flags, so the App reports it
 //     ("flag provided but not defined") rather than taking it as an argument.
 //   - A flag that takes a value consumes the next argument unless written
@@ -167,9 +168,10 @@ func takesCommandLine(cmd *ucli.Command) bool {
 
 // namesBeforeCommandLine is how many positional arguments come before a
 // command line: `schedule create NAME [flags] -- CMD` names its schedule
-// first, and flags may follow the name.
+// first, `exec JOB_ID [flags] -- CMD` its job, and flags may follow the
+// name.
 func namesBeforeCommandLine(cmd *ucli.Command) int {
-	if strings.HasPrefix(cmd.ArgsUsage, "NAME ") {
+	if strings.HasPrefix(cmd.ArgsUsage, "NAME ") || strings.HasPrefix(cmd.ArgsUsage, "JOB_ID ") {
 		return 1
 	}
 	return 0

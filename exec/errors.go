@@ -27,3 +27,16 @@ var (
 	// ErrInvalidConfig means a WorkerConfig failed Validate.
 	ErrInvalidConfig = errors.New("invalid exec config")
 )
+
+// Errors of foreman exec (execsession.go).
+var (
+	// ErrAttemptEnded means the attempt has finished: there is nothing
+	// left to run a command in.
+	ErrAttemptEnded = errors.New("the attempt has ended")
+	// ErrExecUnsupported means the attempt's driver has no process to run
+	// a command beside (the http driver).
+	ErrExecUnsupported = errors.New("exec is not supported by this driver")
+	// ErrExecStart means the command could not be started inside the
+	// attempt (not found there, or the attempt's container is gone).
+	ErrExecStart = errors.New("exec: cannot start the command")
+)

@@ -33,6 +33,7 @@ const (
 	PermRead       Permission = "read"       // per namespace
 	PermSubmit     Permission = "submit"     // per namespace: read + submit/cancel/retry jobs
 	PermWrite      Permission = "write"      // per namespace: submit + schedules, workflows, queues
+	PermExec       Permission = "exec"       // per namespace: run commands inside live attempts (foreman exec); implied by no other role but management
 	PermOperator   Permission = "operator"   // cluster-wide: nodes, drain, raft, snapshots, metrics
 	PermManagement Permission = "management" // cluster-wide: tokens; implies every other permission
 	PermInternal   Permission = "internal"   // node-to-node only: the cluster-internal secret
@@ -44,11 +45,13 @@ const (
 
 // The fixed roles a token can carry. read, submit and write are per
 // namespace ("*" = every namespace); operator and management are
-// cluster-wide. Each namespaced role includes the ones before it.
+// cluster-wide. Each of read, submit, write includes the ones before it;
+// exec includes nothing and nothing but management includes it.
 const (
 	RoleRead       = "read"
 	RoleSubmit     = "submit"
 	RoleWrite      = "write"
+	RoleExec       = "exec" // PermExec in a namespace, on its own: a token that also submits holds both roles
 	RoleOperator   = "operator"
 	RoleManagement = "management"
 	// RoleClient is a client agent's: cluster-wide, for one node (or "*").
@@ -263,6 +266,10 @@ func (id *identity) allow(perm Permission, ns string) error {
 			}
 		case PermRead, PermSubmit, PermWrite:
 			if rank[role.Role] >= rank[string(perm)] && (ns == "" || role.Namespace == AllNamespaces || role.Namespace == ns) {
+				return nil
+			}
+		case PermExec:
+			if role.Role == RoleExec && (ns == "" || role.Namespace == AllNamespaces || role.Namespace == ns) {
 				return nil
 			}
 		}

@@ -35,6 +35,7 @@ var Routes = map[string]RouteRule{
 	"POST /v1/jobs/{id}/cancel":             {PermSubmit, true},
 	"POST /v1/jobs/{id}/retry":              {PermSubmit, true},
 	"GET /v1/jobs/{id}/logs":                {PermRead, true},
+	"POST /v1/jobs/{id}/exec":               {PermExec, true}, // run a command in the live attempt (proxied to its node); not implied by write
 	"GET /v1/jobs/{id}/gpu-usage":           {PermRead, true}, // measured by the attempt's node, proxied there
 	"GET /v1/jobs/{id}/events":              {PermRead, true},
 	"GET /v1/jobs/{id}/result":              {PermRead, true},

@@ -125,12 +125,12 @@ func (s *server) aclBootstrap(w http.ResponseWriter, r *http.Request) {
 // or "*"), cluster-wide ones must not have one.
 func checkRoles(roles []fsm.ACLRole) error {
 	if len(roles) == 0 {
-		return invalid("roles", "at least one role is required (read, submit, write with a namespace; operator; management)")
+		return invalid("roles", "at least one role is required (read, submit, write, exec with a namespace; operator; management)")
 	}
 	for i, rl := range roles {
 		f := fmt.Sprintf("roles[%d]", i)
 		switch rl.Role {
-		case RoleRead, RoleSubmit, RoleWrite:
+		case RoleRead, RoleSubmit, RoleWrite, RoleExec:
 			if rl.Namespace == "" {
 				return invalid(f+".namespace", "role %s needs a namespace (a name, or \"*\" for every namespace)", rl.Role)
 			}
@@ -156,7 +156,7 @@ func checkRoles(roles []fsm.ACLRole) error {
 				}
 			}
 		default:
-			return invalid(f+".role", "unknown role %q (want read, submit, write, operator, management or client)", rl.Role)
+			return invalid(f+".role", "unknown role %q (want read, submit, write, exec, operator, management or client)", rl.Role)
 		}
 		if rl.Node != "" && rl.Role != RoleClient {
 			return invalid(f+".node", "only the client role names a node")

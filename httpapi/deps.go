@@ -98,9 +98,12 @@ type IDs interface{ NewID() string }
 // this node fail with 503; Operator: operator requests fail with 503;
 // Clock: the system clock; IDs: NewULIDs; Logger: slog.Default()).
 type Deps struct {
-	Cluster  Cluster
-	State    State
-	Logs     Logs
+	Cluster Cluster
+	State   State
+	Logs    Logs
+	// Exec runs commands in this node's live attempts (nil: an exec of
+	// an attempt here answers 503).
+	Exec     Exec
 	Operator Operator
 	Clock    Clock
 	IDs      IDs

@@ -147,6 +147,10 @@ func statusFor(err error) (int, string) {
 		return http.StatusBadRequest, CodeNewerSnapshot
 	case errors.Is(err, ErrRefused):
 		return http.StatusConflict, CodeRefused
+	case errors.Is(err, ErrNotLive):
+		return http.StatusConflict, CodeConflict
+	case errors.Is(err, ErrExecCommand):
+		return http.StatusBadRequest, CodeInvalid
 	case errors.Is(err, ErrNoAttempt):
 		return http.StatusNotFound, CodeNoAttempt
 	case errors.Is(err, fsm.ErrNotFound), errors.Is(err, fs.ErrNotExist):

@@ -36,6 +36,7 @@ type server struct {
 	// nodeLimits memoizes the node part of submits' capacity checks.
 	nodeLimits atomic.Pointer[nodeLimitsMemo]
 	logs       Logs
+	exec       Exec
 	artifacts  Artifacts
 	objects    Objects
 	keyring    GossipKeyring
@@ -79,6 +80,7 @@ func New(cfg Config, deps Deps) http.Handler {
 		cluster: deps.Cluster,
 		state:   deps.State,
 		logs:    deps.Logs,
+		exec:    deps.Exec,
 		ops:     deps.Operator,
 		clock:   deps.Clock,
 		ids:     deps.IDs,
@@ -141,6 +143,7 @@ func (s *server) routes() {
 	s.handle(m, "POST /v1/jobs/{id}/cancel", s.write(s.jobScoped(PermSubmit, s.cancelJob)))
 	s.handle(m, "POST /v1/jobs/{id}/retry", s.write(s.jobScoped(PermSubmit, s.retryJob)))
 	s.handle(m, "GET /v1/jobs/{id}/logs", s.read(s.jobScoped(PermRead, s.jobLogs)))
+	s.handle(m, "POST /v1/jobs/{id}/exec", s.read(s.jobScoped(PermExec, s.execJob)))
 	s.handle(m, "GET /v1/jobs/{id}/gpu-usage", s.read(s.jobScoped(PermRead, s.jobGPUUsage)))
 	s.handle(m, "GET /v1/jobs/{id}/events", s.read(s.jobScoped(PermRead, s.jobEvents)))
 	s.handle(m, "GET /v1/events", s.local(s.events))

@@ -276,3 +276,21 @@ func (c clusterAdapter) RaftInfo() httpapi.RaftInfo {
 }
 
 func uiHandler() http.Handler { return ui.Handler() }
+
+// workerExec runs foreman exec's commands in this node's attempts
+// (httpapi.Exec), its errors in the API's terms.
+type workerExec struct{ w *exec.Worker }
+
+func (e workerExec) StartExec(jobID string, attempt int, req httpapi.ExecRequest) (httpapi.ExecSession, error) {
+	s, err := e.w.StartExec(jobID, attempt, exec.ExecRequest{Command: req.Command, TTY: req.TTY, Stdin: req.Stdin,
+		Width: uint16(req.Width), Height: uint16(req.Height)})
+	switch {
+	case err == nil:
+		return s, nil
+	case errors.Is(err, exec.ErrNoSuchAttempt), errors.Is(err, exec.ErrAttemptEnded), errors.Is(err, exec.ErrExecUnsupported):
+		return nil, httpapi.NotLive(fmt.Errorf("%w: nothing to exec into", err))
+	case errors.Is(err, exec.ErrCommandNotFound), errors.Is(err, exec.ErrNoCommand), errors.Is(err, exec.ErrExecStart):
+		return nil, fmt.Errorf("%w: %w", httpapi.ErrExecCommand, err)
+	}
+	return nil, err
+}

@@ -534,6 +534,7 @@ func runAgent(parent context.Context, cfg *agentConfig) error {
 		Cluster:  clusterAdapter{node},
 		State:    f,
 		Logs:     workerLogs{worker},
+		Exec:     workerExec{worker},
 		Operator: operatorAdapter{node},
 		Logger:   logger,
 

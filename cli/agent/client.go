@@ -228,6 +228,22 @@ func clientRoutes(node string, servers []string, w *exec.Worker, wc *workClient,
 		}
 		writeClientJSON(rw, http.StatusNotFound, httpapi.ErrorBody{Error: fmt.Sprintf("attempt %d of job %s is not live on %s", attempt, id, node), Code: "not_found"})
 	})
+	// What a server proxies for foreman exec, after checking the token
+	// and that the attempt runs here.
+	handle("POST /v1/jobs/{id}/exec", func(rw http.ResponseWriter, r *http.Request) {
+		attempt, ok := proxiedAttempt(rw, r)
+		if !ok {
+			return
+		}
+		var req httpapi.ExecRequest
+		dec := json.NewDecoder(http.MaxBytesReader(rw, r.Body, 1<<20))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&req); err != nil || len(req.Command) == 0 {
+			writeClientJSON(rw, http.StatusBadRequest, httpapi.ErrorBody{Error: fmt.Sprintf("body: an exec request with a command (%v)", err), Code: "invalid"})
+			return
+		}
+		httpapi.ServeExec(rw, r, workerExec{w}, r.PathValue("id"), attempt, req, slog.Default().With("component", "exec"))
+	})
 	// What a server relays when a task's next attempt elsewhere resumes.
 	handle(CheckpointsPath, checkpointHandler(w, nil, node).ServeHTTP)
 	acl.Handle(mux, "/", http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
