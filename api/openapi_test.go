@@ -94,6 +94,7 @@ var typeSchemas = []struct {
 	{api.GossipKeysResponse{}, []string{"GossipKeysResponse"}},
 	{api.HostVolume{}, []string{"HostVolume"}},
 	{api.VolumeMount{}, []string{"VolumeMount"}},
+	{api.ExecRequest{}, []string{"ExecRequest"}},
 }
 
 func TestTypesMatchOpenAPI(t *testing.T) {

@@ -90,6 +90,7 @@ var wants = map[Permission][]string{
 	PermRead:       {"read", "submit", "write", "management"},
 	PermSubmit:     {"submit", "write", "management"},
 	PermWrite:      {"write", "management"},
+	PermExec:       {"management"}, // no other role implies exec
 	PermOperator:   {"operator", "management"},
 	PermManagement: {"management"},
 	PermInternal:   {},
