@@ -4,12 +4,16 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/foreman-sched/foreman/api"
 	"github.com/foreman-sched/foreman/cli"
+	"github.com/foreman-sched/foreman/fsm"
 	"github.com/foreman-sched/foreman/httpapi"
 )
 
@@ -21,6 +25,7 @@ type arrayResult struct {
 	ArraySeconds   float64 `json:"array_seconds"`    // submit → the array ended
 	ArraySucceeded int     `json:"array_succeeded"`  // tasks that succeeded
 	ArrayJobsPerS  float64 `json:"array_jobs_per_s"` // tasks / array_seconds
+	Verified       int     `json:"verified,omitempty"` // tasks whose result is their own index (--verify)
 	Batch          int     `json:"batch,omitempty"`  // jobs per request of the comparison (0: skipped)
 	BatchAcceptMS  float64 `json:"batch_accept_ms,omitempty"`
 	BatchSeconds   float64 `json:"batch_seconds,omitempty"`
@@ -34,6 +39,7 @@ func arrayCommand(driver *ucli.StringFlag) *ucli.Command {
 		&ucli.IntFlag{Name: "tasks", Value: 10000, Usage: "tasks of the array (and jobs of the batches)"},
 		&ucli.IntFlag{Name: "parallel", Usage: "the array's %PARALLEL bound (0: none)"},
 		&ucli.IntFlag{Name: "batch", Value: 1000, Usage: "jobs per request of the same count submitted as batches (0: skip them)"},
+		&ucli.BoolFlag{Name: "verify", Value: true, Usage: "each task writes its index as its result; read every task's back and check each index is there once (--verify=false skips it)"},
 		timeoutFlag(15*time.Minute),
 		cli.JSONFlag)
 }
@@ -44,7 +50,11 @@ func benchArray(ctx context.Context, c *ucli.Context, cl *api.Client) error {
 		return fmt.Errorf("--tasks must be at least 1, --batch and --parallel at least 0")
 	}
 	run := benchRunID()
+	// Every job (task or batch job) writes its index, if any, as its
+	// result: the same work on both sides.
+	writeIndex := httpapi.Argv("sh", "-c", `echo "$FOREMAN_ARRAY_INDEX" > "$FOREMAN_RESULT"`)
 	spec := noopSpec(run, res.Driver)
+	spec.Command = writeIndex
 	spec.Array = httpapi.Array(fmt.Sprintf("0-%d", res.Tasks-1))
 	if p := c.Int("parallel"); p > 0 {
 		spec.Array = httpapi.Array(fmt.Sprintf("0-%d%%%d", res.Tasks-1, p))
@@ -78,9 +88,15 @@ func benchArray(ctx context.Context, c *ucli.Context, cl *api.Client) error {
 		}
 	}
 	res.ArrayJobsPerS = round3(float64(res.Tasks) / res.ArraySeconds)
+	if c.Bool("verify") {
+		if res.Verified, err = verifyArray(ctx, cl, id, res.Tasks); err != nil {
+			return err
+		}
+	}
 
 	if res.Batch > 0 {
 		spec := noopSpec(run+"-b", res.Driver)
+		spec.Command = writeIndex
 		jobs := &benchRun{label: run + "-b"}
 		t0 = time.Now()
 		for done := 0; done < res.Tasks; done += res.Batch {
@@ -115,10 +131,56 @@ func benchArray(ctx context.Context, c *ucli.Context, cl *api.Client) error {
 	if c.Bool("json") {
 		return cli.PrintJSON(c, res)
 	}
-	t := cli.NewTable(cli.Stdout(c), "", "ACCEPTED", "ALL DONE", "JOBS/S", "SUCCEEDED")
-	t.Row(fmt.Sprintf("array of %d", res.Tasks), fmt.Sprintf("%.1fms", res.ArrayAcceptMS), fmt.Sprintf("%.2fs", res.ArraySeconds), res.ArrayJobsPerS, res.ArraySucceeded)
+	t := cli.NewTable(cli.Stdout(c), "", "ACCEPTED", "ALL DONE", "JOBS/S", "SUCCEEDED", "VERIFIED")
+	t.Row(fmt.Sprintf("array of %d", res.Tasks), fmt.Sprintf("%.1fms", res.ArrayAcceptMS), fmt.Sprintf("%.2fs", res.ArraySeconds), res.ArrayJobsPerS, res.ArraySucceeded, res.Verified)
 	if res.Batch > 0 {
-		t.Row(fmt.Sprintf("%d as batches of %d", res.Tasks, res.Batch), fmt.Sprintf("%.1fms", res.BatchAcceptMS), fmt.Sprintf("%.2fs", res.BatchSeconds), res.BatchJobsPerS, res.BatchSucceeded)
+		t.Row(fmt.Sprintf("%d as batches of %d", res.Tasks, res.Batch), fmt.Sprintf("%.1fms", res.BatchAcceptMS), fmt.Sprintf("%.2fs", res.BatchSeconds), res.BatchJobsPerS, res.BatchSucceeded, "")
 	}
 	return t.Flush()
+}
+
+// verifyArray reads every task's result (8 at a time) and checks it is
+// the task's own index: each index ran and wrote once, none is missing
+// or another's. It returns how many matched, or an error naming the first
+// that did not.
+func verifyArray(ctx context.Context, cl *api.Client, id string, n int) (int, error) {
+	idx := make(chan int)
+	errs := make(chan error, 8)
+	var ok atomic.Int64
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range idx {
+				var b []byte
+				err := retryTransient(ctx, "result", func() (err error) {
+					b, err = cl.JobResult(ctx, fsm.TaskID(id, i))
+					return err
+				})
+				if err == nil && strings.TrimSpace(string(b)) != strconv.Itoa(i) {
+					err = fmt.Errorf("task %d's result is %q", i, b)
+				}
+				if err != nil {
+					select {
+					case errs <- fmt.Errorf("verify: %w", err):
+					default:
+					}
+					continue
+				}
+				ok.Add(1)
+			}
+		}()
+	}
+	for i := range n {
+		idx <- i
+	}
+	close(idx)
+	wg.Wait()
+	select {
+	case err := <-errs:
+		return int(ok.Load()), err
+	default:
+	}
+	return int(ok.Load()), nil
 }
