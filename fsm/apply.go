@@ -263,6 +263,8 @@ func (a *applier) applyEntry(data []byte, res *Result) error {
 		return run(a, cmd, res, (*applier).setNodeStates)
 	case CmdSilentClients:
 		return run(a, cmd, res, (*applier).silentClients)
+	case CmdExecAudit:
+		return run(a, cmd, res, (*applier).execAudit)
 	case CmdResetGPUs:
 		return run(a, cmd, res, (*applier).resetGPUs)
 	case CmdPlace:

@@ -58,6 +58,7 @@ var payloadTypes = map[CommandType]any{
 	CmdNodeGPUs:      NodeGPUs{},
 	CmdSilentClients: SilentClients{},
 	CmdNodeStates:    SetNodeStates{},
+	CmdExecAudit:     ExecAudit{},
 	CmdResetGPUs:     ResetGPUs{},
 	CmdPlace:         Place{},
 	CmdReport:        ReportAttempt{},

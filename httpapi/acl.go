@@ -191,23 +191,41 @@ func HashSecret(secret string) string {
 	return hex.EncodeToString(h[:])
 }
 
+// checkInternal verifies the cluster-internal secret r carries.
+func (a *ACL) checkInternal(r *http.Request) error {
+	got := r.Header.Get(HeaderInternalToken)
+	if got == "" {
+		return fmt.Errorf("%w: %s is for cluster nodes only (no %s header)", ErrUnauthenticated, r.URL.Path, HeaderInternalToken)
+	}
+	var want, prev string
+	_ = a.state.View(func(tx *fsm.Tx) error { want, prev = tx.ACLInternalSecret(), tx.ACLInternalPrevious(); return nil })
+	if want == "" {
+		return fmt.Errorf("%w: this node has no cluster-internal secret yet (the leader sets one when it takes office); retry", ErrUnauthenticated)
+	}
+	// The secret before the last rotation is still good: a sender that
+	// has not applied the rotation yet sends it.
+	okCur := subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1
+	okPrev := prev != "" && subtle.ConstantTimeCompare([]byte(got), []byte(prev)) == 1
+	if !okCur && !okPrev {
+		return fmt.Errorf("%w: %s header does not match this cluster's internal secret", ErrUnauthenticated, HeaderInternalToken)
+	}
+	return nil
+}
+
+// fromNode reports whether r was proxied here by another node of the
+// cluster: marked forwarded and, with ACL on, carrying the internal
+// secret (a user cannot pass a request off as a node's).
+func (a *ACL) fromNode(r *http.Request) bool {
+	if r.Header.Get(HeaderForwarded) == "" {
+		return false
+	}
+	return !a.Enabled() || a.checkInternal(r) == nil
+}
+
 func (a *ACL) authenticate(r *http.Request, perm Permission) (*identity, error) {
 	if perm == PermInternal || perm == PermClient && r.Header.Get(HeaderInternalToken) != "" {
-		got := r.Header.Get(HeaderInternalToken)
-		if got == "" {
-			return nil, fmt.Errorf("%w: %s is for cluster nodes only (no %s header)", ErrUnauthenticated, r.URL.Path, HeaderInternalToken)
-		}
-		var want, prev string
-		_ = a.state.View(func(tx *fsm.Tx) error { want, prev = tx.ACLInternalSecret(), tx.ACLInternalPrevious(); return nil })
-		if want == "" {
-			return nil, fmt.Errorf("%w: this node has no cluster-internal secret yet (the leader sets one when it takes office); retry", ErrUnauthenticated)
-		}
-		// The secret before the last rotation is still good: a sender that
-		// has not applied the rotation yet sends it.
-		okCur := subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1
-		okPrev := prev != "" && subtle.ConstantTimeCompare([]byte(got), []byte(prev)) == 1
-		if !okCur && !okPrev {
-			return nil, fmt.Errorf("%w: %s header does not match this cluster's internal secret", ErrUnauthenticated, HeaderInternalToken)
+		if err := a.checkInternal(r); err != nil {
+			return nil, err
 		}
 		return &identity{internal: true}, nil
 	}

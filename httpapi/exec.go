@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -171,15 +172,23 @@ func (s *server) execJob(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	// Every exec is logged with who ran what (the command's arguments may
-	// hold secrets: only its name).
-	who := "anonymous"
-	if idn := identityOf(r); idn != nil && idn.token != nil {
-		who = idn.token.AccessorID
-	} else if idn != nil && idn.internal {
-		who = "cluster-internal"
+	// Every exec is an event naming who ran what (fsm/exec_audit.go),
+	// committed before the command starts: the node the client asked
+	// records it, not the attempt's node the request is proxied to (that
+	// hop is marked forwarded and carries the internal secret). No record,
+	// no exec.
+	if !s.acl.fromNode(r) {
+		who := "anonymous"
+		if idn := identityOf(r); idn != nil && idn.token != nil {
+			who = cmp.Or(idn.token.Name, idn.token.AccessorID)
+		}
+		audit := fsm.ExecAudit{JobID: id, Attempt: at.Num, By: who, Command: req.Command[0], Args: len(req.Command) - 1, TTY: req.TTY}
+		if _, err := s.apply(r.Context(), fsm.CmdExecAudit, audit); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		s.log.InfoContext(r.Context(), "exec", "job", id, "attempt", at.Num, "node", at.Node, "command", req.Command[0], "args", len(req.Command)-1, "tty", req.TTY, "by", who)
 	}
-	s.log.InfoContext(r.Context(), "exec", "job", id, "attempt", at.Num, "node", at.Node, "command", req.Command[0], "args", len(req.Command)-1, "tty", req.TTY, "token", who)
 
 	if at.Node != s.cluster.NodeName() {
 		if node == nil || node.HTTPAddr == "" || node.Gossip == fsm.NodeDead || node.Gossip == fsm.NodeLeft {
@@ -191,6 +200,7 @@ func (s *server) execJob(w http.ResponseWriter, r *http.Request) {
 		r.URL.RawQuery = q.Encode()
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		r.ContentLength = int64(len(body))
+		s.acl.SetInternalAuth(r.Header) // it was recorded here (dropped again for a client agent)
 		// The stream lasts as long as the command: no deadline.
 		rc := http.NewResponseController(w)
 		_ = rc.SetReadDeadline(time.Time{})

@@ -101,6 +101,27 @@ func TestSystemExec(t *testing.T) {
 		if r := at(agents[1], submitTok)("exec", id, "--", "true"); r.code == 0 || !strings.Contains(r.stderr, "needs the exec permission") || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
 			t.Errorf("exec with a submit token: exit %d, %q; want one line naming the exec permission", r.code, r.stderr)
 		}
+		// Every exec is an event of the job's timeline naming who ran what,
+		// once each, whichever node took it (five ran; the refused one is
+		// not one).
+		var tl struct {
+			Events []struct {
+				Type, Reason string
+				Attempt      int
+			}
+		}
+		if err := getJSONToken(agents[0].url("/v1/jobs/"+id+"/events"), mgmt, &tl); err != nil {
+			t.Fatal(err)
+		}
+		var execs []string
+		for _, e := range tl.Events {
+			if e.Type == "attempt.exec" {
+				execs = append(execs, e.Reason)
+			}
+		}
+		if len(execs) != 5 || execs[0] != "exec:* ran sh with 2 argument(s)" || execs[3] != "exec:* ran tty on a terminal" {
+			t.Errorf("exec events in the timeline: %q; want 5, naming the token and the command", execs)
+		}
 		// The job kept running through all of it.
 		var j jobView
 		if err := getJSONToken(agents[0].url("/v1/jobs/"+id), mgmt, &j); err != nil || j.Job.State != "running" || j.latest().State != "running" {
