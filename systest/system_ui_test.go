@@ -395,6 +395,7 @@ func TestSystemUI(t *testing.T) {
 		b.open(via.url("/ui/jobs/"+id), "#job-state")
 		b.wait("two tasks, running", `document.querySelectorAll("#gang-tasks tr[data-task]").length === 2 && [...document.querySelectorAll("#gang-tasks td.state")].every((td) => td.textContent === "running")`)
 		b.shot("job-gang")
+		b.wait("the exec line of a running job", `document.querySelector("#job-exec").textContent === "foreman exec -it `+id+` -- sh"`)
 		b.run("cancel", chromedp.Click(chromedp.CSS("#cancel")), chromedp.WaitVisible(chromedp.CSS("dialog [data-confirm]")),
 			chromedp.Click(chromedp.CSS("dialog [data-confirm]")))
 		b.wait("tasks follow", `[...document.querySelectorAll("#gang-tasks td.state")].every((td) => td.textContent !== "running")`)

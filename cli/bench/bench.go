@@ -63,6 +63,7 @@ func Command() *ucli.Command {
 			artifactsCommand(driver),
 			dagCommand(driver),
 			arrayCommand(driver),
+			execCommand(driver),
 			eventsCommand(driver),
 			gangCommand(driver),
 			preemptCommand(driver),

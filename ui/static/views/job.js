@@ -84,6 +84,7 @@ async function load(el, id, unsub, early, setHandler) {
       for (const [k, v] of [["Failed indexes", x.failed], ["Running indexes", x.running], ["Cancelled indexes", x.cancelled]]) if (v) kv.push([k, h("code", null, v)]);
     }
     if (j.array_task) kv.push(["Array task", h("span", { id: "job-array-task" }, "index " + j.array_task.index + " of ", link("jobs/" + enc(j.array_task.array), j.array_task.array))]);
+    if (j.state === "running" && !j.array) kv.push(["Exec", h("code", { id: "job-exec", title: "Runs a command inside the running attempt (needs the exec permission); every exec is in the timeline" }, `foreman exec -it ${j.id} -- sh`)]);
     if (j.preemptions) kv.push(["Preempted", j.preemptions + (j.preemptions === 1 ? " time" : " times")]);
     if (j.workflow) kv.push(["Workflow", link("workflows/" + enc(j.workflow), j.workflow)]);
     if (s.schedule) kv.push(["Schedule", link("schedules/" + enc(s.schedule), s.schedule)]);
