@@ -9,7 +9,7 @@
 
 __version__ = "0.1.0"
 
-from .client import Client, Submitted  # noqa: E402
+from .client import Client, ExecResult, Submitted  # noqa: E402
 from .errors import (  # noqa: E402
     APIError,
     ApplyTimeoutError,
@@ -50,6 +50,7 @@ from .workflows import Task, Workflow  # noqa: E402
 
 __all__ = [
     "Client",
+    "ExecResult",
     "Submitted",
     "Workflow",
     "Task",

@@ -169,6 +169,38 @@ class Transport:
         conn, resp = self._send(method, path, query, None, None, headers, None, timeout, retries)
         return Stream(conn, resp)
 
+    def upgrade(
+        self,
+        method: str,
+        path: str,
+        protocol: str,
+        *,
+        query: Optional[Mapping[str, QueryValue]] = None,
+        json: Any = None,
+        timeout: Optional[float] = None,
+    ) -> Tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
+        """Send a request asking to switch the connection to protocol (an
+        HTTP/1.1 upgrade; never retried) and return the connection, whose
+        socket the caller writes, and the 101 answer, whose fp it reads.
+        Raise APIError when the server refuses (a JSON error)."""
+        hdrs = {"User-Agent": f"foreman-python/{__version__}", "Connection": "Upgrade", "Upgrade": protocol,
+                "Content-Type": "application/json", "X-Request-ID": "py-" + uuid.uuid4().hex[:20]}
+        if self.token:
+            hdrs["Authorization"] = "Bearer " + self.token
+        try:
+            conn, resp = self._once(method, self._target(path, query), jsonlib.dumps(json).encode(), hdrs,
+                                    self.timeout if timeout is None else timeout)
+        except _NotSent as e:
+            raise ForemanConnectionError(f"{method} {path}: {self.url}: {e.__cause__}") from e
+        except (OSError, http.client.HTTPException) as e:
+            raise ForemanConnectionError(f"{method} {path}: {self.url}: {e}") from e
+        if resp.status != 101:
+            try:
+                raise self._error(resp)
+            finally:
+                conn.close()
+        return conn, resp
+
     # ---- internals ----
 
     def _send(

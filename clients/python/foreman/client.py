@@ -18,6 +18,7 @@ from ._transport import object_id as _id
 from ._transport import path_escape as _esc
 from .artifacts import Artifacts
 from .errors import (
+    ForemanConnectionError,
     ForemanError,
     NotFoundError,
     UnavailableError,
@@ -25,6 +26,32 @@ from .errors import (
     WaitTimeout,
 )
 from .events import EventStream
+
+# The exec stream (api/exec.go): frames of one kind byte, a 4-byte
+# big-endian length and at most 64 KiB of payload.
+EXEC_PROTOCOL = "foreman-exec/1"
+EXEC_FRAME_MAX = 64 << 10
+
+
+@dataclass
+class ExecResult:
+    """What an exec ended with: the command's exit code (128+N when signal
+    N killed it) and what it wrote."""
+
+    exit_code: int
+    stdout: bytes
+    stderr: bytes
+
+
+def _exec_frame(kind: int, payload: bytes) -> bytes:
+    return bytes([kind]) + len(payload).to_bytes(4, "big") + payload
+
+
+def _read_exactly(fp: Any, n: int) -> bytes:
+    b = fp.read(n) if n else b""
+    if len(b) != n:
+        raise ConnectionError("the exec stream ended before its exit frame")
+    return b
 from .models import TERMINAL_STATES, Event, GPUUsage, Job, JobPage
 from .schedules import Schedules
 from .specs import Command, merge_spec
@@ -265,6 +292,46 @@ class Client:
         ``indexes`` such as "3,7-9"). ConflictError otherwise."""
         body = {"indexes": indexes} if indexes else None
         return Job.from_detail(self._t.call("POST", f"/v1/jobs/{_esc(_id(job))}/retry", json=body).json())
+
+    def exec(
+        self,
+        job: Any,
+        command: Sequence[str],
+        *,
+        stdin: Optional[bytes] = None,
+        attempt: Optional[int] = None,
+        timeout: Optional[float] = None,
+    ) -> "ExecResult":
+        """Run command inside the job's running attempt (its container, or
+        beside a process job) and return its exit code and output
+        (POST /v1/jobs/{id}/exec; needs the exec permission). ``stdin`` is
+        sent to it, then closed. Every exec is an event of the job naming
+        the token. ConflictError when the job is not running."""
+        body = {"command": list(command), "stdin": stdin is not None}
+        conn, resp = self._t.upgrade("POST", f"/v1/jobs/{_esc(_id(job))}/exec", EXEC_PROTOCOL,
+                                     query={"attempt": attempt}, json=body, timeout=timeout)
+        try:
+            sock = conn.sock
+            if stdin is not None:
+                for i in range(0, len(stdin), EXEC_FRAME_MAX):
+                    sock.sendall(_exec_frame(1, stdin[i:i + EXEC_FRAME_MAX]))
+                sock.sendall(_exec_frame(4, b""))
+            out, err = bytearray(), bytearray()
+            while True:
+                head = _read_exactly(resp.fp, 5)
+                payload = _read_exactly(resp.fp, int.from_bytes(head[1:], "big"))
+                if head[0] == 2:
+                    out += payload
+                elif head[0] == 3:
+                    err += payload
+                elif head[0] == 6:
+                    return ExecResult(int.from_bytes(payload, "big", signed=True), bytes(out), bytes(err))
+                elif head[0] == 7:
+                    raise ForemanError(f"exec into {_id(job)}: {payload.decode('utf-8', 'replace')}")
+        except OSError as e:
+            raise ForemanConnectionError(f"exec into {_id(job)}: the stream broke: {e}") from e
+        finally:
+            conn.close()
 
     def result(self, job: Any) -> bytes:
         """What the job's last finished attempt wrote to ``$FOREMAN_RESULT``."""

@@ -157,6 +157,25 @@ def test_array(client: Client):
     assert client.retry(arr, indexes="2").state == "running"
 
 
+def test_exec(client: Client):
+    job = client.submit("echo job-data > f; exec sleep 60", max_attempts=1)
+
+    def started():
+        a = client.job(job).attempts
+        return a if a and a[-1].state == "running" else None
+
+    eventually("the job's attempt running", started)
+    r = client.exec(job, ["sh", "-c", "cat f; echo oops >&2; exit 3"])
+    assert (r.exit_code, r.stdout, r.stderr) == (3, b"job-data\n", b"oops\n")
+    assert client.exec(job, ["tr", "a-z", "A-Z"], stdin=b"hello").stdout == b"HELLO"
+    assert [e.reason for e in client.timeline(job) if e.type == "attempt.exec"] == [
+        "anonymous ran sh with 2 argument(s)", "anonymous ran tr with 2 argument(s)"]
+    client.cancel(job)
+    client.wait(job, timeout=JOB_TIMEOUT)
+    with pytest.raises(ConflictError):
+        client.exec(job, ["true"])
+
+
 def test_idempotency_key_dedupes(client: Client):
     key = "py-test-" + uuid.uuid4().hex
     first = client.submit("true", idempotency_key=key)
