@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
@@ -35,6 +36,7 @@ func execCommand() *ucli.Command {
 			&ucli.BoolFlag{Name: "tty", Aliases: []string{"t"}, Usage: "run the command on a terminal"},
 			&ucli.IntFlag{Name: "attempt", Usage: "attempt number (default: the latest; it must be running)"},
 			&ucli.IntFlag{Name: "index", Usage: "of an array job: the task at this index"},
+			&ucli.IntFlag{Name: "task", Usage: "of a gang: the running attempt of this task (GANG_INDEX)"},
 		),
 		Action: func(c *ucli.Context) error { return Error(execJob(c)) },
 	}
@@ -55,6 +57,12 @@ func execJob(c *ucli.Context) error {
 	cl, err := newClient(c)
 	if err != nil {
 		return err
+	}
+	attempt := c.Int("attempt")
+	if c.IsSet("task") {
+		if attempt, err = gangTaskAttempt(c, cl, id, c.Int("task")); err != nil {
+			return err
+		}
 	}
 	req := api.ExecRequest{Command: command, TTY: c.Bool("tty"), Stdin: c.Bool("stdin")}
 	s := api.ExecStreams{Stdout: Stdout(c), Stderr: os.Stderr}
@@ -99,7 +107,7 @@ func execJob(c *ucli.Context) error {
 		ctx, stop = signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 		defer stop()
 	}
-	code, err := cl.Exec(ctx, id, c.Int("attempt"), req, s)
+	code, err := cl.Exec(ctx, id, attempt, req, s)
 	if term != nil {
 		_ = term.Reset()
 	}
@@ -113,4 +121,24 @@ func execJob(c *ucli.Context) error {
 		return silentExit(code)
 	}
 	return nil
+}
+
+// gangTaskAttempt is the running attempt of task i of gang job id.
+func gangTaskAttempt(c *ucli.Context, cl *api.Client, id string, i int) (int, error) {
+	d, err := cl.GetJob(c.Context, id)
+	if err != nil {
+		return 0, err
+	}
+	if d.Job.Spec.Gang == nil {
+		return 0, Exitf(2, "--task: job %s is not a gang", id)
+	}
+	if i < 0 || i >= d.Job.Spec.Gang.Size {
+		return 0, Exitf(2, "--task %d: gang %s has tasks 0-%d", i, id, d.Job.Spec.Gang.Size-1)
+	}
+	for k := len(d.Attempts) - 1; k >= 0; k-- {
+		if a := d.Attempts[k]; a.Task != nil && a.Task.Index == i && a.State == api.AttemptRunning {
+			return a.Attempt, nil
+		}
+	}
+	return 0, fmt.Errorf("task %d of gang %s has no running attempt: nothing to exec into", i, id)
 }

@@ -62,7 +62,9 @@ const (
 const AllNamespaces = "*"
 
 // rank orders the namespaced permissions and roles.
-var rank = map[string]int{RoleRead: 1, RoleSubmit: 2, RoleWrite: 3}
+// An exec token also reads its namespace's jobs: finding the attempt to
+// exec into (a gang's task, an array's index) and seeing it run.
+var rank = map[string]int{RoleRead: 1, RoleExec: 1, RoleSubmit: 2, RoleWrite: 3}
 
 // Headers of the ACL.
 const (

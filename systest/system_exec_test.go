@@ -137,6 +137,27 @@ func TestSystemExec(t *testing.T) {
 		}
 	})
 
+	t.Run("a gang's task", func(t *testing.T) {
+		r := at(agents[1], submitTok)("submit", "--gang", "2", "--driver", "process", "--", "sleep", "300")
+		id := strings.TrimSpace(r.stdout)
+		if r.code != 0 || id == "" {
+			t.Fatalf("submit --gang 2: %d %s", r.code, r.stderr)
+		}
+		for task := range 2 {
+			eventually(t, systemTimeout, "exec into task "+fmt.Sprint(task), func() error {
+				r := at(agents[2], execTok)("exec", id, "--task", fmt.Sprint(task), "--", "sh", "-c", `echo "$GANG_INDEX"`)
+				if r.code != 0 || strings.TrimSpace(r.stdout) != fmt.Sprint(task) {
+					return fmt.Errorf("exit %d, %q %q", r.code, r.stdout, r.stderr)
+				}
+				return nil
+			})
+		}
+		if r := at(agents[2], execTok)("exec", id, "--task", "2", "--", "true"); r.code != 2 || !strings.Contains(r.stderr, "has tasks 0-1") {
+			t.Errorf("exec --task 2 into a gang of 2: exit %d, %q", r.code, r.stderr)
+		}
+		at(agents[0], submitTok)("job", "cancel", id)
+	})
+
 	t.Run("process", func(t *testing.T) {
 		id, on := running("--driver", "process", "--env", "MARK=m1", "--", "sh", "-c", "echo proc-data > data.txt; exec sleep 300")
 		for _, a := range agents {
