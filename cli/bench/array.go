@@ -21,12 +21,12 @@ import (
 type arrayResult struct {
 	Tasks          int     `json:"tasks"`
 	Driver         string  `json:"driver,omitempty"`
-	ArrayAcceptMS  float64 `json:"array_accept_ms"`  // one POST /v1/jobs with array
-	ArraySeconds   float64 `json:"array_seconds"`    // submit → the array ended
-	ArraySucceeded int     `json:"array_succeeded"`  // tasks that succeeded
-	ArrayJobsPerS  float64 `json:"array_jobs_per_s"` // tasks / array_seconds
+	ArrayAcceptMS  float64 `json:"array_accept_ms"`    // one POST /v1/jobs with array
+	ArraySeconds   float64 `json:"array_seconds"`      // submit → the array ended
+	ArraySucceeded int     `json:"array_succeeded"`    // tasks that succeeded
+	ArrayJobsPerS  float64 `json:"array_jobs_per_s"`   // tasks / array_seconds
 	Verified       int     `json:"verified,omitempty"` // tasks whose result is their own index (--verify)
-	Batch          int     `json:"batch,omitempty"`  // jobs per request of the comparison (0: skipped)
+	Batch          int     `json:"batch,omitempty"`    // jobs per request of the comparison (0: skipped)
 	BatchAcceptMS  float64 `json:"batch_accept_ms,omitempty"`
 	BatchSeconds   float64 `json:"batch_seconds,omitempty"`
 	BatchSucceeded int     `json:"batch_succeeded,omitempty"`
