@@ -20,6 +20,7 @@ const (
 	CodeNotFound        = "not_found"        // 404
 	CodeConflict        = "conflict"         // 409: e.g. cancel of a finished job
 	CodeRefused         = "refused"          // 409: an operator request that would lose quorum, or replace jobs without force
+	CodeFeatureHeld     = "feature_held"     // 409: needs a feature a server of an older build lacks; finish the upgrade
 	CodeOverloaded      = "overloaded"       // 429: nothing was taken; retried after Retry-After
 	CodeNodeUnreachable = "node_unreachable" // 502: a proxied write's outcome is unknown
 	CodeNoLeader        = "no_leader"        // 503

@@ -63,6 +63,29 @@ type RaftServer struct {
 	Role         string `json:"role"`
 	LastHeardAgo string `json:"last_heard_ago,omitempty"`
 	Clients      *int   `json:"clients,omitempty"`
+	// Version is the foreman version it gossips ("": unknown).
+	Version string `json:"version,omitempty"`
+	// Features are the features beyond the baseline it can apply, of
+	// those the answering agent knows (none: an older build, or a server
+	// not heard in gossip).
+	Features []string `json:"features,omitempty"`
+}
+
+// ClusterFeatures is the feature gate as the answering agent sees it: a
+// write needing a feature that some server of the raft configuration does
+// not advertise is refused (409, code feature_held) until every server has
+// been upgraded. Features are those the answering agent knows.
+type ClusterFeatures struct {
+	// Enabled are the features every server can apply.
+	Enabled []string `json:"enabled"`
+	// Held are the features some server lacks, with those servers.
+	Held []HeldFeature `json:"held,omitempty"`
+}
+
+// HeldFeature is a feature held back, and the servers lacking it.
+type HeldFeature struct {
+	Name    string   `json:"name"`
+	Lacking []string `json:"lacking"`
 }
 
 // RaftInfo is an agent's raft state.
@@ -81,6 +104,8 @@ type RaftInfo struct {
 	Voters        int               `json:"voters"`
 	Servers       []RaftServer      `json:"servers,omitempty"`
 	Stats         map[string]string `json:"stats,omitempty"`
+	// Features is the feature gate (nil: an agent from before it).
+	Features *ClusterFeatures `json:"features,omitempty"`
 }
 
 // ACLRole grants a role (read, submit, write, operator, management) in a

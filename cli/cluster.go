@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"strconv"
+	"strings"
 
 	ucli "github.com/urfave/cli/v2"
 
@@ -71,7 +72,7 @@ func printRaft(c *ucli.Context, r *api.RaftInfo) error {
 	if len(r.Servers) > 0 {
 		fmt.Fprintln(Stdout(c))
 		// LAST HEARD and CLIENTS (work streams held) only the leader knows.
-		t := NewTable(Stdout(c), "SERVER", "ADDRESS", "ROLE", "SUFFRAGE", "LAST HEARD", "CLIENTS")
+		t := NewTable(Stdout(c), "SERVER", "ADDRESS", "ROLE", "SUFFRAGE", "VERSION", "LAST HEARD", "CLIENTS")
 		for _, s := range r.Servers {
 			role := s.Role
 			if s.Suffrage == "nonvoter" {
@@ -81,9 +82,33 @@ func printRaft(c *ucli.Context, r *api.RaftInfo) error {
 			if s.Clients != nil {
 				clients = strconv.Itoa(*s.Clients)
 			}
-			t.Row(s.ID, s.Address, role, s.Suffrage, orDash(s.LastHeardAgo), clients)
+			t.Row(s.ID, s.Address, role, s.Suffrage, orDash(s.Version), orDash(s.LastHeardAgo), clients)
 		}
-		return t.Flush()
+		if err := t.Flush(); err != nil {
+			return err
+		}
 	}
-	return nil
+	return printFeatures(c, r.Features)
+}
+
+// printFeatures is the feature gate's text: the features every server
+// can apply, and each one held back with the servers lacking it.
+func printFeatures(c *ucli.Context, f *api.ClusterFeatures) error {
+	if f == nil {
+		return nil // an agent from before the gate
+	}
+	fmt.Fprintln(Stdout(c))
+	enabled := "none beyond the baseline"
+	if len(f.Enabled) > 0 {
+		enabled = strings.Join(f.Enabled, ", ")
+	}
+	fmt.Fprintf(Stdout(c), "Features enabled: %s\n", enabled)
+	if len(f.Held) == 0 {
+		return nil
+	}
+	t := NewTable(Stdout(c), "HELD FEATURE", "SERVERS LACKING IT")
+	for _, h := range f.Held {
+		t.Row(h.Name, strings.Join(h.Lacking, ", "))
+	}
+	return t.Flush()
 }

@@ -55,9 +55,9 @@ func (b Build) commit() string {
 }
 
 // versionCommand prints this binary's version, commit and Go version and,
-// with --cluster, every member's version as it advertises it in gossip:
-// during a rolling upgrade the nodes still on the old version are the ones
-// left to restart.
+// with --cluster, every member's version as it advertises it in gossip and
+// the feature gate: during a rolling upgrade the nodes still on the old
+// version are the ones left to restart, and the features they hold back.
 func versionCommand(b Build) *ucli.Command {
 	version := b.Version
 	return &ucli.Command{
@@ -85,8 +85,14 @@ func versionCommand(b Build) *ucli.Command {
 				return Error(err)
 			}
 			nodes := nodeVersions(ms)
+			// The gate, as the agent at --addr sees it (nil: an agent
+			// from before it, which answers without).
+			raft, err := cl.Raft(c.Context)
+			if err != nil {
+				return Error(err)
+			}
 			if c.Bool("json") {
-				return PrintJSON(c, map[string]any{"version": version, "nodes": nodes})
+				return PrintJSON(c, map[string]any{"version": version, "nodes": nodes, "features": raft.Features})
 			}
 			fmt.Fprintf(Stdout(c), "foreman %s (this binary)\n\n", version)
 			t := NewTable(Stdout(c), "NODE", "STATUS", "VERSION")
@@ -97,7 +103,10 @@ func versionCommand(b Build) *ucli.Command {
 				}
 				t.Row(n.Name, n.Status, v)
 			}
-			return t.Flush()
+			if err := t.Flush(); err != nil {
+				return err
+			}
+			return printFeatures(c, raft.Features)
 		},
 	}
 }

@@ -28,12 +28,19 @@ import (
 // (wrapping raft.ErrLeadershipLost, raft.ErrRaftShutdown or a transport
 // error after the request was sent: it may have committed), ctx errors, or
 // the command's own refusal (Result.Err, which wraps an fsm sentinel and is
-// returned together with the Result).
+// returned together with the Result). A command needing a feature that some
+// server lacks (features.go) is refused before anything is sent, with an
+// error wrapping fsm.ErrFeatureHeld.
 func (n *Node) Apply(ctx context.Context, cmd *fsm.Command) (*fsm.Result, error) {
 	select {
 	case <-n.closing:
 		return nil, ErrShutdown
 	default:
+	}
+	// The node that takes the request refuses it, and the leader again for
+	// a forwarded one (its gossip view may be newer).
+	if err := n.checkFeatures(cmd); err != nil {
+		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, n.cfg.ForwardTimeout)
 	defer cancel()
@@ -77,6 +84,9 @@ func (n *Node) applyOnce(ctx context.Context, body []byte) (*fsm.Result, error) 
 
 // applyLocal applies on this node, which must be the leader.
 func (n *Node) applyLocal(ctx context.Context, cmd *fsm.Command) (*fsm.Result, error) {
+	if err := n.checkFeatures(cmd); err != nil {
+		return nil, err
+	}
 	body, err := cmd.Encode()
 	if err != nil {
 		return nil, err

@@ -54,6 +54,11 @@ func (s *silentShown) show(ctx context.Context, n *Node, silent map[string]time.
 	if slices.Equal(names, s.names) || now.Sub(s.at) < silentShowEvery {
 		return
 	}
+	// A server of an older build cannot apply the set: the held clients
+	// are still held, only not shown, until every server has it.
+	if n.FeatureGate().Enabled()&fsm.FeatureSilentClients == 0 {
+		return
+	}
 	var p fsm.SilentClients
 	for _, name := range names {
 		p.Clients = append(p.Clients, fsm.SilentClient{Name: name, Since: wallclock.Now().Add(-silent[name]).UTC().Truncate(time.Millisecond)})

@@ -13,6 +13,7 @@ import (
 	sockaddr "github.com/hashicorp/go-sockaddr"
 
 	"github.com/foreman-sched/foreman/certs"
+	"github.com/foreman-sched/foreman/fsm"
 )
 
 // DefaultPort is the base port: HTTP on it, raft on +1, gossip on +2.
@@ -50,6 +51,10 @@ type Config struct {
 	// streams, but never votes (so never slows a commit). It takes no part
 	// in the bootstrap.
 	Replica bool
+	// AdvertiseFeatures, when set, replaces the features this node gossips
+	// (fsm.KnownFeatures): tests simulate a server of an older build with
+	// it. The agent never sets it.
+	AdvertiseFeatures *fsm.FeatureSet
 	// DeadServerTimeout is how long a voter must be dead to gossip before the
 	// leader replaces it with a healthy non-voter (and how long a dead
 	// non-voter stays in the raft configuration).

@@ -23,6 +23,7 @@ var errorCodes = []struct {
 	{"not_found", fsm.ErrNotFound},
 	{"stale_token", fsm.ErrStaleToken},
 	{"conflict", fsm.ErrConflict},
+	{"feature_held", fsm.ErrFeatureHeld},
 }
 
 func errorCode(err error) string {

@@ -34,6 +34,8 @@ type Member struct {
 	HasState bool   `json:"has_raft_state"`
 	Leaving  bool   `json:"leaving,omitempty"`
 	Replica  bool   `json:"replica,omitempty"` // never promoted to voter
+	// Features is what its build can apply beyond the baseline (meta.go).
+	Features fsm.FeatureSet `json:"features,omitempty"`
 	// Since is when this node saw the status change (monotonic, local).
 	Since time.Time `json:"-"`
 }
@@ -66,6 +68,8 @@ func (t *memberTable) set(n *memberlist.Node, status fsm.GossipState) {
 		m.Labels, m.Drivers, m.HasState, m.Leaving = meta.Labels, meta.Drivers, meta.HasState, meta.Leaving
 		m.Slots, m.Applied, m.Behind = meta.Slots, meta.Applied, meta.Behind
 		m.JobUsers, m.Replica, m.Volumes = meta.JobUsers, meta.Replica, meta.volumes()
+		m.Features = meta.Features
+		m.Features = meta.Features
 	}
 	t.mu.Lock()
 	old, ok := t.members[n.Name]

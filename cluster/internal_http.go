@@ -85,8 +85,13 @@ func (n *Node) handleApply(w http.ResponseWriter, r *http.Request) {
 		writeApply(w, http.StatusMisdirectedRequest, applyResponse{Error: ErrNotLeader.Error(), Code: "not_leader"})
 		return
 	}
-	if _, err := fsm.DecodeCommand(body); err != nil {
+	cmd, err := fsm.DecodeCommand(body)
+	if err != nil {
 		writeApply(w, http.StatusBadRequest, applyResponse{Error: err.Error(), Code: errorCode(err)})
+		return
+	}
+	if err := n.checkFeatures(cmd); err != nil {
+		writeApply(w, http.StatusConflict, applyResponse{Error: err.Error(), Code: errorCode(err)})
 		return
 	}
 	res, err := n.applyBytes(r.Context(), body)

@@ -44,6 +44,10 @@ type nodeMeta struct {
 	Leaving bool `json:"x,omitempty"`
 	// Replica: a raft non-voter that is never promoted (Config.Replica).
 	Replica bool `json:"rp,omitempty"`
+	// Features are the features beyond the baseline that this node's
+	// build can apply (fsm/features.go), as bits: a few bytes however many
+	// there are. A build from before them gossips none: the baseline.
+	Features fsm.FeatureSet `json:"fe,omitempty"`
 }
 
 // metaVolume is fsm.HostVolume with short keys.

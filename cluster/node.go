@@ -421,6 +421,7 @@ func (n *Node) refreshMeta() error {
 	}
 	m := metaFromNode(n.Self(), n.ClusterID(), hasState, n.leavingSelf.Load())
 	m.Applied, m.Behind = n.fsm.AppliedIndex(), !n.InSync()
+	m.Features = n.advertisedFeatures()
 	b, err := m.encode()
 	if err != nil {
 		return err

@@ -3,6 +3,8 @@ package cluster
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"log/slog"
 	"slices"
 	"strings"
 	"time"
@@ -92,13 +94,14 @@ func (n *Node) reconcileNodes(ctx context.Context, members []Member) {
 		return nodes[i], true
 	}
 	seen := map[string]bool{}
+	enabled := n.FeatureGate().Enabled()
 	for _, m := range members {
 		seen[m.Name] = true
 		if !n.sameCluster(m) || m.RaftAddr == "" {
 			continue
 		}
 		cur, ok := known(m.Name)
-		want := n.memberNode(m)
+		want := withoutHeld(n.memberNode(m), enabled)
 		if ok {
 			// A raft member's devices come in its own NodeGPUs (gossip
 			// cannot carry them): they are not the leader's to change.
@@ -182,10 +185,25 @@ func (n *Node) commit(ctx context.Context, t fsm.CommandType, payload any) bool 
 		return false
 	}
 	if _, err := n.applyLocal(ctx, cmd); err != nil {
-		n.logger.Warn("reconcile: commit failed", "type", t, "err", err)
+		level := slog.LevelWarn
+		if errors.Is(err, fsm.ErrFeatureHeld) {
+			level = slog.LevelDebug // retried once every server has it
+		}
+		n.logger.Log(ctx, level, "reconcile: commit failed", "type", t, "err", err)
 		return false
 	}
 	return true
+}
+
+// withoutHeld leaves out of a node's self-description what some server
+// could not apply yet (its volumes, until every server has the feature):
+// the node is recorded without them, and again with them once the gate
+// opens (its description then differs from the record).
+func withoutHeld(nd fsm.Node, enabled fsm.FeatureSet) fsm.Node {
+	if enabled&fsm.FeatureVolumes == 0 {
+		nd.Volumes = nil
+	}
+	return nd
 }
 
 // reconcileRaft keeps the raft configuration in line with gossip: new

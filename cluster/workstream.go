@@ -369,6 +369,7 @@ func (n *Node) nodeRecord(node string) (*fsm.Node, error) {
 // record is missing, differs or is not alive. (A raft member's name was
 // refused before.)
 func (n *Node) registerClient(ctx context.Context, self fsm.Node) (status int, code string, err error) {
+	self = withoutHeld(self, n.FeatureGate().Enabled())
 	cur, err := n.nodeRecord(self.Name)
 	if err != nil {
 		return http.StatusServiceUnavailable, "not_ready", err

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/foreman-sched/foreman/api"
+	"github.com/foreman-sched/foreman/fsm"
 )
 
 // MemberList is the reply to GET /v1/cluster/members.
@@ -53,12 +54,43 @@ func (s *server) raftInfo(w http.ResponseWriter, r *http.Request) {
 	if info.AppliedIndex == 0 {
 		info.AppliedIndex = s.state.AppliedIndex()
 	}
+	addFeatures(&info, s.cluster.FeatureGate())
 	if !s.cluster.IsLeader() && r.Header.Get(HeaderForwarded) == "" {
 		if err := s.leaderServers(r, &info); err != nil {
 			s.log.DebugContext(r.Context(), "the leader's view of the servers is unknown here", "err", err)
 		}
 	}
 	writeJSON(w, http.StatusOK, info)
+}
+
+// addFeatures shows the gate: each server's version and features, and the
+// features enabled or held back with the servers lacking them.
+func addFeatures(info *RaftInfo, g fsm.FeatureGate) {
+	byID := make(map[string]fsm.ServerFeatures, len(g.Servers))
+	for _, srv := range g.Servers {
+		byID[srv.ID] = srv
+	}
+	for i := range info.Servers {
+		if srv, ok := byID[info.Servers[i].ID]; ok {
+			info.Servers[i].Version, info.Servers[i].Features = srv.Version, srv.Features.Names()
+		}
+	}
+	enabled := g.Enabled()
+	cf := &api.ClusterFeatures{Enabled: enabled.Names()}
+	if cf.Enabled == nil {
+		cf.Enabled = []string{}
+	}
+	for _, f := range fsm.Features {
+		if enabled&f.Set != 0 {
+			continue
+		}
+		h := api.HeldFeature{Name: f.Name}
+		for _, srv := range g.Lacking(f.Set) {
+			h.Lacking = append(h.Lacking, srv.String())
+		}
+		cf.Held = append(cf.Held, h)
+	}
+	info.Features = cf
 }
 
 // leaderServers fills each server's Clients and LastHeardAgo from the

@@ -41,6 +41,11 @@ type Cluster interface {
 	Join(addrs []string) error
 	// Leave makes this node leave the cluster (raft and gossip) gracefully.
 	Leave(ctx context.Context) error
+	// FeatureGate is what every server of the raft configuration
+	// advertises it can apply, as this node's gossip sees it. Apply
+	// refuses a command needing more (fsm.ErrFeatureHeld); the group
+	// commit checks each submit against it before merging them.
+	FeatureGate() fsm.FeatureGate
 }
 
 // State is the local replicated state machine; *fsm.FSM satisfies it.

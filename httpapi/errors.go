@@ -111,6 +111,7 @@ const (
 	CodeBadSnapshot   = "bad_snapshot"
 	CodeNewerSnapshot = "unsupported_snapshot"
 	CodeRefused       = "refused"
+	CodeFeatureHeld   = "feature_held"
 	CodeUnauthorized  = "unauthorized"
 	CodeForbidden     = "forbidden"
 	CodeACLDisabled   = "acl_disabled"
@@ -147,6 +148,8 @@ func statusFor(err error) (int, string) {
 		return http.StatusBadRequest, CodeNewerSnapshot
 	case errors.Is(err, ErrRefused):
 		return http.StatusConflict, CodeRefused
+	case errors.Is(err, fsm.ErrFeatureHeld):
+		return http.StatusConflict, CodeFeatureHeld
 	case errors.Is(err, ErrNotLive):
 		return http.StatusConflict, CodeConflict
 	case errors.Is(err, ErrExecCommand):

@@ -162,8 +162,12 @@ func (g *groupCommit) apply(group []*pendingSubmit) {
 		return
 	}
 	members := group[:0:0]
+	gate := g.s.cluster.FeatureGate()
 	for _, p := range group {
 		if p.err = limits.check(p.jobs, p.batch); p.err == nil {
+			p.err = gate.Check(fsm.JobsNeed(p.jobs))
+		}
+		if p.err == nil {
 			members = append(members, p)
 		}
 	}

@@ -79,9 +79,15 @@ func (g *groupCommit) forward(group []*pendingSubmit) {
 		}
 	}()
 	name, addr := g.s.cluster.Leader()
+	gate := g.s.cluster.FeatureGate()
 	members := group[:0:0]
 	for _, p := range group {
+		held := gate.Check(fsm.JobsNeed(p.jobs))
 		switch {
+		case held != nil:
+			// Refused here too: a leader of an older build would drop
+			// the fields it does not know and commit plain jobs.
+			p.err = held
 		case p.forwarded:
 			p.err = fmt.Errorf("%w: submits were forwarded here but this node (%s) is not the leader (it thinks %s is); retry", ErrLoop, g.s.cluster.NodeName(), name)
 		case addr == "":

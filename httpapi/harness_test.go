@@ -51,6 +51,7 @@ type fakeCluster struct {
 	applyGate chan struct{}
 	gated     int               // Applies waiting at applyGate
 	commands  []fsm.CommandType // every command applied, in order
+	features  fsm.FeatureGate   // the servers' advertised features (zero: all enabled)
 }
 
 func (c *fakeCluster) Apply(ctx context.Context, cmd *fsm.Command) (*fsm.Result, error) {
@@ -70,6 +71,12 @@ func (c *fakeCluster) Apply(ctx context.Context, cmd *fsm.Command) (*fsm.Result,
 	defer c.mu.Unlock()
 	if !c.leader {
 		return nil, fmt.Errorf("%w: fake follower", ErrNoLeader)
+	}
+	// As cluster.Node.Apply: nothing is proposed that a server lacks.
+	if need, err := cmd.Needs(); err == nil {
+		if err := c.features.Check(need); err != nil {
+			return nil, err
+		}
 	}
 	return c.applyLocked(cmd), nil
 }
@@ -133,6 +140,11 @@ func (c *fakeCluster) Join(addrs []string) error {
 	return nil
 }
 func (c *fakeCluster) Leave(context.Context) error { c.left = true; return nil }
+func (c *fakeCluster) FeatureGate() fsm.FeatureGate {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.features
+}
 
 // fakeLogs serves fixed log text for attempts this node ran.
 type fakeLogs struct {
