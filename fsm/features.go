@@ -29,6 +29,7 @@ const (
 	FeatureSilentClients FeatureSet = 1 << 3
 	FeatureNodeStates    FeatureSet = 1 << 4
 	FeatureArray         FeatureSet = 1 << 5
+	FeatureExecAudit     FeatureSet = 1 << 6
 )
 
 // Feature names one change to what Apply does that an older build would
@@ -53,6 +54,9 @@ var Features = []Feature{
 	{Set: FeatureSilentClients, Name: "silent_clients", Commands: []CommandType{CmdSilentClients}},
 	{Set: FeatureNodeStates, Name: "node_states", Commands: []CommandType{CmdNodeStates}},
 	{Set: FeatureArray, Name: "array", Fields: []string{"JobSpec.array", "CancelJob.indexes", "RetryJob.indexes"}},
+	// foreman exec records every exec before it starts: an exec needs
+	// every server to apply that record.
+	{Set: FeatureExecAudit, Name: "exec_audit", Commands: []CommandType{CmdExecAudit}},
 }
 
 // KnownFeatures is every feature this build can apply: what it gossips.

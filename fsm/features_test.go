@@ -164,6 +164,7 @@ func TestCommandNeeds(t *testing.T) {
 		{"array in a schedule's workflow", CmdPutSchedule, PutSchedule{Schedule: ScheduleSpec{Job: plain, Workflow: &WorkflowTemplate{Jobs: []JobSpec{plain, array}}}}, FeatureArray},
 		{"cancel indexes", CmdCancelJob, CancelJob{JobID: "a", Indexes: []int{1}}, FeatureArray},
 		{"plain cancel", CmdCancelJob, CancelJob{JobID: "a"}, 0},
+		{"an exec's record", CmdExecAudit, ExecAudit{JobID: "a", Attempt: 1, By: "ops", Command: "sh"}, FeatureExecAudit},
 		{"retry indexes", CmdRetryJob, RetryJob{JobID: "a", Indexes: []int{1}}, FeatureArray},
 		{"node volumes", CmdUpsertNode, UpsertNode{Node: Node{Name: "n", Volumes: []HostVolume{{Name: "d", Path: "/d"}}}}, FeatureVolumes},
 		{"plain node", CmdUpsertNode, UpsertNode{Node: Node{Name: "n"}}, 0},
