@@ -111,16 +111,14 @@ func (t *Tx) ListJobs(q JobQuery) ([]Job, string, error) {
 		return t.listTasks(q, limit, after)
 	}
 	k := seekBefore(c, prefix, after)
-	var out []Job
+	page := jobPage{q: &q, limit: limit}
 	for ; k != nil && hasPrefix(k, prefix); k, _ = c.Prev() {
-		id := k[len(prefix):]
-		v := jobsB.Get(id)
-		if v == nil {
-			continue
-		}
-		var j Job
-		if err := decode(v, &j); err != nil {
+		j, err := readListedJob(jobsB, k[len(prefix):])
+		if err != nil {
 			return nil, "", err
+		}
+		if j == nil {
+			continue
 		}
 		if t := j.ArrayTask; t != nil {
 			// Its array's tasks sort together right after the array:
@@ -132,15 +130,46 @@ func (t *Tx) ListJobs(q JobQuery) ([]Job, string, error) {
 			c.Next() // so that the loop's Prev lands on the key seekBefore found
 			continue
 		}
-		if !q.match(&j) {
-			continue
+		if page.offer(j) {
+			break
 		}
-		if len(out) == limit {
-			return out, base64.RawURLEncoding.EncodeToString([]byte(out[len(out)-1].ID)), nil
-		}
-		out = append(out, j)
 	}
-	return out, "", nil
+	return page.jobs, page.next, nil
+}
+
+// jobPage collects one page of ListJobs.
+type jobPage struct {
+	q     *JobQuery
+	limit int
+	jobs  []Job
+	next  string // the cursor of the next page, once one more job matched
+}
+
+// offer keeps j if it matches; true once the page is full and another
+// job matched (so there is a next page).
+func (p *jobPage) offer(j *Job) bool {
+	if !p.q.match(j) {
+		return false
+	}
+	if len(p.jobs) == p.limit {
+		p.next = base64.RawURLEncoding.EncodeToString([]byte(p.jobs[len(p.jobs)-1].ID))
+		return true
+	}
+	p.jobs = append(p.jobs, *j)
+	return false
+}
+
+// readListedJob decodes job id of the jobs bucket (nil when it is not there).
+func readListedJob(jobs *bolt.Bucket, id []byte) (*Job, error) {
+	v := jobs.Get(id)
+	if v == nil {
+		return nil, nil
+	}
+	var j Job
+	if err := decode(v, &j); err != nil {
+		return nil, err
+	}
+	return &j, nil
 }
 
 // seekBefore positions c on the last key with prefix that sorts before
@@ -195,23 +224,15 @@ func (t *Tx) listTasks(q JobQuery, limit int, after []byte) ([]Job, string, erro
 		slices.Sort(idx)
 	}
 	jobsB := t.tx.Bucket(bucketJobs)
-	var out []Job
+	page := jobPage{q: &q, limit: limit}
 	for _, i := range idx[sort.SearchInts(idx, from+1):] {
-		v := jobsB.Get([]byte(TaskID(q.Array, i)))
-		if v == nil {
-			continue
-		}
-		var j Job
-		if err := decode(v, &j); err != nil {
+		j, err := readListedJob(jobsB, []byte(TaskID(q.Array, i)))
+		if err != nil {
 			return nil, "", err
 		}
-		if !q.match(&j) {
-			continue
+		if j != nil && page.offer(j) {
+			break
 		}
-		if len(out) == limit {
-			return out, base64.RawURLEncoding.EncodeToString([]byte(out[len(out)-1].ID)), nil
-		}
-		out = append(out, j)
 	}
-	return out, "", nil
+	return page.jobs, page.next, nil
 }
