@@ -227,6 +227,7 @@ var testdataSchemas = map[string]string{
 	"workflows":     "WorkflowInput",
 	"schedules":     "ScheduleInput",
 	"gpu":           "", // GPU host fixtures for exec/gpu, not specs
+	"prevbuild":     "", // the previous build's data dir for the compat systest, not specs
 }
 
 // TestOpenAPITestdata validates the example specs under testdata/ (YAML
