@@ -178,7 +178,13 @@ func TestSystemUpgradeFromRelease(t *testing.T) {
 		return nil
 	})
 
-	// The upgrade: followers, the leader, then the clients.
+	// The upgrade: followers, the leader, then the clients. The long form
+	// (make jepsen: FOREMAN_UPGRADE=full) keeps each mixed step a minute
+	// under the submitting client.
+	var hold time.Duration
+	if os.Getenv("FOREMAN_UPGRADE") == "full" {
+		hold = time.Minute
+	}
 	order := c.followers()
 	order = append(order, c.leader())
 	for i, a := range order {
@@ -191,6 +197,7 @@ func TestSystemUpgradeFromRelease(t *testing.T) {
 		if i == 0 {
 			checkMixed(t, c, a, c.others(a)[0], oldVer, newVer)
 		}
+		time.Sleep(hold) // not a synchronisation: how long the mixed cluster serves the load
 	}
 	for _, cl := range clients {
 		cl.term(t)
