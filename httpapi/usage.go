@@ -244,5 +244,3 @@ func WriteUsageCSV(w interface{ Write([]byte) (int, error) }, rows []api.UsageRo
 	cw.Flush()
 	return cw.Error()
 }
-
-
