@@ -112,8 +112,16 @@ func TestSystemUsage(t *testing.T) {
 	})
 	check(lead, "after the jobs' GC")
 
-	// Bad input: one line naming the field, a non-zero exit.
+	// The README's other forms.
 	addr := strings.TrimSuffix(lead.url(""), "/")
+	if r := runForeman(t, c.bin, addr, "usage"); r.code != 0 || !strings.Contains(r.stdout, "NAMESPACE") || !strings.Contains(r.stdout, "alpha") {
+		t.Errorf("usage: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	if r := runForeman(t, c.bin, addr, "usage", "--by", "user", "--step", "day", "--csv"); r.code != 0 || !strings.HasPrefix(r.stdout, "start,key,attempts,cpu_seconds") {
+		t.Errorf("usage --csv: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+
+	// Bad input: one line naming the field, a non-zero exit.
 	for _, tc := range []struct {
 		args  []string
 		field string
