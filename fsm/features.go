@@ -30,6 +30,7 @@ const (
 	FeatureNodeStates    FeatureSet = 1 << 4
 	FeatureArray         FeatureSet = 1 << 5
 	FeatureExecAudit     FeatureSet = 1 << 6
+	FeatureUsage         FeatureSet = 1 << 7
 )
 
 // Feature names one change to what Apply does that an older build would
@@ -57,6 +58,9 @@ var Features = []Feature{
 	// foreman exec records every exec before it starts: an exec needs
 	// every server to apply that record.
 	{Set: FeatureExecAudit, Name: "exec_audit", Commands: []CommandType{CmdExecAudit}},
+	// Usage accounting: Apply adds an ended attempt's use only once
+	// start_usage is committed; a job records who submitted it.
+	{Set: FeatureUsage, Name: "usage", Commands: []CommandType{CmdStartUsage}, Fields: []string{"NewJob.submitted_by"}},
 }
 
 // KnownFeatures is every feature this build can apply: what it gossips.
@@ -161,6 +165,9 @@ func JobsNeed(jobs []NewJob) FeatureSet {
 	var need FeatureSet
 	for i := range jobs {
 		need |= SpecNeeds(jobs[i].Spec)
+		if jobs[i].SubmittedBy != "" {
+			need |= FeatureUsage
+		}
 	}
 	return need
 }

@@ -72,6 +72,9 @@ type Scheduler struct {
 	clk     Clock
 	log     *slog.Logger
 
+	// usageHeldLogged: ensureUsage said once that the gate holds it.
+	usageHeldLogged bool
+
 	plans atomic.Int64
 	// planNanos is the time spent loading snapshots and planning (not
 	// applying); it sizes the coalescing window.
@@ -162,6 +165,10 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	defer room.close()
 	jumped := false // the last plan jumped the window (room.go)
 	nextGC := s.clk.Now().Add(s.cfg.GCInterval)
+	// Until accounting is on, try again every RetryDelay (not only each
+	// GC tick): attempts that end before it are not counted.
+	usageOn := s.ensureUsage(ctx, s.clk.Now())
+	nextUsage := s.clk.Now().Add(s.cfg.RetryDelay)
 	for {
 		if err := inf.takeErr(); err != nil {
 			// A background apply failed: plan again after RetryDelay (or
@@ -174,9 +181,17 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		now := s.clk.Now()
 		if !now.Before(nextGC) {
 			s.gc(ctx, now)
+			usageOn = s.ensureUsage(ctx, now)
 			nextGC = now.Add(s.cfg.GCInterval)
 		}
+		if !usageOn && !now.Before(nextUsage) {
+			usageOn = s.ensureUsage(ctx, now)
+			nextUsage = now.Add(s.cfg.RetryDelay)
+		}
 		wake := nextGC
+		if !usageOn {
+			wake = earliest(wake, nextUsage)
+		}
 		lastPlan := s.clk.Now()
 		room.reset()
 		dec, cost, err := s.planOnce(ctx, inf)
