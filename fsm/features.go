@@ -30,6 +30,8 @@ const (
 	FeatureNodeStates    FeatureSet = 1 << 4
 	FeatureArray         FeatureSet = 1 << 5
 	FeatureExecAudit     FeatureSet = 1 << 6
+	// 1 << 7 is taken by usage accounting (another branch).
+	FeatureFairShare FeatureSet = 1 << 8
 )
 
 // Feature names one change to what Apply does that an older build would
@@ -57,6 +59,9 @@ var Features = []Feature{
 	// foreman exec records every exec before it starts: an exec needs
 	// every server to apply that record.
 	{Set: FeatureExecAudit, Name: "exec_audit", Commands: []CommandType{CmdExecAudit}},
+	// An older build would drop a namespace's share: the record would
+	// differ between servers.
+	{Set: FeatureFairShare, Name: "fair_share", Fields: []string{"Namespace.share"}},
 }
 
 // KnownFeatures is every feature this build can apply: what it gossips.
@@ -151,6 +156,9 @@ func CommandNeeds(t CommandType, payload any) FeatureSet {
 	case SetNamespace:
 		if len(p.Namespace.Volumes) > 0 {
 			need |= FeatureVolumes
+		}
+		if p.Namespace.Share > 0 {
+			need |= FeatureFairShare
 		}
 	}
 	return need

@@ -114,6 +114,7 @@ dozen hosts). --role server or --role replica makes a later agent a raft member 
 			&ucli.DurationFlag{Name: "idempotency-window", Value: 24 * time.Hour, Usage: "how long idempotency keys are remembered"},
 			&ucli.IntFlag{Name: "preemption-margin", Value: sched.DefaultPreemptionMargin, Usage: "smallest priority difference (0-100) that lets a queued job preempt a preemptible one"},
 			&ucli.BoolFlag{Name: "no-preemption", Usage: "never preempt running attempts for higher priorities"},
+			&ucli.DurationFlag{Name: "fair-share-half-life", Value: sched.DefaultFairShareHalfLife, Usage: "half-life of the recent usage fair share weighs (namespace shares)"},
 			&ucli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error"},
 			&ucli.BoolFlag{Name: "pprof", Usage: "serve Go runtime profiles under /debug/pprof on the HTTP port (needs an operator token with --acl)"},
 			&ucli.StringFlag{Name: "token-file", Usage: "a client agent's token under --acl (role client:NAME, from foreman acl token create): it opens the work stream and sends reports with it"},
@@ -326,6 +327,7 @@ func agentConfigFrom(c *ucli.Context, version string) (*agentConfig, error) {
 	s.IdempotencyWindow = c.Duration("idempotency-window")
 	s.PreemptionMargin = c.Int("preemption-margin")
 	s.Preemption = !c.Bool("no-preemption")
+	s.FairShareHalfLife = c.Duration("fair-share-half-life")
 	if s.DefaultRequest.CPU, err = httpapi.ParseCPU(c.String("default-cpu")); err != nil {
 		return nil, fmt.Errorf("--default-cpu: %w", err)
 	}
@@ -333,6 +335,9 @@ func agentConfigFrom(c *ucli.Context, version string) (*agentConfig, error) {
 		return nil, fmt.Errorf("--default-memory: %w", err)
 	}
 	if err := s.Validate(); err != nil {
+		if s.FairShareHalfLife <= 0 {
+			return nil, fmt.Errorf("--fair-share-half-life %s: must be positive", s.FairShareHalfLife)
+		}
 		if s.PreemptionMargin < 0 || s.PreemptionMargin > sched.MaxPriority {
 			return nil, fmt.Errorf("--preemption-margin %d: must be between 0 and %d", s.PreemptionMargin, sched.MaxPriority)
 		}
