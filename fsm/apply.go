@@ -323,6 +323,8 @@ func (a *applier) applyEntry(data []byte, res *Result) error {
 		return run(a, cmd, res, (*applier).setNamespace)
 	case CmdDeleteNamespace:
 		return run(a, cmd, res, (*applier).deleteNamespace)
+	case CmdStartUsage:
+		return run(a, cmd, res, (*applier).startUsage)
 	}
 	return fmt.Errorf("%w: unknown command type %q", ErrBadCommand, cmd.Type)
 }

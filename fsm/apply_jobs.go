@@ -364,5 +364,5 @@ func (a *applier) gc(p *GC, res *Result) error {
 			}
 		}
 	}
-	return nil
+	return a.gcUsage()
 }

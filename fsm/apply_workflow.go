@@ -135,6 +135,7 @@ func (a *applier) createJob(nj NewJob, workflow string) (*Job, error) {
 		Spec:           nj.Spec,
 		State:          JobQueued,
 		IdempotencyKey: nj.IdempotencyKey,
+		SubmittedBy:    nj.SubmittedBy,
 		SubmittedAt:    a.at,
 		CreateIndex:    a.index,
 		Workflow:       workflow,

@@ -323,7 +323,7 @@ func (a *applier) makeTask(j *Job, i int) (made bool, err error) {
 	spec.Env[EnvArraySize] = strconv.Itoa(j.Array.Size)
 	t := &Job{
 		ID: TaskID(j.ID, i), Spec: spec, State: JobQueued,
-		SubmittedAt: j.SubmittedAt, CreateIndex: a.index,
+		SubmittedAt: j.SubmittedAt, SubmittedBy: j.SubmittedBy, CreateIndex: a.index,
 		ArrayTask: &ArrayTask{Array: j.ID, Index: i},
 	}
 	if a.jobs.Get([]byte(t.ID)) != nil {

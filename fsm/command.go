@@ -90,6 +90,8 @@ var payloadTypes = map[CommandType]any{
 
 	CmdSetNamespace:    SetNamespace{},
 	CmdDeleteNamespace: DeleteNamespace{},
+
+	CmdStartUsage: StartUsage{},
 }
 
 // Command is the versioned envelope of every raft entry. At is stamped by
@@ -219,6 +221,9 @@ type NewJob struct {
 	ID             string  `json:"id"`
 	Spec           JobSpec `json:"spec"`
 	IdempotencyKey string  `json:"idempotency_key,omitempty"`
+	// SubmittedBy is the name of the token that submitted the job (the
+	// API fills it; "" without ACLs), the user usage is accounted to.
+	SubmittedBy string `json:"submitted_by,omitempty"`
 }
 
 // UpsertNode creates or updates a node's self-description (addresses,

@@ -84,6 +84,9 @@ type Event struct {
 	// wait feeds the latency histograms (metrics.go): submit → placed for
 	// a first placement, placed → started for a start. Not replicated.
 	wait time.Duration
+	// use is what an attempt that ended added to usage accounting
+	// (usage.go), for the usage counters. Not replicated.
+	use *Usage
 }
 
 // Topic is the stream topic of e.

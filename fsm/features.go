@@ -30,8 +30,8 @@ const (
 	FeatureNodeStates    FeatureSet = 1 << 4
 	FeatureArray         FeatureSet = 1 << 5
 	FeatureExecAudit     FeatureSet = 1 << 6
-	// 1 << 7 is taken by usage accounting (another branch).
-	FeatureFairShare FeatureSet = 1 << 8
+	FeatureUsage         FeatureSet = 1 << 7
+	FeatureFairShare     FeatureSet = 1 << 8
 )
 
 // Feature names one change to what Apply does that an older build would
@@ -59,6 +59,9 @@ var Features = []Feature{
 	// foreman exec records every exec before it starts: an exec needs
 	// every server to apply that record.
 	{Set: FeatureExecAudit, Name: "exec_audit", Commands: []CommandType{CmdExecAudit}},
+	// Usage accounting: Apply adds an ended attempt's use only once
+	// start_usage is committed; a job records who submitted it.
+	{Set: FeatureUsage, Name: "usage", Commands: []CommandType{CmdStartUsage}, Fields: []string{"NewJob.submitted_by"}},
 	// An older build would drop a namespace's share: the record would
 	// differ between servers.
 	{Set: FeatureFairShare, Name: "fair_share", Fields: []string{"Namespace.share"}},
@@ -169,6 +172,9 @@ func JobsNeed(jobs []NewJob) FeatureSet {
 	var need FeatureSet
 	for i := range jobs {
 		need |= SpecNeeds(jobs[i].Spec)
+		if jobs[i].SubmittedBy != "" {
+			need |= FeatureUsage
+		}
 	}
 	return need
 }

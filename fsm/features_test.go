@@ -173,6 +173,9 @@ func TestCommandNeeds(t *testing.T) {
 		{"namespace without a share", CmdSetNamespace, SetNamespace{Namespace: Namespace{Name: "ns", MaxRunning: 2}}, 0},
 		{"silent clients", CmdSilentClients, SilentClients{}, FeatureSilentClients},
 		{"node states", CmdNodeStates, SetNodeStates{}, FeatureNodeStates},
+		{"start usage", CmdStartUsage, StartUsage{Labels: []string{"team"}}, FeatureUsage},
+		{"submitted by", CmdSubmitJobs, SubmitJobs{Jobs: []NewJob{{ID: "a", Spec: plain, SubmittedBy: "alice"}}}, FeatureUsage},
+		{"submitted by in a workflow", CmdSubmitWorkflow, SubmitWorkflow{ID: "w", Jobs: []NewJob{{Spec: plain, SubmittedBy: "alice"}}}, FeatureUsage},
 		{"both", CmdSubmitJobs, SubmitJobs{Jobs: []NewJob{{Spec: with(func(s *JobSpec) { s.Singleton, s.Array = true, &ArraySpec{End: 1} })}}}, FeatureSingleton | FeatureArray},
 	}
 	covered := FeatureSet(0)

@@ -179,6 +179,10 @@ type Job struct {
 	// its array (array.go).
 	Array     *ArrayStatus `json:"array,omitempty"`
 	ArrayTask *ArrayTask   `json:"array_task,omitempty"`
+	// SubmittedBy names the token that submitted the job ("" without
+	// ACLs, or from a schedule): the user its usage is accounted to,
+	// else Spec.User.
+	SubmittedBy string `json:"submitted_by,omitempty"`
 
 	CreateIndex uint64 `json:"create_index"`
 	ModifyIndex uint64 `json:"modify_index"`

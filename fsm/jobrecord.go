@@ -47,6 +47,7 @@ type storedJob struct {
 	Preemptions     int             `json:"preemptions,omitempty"`
 	Array           *ArrayStatus    `json:"array,omitempty"`
 	ArrayTask       *ArrayTask      `json:"array_task,omitempty"`
+	SubmittedBy     string          `json:"submitted_by,omitempty"`
 	CreateIndex     uint64          `json:"create_index"`
 	ModifyIndex     uint64          `json:"modify_index"`
 }
@@ -126,6 +127,7 @@ type jobView[S, C, G any] struct {
 	Preemptions     skipped `json:"preemptions,omitempty"`
 	Array           skipped `json:"array,omitempty"`
 	ArrayTask       skipped `json:"array_task,omitempty"`
+	SubmittedBy     skipped `json:"submitted_by,omitempty"`
 	CreateIndex     skipped `json:"create_index"`
 	ModifyIndex     skipped `json:"modify_index"`
 }
@@ -199,7 +201,7 @@ func decodeStoredJob(v []byte) (j *Job, raw []byte, err error) {
 		SubmittedAt: s.SubmittedAt, UpdatedAt: s.UpdatedAt, FinishedAt: s.FinishedAt, NextRunAt: s.NextRunAt,
 		Attempts: s.Attempts, CountedAttempts: s.CountedAttempts, Current: s.Current, ExitCode: s.ExitCode,
 		Workflow: s.Workflow, Deps: s.Deps, Gang: s.Gang, Preemptions: s.Preemptions,
-		Array: s.Array, ArrayTask: s.ArrayTask,
+		Array: s.Array, ArrayTask: s.ArrayTask, SubmittedBy: s.SubmittedBy,
 		CreateIndex: s.CreateIndex, ModifyIndex: s.ModifyIndex,
 	}
 	if bytes.IndexByte(s.Spec, cborNull) >= 0 {
@@ -233,7 +235,7 @@ func encodeJob(j *Job, raw []byte) ([]byte, error) {
 		SubmittedAt: j.SubmittedAt, UpdatedAt: j.UpdatedAt, FinishedAt: j.FinishedAt, NextRunAt: j.NextRunAt,
 		Attempts: j.Attempts, CountedAttempts: j.CountedAttempts, Current: j.Current, ExitCode: j.ExitCode,
 		Workflow: j.Workflow, Deps: j.Deps, Gang: j.Gang, Preemptions: j.Preemptions,
-		Array: j.Array, ArrayTask: j.ArrayTask,
+		Array: j.Array, ArrayTask: j.ArrayTask, SubmittedBy: j.SubmittedBy,
 		CreateIndex: j.CreateIndex, ModifyIndex: j.ModifyIndex,
 	})
 }

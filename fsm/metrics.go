@@ -17,6 +17,9 @@ type fsmMetrics struct {
 	// commits and writtenBytes are this node's state-file commits of
 	// applied entries (ApplyBatch), and what bbolt wrote for them.
 	commits, writtenBytes prometheus.Counter
+	// The usage counters (usage.go), by namespace: what ended attempts
+	// added to accounting as this node applied them.
+	usageAttempts, usageCPU, usageCPUReq, usageMem, usageMemReq, usageGPU, usageWall *prometheus.CounterVec
 }
 
 // metrics registers them on first use, not at package init: every start
@@ -42,6 +45,13 @@ var metrics = sync.OnceValue(func() *fsmMetrics {
 			Name: "foreman_state_written_bytes_total",
 			Help: "Bytes bbolt wrote to the state file for those commits: the pages each allocated (bbolt's TxStats.PageAlloc: changed B+tree pages and the freelist) plus its meta page.",
 		}),
+		usageAttempts: usageCounter("foreman_usage_attempts_total", "Attempts that ended and were accounted (usage accounting on), as this node applied them."),
+		usageCPU:      usageCounter("foreman_usage_cpu_seconds_total", "CPU seconds the nodes measured for attempts that ended."),
+		usageCPUReq:   usageCounter("foreman_usage_cpu_requested_seconds_total", "Requested cores × wall seconds of attempts that ended."),
+		usageMem:      usageCounter("foreman_usage_memory_gib_seconds_total", "Peak memory GiB × wall seconds of attempts that ended (an upper bound of memory-time)."),
+		usageMemReq:   usageCounter("foreman_usage_memory_requested_gib_seconds_total", "Requested memory GiB × wall seconds of attempts that ended."),
+		usageGPU:      usageCounter("foreman_usage_gpu_seconds_total", "Whole GPUs × wall seconds of attempts that ended."),
+		usageWall:     usageCounter("foreman_usage_wall_seconds_total", "Wall seconds of attempts that ended."),
 	}
 })
 
@@ -64,6 +74,9 @@ func observeEvents(events []Event) {
 	m := metrics()
 	for i := range events {
 		e := &events[i]
+		if e.use != nil {
+			observeUsage(m, NamespaceOf(e.Namespace), e.use)
+		}
 		if e.wait <= 0 || e.Type != EventAttempt {
 			continue
 		}
@@ -74,4 +87,20 @@ func observeEvents(events []Event) {
 			m.startLatency.Observe(e.wait.Seconds())
 		}
 	}
+}
+
+func usageCounter(name, help string) *prometheus.CounterVec {
+	return promauto.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, []string{"namespace"})
+}
+
+// observeUsage adds one ended attempt's use to the usage counters.
+func observeUsage(m *fsmMetrics, ns string, u *Usage) {
+	const ms, mibMsPerGiBs = 1e3, 1024 * 1e3
+	m.usageAttempts.WithLabelValues(ns).Add(float64(u.Attempts))
+	m.usageCPU.WithLabelValues(ns).Add(float64(u.CPUUsedMs) / ms)
+	m.usageCPUReq.WithLabelValues(ns).Add(float64(u.CPUReqMs) / ms)
+	m.usageMem.WithLabelValues(ns).Add(float64(u.MemUsedMiBMs) / mibMsPerGiBs)
+	m.usageMemReq.WithLabelValues(ns).Add(float64(u.MemReqMiBMs) / mibMsPerGiBs)
+	m.usageGPU.WithLabelValues(ns).Add(float64(u.GPUMs) / ms)
+	m.usageWall.WithLabelValues(ns).Add(float64(u.WallMs) / ms)
 }

@@ -165,8 +165,15 @@ func (a *applier) saveAttempt(at *Attempt, from AttemptState) error {
 	if err != nil {
 		return err
 	}
+	var use *Usage
+	if from.Live() && !at.State.Live() {
+		// The one place an attempt ends: accounted exactly once.
+		if use, err = a.accountAttempt(at); err != nil {
+			return err
+		}
+	}
 	if from != at.State {
-		a.emit(Event{Type: EventAttempt, Name: attemptEventName(from, at.State), JobID: at.JobID, Attempt: at.Num, Node: at.Node, State: string(at.State), Reason: at.Reason, Namespace: a.namespaceOf(at.JobID)})
+		a.emit(Event{Type: EventAttempt, Name: attemptEventName(from, at.State), JobID: at.JobID, Attempt: at.Num, Node: at.Node, State: string(at.State), Reason: at.Reason, Namespace: a.namespaceOf(at.JobID), use: use})
 	}
 	return nil
 }

@@ -3,6 +3,8 @@ package sched
 import (
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/foreman-sched/foreman/fsm"
@@ -69,6 +71,10 @@ type Config struct {
 	Retention time.Duration
 	// IdempotencyWindow is how long idempotency keys are remembered.
 	IdempotencyWindow time.Duration
+	// UsageLabels are the job label keys usage accounting splits its
+	// records by (at most fsm.MaxUsageLabels; the leader proposes
+	// fsm.StartUsage with them).
+	UsageLabels []string
 	// CronGrace is how late a schedule's latest tick may be found and
 	// still count as on time rather than missed (catch_up skip fires an
 	// on-time tick only; cronplan.go).
@@ -165,6 +171,10 @@ func (c Config) Validate() error {
 		return bad("Retention", "must be positive")
 	case c.IdempotencyWindow <= 0:
 		return bad("IdempotencyWindow", "must be positive")
+	case len(fsm.NormalizeUsageLabels(c.UsageLabels)) > fsm.MaxUsageLabels:
+		return bad("UsageLabels", fmt.Sprintf("at most %d label keys (got %d)", fsm.MaxUsageLabels, len(c.UsageLabels)))
+	case slices.ContainsFunc(c.UsageLabels, func(l string) bool { return l == "" || strings.ContainsAny(l, ",=/\x00") }):
+		return bad("UsageLabels", fmt.Sprintf("%q: a label key must be non-empty without ',', '=', '/' or NUL", c.UsageLabels))
 	case c.CronGrace < 0:
 		return bad("CronGrace", "must not be negative")
 	case c.PreemptionMargin < 0 || c.PreemptionMargin > MaxPriority:

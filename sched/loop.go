@@ -72,6 +72,9 @@ type Scheduler struct {
 	clk     Clock
 	log     *slog.Logger
 
+	// usageHeldLogged: ensureUsage said once that the gate holds it.
+	usageHeldLogged bool
+
 	plans atomic.Int64
 	// planNanos is the time spent loading snapshots and planning (not
 	// applying); it sizes the coalescing window.
@@ -168,6 +171,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	defer room.close()
 	jumped := false // the last plan jumped the window (room.go)
 	nextGC := s.clk.Now().Add(s.cfg.GCInterval)
+	s.ensureUsage(ctx, s.clk.Now())
 	for {
 		if err := inf.takeErr(); err != nil {
 			// A background apply failed: plan again after RetryDelay (or
@@ -180,6 +184,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		now := s.clk.Now()
 		if !now.Before(nextGC) {
 			s.gc(ctx, now)
+			s.ensureUsage(ctx, now)
 			nextGC = now.Add(s.cfg.GCInterval)
 		}
 		wake := nextGC

@@ -79,9 +79,16 @@ func addDecayed(m map[string]Alloc, ns string, total Alloc, hour, now time.Time,
 	m[ns] = a
 }
 
-// UsageHoursOf is the hourly usage reader of a state transaction: nil
-// until the state keeps usage records, and then fair share weighs live
-// allocation only.
+// UsageHoursOf is the hourly usage reader of a state transaction
+// (fsm/usage.go): each record's requested cpu, memory and whole GPUs
+// held, in resource-milliseconds. Usage is recorded only while
+// accounting is on; without records fair share weighs live allocation
+// only.
 func UsageHoursOf(tx *fsm.Tx) UsageHours {
-	return nil
+	return func(from, to time.Time, fn func(time.Time, string, Alloc) error) error {
+		return tx.UsageRange(from, to, func(hour time.Time, ns, _, _ string, u *fsm.Usage) error {
+			// CPUReqMs is core-ms: millicore-ms is a thousand times it.
+			return fn(hour, ns, Alloc{CPU: float64(u.CPUReqMs) * 1000, MemoryMB: float64(u.MemReqMiBMs), GPUs: float64(u.GPUMs)})
+		})
+	}
 }

@@ -111,6 +111,7 @@ dozen hosts). --role server or --role replica makes a later agent a raft member 
 			&ucli.StringFlag{Name: "artifacts-max", Value: "1GiB", Usage: "artifacts kept of one attempt (files past it, in path order, are deleted with a warning)"},
 			&ucli.StringFlag{Name: "artifacts-node-max", Value: "10GiB", Usage: "artifacts kept of all finished attempts on this node (the oldest are evicted first; 0: no cap)"},
 			&ucli.DurationFlag{Name: "retention", Value: 7 * 24 * time.Hour, Usage: "how long terminal jobs are kept"},
+			&ucli.StringFlag{Name: "usage-labels", Usage: "job label keys usage accounting splits its records by, comma-separated (at most 4; e.g. team,project)"},
 			&ucli.DurationFlag{Name: "idempotency-window", Value: 24 * time.Hour, Usage: "how long idempotency keys are remembered"},
 			&ucli.IntFlag{Name: "preemption-margin", Value: sched.DefaultPreemptionMargin, Usage: "smallest priority difference (0-100) that lets a queued job preempt a preemptible one"},
 			&ucli.BoolFlag{Name: "no-preemption", Usage: "never preempt running attempts for higher priorities"},
@@ -325,6 +326,11 @@ func agentConfigFrom(c *ucli.Context, version string) (*agentConfig, error) {
 	s.ClientSafetyMargin = cluster.ClientContactWindow + time.Second
 	s.Retention = c.Duration("retention")
 	s.IdempotencyWindow = c.Duration("idempotency-window")
+	if l := strings.TrimSpace(c.String("usage-labels")); l != "" {
+		for _, k := range strings.Split(l, ",") {
+			s.UsageLabels = append(s.UsageLabels, strings.TrimSpace(k))
+		}
+	}
 	s.PreemptionMargin = c.Int("preemption-margin")
 	s.Preemption = !c.Bool("no-preemption")
 	s.FairShareHalfLife = c.Duration("fair-share-half-life")
@@ -337,6 +343,9 @@ func agentConfigFrom(c *ucli.Context, version string) (*agentConfig, error) {
 	if err := s.Validate(); err != nil {
 		if s.FairShareHalfLife <= 0 {
 			return nil, fmt.Errorf("--fair-share-half-life %s: must be positive", s.FairShareHalfLife)
+		}
+		if errors.Is(err, sched.ErrInvalidConfig) && strings.Contains(err.Error(), "UsageLabels") {
+			return nil, fmt.Errorf("--usage-labels %q: %v", c.String("usage-labels"), err)
 		}
 		if s.PreemptionMargin < 0 || s.PreemptionMargin > sched.MaxPriority {
 			return nil, fmt.Errorf("--preemption-margin %d: must be between 0 and %d", s.PreemptionMargin, sched.MaxPriority)
