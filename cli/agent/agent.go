@@ -556,6 +556,7 @@ func runAgent(parent context.Context, cfg *agentConfig) error {
 		Objects:    objectReader(store),
 		Usage:      nodeUsage{},
 		GPUUsage:   gpuUsage{cfg.cluster.Name},
+		Shares:     fairShares{cfg.sched.FairShareHalfLife},
 		PeerTLS:    peerTLS,
 		GossipKeys: keyringAdapter{node},
 	})
