@@ -53,10 +53,10 @@ type NamespaceShare struct {
 	// with the half-life); Live what its live attempts hold now. The
 	// *_dominant figures are their largest fraction of the cluster's
 	// capacity over cpu, memory and GPUs.
-	Recent          Allocation `json:"recent"`
-	RecentDominant  float64    `json:"recent_dominant"`
-	Live            Allocation `json:"live"`
-	LiveDominant    float64    `json:"live_dominant"`
+	Recent         Allocation `json:"recent"`
+	RecentDominant float64    `json:"recent_dominant"`
+	Live           Allocation `json:"live"`
+	LiveDominant   float64    `json:"live_dominant"`
 	// Factor is its fair-share key: (recent + live) dominant share /
 	// share. Among jobs of equal priority the lowest goes first.
 	Factor float64 `json:"factor"`
