@@ -25,22 +25,26 @@ func TestSystemFairShare(t *testing.T) {
 		t.Helper()
 		return runForeman(t, c.bin, addr, args...)
 	}
-	if r := cli("namespace", "set", "fs-a", "--share", "3"); r.code != 0 || !strings.Contains(r.stdout, "share 3") {
+	// The README's commands, as written.
+	if r := cli("namespace", "set", "research", "--share", "3"); r.code != 0 || !strings.Contains(r.stdout, "share 3") {
 		t.Fatalf("namespace set --share 3: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 	}
-	r := cli("namespace", "set", "fs-a", "--share", "0")
+	if r := cli("namespace", "set", "build", "--share", "1"); r.code != 0 || !strings.Contains(r.stdout, "share 1") {
+		t.Fatalf("namespace set --share 1: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	if r := cli("namespace", "shares"); r.code != 0 || !strings.Contains(r.stdout, "fair share: on") || !strings.Contains(r.stdout, "research") {
+		t.Fatalf("namespace shares: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	r := cli("namespace", "set", "research", "--share", "0")
 	if r.code == 0 || !strings.Contains(r.stderr, "share") || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
 		t.Fatalf("namespace set --share 0: exit %d, stderr %q; want a non-zero exit and one line naming share", r.code, r.stderr)
 	}
-	if r := cli("namespace", "status", "fs-a"); r.code != 0 || !strings.Contains(r.stdout, "share:       3") {
+	if r := cli("namespace", "status", "research"); r.code != 0 || !strings.Contains(r.stdout, "share:       3") {
 		t.Fatalf("after a refused share: exit %d, stdout %q", r.code, r.stdout)
-	}
-	if r := cli("namespace", "shares"); r.code != 0 || !strings.Contains(r.stdout, "fair share: on") || !strings.Contains(r.stdout, "fs-a") {
-		t.Fatalf("namespace shares: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 	}
 
 	const window, alone = 30 * time.Second, 16 * time.Second
-	r = runForemanFor(t, window+alone+3*time.Minute, c.bin, addr, "bench", "fairshare", "--namespaces", "fs-a,fs-b", "--shares", "3:1",
+	r = runForemanFor(t, window+alone+3*time.Minute, c.bin, addr, "bench", "fairshare", "--namespaces", "research,build", "--shares", "3:1",
 		"--window", window.String(), "--warmup", "5s", "--job-time", "1s", "--per-node", "6", "--alone", alone.String(), "--json")
 	if r.code != 0 {
 		t.Fatalf("bench fairshare: exit %d, stderr %q", r.code, r.stderr)
@@ -77,7 +81,7 @@ func TestSystemFairShare(t *testing.T) {
 	for _, n := range shares.Namespaces {
 		byName[n.Name] = n.Normalized
 	}
-	if !shares.Enabled || byName["fs-a"] <= byName["fs-b"] {
+	if !shares.Enabled || byName["research"] <= byName["build"] {
 		t.Fatalf("GET /v1/namespaces/shares: %+v", shares)
 	}
 }
