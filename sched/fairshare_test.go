@@ -1,6 +1,7 @@
 package sched
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"slices"
@@ -274,5 +275,80 @@ func TestPropertyFairShareConverges(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestFairShareFromState: on a real state, a namespace whose finished
+// attempts are in the usage records yields to one that has used nothing;
+// NamespaceShares reports the same factors Plan orders by.
+func TestFairShareFromState(t *testing.T) {
+	e := newLoopEnv(t)
+	e.apply(fsm.CmdStartUsage, &fsm.StartUsage{})
+	e.apply(fsm.CmdUpsertNode, &fsm.UpsertNode{Node: node("n1", 2000, 4096)})
+	e.apply(fsm.CmdSetNamespace, &fsm.SetNamespace{Namespace: fsm.Namespace{Name: "a", Share: 1}})
+	e.apply(fsm.CmdSetNamespace, &fsm.SetNamespace{Namespace: fsm.Namespace{Name: "b", Share: 1}})
+	// Namespace a ran two 1-cpu jobs for two hours.
+	submit := func(prefix, ns string, n int) {
+		p := &fsm.SubmitJobs{}
+		for i := range n {
+			p.Jobs = append(p.Jobs, fsm.NewJob{ID: fmt.Sprintf("%s%02d", prefix, i),
+				Spec: fsm.JobSpec{Command: []string{"true"}, Namespace: ns, Resources: fsm.Resources{CPU: 1000, MemoryMB: 64}}})
+		}
+		e.apply(fsm.CmdSubmitJobs, p)
+	}
+	submit("01A", "a", 2)
+	plan := func() *Decision {
+		var d *Decision
+		if err := e.f.View(func(tx *fsm.Tx) error {
+			snap, err := LoadSnapshot(tx, e.clk.Now())
+			if err != nil {
+				return err
+			}
+			snap.LeaderSince = t0.Add(-time.Hour)
+			if snap.Recent, err = RecentUsage(UsageHoursOf(tx), e.clk.Now(), time.Hour); err != nil {
+				return err
+			}
+			d = Plan(snap, e.clk.Now(), testConfig())
+			return d.Err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	for _, cmd := range plan().Commands {
+		if _, err := e.r.Apply(context.Background(), cmd); err != nil {
+			t.Fatal(err)
+		}
+	}
+	started := e.clk.Now()
+	e.clk.Advance(2 * time.Hour)
+	for _, id := range []string{"01A00", "01A01"} {
+		a := e.attempt(id, 1)
+		e.apply(fsm.CmdReport, &fsm.ReportAttempt{JobID: id, Attempt: 1, FencingToken: a.FencingToken, Node: a.Node,
+			State: fsm.AttemptSucceeded, StartedAt: started, FinishedAt: e.clk.Now()})
+	}
+	// Now both flood: b goes first (a's recent use), then they alternate
+	// once b's live allocation catches up.
+	e.clk.Advance(time.Minute)
+	submit("01B", "a", 4)
+	submit("01C", "b", 4)
+	d := plan()
+	var got []string
+	for _, p := range decode(t, d).placements {
+		got = append(got, p.JobID[:3])
+	}
+	if !slices.Equal(got, []string{"01C", "01C"}) {
+		t.Fatalf("placed %v, want b's two jobs first (a used the cluster for two hours)", got)
+	}
+	var rep *ShareReport
+	if err := e.f.View(func(tx *fsm.Tx) error {
+		var err error
+		rep, err = NamespaceShares(tx, e.clk.Now(), time.Hour)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Enabled || len(rep.Rows) != 2 || rep.Rows[0].Namespace != "a" || rep.Rows[0].Key <= rep.Rows[1].Key || rep.Rows[0].RecentDominant < 0.5 {
+		t.Fatalf("report %+v: want a (recent use about 3/4 of the cluster) above b", rep)
 	}
 }
