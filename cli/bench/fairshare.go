@@ -56,6 +56,9 @@ type FairShareResult struct {
 	// AloneFraction is the first namespace's fraction of the cluster's
 	// slot-seconds while it flooded alone (0 without --alone).
 	AloneFraction float64 `json:"alone_fraction,omitempty"`
+	// AloneOfUsed is its fraction of the slot-seconds both namespaces
+	// used then (1: the other's last attempts were over).
+	AloneOfUsed float64 `json:"alone_of_used,omitempty"`
 }
 
 // fairRun is one namespace's flood.
@@ -203,7 +206,11 @@ func benchFairShare(c *ucli.Context) error {
 		// are over by then.
 		a0 := aloneFrom.Add(alone / 2)
 		a1 := aloneFrom.Add(alone)
-		res.AloneFraction = round3(slotSeconds(spans[0], a0, a1) / (float64(slots) * (a1.Sub(a0)).Seconds()))
+		mine, other := slotSeconds(spans[0], a0, a1), slotSeconds(spans[1], a0, a1)
+		res.AloneFraction = round3(mine / (float64(slots) * (a1.Sub(a0)).Seconds()))
+		if mine+other > 0 {
+			res.AloneOfUsed = round3(mine / (mine + other))
+		}
 	}
 	if c.Bool("json") {
 		return cli.PrintJSON(c, res)
@@ -218,7 +225,7 @@ func benchFairShare(c *ucli.Context) error {
 	}
 	fmt.Fprintf(cli.Stdout(c), "%d slots, window %s, utilization %.1f%%, %d jobs\n", slots, window, 100*res.Utilization, res.Jobs)
 	if alone > 0 {
-		fmt.Fprintf(cli.Stdout(c), "%s alone: %.1f%% of the slots\n", names[0], 100*res.AloneFraction)
+		fmt.Fprintf(cli.Stdout(c), "%s alone: %.1f%% of the slots (%.1f%% of the slot-seconds used)\n", names[0], 100*res.AloneFraction, 100*res.AloneOfUsed)
 	}
 	return nil
 }
