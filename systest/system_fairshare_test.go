@@ -15,8 +15,8 @@ import (
 // with one line and changes nothing, then `foreman bench fairshare` floods
 // both namespaces with short sleep jobs and measures each one's
 // slot-seconds from its attempts' started/finished times: within ±10
-// points of 75/25, and the first namespace alone takes (nearly) every
-// slot once the other stops.
+// points of 75/25, and the first namespace alone takes the slots both
+// used once the other stops.
 func TestSystemFairShare(t *testing.T) {
 	c := newSysCluster(t, 3)
 	lead := c.leader()
@@ -62,8 +62,13 @@ func TestSystemFairShare(t *testing.T) {
 			t.Errorf("namespace %s (share %d): %.3f of the slot-seconds, want %.3f ± 0.10", res.Namespaces[i], res.Shares[i], res.Fraction[i], res.Target[i])
 		}
 	}
-	if res.AloneFraction < 0.85 {
-		t.Errorf("namespace %s alone: %.3f of the cluster's slot-seconds, want at least 0.85", res.Namespaces[0], res.AloneFraction)
+	// Alone, it takes what both took together: the slots the other
+	// namespace held are not left idle. (Compared with the shared phase's
+	// utilization, not with 1: on a loaded 2-core machine the agents do
+	// not keep every slot of 1-second jobs busy whoever submits them.)
+	if res.AloneOfUsed < 0.99 || res.AloneFraction < 0.9*res.Utilization {
+		t.Errorf("namespace %s alone: %.3f of the cluster's slot-seconds (%.3f of those used), want at least 0.9 × %.3f (the utilization with both) and all of those used",
+			res.Namespaces[0], res.AloneFraction, res.AloneOfUsed, res.Utilization)
 	}
 	// The view agrees the first namespace has the larger share.
 	var shares struct {
