@@ -75,6 +75,7 @@ func TestFairShareOrder(t *testing.T) {
 		// want is the placements' namespaces in order; wantA/wantB only the counts.
 		want         []string
 		wantA, wantB int
+		aging        bool // plan with the default AgingInterval
 	}{
 		{name: "equal shares alternate", jobs: append(flood("a", 0, 10, 0), flood("b", 0, 10, 100)...),
 			shares: map[string]int64{"a": 1, "b": 1}, want: []string{"a", "b", "a", "b", "a", "b", "a", "b"}},
@@ -94,6 +95,11 @@ func TestFairShareOrder(t *testing.T) {
 		{name: "recent usage counts", jobs: append(flood("a", 0, 10, 0), flood("b", 0, 10, 100)...),
 			shares: map[string]int64{"a": 1, "b": 1}, recent: map[string]Alloc{"a": {CPU: 2000}},
 			want: []string{"b", "b", "a", "b", "a", "b", "a", "b"}},
+		// Aging is part of the effective priority, so it comes first: b's
+		// jobs waited 10 minutes more and outrank a's fresh ones whatever
+		// the shares (sched/DESIGN.md, "Fair share").
+		{name: "aging beats fair share", jobs: append(flood("a", 0, 10, 600), flood("b", 0, 10, -600)...),
+			shares: map[string]int64{"a": 1, "b": 1}, aging: true, wantB: 8},
 		{name: "off: FIFO as before", jobs: append(flood("a", 0, 10, 0), flood("b", 0, 10, 100)...),
 			wantA: 8},
 	}
@@ -107,7 +113,11 @@ func TestFairShareOrder(t *testing.T) {
 				snap.Live = append(snap.Live, liveAttempt(j.ID, "n1", 1000, 64, uint64(i+1)))
 			}
 			snap.JobSpec = specsOf(c.jobs, c.live)
-			got := namespacesPlaced(t, Plan(snap, t0.Add(time.Hour), testConfig()), c.jobs)
+			cfg := testConfig()
+			if c.aging {
+				cfg.AgingInterval = DefaultConfig().AgingInterval
+			}
+			got := namespacesPlaced(t, Plan(snap, t0.Add(time.Hour), cfg), c.jobs)
 			if c.want != nil && !slices.Equal(got, c.want) {
 				t.Fatalf("placed %v, want %v", got, c.want)
 			}
