@@ -91,6 +91,7 @@ jepsen: storm
 # agents (make test runs a smaller one); part of make jepsen.
 storm: build
 	FOREMAN_BIN=$(CURDIR)/$(BIN) FOREMAN_STORM=full $(GO) test -count=1 -timeout 30m -run 'TestSystemStorm' -v ./systest/
+	FOREMAN_BIN=$(CURDIR)/$(BIN) FOREMAN_UPGRADE=full $(GO) test -count=1 -timeout 30m -run 'TestSystemUpgradeFromRelease' -v ./systest/
 
 jepsen-smoke: build
 	CGO_ENABLED=1 $(GO) build -trimpath -tags '$(TAGS) jepsenclock' -ldflags '$(LDFLAGS)' -o bin/foreman-jepsen .

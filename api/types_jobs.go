@@ -339,6 +339,9 @@ type Job struct {
 	Preemptions     int          `json:"preemptions,omitempty"`
 	Array           *ArrayStatus `json:"array,omitempty"`
 	ArrayTask       *ArrayTask   `json:"array_task,omitempty"`
+	// SubmittedBy is the name of the token that submitted the job (under
+	// ACLs): the user its usage is accounted to.
+	SubmittedBy string `json:"submitted_by,omitempty"`
 
 	CreateIndex uint64 `json:"create_index"`
 	ModifyIndex uint64 `json:"modify_index"`

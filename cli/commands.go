@@ -28,6 +28,7 @@ func clientCommands() []*ucli.Command {
 		nodeCommand(),
 		queueCommand(),
 		namespaceCommand(),
+		usageCommand(),
 		scheduleCommand(),
 		clusterCommand(),
 		operatorCommand(),

@@ -285,8 +285,8 @@ func (c *Config) Validate() error {
 	if sp := c.Spread; sp.Interval < 0 || sp.MovesPerRound < 0 || sp.Tolerance < 0 {
 		return errors.New("cluster: Spread.Interval, MovesPerRound and Tolerance must not be negative (0 takes the default)")
 	}
-	if w := c.WorkStreams; w.PingInterval < 0 || w.NewPerSecond < 0 || w.CatchUp < 0 {
-		return errors.New("cluster: WorkStreams.PingInterval, NewPerSecond and CatchUp must not be negative (0 takes the default)")
+	if w := c.WorkStreams; w.PingInterval < 0 || w.NewPerSecond < 0 || w.BusyPerSecond < 0 || w.CatchUp < 0 {
+		return errors.New("cluster: WorkStreams.PingInterval, NewPerSecond, BusyPerSecond and CatchUp must not be negative (0 takes the default)")
 	}
 	return nil
 }

@@ -40,17 +40,18 @@ type Node struct {
 	client  *http.Client
 
 	// The work streams this node serves to nodes outside raft.
-	workWaker     *workWaker
-	workAdmission admission
-	attached      *clientTable  // the clients whose streams this server holds
-	workStop      chan struct{} // closed by StopWorkStreams
-	workConns     workConns     // the open streams (workconn.go)
-	workWriters   *workWriters
-	workStopOnce  sync.Once
-	clientsHeard  *heardClients              // leader: when each client was last heard
-	spreadCache   spreadCache                // leader: the spread it answers relays with
-	spread        atomic.Pointer[spreadView] // the newest spread the leader told this server
-	reports       *reportGroup               // the clients' reports, group-committed (reportgroup.go)
+	workWaker         *workWaker
+	workAdmission     admission
+	workAdmissionBusy admission     // streams of clients holding attempts (workstream.go)
+	attached          *clientTable  // the clients whose streams this server holds
+	workStop          chan struct{} // closed by StopWorkStreams
+	workConns         workConns     // the open streams (workconn.go)
+	workWriters       *workWriters
+	workStopOnce      sync.Once
+	clientsHeard      *heardClients              // leader: when each client was last heard
+	spreadCache       spreadCache                // leader: the spread it answers relays with
+	spread            atomic.Pointer[spreadView] // the newest spread the leader told this server
+	reports           *reportGroup               // the clients' reports, group-committed (reportgroup.go)
 
 	notifyCh chan bool
 	ld       leadership

@@ -47,7 +47,11 @@ import (
 // first frame waits until this server has applied that far (CatchUp at
 // most, then 409), so what a client sees never goes back in time when it
 // moves between servers. New streams are limited to NewPerSecond per
-// server (429 with Retry-After: reconnect storms are spread, not served).
+// server (429 with Retry-After: reconnect storms are spread, not served);
+// a client that holds attempts says so (?busy=1) and is admitted from a
+// bucket of its own, BusyPerSecond: its attempts' leases run while it is
+// refused, and when a server restarts, idle clients must not stand in
+// the way of busy ones past the lease.
 // Once its request checks out, a stream's connection is taken over from
 // net/http and served by one goroutine and shared writers (workconn.go).
 
@@ -62,7 +66,10 @@ type WorkSource interface {
 type WorkStreamLimits struct {
 	PingInterval time.Duration // a stream silent this long gets a keep-alive ping (default ClientBeatInterval)
 	NewPerSecond int           // new streams a server accepts per second (default 100)
-	CatchUp      time.Duration // how long a stream waits for this server to reach the client's index (default 5 s)
+	// BusyPerSecond: new streams of clients holding attempts a server
+	// accepts per second, besides NewPerSecond (default 10 × NewPerSecond).
+	BusyPerSecond int
+	CatchUp       time.Duration // how long a stream waits for this server to reach the client's index (default 5 s)
 }
 
 func (l WorkStreamLimits) withDefaults() WorkStreamLimits {
@@ -71,6 +78,9 @@ func (l WorkStreamLimits) withDefaults() WorkStreamLimits {
 	}
 	if l.NewPerSecond == 0 {
 		l.NewPerSecond = 100
+	}
+	if l.BusyPerSecond == 0 {
+		l.BusyPerSecond = 10 * l.NewPerSecond
 	}
 	if l.CatchUp == 0 {
 		l.CatchUp = 5 * time.Second
@@ -219,7 +229,10 @@ func (n *Node) handleWork(w http.ResponseWriter, r *http.Request) {
 	}
 	// Only requests that would open a stream (or wait to catch up) spend
 	// a token: the checks above are cheap and change nothing.
-	if !n.workAdmission.take(lim.NewPerSecond, time.Now()) {
+	// A busy client (it holds attempts, or has not heard what it holds)
+	// takes from its own bucket first.
+	busy := r.URL.Query().Get("busy") == "1" && n.workAdmissionBusy.take(lim.BusyPerSecond, time.Now())
+	if !busy && !n.workAdmission.take(lim.NewPerSecond, time.Now()) {
 		// Jittered, so the refused do not come back together.
 		rawError(conn, http.StatusTooManyRequests, "too_many_requests",
 			fmt.Sprintf("this server accepts %d new work streams per second: retry after the delay, or another server", lim.NewPerSecond), 1+rand.IntN(3))

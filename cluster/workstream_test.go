@@ -341,6 +341,20 @@ func TestWorkStreamRefusals(t *testing.T) {
 	if status != http.StatusTooManyRequests || h.Get("Retry-After") == "" || !strings.Contains(msg, "1 new work streams per second") {
 		t.Errorf("a stream over the rate: %d %q Retry-After %q; want 429 with a Retry-After", status, msg, h.Get("Retry-After"))
 	}
+	// A client holding attempts is admitted from a bucket of its own
+	// (BusyPerSecond, 10 here): refused plain, taken busy.
+	busyBody, busyOpen := io.Pipe()
+	defer busyOpen.Close()
+	go func() { _, _ = io.WriteString(busyOpen, hello("c4")) }()
+	req, _ = http.NewRequest(http.MethodPost, fmt.Sprintf("http://127.0.0.1:%d%swork/c4?busy=1", via.Port, cluster.InternalPrefix), busyBody)
+	resp, err = (&http.Client{Timeout: 20 * time.Second}).Do(req)
+	if err != nil {
+		t.Fatalf("a busy client's stream: %v", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("a busy client's stream over the plain rate: %s, want 200", resp.Status)
+	}
 }
 
 // A server cut off from the leader drops its work streams (after

@@ -45,6 +45,11 @@ type Options struct {
 	// EventBuffer is how many recent events the node keeps for stream
 	// readers (EventRing). Zero means DefaultEventBuffer.
 	EventBuffer int
+	// restoring: the file is a raft snapshot from the leader, whose
+	// node-local meta names the leader's binary. Its features are not
+	// refused: state of a feature exists only once every server
+	// advertised it (the gate), this one included.
+	restoring bool
 }
 
 // DefaultInitialMmapSize is 1 GiB of address space (not memory).
@@ -161,7 +166,7 @@ func openDB(path string, opts Options, log *slog.Logger) (db *bolt.DB, err error
 			return err
 		})
 		if verr == nil {
-			verr = have.Newer(path, opts.Version)
+			verr = have.newer(path, opts.Version, !opts.restoring)
 		}
 		if verr != nil {
 			_ = db.Close()
@@ -186,7 +191,7 @@ func openDB(path string, opts Options, log *slog.Logger) (db *bolt.DB, err error
 		if err != nil {
 			return err
 		}
-		if err := have.Newer(path, opts.Version); err != nil {
+		if err := have.newer(path, opts.Version, !opts.restoring); err != nil {
 			return err // checked before the Update too; here for a file that changed since
 		}
 		switch have.Schema {

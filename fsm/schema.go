@@ -96,6 +96,9 @@ var (
 	// writing (Options.Version), named when a binary refuses the file.
 	// Node-local: excluded from StateHash.
 	metaWrittenBy = []byte("written_by")
+	// metaFeatures: decimal FeatureSet, every feature known to a binary
+	// that has opened the file for writing (version.go). Node-local.
+	metaFeatures = []byte("features")
 	// metaCleanShutdown: present only while the file is closed cleanly.
 	// Node-local: excluded from StateHash, never in a snapshot.
 	metaCleanShutdown = []byte("clean_shutdown")
@@ -111,6 +114,7 @@ var nodeLocalMeta = map[string]bool{
 	// different versions during an upgrade.
 	string(metaWrittenBy):      true,
 	string(metaCommandVersion): true,
+	string(metaFeatures):       true,
 }
 
 // Limits on key sizes; bbolt refuses keys over 32 KiB and long keys make

@@ -59,7 +59,9 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 		return fmt.Errorf("restore: %w", err)
 	}
 	// Validate before touching the live file.
-	probe, err := openDB(tmp, f.opts, f.log)
+	opts := f.opts
+	opts.restoring = true
+	probe, err := openDB(tmp, opts, f.log)
 	if err != nil {
 		_ = os.Remove(tmp)
 		return fmt.Errorf("restore: snapshot is unusable: %w", err)
@@ -84,7 +86,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	}
 	// Reopen whichever file is now in place, so a failed restore leaves
 	// the FSM usable at its old state.
-	db, err := openDB(f.path, f.opts, f.log)
+	db, err := openDB(f.path, opts, f.log)
 	if err != nil {
 		f.closed = true
 		return fmt.Errorf("restore: reopen: %w", errors.Join(renameErr, err))

@@ -27,12 +27,24 @@ type FileVersion struct {
 	// WrittenBy is the foreman version that last opened the file for
 	// writing ("" before it was recorded, or a binary without a version).
 	WrittenBy string
+	// Features is every feature (features.go) known to a binary that has
+	// opened the file for writing (0: only binaries from before it was
+	// recorded). New command kinds and fields come with a new feature, not
+	// a new CommandVersion (a rolling upgrade needs the envelope to stay
+	// readable), so this is what tells a binary that the log beside the
+	// file may hold entries it would not apply as the newer one did.
+	Features FeatureSet
 }
 
 // Newer reports, as an error wrapping ErrNewerState, whether v needs a
 // newer binary than this one; what names the file, binary this binary's
 // version. The message is one line: what wrote it, what this binary reads.
 func (v FileVersion) Newer(what, binary string) error {
+	return v.newer(what, binary, true)
+}
+
+// newer is Newer, checking the features too when features is set.
+func (v FileVersion) newer(what, binary string, features bool) error {
 	var wrote string
 	var have int
 	switch {
@@ -40,6 +52,8 @@ func (v FileVersion) Newer(what, binary string) error {
 		wrote, have = fmt.Sprintf("schema %d", v.Schema), SchemaVersion
 	case v.CommandVersion > CommandVersion:
 		wrote, have = fmt.Sprintf("command version %d", v.CommandVersion), CommandVersion
+	case features && v.Features&^KnownFeatures != 0:
+		return v.newerFeatures(what, binary)
 	default:
 		return nil
 	}
@@ -54,6 +68,27 @@ func (v FileVersion) Newer(what, binary string) error {
 	kind := strings.TrimRight(strings.TrimRight(wrote, "0123456789"), " ")
 	return fmt.Errorf("%w: %s written by %s (%s), %s understands up to %s %d; %s",
 		ErrNewerState, what, wrote, by, self, kind, have, fix)
+}
+
+// newerFeatures is Newer's line for a file opened by a binary that knew
+// features this one does not: bits, since their names are unknown here.
+func (v FileVersion) newerFeatures(what, binary string) error {
+	var bits []string
+	for b := range 64 {
+		if f := FeatureSet(1) << b; v.Features&^KnownFeatures&f != 0 {
+			bits = append(bits, strconv.Itoa(b))
+		}
+	}
+	by, fix := "a foreman that did not record its version", "run a newer foreman"
+	if v.WrittenBy != "" {
+		by, fix = "foreman "+v.WrittenBy, "run foreman "+v.WrittenBy+" or newer"
+	}
+	self := "this binary"
+	if binary != "" {
+		self += " (foreman " + binary + ")"
+	}
+	return fmt.Errorf("%w: %s written by %s with features %s that %s does not know; %s",
+		ErrNewerState, what, by, strings.Join(bits, ","), self, fix)
 }
 
 // readFileVersion reads the version records of an open state file.
@@ -76,6 +111,13 @@ func readFileVersion(tx *bolt.Tx) (FileVersion, error) {
 		}
 	}
 	v.WrittenBy = string(meta.Get(metaWrittenBy))
+	if b := meta.Get(metaFeatures); b != nil {
+		n, err := strconv.ParseUint(string(b), 10, 64)
+		if err != nil {
+			return v, fmt.Errorf("%w: %s %q", ErrCorrupt, metaFeatures, b)
+		}
+		v.Features = FeatureSet(n)
+	}
 	return v, nil
 }
 
@@ -99,12 +141,18 @@ func ReadFileVersion(path string) (FileVersion, error) {
 
 // recordVersion is the migration every Open runs (after the schema ones):
 // it records this binary's CommandVersion when it is newer than the file's
-// (never lowering it) and, when set, this binary's version as the writer.
+// (never lowering it), the features it knows (added to the file's, never
+// removed) and, when set, this binary's version as the writer.
 // A file from before these records gets them at its first Open; running it
 // again changes nothing.
 func recordVersion(meta *bolt.Bucket, have FileVersion, binary string) error {
 	if have.CommandVersion < CommandVersion {
 		if err := meta.Put(metaCommandVersion, []byte(strconv.Itoa(CommandVersion))); err != nil {
+			return err
+		}
+	}
+	if all := have.Features | KnownFeatures; all != have.Features {
+		if err := meta.Put(metaFeatures, []byte(strconv.FormatUint(uint64(all), 10))); err != nil {
 			return err
 		}
 	}

@@ -70,6 +70,8 @@ func TestNewerStateRefused(t *testing.T) {
 			fmt.Sprintf("written by command version %d (foreman v0.2.0), this binary (foreman v0.1.0) understands up to command version %d", CommandVersion+1, CommandVersion)},
 		{"no writer recorded", map[string]string{"schema_version": "7", "written_by": ""},
 			"written by schema 7 (a foreman that did not record its version), this binary (foreman v0.1.0) understands up to schema 2; run a newer foreman"},
+		{"features", map[string]string{"features": fmt.Sprint(uint64(KnownFeatures) | 1<<40 | 1<<41), "written_by": "v0.3.0"},
+			"written by foreman v0.3.0 with features 40,41 that this binary (foreman v0.1.0) does not know; run foreman v0.3.0 or newer"},
 		{"not closed cleanly", map[string]string{"schema_version": "3", "written_by": "v0.3.0", "clean_shutdown": ""},
 			"written by schema 3 (foreman v0.3.0)"},
 	} {
@@ -166,7 +168,7 @@ func TestVersionRecordsMigration(t *testing.T) {
 		}
 		return v
 	}
-	if v := open("v0.1.0"); v != (FileVersion{Schema: SchemaVersion, CommandVersion: CommandVersion, WrittenBy: "v0.1.0"}) {
+	if v := open("v0.1.0"); v != (FileVersion{Schema: SchemaVersion, CommandVersion: CommandVersion, WrittenBy: "v0.1.0", Features: KnownFeatures}) {
 		t.Fatalf("after the first Open: %+v", v)
 	}
 	// Every Open and Close toggles the clean-shutdown flag (and so the
@@ -232,6 +234,37 @@ func TestRestoreNewerSnapshotRefused(t *testing.T) {
 	}
 	if _, after, _ := f.StateHash(); after != before {
 		t.Fatal("the state changed")
+	}
+}
+
+// A raft snapshot whose file names features this binary does not know is
+// restored: the meta is the leader's binary, and state of a feature exists
+// only once every server (this one too) advertised it. The file keeps the
+// features it was given, and this binary's.
+func TestRestoreSnapshotWithNewerFeatures(t *testing.T) {
+	unknown := FeatureSet(1) << 40
+	path := newerFile(t, map[string]string{"features": fmt.Sprint(uint64(unknown)), "written_by": "v0.3.0"})
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	f, err := Open(filepath.Join(dir, "fsm.db"), Options{NoSync: true, Version: "v0.1.0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Restore(nopCloser{bytes.NewReader(data)}); err != nil {
+		t.Fatalf("Restore: %v", err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	v, err := ReadFileVersion(filepath.Join(dir, "fsm.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Features != unknown|KnownFeatures {
+		t.Fatalf("features after restore: %b, want %b", v.Features, unknown|KnownFeatures)
 	}
 }
 

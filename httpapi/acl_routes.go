@@ -88,6 +88,7 @@ var Routes = map[string]RouteRule{
 	// Namespace records (quota and policy). Setting one needs management:
 	// its policy can grant root (docs/security.md, "Namespace policy").
 	"GET /v1/namespaces":           {PermRead, false}, // lists the namespaces the token may read
+	"GET /v1/usage":                {PermRead, false}, // counts the namespaces the token may read
 	"GET /v1/namespaces/{name}":    {PermRead, true},
 	"GET /v1/namespaces/shares":    {PermRead, false}, // rows of the namespaces the token may read
 	"PUT /v1/namespaces/{name}":    {PermManagement, false},

@@ -145,6 +145,7 @@ var docExamples = map[string]string{
 	"### `GET /v1/events` — Server-Sent Events/1":           "events",
 	"### `POST /v1/acl/bootstrap`/0":                        "NewToken",
 	"### Backup file format/0":                              "", // a binary layout, not JSON
+	"## Usage/0":                                            "UsageReport",
 }
 
 // TestOpenAPIDocExamples validates docs/api.md's examples against the

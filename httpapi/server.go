@@ -182,6 +182,7 @@ func (s *server) routes() {
 
 	s.handle(m, "GET /v1/namespaces", s.read(s.listNamespaces))
 	s.handle(m, "GET /v1/namespaces/shares", s.read(s.namespaceShares))
+	s.handle(m, "GET /v1/usage", s.read(s.usageReport))
 	s.handle(m, "GET /v1/namespaces/{name}", s.read(s.getNamespace))
 	s.handle(m, "PUT /v1/namespaces/{name}", s.write(s.setNamespace))
 	s.handle(m, "DELETE /v1/namespaces/{name}", s.write(s.deleteNamespace))

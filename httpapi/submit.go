@@ -467,7 +467,9 @@ func (s *server) settleNamespaces(r *http.Request, jobs []fsm.NewJob, batch bool
 		return err
 	}
 	q := r.URL.Query().Get("namespace")
+	by := s.submitter(r)
 	for i := range jobs {
+		jobs[i].SubmittedBy = by
 		sp := &jobs[i].Spec
 		if q != "" && sp.Namespace != qns && sp.Namespace != "" {
 			f := "namespace"
@@ -503,4 +505,18 @@ func (l *capacityLimits) nodesHolding(req *fsm.Resources) int {
 		}
 	}
 	return n
+}
+
+// submitter is the name of the request's token, which its jobs' usage is
+// accounted to ("" with ACL off, for a token without a name, or while
+// some server cannot apply the field: the spec's user is used then).
+func (s *server) submitter(r *http.Request) string {
+	id := identityOf(r)
+	if id == nil || id.token == nil || id.token.Name == "" {
+		return ""
+	}
+	if s.cluster.FeatureGate().Check(fsm.FeatureUsage) != nil {
+		return ""
+	}
+	return id.token.Name
 }

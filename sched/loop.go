@@ -171,7 +171,10 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	defer room.close()
 	jumped := false // the last plan jumped the window (room.go)
 	nextGC := s.clk.Now().Add(s.cfg.GCInterval)
-	s.ensureUsage(ctx, s.clk.Now())
+	// Until accounting is on, try again every RetryDelay (not only each
+	// GC tick): attempts that end before it are not counted.
+	usageOn := s.ensureUsage(ctx, s.clk.Now())
+	nextUsage := s.clk.Now().Add(s.cfg.RetryDelay)
 	for {
 		if err := inf.takeErr(); err != nil {
 			// A background apply failed: plan again after RetryDelay (or
@@ -184,10 +187,17 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		now := s.clk.Now()
 		if !now.Before(nextGC) {
 			s.gc(ctx, now)
-			s.ensureUsage(ctx, now)
+			usageOn = s.ensureUsage(ctx, now)
 			nextGC = now.Add(s.cfg.GCInterval)
 		}
+		if !usageOn && !now.Before(nextUsage) {
+			usageOn = s.ensureUsage(ctx, now)
+			nextUsage = now.Add(s.cfg.RetryDelay)
+		}
 		wake := nextGC
+		if !usageOn {
+			wake = earliest(wake, nextUsage)
+		}
 		lastPlan := s.clk.Now()
 		room.reset()
 		dec, cost, err := s.planOnce(ctx, inf)

@@ -10,11 +10,12 @@ import (
 )
 
 // ensureUsage proposes fsm.StartUsage when the state's accounting is off
-// or splits by other labels than Config.UsageLabels: at the loop's start
-// and on each GC tick. While some server cannot apply it (a rolling
-// upgrade) it is refused before it is sent and tried again at the next
-// tick; the refusal is logged once per leadership term.
-func (s *Scheduler) ensureUsage(ctx context.Context, now time.Time) {
+// or splits by other labels than Config.UsageLabels: at the loop's start,
+// on each GC tick, and every RetryDelay while accounting is off. While
+// some server cannot apply it (a rolling upgrade) it is refused before it
+// is sent; the refusal is logged once per scheduler. It reports whether
+// accounting is on with the configured labels.
+func (s *Scheduler) ensureUsage(ctx context.Context, now time.Time) bool {
 	want := fsm.NormalizeUsageLabels(s.cfg.UsageLabels)
 	var have []string
 	var on bool
@@ -23,10 +24,10 @@ func (s *Scheduler) ensureUsage(ctx context.Context, now time.Time) {
 		return nil
 	}); err != nil {
 		s.log.Warn("usage: state not read", "err", err)
-		return
+		return false
 	}
 	if on && slices.Equal(have, want) {
-		return
+		return true
 	}
 	cmd := mustCommand(fsm.CmdStartUsage, now, &fsm.StartUsage{Labels: want})
 	res, err := s.raft.Apply(ctx, cmd)
@@ -36,6 +37,7 @@ func (s *Scheduler) ensureUsage(ctx context.Context, now time.Time) {
 	switch {
 	case err == nil:
 		s.log.Info("usage accounting on", "labels", want)
+		return true
 	case errors.Is(err, fsm.ErrFeatureHeld):
 		if !s.usageHeldLogged {
 			s.usageHeldLogged = true
@@ -44,4 +46,5 @@ func (s *Scheduler) ensureUsage(ctx context.Context, now time.Time) {
 	default:
 		s.log.Warn("usage: start_usage failed", "err", err)
 	}
+	return false
 }

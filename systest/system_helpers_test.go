@@ -592,7 +592,13 @@ func newSysCluster(t testing.TB, n int, extra ...string) *sysCluster {
 // newSysClusterNamed is newSysCluster with nodes named prefix1..prefixN.
 func newSysClusterNamed(t testing.TB, n int, prefix string, extra ...string) *sysCluster {
 	t.Helper()
-	bin := foremanBin(t)
+	return newSysClusterOf(t, foremanBin(t), n, prefix, extra...)
+}
+
+// newSysClusterOf is newSysClusterNamed running the binary bin (an older
+// release, for the upgrade test).
+func newSysClusterOf(t testing.TB, bin string, n int, prefix string, extra ...string) *sysCluster {
+	t.Helper()
 	root, err := os.MkdirTemp("", "foreman-systest-")
 	if err != nil {
 		t.Fatal(err)

@@ -442,6 +442,26 @@ func TestSystemUI(t *testing.T) {
 		b.shot("schedules")
 	})
 
+	t.Run("usage", func(t *testing.T) {
+		b.t = t
+		id := submitJob(t, leader, map[string]any{"command": "true", "namespace": "ui-usage"})
+		waitJobState(t, leader, id, "succeeded")
+		b.open(via.url("/ui/usage?since=24h"), "#usage")
+		// The row appears once the finish is applied on the node asked;
+		// a reload re-reads (the page refreshes every minute on its own).
+		eventually(t, systemTimeout, "the namespace's usage row", func() error {
+			b.open(via.url("/ui/usage?since=24h"), "#usage tbody tr")
+			if eval[bool](b, `!!document.querySelector('#usage tr[data-key="ui-usage"]')`) {
+				return nil
+			}
+			return fmt.Errorf("no row for ui-usage")
+		})
+		b.wait("one attempt", `document.querySelector('#usage tr[data-key="ui-usage"]').children[1].textContent === "1"`)
+		b.wait("the chart draws used and requested", `document.querySelectorAll("#usage-chart polyline.line").length === 2`)
+		b.wait("nav marks the page", `document.querySelector('[data-nav="usage"]').getAttribute("aria-current") === "page"`)
+		b.shot("usage")
+	})
+
 	t.Run("drain a node", func(t *testing.T) {
 		b.t = t
 		target := c.others(via, leader)[0].name

@@ -111,6 +111,7 @@ dozen hosts). --role server or --role replica makes a later agent a raft member 
 			&ucli.StringFlag{Name: "artifacts-max", Value: "1GiB", Usage: "artifacts kept of one attempt (files past it, in path order, are deleted with a warning)"},
 			&ucli.StringFlag{Name: "artifacts-node-max", Value: "10GiB", Usage: "artifacts kept of all finished attempts on this node (the oldest are evicted first; 0: no cap)"},
 			&ucli.DurationFlag{Name: "retention", Value: 7 * 24 * time.Hour, Usage: "how long terminal jobs are kept"},
+			&ucli.DurationFlag{Name: "gc-interval", Value: sched.DefaultConfig().GCInterval, Usage: "how often the leader drops terminal jobs past --retention and rolls usage records up"},
 			&ucli.StringFlag{Name: "usage-labels", Usage: "job label keys usage accounting splits its records by, comma-separated (at most 4; e.g. team,project)"},
 			&ucli.DurationFlag{Name: "idempotency-window", Value: 24 * time.Hour, Usage: "how long idempotency keys are remembered"},
 			&ucli.IntFlag{Name: "preemption-margin", Value: sched.DefaultPreemptionMargin, Usage: "smallest priority difference (0-100) that lets a queued job preempt a preemptible one"},
@@ -325,6 +326,7 @@ func agentConfigFrom(c *ucli.Context, version string) (*agentConfig, error) {
 	// confirmed beat: the leader's margin for clients covers it and a second.
 	s.ClientSafetyMargin = cluster.ClientContactWindow + time.Second
 	s.Retention = c.Duration("retention")
+	s.GCInterval = c.Duration("gc-interval")
 	s.IdempotencyWindow = c.Duration("idempotency-window")
 	if l := strings.TrimSpace(c.String("usage-labels")); l != "" {
 		for _, k := range strings.Split(l, ",") {

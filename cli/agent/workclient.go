@@ -184,10 +184,17 @@ func (c *workClient) Run(ctx context.Context) error {
 func (c *workClient) stream(ctx context.Context, server string) (healthy bool, retryAfter time.Duration, err error) {
 	c.mu.Lock()
 	index := c.index
+	// Busy: it holds attempts (as the last stream said; a client that
+	// has not heard yet, at its first start, is not): the server admits it
+	// first.
+	busy := len(c.work) > 0
 	c.mu.Unlock()
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	url := fmt.Sprintf("%s%swork/%s?index=%d", server, cluster.InternalPrefix, c.name, index)
+	if busy {
+		url += "&busy=1"
+	}
 	upR, upW := io.Pipe()
 	defer upW.Close()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, upR)

@@ -124,6 +124,10 @@ func (s *sim) run(ctx context.Context) {
 func (s *sim) stream(ctx context.Context, server string) (healthy bool, retry time.Duration, err error) {
 	s.mu.Lock()
 	index := s.index
+	busy := "" // as an agent's client: admitted first while it holds attempts
+	if len(s.held) > 0 {
+		busy = "&busy=1"
+	}
 	s.mu.Unlock()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -148,8 +152,8 @@ func (s *sim) stream(ctx context.Context, server string) (healthy bool, retry ti
 		_, err = fmt.Fprintf(conn, "%x\r\n%s\n\r\n", len(b)+1, b)
 		return err
 	}
-	if _, err := fmt.Fprintf(conn, "POST %swork/%s?index=%d HTTP/1.1\r\nHost: %s\r\nContent-Type: application/x-ndjson\r\nTransfer-Encoding: chunked\r\n\r\n",
-		cluster.InternalPrefix, s.name, index, u.Host); err != nil {
+	if _, err := fmt.Fprintf(conn, "POST %swork/%s?index=%d%s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/x-ndjson\r\nTransfer-Encoding: chunked\r\n\r\n",
+		cluster.InternalPrefix, s.name, index, busy, u.Host); err != nil {
 		return false, 0, err
 	}
 	self := s.self()

@@ -19,6 +19,7 @@ const routes = [
   [/^nodes$/, "nodes"],
   [/^nodes\/([^/]+)$/, "node"],
   [/^cluster$/, "cluster"],
+  [/^usage$/, "usage"],
   [/^submit$/, "submit"],
 ];
 const navOf = { job: "jobs", workflow: "workflows", schedule: "schedules", node: "nodes" };

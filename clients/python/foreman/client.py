@@ -52,7 +52,7 @@ def _read_exactly(fp: Any, n: int) -> bytes:
     if len(b) != n:
         raise ConnectionError("the exec stream ended before its exit frame")
     return b
-from .models import TERMINAL_STATES, Event, GPUUsage, Job, JobPage, NamespaceShares
+from .models import TERMINAL_STATES, Event, GPUUsage, Job, JobPage, NamespaceShares, UsageReport
 from .schedules import Schedules
 from .specs import Command, merge_spec
 from .workflows import Workflows
@@ -362,6 +362,23 @@ class Client:
         """Every namespace's fair share, recent and live allocation and
         current factor (GET /v1/namespaces/shares)."""
         return NamespaceShares.from_json(self._t.call("GET", "/v1/namespaces/shares").json())
+
+    def usage(
+        self,
+        *,
+        since: Optional[str] = None,
+        until: Optional[str] = None,
+        by: Optional[str] = None,
+        step: Optional[str] = None,
+        namespace: Optional[str] = None,
+    ) -> UsageReport:
+        """What finished attempts used (GET /v1/usage), as ``foreman usage``:
+        since/until a duration back ("30d", "12h"), an RFC 3339 time or a
+        date; by "namespace", "user" or "label:KEY"; step "hour", "day" or
+        "total"; namespace one namespace or "*" (default: every one the token
+        may read). InvalidError naming the field for bad input."""
+        q = {"since": since, "until": until, "by": by, "step": step, "namespace": namespace}
+        return UsageReport.from_json(self._t.call("GET", "/v1/usage", query=q).json())
 
     # ---- logs ----
 

@@ -140,6 +140,57 @@ class NamespaceShares:
 
 
 @dataclass
+class UsageRow:
+    """One key's use in one period of a UsageReport: ``usage`` holds the
+    exact integer sums (milliseconds), the other fields the same in seconds
+    and GiB-seconds."""
+
+    start: Optional[datetime]
+    key: str
+    usage: Dict[str, int]
+    cpu_seconds: float
+    cpu_requested_seconds: float
+    memory_gib_seconds: float
+    memory_gib_seconds_requested: float
+    gpu_seconds: float
+    gpu_memory_gib_seconds: float
+    wall_seconds: float
+
+    @property
+    def attempts(self) -> int:
+        return int(self.usage.get("attempts", 0))
+
+    @classmethod
+    def from_json(cls, d: Dict[str, Any]) -> "UsageRow":
+        f = lambda k: float(d.get(k, 0))  # noqa: E731
+        return cls(start=parse_time(d.get("start")), key=d.get("key", ""), usage=dict(d.get("usage") or {}),
+                   cpu_seconds=f("cpu_seconds"), cpu_requested_seconds=f("cpu_requested_seconds"),
+                   memory_gib_seconds=f("memory_gib_seconds"),
+                   memory_gib_seconds_requested=f("memory_gib_seconds_requested"),
+                   gpu_seconds=f("gpu_seconds"), gpu_memory_gib_seconds=f("gpu_memory_gib_seconds"),
+                   wall_seconds=f("wall_seconds"))
+
+
+@dataclass
+class UsageReport:
+    """GET /v1/usage: what finished attempts used over [since, until)."""
+
+    since: Optional[datetime]
+    until: Optional[datetime]
+    by: str
+    step: str
+    enabled: bool  # accounting is on
+    labels: List[str]  # the label keys by="label:KEY" may name
+    rows: List[UsageRow]
+
+    @classmethod
+    def from_json(cls, d: Dict[str, Any]) -> "UsageReport":
+        return cls(since=parse_time(d.get("since")), until=parse_time(d.get("until")), by=d.get("by", ""),
+                   step=d.get("step", ""), enabled=bool(d.get("enabled")), labels=list(d.get("labels") or []),
+                   rows=[UsageRow.from_json(r) for r in d.get("rows") or []])
+
+
+@dataclass
 class Attempt:
     """One execution of a job on one node (a gang has one per task)."""
 

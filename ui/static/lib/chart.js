@@ -31,3 +31,20 @@ export function bar(used, total, text) {
       s("rect", { x: 0, y: 0, width: (frac * 100).toFixed(2), height: 8, class: "bar-fg" })),
     h("span", null, text));
 }
+
+/**
+ * lines(series, {label, unit}): several lines over the same points, e.g.
+ * used next to requested over time. series: [{name, values, cls}].
+ */
+export function lines(series, { label, unit = "", fmt = (v) => v.toFixed(v < 10 ? 2 : 0) } = {}) {
+  const W = 600, H = 120;
+  const n = Math.max(0, ...series.map((x) => x.values.length));
+  const max = Math.max(1e-9, ...series.flatMap((x) => x.values));
+  const pt = (v, i) => (n <= 1 ? W : (i / (n - 1)) * W).toFixed(1) + "," + (H - 2 - (v / max) * (H - 6)).toFixed(1);
+  return h("figure", { class: "lines" },
+    h("figcaption", null, label, h("small", null, " max " + fmt(max) + unit + " — "),
+      ...series.map((x) => h("span", { class: "legend " + x.cls }, x.name + " "))),
+    s("svg", { viewBox: `0 0 ${W} ${H}`, preserveAspectRatio: "none", role: "img", "aria-label": label },
+      s("title", null, label),
+      ...series.map((x) => s("polyline", { points: x.values.map(pt).join(" "), class: "line " + x.cls }))));
+}

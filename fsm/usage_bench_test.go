@@ -1,0 +1,86 @@
+package fsm
+
+import (
+	"fmt"
+	"testing"
+	"time"
+)
+
+// BenchmarkApplyFinishUsage is one job's submit, placement, start and
+// finish applied one entry each, with accounting off and on: the
+// difference is what accounting adds to an attempt's end.
+func BenchmarkApplyFinishUsage(b *testing.B) {
+	for _, on := range []bool{false, true} {
+		b.Run(fmt.Sprintf("accounting=%v", on), func(b *testing.B) {
+			h := newHarness(b)
+			h.addNode("n1")
+			if on {
+				h.must(CmdStartUsage, StartUsage{Labels: []string{"team"}})
+			}
+			i := 0
+			for b.Loop() {
+				id := jobID(i)
+				i++
+				h.must(CmdSubmitJobs, SubmitJobs{Jobs: []NewJob{{ID: id, SubmittedBy: fmt.Sprintf("user%d", i%20), Spec: JobSpec{
+					Command: []string{"true"}, Namespace: fmt.Sprintf("ns%d", i%5), Labels: map[string]string{"team": "t"}}}}})
+				h.runAttempt(id, time.Second, AttemptSucceeded, time.Second, 1<<20)
+			}
+		})
+	}
+}
+
+// BenchmarkUsageRange reads a year of records, 20 keys an hour (hourly
+// for 31 days, daily before), as GET /v1/usage?since=365d does.
+func BenchmarkUsageRange(b *testing.B) {
+	h := newHarness(b)
+	h.must(CmdStartUsage, StartUsage{})
+	now := t0
+	tx, err := h.f.db.Begin(true)
+	if err != nil {
+		b.Fatal(err)
+	}
+	bk, err := tx.CreateBucketIfNotExists(bucketUsage)
+	if err != nil {
+		b.Fatal(err)
+	}
+	u := Usage{Attempts: 3, WallMs: 5000, CPUUsedMs: 4000, CPUReqMs: 5000, MemReqMiBMs: 1 << 20, MemUsedMiBMs: 1 << 19, PeakMemoryB: 1 << 30}
+	v, _ := encode(&u)
+	records := 0
+	put := func(start time.Time) {
+		for k := range 20 {
+			if err := bk.Put(usageKey(start, fmt.Sprintf("ns%d", k%5), fmt.Sprintf("user%d", k), ""), v); err != nil {
+				b.Fatal(err)
+			}
+			records++
+		}
+	}
+	for d := 365; d > 31; d-- {
+		put(now.Add(-time.Duration(d) * 24 * time.Hour).Truncate(24 * time.Hour))
+	}
+	for hr := 31 * 24; hr > 0; hr-- {
+		put(now.Add(-time.Duration(hr) * time.Hour).Truncate(time.Hour))
+	}
+	if err := tx.Commit(); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(records), "records")
+	for b.Loop() {
+		sums := map[string]*Usage{}
+		if err := h.f.View(func(tx *Tx) error {
+			return tx.UsageRange(now.Add(-UsageRetention), now, func(_ time.Time, ns, _, _ string, u *Usage) error {
+				s := sums[ns]
+				if s == nil {
+					s = &Usage{}
+					sums[ns] = s
+				}
+				s.Add(u)
+				return nil
+			})
+		}); err != nil {
+			b.Fatal(err)
+		}
+		if len(sums) != 5 {
+			b.Fatalf("%d namespaces", len(sums))
+		}
+	}
+}
