@@ -27,6 +27,12 @@ func (c *Client) DeleteNamespace(ctx context.Context, name string) error {
 	return c.do(ctx, Request{Method: http.MethodDelete, Path: namespacePath(name)}, nil)
 }
 
+// NamespaceShares reads every namespace's fair share, recent and live
+// allocation and current factor.
+func (c *Client) NamespaceShares(ctx context.Context) (*NamespaceShares, error) {
+	return call[NamespaceShares](ctx, c, Request{Method: http.MethodGet, Path: "/v1/namespaces/shares", read: true})
+}
+
 func namespacePath(name string) string { return "/v1/namespaces/" + url.PathEscape(name) }
 
 // NodeUsage asks a node what its jobs use now.

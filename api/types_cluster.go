@@ -11,6 +11,7 @@ type NamespaceSpec struct {
 	Drivers    []string `json:"drivers,omitempty"`     // the drivers its jobs may use; empty: any
 	AllowRoot  bool     `json:"allow_root,omitempty"`  // its jobs may run as root
 	Volumes    []string `json:"volumes,omitempty"`     // the host volumes its jobs may mount; empty: any
+	Share      int64    `json:"share,omitempty"`       // fair share, 1..1000000; absent: none (counts as 1 while another namespace sets one)
 }
 
 // NamespaceUsage is what a namespace's jobs hold now.
@@ -31,7 +32,42 @@ type NamespaceStatus struct {
 	Drivers    []string       `json:"drivers,omitempty"`
 	AllowRoot  bool           `json:"allow_root"`
 	Volumes    []string       `json:"volumes,omitempty"`
+	Share      int64          `json:"share,omitempty"` // fair share; 0: not set
 	Usage      NamespaceUsage `json:"usage"`
+}
+
+// Allocation is an allocation rate: cpu in millicores, memory in MiB,
+// whole GPUs.
+type Allocation struct {
+	CPU    float64 `json:"cpu"`
+	Memory float64 `json:"memory"`
+	GPUs   float64 `json:"gpus"`
+}
+
+// NamespaceShare is one namespace's fair-share standing.
+type NamespaceShare struct {
+	Name       string  `json:"name"`
+	Share      int64   `json:"share"`      // as set; 0: not set (counts as 1 while fair share is on)
+	Normalized float64 `json:"normalized"` // share / the sum of the listed namespaces' shares
+	// Recent is its recent average allocation (finished attempts, decayed
+	// with the half-life); Live what its live attempts hold now. The
+	// *_dominant figures are their largest fraction of the cluster's
+	// capacity over cpu, memory and GPUs.
+	Recent         Allocation `json:"recent"`
+	RecentDominant float64    `json:"recent_dominant"`
+	Live           Allocation `json:"live"`
+	LiveDominant   float64    `json:"live_dominant"`
+	// Factor is its fair-share key: (recent + live) dominant share /
+	// share. Among jobs of equal priority the lowest goes first.
+	Factor float64 `json:"factor"`
+}
+
+// NamespaceShares is the reply to GET /v1/namespaces/shares.
+type NamespaceShares struct {
+	Enabled         bool             `json:"enabled"` // some namespace sets a share
+	HalfLifeSeconds float64          `json:"half_life_seconds"`
+	Capacity        Allocation       `json:"capacity"`
+	Namespaces      []NamespaceShare `json:"namespaces"`
 }
 
 // NodeUsage is what a node's jobs use now, measured by that node.

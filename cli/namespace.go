@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	ucli "github.com/urfave/cli/v2"
 
@@ -24,8 +25,10 @@ func namespaceCommand() *ucli.Command {
 			&ucli.StringSliceFlag{Name: "drivers", Usage: "drivers its jobs may use, comma-separated (\"\" = any)"},
 			&ucli.BoolFlag{Name: "allow-root", Usage: "its jobs may run as root (on nodes whose --job-users allow root)"},
 			&ucli.StringSliceFlag{Name: "volumes", Usage: "the host volumes its jobs may mount: NAME[,NAME] (repeatable; empty: any volume a node declares)"},
+			&ucli.Int64Flag{Name: "share", Usage: "fair share, 1-1000000: among equal priorities, placements go to the namespace furthest below its share (README, \"Fair share\")"},
 			JSONFlag,
 		),
+		ClientCommand("shares", "show each namespace's fair share, recent and live allocation and current factor", "", namespaceShares, JSONFlag),
 		ClientCommand("ls", "list namespaces with a quota, a policy or active jobs", "", namespaceList, JSONFlag),
 		ClientCommand("status", "show a namespace's quota, policy and usage (default: --namespace)", "[NAME]", namespaceStatus, JSONFlag),
 		ClientCommand("delete", "remove a namespace's quota and policy (its jobs stay; needs a management token)", "NAME", func(c *ucli.Context) error {
@@ -42,10 +45,10 @@ func namespaceCommand() *ucli.Command {
 
 func namespaceList(c *ucli.Context) error {
 	return list(c, "namespaces", func(cl *api.Client) ([]api.NamespaceStatus, error) { return cl.ListNamespaces(c.Context) },
-		[]string{"NAMESPACE", "RUNNING", "QUEUED", "CPU", "MEMORY", "DRIVERS", "ROOT"}, func(n api.NamespaceStatus) []any {
+		[]string{"NAMESPACE", "RUNNING", "QUEUED", "CPU", "MEMORY", "DRIVERS", "ROOT", "SHARE"}, func(n api.NamespaceStatus) []any {
 			return []any{n.Name, used(int64(n.Usage.Running), int64(n.MaxRunning), fmtCount),
 				n.Usage.Jobs["queued"], used(n.Usage.CPU, n.MaxCPU, httpapi.FormatCPU),
-				used(n.Usage.Memory, n.MaxMemory, httpapi.FormatMemory), driversText(n.Drivers), yesNo(n.AllowRoot)}
+				used(n.Usage.Memory, n.MaxMemory, httpapi.FormatMemory), driversText(n.Drivers), yesNo(n.AllowRoot), shareText(n.Share)}
 		})
 }
 
@@ -74,6 +77,7 @@ func printNamespace(c *ucli.Context, n *api.NamespaceStatus) error {
 	fmt.Fprintf(w, "memory:      %s\n", used(n.Usage.Memory, n.MaxMemory, httpapi.FormatMemory))
 	fmt.Fprintf(w, "drivers:     %s\n", driversText(n.Drivers))
 	fmt.Fprintf(w, "allow root:  %s\n", yesNo(n.AllowRoot))
+	fmt.Fprintf(w, "share:       %s\n", shareText(n.Share))
 	if len(n.Volumes) > 0 {
 		fmt.Fprintf(w, "volumes:     %s\n", strings.Join(n.Volumes, ", "))
 	}
@@ -123,6 +127,14 @@ func namespaceSet(c *ucli.Context) error {
 	if c.IsSet("volumes") {
 		in.Volumes = commaList(c.StringSlice("volumes"))
 	}
+	if cur.Share > 0 {
+		share := cur.Share
+		in.Share = &share
+	}
+	if c.IsSet("share") {
+		share := c.Int64("share") // 0 or negative: the server names the field
+		in.Share = &share
+	}
 	// The limits go as the user wrote them ("500m", "4Gi"): the server
 	// parses them and names a bad one.
 	var n api.NamespaceStatus
@@ -132,10 +144,36 @@ func namespaceSet(c *ucli.Context) error {
 	if c.Bool("json") {
 		return PrintJSON(c, n)
 	}
-	fmt.Fprintf(Stdout(c), "namespace %s: max_running %s, max_cpu %s, max_memory %s, drivers %s, allow_root %s\n", n.Name,
+	fmt.Fprintf(Stdout(c), "namespace %s: max_running %s, max_cpu %s, max_memory %s, drivers %s, allow_root %s, share %s\n", n.Name,
 		limitText(int64(n.MaxRunning), fmtCount), limitText(n.MaxCPU, httpapi.FormatCPU), limitText(n.MaxMemory, httpapi.FormatMemory),
-		driversText(n.Drivers), yesNo(n.AllowRoot))
+		driversText(n.Drivers), yesNo(n.AllowRoot), shareText(n.Share))
 	return nil
+}
+
+// namespaceShares prints each namespace's fair-share standing.
+func namespaceShares(c *ucli.Context) error {
+	return call(c, func(cl *api.Client) (*api.NamespaceShares, error) { return cl.NamespaceShares(c.Context) }, func(s *api.NamespaceShares) error {
+		w := Stdout(c)
+		state := "on"
+		if !s.Enabled {
+			state = "off (no namespace sets a share)"
+		}
+		fmt.Fprintf(w, "fair share: %s, half-life %s\n", state, time.Duration(s.HalfLifeSeconds*float64(time.Second)))
+		t := NewTable(w, "NAMESPACE", "SHARE", "NORMALIZED", "RECENT", "LIVE", "FACTOR")
+		for _, n := range s.Namespaces {
+			t.Row(n.Name, shareText(n.Share), pct(n.Normalized), pct(n.RecentDominant), pct(n.LiveDominant), fmt.Sprintf("%.3f", n.Factor))
+		}
+		return t.Flush()
+	})
+}
+
+func pct(f float64) string { return fmt.Sprintf("%.1f%%", 100*f) }
+
+func shareText(s int64) string {
+	if s <= 0 {
+		return "-"
+	}
+	return fmt.Sprint(s)
 }
 
 // commaList is the names of a repeatable flag whose values may each

@@ -235,6 +235,12 @@ func TestApplyRefusals(t *testing.T) {
 		{"negative queue limit", func(h *harness, _ uint64) []byte {
 			return encodeCmd(t, CmdSetQueue, t0, SetQueue{Name: "q", MaxRunning: -1})
 		}, ErrBadCommand},
+		{"negative namespace share", func(h *harness, _ uint64) []byte {
+			return encodeCmd(t, CmdSetNamespace, t0, SetNamespace{Namespace: Namespace{Name: "ns", Share: -1}})
+		}, ErrBadCommand},
+		{"namespace share above the maximum", func(h *harness, _ uint64) []byte {
+			return encodeCmd(t, CmdSetNamespace, t0, SetNamespace{Namespace: Namespace{Name: "ns", Share: MaxShare + 1}})
+		}, ErrBadCommand},
 		{"empty cluster id", func(h *harness, _ uint64) []byte {
 			return encodeCmd(t, CmdInit, t0, InitCluster{})
 		}, ErrBadCommand},

@@ -31,6 +31,7 @@ const (
 	FeatureArray         FeatureSet = 1 << 5
 	FeatureExecAudit     FeatureSet = 1 << 6
 	FeatureUsage         FeatureSet = 1 << 7
+	FeatureFairShare     FeatureSet = 1 << 8
 )
 
 // Feature names one change to what Apply does that an older build would
@@ -61,6 +62,9 @@ var Features = []Feature{
 	// Usage accounting: Apply adds an ended attempt's use only once
 	// start_usage is committed; a job records who submitted it.
 	{Set: FeatureUsage, Name: "usage", Commands: []CommandType{CmdStartUsage}, Fields: []string{"NewJob.submitted_by"}},
+	// An older build would drop a namespace's share: the record would
+	// differ between servers.
+	{Set: FeatureFairShare, Name: "fair_share", Fields: []string{"Namespace.share"}},
 }
 
 // KnownFeatures is every feature this build can apply: what it gossips.
@@ -155,6 +159,9 @@ func CommandNeeds(t CommandType, payload any) FeatureSet {
 	case SetNamespace:
 		if len(p.Namespace.Volumes) > 0 {
 			need |= FeatureVolumes
+		}
+		if p.Namespace.Share > 0 {
+			need |= FeatureFairShare
 		}
 	}
 	return need

@@ -169,6 +169,8 @@ func TestCommandNeeds(t *testing.T) {
 		{"node volumes", CmdUpsertNode, UpsertNode{Node: Node{Name: "n", Volumes: []HostVolume{{Name: "d", Path: "/d"}}}}, FeatureVolumes},
 		{"plain node", CmdUpsertNode, UpsertNode{Node: Node{Name: "n"}}, 0},
 		{"namespace volumes", CmdSetNamespace, SetNamespace{Namespace: Namespace{Name: "ns", Volumes: []string{"d"}}}, FeatureVolumes},
+		{"namespace share", CmdSetNamespace, SetNamespace{Namespace: Namespace{Name: "ns", Share: 2}}, FeatureFairShare},
+		{"namespace without a share", CmdSetNamespace, SetNamespace{Namespace: Namespace{Name: "ns", MaxRunning: 2}}, 0},
 		{"silent clients", CmdSilentClients, SilentClients{}, FeatureSilentClients},
 		{"node states", CmdNodeStates, SetNodeStates{}, FeatureNodeStates},
 		{"start usage", CmdStartUsage, StartUsage{Labels: []string{"team"}}, FeatureUsage},

@@ -22,6 +22,9 @@ const (
 	CmdDeleteNamespace CommandType = "delete_namespace" // DeleteNamespace
 )
 
+// MaxShare bounds Namespace.Share.
+const MaxShare = 1_000_000
+
 // MaxNamespaceDrivers bounds Namespace.Drivers.
 const MaxNamespaceDrivers = 16
 
@@ -46,6 +49,11 @@ type Namespace struct {
 	// Volumes lists the host volumes the namespace's jobs may mount
 	// (empty = every volume a node declares).
 	Volumes []string `json:"volumes,omitempty"`
+	// Share is the namespace's fair share (1..MaxShare; 0 = not set): among
+	// jobs of equal priority the scheduler places next for the namespace
+	// furthest below its share of recent and live allocation. Fair share
+	// is on when any namespace sets one; the others then count as 1.
+	Share int64 `json:"share,omitempty"`
 
 	ModifyIndex uint64 `json:"modify_index,omitempty"`
 }
@@ -84,6 +92,9 @@ func validNamespace(n *Namespace) error {
 	}
 	if n.MaxRunning < 0 || n.MaxCPU < 0 || n.MaxMemoryMB < 0 {
 		return fmt.Errorf("%w: namespace quota: negative limit (max_running %d, max_cpu %d, max_memory %d)", ErrBadCommand, n.MaxRunning, n.MaxCPU, n.MaxMemoryMB)
+	}
+	if n.Share < 0 || n.Share > MaxShare {
+		return fmt.Errorf("%w: namespace.share: must be between 1 and %d, or 0 for none (got %d)", ErrBadCommand, MaxShare, n.Share)
 	}
 	if len(n.Drivers) > MaxNamespaceDrivers {
 		return fmt.Errorf("%w: namespace.drivers: %d entries (at most %d)", ErrBadCommand, len(n.Drivers), MaxNamespaceDrivers)

@@ -90,6 +90,7 @@ var Routes = map[string]RouteRule{
 	"GET /v1/namespaces":           {PermRead, false}, // lists the namespaces the token may read
 	"GET /v1/usage":                {PermRead, false}, // counts the namespaces the token may read
 	"GET /v1/namespaces/{name}":    {PermRead, true},
+	"GET /v1/namespaces/shares":    {PermRead, false}, // rows of the namespaces the token may read
 	"PUT /v1/namespaces/{name}":    {PermManagement, false},
 	"DELETE /v1/namespaces/{name}": {PermManagement, false},
 	// What a node's jobs use now (the node measures it; others proxy).

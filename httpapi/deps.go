@@ -91,6 +91,13 @@ type GPUUsage interface {
 	JobGPUUsage(job string, uuids []string) (devs []GPUDeviceUse, at time.Time, note string, err error)
 }
 
+// Shares computes the fair-share view from a read transaction of the
+// replicated state (main adapts sched.NamespaceShares). Called from
+// request goroutines, concurrently.
+type Shares interface {
+	NamespaceShares(tx *fsm.Tx, now time.Time) (*api.NamespaceShares, error)
+}
+
 // Clock supplies "now" for the commands the leader stamps.
 type Clock interface{ Now() time.Time }
 
@@ -128,6 +135,8 @@ type Deps struct {
 	// GPUUsage measures this node's jobs on their GPUs (nil: GET
 	// /v1/jobs/{id}/gpu-usage of an attempt here answers 503).
 	GPUUsage GPUUsage
+	// Shares computes GET /v1/namespaces/shares (nil: it answers 503).
+	Shares Shares
 	// ACL guards the routes; nil: one from Config.ACL. The agent passes
 	// the one its own routes (UI, pprof, internal) share.
 	ACL *ACL

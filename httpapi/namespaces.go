@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 
+	"github.com/foreman-sched/foreman/api"
 	"github.com/foreman-sched/foreman/fsm"
 )
 
@@ -30,6 +31,7 @@ type NamespaceStatus struct {
 	Drivers    []string       `json:"drivers,omitempty"`
 	AllowRoot  bool           `json:"allow_root"`
 	Volumes    []string       `json:"volumes,omitempty"` // host volumes its jobs may mount (empty: any)
+	Share      int64          `json:"share,omitempty"`   // fair share; 0: not set
 	Usage      NamespaceUsage `json:"usage"`
 }
 
@@ -49,6 +51,9 @@ type SetNamespaceRequest struct {
 	Drivers    []string        `json:"drivers,omitempty"`
 	AllowRoot  bool            `json:"allow_root,omitempty"`
 	Volumes    []string        `json:"volumes,omitempty"`
+	// Share is the namespace's fair share, 1..1000000 (absent: none);
+	// 0 or negative is refused.
+	Share *int64 `json:"share,omitempty"`
 }
 
 // namespaceDrivers are the drivers a namespace policy may list.
@@ -95,6 +100,12 @@ func (req *SetNamespaceRequest) normalize(name string) (fsm.Namespace, error) {
 	}
 	if n.MaxMemoryMB, err = parseQuantity("max_memory", req.MaxMemory, ParseMemory, MaxMemoryMiB, "MiB"); err != nil {
 		return n, err
+	}
+	if req.Share != nil {
+		if *req.Share < 1 || *req.Share > fsm.MaxShare {
+			return n, invalid("share", "must be between 1 and %d (got %d)", fsm.MaxShare, *req.Share)
+		}
+		n.Share = *req.Share
 	}
 	if len(req.Drivers) > fsm.MaxNamespaceDrivers {
 		return n, invalid("drivers", "at most %d drivers (got %d)", fsm.MaxNamespaceDrivers, len(req.Drivers))
@@ -179,6 +190,7 @@ func namespaceStatus(n *fsm.Namespace, name string) NamespaceStatus {
 		st.Configured = true
 		st.MaxRunning, st.MaxCPU, st.MaxMemory = n.MaxRunning, n.MaxCPU, n.MaxMemoryMB
 		st.Drivers, st.AllowRoot, st.Volumes = n.Drivers, n.AllowRoot, n.Volumes
+		st.Share = n.Share
 	}
 	return st
 }
@@ -256,4 +268,40 @@ func (s *server) namespaceStatuses(only string) ([]NamespaceStatus, error) {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
+}
+
+// NamespaceShares is the reply to GET /v1/namespaces/shares.
+type NamespaceShares = api.NamespaceShares
+
+// namespaceShares handles GET /v1/namespaces/shares: each namespace's
+// share, recent and live allocation and current factor, computed from
+// this node's replicated state (the leader's order up to the placements
+// still committing). Rows of namespaces the token may not read are left
+// out; the normalized shares still count them.
+func (s *server) namespaceShares(w http.ResponseWriter, r *http.Request) {
+	if s.shares == nil {
+		s.writeError(w, r, fmt.Errorf("%w: fair share view not wired in", ErrUnavailable))
+		return
+	}
+	var out *NamespaceShares
+	err := s.state.View(func(tx *fsm.Tx) error {
+		var err error
+		out, err = s.shares.NamespaceShares(tx, s.clock.Now())
+		return err
+	})
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	rows := out.Namespaces[:0]
+	for _, n := range out.Namespaces {
+		if s.allow(r, PermRead, n.Name) == nil {
+			rows = append(rows, n)
+		}
+	}
+	out.Namespaces = rows
+	if out.Namespaces == nil {
+		out.Namespaces = []api.NamespaceShare{}
+	}
+	writeJSON(w, http.StatusOK, out)
 }

@@ -57,6 +57,9 @@ func TestNamespaceRecordBadInput(t *testing.T) {
 		{"/v1/namespaces/team-a", `{"drivers":["process","docker"]}`, "drivers[1]"},
 		{"/v1/namespaces/team-a", `{"max_runing":1}`, "max_runing"},
 		{"/v1/namespaces/-bad", `{}`, "name"},
+		{"/v1/namespaces/team-a", `{"share":0}`, "share"},
+		{"/v1/namespaces/team-a", `{"share":-2}`, "share"},
+		{"/v1/namespaces/team-a", `{"share":1000001}`, "share"},
 	} {
 		code, body := a.do("PUT", tc.path, tc.body)
 		if code != http.StatusBadRequest || !strings.Contains(errorOf(t, body).Error, tc.field) {
@@ -133,5 +136,28 @@ func TestNamespaceRecordACL(t *testing.T) {
 	code, body := a.send("GET", "/v1/namespaces", secretFor("read-a"))
 	if code != http.StatusOK || !strings.Contains(body, `"name": "a"`) || strings.Contains(body, `"name": "default"`) {
 		t.Errorf("read-a lists: %d %s, want a only", code, body)
+	}
+}
+
+// A share is stored and shown; a bad one is refused with the record
+// unchanged.
+func TestNamespaceShare(t *testing.T) {
+	a := newTestAPI(t)
+	if code, body := a.do("PUT", "/v1/namespaces/team-a", `{"share":3,"max_running":2}`); code != http.StatusOK || !strings.Contains(body, `"share": 3`) {
+		t.Fatalf("put: %d %s", code, body)
+	}
+	code, body := a.do("PUT", "/v1/namespaces/team-a", `{"share":0}`)
+	if code != http.StatusBadRequest || !strings.Contains(errorOf(t, body).Error, "share") {
+		t.Fatalf("share 0: %d %s, want 400 naming share", code, body)
+	}
+	var st NamespaceStatus
+	code, body = a.do("GET", "/v1/namespaces/team-a", "")
+	mustJSON(t, body, &st)
+	if code != http.StatusOK || st.Share != 3 || st.MaxRunning != 2 {
+		t.Fatalf("after a refused put: %d %+v, want share 3 and max_running 2", code, st)
+	}
+	// Without the planner's view wired in, the shares route says so.
+	if code, body := a.do("GET", "/v1/namespaces/shares", ""); code != http.StatusServiceUnavailable {
+		t.Fatalf("shares without a view: %d %s, want 503", code, body)
 	}
 }

@@ -42,6 +42,7 @@ type server struct {
 	keyring    GossipKeyring
 	usage      Usage
 	gpuUsage   GPUUsage
+	shares     Shares
 	ops        Operator
 	clock      Clock
 	ids        IDs
@@ -91,6 +92,7 @@ func New(cfg Config, deps Deps) http.Handler {
 	s.keyring = deps.GossipKeys
 	s.usage = deps.Usage
 	s.gpuUsage = deps.GPUUsage
+	s.shares = deps.Shares
 	if s.clock == nil {
 		s.clock = systemClock{}
 	}
@@ -179,6 +181,7 @@ func (s *server) routes() {
 	s.handle(m, "PUT /v1/queues/{name}", s.write(s.setQueue))
 
 	s.handle(m, "GET /v1/namespaces", s.read(s.listNamespaces))
+	s.handle(m, "GET /v1/namespaces/shares", s.read(s.namespaceShares))
 	s.handle(m, "GET /v1/usage", s.read(s.usageReport))
 	s.handle(m, "GET /v1/namespaces/{name}", s.read(s.getNamespace))
 	s.handle(m, "PUT /v1/namespaces/{name}", s.write(s.setNamespace))

@@ -86,6 +86,11 @@ type Config struct {
 	Preemption       bool
 	PreemptionMargin int
 
+	// FairShareHalfLife is the half-life of the recent usage that fair
+	// share weighs (fairshare.go): usage that ended one half-life ago
+	// counts half as much as usage now.
+	FairShareHalfLife time.Duration
+
 	// DeliveryConcurrency is how many webhook deliveries the leader tries
 	// at once (deliver.go); 0 turns the deliverer off.
 	DeliveryConcurrency int
@@ -115,11 +120,17 @@ func DefaultConfig() Config {
 		CronGrace:          5 * time.Second,
 		Preemption:         true,
 		PreemptionMargin:   DefaultPreemptionMargin,
+		FairShareHalfLife:  DefaultFairShareHalfLife,
 
 		DeliveryConcurrency: 16,
 		DeliveryTimeout:     10 * time.Second,
 	}
 }
+
+// DefaultFairShareHalfLife is the default half-life of fair share's
+// recent usage: a day, so yesterday's heavy user yields to today's others
+// without a week of penalty.
+const DefaultFairShareHalfLife = 24 * time.Hour
 
 // DefaultPreemptionMargin is the smallest priority difference that lets a
 // job preempt another by default.
@@ -168,6 +179,8 @@ func (c Config) Validate() error {
 		return bad("CronGrace", "must not be negative")
 	case c.PreemptionMargin < 0 || c.PreemptionMargin > MaxPriority:
 		return bad("PreemptionMargin", fmt.Sprintf("must be between 0 and %d (got %d)", MaxPriority, c.PreemptionMargin))
+	case c.FairShareHalfLife <= 0:
+		return bad("FairShareHalfLife", "must be positive")
 	case c.DeliveryConcurrency < 0:
 		return bad("DeliveryConcurrency", "must not be negative")
 	case c.DeliveryConcurrency > 0 && c.DeliveryTimeout <= 0:

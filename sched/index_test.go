@@ -77,98 +77,118 @@ func planBoth(t *testing.T, f *fsm.FSM, now time.Time, cfg Config) (full, indexe
 // finishing in between.
 func TestIndexedPlanMatchesFullPlan(t *testing.T) {
 	for seed := int64(1); seed <= 25; seed++ {
-		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
-			rng := newRand(seed)
-			e := newLoopEnv(t)
-			cfg := DefaultConfig()
-			cfg.AgingInterval = time.Minute
-			cfg.MinCandidates = 1 + rng.Intn(4)
-			// Like reasons, preemption is planned only for the jobs a plan
-			// reads (the head of each blocked group), which a full plan
-			// reads all of: the two differ by design (preempt_test.go).
-			cfg.Preemption = false
-			for i := range 1 + rng.Intn(8) {
-				n := node(fmt.Sprintf("n%02d", i), int64(1000*(1+rng.Intn(8))), int64(1024*(1+rng.Intn(8))), "zone", zones[rng.Intn(len(zones))])
-				if rng.Intn(6) == 0 {
-					n.Eligibility = fsm.Ineligible
-				}
-				if rng.Intn(2) == 0 {
-					n.JobUsers = []string{"nobody"}
-				}
-				e.apply(fsm.CmdUpsertNode, &fsm.UpsertNode{Node: n})
+		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) { indexedMatchesFull(t, seed, false) })
+	}
+}
+
+// With fair share on (namespaces with shares, every source keyed by its
+// namespace's key), the indexed plan still places exactly what the full
+// one does.
+func TestIndexedPlanMatchesFullPlanFairShare(t *testing.T) {
+	for seed := int64(1); seed <= 25; seed++ {
+		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) { indexedMatchesFull(t, seed, true) })
+	}
+}
+
+func indexedMatchesFull(t *testing.T, seed int64, fair bool) {
+	rng := newRand(seed)
+	e := newLoopEnv(t)
+	cfg := DefaultConfig()
+	cfg.AgingInterval = time.Minute
+	cfg.MinCandidates = 1 + rng.Intn(4)
+	// Like reasons, preemption is planned only for the jobs a plan
+	// reads (the head of each blocked group), which a full plan
+	// reads all of: the two differ by design (preempt_test.go).
+	cfg.Preemption = false
+	for i := range 1 + rng.Intn(8) {
+		n := node(fmt.Sprintf("n%02d", i), int64(1000*(1+rng.Intn(8))), int64(1024*(1+rng.Intn(8))), "zone", zones[rng.Intn(len(zones))])
+		if rng.Intn(6) == 0 {
+			n.Eligibility = fsm.Ineligible
+		}
+		if rng.Intn(2) == 0 {
+			n.JobUsers = []string{"nobody"}
+		}
+		e.apply(fsm.CmdUpsertNode, &fsm.UpsertNode{Node: n})
+	}
+	e.apply(fsm.CmdSetQueue, &fsm.SetQueue{Name: "q1", MaxRunning: 1 + rng.Intn(3)})
+	// Namespace quotas and job users: part of the placement group,
+	// so the indexed plan still stops each group exactly where the
+	// full plan does.
+	a := fsm.Namespace{Name: "a", MaxRunning: 1 + rng.Intn(4)}
+	b := fsm.Namespace{Name: "b", MaxCPU: int64(500 * (1 + rng.Intn(6)))}
+	if fair {
+		a.Share, b.Share = int64(1+rng.Intn(4)), int64(1+rng.Intn(4))
+		e.apply(fsm.CmdSetNamespace, &fsm.SetNamespace{Namespace: fsm.Namespace{Name: "c", Share: int64(1 + rng.Intn(4))}})
+	}
+	e.apply(fsm.CmdSetNamespace, &fsm.SetNamespace{Namespace: a})
+	e.apply(fsm.CmdSetNamespace, &fsm.SetNamespace{Namespace: b})
+	namespaces := []string{"", "a", "b"}
+	if fair {
+		namespaces = append(namespaces, "c", "c", "c")
+	}
+	next := 0
+	submit := func(n int) {
+		p := &fsm.SubmitJobs{}
+		for range n {
+			next++
+			spec := fsm.JobSpec{Command: []string{"true"}, Priority: 25 * rng.Intn(5), MaxAttempts: 3,
+				Resources: fsm.Resources{CPU: int64(500 * rng.Intn(4)), MemoryMB: int64(512 * rng.Intn(3))},
+				Backoff:   fsm.Backoff{Initial: fsm.Duration(time.Duration(1+rng.Intn(90)) * time.Second), Multiplier: 1}}
+			switch rng.Intn(10) {
+			case 0:
+				spec.Queue = "q1"
+			case 1:
+				spec.Constraints = []string{"zone == " + zones[rng.Intn(len(zones))]}
+			case 2:
+				spec.Constraints = []string{"gpu == yes"} // matches no node
+			case 3:
+				spec.Resources.CPU = 1_000_000 // fits no node
 			}
-			e.apply(fsm.CmdSetQueue, &fsm.SetQueue{Name: "q1", MaxRunning: 1 + rng.Intn(3)})
-			// Namespace quotas and job users: part of the placement group,
-			// so the indexed plan still stops each group exactly where the
-			// full plan does.
-			e.apply(fsm.CmdSetNamespace, &fsm.SetNamespace{Namespace: fsm.Namespace{Name: "a", MaxRunning: 1 + rng.Intn(4)}})
-			e.apply(fsm.CmdSetNamespace, &fsm.SetNamespace{Namespace: fsm.Namespace{Name: "b", MaxCPU: int64(500 * (1 + rng.Intn(6)))}})
-			namespaces := []string{"", "a", "b"}
-			next := 0
-			submit := func(n int) {
-				p := &fsm.SubmitJobs{}
-				for range n {
-					next++
-					spec := fsm.JobSpec{Command: []string{"true"}, Priority: 25 * rng.Intn(5), MaxAttempts: 3,
-						Resources: fsm.Resources{CPU: int64(500 * rng.Intn(4)), MemoryMB: int64(512 * rng.Intn(3))},
-						Backoff:   fsm.Backoff{Initial: fsm.Duration(time.Duration(1+rng.Intn(90)) * time.Second), Multiplier: 1}}
-					switch rng.Intn(10) {
-					case 0:
-						spec.Queue = "q1"
-					case 1:
-						spec.Constraints = []string{"zone == " + zones[rng.Intn(len(zones))]}
-					case 2:
-						spec.Constraints = []string{"gpu == yes"} // matches no node
-					case 3:
-						spec.Resources.CPU = 1_000_000 // fits no node
-					}
-					spec.Namespace = namespaces[rng.Intn(len(namespaces))]
-					if rng.Intn(5) == 0 {
-						spec.User = []string{"nobody", "root"}[rng.Intn(2)]
-					}
-					if rng.Intn(4) == 0 {
-						rt := e.clk.Now().Add(time.Duration(rng.Intn(600)-60) * time.Second)
-						spec.RunAt = &rt
-					}
-					if rng.Intn(5) == 0 {
-						dl := e.clk.Now().Add(time.Duration(rng.Intn(900)) * time.Second)
-						spec.Deadline = &dl
-					}
-					p.Jobs = append(p.Jobs, fsm.NewJob{ID: fmt.Sprintf("01J%023d", next), Spec: spec})
-				}
-				e.apply(fsm.CmdSubmitJobs, p)
+			spec.Namespace = namespaces[rng.Intn(len(namespaces))]
+			if rng.Intn(5) == 0 {
+				spec.User = []string{"nobody", "root"}[rng.Intn(2)]
 			}
-			for range 20 {
-				e.clk.Advance(time.Duration(rng.Intn(120)) * time.Second)
-				submit(rng.Intn(40))
-				if rng.Intn(3) == 0 && next > 0 {
-					e.r.Apply(context.Background(), mustCommand(fsm.CmdCancelJob, e.clk.Now(),
-						&fsm.CancelJob{JobID: fmt.Sprintf("01J%023d", 1+rng.Intn(next))}))
-				}
-				now := e.clk.Now()
-				full, idx := planBoth(t, e.f, now, cfg)
-				compareDecisions(t, full, idx)
-				for _, cmd := range idx.Commands {
-					if _, err := e.r.Apply(context.Background(), cmd); err != nil {
-						t.Fatal(err)
-					}
-				}
-				// Some attempts finish: succeed, or fail into a retry.
-				var live []fsm.Attempt
-				_ = e.f.View(func(tx *fsm.Tx) error {
-					return tx.LiveAttempts(func(a *fsm.Attempt) bool { live = append(live, *a); return true })
-				})
-				for _, a := range live {
-					switch rng.Intn(3) {
-					case 0:
-						e.fail(&a)
-					case 1:
-						e.apply(fsm.CmdReport, &fsm.ReportAttempt{JobID: a.JobID, Attempt: a.Num, FencingToken: a.FencingToken,
-							Node: a.Node, State: fsm.AttemptSucceeded})
-					}
-				}
+			if rng.Intn(4) == 0 {
+				rt := e.clk.Now().Add(time.Duration(rng.Intn(600)-60) * time.Second)
+				spec.RunAt = &rt
 			}
+			if rng.Intn(5) == 0 {
+				dl := e.clk.Now().Add(time.Duration(rng.Intn(900)) * time.Second)
+				spec.Deadline = &dl
+			}
+			p.Jobs = append(p.Jobs, fsm.NewJob{ID: fmt.Sprintf("01J%023d", next), Spec: spec})
+		}
+		e.apply(fsm.CmdSubmitJobs, p)
+	}
+	for range 20 {
+		e.clk.Advance(time.Duration(rng.Intn(120)) * time.Second)
+		submit(rng.Intn(40))
+		if rng.Intn(3) == 0 && next > 0 {
+			e.r.Apply(context.Background(), mustCommand(fsm.CmdCancelJob, e.clk.Now(),
+				&fsm.CancelJob{JobID: fmt.Sprintf("01J%023d", 1+rng.Intn(next))}))
+		}
+		now := e.clk.Now()
+		full, idx := planBoth(t, e.f, now, cfg)
+		compareDecisions(t, full, idx)
+		for _, cmd := range idx.Commands {
+			if _, err := e.r.Apply(context.Background(), cmd); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// Some attempts finish: succeed, or fail into a retry.
+		var live []fsm.Attempt
+		_ = e.f.View(func(tx *fsm.Tx) error {
+			return tx.LiveAttempts(func(a *fsm.Attempt) bool { live = append(live, *a); return true })
 		})
+		for _, a := range live {
+			switch rng.Intn(3) {
+			case 0:
+				e.fail(&a)
+			case 1:
+				e.apply(fsm.CmdReport, &fsm.ReportAttempt{JobID: a.JobID, Attempt: a.Num, FencingToken: a.FencingToken,
+					Node: a.Node, State: fsm.AttemptSucceeded})
+			}
+		}
 	}
 }
 

@@ -86,6 +86,8 @@ type Scheduler struct {
 
 	nodeIndex nodeIndexCache // the loop's plans' node index (one goroutine)
 	specs     specMemo       // the loop's plans' job specs for preemption (one goroutine)
+	recent    recentCache    // fair share's decayed usage of completed hours (one goroutine)
+	groupNS   map[string]string
 }
 
 // CronCommits is how many fire commands the cron loop has proposed.
@@ -97,6 +99,10 @@ func (s *Scheduler) Plans() int64 { return s.plans.Load() }
 
 // PlanTime is the total time spent loading snapshots and planning.
 func (s *Scheduler) PlanTime() time.Duration { return time.Duration(s.planNanos.Load()) }
+
+// maxGroupNamespaces bounds the loop's cache of placement groups'
+// namespaces (it is dropped and rebuilt past it).
+const maxGroupNamespaces = 100_000
 
 // coalesceFactor sizes the coalescing window from the last plan's cost: a
 // plan that took c waits up to coalesceFactor*c (capped by Config.Coalesce)
@@ -316,6 +322,15 @@ func (s *Scheduler) planOnce(ctx context.Context, inf *inflight) (dec *Decision,
 		snap.Placing, snap.PendingReasons = placing, reasons
 		snap.NodeIndex = s.nodeIndex.get(snap.Nodes)
 		snap.JobSpec = s.specs.wrap(snap.JobSpec)
+		if len(snap.Shares) > 0 {
+			if snap.Recent, err = s.recent.get(UsageHoursOf(tx), now, s.cfg.FairShareHalfLife); err != nil {
+				return fmt.Errorf("read recent usage: %w", err)
+			}
+			if s.groupNS == nil || len(s.groupNS) > maxGroupNamespaces {
+				s.groupNS = map[string]string{}
+			}
+			snap.GroupNamespaces = s.groupNS
+		}
 		dec = Plan(snap, now, s.cfg)
 		if dec.Err != nil {
 			return fmt.Errorf("read queued jobs: %w", dec.Err)

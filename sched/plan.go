@@ -225,7 +225,8 @@ func (pl *planning) placeAll(cands []candidate) {
 		}
 	}
 	quota := newQuotaBook(pl.snap)
-	queue := newCandidateQueue(cands, pl.snap.Queued, inMem, pl.now, pl.cfg)
+	fair := newFairBook(pl.snap)
+	queue := newCandidateQueue(cands, pl.snap.Queued, inMem, pl.now, pl.cfg, fair, pl.snap.GroupNamespaces)
 	// Share jobs of one effective priority are held back and placed
 	// largest first once the priority changes (first-fit decreasing,
 	// gpu_share.go).
@@ -233,16 +234,16 @@ func (pl *planning) placeAll(cands []candidate) {
 	for c, ok := queue.next(); ok; c, ok = queue.next() {
 		if shares.due(c) {
 			for _, h := range shares.take() {
-				pl.placeOne(p, h, queue, running, quota)
+				pl.placeOne(p, h, queue, running, quota, fair)
 			}
 		}
 		if shares.hold(c) {
 			continue
 		}
-		pl.placeOne(p, c, queue, running, quota)
+		pl.placeOne(p, c, queue, running, quota, fair)
 	}
 	for _, h := range shares.take() {
-		pl.placeOne(p, h, queue, running, quota)
+		pl.placeOne(p, h, queue, running, quota, fair)
 	}
 	pl.err = queue.err
 	pl.stats.Read = queue.read
@@ -252,7 +253,7 @@ func (pl *planning) placeAll(cands []candidate) {
 
 // placeOne places one candidate, or records why it waits (and tries
 // preemption for it).
-func (pl *planning) placeOne(p *placer, c candidate, queue *candidateQueue, running map[string]int, quota *quotaBook) {
+func (pl *planning) placeOne(p *placer, c candidate, queue *candidateQueue, running map[string]int, quota *quotaBook, fair *fairBook) {
 	j := c.job
 	q := j.Spec.Queue
 	var reason string
@@ -274,6 +275,7 @@ func (pl *planning) placeOne(p *placer, c candidate, queue *candidateQueue, runn
 			if slots != nil {
 				running[q]++
 				quota.take(ns, &req, len(slots))
+				fair.take(ns, &req, len(slots))
 				p := fsm.Placement{JobID: j.ID, Node: slots[0].Node, Resources: req, Tasks: slots}
 				pl.placed = append(pl.placed, p)
 				pl.placings = append(pl.placings, Placing{Placement: p, Queue: q, Namespace: ns})
@@ -286,6 +288,7 @@ func (pl *planning) placeOne(p *placer, c candidate, queue *candidateQueue, runn
 		if ni >= 0 {
 			running[q]++
 			quota.take(ns, &req, 1)
+			fair.take(ns, &req, 1)
 			p := fsm.Placement{JobID: j.ID, Node: pl.nodes[ni].node.Name, Resources: req, GPUs: gpus.whole, GPUShare: gpus.share}
 			pl.placed = append(pl.placed, p)
 			pl.placings = append(pl.placings, Placing{Placement: p, Queue: q, Namespace: ns})

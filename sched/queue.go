@@ -28,19 +28,30 @@ type QueuedRun interface {
 	Advance()
 }
 
-// runHead is a run with the order key of its head.
+// runHead is one source of candidates with the order key of its head: an
+// index run, or (run nil) a sorted slice of in-memory candidates. With
+// fair share on, the in-memory candidates form one source per namespace,
+// so every source holds one namespace (the placement group includes it).
 type runHead struct {
 	run       QueuedRun
+	mem       []candidate
+	ns        string  // stored namespace (set only with fair share on)
+	nsKnown   bool    // ns is set
+	fair      float64 // ns's fair-share key when last looked (never above its current key)
 	eff       int
 	submitted time.Time
 	id        string
 }
 
-// before is Plan's order: effective priority (high first), then FIFO by
-// submit time, then ID.
-func before(effA int, subA time.Time, idA string, effB int, subB time.Time, idB string) bool {
+// before is Plan's order: effective priority (high first), then the
+// namespace's fair-share key (low first; 0 for all when fair share is
+// off), then FIFO by submit time, then ID.
+func before(effA int, fairA float64, subA time.Time, idA string, effB int, fairB float64, subB time.Time, idB string) bool {
 	if effA != effB {
 		return effA > effB
+	}
+	if fairA != fairB {
+		return fairA < fairB
 	}
 	if c := subA.Compare(subB); c != 0 {
 		return c < 0
@@ -53,7 +64,7 @@ type runHeap []*runHead
 func (h runHeap) Len() int { return len(h) }
 func (h runHeap) Less(i, j int) bool {
 	a, b := h[i], h[j]
-	return before(a.eff, a.submitted, a.id, b.eff, b.submitted, b.id)
+	return before(a.eff, a.fair, a.submitted, a.id, b.eff, b.fair, b.submitted, b.id)
 }
 func (h runHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
 func (h *runHeap) Push(x any)   { *h = append(*h, x.(*runHead)) }
@@ -64,27 +75,59 @@ func (h *runHeap) Pop() any {
 	return x
 }
 
-// candidateQueue yields candidates in Plan's order from two sources: the
-// in-memory candidates (sorted; jobs released in this plan, and every
-// queued job of a snapshot built by hand) and the index runs (read one
-// job at a time). Once a job of a placement group fails to place, the
-// runs of that group are dropped: the rest of the group would fail the
-// same way, so they are never read (and get no new reason this plan).
+// candidateQueue yields candidates in Plan's order from two kinds of
+// source merged in one heap: the in-memory candidates (sorted; jobs
+// released in this plan, and every queued job of a snapshot built by
+// hand) and the index runs (read one job at a time). Once a job of a
+// placement group fails to place, the runs of that group are dropped: the
+// rest of the group would fail the same way, so they are never read (and
+// get no new reason this plan).
+//
+// With fair share on (fair non-nil), each source's key includes its
+// namespace's fair-share key. Keys only grow during a plan, so a stored
+// key is never above the current one: when the top's stored key is
+// stale it is refreshed and the heap looked at again (lazy
+// re-evaluation); a top whose key is current is the true minimum.
 type candidateQueue struct {
-	mem  []candidate
 	runs runHeap
 	now  time.Time
 	cfg  Config
+	fair *fairBook
+	// groupNS caches the namespace of a placement group (Snapshot.GroupNamespaces).
+	groupNS map[string]string
 	// inMem holds the IDs of snapshot jobs already handled in memory, which
 	// the runs must not yield again.
 	inMem map[string]bool
 	dead  map[string]bool // placement groups known not to fit this plan
+	index bool            // there are index runs (dead groups matter)
 	err   error           // the first failed read
 	read  int             // jobs read from runs
 }
 
-func newCandidateQueue(mem []candidate, runs []QueuedRun, inMem map[string]bool, now time.Time, cfg Config) *candidateQueue {
-	q := &candidateQueue{mem: mem, now: now, cfg: cfg, inMem: inMem, dead: map[string]bool{}}
+func newCandidateQueue(mem []candidate, runs []QueuedRun, inMem map[string]bool, now time.Time, cfg Config, fair *fairBook, groupNS map[string]string) *candidateQueue {
+	q := &candidateQueue{now: now, cfg: cfg, inMem: inMem, dead: map[string]bool{}, fair: fair, groupNS: groupNS}
+	if fair == nil {
+		if len(mem) > 0 {
+			q.runs = append(q.runs, q.memHead(&runHead{mem: mem}))
+		}
+	} else {
+		// One in-memory source per namespace, each in the order of mem.
+		byNS := map[string]*runHead{}
+		for _, c := range mem {
+			ns := c.job.Spec.Namespace
+			h := byNS[ns]
+			if h == nil {
+				h = &runHead{ns: ns}
+				byNS[ns] = h
+				q.runs = append(q.runs, h)
+			}
+			h.mem = append(h.mem, c)
+		}
+		for _, h := range q.runs {
+			q.memHead(h)
+		}
+	}
+	q.index = len(runs) > 0
 	for _, r := range runs {
 		rh := &runHead{run: r}
 		if q.load(rh) {
@@ -93,6 +136,14 @@ func newCandidateQueue(mem []candidate, runs []QueuedRun, inMem map[string]bool,
 	}
 	heap.Init(&q.runs)
 	return q
+}
+
+// memHead sets an in-memory source's key from its first candidate.
+func (q *candidateQueue) memHead(h *runHead) *runHead {
+	c := h.mem[0]
+	h.eff, h.submitted, h.id = c.eff, c.job.SubmittedAt, c.job.ID
+	h.fair = q.fair.key(h.ns)
+	return h
 }
 
 // load sets rh's order key from its run's head, skipping jobs handled in
@@ -107,25 +158,65 @@ func (q *candidateQueue) load(rh *runHead) bool {
 			rh.run.Advance()
 			continue
 		}
+		if q.fair != nil && !rh.nsKnown {
+			if !q.runNamespace(rh) {
+				return false
+			}
+		}
 		rh.eff = effectivePriority(rh.run.Priority(), sub, q.now, q.cfg)
 		rh.submitted, rh.id = sub, id
+		rh.fair = q.fair.key(rh.ns)
 		return true
 	}
+}
+
+// runNamespace sets rh.ns from the cache or its head job (every job of a
+// run is of one namespace); false when the read failed.
+func (q *candidateQueue) runNamespace(rh *runHead) bool {
+	g := rh.run.Group()
+	if ns, ok := q.groupNS[g]; ok {
+		rh.ns, rh.nsKnown = ns, true
+		return true
+	}
+	j, err := rh.run.Job()
+	if err != nil {
+		if q.err == nil {
+			q.err = err
+		}
+		return false
+	}
+	rh.ns, rh.nsKnown = j.Spec.Namespace, true
+	if q.groupNS != nil {
+		q.groupNS[g] = rh.ns
+	}
+	return true
 }
 
 // next returns the next candidate, or false when there is none.
 func (q *candidateQueue) next() (candidate, bool) {
 	for len(q.runs) > 0 {
 		top := q.runs[0]
-		if q.dead[top.run.Group()] {
+		if top.run != nil && q.dead[top.run.Group()] {
 			heap.Pop(&q.runs)
 			continue
 		}
-		if len(q.mem) > 0 {
-			m := q.mem[0]
-			if !before(top.eff, top.submitted, top.id, m.eff, m.job.SubmittedAt, m.job.ID) {
-				break
+		if q.fair != nil {
+			if k := q.fair.key(top.ns); k != top.fair {
+				top.fair = k
+				heap.Fix(&q.runs, 0)
+				continue
 			}
+		}
+		if top.run == nil {
+			c := top.mem[0]
+			top.mem = top.mem[1:]
+			if len(top.mem) > 0 {
+				q.memHead(top)
+				heap.Fix(&q.runs, 0)
+			} else {
+				heap.Pop(&q.runs)
+			}
+			return c, true
 		}
 		j, err := top.run.Job()
 		if err != nil {
@@ -144,17 +235,13 @@ func (q *candidateQueue) next() (candidate, bool) {
 		}
 		return candidate{job: j, eff: EffectivePriority(j, q.now, q.cfg)}, true
 	}
-	if len(q.mem) > 0 {
-		c := q.mem[0]
-		q.mem = q.mem[1:]
-		return c, true
-	}
 	return candidate{}, false
 }
 
 // unplaced records that j did not fit: neither will the rest of its group.
 func (q *candidateQueue) unplaced(j *fsm.Job) {
-	if len(q.runs) > 0 {
-		q.dead[fsm.PlacementGroup(&j.Spec)] = true
+	if !q.index {
+		return
 	}
+	q.dead[fsm.PlacementGroup(&j.Spec)] = true
 }

@@ -96,7 +96,8 @@ type namespaceReader interface {
 var _ namespaceReader = (*fsm.Tx)(nil)
 
 // loadNamespaceQuotas fills s.NamespaceQuotas and s.NamespaceUsage when
-// the reader has namespace records with a quota. Usage reads the job of
+// the reader has namespace records with a quota, and s.Shares with the
+// namespaces' fair shares. Usage reads the job of
 // every live attempt, so a cluster without quotas pays nothing.
 func loadNamespaceQuotas(r Reader, s *Snapshot) error {
 	nr, ok := r.(namespaceReader)
@@ -109,6 +110,12 @@ func loadNamespaceQuotas(r Reader, s *Snapshot) error {
 	}
 	for i := range list {
 		n := &list[i]
+		if n.Share > 0 {
+			if s.Shares == nil {
+				s.Shares = map[string]int64{}
+			}
+			s.Shares[fsm.StoredNamespace(n.Name)] = n.Share
+		}
 		if !n.HasQuota() {
 			continue
 		}

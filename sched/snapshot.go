@@ -42,6 +42,20 @@ type Snapshot struct {
 	// of them holds now (quota.go). Both nil when no namespace has a quota.
 	NamespaceQuotas map[string]*fsm.Namespace
 	NamespaceUsage  map[string]NamespaceUsage
+	// Shares holds the fair share of every namespace that sets one, by
+	// stored namespace name; nil or empty: fair share is off and Plan's
+	// order is priority then FIFO. When on, a namespace absent from it
+	// counts as share 1 (fairshare.go).
+	Shares map[string]int64
+	// Recent is each namespace's recent average allocation (finished
+	// attempts, decayed with Config.FairShareHalfLife), by stored name;
+	// read only with fair share on.
+	Recent map[string]Alloc
+	// GroupNamespaces caches the namespace of each placement group across
+	// plans (a group's key is a hash that includes its namespace, so the
+	// answer never changes): Plan adds the groups whose head job it read
+	// for it. Nil: no cache. It is the one field Plan writes.
+	GroupNamespaces map[string]string
 	// Placing holds placements of earlier plans whose Place entries are
 	// not applied yet (the leader loop fills it; LoadSnapshot does not).
 	// Plan counts them as live attempts on their nodes and as running in

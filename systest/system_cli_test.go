@@ -24,7 +24,14 @@ type cliResult struct {
 
 func runForeman(t testing.TB, bin, addr string, args ...string) cliResult {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), cliCommandTimeout)
+	return runForemanFor(t, cliCommandTimeout, bin, addr, args...)
+}
+
+// runForemanFor is runForeman for a command that may run up to timeout
+// (a bench).
+func runForemanFor(t testing.TB, timeout time.Duration, bin, addr string, args ...string) cliResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = append(os.Environ(), "FOREMAN_ADDR="+addr)
@@ -42,7 +49,7 @@ func runForeman(t testing.TB, bin, addr string, args ...string) cliResult {
 		t.Fatalf("foreman %s: %v", strings.Join(args, " "), err)
 	}
 	if ctx.Err() != nil {
-		t.Fatalf("foreman %s: still running after %s\nstdout: %s\nstderr: %s", strings.Join(args, " "), cliCommandTimeout, r.stdout, r.stderr)
+		t.Fatalf("foreman %s: still running after %s\nstdout: %s\nstderr: %s", strings.Join(args, " "), timeout, r.stdout, r.stderr)
 	}
 	return r
 }

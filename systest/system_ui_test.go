@@ -499,6 +499,7 @@ func TestSystemUI(t *testing.T) {
 		b.t = t
 		b.open(via.url("/ui/cluster"), "#raft-servers")
 		b.wait("3 raft servers", `document.querySelectorAll("#raft-servers tbody tr").length === 3`)
+		b.wait("the fair share table", `document.querySelector("#fair-share") !== null`)
 		b.shot("cluster")
 		b.open(ui, "#counts .card")
 		b.wait("charts", `document.querySelectorAll("figure.spark").length === 3`)

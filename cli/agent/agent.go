@@ -116,6 +116,7 @@ dozen hosts). --role server or --role replica makes a later agent a raft member 
 			&ucli.DurationFlag{Name: "idempotency-window", Value: 24 * time.Hour, Usage: "how long idempotency keys are remembered"},
 			&ucli.IntFlag{Name: "preemption-margin", Value: sched.DefaultPreemptionMargin, Usage: "smallest priority difference (0-100) that lets a queued job preempt a preemptible one"},
 			&ucli.BoolFlag{Name: "no-preemption", Usage: "never preempt running attempts for higher priorities"},
+			&ucli.DurationFlag{Name: "fair-share-half-life", Value: sched.DefaultFairShareHalfLife, Usage: "half-life of the recent usage fair share weighs (namespace shares)"},
 			&ucli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error"},
 			&ucli.BoolFlag{Name: "pprof", Usage: "serve Go runtime profiles under /debug/pprof on the HTTP port (needs an operator token with --acl)"},
 			&ucli.StringFlag{Name: "token-file", Usage: "a client agent's token under --acl (role client:NAME, from foreman acl token create): it opens the work stream and sends reports with it"},
@@ -334,6 +335,7 @@ func agentConfigFrom(c *ucli.Context, version string) (*agentConfig, error) {
 	}
 	s.PreemptionMargin = c.Int("preemption-margin")
 	s.Preemption = !c.Bool("no-preemption")
+	s.FairShareHalfLife = c.Duration("fair-share-half-life")
 	if s.DefaultRequest.CPU, err = httpapi.ParseCPU(c.String("default-cpu")); err != nil {
 		return nil, fmt.Errorf("--default-cpu: %w", err)
 	}
@@ -341,6 +343,9 @@ func agentConfigFrom(c *ucli.Context, version string) (*agentConfig, error) {
 		return nil, fmt.Errorf("--default-memory: %w", err)
 	}
 	if err := s.Validate(); err != nil {
+		if s.FairShareHalfLife <= 0 {
+			return nil, fmt.Errorf("--fair-share-half-life %s: must be positive", s.FairShareHalfLife)
+		}
 		if errors.Is(err, sched.ErrInvalidConfig) && strings.Contains(err.Error(), "UsageLabels") {
 			return nil, fmt.Errorf("--usage-labels %q: %v", c.String("usage-labels"), err)
 		}
@@ -553,6 +558,7 @@ func runAgent(parent context.Context, cfg *agentConfig) error {
 		Objects:    objectReader(store),
 		Usage:      nodeUsage{},
 		GPUUsage:   gpuUsage{cfg.cluster.Name},
+		Shares:     fairShares{cfg.sched.FairShareHalfLife},
 		PeerTLS:    peerTLS,
 		GossipKeys: keyringAdapter{node},
 	})

@@ -67,6 +67,7 @@ func Command() *ucli.Command {
 			eventsCommand(driver),
 			gangCommand(driver),
 			preemptCommand(driver),
+			fairshareCommand(driver),
 			nodesCommand(driver),
 		},
 	}

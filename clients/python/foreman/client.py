@@ -52,7 +52,7 @@ def _read_exactly(fp: Any, n: int) -> bytes:
     if len(b) != n:
         raise ConnectionError("the exec stream ended before its exit frame")
     return b
-from .models import TERMINAL_STATES, Event, GPUUsage, Job, JobPage, UsageReport
+from .models import TERMINAL_STATES, Event, GPUUsage, Job, JobPage, NamespaceShares, UsageReport
 from .schedules import Schedules
 from .specs import Command, merge_spec
 from .workflows import Workflows
@@ -348,6 +348,20 @@ class Client:
         it has ended."""
         q = {"attempt": attempt}
         return GPUUsage.from_json(self._t.call("GET", f"/v1/jobs/{_esc(_id(job))}/gpu-usage", query=q).json())
+
+    # ---- namespaces ----
+
+    def set_namespace(self, name: str, **fields: Any) -> Dict[str, Any]:
+        """Replace a namespace's record (management): ``max_running``,
+        ``max_cpu``, ``max_memory``, ``drivers``, ``allow_root``, ``volumes``,
+        ``share`` (fair share, 1..1000000). An absent field is unset; a bad
+        one raises InvalidError naming it and changes nothing."""
+        return self._t.call("PUT", f"/v1/namespaces/{_esc(name)}", json=fields, idempotent=True).json()
+
+    def namespace_shares(self) -> NamespaceShares:
+        """Every namespace's fair share, recent and live allocation and
+        current factor (GET /v1/namespaces/shares)."""
+        return NamespaceShares.from_json(self._t.call("GET", "/v1/namespaces/shares").json())
 
     def usage(
         self,

@@ -97,6 +97,49 @@ class GPUUsage:
 
 
 @dataclass
+class NamespaceShare:
+    """One namespace's fair-share standing (GET /v1/namespaces/shares).
+
+    ``share`` 0 means not set (it counts as 1 while fair share is on);
+    ``recent`` and ``live`` are allocations ``{"cpu": millicores, "memory":
+    MiB, "gpus": n}``; ``factor`` is (recent + live) dominant share / share,
+    lowest placed first among equal priorities."""
+
+    name: str
+    share: int
+    normalized: float
+    recent: Dict[str, float]
+    recent_dominant: float
+    live: Dict[str, float]
+    live_dominant: float
+    factor: float
+
+    @classmethod
+    def from_json(cls, d: Dict[str, Any]) -> "NamespaceShare":
+        return cls(name=d.get("name", ""), share=int(d.get("share", 0)), normalized=float(d.get("normalized", 0)),
+                   recent=dict(d.get("recent") or {}), recent_dominant=float(d.get("recent_dominant", 0)),
+                   live=dict(d.get("live") or {}), live_dominant=float(d.get("live_dominant", 0)),
+                   factor=float(d.get("factor", 0)))
+
+
+@dataclass
+class NamespaceShares:
+    """GET /v1/namespaces/shares: fair share on or off, the half-life of
+    recent use, the cluster's capacity and every namespace's standing."""
+
+    enabled: bool
+    half_life_seconds: float
+    capacity: Dict[str, float]
+    namespaces: List[NamespaceShare]
+
+    @classmethod
+    def from_json(cls, d: Dict[str, Any]) -> "NamespaceShares":
+        return cls(enabled=bool(d.get("enabled")), half_life_seconds=float(d.get("half_life_seconds", 0)),
+                   capacity=dict(d.get("capacity") or {}),
+                   namespaces=[NamespaceShare.from_json(x) for x in d.get("namespaces") or []])
+
+
+@dataclass
 class UsageRow:
     """One key's use in one period of a UsageReport: ``usage`` holds the
     exact integer sums (milliseconds), the other fields the same in seconds
