@@ -41,8 +41,13 @@ func newLoopEnv(t testing.TB) *loopEnv {
 	}
 	t.Cleanup(func() { f.Close() })
 	clk := newFakeClock(t0)
-	return &loopEnv{t: t, f: f, clk: clk,
+	e := &loopEnv{t: t, f: f, clk: clk,
 		r: &fakeRaft{t: t, f: f, leaderSince: t0.Add(-time.Hour), heard: map[string]time.Time{}}}
+	// Accounting on, as in a cluster past its first leader: a loop that
+	// starts commits start_usage otherwise, and that commit's signal can
+	// land in the window a test measures (TestEnsureUsage covers it).
+	e.apply(fsm.CmdStartUsage, &fsm.StartUsage{})
+	return e
 }
 
 // apply commits a command stamped with the fake clock's time.

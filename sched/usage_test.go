@@ -11,9 +11,9 @@ import (
 // The leader turns accounting on with its labels, proposes nothing while
 // the state agrees, and again when its labels change.
 func TestEnsureUsage(t *testing.T) {
-	e := newLoopEnv(t)
+	e := newLoopEnv(t) // accounting on, without labels
 	starts := func() int {
-		n := 0
+		n := -1 // newLoopEnv's
 		for _, c := range e.r.log {
 			if c.Type == fsm.CmdStartUsage {
 				n++
