@@ -7,8 +7,10 @@ import (
 	"github.com/foreman-sched/foreman/fsm"
 )
 
-// Fair share (issue 39): among jobs of equal effective priority, the next
-// placement goes to the namespace furthest below its share. A namespace's
+// Fair share (issue 39): among jobs of one priority level (the effective
+// priority rounded down to a priority in use: aging lifts a job to the
+// next level, never ahead of its own level's jobs; order.go, levels), the
+// next placement goes to the namespace furthest below its share. A namespace's
 // key is its dominant-resource share (DRF) of recent plus live allocation,
 // divided by its share:
 //

@@ -95,13 +95,34 @@ func TestFairShareOrder(t *testing.T) {
 		{name: "recent usage counts", jobs: append(flood("a", 0, 10, 0), flood("b", 0, 10, 100)...),
 			shares: map[string]int64{"a": 1, "b": 1}, recent: map[string]Alloc{"a": {CPU: 2000}},
 			want: []string{"b", "b", "a", "b", "a", "b", "a", "b"}},
-		// Aging is part of the effective priority, so it comes first: b's
-		// jobs waited 10 minutes more and outrank a's fresh ones whatever
-		// the shares (sched/DESIGN.md, "Fair share").
-		{name: "aging beats fair share", jobs: append(flood("a", 0, 10, 600), flood("b", 0, 10, -600)...),
+		// The plan runs at 10:00 (t0 + 1h). a flooded at 9:30, b floods
+		// now, same spec priority and shares: a's backlog has aged 30
+		// levels, but aging only lifts a job to the next priority in use
+		// (there is none here), so within the level fair share decides:
+		// they alternate (a first: older, equal keys). Ordering by the
+		// aged priority would give a all 8 slots.
+		{name: "aging does not outrank fair share within a level", jobs: append(flood("a", 0, 10, 1800), flood("b", 0, 10, 3600)...),
+			shares: map[string]int64{"a": 1, "b": 1}, aging: true, want: []string{"a", "b", "a", "b", "a", "b", "a", "b"}},
+		// Aging lifts a job into the next level in use: a's priority-0 jobs
+		// waited an hour (effective 60), so they join b's fresh priority-50
+		// jobs at level 50, where fair share decides; a's 3 are all placed.
+		{name: "aging lifts a job to the next level in use", jobs: append(flood("a", 0, 3, 0), flood("b", 50, 10, 3600)...),
+			shares: map[string]int64{"a": 1, "b": 1}, aging: true, want: []string{"a", "b", "a", "b", "a", "b", "b", "b"}},
+		// ... but not before it has reached it: 30 minutes (effective 30)
+		// leave a at level 0, below b's 50.
+		{name: "aging short of the next level lifts nothing", jobs: append(flood("a", 0, 3, 1800), flood("b", 50, 10, 3600)...),
 			shares: map[string]int64{"a": 1, "b": 1}, aging: true, wantB: 8},
+		// Levels are the priorities in use, not every integer: a's job at
+		// effective 60 (priority 0 aged an hour) and c's at effective 55
+		// (priority 40 aged 15 minutes) are both at level 50 (b's), so a
+		// flood of b at 50 does not keep them out: fair share spreads the
+		// slots among all three.
+		{name: "aged jobs of several priorities share a level", jobs: append(append(flood("a", 0, 2, 0), flood("b", 50, 10, 3600)...), flood("c", 40, 2, 2700)...),
+			shares: map[string]int64{"a": 1, "b": 1, "c": 1}, aging: true, wantA: 2, wantB: 4},
 		{name: "off: FIFO as before", jobs: append(flood("a", 0, 10, 0), flood("b", 0, 10, 100)...),
 			wantA: 8},
+		{name: "off: aging as before", jobs: append(flood("a", 0, 10, 1800), flood("b", 10, 10, 3600)...),
+			aging: true, wantA: 8},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -226,10 +247,16 @@ func TestPropertyFairShareConverges(t *testing.T) {
 			held := map[string]int{} // slot-rounds per namespace
 			rounds := 0
 			for round := range 400 {
-				now := t0.Add(time.Duration(round) * time.Second)
+				// Every job is submitted by now (one a second), and ages
+				// one level a second: the backlogs differ in age by up to
+				// the cap, which must not change the split (all are at
+				// spec priority 0, one level).
+				now := t0.Add(time.Duration(sec) * time.Second)
 				snap := &Snapshot{Nodes: nodes, Pending: queued, Live: live, Shares: shares, LeaderSince: t0.Add(-time.Hour),
 					JobSpec: func(id string) *fsm.JobSpec { return specs[id] }}
-				d := Plan(snap, now, testConfig())
+				cfg := testConfig()
+				cfg.AgingInterval = time.Second
+				d := Plan(snap, now, cfg)
 				placed := map[string]bool{}
 				for _, p := range decode(t, d).placements {
 					placed[p.JobID] = true
@@ -285,6 +312,92 @@ func TestPropertyFairShareConverges(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestPropertyFairShareLevelOrder: on identical 1-cpu jobs of random
+// namespaces, spec priorities and ages (aging on) and identical nodes,
+// Plan places exactly the order of a brute-force reference: each time the
+// job with the highest level (effective priority rounded down to a spec
+// priority in use), then the lowest current key of its namespace, then the
+// oldest, then the lowest ID.
+func TestPropertyFairShareLevelOrder(t *testing.T) {
+	cfg := testConfig()
+	cfg.AgingInterval = time.Minute
+	now := t0.Add(3 * time.Hour)
+	for seed := int64(1); seed <= 40; seed++ {
+		rng := newRand(seed)
+		var nodes []fsm.Node
+		for i := range 1 + rng.Intn(6) {
+			nodes = append(nodes, node(fmt.Sprint("n", i), 4000, 8192))
+		}
+		names := []string{"a", "b", "c", ""}
+		shares := map[string]int64{"a": int64(1 + rng.Intn(3)), "b": int64(1 + rng.Intn(3))}
+		prios := []int{0, 10, 20, 50, 80}[:1+rng.Intn(5)]
+		var jobs []*fsm.Job
+		for i := range 10 + rng.Intn(80) {
+			j := fairJob(fmt.Sprintf("j%03d", i), names[rng.Intn(len(names))], prios[rng.Intn(len(prios))], 0)
+			j.SubmittedAt = now.Add(-time.Duration(rng.Intn(120*60)) * time.Second)
+			jobs = append(jobs, j)
+		}
+		d := decode(t, Plan(&Snapshot{Nodes: nodes, Pending: jobs, Shares: shares, LeaderSince: t0, JobSpec: specsOf(jobs)}, now, cfg))
+		var got []string
+		for _, p := range d.placements {
+			got = append(got, p.JobID)
+		}
+		// The reference.
+		inUse := map[int]bool{}
+		for _, j := range jobs {
+			inUse[j.Spec.Priority] = true
+		}
+		level := func(j *fsm.Job) int {
+			eff, l := EffectivePriority(j, now, cfg), math.MinInt
+			for p := range inUse {
+				if p <= eff && p > l {
+					l = p
+				}
+			}
+			return l
+		}
+		capacity := Capacity(nodes)
+		live := map[string]*Alloc{}
+		key := func(ns string) float64 {
+			if live[ns] == nil {
+				live[ns] = &Alloc{}
+			}
+			return FairKey(*live[ns], Alloc{}, shares[ns], capacity)
+		}
+		left := slices.Clone(jobs)
+		var want []string
+		for range min(len(jobs), 4*len(nodes)) {
+			best := 0
+			for i, j := range left[1:] {
+				b := left[best]
+				if lj, lb := level(j), level(b); lj != lb {
+					if lj > lb {
+						best = i + 1
+					}
+					continue
+				}
+				if kj, kb := key(j.Spec.Namespace), key(b.Spec.Namespace); kj != kb {
+					if kj < kb {
+						best = i + 1
+					}
+					continue
+				}
+				if c := j.SubmittedAt.Compare(b.SubmittedAt); c < 0 || c == 0 && j.ID < b.ID {
+					best = i + 1
+				}
+			}
+			j := left[best]
+			want = append(want, j.ID)
+			key(j.Spec.Namespace)
+			live[j.Spec.Namespace].add(&j.Spec.Resources, 1)
+			left = slices.Delete(left, best, best+1)
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("seed %d: placed\n%v\nwant\n%v", seed, got, want)
+		}
 	}
 }
 

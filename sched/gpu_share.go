@@ -12,8 +12,9 @@ import (
 // picked here and named in the Place entry (fsm checks it again).
 //
 // Packing is first-fit decreasing, the Workron seed's rule: within one
-// plan and one effective priority, share jobs are placed after the
-// others of that priority, largest share first (queue order on ties;
+// plan and one level (the effective priority; with fair share on, that
+// rounded down to a priority in use, order.go), share jobs are placed
+// after the others of that level, largest share first (queue order on ties;
 // plan.go's shareBatch), and each takes the first device where it fits.
 // "First" prefers devices that already hold shares (by index) over empty
 // ones (by index), so shares fill partly used GPUs before breaking into
@@ -145,8 +146,9 @@ func fmtMiB(mib int64) string {
 	return strconv.FormatInt(mib, 10) + "MiB"
 }
 
-// shareBatch holds a plan's share jobs of one effective priority so that
-// they are placed largest first (first-fit decreasing).
+// shareBatch holds a plan's share jobs of one level (the effective
+// priority with fair share off, see levels) so that they are placed
+// largest first (first-fit decreasing).
 type shareBatch struct {
 	held []candidate
 }
@@ -162,9 +164,9 @@ func (b *shareBatch) hold(c candidate) bool {
 }
 
 // due reports whether the held jobs must be placed before c: c comes at
-// a lower effective priority.
+// a lower level.
 func (b *shareBatch) due(c candidate) bool {
-	return len(b.held) > 0 && c.eff != b.held[0].eff
+	return len(b.held) > 0 && c.level != b.held[0].level
 }
 
 // take returns the held jobs, largest share first (stable: queue order

@@ -33,10 +33,52 @@ func effectivePriority(p int, since, now time.Time, cfg Config) int {
 	return min(p, cfg.AgingCap)
 }
 
-// candidate is a runnable job with its priority computed once.
+// candidate is a runnable job with its priority computed once. level is
+// the first key of Plan's order: eff itself with fair share off, eff
+// rounded down to a priority level in use with fair share on (levels).
 type candidate struct {
-	job *fsm.Job
-	eff int
+	job   *fsm.Job
+	eff   int
+	level int
+}
+
+// levels are the spec priorities in use in one plan (those of its
+// candidates), ascending; nil with fair share off.
+//
+// With fair share on, Plan orders by level first, not by effective
+// priority: a job's level is its effective (aged) priority rounded down
+// to the highest priority in use at or below it. Aging still lifts a
+// job that waited long enough into the next level in use (so a stream of
+// higher-priority work cannot starve it), but never ahead of the jobs of
+// its own level in another namespace: within a level the fair-share key
+// decides, so a namespace that flooded the queue first does not keep the
+// cluster merely because its backlog has aged (issue 39). With fair share
+// off the level is the effective priority and the order is as before.
+type levels []int
+
+// newLevels is the sorted set of prios (never nil).
+func newLevels(prios map[int]struct{}) levels {
+	l := make(levels, 0, len(prios))
+	for p := range prios {
+		l = append(l, p)
+	}
+	slices.Sort(l)
+	return l
+}
+
+// of is the level of effective priority eff: the highest level at or
+// below it; eff itself with fair share off (and for an eff below every
+// level, which a candidate's never is: its spec priority is a level and
+// aging only raises it).
+func (l levels) of(eff int) int {
+	if l == nil {
+		return eff
+	}
+	i, found := slices.BinarySearch(l, eff)
+	if found || i == 0 {
+		return eff
+	}
+	return l[i-1]
 }
 
 // sortCandidates orders by effective priority (high first), then FIFO by

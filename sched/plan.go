@@ -144,8 +144,7 @@ func Plan(snap *Snapshot, now time.Time, cfg Config) *Decision {
 		// and most plans (a burst of delayed submits, a report) place
 		// nothing.
 		pl.buildNodeStates()
-		sortCandidates(cands)
-		pl.placeAll(cands)
+		pl.placeAll(cands) // the candidate queue sorts cands
 	}
 	if pl.stats.Unplaced > 0 && len(snap.Behind) > 0 {
 		// A node catching up with the log changes nothing in the state, so
@@ -227,9 +226,9 @@ func (pl *planning) placeAll(cands []candidate) {
 	quota := newQuotaBook(pl.snap)
 	fair := newFairBook(pl.snap)
 	queue := newCandidateQueue(cands, pl.snap.Queued, inMem, pl.now, pl.cfg, fair, pl.snap.GroupNamespaces)
-	// Share jobs of one effective priority are held back and placed
-	// largest first once the priority changes (first-fit decreasing,
-	// gpu_share.go).
+	// Share jobs of one level (the effective priority with fair share
+	// off) are held back and placed largest first once the level changes
+	// (first-fit decreasing, gpu_share.go).
 	var shares shareBatch
 	for c, ok := queue.next(); ok; c, ok = queue.next() {
 		if shares.due(c) {

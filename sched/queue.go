@@ -2,6 +2,7 @@ package sched
 
 import (
 	"container/heap"
+	"slices"
 	"strings"
 	"time"
 
@@ -11,9 +12,10 @@ import (
 // QueuedRun is one run of queued jobs in the fsm's queued_by_group index:
 // jobs of one placement group (fsm.PlacementGroup: same queue, driver,
 // constraints and resources) and one priority, oldest first. Within a run
-// effective priority never rises from one job to the next (older jobs
-// have aged more), so every run is already in Plan's order and Plan
-// merges the runs instead of reading and sorting every queued job.
+// effective priority, and so the level, never rises from one job to the
+// next (older jobs have aged more) and the namespace is the same, so every
+// run is already in Plan's order and Plan merges the runs instead of
+// reading and sorting every queued job.
 // *fsm.QueuedRun satisfies it; it is valid only inside the View it came
 // from.
 type QueuedRun interface {
@@ -39,16 +41,27 @@ type runHead struct {
 	nsKnown   bool    // ns is set
 	fair      float64 // ns's fair-share key when last looked (never above its current key)
 	eff       int
+	level     int // the head's level (levels.of(eff))
 	submitted time.Time
 	id        string
 }
 
-// before is Plan's order: effective priority (high first), then the
-// namespace's fair-share key (low first; 0 for all when fair share is
-// off), then FIFO by submit time, then ID.
-func before(effA int, fairA float64, subA time.Time, idA string, effB int, fairB float64, subB time.Time, idB string) bool {
-	if effA != effB {
-		return effA > effB
+// before is Plan's order: level (high first: the effective priority
+// with fair share off, the effective priority rounded down to a priority
+// in use with fair share on; see levels), then the namespace's fair-share
+// key (low first; 0 for all when fair share is off), then FIFO by submit
+// time, then ID.
+//
+// It compares the tuples (level, key, submit, ID) lexicographically, and
+// each component is a fixed function of the job for the plan (the levels
+// are fixed at its start; a key changes only between placements, and
+// the queue re-sorts lazily on that, below), so it is a strict weak
+// order (a total one: IDs are unique), which the heap needs. A rule
+// such as "aging beats fair share across spec priorities but not
+// within one" would not be: it can make a < b < c < a.
+func before(levelA int, fairA float64, subA time.Time, idA string, levelB int, fairB float64, subB time.Time, idB string) bool {
+	if levelA != levelB {
+		return levelA > levelB
 	}
 	if fairA != fairB {
 		return fairA < fairB
@@ -64,7 +77,7 @@ type runHeap []*runHead
 func (h runHeap) Len() int { return len(h) }
 func (h runHeap) Less(i, j int) bool {
 	a, b := h[i], h[j]
-	return before(a.eff, a.fair, a.submitted, a.id, b.eff, b.fair, b.submitted, b.id)
+	return before(a.level, a.fair, a.submitted, a.id, b.level, b.fair, b.submitted, b.id)
 }
 func (h runHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
 func (h *runHeap) Push(x any)   { *h = append(*h, x.(*runHead)) }
@@ -87,12 +100,14 @@ func (h *runHeap) Pop() any {
 // namespace's fair-share key. Keys only grow during a plan, so a stored
 // key is never above the current one: when the top's stored key is
 // stale it is refreshed and the heap looked at again (lazy
-// re-evaluation); a top whose key is current is the true minimum.
+// re-evaluation); a top whose key is current is the true minimum. The
+// first key is then the level (levels), not the effective priority.
 type candidateQueue struct {
-	runs runHeap
-	now  time.Time
-	cfg  Config
-	fair *fairBook
+	runs   runHeap
+	now    time.Time
+	cfg    Config
+	fair   *fairBook
+	levels levels // nil with fair share off
 	// groupNS caches the namespace of a placement group (Snapshot.GroupNamespaces).
 	groupNS map[string]string
 	// inMem holds the IDs of snapshot jobs already handled in memory, which
@@ -104,35 +119,76 @@ type candidateQueue struct {
 	read  int             // jobs read from runs
 }
 
+// mem need not be sorted: the queue sorts it (it may reorder it).
 func newCandidateQueue(mem []candidate, runs []QueuedRun, inMem map[string]bool, now time.Time, cfg Config, fair *fairBook, groupNS map[string]string) *candidateQueue {
 	q := &candidateQueue{now: now, cfg: cfg, inMem: inMem, dead: map[string]bool{}, fair: fair, groupNS: groupNS}
+	q.index = len(runs) > 0
 	if fair == nil {
 		if len(mem) > 0 {
+			sortCandidates(mem)
+			for i := range mem {
+				mem[i].level = mem[i].eff
+			}
 			q.runs = append(q.runs, q.memHead(&runHead{mem: mem}))
 		}
-	} else {
-		// One in-memory source per namespace, each in the order of mem.
-		byNS := map[string]*runHead{}
-		for _, c := range mem {
-			ns := c.job.Spec.Namespace
-			h := byNS[ns]
-			if h == nil {
-				h = &runHead{ns: ns}
-				byNS[ns] = h
-				q.runs = append(q.runs, h)
+		for _, r := range runs {
+			rh := &runHead{run: r}
+			if q.load(rh) {
+				q.runs = append(q.runs, rh)
 			}
-			h.mem = append(h.mem, c)
 		}
-		for _, h := range q.runs {
-			q.memHead(h)
+		heap.Init(&q.runs)
+		return q
+	}
+	// Fair share on: the levels are the spec priorities of the
+	// candidates, those in memory and the runs' that have a job left
+	// to read (a run whose jobs are all handled in memory, or placing,
+	// adds none, as a full snapshot would have no such job).
+	inUse := map[int]struct{}{}
+	for i, c := range mem {
+		if p := c.job.Spec.Priority; i == 0 || p != mem[i-1].job.Spec.Priority {
+			inUse[p] = struct{}{}
 		}
 	}
-	q.index = len(runs) > 0
 	for _, r := range runs {
 		rh := &runHead{run: r}
 		if q.load(rh) {
 			q.runs = append(q.runs, rh)
+			inUse[r.Priority()] = struct{}{}
 		}
+	}
+	q.levels = newLevels(inUse)
+	for _, rh := range q.runs {
+		rh.level = q.levels.of(rh.eff)
+	}
+	// One in-memory source per namespace, each sorted in Plan's order
+	// (the fair key is the same for all of a source).
+	for i := range mem {
+		mem[i].level = q.levels.of(mem[i].eff)
+	}
+	byNS := map[string]*runHead{}
+	var memHeads []*runHead
+	for _, c := range mem {
+		ns := c.job.Spec.Namespace
+		h := byNS[ns]
+		if h == nil {
+			h = &runHead{ns: ns}
+			byNS[ns] = h
+			memHeads = append(memHeads, h)
+		}
+		h.mem = append(h.mem, c)
+	}
+	for _, h := range memHeads {
+		slices.SortFunc(h.mem, func(a, b candidate) int {
+			if a.level != b.level {
+				return b.level - a.level
+			}
+			if c := a.job.SubmittedAt.Compare(b.job.SubmittedAt); c != 0 {
+				return c
+			}
+			return strings.Compare(a.job.ID, b.job.ID)
+		})
+		q.runs = append(q.runs, q.memHead(h))
 	}
 	heap.Init(&q.runs)
 	return q
@@ -141,7 +197,7 @@ func newCandidateQueue(mem []candidate, runs []QueuedRun, inMem map[string]bool,
 // memHead sets an in-memory source's key from its first candidate.
 func (q *candidateQueue) memHead(h *runHead) *runHead {
 	c := h.mem[0]
-	h.eff, h.submitted, h.id = c.eff, c.job.SubmittedAt, c.job.ID
+	h.eff, h.level, h.submitted, h.id = c.eff, c.level, c.job.SubmittedAt, c.job.ID
 	h.fair = q.fair.key(h.ns)
 	return h
 }
@@ -164,6 +220,7 @@ func (q *candidateQueue) load(rh *runHead) bool {
 			}
 		}
 		rh.eff = effectivePriority(rh.run.Priority(), sub, q.now, q.cfg)
+		rh.level = q.levels.of(rh.eff)
 		rh.submitted, rh.id = sub, id
 		rh.fair = q.fair.key(rh.ns)
 		return true
@@ -233,7 +290,8 @@ func (q *candidateQueue) next() (candidate, bool) {
 		} else {
 			heap.Pop(&q.runs)
 		}
-		return candidate{job: j, eff: EffectivePriority(j, q.now, q.cfg)}, true
+		eff := EffectivePriority(j, q.now, q.cfg)
+		return candidate{job: j, eff: eff, level: q.levels.of(eff)}, true
 	}
 	return candidate{}, false
 }
