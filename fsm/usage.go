@@ -3,6 +3,7 @@ package fsm
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math/bits"
 	"slices"
@@ -171,7 +172,45 @@ func (a *applier) startUsage(p *StartUsage, _ *Result) error {
 	if bytes.Equal(a.meta.Get(metaUsage), v) {
 		return nil
 	}
-	return a.put(a.meta, metaUsage, v)
+	if err := a.put(a.meta, metaUsage, v); err != nil {
+		return err
+	}
+	a.usage.marker = &usageMarker{on: true, labels: p.Labels}
+	return nil
+}
+
+// usageMemo is what accounting reads once per batch rather than once per
+// attempt. It lives in the applier, so it begins empty with every batch's
+// transaction (a batch re-run after a refusal included) and never outlives
+// the state it was read from (a snapshot restore replaces the file between
+// batches).
+type usageMemo struct {
+	marker *usageMarker // the StartUsage in force, once read
+	bucket *bolt.Bucket // the usage bucket, once created or found
+	// keys counts the records of the period starting at period (up to
+	// MaxUsageKeysPerPeriod), when known: the bound is checked by a
+	// cursor scan only once a period per batch.
+	period    []byte
+	keys      int
+	keysKnown bool
+}
+
+// usageMarker is the StartUsage in force (off: nil labels, on false).
+type usageMarker struct {
+	on     bool
+	labels []string
+}
+
+// marker reads the StartUsage in force through the batch's memo.
+func (a *applier) usageMarker() (*usageMarker, error) {
+	if a.usage.marker == nil {
+		labels, on, err := usageLabels(a.meta)
+		if err != nil {
+			return nil, err
+		}
+		a.usage.marker = &usageMarker{on: on, labels: labels}
+	}
+	return a.usage.marker, nil
 }
 
 // usageLabels is the label keys in force, and whether accounting is on.
@@ -187,45 +226,48 @@ func usageLabels(meta *bolt.Bucket) ([]string, bool, error) {
 	return p.Labels, true, nil
 }
 
-// usageJob is a job record with only what accounting reads (unknown keys
-// are skipped by the decoder).
-type usageJob struct {
-	Spec struct {
-		Namespace string            `json:"namespace,omitempty"`
-		Labels    map[string]string `json:"labels,omitempty"`
-		User      string            `json:"user,omitempty"`
-	} `json:"spec"`
-	SubmittedBy string `json:"submitted_by,omitempty"`
+// usageSpecLabels is a stored spec with only its labels decoded
+// (unknown keys are skipped by the decoder).
+type usageSpecLabels struct {
+	Labels map[string]string `json:"labels,omitempty"`
 }
 
 // accountAttempt adds the use of at, which just ended, to the record of
 // the entry's hour. It returns what it added (nil: accounting is off).
 func (a *applier) accountAttempt(at *Attempt) (*Usage, error) {
-	labels, on, err := usageLabels(a.meta)
-	if err != nil || !on {
+	m, err := a.usageMarker()
+	if err != nil || !m.on {
 		return nil, err
 	}
-	v := a.jobs.Get([]byte(at.JobID))
-	if v == nil {
+	id, err := a.identOf(at.JobID)
+	if errors.Is(err, ErrNotFound) {
 		return nil, fmt.Errorf("%w: job %q of an ended attempt", ErrCorrupt, at.JobID)
 	}
-	var j usageJob
-	if err := decode(v, &j); err != nil {
+	if err != nil {
 		return nil, err
 	}
-	user := j.SubmittedBy
-	if user == "" {
-		user = j.Spec.User
-	}
-	var kv []string
-	for _, k := range labels {
-		if val, ok := j.Spec.Labels[k]; ok {
-			kv = append(kv, k+"="+val)
+	var kv []byte
+	if len(m.labels) > 0 {
+		labels := id.labels
+		if id.spec != nil {
+			var s usageSpecLabels
+			if err := decode(id.spec, &s); err != nil {
+				return nil, err
+			}
+			labels = s.Labels
+		}
+		for _, k := range m.labels {
+			if val, ok := labels[k]; ok {
+				if len(kv) > 0 {
+					kv = append(kv, ',')
+				}
+				kv = append(append(append(kv, k...), '='), val...)
+			}
 		}
 	}
 	u := AttemptUsage(at)
 	hour := a.at.Truncate(time.Hour)
-	if err := a.addUsage(hour, NamespaceOf(j.Spec.Namespace), user, strings.Join(kv, ","), &u); err != nil {
+	if err := a.addUsage(hour, NamespaceOf(id.ns), id.user, string(kv), &u); err != nil {
 		return nil, err
 	}
 	return &u, nil
@@ -260,37 +302,44 @@ func parseUsageKey(k []byte) (start time.Time, ns, user, labels string, ok bool)
 // addUsage adds u to a record, folding a new combination past
 // MaxUsageKeysPerPeriod into its namespace's UsageOtherLabels record.
 func (a *applier) addUsage(start time.Time, ns, user, labels string, u *Usage) error {
-	b, err := a.bucket(bucketUsage)
-	if err != nil {
-		return err
+	b := a.usage.bucket
+	if b == nil {
+		var err error
+		if b, err = a.bucket(bucketUsage); err != nil {
+			return err
+		}
+		a.usage.bucket = b
 	}
 	k := usageKey(start, ns, user, labels)
 	v := b.Get(k)
-	if v == nil && labels != UsageOtherLabels && periodKeys(b, k[:8]) >= MaxUsageKeysPerPeriod {
+	if v == nil && labels != UsageOtherLabels && a.periodKeys(b, k[:8]) >= MaxUsageKeysPerPeriod {
 		k = usageKey(start, ns, "", UsageOtherLabels)
 		v = b.Get(k)
 	}
 	var rec Usage
 	if v != nil {
-		if err := decode(v, &rec); err != nil {
+		if err := decodeUsage(v, &rec); err != nil {
 			return err
 		}
+	} else if a.usage.keysKnown && bytes.Equal(a.usage.period, k[:8]) {
+		a.usage.keys = min(a.usage.keys+1, MaxUsageKeysPerPeriod)
 	}
 	rec.Add(u)
-	nv, err := encode(&rec)
-	if err != nil {
-		return err
-	}
-	return a.put(b, k, nv)
+	return a.put(b, k, appendUsage(make([]byte, 0, usageRecordMax), &rec))
 }
 
-// periodKeys counts the records of one period (up to the bound).
-func periodKeys(b *bolt.Bucket, prefix []byte) int {
+// periodKeys counts the records of one period (up to the bound), by a
+// cursor scan once per period and batch, then through the memo.
+func (a *applier) periodKeys(b *bolt.Bucket, prefix []byte) int {
+	if a.usage.keysKnown && bytes.Equal(a.usage.period, prefix) {
+		return a.usage.keys
+	}
 	n := 0
 	c := b.Cursor()
 	for k, _ := c.Seek(prefix); k != nil && hasPrefix(k, prefix) && n < MaxUsageKeysPerPeriod; k, _ = c.Next() {
 		n++
 	}
+	a.usage.period, a.usage.keys, a.usage.keysKnown = slices.Clone(prefix), n, true
 	return n
 }
 
@@ -298,9 +347,12 @@ func periodKeys(b *bolt.Bucket, prefix []byte) int {
 // ones and drops records older than UsageRetention, both reckoned from
 // the GC command's stamped time (days in UTC).
 func (a *applier) gcUsage() error {
-	if _, on, err := usageLabels(a.meta); err != nil || !on {
+	if m, err := a.usageMarker(); err != nil || !m.on {
 		return err
 	}
+	// Records are dropped and rolled below: count them afresh.
+	a.usage.keysKnown = false
+	defer func() { a.usage.keysKnown = false }()
 	b := a.tx.Bucket(bucketUsage)
 	if b == nil {
 		return nil
@@ -333,7 +385,7 @@ func (a *applier) gcUsage() error {
 			continue // a day's first hour: already the daily record's key
 		}
 		r := rec{k: slices.Clone(k)}
-		if err := decode(v, &r.u); err != nil {
+		if err := decodeUsage(v, &r.u); err != nil {
 			return err
 		}
 		roll = append(roll, r)
