@@ -68,6 +68,7 @@ func Command() *ucli.Command {
 			gangCommand(driver),
 			preemptCommand(driver),
 			nodesCommand(driver),
+			usageCommand(driver),
 		},
 	}
 }
