@@ -208,6 +208,9 @@ func (a *applier) usageMarker() (*usageMarker, error) {
 		if err != nil {
 			return nil, err
 		}
+		if len(labels) > MaxUsageLabels {
+			return nil, fmt.Errorf("%w: usage marker names %d labels (at most %d)", ErrCorrupt, len(labels), MaxUsageLabels)
+		}
 		a.usage.marker = &usageMarker{on: on, labels: labels}
 	}
 	return a.usage.marker, nil
@@ -248,20 +251,18 @@ func (a *applier) accountAttempt(at *Attempt) (*Usage, error) {
 	}
 	var kv []byte
 	if len(m.labels) > 0 {
-		labels := id.labels
+		lv := pickLabels(id.labels, m.labels)
 		if id.spec != nil {
-			var s usageSpecLabels
-			if err := decode(id.spec, &s); err != nil {
+			if lv, err = specLabels(id.spec, m.labels); err != nil {
 				return nil, err
 			}
-			labels = s.Labels
 		}
-		for _, k := range m.labels {
-			if val, ok := labels[k]; ok {
+		for i, k := range m.labels {
+			if lv.ok[i] {
 				if len(kv) > 0 {
 					kv = append(kv, ',')
 				}
-				kv = append(append(append(kv, k...), '='), val...)
+				kv = append(append(append(kv, k...), '='), lv.v[i]...)
 			}
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 )
 
@@ -60,5 +61,52 @@ func TestDecodeUsageFallsBack(t *testing.T) {
 		if err := decodeUsage(bad, &u); !errors.Is(err, ErrCorrupt) {
 			t.Fatalf("decodeUsage(%x): %v, want ErrCorrupt", bad, err)
 		}
+	}
+}
+
+// TestSpecLabelsMatchesDecode: the labels walk of a stored spec finds
+// what decoding it finds, for specs the codec wrote (the walk must take
+// them all), and a spec it does not take is decoded instead.
+func TestSpecLabelsMatchesDecode(t *testing.T) {
+	want := []string{"a", "project", "team", "zz"}
+	specs := []JobSpec{
+		{Command: []string{"true"}},
+		{Command: []string{"true"}, Labels: map[string]string{}},
+		{Command: []string{"sh", "-c", "x"}, Namespace: "ml", Labels: map[string]string{"team": "vision", "other": "x", "a": ""},
+			Env: map[string]string{"labels": "not these", "team": "nor this"}, Resources: Resources{CPU: 2000, MemoryMB: 512, Named: map[string]int64{"gpu": 1}},
+			Constraints: []string{"os == linux"}, NoRetryExitCodes: []int{3, 4}, Priority: -5},
+		{Command: []string{"x"}, Labels: map[string]string{"zz": "1", "project": "p", "team": "t", "a": "b", "longer-key": strings.Repeat("v", 300)}},
+	}
+	for i, sp := range specs {
+		raw, err := encode(&sp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, ok := scanSpecLabels(raw, want)
+		if !ok {
+			t.Fatalf("spec %d: the walk refused a spec the codec wrote: %x", i, raw)
+		}
+		var s usageSpecLabels
+		if err := decode(raw, &s); err != nil {
+			t.Fatal(err)
+		}
+		if exp := pickLabels(s.Labels, want); got != exp {
+			t.Fatalf("spec %d: walk %+v, decode %+v", i, got, exp)
+		}
+	}
+	// {"labels": {"team": "t"}, "a": 1}: keys out of the codec's order.
+	odd := append([]byte{0xa2}, appendCBORText(nil, "labels")...)
+	odd = append(odd, 0xa1)
+	odd = appendCBORText(appendCBORText(odd, "team"), "t")
+	odd = append(appendCBORText(odd, "a"), 0x01)
+	if _, ok := scanSpecLabels(odd, want); ok {
+		t.Fatal("the walk took keys out of order")
+	}
+	lv, err := specLabels(odd, want)
+	if err != nil || !lv.ok[2] || lv.v[2] != "t" || lv.ok[0] {
+		t.Fatalf("specLabels of an unsorted spec: %+v, %v", lv, err)
+	}
+	if _, err := specLabels([]byte{0xa1, 0x61}, want); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("specLabels of garbage: %v, want ErrCorrupt", err)
 	}
 }
