@@ -111,6 +111,9 @@ func (f *FSM) applyOnce(logs []*raft.Log, out []any, refused map[int]error) ([]E
 			return nil, i, nil
 		}
 	}
+	if err := a.flushUsage(); err != nil {
+		return nil, -1, err
+	}
 	if last > applied {
 		if err := meta.Put(metaAppliedIndex, u64(last)); err != nil {
 			return nil, -1, err

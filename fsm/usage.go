@@ -5,12 +5,14 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"math/bits"
 	"slices"
 	"strings"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
 )
 
 // Usage accounting (issue 39): every attempt that ends adds what it used
@@ -193,6 +195,11 @@ type usageMemo struct {
 	period    []byte
 	keys      int
 	keysKnown bool
+	// pending holds the records this batch changed, by key, as they will
+	// be written: a batch's ends add up in memory and each record is
+	// written once, by flushUsage, before anything reads the bucket
+	// (the scan of periodKeys, gcUsage) and before the batch commits.
+	pending map[string]*Usage
 }
 
 // usageMarker is the StartUsage in force (off: nil labels, on false).
@@ -302,6 +309,7 @@ func parseUsageKey(k []byte) (start time.Time, ns, user, labels string, ok bool)
 
 // addUsage adds u to a record, folding a new combination past
 // MaxUsageKeysPerPeriod into its namespace's UsageOtherLabels record.
+// The record is written by flushUsage.
 func (a *applier) addUsage(start time.Time, ns, user, labels string, u *Usage) error {
 	b := a.usage.bucket
 	if b == nil {
@@ -312,28 +320,62 @@ func (a *applier) addUsage(start time.Time, ns, user, labels string, u *Usage) e
 		a.usage.bucket = b
 	}
 	k := usageKey(start, ns, user, labels)
-	v := b.Get(k)
-	if v == nil && labels != UsageOtherLabels && a.periodKeys(b, k[:8]) >= MaxUsageKeysPerPeriod {
-		k = usageKey(start, ns, "", UsageOtherLabels)
-		v = b.Get(k)
+	if len(k) > bolt.MaxKeySize {
+		// Refused with its entry, as a Put would: flushUsage must not fail.
+		return fmt.Errorf("usage key: %w", bolterrors.ErrKeyTooLarge)
 	}
-	var rec Usage
-	if v != nil {
-		if err := decodeUsage(v, &rec); err != nil {
+	rec, err := a.usageRecord(b, k, labels != UsageOtherLabels)
+	if err != nil {
+		return err
+	}
+	if rec == nil { // a new combination past the bound
+		if rec, err = a.usageRecord(b, usageKey(start, ns, "", UsageOtherLabels), false); err != nil {
 			return err
 		}
-	} else if a.usage.keysKnown && bytes.Equal(a.usage.period, k[:8]) {
-		a.usage.keys = min(a.usage.keys+1, MaxUsageKeysPerPeriod)
 	}
 	rec.Add(u)
-	return a.put(b, k, appendUsage(make([]byte, 0, usageRecordMax), &rec))
+	a.wrote = true
+	return nil
 }
 
-// periodKeys counts the records of one period (up to the bound), by a
-// cursor scan once per period and batch, then through the memo.
-func (a *applier) periodKeys(b *bolt.Bucket, prefix []byte) int {
+// usageRecord is the pending record of key k, read from the bucket the
+// first time; nil when k is new, bounded is set and its period has
+// MaxUsageKeysPerPeriod keys already.
+func (a *applier) usageRecord(b *bolt.Bucket, k []byte, bounded bool) (*Usage, error) {
+	if rec := a.usage.pending[string(k)]; rec != nil {
+		return rec, nil
+	}
+	rec := &Usage{}
+	if v := b.Get(k); v != nil {
+		if err := decodeUsage(v, rec); err != nil {
+			return nil, err
+		}
+	} else {
+		n, err := a.periodKeys(b, k[:8])
+		if err != nil {
+			return nil, err
+		}
+		if bounded && n >= MaxUsageKeysPerPeriod {
+			return nil, nil
+		}
+		a.usage.keys = min(n+1, MaxUsageKeysPerPeriod)
+	}
+	if a.usage.pending == nil {
+		a.usage.pending = map[string]*Usage{}
+	}
+	a.usage.pending[string(k)] = rec
+	return rec, nil
+}
+
+// periodKeys counts the records of one period (up to the bound), pending
+// ones included: by a cursor scan once per period and batch (after
+// writing what is pending), then through the memo.
+func (a *applier) periodKeys(b *bolt.Bucket, prefix []byte) (int, error) {
 	if a.usage.keysKnown && bytes.Equal(a.usage.period, prefix) {
-		return a.usage.keys
+		return a.usage.keys, nil
+	}
+	if err := a.flushUsage(); err != nil {
+		return 0, err
 	}
 	n := 0
 	c := b.Cursor()
@@ -341,7 +383,25 @@ func (a *applier) periodKeys(b *bolt.Bucket, prefix []byte) int {
 		n++
 	}
 	a.usage.period, a.usage.keys, a.usage.keysKnown = slices.Clone(prefix), n, true
-	return n
+	return n, nil
+}
+
+// flushUsage writes the pending records, in key order.
+func (a *applier) flushUsage() error {
+	if len(a.usage.pending) == 0 {
+		return nil
+	}
+	keys := slices.Sorted(maps.Keys(a.usage.pending))
+	buf := make([]byte, 0, len(keys)*usageRecordMax)
+	for _, k := range keys {
+		start := len(buf)
+		buf = appendUsage(buf, a.usage.pending[k])
+		if err := a.put(a.usage.bucket, []byte(k), buf[start:len(buf):len(buf)]); err != nil {
+			return err
+		}
+	}
+	clear(a.usage.pending)
+	return nil
 }
 
 // gcUsage rolls hourly records older than UsageHourlyFor into daily
@@ -351,7 +411,11 @@ func (a *applier) gcUsage() error {
 	if m, err := a.usageMarker(); err != nil || !m.on {
 		return err
 	}
-	// Records are dropped and rolled below: count them afresh.
+	// Records are read, dropped and rolled below: write what is pending
+	// first, and count them afresh.
+	if err := a.flushUsage(); err != nil {
+		return err
+	}
 	a.usage.keysKnown = false
 	defer func() { a.usage.keysKnown = false }()
 	b := a.tx.Bucket(bucketUsage)
