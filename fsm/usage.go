@@ -208,7 +208,7 @@ type usageMarker struct {
 	labels []string
 }
 
-// marker reads the StartUsage in force through the batch's memo.
+// usageMarker reads the StartUsage in force through the batch's memo.
 func (a *applier) usageMarker() (*usageMarker, error) {
 	if a.usage.marker == nil {
 		labels, on, err := usageLabels(a.meta)
