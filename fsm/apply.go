@@ -111,6 +111,9 @@ func (f *FSM) applyOnce(logs []*raft.Log, out []any, refused map[int]error) ([]E
 			return nil, i, nil
 		}
 	}
+	if err := a.flushUsage(); err != nil {
+		return nil, -1, err
+	}
 	if last > applied {
 		if err := meta.Put(metaAppliedIndex, u64(last)); err != nil {
 			return nil, -1, err
@@ -151,7 +154,8 @@ type applier struct {
 	timeline                             *bolt.Bucket
 	dueOf                                dueMemo             // see schedindex.go
 	specOf                               map[*Job][]byte     // stored spec of jobs read by getJob
-	jobNS                                map[string]string   // job ID → stored namespace, for attempt events
+	jobMemo                              map[string]jobIdent // job ID → what events and accounting read of it (state.go)
+	usage                                usageMemo           // accounting's marker and key count (usage.go)
 	arrayTmpl                            map[string]*JobSpec // array ID → its tasks' spec (array.go)
 	quietTasks                           bool                // a task's array is counted by the caller (array.go)
 	index                                uint64

@@ -19,6 +19,10 @@ type harness struct {
 	f   *FSM
 	idx uint64
 	now time.Time
+	// log, when recording, collects every entry apply applies (to apply
+	// them again elsewhere, in other batches).
+	recording bool
+	log       []*raft.Log
 }
 
 func newHarness(t testing.TB) *harness {
@@ -54,7 +58,11 @@ func encodeCmd(t testing.TB, typ CommandType, at time.Time, payload any) []byte 
 // apply applies one command and returns its result.
 func (h *harness) apply(typ CommandType, payload any) *Result {
 	h.t.Helper()
-	r, ok := h.f.Apply(h.entry(typ, payload)).(*Result)
+	l := h.entry(typ, payload)
+	if h.recording {
+		h.log = append(h.log, l)
+	}
+	r, ok := h.f.Apply(l).(*Result)
 	if !ok {
 		h.t.Fatalf("Apply returned %T", r)
 	}

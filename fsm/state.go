@@ -21,13 +21,13 @@ func (a *applier) getJob(id string) (*Job, error) {
 		return nil, err
 	}
 	a.rememberDue(j)
-	a.noteNamespace(j)
 	if raw != nil {
 		if a.specOf == nil {
 			a.specOf = map[*Job][]byte{}
 		}
 		a.specOf[j] = raw
 	}
+	a.noteJob(j)
 	return j, nil
 }
 
@@ -67,7 +67,7 @@ func (a *applier) saveJob(j *Job, from JobState) error {
 		return err
 	}
 	a.emit(Event{Type: EventJob, Name: jobEventName(from, j.State), JobID: j.ID, Attempt: j.Attempts, State: string(j.State), Reason: j.Reason, Workflow: j.Workflow, Namespace: j.Spec.Namespace})
-	a.noteNamespace(j)
+	a.noteJob(j)
 	if len(j.Spec.Notify) > 0 {
 		if err := a.queueDeliveries(j, len(a.pending)-1); err != nil {
 			return err
@@ -178,31 +178,59 @@ func (a *applier) saveAttempt(at *Attempt, from AttemptState) error {
 	return nil
 }
 
-// noteNamespace remembers j's namespace for the attempt events of this
-// batch (a job's namespace never changes).
-func (a *applier) noteNamespace(j *Job) {
-	if a.jobNS == nil {
-		a.jobNS = map[string]string{}
-	}
-	a.jobNS[j.ID] = j.Spec.Namespace
+// jobIdent is what the batch remembers of a job it read or wrote: its
+// namespace (attempt events) and the user and labels its usage is
+// accounted to. None of them ever changes for a job.
+type jobIdent struct {
+	ns, user string
+	labels   map[string]string // when spec is nil
+	spec     []byte            // the stored spec, its labels still encoded
 }
 
-// namespaceOf is the stored namespace of a job ("" = default), read
-// through the batch's memo: the job is almost always read already.
-func (a *applier) namespaceOf(jobID string) string {
-	if ns, ok := a.jobNS[jobID]; ok {
-		return ns
+// noteJob remembers j for the rest of the batch.
+func (a *applier) noteJob(j *Job) { a.noteJobSpec(j, a.specOf[j]) }
+
+// noteJobSpec remembers j, whose stored spec is raw (nil: j.Spec is
+// whole).
+func (a *applier) noteJobSpec(j *Job, raw []byte) jobIdent {
+	if a.jobMemo == nil {
+		a.jobMemo = map[string]jobIdent{}
+	}
+	id := jobIdent{ns: j.Spec.Namespace, user: j.SubmittedBy, spec: raw}
+	if id.user == "" {
+		id.user = j.Spec.User
+	}
+	if id.spec == nil {
+		id.labels = j.Spec.Labels
+	}
+	a.jobMemo[j.ID] = id
+	return id
+}
+
+// identOf is a job's jobIdent, read through the batch's memo: the job is
+// almost always read already.
+func (a *applier) identOf(jobID string) (jobIdent, error) {
+	if id, ok := a.jobMemo[jobID]; ok {
+		return id, nil
 	}
 	v := a.jobs.Get([]byte(jobID))
 	if v == nil {
-		return ""
+		return jobIdent{}, fmt.Errorf("%w: job %q", ErrNotFound, jobID)
 	}
-	j, _, err := decodeStoredJob(v)
+	j, raw, err := decodeStoredJob(v)
+	if err != nil {
+		return jobIdent{}, err
+	}
+	return a.noteJobSpec(j, raw), nil
+}
+
+// namespaceOf is the stored namespace of a job ("" = default).
+func (a *applier) namespaceOf(jobID string) string {
+	id, err := a.identOf(jobID)
 	if err != nil {
 		return ""
 	}
-	a.noteNamespace(j)
-	return j.Spec.Namespace
+	return id.ns
 }
 
 func hasPrefix(k, prefix []byte) bool {

@@ -3,13 +3,16 @@ package fsm
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"maps"
 	"math/bits"
 	"slices"
 	"strings"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
 )
 
 // Usage accounting (issue 39): every attempt that ends adds what it used
@@ -171,7 +174,53 @@ func (a *applier) startUsage(p *StartUsage, _ *Result) error {
 	if bytes.Equal(a.meta.Get(metaUsage), v) {
 		return nil
 	}
-	return a.put(a.meta, metaUsage, v)
+	if err := a.put(a.meta, metaUsage, v); err != nil {
+		return err
+	}
+	a.usage.marker = &usageMarker{on: true, labels: p.Labels}
+	return nil
+}
+
+// usageMemo is what accounting reads once per batch rather than once per
+// attempt. It lives in the applier, so it begins empty with every batch's
+// transaction (a batch re-run after a refusal included) and never outlives
+// the state it was read from (a snapshot restore replaces the file between
+// batches).
+type usageMemo struct {
+	marker *usageMarker // the StartUsage in force, once read
+	bucket *bolt.Bucket // the usage bucket, once created or found
+	// keys counts the records of the period starting at period (up to
+	// MaxUsageKeysPerPeriod), when known: the bound is checked by a
+	// cursor scan only once a period per batch.
+	period    []byte
+	keys      int
+	keysKnown bool
+	// pending holds the records this batch changed, by key, as they will
+	// be written: a batch's ends add up in memory and each record is
+	// written once, by flushUsage, before anything reads the bucket
+	// (the scan of periodKeys, gcUsage) and before the batch commits.
+	pending map[string]*Usage
+}
+
+// usageMarker is the StartUsage in force (off: nil labels, on false).
+type usageMarker struct {
+	on     bool
+	labels []string
+}
+
+// usageMarker reads the StartUsage in force through the batch's memo.
+func (a *applier) usageMarker() (*usageMarker, error) {
+	if a.usage.marker == nil {
+		labels, on, err := usageLabels(a.meta)
+		if err != nil {
+			return nil, err
+		}
+		if len(labels) > MaxUsageLabels {
+			return nil, fmt.Errorf("%w: usage marker names %d labels (at most %d)", ErrCorrupt, len(labels), MaxUsageLabels)
+		}
+		a.usage.marker = &usageMarker{on: on, labels: labels}
+	}
+	return a.usage.marker, nil
 }
 
 // usageLabels is the label keys in force, and whether accounting is on.
@@ -187,45 +236,46 @@ func usageLabels(meta *bolt.Bucket) ([]string, bool, error) {
 	return p.Labels, true, nil
 }
 
-// usageJob is a job record with only what accounting reads (unknown keys
-// are skipped by the decoder).
-type usageJob struct {
-	Spec struct {
-		Namespace string            `json:"namespace,omitempty"`
-		Labels    map[string]string `json:"labels,omitempty"`
-		User      string            `json:"user,omitempty"`
-	} `json:"spec"`
-	SubmittedBy string `json:"submitted_by,omitempty"`
+// usageSpecLabels is a stored spec with only its labels decoded
+// (unknown keys are skipped by the decoder).
+type usageSpecLabels struct {
+	Labels map[string]string `json:"labels,omitempty"`
 }
 
 // accountAttempt adds the use of at, which just ended, to the record of
 // the entry's hour. It returns what it added (nil: accounting is off).
 func (a *applier) accountAttempt(at *Attempt) (*Usage, error) {
-	labels, on, err := usageLabels(a.meta)
-	if err != nil || !on {
+	m, err := a.usageMarker()
+	if err != nil || !m.on {
 		return nil, err
 	}
-	v := a.jobs.Get([]byte(at.JobID))
-	if v == nil {
+	id, err := a.identOf(at.JobID)
+	if errors.Is(err, ErrNotFound) {
 		return nil, fmt.Errorf("%w: job %q of an ended attempt", ErrCorrupt, at.JobID)
 	}
-	var j usageJob
-	if err := decode(v, &j); err != nil {
+	if err != nil {
 		return nil, err
 	}
-	user := j.SubmittedBy
-	if user == "" {
-		user = j.Spec.User
-	}
-	var kv []string
-	for _, k := range labels {
-		if val, ok := j.Spec.Labels[k]; ok {
-			kv = append(kv, k+"="+val)
+	var kv []byte
+	if len(m.labels) > 0 {
+		lv := pickLabels(id.labels, m.labels)
+		if id.spec != nil {
+			if lv, err = specLabels(id.spec, m.labels); err != nil {
+				return nil, err
+			}
+		}
+		for i, k := range m.labels {
+			if lv.ok[i] {
+				if len(kv) > 0 {
+					kv = append(kv, ',')
+				}
+				kv = append(append(append(kv, k...), '='), lv.v[i]...)
+			}
 		}
 	}
 	u := AttemptUsage(at)
 	hour := a.at.Truncate(time.Hour)
-	if err := a.addUsage(hour, NamespaceOf(j.Spec.Namespace), user, strings.Join(kv, ","), &u); err != nil {
+	if err := a.addUsage(hour, NamespaceOf(id.ns), id.user, string(kv), &u); err != nil {
 		return nil, err
 	}
 	return &u, nil
@@ -259,48 +309,115 @@ func parseUsageKey(k []byte) (start time.Time, ns, user, labels string, ok bool)
 
 // addUsage adds u to a record, folding a new combination past
 // MaxUsageKeysPerPeriod into its namespace's UsageOtherLabels record.
+// The record is written by flushUsage.
 func (a *applier) addUsage(start time.Time, ns, user, labels string, u *Usage) error {
-	b, err := a.bucket(bucketUsage)
+	b := a.usage.bucket
+	if b == nil {
+		var err error
+		if b, err = a.bucket(bucketUsage); err != nil {
+			return err
+		}
+		a.usage.bucket = b
+	}
+	k := usageKey(start, ns, user, labels)
+	if len(k) > bolt.MaxKeySize {
+		// Refused with its entry, as a Put would: flushUsage must not fail.
+		return fmt.Errorf("usage key: %w", bolterrors.ErrKeyTooLarge)
+	}
+	rec, err := a.usageRecord(b, k, labels != UsageOtherLabels)
 	if err != nil {
 		return err
 	}
-	k := usageKey(start, ns, user, labels)
-	v := b.Get(k)
-	if v == nil && labels != UsageOtherLabels && periodKeys(b, k[:8]) >= MaxUsageKeysPerPeriod {
-		k = usageKey(start, ns, "", UsageOtherLabels)
-		v = b.Get(k)
-	}
-	var rec Usage
-	if v != nil {
-		if err := decode(v, &rec); err != nil {
+	if rec == nil { // a new combination past the bound
+		if rec, err = a.usageRecord(b, usageKey(start, ns, "", UsageOtherLabels), false); err != nil {
 			return err
 		}
 	}
 	rec.Add(u)
-	nv, err := encode(&rec)
-	if err != nil {
-		return err
-	}
-	return a.put(b, k, nv)
+	a.wrote = true
+	return nil
 }
 
-// periodKeys counts the records of one period (up to the bound).
-func periodKeys(b *bolt.Bucket, prefix []byte) int {
+// usageRecord is the pending record of key k, read from the bucket the
+// first time; nil when k is new, bounded is set and its period has
+// MaxUsageKeysPerPeriod keys already.
+func (a *applier) usageRecord(b *bolt.Bucket, k []byte, bounded bool) (*Usage, error) {
+	if rec := a.usage.pending[string(k)]; rec != nil {
+		return rec, nil
+	}
+	rec := &Usage{}
+	if v := b.Get(k); v != nil {
+		if err := decodeUsage(v, rec); err != nil {
+			return nil, err
+		}
+	} else {
+		n, err := a.periodKeys(b, k[:8])
+		if err != nil {
+			return nil, err
+		}
+		if bounded && n >= MaxUsageKeysPerPeriod {
+			return nil, nil
+		}
+		a.usage.keys = min(n+1, MaxUsageKeysPerPeriod)
+	}
+	if a.usage.pending == nil {
+		a.usage.pending = map[string]*Usage{}
+	}
+	a.usage.pending[string(k)] = rec
+	return rec, nil
+}
+
+// periodKeys counts the records of one period (up to the bound), pending
+// ones included: by a cursor scan once per period and batch (after
+// writing what is pending), then through the memo.
+func (a *applier) periodKeys(b *bolt.Bucket, prefix []byte) (int, error) {
+	if a.usage.keysKnown && bytes.Equal(a.usage.period, prefix) {
+		return a.usage.keys, nil
+	}
+	if err := a.flushUsage(); err != nil {
+		return 0, err
+	}
 	n := 0
 	c := b.Cursor()
 	for k, _ := c.Seek(prefix); k != nil && hasPrefix(k, prefix) && n < MaxUsageKeysPerPeriod; k, _ = c.Next() {
 		n++
 	}
-	return n
+	a.usage.period, a.usage.keys, a.usage.keysKnown = slices.Clone(prefix), n, true
+	return n, nil
+}
+
+// flushUsage writes the pending records, in key order.
+func (a *applier) flushUsage() error {
+	if len(a.usage.pending) == 0 {
+		return nil
+	}
+	keys := slices.Sorted(maps.Keys(a.usage.pending))
+	buf := make([]byte, 0, len(keys)*usageRecordMax)
+	for _, k := range keys {
+		start := len(buf)
+		buf = appendUsage(buf, a.usage.pending[k])
+		if err := a.put(a.usage.bucket, []byte(k), buf[start:len(buf):len(buf)]); err != nil {
+			return err
+		}
+	}
+	clear(a.usage.pending)
+	return nil
 }
 
 // gcUsage rolls hourly records older than UsageHourlyFor into daily
 // ones and drops records older than UsageRetention, both reckoned from
 // the GC command's stamped time (days in UTC).
 func (a *applier) gcUsage() error {
-	if _, on, err := usageLabels(a.meta); err != nil || !on {
+	if m, err := a.usageMarker(); err != nil || !m.on {
 		return err
 	}
+	// Records are read, dropped and rolled below: write what is pending
+	// first, and count them afresh.
+	if err := a.flushUsage(); err != nil {
+		return err
+	}
+	a.usage.keysKnown = false
+	defer func() { a.usage.keysKnown = false }()
 	b := a.tx.Bucket(bucketUsage)
 	if b == nil {
 		return nil
@@ -333,7 +450,7 @@ func (a *applier) gcUsage() error {
 			continue // a day's first hour: already the daily record's key
 		}
 		r := rec{k: slices.Clone(k)}
-		if err := decode(v, &r.u); err != nil {
+		if err := decodeUsage(v, &r.u); err != nil {
 			return err
 		}
 		roll = append(roll, r)

@@ -290,3 +290,62 @@ func (h *harness) placeUsing(id string, r Resources) uint64 {
 	}
 	return res.Index
 }
+
+// TestUsageSameAcrossBatches: accounting keeps records pending within a
+// batch (flushUsage), yet replicas whose batches split the log
+// differently reach the same state: across the 500-key bound, an hour
+// boundary, an entry stamped back in an earlier hour, and a GC rollup.
+func TestUsageSameAcrossBatches(t *testing.T) {
+	h := newHarness(t)
+	h.recording = true
+	h.addNode("n1")
+	h.must(CmdStartUsage, StartUsage{Labels: []string{"team"}})
+	hour := h.now.Truncate(time.Hour)
+	run := func(i int, user string) {
+		id := jobID(i)
+		h.submitUsageJob(id, fmt.Sprintf("ns%d", i%2), user, "", map[string]string{"team": fmt.Sprint(i % 3)})
+		h.runAttempt(id, time.Millisecond, AttemptSucceeded, time.Millisecond, 1<<20)
+	}
+	i := 0
+	for ; i < MaxUsageKeysPerPeriod+5; i++ {
+		run(i, fmt.Sprintf("user%04d", i))
+	}
+	h.now = hour.Add(90 * time.Minute)
+	for range 5 {
+		run(i, "next-hour")
+		i++
+	}
+	h.now = hour.Add(10 * time.Minute) // stamped back in the first hour: folded
+	run(i, "late")
+	i++
+	h.now = hour.Add(40 * 24 * time.Hour)
+	run(i, "before-gc")
+	i++
+	h.must(CmdGC, GC{})
+	run(i, "after-gc")
+	want := h.hash()
+	var folded int64
+	for _, r := range h.allUsage() {
+		if r.labs == UsageOtherLabels {
+			folded += r.u.Attempts
+		}
+	}
+	// The 5 past the bound and the late one, and more once GC rolls the
+	// first hours into their day's records (past the bound again).
+	if folded < 6 {
+		t.Fatalf("%d attempts folded, want at least 6: the test no longer crosses the bound", folded)
+	}
+	for _, size := range []int{1, 7, 64, len(h.log)} {
+		other := newHarness(t)
+		for j := 0; j < len(h.log); j += size {
+			for k, out := range other.f.ApplyBatch(h.log[j:min(j+size, len(h.log))]) {
+				if r := out.(*Result); r.Err != nil {
+					t.Fatalf("batches of %d: entry %d: %v", size, j+k, r.Err)
+				}
+			}
+		}
+		if got := other.hash(); got != want {
+			t.Fatalf("batches of %d: state hash %s, want %s (one entry a batch)", size, got, want)
+		}
+	}
+}

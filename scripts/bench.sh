@@ -197,6 +197,7 @@ run_cluster() {
   bench dev_submit_c64 "$dev" submit --jobs "$(q 20000 5000)" --concurrency 64 || log "dev_submit_c64 failed"
   bench dev_events "$dev" events --subscribers 100 --rounds "$(q 4 2)" --jobs "$(q 10000 2000)" \
     --throughput-jobs "$(q 2000 300)" --driver process || log "dev_events failed"
+  bench dev_usage "$dev" usage --jobs "$(q 500 100)" --queries 200 --driver process || log "dev_usage failed"
   stop_agents
 
   log "three agents"
@@ -348,6 +349,7 @@ rows = [
   ("10,000-job random DAG accepted", "< 1 s", med("dag", "random_submit_ms") + " ms", ""),
   ("100 live event streams: cost on submits / on completed jobs (dev agent)", "<= 5%", med("dev_events", "submit_cost_percent") + "% / " + med("dev_events", "throughput_cost_percent") + "%", "foreman bench events --subscribers 100 --rounds 4 --jobs 10000 --throughput-jobs 2000"),
   ("... events delivered per second to the 100 streams", "", med("dev_events", "events_delivered_per_second", "{:,.0f}") + "/s", ""),
+  ("GET /v1/usage since 365d by namespace: p50 / p99 (dev agent; usage attempts = the jobs' attempts in every run)", "", med("dev_usage", "p50_ms") + " / " + med("dev_usage", "p99_ms") + " ms" + ("" if all(r.get("verified") for r in runs("dev_usage")) else " NOT VERIFIED"), "foreman bench usage --jobs 500 --queries 200"),
   ("20 x sleep 2s on 4 nodes: efficiency", ">= 99%", med("sleep", "efficiency", "{:.3f}") + " (wall " + med("sleep", "wall_seconds", "{:.2f}") + " s)", "foreman bench sleep --jobs 20 --duration 2s"),
   ("Pure scheduler, 5,000 nodes", ">= 50,000 placements/s", go(r"BenchmarkPlan5000Nodes100kJobs", "placements/s") + " placements/s", "go test -bench BenchmarkPlan5000Nodes100kJobs ./sched"),
   ("3,000 submits in a burst: share of it spent planning / plans per 1,000 submits", "about 20% (1/coalesceFactor)", go(r"BenchmarkCoalesceBurst", "planning-%") + "% / " + go(r"BenchmarkCoalesceBurst", "plans/1000-submits"), "go test -bench BenchmarkCoalesceBurst ./sched"),

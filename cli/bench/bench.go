@@ -69,6 +69,7 @@ func Command() *ucli.Command {
 			preemptCommand(driver),
 			fairshareCommand(driver),
 			nodesCommand(driver),
+			usageCommand(driver),
 		},
 	}
 }

@@ -257,3 +257,19 @@ func FinalAttempts(as []api.Attempt) []checker.FinalAttempt {
 	}
 	return out
 }
+
+// UsageAttempts reads GET /v1/usage?step=total&by=namespace over [since,
+// until) through the leader, and sums its rows' attempts; enabled is
+// whether accounting is on.
+func (c *Client) UsageAttempts(ctx context.Context, since, until time.Time) (enabled bool, attempts int64, err error) {
+	q := url.Values{"step": {"total"}, "by": {"namespace"}, "consistent": {"true"},
+		"since": {since.UTC().Format(time.RFC3339)}, "until": {until.UTC().Format(time.RFC3339)}}
+	var out api.UsageReport
+	if _, err := c.do(ctx, http.MethodGet, "/v1/usage?"+q.Encode(), nil, nil, &out); err != nil {
+		return false, 0, err
+	}
+	for _, r := range out.Rows {
+		attempts += r.Usage.Attempts
+	}
+	return out.Enabled, attempts, nil
+}

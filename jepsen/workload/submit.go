@@ -44,6 +44,12 @@ type Submit struct {
 	final   []checker.FinalJob
 	noFinal bool // the final listing failed: no verdict on the product
 	endNs   int64
+	// The usage accounting check (checker.Usage): when traffic started
+	// (host clock), whether accounting was on by then, and the final
+	// report.
+	started time.Time
+	usageOn bool
+	usage   checker.UsageReading
 }
 
 // NewSubmit returns the default submit workload.
@@ -62,9 +68,16 @@ func (s *Submit) init() {
 	s.mu.Unlock()
 }
 
-// Run starts Workers goroutines; worker w talks to node w mod N.
+// usageWait bounds the wait for usage accounting to be on (the leader
+// proposes it once every server has the feature) before traffic starts.
+const usageWait = 30 * time.Second
+
+// Run waits for usage accounting to be on, then starts Workers
+// goroutines; worker w talks to node w mod N.
 func (s *Submit) Run(ctx context.Context, env *Env) {
 	s.init()
+	s.started = time.Now()
+	s.usageOn = s.waitUsage(ctx, env)
 	var wg sync.WaitGroup
 	for w := 0; w < s.Workers; w++ {
 		wg.Add(1)
@@ -111,6 +124,24 @@ func (s *Submit) worker(ctx context.Context, env *Env, w int) {
 			n := min(len(mine), 10)
 			id := mine[len(mine)-1-rng.IntN(n)]
 			s.read(ctx, env, cl, w, id)
+		}
+	}
+}
+
+// waitUsage polls the usage report until accounting is on: every attempt
+// of the run must end after the marker for checker.Usage to count it.
+func (s *Submit) waitUsage(ctx context.Context, env *Env) bool {
+	ctx, cancel := context.WithTimeout(ctx, usageWait)
+	defer cancel()
+	for i := 0; ; i++ {
+		cl := env.Clients[i%len(env.Clients)]
+		if on, _, err := cl.UsageAttempts(ctx, s.started.Add(-time.Hour), time.Now().Add(time.Hour)); err == nil && on {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(200 * time.Millisecond):
 		}
 	}
 }
@@ -280,10 +311,31 @@ func (s *Submit) Drain(ctx context.Context, env *Env, d time.Duration) error {
 		}
 	}
 	s.final = jobs
+	s.readUsage(lctx, env)
 	if ctx.Err() != nil {
 		return fmt.Errorf("drain: not every acknowledged job terminal within %v", d)
 	}
 	return nil
+}
+
+// readUsage reads the run's usage report for checker.Usage, after the
+// final view. The window reaches an hour either side of the run: records
+// are hourly, stamped with the leader's clock (which the clock nemesis
+// skews), and the cluster is the run's own.
+func (s *Submit) readUsage(ctx context.Context, env *Env) {
+	since, until := s.started.Add(-time.Hour), time.Now().Add(time.Hour)
+	type reading struct {
+		on bool
+		n  int64
+	}
+	r, err := firstAlive(env, func(cl *client.Client) (reading, error) {
+		on, n, err := cl.UsageAttempts(ctx, since, until)
+		return reading{on, n}, err
+	})
+	s.usage = checker.UsageReading{Enabled: s.usageOn && r.on, Attempts: r.n}
+	if err != nil {
+		s.usage.Err = err.Error()
+	}
 }
 
 // Acked returns the acknowledged keys and their job IDs.
@@ -330,5 +382,6 @@ func (s *Submit) Check(env *Env, opt CheckOptions) []checker.Result {
 	res = append(res, ex)
 	res = append(res, checker.RunAt(exec, s.final, s.RunAts(), checker.RunAtOptions{Ahead: opt.ClockAhead, ClockBound: opt.ClockBound}))
 	res = append(res, checker.Reads(ops, checker.LinearOptions{Timeout: opt.Timeout, HTMLPath: opt.HTMLPath, Events: opt.Events}))
+	res = append(res, checker.Usage(s.final, s.usage))
 	return res
 }
