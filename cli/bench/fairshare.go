@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"fmt"
-	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -90,29 +89,9 @@ func benchFairShare(c *ucli.Context) error {
 		return err
 	}
 	defer cancel()
-	nodes, err := nodeViews(ctx, cl)
+	usable, cpu, slots, err := cpuSlots(ctx, c, cl, perNode)
 	if err != nil {
 		return err
-	}
-	var usable []fsm.Node
-	minCPU := int64(math.MaxInt64)
-	for _, nv := range nodes {
-		if nv.Gossip != fsm.NodeAlive || nv.Eligibility != fsm.Eligible || nv.Capacity.CPU <= 0 {
-			continue
-		}
-		usable = append(usable, nv.Node)
-		minCPU = min(minCPU, nv.Capacity.CPU)
-	}
-	if len(usable) == 0 {
-		return fmt.Errorf("no alive, eligible node with CPU capacity")
-	}
-	if err := waitNodesReady(ctx, cl, usable, cli.ClientOptions(c)); err != nil {
-		return err
-	}
-	cpu := minCPU / int64(perNode)
-	slots := 0
-	for _, nd := range usable {
-		slots += int(nd.Capacity.CPU / cpu)
 	}
 	for i, ns := range names {
 		cur, err := cl.GetNamespace(ctx, ns)

@@ -247,6 +247,36 @@ type SleepResult struct {
 // starts polling for the jobs' ends.
 const sleepPollLead = 100 * time.Millisecond
 
+// cpuSlots finds the alive, eligible nodes with CPU, waits until they are
+// ready, and sizes a slot: the smallest usable node's CPU / perNode, so
+// every node fits floor(its CPU / slot) jobs (cpu, in millicores; slots in
+// all).
+func cpuSlots(ctx context.Context, c *ucli.Context, cl *api.Client, perNode int) (usable []fsm.Node, cpu int64, slots int, err error) {
+	nodes, err := nodeViews(ctx, cl)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	minCPU := int64(math.MaxInt64)
+	for _, nv := range nodes {
+		if nv.Gossip != fsm.NodeAlive || nv.Eligibility != fsm.Eligible || nv.Capacity.CPU <= 0 {
+			continue
+		}
+		usable = append(usable, nv.Node)
+		minCPU = min(minCPU, nv.Capacity.CPU)
+	}
+	if len(usable) == 0 {
+		return nil, 0, 0, fmt.Errorf("no alive, eligible node with CPU capacity")
+	}
+	if err := waitNodesReady(ctx, cl, usable, cli.ClientOptions(c)); err != nil {
+		return nil, 0, 0, err
+	}
+	cpu = minCPU / int64(perNode)
+	for _, nd := range usable {
+		slots += int(nd.Capacity.CPU / cpu)
+	}
+	return usable, cpu, slots, nil
+}
+
 func benchSleep(c *ucli.Context) error {
 	n, dur, perNode := c.Int("jobs"), c.Duration("duration"), c.Int("per-node")
 	if n < 1 || perNode < 1 || dur <= 0 {
@@ -257,31 +287,9 @@ func benchSleep(c *ucli.Context) error {
 		return err
 	}
 	defer cancel()
-	nodes, err := nodeViews(ctx, cl)
+	usable, cpu, slots, err := cpuSlots(ctx, c, cl, perNode)
 	if err != nil {
 		return err
-	}
-	// One slot = the smallest usable node's CPU / per-node; every node then
-	// fits floor(its CPU / slot) jobs.
-	var usable []fsm.Node
-	minCPU := int64(math.MaxInt64)
-	for _, nv := range nodes {
-		if nv.Gossip != fsm.NodeAlive || nv.Eligibility != fsm.Eligible || nv.Capacity.CPU <= 0 {
-			continue
-		}
-		usable = append(usable, nv.Node)
-		minCPU = min(minCPU, nv.Capacity.CPU)
-	}
-	if len(usable) == 0 {
-		return fmt.Errorf("no alive, eligible node with CPU capacity")
-	}
-	if err := waitNodesReady(ctx, cl, usable, cli.ClientOptions(c)); err != nil {
-		return err
-	}
-	cpu := minCPU / int64(perNode)
-	slots := 0
-	for _, nd := range usable {
-		slots += int(nd.Capacity.CPU / cpu)
 	}
 	waves := (n + slots - 1) / slots
 	ideal := time.Duration(waves) * dur
