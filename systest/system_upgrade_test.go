@@ -48,7 +48,10 @@ func TestSystemNewerDataDirRefused(t *testing.T) {
 	dir := filepath.Join(root, "n1")
 	a := startAgent(t, bin, "n1", dir, freeBase(t))
 	eventually(t, systemTimeout, "agent leads", func() error { _, err := leaderOf(a); return err })
-	submitJob(t, a, map[string]any{"name": "before", "command": []string{"true"}, "driver": "process"})
+	id := submitJob(t, a, map[string]any{"name": "before", "command": []string{"true"}, "driver": "process"})
+	// The attempt's supervisor outlives the agent by design and writes
+	// result.json when the command ends; the dir is still only once the job has.
+	waitJobState(t, a, id, "succeeded")
 	a.term(t)
 
 	// What a newer binary leaves: its schema and version in the state file.
