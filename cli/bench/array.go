@@ -12,7 +12,6 @@ import (
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/foreman-sched/foreman/api"
-	"github.com/foreman-sched/foreman/cli"
 	"github.com/foreman-sched/foreman/fsm"
 	"github.com/foreman-sched/foreman/httpapi"
 )
@@ -40,8 +39,7 @@ func arrayCommand(driver *ucli.StringFlag) *ucli.Command {
 		&ucli.IntFlag{Name: "parallel", Usage: "the array's %PARALLEL bound (0: none)"},
 		&ucli.IntFlag{Name: "batch", Value: 1000, Usage: "jobs per request of the same count submitted as batches (0: skip them)"},
 		&ucli.BoolFlag{Name: "verify", Value: true, Usage: "each task writes its index as its result; read every task's back and check each index is there once (--verify=false skips it)"},
-		timeoutFlag(15*time.Minute),
-		cli.JSONFlag)
+		timeoutFlag(15*time.Minute))
 }
 
 func benchArray(ctx context.Context, c *ucli.Context, cl *api.Client) error {
@@ -128,15 +126,11 @@ func benchArray(ctx context.Context, c *ucli.Context, cl *api.Client) error {
 		res.BatchSucceeded = counts[api.JobSucceeded]
 	}
 
-	if c.Bool("json") {
-		return cli.PrintJSON(c, res)
-	}
-	t := cli.NewTable(cli.Stdout(c), "", "ACCEPTED", "ALL DONE", "JOBS/S", "SUCCEEDED", "VERIFIED")
-	t.Row(fmt.Sprintf("array of %d", res.Tasks), fmt.Sprintf("%.1fms", res.ArrayAcceptMS), fmt.Sprintf("%.2fs", res.ArraySeconds), res.ArrayJobsPerS, res.ArraySucceeded, res.Verified)
+	rows := [][]any{{fmt.Sprintf("array of %d", res.Tasks), ms(res.ArrayAcceptMS), fmt.Sprintf("%.2fs", res.ArraySeconds), res.ArrayJobsPerS, res.ArraySucceeded, res.Verified}}
 	if res.Batch > 0 {
-		t.Row(fmt.Sprintf("%d as batches of %d", res.Tasks, res.Batch), fmt.Sprintf("%.1fms", res.BatchAcceptMS), fmt.Sprintf("%.2fs", res.BatchSeconds), res.BatchJobsPerS, res.BatchSucceeded, "")
+		rows = append(rows, []any{fmt.Sprintf("%d as batches of %d", res.Tasks, res.Batch), ms(res.BatchAcceptMS), fmt.Sprintf("%.2fs", res.BatchSeconds), res.BatchJobsPerS, res.BatchSucceeded, ""})
 	}
-	return t.Flush()
+	return printTable(c, res, []string{"", "ACCEPTED", "ALL DONE", "JOBS/S", "SUCCEEDED", "VERIFIED"}, rows...)
 }
 
 // verifyArray reads every task's result (8 at a time) and checks it is

@@ -25,7 +25,7 @@ func artifactsCommand(driver ucli.Flag) *ucli.Command {
 			"the attempt's finish → its outputs recorded stored (the upload, after the finish). Without\n"+
 			"--object-store on the agents only the node-local column is measured. Times across machines\n"+
 			"compare the executing node's clock with the leader's.",
-		benchArtifacts, cli.JSONFlag, driver,
+		benchArtifacts, driver,
 		&ucli.StringFlag{Name: "size", Value: "256MiB", Usage: "artifact size per job (e.g. 1GiB)"},
 		&ucli.IntFlag{Name: "jobs", Value: 3, Usage: "jobs to run (sequentially)"},
 		timeoutFlag(30*time.Minute))
@@ -131,16 +131,13 @@ func benchArtifacts(c *ucli.Context) error {
 		rows = append(rows, r)
 	}
 	sort.Slice(rows, func(i, j int) bool { return rows[i].Node < rows[j].Node })
-	if c.Bool("json") {
-		return cli.PrintJSON(c, rows)
-	}
-	t := cli.NewTable(cli.Stdout(c), "NODE", "JOBS", "SIZE", "NODE-LOCAL P50", "TO STORE P50", "STORE MB/S", "NOT STORED")
+	var text [][]any
 	for _, r := range rows {
 		toStore, mbps := "-", "-"
 		if r.ToStoreP50S > 0 {
 			toStore, mbps = fmt.Sprintf("+%.2fs", r.ToStoreP50S), fmt.Sprintf("%.1f", r.StoreMBps)
 		}
-		t.Row(r.Node, r.Jobs, fmt.Sprintf("%d MiB", mib), fmt.Sprintf("%.2fs", r.NodeLocalP50S), toStore, mbps, r.NotStored)
+		text = append(text, []any{r.Node, r.Jobs, fmt.Sprintf("%d MiB", mib), fmt.Sprintf("%.2fs", r.NodeLocalP50S), toStore, mbps, r.NotStored})
 	}
-	return t.Flush()
+	return printTable(c, rows, []string{"NODE", "JOBS", "SIZE", "NODE-LOCAL P50", "TO STORE P50", "STORE MB/S", "NOT STORED"}, text...)
 }

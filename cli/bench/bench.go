@@ -34,19 +34,17 @@ func Command() *ucli.Command {
 			benchCommand("submit", "accepted (durable, replicated) submits per second",
 				"Jobs carry run_at one hour ahead, so they are accepted and stored but do not run\n"+
 					"during the measurement (use --runnable to let them run).",
-				benchSubmit, cli.JSONFlag, driver,
+				benchSubmit, driver,
 				&ucli.IntFlag{Name: "jobs", Value: 20000, Usage: "jobs to submit"},
 				&ucli.IntFlag{Name: "concurrency", Aliases: []string{"c"}, Value: 64, Usage: "concurrent clients"},
 				&ucli.IntFlag{Name: "batch", Value: 1, Usage: "jobs per request (1 = single-job submits)"},
 				&ucli.BoolFlag{Name: "runnable", Usage: "submit runnable no-op jobs instead of delayed ones"}),
-			benchCommand("latency", "submit → start and submit → finish of no-op jobs, one at a time", "", benchLatency,
-				cli.JSONFlag, driver,
+			benchCommand("latency", "submit → start and submit → finish of no-op jobs, one at a time", "", benchLatency, driver,
 				&ucli.IntFlag{Name: "jobs", Value: 200, Usage: "jobs to run (sequentially)"},
 				&ucli.DurationFlag{Name: "poll", Value: time.Millisecond, Usage: "interval between GETs of the job"},
 				&ucli.IntFlag{Name: "gpus", Usage: "whole GPUs each job asks for (the leader picks the devices; the node isolates them)"},
 				&ucli.StringFlag{Name: "gpu-memory", Usage: "a VRAM share of one GPU each job asks for, e.g. 20GiB"}),
-			benchCommand("throughput", "completed no-op jobs per second", "", benchThroughput,
-				cli.JSONFlag, driver,
+			benchCommand("throughput", "completed no-op jobs per second", "", benchThroughput, driver,
 				&ucli.IntFlag{Name: "jobs", Value: 5000, Usage: "jobs to run"},
 				&ucli.IntFlag{Name: "batch", Value: 1000, Usage: "jobs per submit request"},
 				timeoutFlag(10*time.Minute)),
@@ -54,7 +52,7 @@ func Command() *ucli.Command {
 				"Each job asks for the smallest node's CPU divided by --per-node, so every node runs\n"+
 					"--per-node jobs at a time and the cluster runs (sum over nodes) slots at once.\n"+
 					"ideal = ceil(jobs/slots) × duration.",
-				benchSleep, cli.JSONFlag, driver,
+				benchSleep, driver,
 				&ucli.IntFlag{Name: "jobs", Value: 20, Usage: "jobs to run"},
 				&ucli.DurationFlag{Name: "duration", Value: 2 * time.Second, Usage: "how long each job sleeps"},
 				&ucli.IntFlag{Name: "per-node", Value: 1, Usage: "jobs each node runs at once"},
@@ -74,10 +72,10 @@ func Command() *ucli.Command {
 	}
 }
 
-// benchCommand is one bench: its flags plus the connection flags, and its
-// action's error made one line.
+// benchCommand is one bench: --json, its flags plus the connection flags,
+// and its action's error made one line.
 func benchCommand(name, usage, description string, action ucli.ActionFunc, flags ...ucli.Flag) *ucli.Command {
-	cmd := cli.ClientCommand(name, usage, "", action, flags...)
+	cmd := cli.ClientCommand(name, usage, "", action, append([]ucli.Flag{cli.JSONFlag}, flags...)...)
 	cmd.Description = description
 	return cmd
 }

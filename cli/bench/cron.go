@@ -25,7 +25,7 @@ func cronCommand() *ucli.Command {
 			"agent's CPU is the schedules', not N process starts); the probes run `true` to time job start.\n"+
 			"Fire lateness is each fire's time on the leader's clock minus its tick. CPU between ticks (2 s to\n"+
 			"9 s after each) needs --pid of the leader's agent on this host. The schedules are deleted at the end.",
-		benchCron, cli.JSONFlag,
+		benchCron,
 		&ucli.IntFlag{Name: "schedules", Value: 10000, Usage: "schedules to create"},
 		&ucli.IntFlag{Name: "probes", Value: 50, Usage: "schedules whose job runs (to time job start)"},
 		&ucli.IntFlag{Name: "ticks", Value: 3, Usage: "ticks to measure"},
@@ -126,13 +126,9 @@ func benchCron(c *ucli.Context) error {
 	sortDurations(started)
 	res.FireP50MS, res.FireP99MS = percentileMS(fire, 50), percentileMS(fire, 99)
 	res.StartP50MS, res.StartP99MS = percentileMS(started, 50), percentileMS(started, 99)
-	if c.Bool("json") {
-		return cli.PrintJSON(c, res)
-	}
-	t := cli.NewTable(cli.Stdout(c), "SCHEDULES", "FIRES", "FIRE P50", "FIRE P99", "START P50", "START P99", "CPU BETWEEN TICKS")
-	t.Row(n, res.Fires, fmt.Sprintf("%.2f ms", res.FireP50MS), fmt.Sprintf("%.2f ms", res.FireP99MS),
-		fmt.Sprintf("%.1f ms", res.StartP50MS), fmt.Sprintf("%.1f ms", res.StartP99MS), fmt.Sprint(res.CPUBetweenTicks))
-	return t.Flush()
+	return printTable(c, res, []string{"SCHEDULES", "FIRES", "FIRE P50", "FIRE P99", "START P50", "START P99", "CPU BETWEEN TICKS"},
+		[]any{n, res.Fires, fmt.Sprintf("%.2f ms", res.FireP50MS), fmt.Sprintf("%.2f ms", res.FireP99MS),
+			fmt.Sprintf("%.1f ms", res.StartP50MS), fmt.Sprintf("%.1f ms", res.StartP99MS), fmt.Sprint(res.CPUBetweenTicks)})
 }
 
 // waitStarted polls a job until its first attempt has started.

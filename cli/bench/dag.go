@@ -9,7 +9,6 @@ import (
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/foreman-sched/foreman/api"
-	"github.com/foreman-sched/foreman/cli"
 	"github.com/foreman-sched/foreman/fsm"
 	"github.com/foreman-sched/foreman/httpapi"
 )
@@ -43,8 +42,7 @@ func dagCommand(driver *ucli.StringFlag) *ucli.Command {
 		&ucli.BoolFlag{Name: "after", Value: true, Usage: "also run the chain as jobs submitted up front, each with --after on the one before (--after=false skips it)"},
 		&ucli.IntFlag{Name: "fan-out", Value: 10000, Usage: "children of the fan-out's root (0 = skip)"},
 		&ucli.IntFlag{Name: "random", Value: 10000, Usage: "jobs of the random DAG (submitted, then cancelled; 0 = skip)"},
-		timeoutFlag(15*time.Minute),
-		cli.JSONFlag)
+		timeoutFlag(15*time.Minute))
 }
 
 func benchDAG(ctx context.Context, c *ucli.Context, cl *api.Client) error {
@@ -175,25 +173,20 @@ func benchDAG(ctx context.Context, c *ucli.Context, cl *api.Client) error {
 		}
 	}
 
-	if c.Bool("json") {
-		return cli.PrintJSON(c, res)
-	}
-	t := cli.NewTable(cli.Stdout(c), "", "P50", "P99", "TOTAL")
-	ms := func(f float64) string { return fmt.Sprintf("%.1fms", f) }
-	t.Row(fmt.Sprintf("chain of %d, one workflow: release", res.Chain), ms(res.ReleaseP50MS), ms(res.ReleaseP99MS), fmt.Sprintf("%.2fs", res.ChainSeconds))
+	rows := [][]any{{fmt.Sprintf("chain of %d, one workflow: release", res.Chain), ms(res.ReleaseP50MS), ms(res.ReleaseP99MS), fmt.Sprintf("%.2fs", res.ChainSeconds)}}
 	if res.OneByOneSecs > 0 {
-		t.Row(fmt.Sprintf("chain of %d, one by one: next start", res.Chain), ms(res.OneByOneP50MS), ms(res.OneByOneP99MS), fmt.Sprintf("%.2fs", res.OneByOneSecs))
+		rows = append(rows, []any{fmt.Sprintf("chain of %d, one by one: next start", res.Chain), ms(res.OneByOneP50MS), ms(res.OneByOneP99MS), fmt.Sprintf("%.2fs", res.OneByOneSecs)})
 	}
 	if res.AfterSecs > 0 {
-		t.Row(fmt.Sprintf("chain of %d, --after: release", res.Chain), ms(res.AfterP50MS), ms(res.AfterP99MS), fmt.Sprintf("%.2fs", res.AfterSecs))
+		rows = append(rows, []any{fmt.Sprintf("chain of %d, --after: release", res.Chain), ms(res.AfterP50MS), ms(res.AfterP99MS), fmt.Sprintf("%.2fs", res.AfterSecs)})
 	}
 	if res.FanOut > 0 {
-		t.Row(fmt.Sprintf("fan-out of %d: submit / all done", res.FanOut), ms(res.FanOutSubmitMS), "", fmt.Sprintf("%.2fs", res.FanOutSeconds))
+		rows = append(rows, []any{fmt.Sprintf("fan-out of %d: submit / all done", res.FanOut), ms(res.FanOutSubmitMS), "", fmt.Sprintf("%.2fs", res.FanOutSeconds)})
 	}
 	if res.RandomJobs > 0 {
-		t.Row(fmt.Sprintf("random DAG of %d: accepted / first page", res.RandomJobs), ms(res.RandomSubmitMS), ms(res.RandomPageMS), "")
+		rows = append(rows, []any{fmt.Sprintf("random DAG of %d: accepted / first page", res.RandomJobs), ms(res.RandomSubmitMS), ms(res.RandomPageMS), ""})
 	}
-	return t.Flush()
+	return printTable(c, res, []string{"", "P50", "P99", "TOTAL"}, rows...)
 }
 
 // waitWorkflow polls until the workflow is no longer running.

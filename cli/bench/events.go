@@ -52,7 +52,7 @@ func eventsCommand(driver *ucli.StringFlag) *ucli.Command {
 			"processes) once with no stream open and once with --subscribers streams of GET /v1/events that\n"+
 			"read every event (counting them, not decoding them). The streams run in this process: on a\n"+
 			"shared machine they compete with the node for the same cores, so the cost includes theirs.",
-		benchEvents, cli.JSONFlag, driver,
+		benchEvents, driver,
 		&ucli.IntFlag{Name: "subscribers", Value: 100, Usage: "event streams open in the second half of each round"},
 		&ucli.IntFlag{Name: "rounds", Value: 3, Usage: "rounds (each: 0 streams, then --subscribers)"},
 		&ucli.IntFlag{Name: "jobs", Value: 5000, Usage: "jobs of each bench submit"},
@@ -152,14 +152,10 @@ func benchEvents(c *ucli.Context) error {
 	res.Throughput0, res.ThroughputN = median(thr[0]), median(thr[1])
 	res.SubmitCostPct, res.ThroughputCostPct = costPct(res.Submit0, res.SubmitN), costPct(res.Throughput0, res.ThroughputN)
 	res.DeliveredPerSecond = median(delivered)
-	if c.Bool("json") {
-		return cli.PrintJSON(c, res)
-	}
-	t := cli.NewTable(cli.Stdout(c), "STREAMS", "SUBMIT JOBS/S", "THROUGHPUT JOBS/S", "EVENTS DELIVERED/S")
-	t.Row(0, fmt.Sprintf("%.0f", res.Submit0), fmt.Sprintf("%.0f", res.Throughput0), "-")
-	t.Row(subs, fmt.Sprintf("%.0f", res.SubmitN), fmt.Sprintf("%.0f", res.ThroughputN), fmt.Sprintf("%.0f", res.DeliveredPerSecond))
-	t.Row("cost", fmt.Sprintf("%.1f%%", res.SubmitCostPct), fmt.Sprintf("%.1f%%", res.ThroughputCostPct), "")
-	return t.Flush()
+	return printTable(c, res, []string{"STREAMS", "SUBMIT JOBS/S", "THROUGHPUT JOBS/S", "EVENTS DELIVERED/S"},
+		[]any{0, fmt.Sprintf("%.0f", res.Submit0), fmt.Sprintf("%.0f", res.Throughput0), "-"},
+		[]any{subs, fmt.Sprintf("%.0f", res.SubmitN), fmt.Sprintf("%.0f", res.ThroughputN), fmt.Sprintf("%.0f", res.DeliveredPerSecond)},
+		[]any{"cost", fmt.Sprintf("%.1f%%", res.SubmitCostPct), fmt.Sprintf("%.1f%%", res.ThroughputCostPct), ""})
 }
 
 // drain waits until the cluster has no queued, running or retrying job

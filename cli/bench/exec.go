@@ -9,7 +9,6 @@ import (
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/foreman-sched/foreman/api"
-	"github.com/foreman-sched/foreman/cli"
 	"github.com/foreman-sched/foreman/fsm"
 	"github.com/foreman-sched/foreman/httpapi"
 )
@@ -27,8 +26,7 @@ func execCommand(driver *ucli.StringFlag) *ucli.Command {
 	return benchCommand("exec", "foreman exec into a running job: round trip of a short command (output and exit code back), one at a time", "", timed(benchExec),
 		driver,
 		&ucli.IntFlag{Name: "runs", Value: 100, Usage: "execs to run, one after the other"},
-		timeoutFlag(5*time.Minute),
-		cli.JSONFlag)
+		timeoutFlag(5*time.Minute))
 }
 
 func benchExec(ctx context.Context, c *ucli.Context, cl *api.Client) error {
@@ -61,10 +59,6 @@ func benchExec(ctx context.Context, c *ucli.Context, cl *api.Client) error {
 	}
 	sortDurations(lat)
 	res.P50MS, res.P99MS, res.MaxMS = percentileMS(lat, 50), percentileMS(lat, 99), percentileMS(lat, 100)
-	if c.Bool("json") {
-		return cli.PrintJSON(c, res)
-	}
-	t := cli.NewTable(cli.Stdout(c), "", "P50", "P99", "MAX")
-	t.Row(fmt.Sprintf("%d execs (output and exit code back)", res.Runs), fmt.Sprintf("%.1fms", res.P50MS), fmt.Sprintf("%.1fms", res.P99MS), fmt.Sprintf("%.1fms", res.MaxMS))
-	return t.Flush()
+	return printTable(c, res, []string{"", "P50", "P99", "MAX"},
+		[]any{fmt.Sprintf("%d execs (output and exit code back)", res.Runs), ms(res.P50MS), ms(res.P99MS), ms(res.MaxMS)})
 }

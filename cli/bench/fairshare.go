@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"time"
@@ -27,7 +28,7 @@ func fairshareCommand(driver ucli.Flag) *ucli.Command {
 			"--warmup after the run's first start). With --alone D, the second namespace then stops and the first\n"+
 			"floods alone for D: its fraction of the cluster's slot-seconds over the last D/2 is reported.\n"+
 			"Every job asks for the smallest node's CPU / --per-node, so the cluster has (sum over nodes) slots.",
-		benchFairShare, cli.JSONFlag, driver,
+		benchFairShare, driver,
 		&ucli.StringFlag{Name: "shares", Value: "1:1", Usage: "the two namespaces' shares, A:B"},
 		&ucli.StringFlag{Name: "namespaces", Value: "bench-fs-a,bench-fs-b", Usage: "the two namespaces (their share is set; their other settings are kept)"},
 		&ucli.DurationFlag{Name: "window", Value: 2 * time.Minute, Usage: "measured window"},
@@ -191,22 +192,21 @@ func benchFairShare(c *ucli.Context) error {
 			res.AloneOfUsed = round3(mine / (mine + other))
 		}
 	}
-	if c.Bool("json") {
-		return cli.PrintJSON(c, res)
-	}
-	t := cli.NewTable(cli.Stdout(c), "NAMESPACE", "SHARE", "TARGET", "FRACTION", "ERROR")
-	for i := range 2 {
-		t.Row(names[i], shares[i], fmt.Sprintf("%.1f%%", 100*res.Target[i]), fmt.Sprintf("%.1f%%", 100*res.Fraction[i]),
-			fmt.Sprintf("%+.1f points", 100*res.Error[i]))
-	}
-	if err := t.Flush(); err != nil {
-		return err
-	}
-	fmt.Fprintf(cli.Stdout(c), "%d slots, window %s, utilization %.1f%%, %d jobs\n", slots, window, 100*res.Utilization, res.Jobs)
-	if alone > 0 {
-		fmt.Fprintf(cli.Stdout(c), "%s alone: %.1f%% of the slots (%.1f%% of the slot-seconds used)\n", names[0], 100*res.AloneFraction, 100*res.AloneOfUsed)
-	}
-	return nil
+	return printResult(c, res, func(w io.Writer) error {
+		var rows [][]any
+		for i := range 2 {
+			rows = append(rows, []any{names[i], shares[i], fmt.Sprintf("%.1f%%", 100*res.Target[i]), fmt.Sprintf("%.1f%%", 100*res.Fraction[i]),
+				fmt.Sprintf("%+.1f points", 100*res.Error[i])})
+		}
+		if err := writeTable(w, []string{"NAMESPACE", "SHARE", "TARGET", "FRACTION", "ERROR"}, rows...); err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "%d slots, window %s, utilization %.1f%%, %d jobs\n", slots, window, 100*res.Utilization, res.Jobs)
+		if alone > 0 {
+			fmt.Fprintf(w, "%s alone: %.1f%% of the slots (%.1f%% of the slot-seconds used)\n", names[0], 100*res.AloneFraction, 100*res.AloneOfUsed)
+		}
+		return nil
+	})
 }
 
 // flood keeps a backlog of slots queued jobs in each namespace of runs

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"sort"
 	"time"
@@ -10,7 +11,6 @@ import (
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/foreman-sched/foreman/api"
-	"github.com/foreman-sched/foreman/cli"
 	"github.com/foreman-sched/foreman/fsm"
 	"github.com/foreman-sched/foreman/httpapi"
 )
@@ -29,8 +29,7 @@ func gangCommand(driver *ucli.StringFlag) *ucli.Command {
 		driver,
 		&ucli.IntFlag{Name: "runs", Value: 20, Usage: "gangs to run, one after another"},
 		&ucli.IntFlag{Name: "size", Value: 3, Usage: "tasks per gang (at most the node count)"},
-		timeoutFlag(5*time.Minute),
-		cli.JSONFlag)
+		timeoutFlag(5*time.Minute))
 }
 
 // benchGang submits gangs of `true` one after another and reads each
@@ -79,12 +78,11 @@ func benchGang(ctx context.Context, c *ucli.Context, cl *api.Client) error {
 	res.SpreadP50MS = percentileMS(spreads, 50)
 	res.SpreadMaxMS = percentileMS(spreads, 100)
 	res.AllDoneP50MS = percentileMS(dones, 50)
-	if c.Bool("json") {
-		return cli.PrintJSON(c, res)
-	}
-	fmt.Fprintf(cli.Stdout(c), "gangs of %d, %d runs: start spread p50 %.1f ms (max %.1f ms); submit → succeeded p50 %.1f ms\n",
-		res.Size, res.Runs, res.SpreadP50MS, res.SpreadMaxMS, res.AllDoneP50MS)
-	return nil
+	return printResult(c, res, func(w io.Writer) error {
+		fmt.Fprintf(w, "gangs of %d, %d runs: start spread p50 %.1f ms (max %.1f ms); submit → succeeded p50 %.1f ms\n",
+			res.Size, res.Runs, res.SpreadP50MS, res.SpreadMaxMS, res.AllDoneP50MS)
+		return nil
+	})
 }
 
 // preemptResult is the outcome of foreman bench preempt.
@@ -98,8 +96,7 @@ func preemptCommand(driver *ucli.StringFlag) *ucli.Command {
 	return benchCommand("preempt", "preemption: a priority-90 job on a full cluster, submit → running (victims have no grace)", "", timed(benchPreempt),
 		driver,
 		&ucli.IntFlag{Name: "runs", Value: 5, Usage: "preemptions to time"},
-		timeoutFlag(5*time.Minute),
-		cli.JSONFlag)
+		timeoutFlag(5*time.Minute))
 }
 
 // benchPreempt fills every node with one priority-10 sleep that takes the
@@ -186,11 +183,10 @@ func benchPreempt(ctx context.Context, c *ucli.Context, cl *api.Client) error {
 	}
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 	res.RunningP50MS, res.RunningMaxMS = percentileMS(lat, 50), percentileMS(lat, 100)
-	if c.Bool("json") {
-		return cli.PrintJSON(c, res)
-	}
-	fmt.Fprintf(cli.Stdout(c), "preemptor submit → running over %d runs: p50 %.1f ms (max %.1f ms)\n", res.Runs, res.RunningP50MS, res.RunningMaxMS)
-	return nil
+	return printResult(c, res, func(w io.Writer) error {
+		fmt.Fprintf(w, "preemptor submit → running over %d runs: p50 %.1f ms (max %.1f ms)\n", res.Runs, res.RunningP50MS, res.RunningMaxMS)
+		return nil
+	})
 }
 
 // waitState polls the job every millisecond until it is in want (with

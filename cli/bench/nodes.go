@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"strings"
@@ -29,7 +30,7 @@ func nodesCommand(driver *ucli.StringFlag) *ucli.Command {
 			"run --jobs jobs on the clients (placements/s); kill --kill clients holding a long job each, as kill -9\n"+
 			"would, and time their jobs' reruns on other clients. The servers must run on this host (their CPU is\n"+
 			"read from their /v1/metrics) and without --acl. The clients stay registered (dead) after the run.",
-		benchNodes, cli.JSONFlag, driver,
+		benchNodes, driver,
 		&ucli.IntFlag{Name: "clients", Value: 1000, Usage: "simulated clients"},
 		&ucli.DurationFlag{Name: "idle", Value: 10 * time.Second, Usage: "how long the idle servers' CPU is measured"},
 		&ucli.IntFlag{Name: "submits", Value: 30000, Usage: "delayed jobs submitted with the clients attached (0: skip)"},
@@ -234,18 +235,20 @@ func benchNodes(c *ucli.Context) error {
 	if e, ok := f.reportErr.Load().(string); ok {
 		res.ReportError = e
 	}
-	if c.Bool("json") {
-		return cli.PrintJSON(c, res)
-	}
-	t := cli.NewTable(cli.Stdout(c), "CLIENTS", "ATTACH", "BASE CPU", "IDLE CPU", "BEAT ACK P99", "SUBMITS/S", "LEADER CPU/30K", "PLACED/S", "DONE/S", "RERUN P50", "RERUN MAX", "FALSE LOST")
-	t.Row(n, fmt.Sprintf("%.1fs", res.AttachSeconds), fmt.Sprintf("%.1f%%", res.BaseServerCPUPct), fmt.Sprintf("%.1f%%", res.IdleServerCPUPct), fmt.Sprintf("%.0fms", res.BeatAckP99MS),
-		fmt.Sprintf("%.0f", res.SubmitsPerSec), fmt.Sprintf("%.2fs", res.LeaderCPUPer30k), fmt.Sprintf("%.0f", res.PlacementsPerSec),
-		fmt.Sprintf("%.0f", res.CompletedPerSec), fmt.Sprintf("%.1fs", res.RerunP50S), fmt.Sprintf("%.1fs", res.RerunMaxS), res.FalseLost)
-	if err := t.Flush(); err != nil {
+	return printResult(c, res, res.text)
+}
+
+// text is bench nodes' outcome without --json: a table, a line per
+// phase that ran, and the cost map.
+func (res *nodesResult) text(w io.Writer) error {
+	if err := writeTable(w, []string{"CLIENTS", "ATTACH", "BASE CPU", "IDLE CPU", "BEAT ACK P99", "SUBMITS/S", "LEADER CPU/30K", "PLACED/S", "DONE/S", "RERUN P50", "RERUN MAX", "FALSE LOST"},
+		[]any{res.Clients, fmt.Sprintf("%.1fs", res.AttachSeconds), fmt.Sprintf("%.1f%%", res.BaseServerCPUPct), fmt.Sprintf("%.1f%%", res.IdleServerCPUPct), fmt.Sprintf("%.0fms", res.BeatAckP99MS),
+			fmt.Sprintf("%.0f", res.SubmitsPerSec), fmt.Sprintf("%.2fs", res.LeaderCPUPer30k), fmt.Sprintf("%.0f", res.PlacementsPerSec),
+			fmt.Sprintf("%.0f", res.CompletedPerSec), fmt.Sprintf("%.1fs", res.RerunP50S), fmt.Sprintf("%.1fs", res.RerunMaxS), res.FalseLost}); err != nil {
 		return err
 	}
 	if a, e := res.SpreadAttached, res.SpreadEven; a != nil && e != nil {
-		fmt.Fprintf(cli.Stdout(c), "clients per server (min..max): %d..%d once attached; %d..%d after %.1fs, even (±20%%): %v, %d moved\n",
+		fmt.Fprintf(w, "clients per server (min..max): %d..%d once attached; %d..%d after %.1fs, even (±20%%): %v, %d moved\n",
 			a.Min, a.Max, e.Min, e.Max, e.Seconds, e.Even, e.Moves)
 	}
 	for _, d := range []struct {
@@ -253,15 +256,15 @@ func benchNodes(c *ucli.Context) error {
 		r    *disruptResult
 	}{{"starved", res.Starve}, {"leader killed", res.LeaderKill}} {
 		if d.r != nil {
-			fmt.Fprintf(cli.Stdout(c), "%s: %d held jobs, every client confirmed again %.1fs after, false lost %d, rerun %d, failed %d\n",
+			fmt.Fprintf(w, "%s: %d held jobs, every client confirmed again %.1fs after, false lost %d, rerun %d, failed %d\n",
 				d.what, d.r.Held, d.r.ReattachS, d.r.FalseLost, d.r.Rerun, d.r.Failed)
 		}
 	}
 	if res.Cost == nil {
 		return nil
 	}
-	fmt.Fprintln(cli.Stdout(c))
-	return printCost(cli.Stdout(c), res.Cost)
+	fmt.Fprintln(w)
+	return printCost(w, res.Cost)
 }
 
 // spreadResult is the attached clients per server at one moment.

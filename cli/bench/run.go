@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"io"
 	"math"
 	"strconv"
 	"strings"
@@ -108,18 +109,15 @@ func benchLatency(c *ucli.Context) error {
 	res.SubmitP50MS = percentileMS(sub, 50)
 	res.StartP50MS, res.StartP95MS, res.StartP99MS = percentileMS(start, 50), percentileMS(start, 95), percentileMS(start, 99)
 	res.FinishP50MS, res.FinishP95MS, res.FinishP99MS = percentileMS(finish, 50), percentileMS(finish, 95), percentileMS(finish, 99)
-	if c.Bool("json") {
-		return cli.PrintJSON(c, res)
-	}
-	t := cli.NewTable(cli.Stdout(c), "", "P50", "P95", "P99")
-	ms := func(f float64) string { return fmt.Sprintf("%.1fms", f) }
-	t.Row("submit (ack)", ms(res.SubmitP50MS), "", "")
-	t.Row("submit → start", ms(res.StartP50MS), ms(res.StartP95MS), ms(res.StartP99MS))
-	t.Row("submit → finish", ms(res.FinishP50MS), ms(res.FinishP95MS), ms(res.FinishP99MS))
-	if errs > 0 {
-		cli.Stderrf("%d of %d jobs did not succeed", errs, n)
-	}
-	return t.Flush()
+	return printResult(c, res, func(w io.Writer) error {
+		if errs > 0 {
+			cli.Stderrf("%d of %d jobs did not succeed", errs, n)
+		}
+		return writeTable(w, []string{"", "P50", "P95", "P99"},
+			[]any{"submit (ack)", ms(res.SubmitP50MS), "", ""},
+			[]any{"submit → start", ms(res.StartP50MS), ms(res.StartP95MS), ms(res.StartP99MS)},
+			[]any{"submit → finish", ms(res.FinishP50MS), ms(res.FinishP95MS), ms(res.FinishP99MS)})
+	})
 }
 
 func attemptStarted(d *httpapi.JobDetail) bool {
@@ -216,16 +214,14 @@ func benchThroughput(c *ucli.Context) error {
 		CompletedPerSecond: round3(float64(n) / secs),
 		Cost:               costs,
 	}
-	if c.Bool("json") {
-		return cli.PrintJSON(c, res)
-	}
-	t := cli.NewTable(cli.Stdout(c), "JOBS", "SUCCEEDED", "FAILED", "SUBMIT", "TOTAL", "COMPLETED/S")
-	t.Row(n, res.Succeeded, res.Failed, fmt.Sprintf("%.2fs", res.SubmitSeconds), fmt.Sprintf("%.2fs", secs), fmt.Sprintf("%.0f", res.CompletedPerSecond))
-	if err := t.Flush(); err != nil || costs == nil {
-		return err
-	}
-	fmt.Fprintln(cli.Stdout(c))
-	return printCost(cli.Stdout(c), costs)
+	return printResult(c, res, func(w io.Writer) error {
+		if err := writeTable(w, []string{"JOBS", "SUCCEEDED", "FAILED", "SUBMIT", "TOTAL", "COMPLETED/S"},
+			[]any{n, res.Succeeded, res.Failed, fmt.Sprintf("%.2fs", res.SubmitSeconds), fmt.Sprintf("%.2fs", secs), fmt.Sprintf("%.0f", res.CompletedPerSecond)}); err != nil || costs == nil {
+			return err
+		}
+		fmt.Fprintln(w)
+		return printCost(w, costs)
+	})
 }
 
 // SleepResult is the outcome of foreman bench sleep.
@@ -340,16 +336,14 @@ func benchSleep(c *ucli.Context) error {
 		Speedup:    round3(float64(n) * dur.Seconds() / wall.Seconds()),
 		Efficiency: round3(ideal.Seconds() / wall.Seconds()),
 	}
-	if c.Bool("json") {
-		return cli.PrintJSON(c, res)
-	}
-	t := cli.NewTable(cli.Stdout(c), "JOBS", "NODES", "SLOTS", "WALL", "IDEAL", "SPEED-UP", "EFFICIENCY")
-	t.Row(n, res.Nodes, slots, fmt.Sprintf("%.3fs", res.WallSeconds), fmt.Sprintf("%.1fs", res.IdealSeconds),
-		fmt.Sprintf("%.2f×", res.Speedup), fmt.Sprintf("%.1f%%", 100*res.Efficiency))
-	if res.Succeeded != n {
-		cli.Stderrf("%d of %d jobs did not succeed", n-res.Succeeded, n)
-	}
-	return t.Flush()
+	return printResult(c, res, func(w io.Writer) error {
+		if res.Succeeded != n {
+			cli.Stderrf("%d of %d jobs did not succeed", n-res.Succeeded, n)
+		}
+		return writeTable(w, []string{"JOBS", "NODES", "SLOTS", "WALL", "IDEAL", "SPEED-UP", "EFFICIENCY"},
+			[]any{n, res.Nodes, slots, fmt.Sprintf("%.3fs", res.WallSeconds), fmt.Sprintf("%.1fs", res.IdealSeconds),
+				fmt.Sprintf("%.2f×", res.Speedup), fmt.Sprintf("%.1f%%", 100*res.Efficiency)})
+	})
 }
 
 // waitNodesReady waits until every node is ready (/v1/ready: it knows the

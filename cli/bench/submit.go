@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -48,17 +49,13 @@ func benchSubmit(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
-	secs := res.Seconds
-	if c.Bool("json") {
-		return cli.PrintJSON(c, res)
-	}
-	t := cli.NewTable(cli.Stdout(c), "JOBS", "CONCURRENCY", "BATCH", "SECONDS", "JOBS/S", "ERRORS", "P50", "P99")
-	t.Row(res.Jobs, conc, batch, fmt.Sprintf("%.2f", secs), fmt.Sprintf("%.0f", res.JobsPerSecond), res.Errors,
-		fmt.Sprintf("%.1fms", res.P50MS), fmt.Sprintf("%.1fms", res.P99MS))
-	if res.FirstError != "" {
-		cli.Stderrf("first error: %s", res.FirstError)
-	}
-	return t.Flush()
+	return printResult(c, res, func(w io.Writer) error {
+		if res.FirstError != "" {
+			cli.Stderrf("first error: %s", res.FirstError)
+		}
+		return writeTable(w, []string{"JOBS", "CONCURRENCY", "BATCH", "SECONDS", "JOBS/S", "ERRORS", "P50", "P99"},
+			[]any{res.Jobs, conc, batch, fmt.Sprintf("%.2f", res.Seconds), fmt.Sprintf("%.0f", res.JobsPerSecond), res.Errors, ms(res.P50MS), ms(res.P99MS)})
+	})
 }
 
 func submitOnce(ctx context.Context, cl *api.Client, one, batchBody []byte, asBatch bool) error {

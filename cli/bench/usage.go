@@ -3,13 +3,13 @@ package bench
 import (
 	"context"
 	"fmt"
+	"io"
 	"strconv"
 	"time"
 
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/foreman-sched/foreman/api"
-	"github.com/foreman-sched/foreman/cli"
 	"github.com/foreman-sched/foreman/httpapi"
 )
 
@@ -41,7 +41,7 @@ func usageCommand(driver *ucli.StringFlag) *ucli.Command {
 			"grew by exactly the jobs' attempts (verified), and times --queries reports over --since by\n"+
 			"namespace, one at a time. Usage accounting must be on (it turns on by itself once every\n"+
 			"server has the feature); the check assumes no other job ends during the run.",
-		timed(benchUsage), cli.JSONFlag, driver,
+		timed(benchUsage), driver,
 		&ucli.IntFlag{Name: "jobs", Value: 200, Usage: "no-op jobs to run"},
 		&ucli.IntFlag{Name: "batch", Value: 100, Usage: "jobs per submit request"},
 		&ucli.IntFlag{Name: "queries", Value: 200, Usage: "usage reports to time"},
@@ -116,17 +116,14 @@ func benchUsage(ctx context.Context, c *ucli.Context, cl *api.Client) error {
 	}
 	sortDurations(lat)
 	res.P50MS, res.P99MS, res.MaxMS = percentileMS(lat, 50), percentileMS(lat, 99), percentileMS(lat, 100)
-	if c.Bool("json") {
-		return cli.PrintJSON(c, res)
-	}
-	t := cli.NewTable(cli.Stdout(c), "", "P50", "P99", "MAX")
-	t.Row(fmt.Sprintf("GET /v1/usage since %s by namespace (%d queries, %d rows)", res.Since, res.Queries, res.Rows),
-		fmt.Sprintf("%.1fms", res.P50MS), fmt.Sprintf("%.1fms", res.P99MS), fmt.Sprintf("%.1fms", res.MaxMS))
-	if err := t.Flush(); err != nil {
+	return printResult(c, res, func(w io.Writer) error {
+		if err := writeTable(w, []string{"", "P50", "P99", "MAX"},
+			[]any{fmt.Sprintf("GET /v1/usage since %s by namespace (%d queries, %d rows)", res.Since, res.Queries, res.Rows), ms(res.P50MS), ms(res.P99MS), ms(res.MaxMS)}); err != nil {
+			return err
+		}
+		_, err := fmt.Fprintf(w, "attempts: %d jobs' %d, usage's %d: verified %v\n", res.Jobs, res.JobAttempts, res.UsageAttempts, res.Verified)
 		return err
-	}
-	_, err = fmt.Fprintf(cli.Stdout(c), "attempts: %d jobs' %d, usage's %d: verified %v\n", res.Jobs, res.JobAttempts, res.UsageAttempts, res.Verified)
-	return err
+	})
 }
 
 // usageAttempts is the report's attempts summed over its rows; with wait
