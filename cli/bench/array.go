@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -97,20 +96,8 @@ func benchArray(ctx context.Context, c *ucli.Context, cl *api.Client) error {
 		spec.Command = writeIndex
 		jobs := &benchRun{label: run + "-b"}
 		t0 = time.Now()
-		for done := 0; done < res.Tasks; done += res.Batch {
-			specs := make([]httpapi.JobSpecInput, min(res.Batch, res.Tasks-done))
-			for i := range specs {
-				specs[i] = spec
-				specs[i].IdempotencyKey = run + "-b-" + strconv.Itoa(done+i)
-			}
-			var subs []api.SubmitResponse
-			if err := retryTransient(ctx, "submit", func() (err error) {
-				subs, err = submitJobs(ctx, cl, specs)
-				return err
-			}); err != nil {
-				return err
-			}
-			jobs.add(subs)
+		if err := jobs.submit(ctx, cl, spec, res.Tasks, res.Batch); err != nil {
+			return err
 		}
 		res.BatchAcceptMS = float64(time.Since(t0).Microseconds()) / 1000
 		end, err := waitAllTerminal(ctx, cl, jobs, 10*time.Millisecond)
@@ -138,43 +125,21 @@ func benchArray(ctx context.Context, c *ucli.Context, cl *api.Client) error {
 // or another's. It returns how many matched, or an error naming the first
 // that did not.
 func verifyArray(ctx context.Context, cl *api.Client, id string, n int) (int, error) {
-	idx := make(chan int)
-	errs := make(chan error, 8)
 	var ok atomic.Int64
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range idx {
-				var b []byte
-				err := retryTransient(ctx, "result", func() (err error) {
-					b, err = cl.JobResult(ctx, fsm.TaskID(id, i))
-					return err
-				})
-				if err == nil && strings.TrimSpace(string(b)) != strconv.Itoa(i) {
-					err = fmt.Errorf("task %d's result is %q", i, b)
-				}
-				if err != nil {
-					select {
-					case errs <- fmt.Errorf("verify: %w", err):
-					default:
-					}
-					continue
-				}
-				ok.Add(1)
-			}
-		}()
-	}
-	for i := range n {
-		idx <- i
-	}
-	close(idx)
-	wg.Wait()
-	select {
-	case err := <-errs:
-		return int(ok.Load()), err
-	default:
-	}
-	return int(ok.Load()), nil
+	err := parallel(8, n, func(i int) error {
+		var b []byte
+		err := retryTransient(ctx, "result", func() (err error) {
+			b, err = cl.JobResult(ctx, fsm.TaskID(id, i))
+			return err
+		})
+		if err == nil && strings.TrimSpace(string(b)) != strconv.Itoa(i) {
+			err = fmt.Errorf("task %d's result is %q", i, b)
+		}
+		if err != nil {
+			return fmt.Errorf("verify: %w", err)
+		}
+		ok.Add(1)
+		return nil
+	})
+	return int(ok.Load()), err
 }

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"sort"
+	"strconv"
 	"time"
 
 	ucli "github.com/urfave/cli/v2"
@@ -218,6 +219,30 @@ func (r *benchRun) add(subs []api.SubmitResponse) {
 		}
 		r.total++
 	}
+}
+
+// submit submits n copies of spec in requests of batch jobs and records
+// them. Each job is keyed <label>-<its index>: the keys make a request
+// safe to send again after an election that left its outcome unknown
+// (retryTransient), the retry returning the jobs the first try created.
+func (r *benchRun) submit(ctx context.Context, cl *api.Client, spec httpapi.JobSpecInput, n, batch int) error {
+	specs := make([]httpapi.JobSpecInput, min(batch, n))
+	for done := 0; done < n; done += batch {
+		k := min(batch, n-done)
+		for i := range k {
+			specs[i] = spec
+			specs[i].IdempotencyKey = r.label + "-" + strconv.Itoa(done+i)
+		}
+		var subs []api.SubmitResponse
+		if err := retryTransient(ctx, "submit", func() (err error) {
+			subs, err = submitJobs(ctx, cl, specs[:k])
+			return err
+		}); err != nil {
+			return err
+		}
+		r.add(subs)
+	}
+	return nil
 }
 
 // count returns how many of the run's jobs are in each state, as the node

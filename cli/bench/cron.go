@@ -6,7 +6,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -144,31 +143,6 @@ func waitStarted(ctx context.Context, cl *api.Client, id string) (*httpapi.JobDe
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-}
-
-// parallel runs fn(0..n-1) on conc goroutines and returns the first error.
-func parallel(conc, n int, fn func(i int) error) error {
-	var next atomic.Int64
-	var first error
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for range conc {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
-				if err := fn(i); err != nil {
-					mu.Lock()
-					if first == nil {
-						first = err
-					}
-					mu.Unlock()
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	return first
 }
 
 // procCPU is a local process's user+system CPU seconds, or -1.

@@ -164,30 +164,10 @@ func benchThroughput(c *ucli.Context) error {
 		cost.start(ctx)
 	}
 	run := benchRunID()
-	spec := noopSpec(run, c.String("driver"))
-	specs := make([]httpapi.JobSpecInput, batch)
-	for i := range specs {
-		specs[i] = spec
-	}
 	jobs := &benchRun{label: run}
 	t0 := time.Now()
-	for done := 0; done < n; done += batch {
-		k := min(batch, n-done)
-		// Keys make a batch safe to send again after an election that
-		// left its outcome unknown (retryTransient): the retry returns the
-		// jobs the first try created.
-		for i := range k {
-			specs[i].IdempotencyKey = run + "-" + strconv.Itoa(done+i)
-		}
-		var subs []api.SubmitResponse
-		err := retryTransient(ctx, "submit", func() (err error) {
-			subs, err = submitJobs(ctx, cl, specs[:k])
-			return err
-		})
-		if err != nil {
-			return err
-		}
-		jobs.add(subs)
+	if err := jobs.submit(ctx, cl, noopSpec(run, c.String("driver")), n, batch); err != nil {
+		return err
 	}
 	submitted := time.Since(t0)
 	cli.Stderrf("bench throughput: %d jobs submitted in %s", n, cli.RoundDur(submitted))

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -92,9 +91,7 @@ func measureSubmits(ctx context.Context, cl *api.Client, n, conc, batch int, spe
 	}
 
 	requests := (n + batch - 1) / batch
-	var next atomic.Int64
 	var accepted, failed atomic.Int64
-	var firstErr atomic.Value
 	lat := make([]time.Duration, requests)
 	stop := make(chan struct{})
 	go func() { // progress
@@ -110,30 +107,18 @@ func measureSubmits(ctx context.Context, cl *api.Client, n, conc, batch int, spe
 		}
 	}()
 	start := time.Now()
-	var wg sync.WaitGroup
-	for range conc {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				r := int(next.Add(1)) - 1
-				if r >= requests {
-					return
-				}
-				size := min(batch, n-r*batch)
-				t0 := time.Now()
-				err := submitOnce(ctx, cl, oneBody, bodies[size], batch > 1)
-				lat[r] = time.Since(t0)
-				if err != nil {
-					failed.Add(1)
-					firstErr.CompareAndSwap(nil, err.Error())
-					continue
-				}
-				accepted.Add(int64(size))
-			}
-		}()
-	}
-	wg.Wait()
+	firstErr := parallel(conc, requests, func(r int) error {
+		size := min(batch, n-r*batch)
+		t0 := time.Now()
+		err := submitOnce(ctx, cl, oneBody, bodies[size], batch > 1)
+		lat[r] = time.Since(t0)
+		if err != nil {
+			failed.Add(1)
+			return err
+		}
+		accepted.Add(int64(size))
+		return nil
+	})
 	secs := time.Since(start).Seconds()
 	close(stop)
 
@@ -142,8 +127,8 @@ func measureSubmits(ctx context.Context, cl *api.Client, n, conc, batch int, spe
 		Seconds: round3(secs), Errors: int(failed.Load()),
 		Requests: requests - int(failed.Load()),
 	}
-	if e, ok := firstErr.Load().(string); ok {
-		res.FirstError = e
+	if firstErr != nil {
+		res.FirstError = firstErr.Error()
 	}
 	res.JobsPerSecond = round3(float64(res.Jobs) / secs)
 	sorted := sortDurations(lat)

@@ -4,13 +4,11 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"strconv"
 	"time"
 
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/foreman-sched/foreman/api"
-	"github.com/foreman-sched/foreman/httpapi"
 )
 
 // UsageResult is the outcome of foreman bench usage (JSON with --json).
@@ -73,21 +71,8 @@ func benchUsage(ctx context.Context, c *ucli.Context, cl *api.Client) error {
 	run := benchRunID()
 	spec := noopSpec(run, res.Driver)
 	jobs := &benchRun{label: run}
-	for done := 0; done < res.Jobs; done += batch {
-		k := min(batch, res.Jobs-done)
-		specs := make([]httpapi.JobSpecInput, k)
-		for i := range specs {
-			specs[i] = spec
-			specs[i].IdempotencyKey = run + "-" + strconv.Itoa(done+i)
-		}
-		var subs []api.SubmitResponse
-		if err := retryTransient(ctx, "submit", func() (err error) {
-			subs, err = submitJobs(ctx, cl, specs)
-			return err
-		}); err != nil {
-			return err
-		}
-		jobs.add(subs)
+	if err := jobs.submit(ctx, cl, spec, res.Jobs, batch); err != nil {
+		return err
 	}
 	if _, err := waitAllTerminal(ctx, cl, jobs, 20*time.Millisecond); err != nil {
 		return err
