@@ -64,11 +64,8 @@ func benchArray(ctx context.Context, c *ucli.Context, cl *api.Client) error {
 	res.ArrayAcceptMS = float64(time.Since(t0).Microseconds()) / 1000
 	p := &progress{every: 2 * time.Second, last: time.Now()}
 	for {
-		var d *api.JobDetail
-		if err := retryTransient(ctx, "poll", func() (err error) {
-			d, err = cl.GetJob(ctx, id)
-			return err
-		}); err != nil {
+		d, err := retryTransient(ctx, "poll", func() (*api.JobDetail, error) { return cl.GetJob(ctx, id) })
+		if err != nil {
 			return err
 		}
 		if a := d.Job.Array; d.Job.State.Terminal() && a != nil {
@@ -78,10 +75,8 @@ func benchArray(ctx context.Context, c *ucli.Context, cl *api.Client) error {
 		} else if a != nil {
 			p.printf("array: %d/%d tasks done", a.Succeeded+a.Failed+a.Cancelled, a.Size)
 		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("waiting for the array: %w", ctx.Err())
-		case <-time.After(10 * time.Millisecond):
+		if err := pause(ctx, 10*time.Millisecond); err != nil {
+			return fmt.Errorf("waiting for the array: %w", err)
 		}
 	}
 	res.ArrayJobsPerS = round3(float64(res.Tasks) / res.ArraySeconds)
@@ -127,11 +122,7 @@ func benchArray(ctx context.Context, c *ucli.Context, cl *api.Client) error {
 func verifyArray(ctx context.Context, cl *api.Client, id string, n int) (int, error) {
 	var ok atomic.Int64
 	err := parallel(8, n, func(i int) error {
-		var b []byte
-		err := retryTransient(ctx, "result", func() (err error) {
-			b, err = cl.JobResult(ctx, fsm.TaskID(id, i))
-			return err
-		})
+		b, err := retryTransient(ctx, "result", func() ([]byte, error) { return cl.JobResult(ctx, fsm.TaskID(id, i)) })
 		if err == nil && strings.TrimSpace(string(b)) != strconv.Itoa(i) {
 			err = fmt.Errorf("task %d's result is %q", i, b)
 		}

@@ -92,10 +92,8 @@ func benchArtifacts(c *ucli.Context) error {
 			if time.Now().After(deadline) {
 				return fmt.Errorf("job %s not finished and stored within --timeout", id)
 			}
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(20 * time.Millisecond):
+			if err := pause(ctx, 20*time.Millisecond); err != nil {
+				return err
 			}
 		}
 		s := sample{local: at.FinishedAt.Sub(at.StartedAt)}

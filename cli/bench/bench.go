@@ -233,11 +233,8 @@ func (r *benchRun) submit(ctx context.Context, cl *api.Client, spec httpapi.JobS
 			specs[i] = spec
 			specs[i].IdempotencyKey = r.label + "-" + strconv.Itoa(done+i)
 		}
-		var subs []api.SubmitResponse
-		if err := retryTransient(ctx, "submit", func() (err error) {
-			subs, err = submitJobs(ctx, cl, specs[:k])
-			return err
-		}); err != nil {
+		subs, err := retryTransient(ctx, "submit", func() ([]api.SubmitResponse, error) { return submitJobs(ctx, cl, specs[:k]) })
+		if err != nil {
 			return err
 		}
 		r.add(subs)
@@ -368,18 +365,19 @@ func (r *benchRun) pendingCount(ctx context.Context, cl *api.Client) (int, error
 // ctx ends. A 5xx or a transport error is transient: a cluster that loses
 // its leader under the load being measured elects another within seconds,
 // and a bench run that aborts on it measures nothing. Each retry is said on
-// stderr, so a run that needed one is visible.
-func retryTransient(ctx context.Context, what string, fn func() error) error {
+// stderr, so a run that needed one is visible. It returns what the last
+// call of fn returned.
+func retryTransient[T any](ctx context.Context, what string, fn func() (T, error)) (T, error) {
 	for {
-		err := fn()
+		v, err := fn()
 		var ae *api.Error
 		if err == nil || (errors.As(err, &ae) && ae.Status < 500) || ctx.Err() != nil {
-			return err
+			return v, err
 		}
 		cli.Stderrf("bench: %s failed, retrying: %v", what, err)
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%s: %w (last error: %v)", what, ctx.Err(), err)
+			return v, fmt.Errorf("%s: %w (last error: %v)", what, ctx.Err(), err)
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
@@ -393,20 +391,14 @@ func waitAllTerminal(ctx context.Context, cl *api.Client, run *benchRun, poll ti
 	p := &progress{every: 2 * time.Second, last: time.Now()}
 	hint := 0
 	for {
-		var busy bool
-		if err := retryTransient(ctx, "poll", func() (err error) {
-			busy, err = run.anyPending(ctx, cl, &hint)
-			return err
-		}); err != nil {
+		busy, err := retryTransient(ctx, "poll", func() (bool, error) { return run.anyPending(ctx, cl, &hint) })
+		if err != nil {
 			return time.Time{}, err
 		}
 		if !busy {
 			end := time.Now()
-			var left int
-			if err := retryTransient(ctx, "count", func() (err error) {
-				left, err = run.outstanding(ctx, cl)
-				return err
-			}); err != nil {
+			left, err := retryTransient(ctx, "count", func() (int, error) { return run.outstanding(ctx, cl) })
+			if err != nil {
 				return time.Time{}, err
 			}
 			if left == 0 {
@@ -418,10 +410,8 @@ func waitAllTerminal(ctx context.Context, cl *api.Client, run *benchRun, poll ti
 				p.printf("%d/%d jobs finished", run.total-left, run.total)
 			}
 		}
-		select {
-		case <-ctx.Done():
-			return time.Time{}, fmt.Errorf("waiting for the jobs to finish: %w", ctx.Err())
-		case <-time.After(poll):
+		if err := pause(ctx, poll); err != nil {
+			return time.Time{}, fmt.Errorf("waiting for the jobs to finish: %w", err)
 		}
 	}
 }

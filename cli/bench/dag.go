@@ -93,19 +93,8 @@ func benchDAG(ctx context.Context, c *ucli.Context, cl *api.Client) error {
 		if err != nil {
 			return err
 		}
-		for {
-			d, err := cl.GetJob(ctx, id)
-			if err == nil && d.Job.State.Terminal() {
-				break
-			}
-			if err != nil && !isNotFound(err) {
-				return err
-			}
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(time.Millisecond):
-			}
+		if _, err := waitTerminal(ctx, cl, id, time.Millisecond); err != nil {
+			return err
 		}
 		ids = append(ids, id)
 	}
@@ -199,10 +188,8 @@ func waitWorkflow(ctx context.Context, cl *api.Client, id string) error {
 		if err == nil && d.State != api.WorkflowRunning {
 			return nil
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(5 * time.Millisecond):
+		if err := pause(ctx, 5*time.Millisecond); err != nil {
+			return err
 		}
 	}
 }

@@ -28,20 +28,8 @@ func afterChain(ctx context.Context, cl *api.Client, n int, job func(name string
 		}
 		ids = append(ids, id)
 	}
-	last := ids[len(ids)-1]
-	for {
-		d, err := cl.GetJob(ctx, last)
-		if err != nil && !isNotFound(err) {
-			return nil, 0, err
-		}
-		if err == nil && d.Job.State.Terminal() {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return nil, 0, ctx.Err()
-		case <-time.After(5 * time.Millisecond):
-		}
+	if _, err := waitTerminal(ctx, cl, ids[len(ids)-1], 5*time.Millisecond); err != nil {
+		return nil, 0, err
 	}
 	secs := round3(time.Since(t0).Seconds())
 	lat, err := releaseLatencies(ctx, cl, ids)

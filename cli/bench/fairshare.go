@@ -145,7 +145,7 @@ func benchFairShare(c *ucli.Context) error {
 	var first time.Time
 	for i, r := range runs {
 		for _, id := range r.ids {
-			d, err := waitTerminal(ctx, cl, id)
+			d, err := waitTerminal(ctx, cl, id, 50*time.Millisecond)
 			if err != nil {
 				return err
 			}
@@ -236,10 +236,8 @@ func flood(ctx context.Context, cl *api.Client, runs []*fairRun, slots int, end 
 				}
 			}
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(200 * time.Millisecond):
+		if err := pause(ctx, 200*time.Millisecond); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -271,24 +269,6 @@ func cancelQueued(ctx context.Context, cl *api.Client, r *fairRun) error {
 func isConflict(err error) bool {
 	ae, ok := err.(*api.Error)
 	return ok && (ae.Status == 409 || ae.Status == 404)
-}
-
-// waitTerminal polls job id until it is terminal.
-func waitTerminal(ctx context.Context, cl *api.Client, id string) (*api.JobDetail, error) {
-	for {
-		d, err := cl.GetJob(ctx, id)
-		if err != nil {
-			return nil, err
-		}
-		if d.Job.State.Terminal() {
-			return d, nil
-		}
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("waiting for job %s: %w", id, ctx.Err())
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
 }
 
 // slotSeconds is the time the spans spend inside [w0, w1], summed.

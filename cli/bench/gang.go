@@ -209,10 +209,8 @@ func waitState(ctx context.Context, cl *api.Client, id string, want fsm.JobState
 		} else if d.Job.State.Terminal() {
 			return fmt.Errorf("job %s ended %s (%s) waiting for %s", id, d.Job.State, d.Job.Reason, want)
 		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("job %s: %w waiting for %s", id, ctx.Err(), want)
-		case <-time.After(time.Millisecond):
+		if err := pause(ctx, time.Millisecond); err != nil {
+			return fmt.Errorf("job %s: %w waiting for %s", id, err, want)
 		}
 	}
 }

@@ -120,10 +120,8 @@ func starve(ctx context.Context, f *simFleet, d, timeout time.Duration, judge fu
 		}
 		burners = append(burners, b)
 	}
-	select {
-	case <-ctx.Done():
-		return disruptResult{}, ctx.Err()
-	case <-time.After(d):
+	if err := pause(ctx, d); err != nil {
+		return disruptResult{}, err
 	}
 	stop()
 	return settle(ctx, f, time.Now(), lost0, timeout, judge)

@@ -472,10 +472,8 @@ func waitFor(ctx context.Context, timeout time.Duration, cond func() (bool, stri
 			cli.Stderrf("bench nodes: %s", what)
 			last = time.Now()
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
+		if err := pause(ctx, 100*time.Millisecond); err != nil {
+			return err
 		}
 	}
 }
@@ -488,10 +486,8 @@ func measureIdle(ctx context.Context, hc *http.Client, servers []string, d time.
 		return 0, nil, err
 	}
 	w0 := time.Now()
-	select {
-	case <-ctx.Done():
-		return 0, nil, ctx.Err()
-	case <-time.After(d):
+	if err := pause(ctx, d); err != nil {
+		return 0, nil, err
 	}
 	cpu1, err := serversCPU(ctx, hc, servers)
 	if err != nil {

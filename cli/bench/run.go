@@ -93,10 +93,8 @@ func benchLatency(c *ucli.Context) error {
 			if now > time.Minute {
 				return fmt.Errorf("job %s did not finish within a minute", id)
 			}
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(poll):
+			if err := pause(ctx, poll); err != nil {
+				return err
 			}
 		}
 		p.printf("%d/%d jobs", i+1, n)
@@ -180,11 +178,8 @@ func benchThroughput(c *ucli.Context) error {
 	if cost != nil {
 		costs = cost.finish(ctx, n)
 	}
-	var counts map[api.JobState]int
-	if err := retryTransient(ctx, "count", func() (err error) {
-		counts, err = jobs.count(ctx, cl)
-		return err
-	}); err != nil {
+	counts, err := retryTransient(ctx, "count", func() (map[api.JobState]int, error) { return jobs.count(ctx, cl) })
+	if err != nil {
 		return err
 	}
 	res := throughputResult{
@@ -294,10 +289,8 @@ func benchSleep(c *ucli.Context) error {
 	// 2.5 ms to it on average.
 	quiet := time.Until(t0.Add(ideal - sleepPollLead))
 	if quiet > 0 {
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("waiting for the jobs to finish: %w", ctx.Err())
-		case <-time.After(quiet):
+		if err := pause(ctx, quiet); err != nil {
+			return fmt.Errorf("waiting for the jobs to finish: %w", err)
 		}
 	}
 	end, err := jobs.waitRecentTerminal(ctx, cl, time.Millisecond)
@@ -377,10 +370,8 @@ func waitNodesReady(ctx context.Context, cl *api.Client, nodes []fsm.Node, opts 
 			if first {
 				cli.Stderrf("bench sleep: waiting for %s to catch up (%v)", nd.Name, err)
 			}
-			select {
-			case <-ctx.Done():
-				return fmt.Errorf("waiting for %s to be ready: %w", nd.Name, ctx.Err())
-			case <-time.After(10 * time.Millisecond):
+			if err := pause(ctx, 10*time.Millisecond); err != nil {
+				return fmt.Errorf("waiting for %s to be ready: %w", nd.Name, err)
 			}
 		}
 	}
@@ -423,10 +414,8 @@ func (r *benchRun) waitRecentTerminal(ctx context.Context, cl *api.Client, poll 
 		if len(left) == 0 {
 			return time.Now(), nil
 		}
-		select {
-		case <-ctx.Done():
-			return time.Time{}, fmt.Errorf("waiting for the jobs to finish: %w", ctx.Err())
-		case <-time.After(poll):
+		if err := pause(ctx, poll); err != nil {
+			return time.Time{}, fmt.Errorf("waiting for the jobs to finish: %w", err)
 		}
 	}
 }

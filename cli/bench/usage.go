@@ -77,10 +77,7 @@ func benchUsage(ctx context.Context, c *ucli.Context, cl *api.Client) error {
 	if _, err := waitAllTerminal(ctx, cl, jobs, 20*time.Millisecond); err != nil {
 		return err
 	}
-	if err := retryTransient(ctx, "count", func() (err error) {
-		res.JobAttempts, err = jobs.attempts(ctx, cl)
-		return err
-	}); err != nil {
+	if res.JobAttempts, err = retryTransient(ctx, "count", func() (int64, error) { return jobs.attempts(ctx, cl) }); err != nil {
 		return err
 	}
 	after, err := usageAttempts(ctx, cc, q, false)
@@ -116,11 +113,8 @@ func benchUsage(ctx context.Context, c *ucli.Context, cl *api.Client) error {
 func usageAttempts(ctx context.Context, cl *api.Client, q api.UsageQuery, wait bool) (int64, error) {
 	deadline := time.Now().Add(time.Minute)
 	for {
-		var rep *api.UsageReport
-		if err := retryTransient(ctx, "usage", func() (err error) {
-			rep, err = cl.Usage(ctx, q)
-			return err
-		}); err != nil {
+		rep, err := retryTransient(ctx, "usage", func() (*api.UsageReport, error) { return cl.Usage(ctx, q) })
+		if err != nil {
 			return 0, err
 		}
 		if rep.Enabled || !wait {
@@ -133,10 +127,8 @@ func usageAttempts(ctx context.Context, cl *api.Client, q api.UsageQuery, wait b
 		if time.Now().After(deadline) {
 			return 0, fmt.Errorf("usage accounting is not on (GET /v1/usage: enabled false for a minute)")
 		}
-		select {
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		case <-time.After(200 * time.Millisecond):
+		if err := pause(ctx, 200*time.Millisecond); err != nil {
+			return 0, err
 		}
 	}
 }
