@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"sort"
@@ -8,6 +9,7 @@ import (
 
 	ucli "github.com/urfave/cli/v2"
 
+	"github.com/foreman-sched/foreman/api"
 	"github.com/foreman-sched/foreman/cli"
 	"github.com/foreman-sched/foreman/fsm"
 	"github.com/foreman-sched/foreman/httpapi"
@@ -25,7 +27,7 @@ func artifactsCommand(driver ucli.Flag) *ucli.Command {
 			"the attempt's finish → its outputs recorded stored (the upload, after the finish). Without\n"+
 			"--object-store on the agents only the node-local column is measured. Times across machines\n"+
 			"compare the executing node's clock with the leader's.",
-		benchArtifacts, driver,
+		withClient(4, benchArtifacts), driver,
 		&ucli.StringFlag{Name: "size", Value: "256MiB", Usage: "artifact size per job (e.g. 1GiB)"},
 		&ucli.IntFlag{Name: "jobs", Value: 3, Usage: "jobs to run (sequentially)"},
 		timeoutFlag(30*time.Minute))
@@ -43,7 +45,7 @@ type artifactsRow struct {
 	Store         string  `json:"store,omitempty"`          // the store, when there is one
 }
 
-func benchArtifacts(c *ucli.Context) error {
+func benchArtifacts(ctx context.Context, c *ucli.Context, cl *api.Client) error {
 	mib, err := httpapi.ParseMemory(c.String("size"))
 	if err != nil || mib < 1 {
 		return cli.Exitf(2, "--size: %v (want e.g. 256MiB or 1GiB)", err)
@@ -53,11 +55,6 @@ func benchArtifacts(c *ucli.Context) error {
 	if n < 1 {
 		return cli.Exitf(2, "--jobs must be at least 1")
 	}
-	cl, err := benchClient(c, 4)
-	if err != nil {
-		return err
-	}
-	ctx := c.Context
 	deadline := time.Now().Add(c.Duration("timeout"))
 	run := benchRunID()
 	type sample struct {

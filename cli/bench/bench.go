@@ -40,7 +40,7 @@ func Command() *ucli.Command {
 				&ucli.IntFlag{Name: "concurrency", Aliases: []string{"c"}, Value: 64, Usage: "concurrent clients"},
 				&ucli.IntFlag{Name: "batch", Value: 1, Usage: "jobs per request (1 = single-job submits)"},
 				&ucli.BoolFlag{Name: "runnable", Usage: "submit runnable no-op jobs instead of delayed ones"}),
-			benchCommand("latency", "submit → start and submit → finish of no-op jobs, one at a time", "", benchLatency, driver,
+			benchCommand("latency", "submit → start and submit → finish of no-op jobs, one at a time", "", withClient(4, benchLatency), driver,
 				&ucli.IntFlag{Name: "jobs", Value: 200, Usage: "jobs to run (sequentially)"},
 				&ucli.DurationFlag{Name: "poll", Value: time.Millisecond, Usage: "interval between GETs of the job"},
 				&ucli.IntFlag{Name: "gpus", Usage: "whole GPUs each job asks for (the leader picks the devices; the node isolates them)"},
@@ -53,7 +53,7 @@ func Command() *ucli.Command {
 				"Each job asks for the smallest node's CPU divided by --per-node, so every node runs\n"+
 					"--per-node jobs at a time and the cluster runs (sum over nodes) slots at once.\n"+
 					"ideal = ceil(jobs/slots) × duration.",
-				benchSleep, driver,
+				timed(benchSleep), driver,
 				&ucli.IntFlag{Name: "jobs", Value: 20, Usage: "jobs to run"},
 				&ucli.DurationFlag{Name: "duration", Value: 2 * time.Second, Usage: "how long each job sleeps"},
 				&ucli.IntFlag{Name: "per-node", Value: 1, Usage: "jobs each node runs at once"},
@@ -87,17 +87,30 @@ func timeoutFlag(d time.Duration) ucli.Flag {
 	return &ucli.DurationFlag{Name: "timeout", Value: d, Usage: "give up after"}
 }
 
-// timed is a bench's action run with a benchClient for 4 requests at
-// once and a context that ends after --timeout (benchClientFor).
-func timed(run func(ctx context.Context, c *ucli.Context, cl *api.Client) error) ucli.ActionFunc {
+// benchFunc is a bench's action given its client and the context it runs
+// in.
+type benchFunc func(ctx context.Context, c *ucli.Context, cl *api.Client) error
+
+// withClient is a bench's action run with a benchClient for conc requests
+// at once, in the command's context.
+func withClient(conc int, run benchFunc) ucli.ActionFunc {
 	return func(c *ucli.Context) error {
-		cl, ctx, cancel, err := benchClientFor(c, 4)
+		cl, err := benchClient(c, conc)
 		if err != nil {
 			return err
 		}
+		return run(c.Context, c, cl)
+	}
+}
+
+// timed is a bench's action run with a benchClient for 4 requests at
+// once and a context that ends after --timeout (timeoutFlag).
+func timed(run benchFunc) ucli.ActionFunc {
+	return withClient(4, func(ctx context.Context, c *ucli.Context, cl *api.Client) error {
+		ctx, cancel := context.WithTimeout(ctx, c.Duration("timeout"))
 		defer cancel()
 		return run(ctx, c, cl)
-	}
+	})
 }
 
 // benchClient is an API client whose connection pool fits conc concurrent
@@ -105,16 +118,6 @@ func timed(run func(ctx context.Context, c *ucli.Context, cl *api.Client) error)
 func benchClient(c *ucli.Context, conc int) (*api.Client, error) {
 	cl, _, err := benchClientHTTP(c, conc)
 	return cl, err
-}
-
-// benchClientFor is benchClient and a context that ends after --timeout.
-func benchClientFor(c *ucli.Context, conc int) (*api.Client, context.Context, context.CancelFunc, error) {
-	cl, err := benchClient(c, conc)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	ctx, cancel := context.WithTimeout(c.Context, c.Duration("timeout"))
-	return cl, ctx, cancel, nil
 }
 
 // benchClientHTTP is benchClient and the HTTP client under it (its TLS

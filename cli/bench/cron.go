@@ -3,12 +3,11 @@ package bench
 import (
 	"context"
 	"fmt"
-	"os"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/procfs"
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/foreman-sched/foreman/api"
@@ -24,7 +23,7 @@ func cronCommand() *ucli.Command {
 			"agent's CPU is the schedules', not N process starts); the probes run `true` to time job start.\n"+
 			"Fire lateness is each fire's time on the leader's clock minus its tick. CPU between ticks (2 s to\n"+
 			"9 s after each) needs --pid of the leader's agent on this host. The schedules are deleted at the end.",
-		benchCron,
+		withClient(16, benchCron),
 		&ucli.IntFlag{Name: "schedules", Value: 10000, Usage: "schedules to create"},
 		&ucli.IntFlag{Name: "probes", Value: 50, Usage: "schedules whose job runs (to time job start)"},
 		&ucli.IntFlag{Name: "ticks", Value: 3, Usage: "ticks to measure"},
@@ -43,17 +42,12 @@ type cronResult struct {
 	CreateSeconds   float64   `json:"create_seconds"`
 }
 
-func benchCron(c *ucli.Context) error {
+func benchCron(ctx context.Context, c *ucli.Context, cl *api.Client) error {
 	const every = 10 * time.Second
 	n, probes, ticks, pid := c.Int("schedules"), c.Int("probes"), c.Int("ticks"), c.Int("pid")
 	if n < 1 || probes < 0 || probes > n || ticks < 1 {
 		return fmt.Errorf("--schedules >= 1, 0 <= --probes <= --schedules, --ticks >= 1")
 	}
-	cl, err := benchClient(c, 16)
-	if err != nil {
-		return err
-	}
-	ctx := c.Context
 	run := benchRunID()
 	names := make([]string, n)
 	for i := range names {
@@ -68,7 +62,7 @@ func benchCron(c *ucli.Context) error {
 	created := time.Now()
 	var done atomic.Int64
 	p := &progress{every: 2 * time.Second}
-	err = parallel(16, n, func(i int) error {
+	err := parallel(16, n, func(i int) error {
 		job := &httpapi.JobSpecInput{Command: httpapi.Argv("true"), Labels: map[string]string{"bench": run},
 			Constraints: []string{"bench == none"}, AllowUnplaceable: true}
 		if i < probes {
@@ -150,16 +144,13 @@ func procCPU(pid int) float64 {
 	if pid <= 0 {
 		return -1
 	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	p, err := procfs.NewProc(pid)
 	if err != nil {
 		return -1
 	}
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-	if len(f) < 13 {
+	st, err := p.Stat()
+	if err != nil {
 		return -1
 	}
-	u, _ := strconv.ParseFloat(f[11], 64)
-	k, _ := strconv.ParseFloat(f[12], 64)
-	return (u + k) / 100 // USER_HZ
+	return st.CPUTime()
 }

@@ -28,7 +28,7 @@ func fairshareCommand(driver ucli.Flag) *ucli.Command {
 			"--warmup after the run's first start). With --alone D, the second namespace then stops and the first\n"+
 			"floods alone for D: its fraction of the cluster's slot-seconds over the last D/2 is reported.\n"+
 			"Every job asks for the smallest node's CPU / --per-node, so the cluster has (sum over nodes) slots.",
-		benchFairShare, driver,
+		timed(benchFairShare), driver,
 		&ucli.StringFlag{Name: "shares", Value: "1:1", Usage: "the two namespaces' shares, A:B"},
 		&ucli.StringFlag{Name: "namespaces", Value: "bench-fs-a,bench-fs-b", Usage: "the two namespaces (their share is set; their other settings are kept)"},
 		&ucli.DurationFlag{Name: "window", Value: 2 * time.Minute, Usage: "measured window"},
@@ -68,7 +68,7 @@ type fairRun struct {
 	spec httpapi.JobSpecInput
 }
 
-func benchFairShare(c *ucli.Context) error {
+func benchFairShare(ctx context.Context, c *ucli.Context, cl *api.Client) error {
 	var shares [2]int64
 	a, b, ok := strings.Cut(c.String("shares"), ":")
 	var errA, errB error
@@ -85,11 +85,6 @@ func benchFairShare(c *ucli.Context) error {
 	if window <= 0 || warmup < 0 || jobTime <= 0 || perNode < 1 || alone < 0 {
 		return cli.Exitf(2, "--window and --job-time must be positive, --per-node at least 1, --warmup and --alone not negative")
 	}
-	cl, ctx, cancel, err := benchClientFor(c, 4)
-	if err != nil {
-		return err
-	}
-	defer cancel()
 	usable, cpu, slots, err := cpuSlots(ctx, c, cl, perNode)
 	if err != nil {
 		return err

@@ -30,7 +30,7 @@ func nodesCommand(driver *ucli.StringFlag) *ucli.Command {
 			"run --jobs jobs on the clients (placements/s); kill --kill clients holding a long job each, as kill -9\n"+
 			"would, and time their jobs' reruns on other clients. The servers must run on this host (their CPU is\n"+
 			"read from their /v1/metrics) and without --acl. The clients stay registered (dead) after the run.",
-		benchNodes, driver,
+		withClient(64, benchNodes), driver,
 		&ucli.IntFlag{Name: "clients", Value: 1000, Usage: "simulated clients"},
 		&ucli.DurationFlag{Name: "idle", Value: 10 * time.Second, Usage: "how long the idle servers' CPU is measured"},
 		&ucli.IntFlag{Name: "submits", Value: 30000, Usage: "delayed jobs submitted with the clients attached (0: skip)"},
@@ -86,15 +86,10 @@ type nodesResult struct {
 	LeaderKill *disruptResult `json:"leader_kill,omitempty"`
 }
 
-func benchNodes(c *ucli.Context) error {
+func benchNodes(ctx context.Context, c *ucli.Context, cl *api.Client) error {
 	n, timeout := c.Int("clients"), c.Duration("timeout")
 	if n < 1 || n > 60000 {
 		return fmt.Errorf("--clients: %d (want 1..60000: one loopback address each)", n)
-	}
-	ctx := c.Context
-	cl, err := benchClient(c, 64)
-	if err != nil {
-		return err
 	}
 	members, err := cl.Members(ctx)
 	if err != nil {

@@ -36,16 +36,11 @@ type latencyResult struct {
 	FinishP99MS float64 `json:"finish_p99_ms"`
 }
 
-func benchLatency(c *ucli.Context) error {
+func benchLatency(ctx context.Context, c *ucli.Context, cl *api.Client) error {
 	n, poll := c.Int("jobs"), c.Duration("poll")
 	if n < 1 {
 		return fmt.Errorf("--jobs must be at least 1")
 	}
-	cl, err := benchClient(c, 4)
-	if err != nil {
-		return err
-	}
-	ctx := c.Context
 	run := benchRunID()
 	spec := noopSpec(run, c.String("driver"))
 	if g := c.Int("gpus"); g != 0 || c.String("gpu-memory") != "" {
@@ -248,16 +243,11 @@ func cpuSlots(ctx context.Context, c *ucli.Context, cl *api.Client, perNode int)
 	return usable, cpu, slots, nil
 }
 
-func benchSleep(c *ucli.Context) error {
+func benchSleep(ctx context.Context, c *ucli.Context, cl *api.Client) error {
 	n, dur, perNode := c.Int("jobs"), c.Duration("duration"), c.Int("per-node")
 	if n < 1 || perNode < 1 || dur <= 0 {
 		return fmt.Errorf("--jobs and --per-node must be at least 1, --duration positive")
 	}
-	cl, ctx, cancel, err := benchClientFor(c, 4)
-	if err != nil {
-		return err
-	}
-	defer cancel()
 	usable, cpu, slots, err := cpuSlots(ctx, c, cl, perNode)
 	if err != nil {
 		return err
