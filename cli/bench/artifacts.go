@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"fmt"
-	"os"
 	"sort"
 	"time"
 
@@ -99,7 +98,7 @@ func benchArtifacts(ctx context.Context, c *ucli.Context, cl *api.Client) error 
 			s.toStore = o.StoredAt.Sub(at.FinishedAt)
 		}
 		byNode[at.Node] = append(byNode[at.Node], s)
-		fmt.Fprintf(os.Stderr, "bench: %d/%d: node %s, node-local %v, to store %v\n", i+1, n, at.Node, s.local.Round(time.Millisecond), s.toStore.Round(time.Millisecond))
+		note("%d/%d: node %s, node-local %v, to store %v", i+1, n, at.Node, s.local.Round(time.Millisecond), s.toStore.Round(time.Millisecond))
 	}
 	var rows []artifactsRow
 	for node, ss := range byNode {

@@ -183,6 +183,12 @@ func (p *progress) printf(format string, args ...any) {
 		return
 	}
 	p.last = time.Now()
+	note(format, args...)
+}
+
+// note prints a line to stderr, every time: progress that is one line per
+// step of a slow bench.
+func note(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "bench: "+format+"\n", args...)
 }
 

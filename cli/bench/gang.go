@@ -3,9 +3,6 @@ package bench
 import (
 	"context"
 	"fmt"
-	"io"
-	"os"
-	"sort"
 	"time"
 
 	ucli "github.com/urfave/cli/v2"
@@ -71,18 +68,15 @@ func benchGang(ctx context.Context, c *ucli.Context, cl *api.Client) error {
 			}
 		}
 		spreads = append(spreads, last.Sub(first))
-		fmt.Fprintf(os.Stderr, "bench: gang %d/%d: start spread %.1f ms\n", i+1, res.Runs, float64(last.Sub(first).Microseconds())/1000)
+		note("gang %d/%d: start spread %.1f ms", i+1, res.Runs, float64(last.Sub(first).Microseconds())/1000)
 	}
-	sort.Slice(spreads, func(i, j int) bool { return spreads[i] < spreads[j] })
-	sort.Slice(dones, func(i, j int) bool { return dones[i] < dones[j] })
+	sortDurations(spreads)
+	sortDurations(dones)
 	res.SpreadP50MS = percentileMS(spreads, 50)
 	res.SpreadMaxMS = percentileMS(spreads, 100)
 	res.AllDoneP50MS = percentileMS(dones, 50)
-	return printResult(c, res, func(w io.Writer) error {
-		fmt.Fprintf(w, "gangs of %d, %d runs: start spread p50 %.1f ms (max %.1f ms); submit → succeeded p50 %.1f ms\n",
-			res.Size, res.Runs, res.SpreadP50MS, res.SpreadMaxMS, res.AllDoneP50MS)
-		return nil
-	})
+	return printLine(c, res, "gangs of %d, %d runs: start spread p50 %.1f ms (max %.1f ms); submit → succeeded p50 %.1f ms",
+		res.Size, res.Runs, res.SpreadP50MS, res.SpreadMaxMS, res.AllDoneP50MS)
 }
 
 // preemptResult is the outcome of foreman bench preempt.
@@ -171,7 +165,7 @@ func benchPreempt(ctx context.Context, c *ucli.Context, cl *api.Client) error {
 		}
 		d := time.Since(t0)
 		lat = append(lat, d)
-		fmt.Fprintf(os.Stderr, "bench: preemption %d/%d: running after %.1f ms\n", r+1, res.Runs, float64(d.Microseconds())/1000)
+		note("preemption %d/%d: running after %.1f ms", r+1, res.Runs, float64(d.Microseconds())/1000)
 		for _, x := range append(lows, id) {
 			_, _ = cl.CancelJob(ctx, x, "bench round done")
 		}
@@ -181,12 +175,9 @@ func benchPreempt(ctx context.Context, c *ucli.Context, cl *api.Client) error {
 			}
 		}
 	}
-	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	sortDurations(lat)
 	res.RunningP50MS, res.RunningMaxMS = percentileMS(lat, 50), percentileMS(lat, 100)
-	return printResult(c, res, func(w io.Writer) error {
-		fmt.Fprintf(w, "preemptor submit → running over %d runs: p50 %.1f ms (max %.1f ms)\n", res.Runs, res.RunningP50MS, res.RunningMaxMS)
-		return nil
-	})
+	return printLine(c, res, "preemptor submit → running over %d runs: p50 %.1f ms (max %.1f ms)", res.Runs, res.RunningP50MS, res.RunningMaxMS)
 }
 
 // waitState polls the job every millisecond until it is in want (with

@@ -27,6 +27,14 @@ func printTable(c *ucli.Context, res any, header []string, rows ...[]any) error 
 	return printResult(c, res, func(w io.Writer) error { return writeTable(w, header, rows...) })
 }
 
+// printLine prints res as JSON with --json, else as one line of format.
+func printLine(c *ucli.Context, res any, format string, args ...any) error {
+	return printResult(c, res, func(w io.Writer) error {
+		_, err := fmt.Fprintf(w, format+"\n", args...)
+		return err
+	})
+}
+
 // writeTable writes a table of header and rows to w.
 func writeTable(w io.Writer, header []string, rows ...[]any) error {
 	t := cli.NewTable(w, header...)
