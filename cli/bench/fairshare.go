@@ -104,10 +104,8 @@ func benchFairShare(ctx context.Context, c *ucli.Context, cl *api.Client) error 
 	run := benchRunID()
 	runs := [2]*fairRun{}
 	for i, ns := range names {
-		spec := noopSpec(run, c.String("driver"))
+		spec := slotSpec(run, c.String("driver"), jobTime, cpu)
 		spec.Namespace = ns
-		spec.Command = httpapi.Argv("sleep", strconv.FormatFloat(jobTime.Seconds(), 'f', -1, 64))
-		spec.Resources = &httpapi.ResourcesInput{CPU: []byte(strconv.FormatInt(cpu, 10))}
 		runs[i] = &fairRun{ns: ns, spec: spec}
 	}
 	total := shares[0] + shares[1]

@@ -243,6 +243,15 @@ func cpuSlots(ctx context.Context, c *ucli.Context, cl *api.Client, perNode int)
 	return usable, cpu, slots, nil
 }
 
+// slotSpec is a job that sleeps d holding cpu millicores: one slot of
+// cpuSlots.
+func slotSpec(run, driver string, d time.Duration, cpu int64) httpapi.JobSpecInput {
+	spec := noopSpec(run, driver)
+	spec.Command = httpapi.Argv("sleep", strconv.FormatFloat(d.Seconds(), 'f', -1, 64))
+	spec.Resources = &httpapi.ResourcesInput{CPU: []byte(strconv.FormatInt(cpu, 10))}
+	return spec
+}
+
 func benchSleep(ctx context.Context, c *ucli.Context, cl *api.Client) error {
 	n, dur, perNode := c.Int("jobs"), c.Duration("duration"), c.Int("per-node")
 	if n < 1 || perNode < 1 || dur <= 0 {
@@ -256,9 +265,7 @@ func benchSleep(ctx context.Context, c *ucli.Context, cl *api.Client) error {
 	ideal := time.Duration(waves) * dur
 
 	run := benchRunID()
-	spec := noopSpec(run, c.String("driver"))
-	spec.Command = httpapi.Argv("sleep", strconv.FormatFloat(dur.Seconds(), 'f', -1, 64))
-	spec.Resources = &httpapi.ResourcesInput{CPU: []byte(strconv.FormatInt(cpu, 10))}
+	spec := slotSpec(run, c.String("driver"), dur, cpu)
 	specs := make([]httpapi.JobSpecInput, n)
 	for i := range specs {
 		specs[i] = spec
