@@ -202,6 +202,28 @@ func percentileMS(sorted []time.Duration, p float64) float64 {
 	return float64(sorted[i].Microseconds()) / 1000
 }
 
+// roundTrips is a bench's round trips, one at a time, summed up: the
+// nearest-rank p50 and p99 and the largest, in milliseconds.
+type roundTrips struct {
+	P50MS float64 `json:"p50_ms"`
+	P99MS float64 `json:"p99_ms"`
+	MaxMS float64 `json:"max_ms"`
+}
+
+// roundTripsHeader heads a table of roundTrips rows.
+var roundTripsHeader = []string{"", "P50", "P99", "MAX"}
+
+// roundTripsOf sorts d and sums it up.
+func roundTripsOf(d []time.Duration) roundTrips {
+	sortDurations(d)
+	return roundTrips{P50MS: percentileMS(d, 50), P99MS: percentileMS(d, 99), MaxMS: percentileMS(d, 100)}
+}
+
+// row is a table row of r named what.
+func (r roundTrips) row(what string) []any {
+	return []any{what, ms(r.P50MS), ms(r.P99MS), ms(r.MaxMS)}
+}
+
 func sortDurations(d []time.Duration) []time.Duration {
 	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
 	return d

@@ -15,11 +15,9 @@ import (
 
 // execResult is the outcome of foreman bench exec.
 type execResult struct {
-	Runs   int     `json:"runs"`
-	Driver string  `json:"driver,omitempty"`
-	P50MS  float64 `json:"p50_ms"` // exec of `echo` → its output and exit code back
-	P99MS  float64 `json:"p99_ms"`
-	MaxMS  float64 `json:"max_ms"`
+	Runs       int    `json:"runs"`
+	Driver     string `json:"driver,omitempty"`
+	roundTrips        // exec of `echo` → its output and exit code back
 }
 
 func execCommand(driver *ucli.StringFlag) *ucli.Command {
@@ -57,8 +55,6 @@ func benchExec(ctx context.Context, c *ucli.Context, cl *api.Client) error {
 			return fmt.Errorf("exec %d: exit %d, output %q; want 7 and %q", i, code, out.String(), want)
 		}
 	}
-	sortDurations(lat)
-	res.P50MS, res.P99MS, res.MaxMS = percentileMS(lat, 50), percentileMS(lat, 99), percentileMS(lat, 100)
-	return printTable(c, res, []string{"", "P50", "P99", "MAX"},
-		[]any{fmt.Sprintf("%d execs (output and exit code back)", res.Runs), ms(res.P50MS), ms(res.P99MS), ms(res.MaxMS)})
+	res.roundTrips = roundTripsOf(lat)
+	return printTable(c, res, roundTripsHeader, res.row(fmt.Sprintf("%d execs (output and exit code back)", res.Runs)))
 }

@@ -19,11 +19,9 @@ type UsageResult struct {
 	Since   string `json:"since"`
 	// Rows is how many rows the last report had.
 	Rows int `json:"rows"`
-	// P50MS..MaxMS: GET /v1/usage?since=…&by=namespace round trips, one
-	// at a time, on the client's clock.
-	P50MS float64 `json:"p50_ms"`
-	P99MS float64 `json:"p99_ms"`
-	MaxMS float64 `json:"max_ms"`
+	// GET /v1/usage?since=…&by=namespace round trips, one at a time, on
+	// the client's clock.
+	roundTrips
 	// JobAttempts is the run's jobs' attempts (all ended: the jobs are
 	// terminal); UsageAttempts is what the report's attempts grew by over
 	// the run. Verified: they are equal (another client's attempts ending
@@ -96,11 +94,9 @@ func benchUsage(ctx context.Context, c *ucli.Context, cl *api.Client) error {
 		lat = append(lat, time.Since(t0))
 		res.Rows = len(rep.Rows)
 	}
-	sortDurations(lat)
-	res.P50MS, res.P99MS, res.MaxMS = percentileMS(lat, 50), percentileMS(lat, 99), percentileMS(lat, 100)
+	res.roundTrips = roundTripsOf(lat)
 	return printResult(c, res, func(w io.Writer) error {
-		if err := writeTable(w, []string{"", "P50", "P99", "MAX"},
-			[]any{fmt.Sprintf("GET /v1/usage since %s by namespace (%d queries, %d rows)", res.Since, res.Queries, res.Rows), ms(res.P50MS), ms(res.P99MS), ms(res.MaxMS)}); err != nil {
+		if err := writeTable(w, roundTripsHeader, res.row(fmt.Sprintf("GET /v1/usage since %s by namespace (%d queries, %d rows)", res.Since, res.Queries, res.Rows))); err != nil {
 			return err
 		}
 		_, err := fmt.Fprintf(w, "attempts: %d jobs' %d, usage's %d: verified %v\n", res.Jobs, res.JobAttempts, res.UsageAttempts, res.Verified)
