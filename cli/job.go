@@ -140,12 +140,9 @@ func jobCounts(c *ucli.Context) error {
 }
 
 func jobList(c *ucli.Context) error {
-	cl, err := newClient(c)
+	cl, err := readClient(c)
 	if err != nil {
 		return err
-	}
-	if c.Bool("consistent") {
-		cl = cl.Consistent()
 	}
 	q := api.JobQuery{
 		State: api.JobState(c.String("state")),
@@ -183,16 +180,9 @@ func jobList(c *ucli.Context) error {
 }
 
 func jobStatus(c *ucli.Context) error {
-	id, err := oneArg(c, "JOB_ID")
+	id, cl, err := argClient(c, "JOB_ID", readClient)
 	if err != nil {
 		return err
-	}
-	cl, err := newClient(c)
-	if err != nil {
-		return err
-	}
-	if c.Bool("consistent") {
-		cl = cl.Consistent()
 	}
 	reply, err := cl.GetJob(c.Context, id)
 	if err != nil {
@@ -416,11 +406,7 @@ func printTasks(c *ucli.Context, tl *httpapi.TaskList) error {
 }
 
 func jobCheckpoint(c *ucli.Context) error {
-	id, err := oneArg(c, "JOB_ID")
-	if err != nil {
-		return err
-	}
-	cl, err := newClient(c)
+	id, cl, err := argClient(c, "JOB_ID", newClient)
 	if err != nil {
 		return err
 	}

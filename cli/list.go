@@ -66,6 +66,18 @@ func readClient(c *ucli.Context) (*api.Client, error) {
 	return cl, err
 }
 
+// argClient is the one argument a command takes (what names it, for the
+// usage error) and the client newCl builds for it (newClient, readClient,
+// snapshotClient).
+func argClient(c *ucli.Context, what string, newCl func(*ucli.Context) (*api.Client, error)) (string, *api.Client, error) {
+	arg, err := oneArg(c, what)
+	if err != nil {
+		return "", nil, err
+	}
+	cl, err := newCl(c)
+	return arg, cl, err
+}
+
 // change is call for a command that acts on the one object its argument
 // names (what says what the argument is, for the usage error): the
 // answer is printed as JSON with --json, else as the line say makes.

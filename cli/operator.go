@@ -105,11 +105,7 @@ func snapshotClient(c *ucli.Context) (*api.Client, error) {
 // snapshotSave downloads into FILE.tmp, checks the file (a transfer cut
 // short fails its checksum) and only then renames it to FILE.
 func snapshotSave(c *ucli.Context) error {
-	path, err := oneArg(c, "FILE")
-	if err != nil {
-		return err
-	}
-	cl, err := snapshotClient(c)
+	path, cl, err := argClient(c, "FILE", snapshotClient)
 	if err != nil {
 		return err
 	}

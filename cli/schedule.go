@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -207,13 +205,7 @@ func createSchedule(c *ucli.Context, in httpapi.ScheduleInput) error {
 // refusing unknown fields with the field named.
 func readScheduleFile(path string) (httpapi.ScheduleInput, error) {
 	var in httpapi.ScheduleInput
-	var b []byte
-	var err error
-	if path == "-" {
-		b, err = io.ReadAll(os.Stdin)
-	} else {
-		b, err = os.ReadFile(path)
-	}
+	b, err := readFileOrStdin(path)
 	if err != nil {
 		return in, err
 	}
