@@ -278,15 +278,8 @@ func agentConfigFrom(c *ucli.Context, version string) (*agentConfig, error) {
 	if err := inputConfig(c, w); err != nil {
 		return nil, err
 	}
-	for _, f := range []struct {
-		flag string
-		dst  *int64
-	}{{"artifacts-max", &w.ArtifactsMaxBytes}, {"artifacts-node-max", &w.ArtifactsNodeMaxBytes}} {
-		mb, err := httpapi.ParseMemory(c.String(f.flag))
-		if err != nil {
-			return nil, fmt.Errorf("--%s: %w", f.flag, err)
-		}
-		*f.dst = mb << 20
+	if err := sizeFlags(c, sizeFlag{"artifacts-max", &w.ArtifactsMaxBytes}, sizeFlag{"artifacts-node-max", &w.ArtifactsNodeMaxBytes}); err != nil {
+		return nil, err
 	}
 	if os.Geteuid() == 0 {
 		// Only root can switch users; an unprivileged agent runs every job
@@ -447,6 +440,25 @@ func selfDescription(c *ucli.Context, drivers []string, version string) (fsm.Nod
 		return fsm.Node{}, err
 	}
 	return fsm.Node{Capacity: capacity, Labels: labels, Drivers: drivers, Version: version, Volumes: vols}, nil
+}
+
+// sizeFlag is a size flag (256MiB, 10GiB, or a bare number of MiB) and
+// the field it sets, in bytes.
+type sizeFlag struct {
+	name string
+	dst  *int64
+}
+
+// sizeFlags reads size flags into their fields, in order.
+func sizeFlags(c *ucli.Context, flags ...sizeFlag) error {
+	for _, f := range flags {
+		mb, err := httpapi.ParseMemory(c.String(f.name))
+		if err != nil {
+			return fmt.Errorf("--%s: %w", f.name, err)
+		}
+		*f.dst = mb << 20
+	}
+	return nil
 }
 
 func keyValues(list []string, flag string) (map[string]string, error) {
