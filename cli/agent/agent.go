@@ -175,23 +175,14 @@ func agentConfigFrom(c *ucli.Context, version string) (*agentConfig, error) {
 		}
 	case RoleServer:
 	case RoleReplica:
-		switch {
-		case c.Bool("dev"):
-			return nil, errors.New("--role replica: not with --dev (a replica joins servers)")
-		case len(c.StringSlice("join")) == 0:
-			return nil, errors.New("--role replica: --join must name a server")
-		case c.Int("bootstrap-expect") != 0:
-			return nil, errors.New("--role replica: --bootstrap-expect is for servers (a replica joins once there is a cluster)")
+		if err := joinsServers(c, cfg.role, "a server", " (a replica joins once there is a cluster)"); err != nil {
+			return nil, err
 		}
 	case RoleClient:
-		switch {
-		case c.Bool("dev"):
-			return nil, errors.New("--role client: not with --dev (a client joins servers)")
-		case len(c.StringSlice("join")) == 0:
-			return nil, errors.New("--role client: --join must name at least one server")
-		case c.Int("bootstrap-expect") != 0:
-			return nil, errors.New("--role client: --bootstrap-expect is for servers")
-		case cfg.api.ACL && c.String("token-file") == "":
+		if err := joinsServers(c, cfg.role, "at least one server", ""); err != nil {
+			return nil, err
+		}
+		if cfg.api.ACL && c.String("token-file") == "" {
 			return nil, errors.New("--role client --acl: --token-file must name a file holding a token with role client:NAME (foreman acl token create --role client:NAME); a client never holds the cluster-internal secret")
 		}
 	default:
@@ -387,6 +378,21 @@ func agentConfigFrom(c *ucli.Context, version string) (*agentConfig, error) {
 	w.HostVolumes = self.Volumes // the executor mounts only these
 	cfg.self = self
 	return cfg, nil
+}
+
+// joinsServers refuses what a role that joins servers (replica, client)
+// cannot do: --dev, no --join (which must name joinWhat), and
+// --bootstrap-expect (bootstrapWhy says why, after "is for servers").
+func joinsServers(c *ucli.Context, role, joinWhat, bootstrapWhy string) error {
+	switch {
+	case c.Bool("dev"):
+		return fmt.Errorf("--role %s: not with --dev (a %s joins servers)", role, role)
+	case len(c.StringSlice("join")) == 0:
+		return fmt.Errorf("--role %s: --join must name %s", role, joinWhat)
+	case c.Int("bootstrap-expect") != 0:
+		return fmt.Errorf("--role %s: --bootstrap-expect is for servers%s", role, bootstrapWhy)
+	}
+	return nil
 }
 
 // selfDescription is what this node advertises: capacity (detected minus
