@@ -276,19 +276,16 @@ func gossipKeyCommand() *ucli.Command {
 	change := func(op, usage string) *ucli.Command {
 		return ClientCommand(op, usage, "KEY|-", func(c *ucli.Context) error { return gossipKeyOp(c, op) }, JSONFlag)
 	}
-	return &ucli.Command{
-		Name:  "gossip-key",
-		Usage: "rotate the gossip encryption key on every alive node: install NEW, use NEW, remove OLD",
-		Description: "KEY is base64 (foreman tls gossip-key makes one); - reads it from stdin, which keeps it out of ps.\n" +
-			"Each node saves its keyring in its data dir, which overrides --gossip-key from then on.",
-		Subcommands: []*ucli.Command{
-			ClientCommand("list", "every alive node's gossip keys, by fingerprint (* = the primary key, which encrypts)", "",
-				func(c *ucli.Context) error { return gossipKeyOp(c, "list") }, JSONFlag),
-			change("install", "add KEY to every node's keyring (it decrypts; the primary key still encrypts)"),
-			change("use", "make KEY the primary (encrypting) key on every node; refused unless every node has it installed"),
-			change("remove", "remove KEY from every node's keyring; refused while a node uses it as primary"),
-		},
-	}
+	cmd := commandGroup("gossip-key", "rotate the gossip encryption key on every alive node: install NEW, use NEW, remove OLD",
+		ClientCommand("list", "every alive node's gossip keys, by fingerprint (* = the primary key, which encrypts)", "",
+			func(c *ucli.Context) error { return gossipKeyOp(c, "list") }, JSONFlag),
+		change("install", "add KEY to every node's keyring (it decrypts; the primary key still encrypts)"),
+		change("use", "make KEY the primary (encrypting) key on every node; refused unless every node has it installed"),
+		change("remove", "remove KEY from every node's keyring; refused while a node uses it as primary"),
+	)
+	cmd.Description = "KEY is base64 (foreman tls gossip-key makes one); - reads it from stdin, which keeps it out of ps.\n" +
+		"Each node saves its keyring in its data dir, which overrides --gossip-key from then on."
+	return cmd
 }
 
 func gossipKeyOp(c *ucli.Context, op string) error {
