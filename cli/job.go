@@ -61,7 +61,7 @@ func jobCommand() *ucli.Command {
 					&ucli.StringFlag{Name: "queue", Usage: "only jobs of this queue"},
 					&ucli.StringFlag{Name: "array", Usage: "the tasks of this array job (else an array is listed as one job)"},
 					&ucli.IntFlag{Name: "limit", Value: 50, Usage: "at most this many jobs (0 = all)"},
-					&ucli.BoolFlag{Name: "consistent", Usage: "read through the leader"},
+					ConsistentFlag,
 					JSONFlag,
 				),
 				Action: func(c *ucli.Context) error { return Error(jobList(c)) },
@@ -76,7 +76,7 @@ func jobCommand() *ucli.Command {
 				Name:      "status",
 				Usage:     "show a job and its attempts",
 				ArgsUsage: "JOB_ID",
-				Flags:     WithClientFlags(&ucli.BoolFlag{Name: "consistent", Usage: "read through the leader"}, JSONFlag),
+				Flags:     WithClientFlags(ConsistentFlag, JSONFlag),
 				Action:    func(c *ucli.Context) error { return Error(jobStatus(c)) },
 			},
 			{
@@ -140,12 +140,9 @@ func jobCounts(c *ucli.Context) error {
 }
 
 func jobList(c *ucli.Context) error {
-	cl, err := newClient(c)
+	cl, err := readClient(c)
 	if err != nil {
 		return err
-	}
-	if c.Bool("consistent") {
-		cl = cl.Consistent()
 	}
 	q := api.JobQuery{
 		State: api.JobState(c.String("state")),
@@ -163,19 +160,14 @@ func jobList(c *ucli.Context) error {
 		}
 		q.Labels[k] = v
 	}
-	jobs, err := pages(c.Int("limit"), func(n int, cursor string) ([]api.Job, string, error) {
+	return printPages(c, "jobs", func(n int, cursor string) ([]api.Job, string, error) {
 		q.Limit, q.Cursor = n, cursor
 		page, err := cl.ListJobs(c.Context, q)
 		if err != nil {
 			return nil, "", err
 		}
 		return page.Jobs, page.NextCursor, nil
-	})
-	if err != nil {
-		return err
-	}
-	now := time.Now()
-	return printList(c, "jobs", jobs, []string{"ID", "NAME", "STATE", "PRI", "ATTEMPTS", "QUEUE", "SUBMITTED", "REASON"}, func(j api.Job) []any {
+	}, []string{"ID", "NAME", "STATE", "PRI", "ATTEMPTS", "QUEUE", "SUBMITTED", "REASON"}, func(j api.Job, now time.Time) []any {
 		return []any{j.ID, orDash(truncate(j.Spec.Name, 40)), jobStateCell(j), intOr0(j.Spec.Priority),
 			fmt.Sprintf("%d/%d", j.CountedAttempts, intOr0(j.Spec.MaxAttempts)), orDash(j.Spec.Queue),
 			ago(j.SubmittedAt, now), orDash(truncate(j.Reason, 60))}
@@ -183,16 +175,9 @@ func jobList(c *ucli.Context) error {
 }
 
 func jobStatus(c *ucli.Context) error {
-	id, err := oneArg(c, "JOB_ID")
+	id, cl, err := argClient(c, "JOB_ID", readClient)
 	if err != nil {
 		return err
-	}
-	cl, err := newClient(c)
-	if err != nil {
-		return err
-	}
-	if c.Bool("consistent") {
-		cl = cl.Consistent()
 	}
 	reply, err := cl.GetJob(c.Context, id)
 	if err != nil {
@@ -416,11 +401,7 @@ func printTasks(c *ucli.Context, tl *httpapi.TaskList) error {
 }
 
 func jobCheckpoint(c *ucli.Context) error {
-	id, err := oneArg(c, "JOB_ID")
-	if err != nil {
-		return err
-	}
-	cl, err := newClient(c)
+	id, cl, err := argClient(c, "JOB_ID", newClient)
 	if err != nil {
 		return err
 	}

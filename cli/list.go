@@ -2,6 +2,8 @@ package cli
 
 import (
 	"fmt"
+	"net/http"
+	"time"
 
 	ucli "github.com/urfave/cli/v2"
 
@@ -45,6 +47,15 @@ func list[T any](c *ucli.Context, key string, get func(*api.Client) ([]T, error)
 	return printList(c, key, items, header, row)
 }
 
+// post is call for a POST of body to path (the server checks the body
+// and fills its defaults), answered as a T printed by text.
+func post[T any](c *ucli.Context, path string, body any, text func(*T) error) error {
+	return call(c, func(cl *api.Client) (*T, error) {
+		var v T
+		return &v, cl.Do(c.Context, api.Request{Method: http.MethodPost, Path: path, Body: body}, &v)
+	}, text)
+}
+
 // act is a command whose call answers nothing worth printing: do makes
 // the call and returns the line to print.
 func act(c *ucli.Context, do func(*api.Client) (string, error)) error {
@@ -64,6 +75,18 @@ func readClient(c *ucli.Context) (*api.Client, error) {
 		cl = cl.Consistent()
 	}
 	return cl, err
+}
+
+// argClient is the one argument a command takes (what names it, for the
+// usage error) and the client newCl builds for it (newClient, readClient,
+// snapshotClient).
+func argClient(c *ucli.Context, what string, newCl func(*ucli.Context) (*api.Client, error)) (string, *api.Client, error) {
+	arg, err := oneArg(c, what)
+	if err != nil {
+		return "", nil, err
+	}
+	cl, err := newCl(c)
+	return arg, cl, err
 }
 
 // change is call for a command that acts on the one object its argument
@@ -111,6 +134,18 @@ func printList[T any](c *ucli.Context, key string, items []T, header []string, r
 		t.Row(row(it)...)
 	}
 	return t.Flush()
+}
+
+// printPages is a list command over a cursor-paged listing: page's pages
+// (read as pages reads them, up to --limit items) printed by printList,
+// with row given the time they were read, for the "ago" columns.
+func printPages[T any](c *ucli.Context, key string, page func(n int, cursor string) ([]T, string, error), header []string, row func(it T, now time.Time) []any) error {
+	items, err := pages(c.Int("limit"), page)
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	return printList(c, key, items, header, func(it T) []any { return row(it, now) })
 }
 
 // pages reads a cursor-paged listing: page answers one page of at most n

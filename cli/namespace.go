@@ -92,11 +92,7 @@ func printNamespace(c *ucli.Context, n *api.NamespaceStatus) error {
 // namespaceSet reads the current record and replaces the fields whose
 // flags were given, so `namespace set NAME --max-cpu 4` keeps the rest.
 func namespaceSet(c *ucli.Context) error {
-	name, err := oneArg(c, "namespace NAME")
-	if err != nil {
-		return err
-	}
-	cl, err := newClient(c)
+	name, cl, err := argClient(c, "namespace NAME", newClient)
 	if err != nil {
 		return err
 	}

@@ -58,6 +58,46 @@ func confirm(c *ucli.Context, cmd, question string) error {
 	return nil
 }
 
+// bulkChange is what a bulk node command does once its request is built:
+// a dry run shown to the operator, then, once confirmed, the change.
+type bulkChange[R any] struct {
+	cmd string // "node drain": names the command when not confirmed
+	// send posts the request: the dry run, or the change of the named nodes.
+	send  func(cl *api.Client, dryRun bool, names []string) (*R, error)
+	nodes func(*R) []string               // the nodes an answer lists
+	ask   func(n int, some string) string // the confirmation's question
+	show  func(c *ucli.Context, r *R, verb string) error
+	would string // show's verb for the dry run
+	did   string // show's verb for the change
+	// askEmpty: a dry run that matched no node is still confirmed and sent.
+	askEmpty bool
+}
+
+func (b bulkChange[R]) run(c *ucli.Context) error {
+	cl, err := newClient(c)
+	if err != nil {
+		return err
+	}
+	plan, err := b.send(cl, true, nil)
+	if err != nil {
+		return err
+	}
+	names := b.nodes(plan)
+	if c.Bool("dry-run") || (len(names) == 0 && !b.askEmpty) {
+		return b.show(c, plan, b.would)
+	}
+	if err := confirm(c, b.cmd, b.ask(len(names), listSome(names, 10))); err != nil {
+		return err
+	}
+	// The nodes shown, not the filter again: a node that came to match
+	// since is not changed unasked.
+	done, err := b.send(cl, false, names)
+	if err != nil {
+		return err
+	}
+	return b.show(c, done, b.did)
+}
+
 // nodesDrain is `node drain --label k=v [--role R] [--deadline D]`.
 func nodesDrain(c *ucli.Context) error {
 	if c.NArg() > 0 {
@@ -67,29 +107,17 @@ func nodesDrain(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
-	req := api.NodesDrainRequest{Role: c.String("role"), Labels: labels, Deadline: api.Duration(c.Duration("deadline")), DryRun: true}
-	cl, err := newClient(c)
-	if err != nil {
-		return err
-	}
-	plan, err := cl.DrainNodes(c.Context, req)
-	if err != nil {
-		return err
-	}
-	if c.Bool("dry-run") || len(plan.Nodes) == 0 {
-		return printNodesChange(c, plan, "would drain")
-	}
-	if err := confirm(c, "node drain", fmt.Sprintf("drain %d node(s) (%s)?", len(plan.Nodes), listSome(plan.Nodes, 10))); err != nil {
-		return err
-	}
-	// The nodes shown, not the filter again: a node that came to match
-	// since is not changed unasked.
-	req.DryRun, req.Names = false, plan.Nodes
-	done, err := cl.DrainNodes(c.Context, req)
-	if err != nil {
-		return err
-	}
-	return printNodesChange(c, done, "drained")
+	req := api.NodesDrainRequest{Role: c.String("role"), Labels: labels, Deadline: api.Duration(c.Duration("deadline"))}
+	return bulkChange[api.NodesChangeResponse]{
+		cmd: "node drain",
+		send: func(cl *api.Client, dryRun bool, names []string) (*api.NodesChangeResponse, error) {
+			req.DryRun, req.Names = dryRun, names
+			return cl.DrainNodes(c.Context, req)
+		},
+		nodes: changedNodes,
+		ask:   func(n int, some string) string { return fmt.Sprintf("drain %d node(s) (%s)?", n, some) },
+		show:  printNodesChange, would: "would drain", did: "drained",
+	}.run(c)
 }
 
 // nodesEligibility is `node eligibility --enable|--disable --label k=v`.
@@ -108,28 +136,20 @@ func nodesEligibility(c *ucli.Context) error {
 	if c.Bool("enable") {
 		e, verb = "eligible", "marked eligible"
 	}
-	req := api.NodesEligibilityRequest{Role: c.String("role"), Labels: labels, Eligibility: e, DryRun: true}
-	cl, err := newClient(c)
-	if err != nil {
-		return err
-	}
-	plan, err := cl.SetNodesEligibility(c.Context, req)
-	if err != nil {
-		return err
-	}
-	if c.Bool("dry-run") || len(plan.Nodes) == 0 {
-		return printNodesChange(c, plan, "would be "+verb)
-	}
-	if err := confirm(c, "node eligibility", fmt.Sprintf("mark %d node(s) %s (%s)?", len(plan.Nodes), e, listSome(plan.Nodes, 10))); err != nil {
-		return err
-	}
-	req.DryRun, req.Names = false, plan.Nodes
-	done, err := cl.SetNodesEligibility(c.Context, req)
-	if err != nil {
-		return err
-	}
-	return printNodesChange(c, done, verb)
+	req := api.NodesEligibilityRequest{Role: c.String("role"), Labels: labels, Eligibility: e}
+	return bulkChange[api.NodesChangeResponse]{
+		cmd: "node eligibility",
+		send: func(cl *api.Client, dryRun bool, names []string) (*api.NodesChangeResponse, error) {
+			req.DryRun, req.Names = dryRun, names
+			return cl.SetNodesEligibility(c.Context, req)
+		},
+		nodes: changedNodes,
+		ask:   func(n int, some string) string { return fmt.Sprintf("mark %d node(s) %s (%s)?", n, e, some) },
+		show:  printNodesChange, would: "would be " + verb, did: verb,
+	}.run(c)
 }
+
+func changedNodes(r *api.NodesChangeResponse) []string { return r.Nodes }
 
 func printNodesChange(c *ucli.Context, r *api.NodesChangeResponse, verb string) error {
 	if c.Bool("json") {

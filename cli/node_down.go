@@ -20,27 +20,20 @@ func nodesDown(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
-	req := api.NodesDownRequest{Silent: c.Bool("silent"), SilentFor: api.Duration(c.Duration("since")), Role: c.String("role"), Labels: labels, DryRun: true}
-	cl, err := newClient(c)
-	if err != nil {
-		return err
-	}
-	plan, err := cl.MarkNodesDown(c.Context, req)
-	if err != nil {
-		return err
-	}
-	if c.Bool("dry-run") {
-		return printNodesDown(c, plan, "would declare")
-	}
-	if err := confirm(c, "node down", fmt.Sprintf("declare %d client(s) dead (%s)? Their jobs rerun once their lease is out.", len(plan.Nodes), listSome(plan.Nodes, 10))); err != nil {
-		return err
-	}
-	req.DryRun, req.Names = false, plan.Nodes
-	done, err := cl.MarkNodesDown(c.Context, req)
-	if err != nil {
-		return err
-	}
-	return printNodesDown(c, done, "declared")
+	req := api.NodesDownRequest{Silent: c.Bool("silent"), SilentFor: api.Duration(c.Duration("since")), Role: c.String("role"), Labels: labels}
+	return bulkChange[api.NodesDownResponse]{
+		cmd: "node down",
+		send: func(cl *api.Client, dryRun bool, names []string) (*api.NodesDownResponse, error) {
+			req.DryRun, req.Names = dryRun, names
+			return cl.MarkNodesDown(c.Context, req)
+		},
+		nodes: func(r *api.NodesDownResponse) []string { return r.Nodes },
+		ask: func(n int, some string) string {
+			return fmt.Sprintf("declare %d client(s) dead (%s)? Their jobs rerun once their lease is out.", n, some)
+		},
+		show: printNodesDown, would: "would declare", did: "declared",
+		askEmpty: true,
+	}.run(c)
 }
 
 func printNodesDown(c *ucli.Context, r *api.NodesDownResponse, verb string) error {

@@ -93,13 +93,7 @@ func flagBody(s string) (string, error) {
 	if !ok {
 		return s, nil
 	}
-	var b []byte
-	var err error
-	if path == "-" {
-		b, err = io.ReadAll(os.Stdin)
-	} else {
-		b, err = os.ReadFile(path)
-	}
+	b, err := readFileOrStdin(path)
 	return string(b), err
 }
 

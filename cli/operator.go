@@ -105,11 +105,7 @@ func snapshotClient(c *ucli.Context) (*api.Client, error) {
 // snapshotSave downloads into FILE.tmp, checks the file (a transfer cut
 // short fails its checksum) and only then renames it to FILE.
 func snapshotSave(c *ucli.Context) error {
-	path, err := oneArg(c, "FILE")
-	if err != nil {
-		return err
-	}
-	cl, err := snapshotClient(c)
+	path, cl, err := argClient(c, "FILE", snapshotClient)
 	if err != nil {
 		return err
 	}
@@ -280,19 +276,16 @@ func gossipKeyCommand() *ucli.Command {
 	change := func(op, usage string) *ucli.Command {
 		return ClientCommand(op, usage, "KEY|-", func(c *ucli.Context) error { return gossipKeyOp(c, op) }, JSONFlag)
 	}
-	return &ucli.Command{
-		Name:  "gossip-key",
-		Usage: "rotate the gossip encryption key on every alive node: install NEW, use NEW, remove OLD",
-		Description: "KEY is base64 (foreman tls gossip-key makes one); - reads it from stdin, which keeps it out of ps.\n" +
-			"Each node saves its keyring in its data dir, which overrides --gossip-key from then on.",
-		Subcommands: []*ucli.Command{
-			ClientCommand("list", "every alive node's gossip keys, by fingerprint (* = the primary key, which encrypts)", "",
-				func(c *ucli.Context) error { return gossipKeyOp(c, "list") }, JSONFlag),
-			change("install", "add KEY to every node's keyring (it decrypts; the primary key still encrypts)"),
-			change("use", "make KEY the primary (encrypting) key on every node; refused unless every node has it installed"),
-			change("remove", "remove KEY from every node's keyring; refused while a node uses it as primary"),
-		},
-	}
+	cmd := commandGroup("gossip-key", "rotate the gossip encryption key on every alive node: install NEW, use NEW, remove OLD",
+		ClientCommand("list", "every alive node's gossip keys, by fingerprint (* = the primary key, which encrypts)", "",
+			func(c *ucli.Context) error { return gossipKeyOp(c, "list") }, JSONFlag),
+		change("install", "add KEY to every node's keyring (it decrypts; the primary key still encrypts)"),
+		change("use", "make KEY the primary (encrypting) key on every node; refused unless every node has it installed"),
+		change("remove", "remove KEY from every node's keyring; refused while a node uses it as primary"),
+	)
+	cmd.Description = "KEY is base64 (foreman tls gossip-key makes one); - reads it from stdin, which keeps it out of ps.\n" +
+		"Each node saves its keyring in its data dir, which overrides --gossip-key from then on."
+	return cmd
 }
 
 func gossipKeyOp(c *ucli.Context, op string) error {

@@ -28,19 +28,13 @@ const (
 )
 
 func runCommand() *ucli.Command {
-	return &ucli.Command{
-		Name:      "run",
-		Usage:     "submit a job, stream its output and exit with its exit code",
-		ArgsUsage: "[flags] -- CMD [ARGS...]",
-		Description: "Streams the job's stdout to stdout and its stderr to stderr, attempt after attempt,\n" +
-			"until the job ends. Exits with the job's exit code; a job killed for a timeout exits 124,\n" +
-			"for memory (oom) 137, when cancelled 130. Ctrl-C cancels the job. Unlike submit, run makes\n" +
-			"one attempt unless --max-attempts says otherwise.",
-		Flags: WithClientFlags(append(specFlags(),
-			&ucli.BoolFlag{Name: "detach", Aliases: []string{"d"}, Usage: "print the job ID and return at once"},
-		)...),
-		Action: func(c *ucli.Context) error { return Error(runJob(c)) },
-	}
+	cmd := ClientCommand("run", "submit a job, stream its output and exit with its exit code", "[flags] -- CMD [ARGS...]", runJob,
+		append(specFlags(), &ucli.BoolFlag{Name: "detach", Aliases: []string{"d"}, Usage: "print the job ID and return at once"})...)
+	cmd.Description = "Streams the job's stdout to stdout and its stderr to stderr, attempt after attempt,\n" +
+		"until the job ends. Exits with the job's exit code; a job killed for a timeout exits 124,\n" +
+		"for memory (oom) 137, when cancelled 130. Ctrl-C cancels the job. Unlike submit, run makes\n" +
+		"one attempt unless --max-attempts says otherwise."
+	return cmd
 }
 
 func runJob(c *ucli.Context) error {

@@ -4,9 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -186,34 +183,19 @@ func createSchedule(c *ucli.Context, in httpapi.ScheduleInput) error {
 	if in.Cron == "" {
 		return fmt.Errorf("--cron is required (e.g. --cron '*/5 * * * *' or --cron '@every 30s')")
 	}
-	cl, err := newClient(c)
-	if err != nil {
-		return err
-	}
 	// The spec goes as the flags or the file gave it: the server fills
 	// the defaults and names a bad field.
-	var s api.ScheduleInfo
-	if err := cl.Do(c.Context, api.Request{Method: http.MethodPost, Path: "/v1/schedules", Body: in}, &s); err != nil {
-		return err
-	}
-	if c.Bool("json") {
-		return PrintJSON(c, s)
-	}
-	fmt.Fprintf(Stdout(c), "%s: next fire %s\n", s.Spec.Name, nextFire(&s))
-	return nil
+	return post(c, "/v1/schedules", in, func(s *api.ScheduleInfo) error {
+		fmt.Fprintf(Stdout(c), "%s: next fire %s\n", s.Spec.Name, nextFire(s))
+		return nil
+	})
 }
 
 // readScheduleFile reads a schedule spec (YAML or JSON; "-" is stdin),
 // refusing unknown fields with the field named.
 func readScheduleFile(path string) (httpapi.ScheduleInput, error) {
 	var in httpapi.ScheduleInput
-	var b []byte
-	var err error
-	if path == "-" {
-		b, err = io.ReadAll(os.Stdin)
-	} else {
-		b, err = os.ReadFile(path)
-	}
+	b, err := readFileOrStdin(path)
 	if err != nil {
 		return in, err
 	}

@@ -336,16 +336,19 @@ func rfc3339(s string, dst *json.RawMessage) error {
 // YAML or JSON file ("-" is stdin). Unknown fields are refused here, with
 // the field named, before anything is sent.
 func readSpecFile(path string) (specs []httpapi.JobSpecInput, batch bool, err error) {
-	var b []byte
-	if path == "-" {
-		b, err = io.ReadAll(os.Stdin)
-	} else {
-		b, err = os.ReadFile(path)
-	}
+	b, err := readFileOrStdin(path)
 	if err != nil {
 		return nil, false, err
 	}
 	return parseSpecFile(path, b)
+}
+
+// readFileOrStdin reads the file a flag names; "-" is stdin.
+func readFileOrStdin(path string) ([]byte, error) {
+	if path == "-" {
+		return io.ReadAll(os.Stdin)
+	}
+	return os.ReadFile(path)
 }
 
 func parseSpecFile(path string, b []byte) (specs []httpapi.JobSpecInput, batch bool, err error) {

@@ -13,15 +13,10 @@ import (
 )
 
 func submitCommand() *ucli.Command {
-	return &ucli.Command{
-		Name:      "submit",
-		Usage:     "submit a job and print its ID",
-		ArgsUsage: "[flags] -- CMD [ARGS...]",
-		Description: "Submits one job (or, with -f, a spec file that may hold a batch {\"jobs\": [...]}).\n" +
-			"A single quoted argument with shell syntax runs under /bin/sh -c.",
-		Flags:  WithClientFlags(append(specFlags(), JSONFlag)...),
-		Action: func(c *ucli.Context) error { return Error(submit(c)) },
-	}
+	cmd := ClientCommand("submit", "submit a job and print its ID", "[flags] -- CMD [ARGS...]", submit, append(specFlags(), JSONFlag)...)
+	cmd.Description = "Submits one job (or, with -f, a spec file that may hold a batch {\"jobs\": [...]}).\n" +
+		"A single quoted argument with shell syntax runs under /bin/sh -c."
+	return cmd
 }
 
 func submit(c *ucli.Context) error {

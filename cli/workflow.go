@@ -2,7 +2,6 @@ package cli
 
 import (
 	"fmt"
-	"net/http"
 	"os"
 	"strings"
 	"time"
@@ -49,21 +48,12 @@ func workflowSubmit(c *ucli.Context) error {
 			return fmt.Errorf("%s: %w", path, err)
 		}
 	}
-	cl, err := newClient(c)
-	if err != nil {
-		return err
-	}
 	// The file goes as it is (the server checks it, strictly), with no
 	// idempotency key made up: a submit the user did not key is sent once.
-	var res api.WorkflowSubmitResponse
-	if err := cl.Do(c.Context, api.Request{Method: http.MethodPost, Path: "/v1/workflows", Body: b}, &res); err != nil {
-		return err
-	}
-	if c.Bool("json") {
-		return PrintJSON(c, res)
-	}
-	fmt.Fprintln(Stdout(c), res.ID)
-	return nil
+	return post(c, "/v1/workflows", b, func(res *api.WorkflowSubmitResponse) error {
+		fmt.Fprintln(Stdout(c), res.ID)
+		return nil
+	})
 }
 
 func workflowList(c *ucli.Context) error {
@@ -71,18 +61,13 @@ func workflowList(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
-	all, err := pages(c.Int("limit"), func(n int, cursor string) ([]api.Workflow, string, error) {
+	return printPages(c, "workflows", func(n int, cursor string) ([]api.Workflow, string, error) {
 		page, err := cl.ListWorkflows(c.Context, api.WorkflowQuery{Cursor: cursor, Limit: n})
 		if err != nil {
 			return nil, "", err
 		}
 		return page.Workflows, page.NextCursor, nil
-	})
-	if err != nil {
-		return err
-	}
-	now := time.Now()
-	return printList(c, "workflows", all, []string{"ID", "NAME", "STATE", "JOBS", "DONE", "FAILED", "SKIPPED", "SUBMITTED", "FINISHED"}, func(w api.Workflow) []any {
+	}, []string{"ID", "NAME", "STATE", "JOBS", "DONE", "FAILED", "SKIPPED", "SUBMITTED", "FINISHED"}, func(w api.Workflow, now time.Time) []any {
 		done := 0
 		for s, n := range w.Counts {
 			if s.Terminal() {

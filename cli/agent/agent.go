@@ -175,23 +175,14 @@ func agentConfigFrom(c *ucli.Context, version string) (*agentConfig, error) {
 		}
 	case RoleServer:
 	case RoleReplica:
-		switch {
-		case c.Bool("dev"):
-			return nil, errors.New("--role replica: not with --dev (a replica joins servers)")
-		case len(c.StringSlice("join")) == 0:
-			return nil, errors.New("--role replica: --join must name a server")
-		case c.Int("bootstrap-expect") != 0:
-			return nil, errors.New("--role replica: --bootstrap-expect is for servers (a replica joins once there is a cluster)")
+		if err := joinsServers(c, cfg.role, "a server", " (a replica joins once there is a cluster)"); err != nil {
+			return nil, err
 		}
 	case RoleClient:
-		switch {
-		case c.Bool("dev"):
-			return nil, errors.New("--role client: not with --dev (a client joins servers)")
-		case len(c.StringSlice("join")) == 0:
-			return nil, errors.New("--role client: --join must name at least one server")
-		case c.Int("bootstrap-expect") != 0:
-			return nil, errors.New("--role client: --bootstrap-expect is for servers")
-		case cfg.api.ACL && c.String("token-file") == "":
+		if err := joinsServers(c, cfg.role, "at least one server", ""); err != nil {
+			return nil, err
+		}
+		if cfg.api.ACL && c.String("token-file") == "" {
 			return nil, errors.New("--role client --acl: --token-file must name a file holding a token with role client:NAME (foreman acl token create --role client:NAME); a client never holds the cluster-internal secret")
 		}
 	default:
@@ -278,15 +269,8 @@ func agentConfigFrom(c *ucli.Context, version string) (*agentConfig, error) {
 	if err := inputConfig(c, w); err != nil {
 		return nil, err
 	}
-	for _, f := range []struct {
-		flag string
-		dst  *int64
-	}{{"artifacts-max", &w.ArtifactsMaxBytes}, {"artifacts-node-max", &w.ArtifactsNodeMaxBytes}} {
-		mb, err := httpapi.ParseMemory(c.String(f.flag))
-		if err != nil {
-			return nil, fmt.Errorf("--%s: %w", f.flag, err)
-		}
-		*f.dst = mb << 20
+	if err := sizeFlags(c, sizeFlag{"artifacts-max", &w.ArtifactsMaxBytes}, sizeFlag{"artifacts-node-max", &w.ArtifactsNodeMaxBytes}); err != nil {
+		return nil, err
 	}
 	if os.Geteuid() == 0 {
 		// Only root can switch users; an unprivileged agent runs every job
@@ -396,6 +380,21 @@ func agentConfigFrom(c *ucli.Context, version string) (*agentConfig, error) {
 	return cfg, nil
 }
 
+// joinsServers refuses what a role that joins servers (replica, client)
+// cannot do: --dev, no --join (which must name joinWhat), and
+// --bootstrap-expect (bootstrapWhy says why, after "is for servers").
+func joinsServers(c *ucli.Context, role, joinWhat, bootstrapWhy string) error {
+	switch {
+	case c.Bool("dev"):
+		return fmt.Errorf("--role %s: not with --dev (a %s joins servers)", role, role)
+	case len(c.StringSlice("join")) == 0:
+		return fmt.Errorf("--role %s: --join must name %s", role, joinWhat)
+	case c.Int("bootstrap-expect") != 0:
+		return fmt.Errorf("--role %s: --bootstrap-expect is for servers%s", role, bootstrapWhy)
+	}
+	return nil
+}
+
 // selfDescription is what this node advertises: capacity (detected minus
 // the reserve, or overridden), labels, named resources and drivers.
 func selfDescription(c *ucli.Context, drivers []string, version string) (fsm.Node, error) {
@@ -447,6 +446,25 @@ func selfDescription(c *ucli.Context, drivers []string, version string) (fsm.Nod
 		return fsm.Node{}, err
 	}
 	return fsm.Node{Capacity: capacity, Labels: labels, Drivers: drivers, Version: version, Volumes: vols}, nil
+}
+
+// sizeFlag is a size flag (256MiB, 10GiB, or a bare number of MiB) and
+// the field it sets, in bytes.
+type sizeFlag struct {
+	name string
+	dst  *int64
+}
+
+// sizeFlags reads size flags into their fields, in order.
+func sizeFlags(c *ucli.Context, flags ...sizeFlag) error {
+	for _, f := range flags {
+		mb, err := httpapi.ParseMemory(c.String(f.name))
+		if err != nil {
+			return fmt.Errorf("--%s: %w", f.name, err)
+		}
+		*f.dst = mb << 20
+	}
+	return nil
 }
 
 func keyValues(list []string, flag string) (map[string]string, error) {

@@ -36,15 +36,8 @@ func objectStoreFlags() []ucli.Flag {
 
 // inputConfig reads the job inputs' bounds.
 func inputConfig(c *ucli.Context, w *exec.WorkerConfig) error {
-	for _, f := range []struct {
-		flag string
-		dst  *int64
-	}{{"input-max", &w.InputMaxBytes}, {"input-cache-max", &w.InputCacheMaxBytes}} {
-		mb, err := httpapi.ParseMemory(c.String(f.flag))
-		if err != nil {
-			return fmt.Errorf("--%s: %w", f.flag, err)
-		}
-		*f.dst = mb << 20
+	if err := sizeFlags(c, sizeFlag{"input-max", &w.InputMaxBytes}, sizeFlag{"input-cache-max", &w.InputCacheMaxBytes}); err != nil {
+		return err
 	}
 	if w.InputFetchTimeout = c.Duration("input-timeout"); w.InputFetchTimeout <= 0 {
 		return errors.New("--input-timeout: must be more than 0")

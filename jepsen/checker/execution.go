@@ -1,6 +1,7 @@
 package checker
 
 import (
+	"iter"
 	"sort"
 	"time"
 )
@@ -19,6 +20,49 @@ type ExecOptions struct {
 	// (killed, fenced) ended somewhere in [last record, last record +
 	// TickBound]. 0 = unknown: such executions run until EndOfTest.
 	TickBound time.Duration
+}
+
+// execKey names one execution: a job's attempt, by its fencing token.
+type execKey struct {
+	job   string
+	token uint64
+}
+
+// executions are probe records grouped by execution, E each (an interval
+// or what holds one).
+type executions[E any] struct {
+	m     map[execKey]*E
+	order []execKey // as first seen
+}
+
+// of is execution k, made by start at its first record.
+func (x *executions[E]) of(k execKey, start func() *E) *E {
+	e := x.m[k]
+	if e == nil {
+		if x.m == nil {
+			x.m = map[execKey]*E{}
+		}
+		e = start()
+		x.m[k] = e
+		x.order = append(x.order, k)
+	}
+	return e
+}
+
+// all is every execution, in the order first seen.
+func (x *executions[E]) all() iter.Seq2[execKey, *E] {
+	return func(yield func(execKey, *E) bool) {
+		for _, k := range x.order {
+			if !yield(k, x.m[k]) {
+				return
+			}
+		}
+	}
+}
+
+// newInterval is an execution's interval before its first record.
+func newInterval(attempt int, token uint64, node string) interval {
+	return interval{attempt: attempt, token: token, node: node, start: -1, end: -1}
 }
 
 type interval struct {
@@ -98,31 +142,22 @@ func (iv *interval) overlap(b *interval, tickBound, clockBound time.Duration) (o
 // possible overlap and noted, not failed.
 func Execution(exec []Record, sink []Record, final []FinalJob, opt ExecOptions) Result {
 	r := Result{Name: "execution", Valid: true, Stats: map[string]int{}}
-	type key struct {
-		job   string
-		token uint64
-	}
-	ivs := map[key]*interval{}
-	var order []key
+	var ivs executions[interval]
 	for _, rec := range exec {
-		k := key{rec.Job, rec.Token}
-		iv := ivs[k]
-		if iv == nil {
-			iv = &interval{attempt: rec.Attempt, token: rec.Token, node: rec.Node, start: -1, end: -1}
-			ivs[k] = iv
-			order = append(order, k)
-		}
+		iv := ivs.of(execKey{rec.Job, rec.Token}, func() *interval {
+			iv := newInterval(rec.Attempt, rec.Token, rec.Node)
+			return &iv
+		})
 		iv.record(&r, rec.Kind, rec.Job, rec.Node, rec.At)
 	}
 	perJob := map[string][]*interval{}
-	for _, k := range order {
-		iv := ivs[k]
+	for k, iv := range ivs.all() {
 		if !iv.finish(&r, opt.EndOfTest, opt.TickBound) {
 			continue
 		}
 		perJob[k.job] = append(perJob[k.job], iv)
 	}
-	r.Stats["executions"] = len(order)
+	r.Stats["executions"] = len(ivs.order)
 	r.Stats["jobs_executed"] = len(perJob)
 	maxOverlap := time.Duration(0)
 	for job, list := range perJob {
@@ -152,10 +187,10 @@ func Execution(exec []Record, sink []Record, final []FinalJob, opt ExecOptions) 
 	r.Stats["max_overlap_ms"] = int(maxOverlap / time.Millisecond)
 
 	succeeded := map[string]uint64{} // job -> token of its succeeded attempt
-	attemptState := map[key]string{}
+	attemptState := map[execKey]string{}
 	for _, j := range final {
 		for _, a := range j.Attempts {
-			attemptState[key{j.ID, a.FencingToken}] = a.State
+			attemptState[execKey{j.ID, a.FencingToken}] = a.State
 			if a.State == "succeeded" {
 				succeeded[j.ID] = a.FencingToken
 			}
@@ -166,7 +201,7 @@ func Execution(exec []Record, sink []Record, final []FinalJob, opt ExecOptions) 
 				continue
 			}
 			tok, ok := succeeded[j.ID]
-			if ok && ivs[key{j.ID, tok}] == nil {
+			if ok && ivs.m[execKey{j.ID, tok}] == nil {
 				r.errorf("phantom success: job %s succeeded with token %d but no execution carried it", j.ID, tok)
 			}
 		}
@@ -200,7 +235,7 @@ func Execution(exec []Record, sink []Record, final []FinalJob, opt ExecOptions) 
 			// cluster recorded the earlier attempt as lost (its node was
 			// declared dead after the lease): at-least-once, not a bug.
 			prev := recs[i-1]
-			st := attemptState[key{job, prev.Token}]
+			st := attemptState[execKey{job, prev.Token}]
 			if st == "lost" {
 				r.Stats["completions_after_lost"]++
 				r.notef("job %s completed with token %d, then again with %d (earlier attempt recorded lost)", job, prev.Token, rec.Token)

@@ -28,22 +28,15 @@ func ParseGangRecords(rd io.Reader) (recs []GangRecord, torn int, err error) {
 		if len(f) != 7 {
 			return false
 		}
-		a, err1 := strconv.Atoi(f[2])
-		t, err2 := strconv.ParseUint(f[3], 10, 64)
-		ix, err3 := strconv.Atoi(f[5])
-		at, err4 := strconv.ParseInt(f[6], 10, 64)
-		if err1 != nil || err2 != nil || err3 != nil || err4 != nil {
+		a, t, at, ok := parseCommon(f)
+		ix, err := strconv.Atoi(f[5])
+		if !ok || err != nil {
 			return false
 		}
 		recs = append(recs, GangRecord{Kind: f[0], Job: f[1], Attempt: a, Token: t, Node: f[4], Index: ix, At: at})
 		return true
 	})
 	return recs, torn, err
-}
-
-// ReadGangRecordFiles parses every file matching glob, concatenated.
-func ReadGangRecordFiles(glob string) ([]GangRecord, int, error) {
-	return readFiles(glob, ParseGangRecords)
 }
 
 // GangOptions are the gang checkers' bounds.

@@ -37,15 +37,13 @@ func ParseGPURecords(rd io.Reader) (recs []GPURecord, torn int, err error) {
 		if len(f) != 8 {
 			return false
 		}
-		a, err1 := strconv.Atoi(f[2])
-		t, err2 := strconv.ParseUint(f[3], 10, 64)
-		at, err3 := strconv.ParseInt(f[7], 10, 64)
+		a, t, at, ok := parseCommon(f)
 		var share int64
-		var err4 error
+		var err error
 		if f[6] != "-" {
-			share, err4 = strconv.ParseInt(f[6], 10, 64)
+			share, err = strconv.ParseInt(f[6], 10, 64)
 		}
-		if err1 != nil || err2 != nil || err3 != nil || err4 != nil || share < 0 {
+		if !ok || err != nil || share < 0 {
 			return false
 		}
 		var uuids []string
@@ -56,11 +54,6 @@ func ParseGPURecords(rd io.Reader) (recs []GPURecord, torn int, err error) {
 		return true
 	})
 	return recs, torn, err
-}
-
-// ReadGPURecordFiles parses every file matching glob, concatenated.
-func ReadGPURecordFiles(glob string) ([]GPURecord, int, error) {
-	return readFiles(glob, ParseGPURecords)
 }
 
 // GPUOptions are the GPU checker's bounds and what it compares against.
@@ -110,21 +103,11 @@ type gpuExec struct {
 //     execution.
 func GPU(recs []GPURecord, final []FinalJob, opt GPUOptions) Result {
 	r := Result{Name: "gpu", Valid: true, Stats: map[string]int{}}
-	type key struct {
-		job   string
-		token uint64
-	}
-	execs := map[key]*gpuExec{}
-	var order []key
+	var execs executions[gpuExec]
 	for _, rec := range recs {
-		k := key{rec.Job, rec.Token}
-		e := execs[k]
-		if e == nil {
-			e = &gpuExec{interval: interval{attempt: rec.Attempt, token: rec.Token, node: rec.Node, start: -1, end: -1},
-				job: rec.Job, uuids: rec.UUIDs, share: rec.ShareMiB}
-			execs[k] = e
-			order = append(order, k)
-		}
+		e := execs.of(execKey{rec.Job, rec.Token}, func() *gpuExec {
+			return &gpuExec{interval: newInterval(rec.Attempt, rec.Token, rec.Node), job: rec.Job, uuids: rec.UUIDs, share: rec.ShareMiB}
+		})
 		if !slices.Equal(rec.UUIDs, e.uuids) || rec.Node != e.node || rec.ShareMiB != e.share {
 			r.errorf("job %s token %d recorded with GPUs %v on %s and %v on %s: one execution, two views",
 				rec.Job, rec.Token, e.uuids, e.node, rec.UUIDs, rec.Node)
@@ -132,21 +115,20 @@ func GPU(recs []GPURecord, final []FinalJob, opt GPUOptions) Result {
 		e.record(&r, rec.Kind, rec.Job, rec.Node, rec.At)
 	}
 
-	attempts := map[key]FinalAttempt{}
+	attempts := map[execKey]FinalAttempt{}
 	read := map[string]bool{} // jobs whose attempts the final view has
 	for _, j := range final {
 		if len(j.Attempts) > 0 {
 			read[j.ID] = true
 		}
 		for _, a := range j.Attempts {
-			attempts[key{j.ID, a.FencingToken}] = a
+			attempts[execKey{j.ID, a.FencingToken}] = a
 		}
 	}
 
 	// Exclusive: the execution checker's overlap rule, per device.
 	perGPU := map[string][]*gpuExec{}
-	for _, k := range order {
-		e := execs[k]
+	for _, e := range execs.all() {
 		if !e.finish(&r, opt.EndOfTest, opt.TickBound) {
 			continue
 		}
@@ -154,7 +136,7 @@ func GPU(recs []GPURecord, final []FinalJob, opt GPUOptions) Result {
 			perGPU[u] = append(perGPU[u], e)
 		}
 	}
-	r.Stats["executions"] = len(order)
+	r.Stats["executions"] = len(execs.order)
 	r.Stats["gpus_used"] = len(perGPU)
 	maxOverlap := time.Duration(0)
 	for _, u := range slices.Sorted(maps.Keys(perGPU)) {
@@ -164,7 +146,7 @@ func GPU(recs []GPURecord, final []FinalJob, opt GPUOptions) Result {
 		// Handovers after a lost attempt: the case fencing exists for (the
 		// leader freed the device without hearing from the execution).
 		for i := 0; i+1 < len(list); i++ {
-			if a := list[i]; attempts[key{a.job, a.token}].State == "lost" {
+			if a := list[i]; attempts[execKey{a.job, a.token}].State == "lost" {
 				gap := list[i+1].start - a.last // no end: from its last record
 				if !a.open {
 					gap = list[i+1].start - a.end
@@ -206,8 +188,7 @@ func GPU(recs []GPURecord, final []FinalJob, opt GPUOptions) Result {
 	r.Stats["max_overlap_ms"] = int(maxOverlap / time.Millisecond)
 
 	// Recorded: what the execution saw is what the state says.
-	for _, k := range order {
-		e := execs[k]
+	for k, e := range execs.all() {
 		seen := slices.Sorted(slices.Values(e.uuids))
 		if e.share > 0 {
 			r.Stats["share_executions"]++

@@ -32,16 +32,22 @@ func ParseRecords(rd io.Reader) (recs []Record, torn int, err error) {
 		if len(f) != 6 {
 			return false
 		}
-		a, err1 := strconv.Atoi(f[2])
-		t, err2 := strconv.ParseUint(f[3], 10, 64)
-		at, err3 := strconv.ParseInt(f[5], 10, 64)
-		if err1 != nil || err2 != nil || err3 != nil {
-			return false
+		a, t, at, ok := parseCommon(f)
+		if ok {
+			recs = append(recs, Record{Kind: f[0], Job: f[1], Attempt: a, Token: t, Node: f[4], At: at})
 		}
-		recs = append(recs, Record{Kind: f[0], Job: f[1], Attempt: a, Token: t, Node: f[4], At: at})
-		return true
+		return ok
 	})
 	return recs, torn, err
+}
+
+// parseCommon parses the numbers every probe's line holds: the attempt
+// (f[2]), the fencing token (f[3]) and, last, the time.
+func parseCommon(f []string) (attempt int, token uint64, at int64, ok bool) {
+	a, err1 := strconv.Atoi(f[2])
+	t, err2 := strconv.ParseUint(f[3], 10, 64)
+	at, err3 := strconv.ParseInt(f[len(f)-1], 10, 64)
+	return a, t, at, err1 == nil && err2 == nil && err3 == nil
 }
 
 // scanRecords calls parse with the fields of each non-blank line of a
@@ -59,12 +65,12 @@ func scanRecords(rd io.Reader, parse func(fields []string) bool) (torn int, err 
 
 // ReadRecordFiles parses every file matching glob, concatenated.
 func ReadRecordFiles(glob string) ([]Record, int, error) {
-	return readFiles(glob, ParseRecords)
+	return ReadFiles(glob, ParseRecords)
 }
 
-// readFiles parses every file matching glob with parse, concatenated, and
-// adds up the torn lines.
-func readFiles[T any](glob string, parse func(io.Reader) ([]T, int, error)) ([]T, int, error) {
+// ReadFiles parses every file matching glob with parse (ParseGangRecords,
+// ParseGPURecords), concatenated, and adds up the torn lines.
+func ReadFiles[T any](glob string, parse func(io.Reader) ([]T, int, error)) ([]T, int, error) {
 	paths, err := filepath.Glob(glob)
 	if err != nil {
 		return nil, 0, err

@@ -80,18 +80,13 @@ func (c *Client) do(ctx context.Context, method, path string, hdr map[string]str
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	if c.Token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.Token)
-	}
 	for k, v := range hdr {
 		req.Header.Set(k, v)
 	}
-	resp, err := c.HTTP.Do(req)
-	if err != nil {
+	resp, b, err := c.send(req, 8<<20)
+	if resp == nil {
 		return 0, err
 	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
 	if err != nil {
 		return resp.StatusCode, err
 	}
@@ -109,6 +104,38 @@ func (c *Client) do(ctx context.Context, method, path string, hdr map[string]str
 		}
 	}
 	return resp.StatusCode, nil
+}
+
+// send sends req with the client's token and reads the answer's body, at
+// most limit bytes of it. The answer is nil when none came.
+func (c *Client) send(req *http.Request, limit int64) (*http.Response, []byte, error) {
+	if c.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.Token)
+	}
+	resp, err := c.HTTP.Do(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, limit))
+	return resp, b, err
+}
+
+// get is send for a GET of path, answered 200 OK: another status is an
+// *Error with the message msg makes of the body.
+func (c *Client) get(ctx context.Context, path string, limit int64, msg func(body []byte) string) (*http.Response, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.Base+path, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	resp, b, err := c.send(req, limit)
+	if err != nil {
+		return nil, nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, nil, &Error{Status: resp.StatusCode, Msg: msg(b)}
+	}
+	return resp, b, nil
 }
 
 // Cancel asks for a job to be cancelled; the status says how it ended
@@ -165,28 +192,38 @@ func (c *Client) ListJobs(ctx context.Context) ([]checker.FinalJob, error) {
 // eachJob pages through every job (newest first; through the leader when
 // consistent) and calls fn with each.
 func (c *Client) eachJob(ctx context.Context, consistent bool, fn func(*api.Job)) error {
-	cursor := ""
-	for page := 0; page < 10000; page++ {
-		q := url.Values{"limit": {"500"}}
-		if consistent {
-			q.Set("consistent", "true")
-		}
-		if cursor != "" {
-			q.Set("cursor", cursor)
-		}
-		var out api.JobList
-		if _, err := c.do(ctx, http.MethodGet, "/v1/jobs?"+q.Encode(), nil, nil, &out); err != nil {
-			return err
-		}
+	q := url.Values{}
+	if consistent {
+		q.Set("consistent", "true")
+	}
+	return getPages(ctx, c, "/v1/jobs", q, 10000, "list jobs", func(out *api.JobList) (string, error) {
 		for i := range out.Jobs {
 			fn(&out.Jobs[i])
 		}
-		cursor = out.NextCursor
-		if cursor == "" || len(out.Jobs) == 0 {
-			return nil
+		if len(out.Jobs) == 0 {
+			return "", nil
 		}
+		return out.NextCursor, nil
+	})
+}
+
+// getPages GETs path?q one page of 500 at a time, each read as a T: page
+// takes it and returns the next cursor ("" after the last page). After
+// maxPages pages it gives up, naming the listing (what).
+func getPages[T any](ctx context.Context, c *Client, path string, q url.Values, maxPages int, what string, page func(*T) (string, error)) error {
+	q.Set("limit", "500")
+	for range maxPages {
+		var out T
+		if _, err := c.do(ctx, http.MethodGet, path+"?"+q.Encode(), nil, nil, &out); err != nil {
+			return err
+		}
+		next, err := page(&out)
+		if err != nil || next == "" {
+			return err
+		}
+		q.Set("cursor", next)
 	}
-	return fmt.Errorf("list jobs: too many pages")
+	return fmt.Errorf("%s: too many pages", what)
 }
 
 // Raft reads this node's raft view (Leader: the leader's name, "" when

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -58,24 +57,9 @@ func (c *Client) Output(ctx context.Context, id string, attempt int, name string
 	default:
 		return nil, "", fmt.Errorf("no API read for %q", name)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.Base+p+"?"+q.Encode(), nil)
+	resp, b, err := c.get(ctx, p+"?"+q.Encode(), 64<<20, func(b []byte) string { return strings.TrimSpace(string(b[:min(len(b), 300)])) })
 	if err != nil {
 		return nil, "", err
-	}
-	if c.Token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.Token)
-	}
-	resp, err := c.HTTP.Do(req)
-	if err != nil {
-		return nil, "", err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if err != nil {
-		return nil, "", err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, "", &Error{Status: resp.StatusCode, Msg: strings.TrimSpace(string(b[:min(len(b), 300)]))}
 	}
 	return b, resp.Header.Get(hdr), nil
 }
@@ -83,24 +67,9 @@ func (c *Client) Output(ctx context.Context, id string, attempt int, name string
 // Metric reads one unlabelled gauge or counter from the node's
 // /v1/metrics (Prometheus text format).
 func (c *Client) Metric(ctx context.Context, name string) (float64, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.Base+"/v1/metrics", nil)
+	_, b, err := c.get(ctx, "/v1/metrics", 16<<20, func([]byte) string { return "metrics" })
 	if err != nil {
 		return 0, err
-	}
-	if c.Token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.Token)
-	}
-	resp, err := c.HTTP.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
-	if err != nil {
-		return 0, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return 0, &Error{Status: resp.StatusCode, Msg: "metrics"}
 	}
 	for _, line := range strings.Split(string(b), "\n") {
 		if v, ok := strings.CutPrefix(line, name+" "); ok {

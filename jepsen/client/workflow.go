@@ -75,25 +75,13 @@ func (c *Client) AfterJob(ctx context.Context, id string) (checker.DAGJob, error
 // WorkflowIDs lists every workflow's ID (newest first).
 func (c *Client) WorkflowIDs(ctx context.Context) ([]string, error) {
 	var ids []string
-	cursor := ""
-	for page := 0; page < 1000; page++ {
-		q := url.Values{"limit": {"500"}}
-		if cursor != "" {
-			q.Set("cursor", cursor)
-		}
-		var out api.WorkflowList
-		if _, err := c.do(ctx, http.MethodGet, "/v1/workflows?"+q.Encode(), nil, nil, &out); err != nil {
-			return nil, err
-		}
+	err := getPages(ctx, c, "/v1/workflows", url.Values{}, 1000, "list workflows", func(out *api.WorkflowList) (string, error) {
 		for _, w := range out.Workflows {
 			ids = append(ids, w.ID)
 		}
-		if out.NextCursor == "" {
-			return ids, nil
-		}
-		cursor = out.NextCursor
-	}
-	return ids, fmt.Errorf("list workflows: too many pages")
+		return out.NextCursor, nil
+	})
+	return ids, err
 }
 
 // arrayOf reads an array job's bound and its made tasks.
@@ -106,26 +94,17 @@ func (c *Client) arrayOf(ctx context.Context, id string) (*checker.DAGArray, err
 		return nil, fmt.Errorf("job %s is not an array", id)
 	}
 	a := &checker.DAGArray{Size: d.Job.Array.Size, Parallel: d.Job.Spec.Array.Parallel}
-	cursor := ""
-	for page := 0; page < 1000; page++ {
-		q := url.Values{"array": {id}, "limit": {"500"}}
-		if cursor != "" {
-			q.Set("cursor", cursor)
-		}
-		var out api.JobList
-		if _, err := c.do(ctx, http.MethodGet, "/v1/jobs?"+q.Encode(), nil, nil, &out); err != nil {
-			return nil, err
-		}
+	err := getPages(ctx, c, "/v1/jobs", url.Values{"array": {id}}, 1000, "array "+id+" tasks", func(out *api.JobList) (string, error) {
 		for _, t := range out.Jobs {
 			if t.ArrayTask == nil {
-				return nil, fmt.Errorf("array %s lists %s, which is not one of its tasks", id, t.ID)
+				return "", fmt.Errorf("array %s lists %s, which is not one of its tasks", id, t.ID)
 			}
 			a.Tasks = append(a.Tasks, checker.DAGTask{ID: t.ID, Index: t.ArrayTask.Index, State: string(t.State)})
 		}
-		if out.NextCursor == "" {
-			return a, nil
-		}
-		cursor = out.NextCursor
+		return out.NextCursor, nil
+	})
+	if err != nil {
+		return nil, err
 	}
-	return nil, fmt.Errorf("array %s: too many pages of tasks", id)
+	return a, nil
 }

@@ -21,8 +21,7 @@ import (
 type Clock struct {
 	Every time.Duration // between changes; 0 = 2 s
 
-	stop chan struct{}
-	wg   sync.WaitGroup
+	bg background
 
 	mu            sync.Mutex
 	ahead, behind time.Duration // extremes ever applied
@@ -105,14 +104,11 @@ func (k *Clock) Start(ctx context.Context, c *rig.Cluster, rng *rand.Rand) (stri
 	if err := k.set(c, l, first); err != nil {
 		return "", err
 	}
-	k.stop = make(chan struct{})
 	r := rand.New(rand.NewPCG(rng.Uint64(), 11))
-	k.wg.Add(1)
-	go func() {
-		defer k.wg.Done()
+	k.bg.run(func(stop <-chan struct{}) {
 		for step := 0; step < 100000; step++ {
 			select {
-			case <-k.stop:
+			case <-stop:
 				return
 			case <-time.After(k.Every/2 + time.Duration(r.Int64N(int64(k.Every)))):
 			}
@@ -136,7 +132,7 @@ func (k *Clock) Start(ctx context.Context, c *rig.Cluster, rng *rand.Rand) (stri
 				}
 			}
 		}
-	}()
+	})
 	return fmt.Sprintf("%s (leader) %+v, then bump/reset/strobe random nodes every ~%v", c.Nodes[l].Name, first, k.Every), nil
 }
 
@@ -144,11 +140,7 @@ func (k *Clock) Start(ctx context.Context, c *rig.Cluster, rng *rand.Rand) (stri
 // reports every offset that could not be applied during the window too: a
 // skew that silently did not happen must not pass as tested.
 func (k *Clock) Stop(ctx context.Context, c *rig.Cluster) error {
-	if k.stop != nil {
-		close(k.stop)
-		k.wg.Wait()
-		k.stop = nil
-	}
+	k.bg.halt()
 	if k.t0.IsZero() {
 		return nil // never started
 	}

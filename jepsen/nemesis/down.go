@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"sync"
 	"time"
 
 	"github.com/foreman-sched/foreman/jepsen/rig"
@@ -19,8 +18,7 @@ import (
 // attempt run twice at once and no job lost. (A planner that timed the
 // lost rule from its election instead of the last beat fails this row.)
 type DownClient struct {
-	stop chan struct{}
-	done sync.WaitGroup
+	bg background
 }
 
 func (d *DownClient) Name() string { return "down-client" }
@@ -34,15 +32,12 @@ func (d *DownClient) Start(ctx context.Context, c *rig.Cluster, rng *rand.Rand) 
 	if err := declareDown(ctx, c, name); err != nil {
 		return "", err
 	}
-	d.stop = make(chan struct{})
-	d.done.Add(1)
-	go func() {
-		defer d.done.Done()
+	d.bg.run(func(stop <-chan struct{}) {
 		t := time.NewTicker(time.Second)
 		defer t.Stop()
 		for {
 			select {
-			case <-d.stop:
+			case <-stop:
 				return
 			case <-ctx.Done():
 				return
@@ -50,16 +45,12 @@ func (d *DownClient) Start(ctx context.Context, c *rig.Cluster, rng *rand.Rand) 
 				_ = declareDown(ctx, c, name) // a failed one is retried a second later
 			}
 		}
-	}()
+	})
 	return "node down " + name + " every second (it keeps running)", nil
 }
 
 func (d *DownClient) Stop(context.Context, *rig.Cluster) error {
-	if d.stop != nil {
-		close(d.stop)
-		d.done.Wait()
-		d.stop = nil
-	}
+	d.bg.halt()
 	return nil
 }
 

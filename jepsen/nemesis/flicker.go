@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"sync"
 	"time"
 
 	"github.com/foreman-sched/foreman/jepsen/rig"
@@ -16,8 +15,7 @@ import (
 type Flicker struct {
 	On, Off time.Duration
 
-	stop chan struct{}
-	wg   sync.WaitGroup
+	bg background
 }
 
 func (f *Flicker) Name() string { return "pause-flicker" }
@@ -26,16 +24,13 @@ func (f *Flicker) Start(ctx context.Context, c *rig.Cluster, rng *rand.Rand) (st
 	if f.On == 0 {
 		f.On, f.Off = 700*time.Millisecond, 300*time.Millisecond
 	}
-	f.stop = make(chan struct{})
 	seed := rng.Uint64()
 	for i, n := range c.Nodes {
-		f.wg.Add(1)
-		go func() {
-			defer f.wg.Done()
+		f.bg.run(func(stop <-chan struct{}) {
 			r := rand.New(rand.NewPCG(seed, uint64(i)))
 			for k := 0; k < 100000; k++ {
 				select {
-				case <-f.stop:
+				case <-stop:
 					return
 				case <-time.After(f.Off + time.Duration(r.Int64N(int64(f.Off)))):
 				}
@@ -43,22 +38,18 @@ func (f *Flicker) Start(ctx context.Context, c *rig.Cluster, rng *rand.Rand) (st
 					continue
 				}
 				select {
-				case <-f.stop:
+				case <-stop:
 				case <-time.After(f.On):
 				}
 				_ = n.Resume()
 			}
-		}()
+		})
 	}
 	return fmt.Sprintf("every agent: SIGSTOP %v / SIGCONT %v..%v", f.On, f.Off, 2*f.Off), nil
 }
 
 func (f *Flicker) Stop(ctx context.Context, c *rig.Cluster) error {
-	if f.stop != nil {
-		close(f.stop)
-		f.wg.Wait()
-		f.stop = nil
-	}
+	f.bg.halt()
 	for _, n := range c.Nodes {
 		_ = n.Resume()
 	}

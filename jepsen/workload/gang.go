@@ -156,7 +156,7 @@ func (g *Gang) Check(env *Env, opt CheckOptions) []checker.Result {
 	if g.NoFinal() {
 		return []checker.Result{reads}
 	}
-	recs, torn, err := checker.ReadGangRecordFiles(filepath.Join(env.Dir, "gang-*.log"))
+	recs, torn, err := checker.ReadFiles(filepath.Join(env.Dir, "gang-*.log"), checker.ParseGangRecords)
 	final := g.Final()
 	gopt := g.Options(opt)
 	partial := checker.GangPartial(recs, gopt)

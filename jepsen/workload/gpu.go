@@ -135,7 +135,7 @@ func (g *GPU) Check(env *Env, opt CheckOptions) []checker.Result {
 	}
 	end := env.Rec.Base().Add(time.Duration(g.EndNs())).UnixNano()
 	tick := TickEvery + 500*time.Millisecond
-	recs, torn, err := checker.ReadGPURecordFiles(filepath.Join(env.Dir, "gpu-*.log"))
+	recs, torn, err := checker.ReadFiles(filepath.Join(env.Dir, "gpu-*.log"), checker.ParseGPURecords)
 	gr := checker.GPU(recs, final, checker.GPUOptions{ClockBound: opt.ClockBound, EndOfTest: end, TickBound: tick,
 		Requested: requested, NodeGPUs: g.NodeGPUs, RequestedShare: shares, DeviceMiB: g.deviceMiB})
 	if err != nil {
