@@ -53,8 +53,10 @@ type CertRequest struct {
 	Validity time.Duration
 }
 
-// newKey makes a certificate's ECDSA P-256 key and its serial number.
-func newKey() (*ecdsa.PrivateKey, *big.Int, error) {
+// newTemplate makes a certificate's ECDSA P-256 key and the fields every
+// foreman certificate shares: a fresh serial, the common name in
+// organisation "foreman", valid from a minute ago (clock skew) for validity.
+func newTemplate(commonName string, validity time.Duration) (*x509.Certificate, *ecdsa.PrivateKey, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, nil, err
@@ -63,27 +65,24 @@ func newKey() (*ecdsa.PrivateKey, *big.Int, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	return key, serial, nil
+	now := time.Now()
+	return &x509.Certificate{
+		SerialNumber: serial,
+		Subject:      pkix.Name{CommonName: commonName, Organization: []string{"foreman"}},
+		NotBefore:    now.Add(-time.Minute),
+		NotAfter:     now.Add(validity),
+	}, key, nil
 }
 
 // CreateCA makes a self-signed ECDSA P-256 CA valid for validity and
 // returns its certificate and key in PEM.
 func CreateCA(commonName string, validity time.Duration) (certPEM, keyPEM []byte, err error) {
-	key, serial, err := newKey()
+	tmpl, key, err := newTemplate(commonName, validity)
 	if err != nil {
 		return nil, nil, err
 	}
-	now := time.Now()
-	tmpl := &x509.Certificate{
-		SerialNumber:          serial,
-		Subject:               pkix.Name{CommonName: commonName, Organization: []string{"foreman"}},
-		NotBefore:             now.Add(-time.Minute),
-		NotAfter:              now.Add(validity),
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-		MaxPathLenZero:        true,
-	}
+	tmpl.KeyUsage = x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature
+	tmpl.BasicConstraintsValid, tmpl.IsCA, tmpl.MaxPathLenZero = true, true, true
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
 		return nil, nil, err
@@ -108,20 +107,12 @@ func CreateCert(caCertPEM, caKeyPEM []byte, req CertRequest) (certPEM, keyPEM []
 	if req.Node == "" {
 		return nil, nil, errors.New("node: must be set")
 	}
-	key, serial, err := newKey()
+	tmpl, key, err := newTemplate(req.Node, req.Validity)
 	if err != nil {
 		return nil, nil, err
 	}
-	now := time.Now()
-	tmpl := &x509.Certificate{
-		SerialNumber: serial,
-		Subject:      pkix.Name{CommonName: req.Node, Organization: []string{"foreman"}},
-		NotBefore:    now.Add(-time.Minute),
-		NotAfter:     now.Add(req.Validity),
-		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
-		IPAddresses:  req.IPs,
-		DNSNames:     req.DNSNames,
-	}
+	tmpl.KeyUsage = x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment
+	tmpl.IPAddresses, tmpl.DNSNames = req.IPs, req.DNSNames
 	switch req.Role {
 	case RoleServer:
 		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}
