@@ -163,7 +163,7 @@ func (n *Node) spreadLoop() {
 			continue
 		}
 		moved := n.workConns.move(plan, n.serverURL)
-		workStreamMoves().Add(float64(moved))
+		metrics().workStreamMoves.Add(float64(moved))
 		n.logger.Info("clients handed to less loaded servers", "clients", mine, "moved", moved)
 	}
 }
