@@ -320,33 +320,25 @@ func rebuildSchedIndexes(tx *bolt.Tx) error {
 		return err
 	}
 	byDue.FillPercent, byGroup.FillPercent, byFinish.FillPercent = appendFill, appendFill, appendFill
-	jobs, byState := tx.Bucket(bucketJobs), tx.Bucket(bucketJobsByState)
-	if jobs == nil || byState == nil {
+	if tx.Bucket(bucketJobs) == nil || tx.Bucket(bucketJobsByState) == nil {
 		return nil // a new file
 	}
 	for _, st := range []JobState{JobWaiting, JobQueued, JobRetrying, JobSucceeded, JobFailed, JobCancelled, JobSkipped} {
-		prefix := jobStatePrefix(st)
-		c := byState.Cursor()
-		for k, _ := c.Seek(prefix); k != nil && hasPrefix(k, prefix); k, _ = c.Next() {
-			v := jobs.Get(k[len(prefix):])
-			if v == nil {
-				return fmt.Errorf("%w: index names missing job %q", ErrCorrupt, k[len(prefix):])
-			}
-			var j Job
-			if err := decode(v, &j); err != nil {
+		for j, err := range jobsInState(tx, st) {
+			if err != nil {
 				return err
 			}
-			if due, ok := dueTime(&j); ok {
+			if due, ok := dueTime(j); ok {
 				if err := byDue.Put(dueKey(due, j.ID), nil); err != nil {
 					return err
 				}
 			}
 			if j.State == JobQueued {
-				if err := byGroup.Put(queuedKey(&j), nil); err != nil {
+				if err := byGroup.Put(queuedKey(j), nil); err != nil {
 					return err
 				}
 			}
-			if fin, ok := finishTime(&j); ok {
+			if fin, ok := finishTime(j); ok {
 				if err := byFinish.Put(dueKey(fin, j.ID), nil); err != nil {
 					return err
 				}

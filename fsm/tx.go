@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"fmt"
+	"iter"
 	"slices"
 
 	bolt "go.etcd.io/bbolt"
@@ -135,23 +136,40 @@ func (t *Tx) NodesVersion() (version uint64, ok bool) {
 // ForEachJobInState calls fn for each job in state, oldest first, until fn
 // returns false.
 func (t *Tx) ForEachJobInState(state JobState, fn func(*Job) bool) error {
-	jobs := t.tx.Bucket(bucketJobs)
-	prefix := jobStatePrefix(state)
-	c := t.tx.Bucket(bucketJobsByState).Cursor()
-	for k, _ := c.Seek(prefix); k != nil && hasPrefix(k, prefix); k, _ = c.Next() {
-		v := jobs.Get(k[len(prefix):])
-		if v == nil {
-			return fmt.Errorf("%w: index names missing job %q", ErrCorrupt, k[len(prefix):])
-		}
-		var j Job
-		if err := decode(v, &j); err != nil {
+	for j, err := range jobsInState(t.tx, state) {
+		if err != nil {
 			return err
 		}
-		if !fn(&j) {
+		if !fn(j) {
 			return nil
 		}
 	}
 	return nil
+}
+
+// jobsInState yields the jobs in state, oldest first, from the state
+// index; an error (a job it names is missing or undecodable) ends it.
+func jobsInState(tx *bolt.Tx, state JobState) iter.Seq2[*Job, error] {
+	return func(yield func(*Job, error) bool) {
+		jobs := tx.Bucket(bucketJobs)
+		prefix := jobStatePrefix(state)
+		c := tx.Bucket(bucketJobsByState).Cursor()
+		for k, _ := c.Seek(prefix); k != nil && hasPrefix(k, prefix); k, _ = c.Next() {
+			v := jobs.Get(k[len(prefix):])
+			if v == nil {
+				yield(nil, fmt.Errorf("%w: index names missing job %q", ErrCorrupt, k[len(prefix):]))
+				return
+			}
+			var j Job
+			if err := decode(v, &j); err != nil {
+				yield(nil, err)
+				return
+			}
+			if !yield(&j, nil) {
+				return
+			}
+		}
+	}
 }
 
 // CountJobsInState counts jobs in state without decoding them.
