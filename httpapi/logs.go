@@ -99,13 +99,11 @@ func (s *server) jobLogs(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
 		q.Set("attempt", strconv.Itoa(num))
 		r.URL.RawQuery = q.Encode()
-		var fallback http.HandlerFunc
-		if obj := storedObject(at, logObject(stream)); obj != nil && s.objects != nil {
-			fallback = func(w http.ResponseWriter, r *http.Request) {
-				s.serveObject(w, r, at, obj, HeaderLogSource, "text/plain; charset=utf-8")
-			}
+		var stored *fsm.StoredObject // no fallback to a store this agent cannot read
+		if s.objects != nil {
+			stored = storedObject(at, logObject(stream))
 		}
-		s.proxyOr(w, r, at.Node, node.HTTPAddr, fallback)
+		s.proxyOutput(w, r, at, node.HTTPAddr, stored, HeaderLogSource, "text/plain; charset=utf-8")
 		return
 	}
 	if s.logs == nil {
