@@ -200,6 +200,20 @@ func (a *applier) rememberDue(j *Job) {
 	a.dueOf[j.ID] = timesOf(j)
 }
 
+// moveTimeKey replaces job id's key in the time index b: the one at
+// from (if hadFrom) goes, the one at to (if hasTo) comes.
+func (a *applier) moveTimeKey(b *bolt.Bucket, id string, from time.Time, hadFrom bool, to time.Time, hasTo bool) error {
+	if hadFrom {
+		if err := a.del(b, dueKey(from, id)); err != nil {
+			return err
+		}
+	}
+	if hasTo {
+		return a.put(b, dueKey(to, id), nil)
+	}
+	return nil
+}
+
 // indexSchedJob moves j's entries in the scheduler's indexes; from is its
 // state before this entry ("" for a new job).
 func (a *applier) indexSchedJob(j *Job, from JobState) error {
@@ -223,25 +237,11 @@ func (a *applier) indexSchedJob(j *Job, from JobState) error {
 	}
 	cur := timesOf(j)
 	if !old.equal(cur) {
-		if old.hasDue {
-			if err := a.del(a.byDue, dueKey(old.due, j.ID)); err != nil {
-				return err
-			}
+		if err := a.moveTimeKey(a.byDue, j.ID, old.due, old.hasDue, cur.due, cur.hasDue); err != nil {
+			return err
 		}
-		if cur.hasDue {
-			if err := a.put(a.byDue, dueKey(cur.due, j.ID), nil); err != nil {
-				return err
-			}
-		}
-		if old.hasFinished {
-			if err := a.del(a.byFinish, dueKey(old.finished, j.ID)); err != nil {
-				return err
-			}
-		}
-		if cur.hasFinished {
-			if err := a.put(a.byFinish, dueKey(cur.finished, j.ID), nil); err != nil {
-				return err
-			}
+		if err := a.moveTimeKey(a.byFinish, j.ID, old.finished, old.hasFinished, cur.finished, cur.hasFinished); err != nil {
+			return err
 		}
 	}
 	// A job created by this entry is read through getJob (which remembers

@@ -194,6 +194,24 @@ func (t *Tx) LiveAttemptsOnNode(node string, fn func(*Attempt) bool) error {
 	return t.liveAttempts(livePrefix(node), fn)
 }
 
+// LiveAttemptSpecs calls fn for each live attempt with its job's spec
+// (JobSpec), until fn returns false.
+func (t *Tx) LiveAttemptSpecs(fn func(*Attempt, *JobSpec) bool) error {
+	var specErr error
+	err := t.LiveAttempts(func(a *Attempt) bool {
+		spec, err := t.JobSpec(a.JobID)
+		if err != nil {
+			specErr = err
+			return false
+		}
+		return fn(a, spec)
+	})
+	if err == nil {
+		err = specErr
+	}
+	return err
+}
+
 func (t *Tx) liveAttempts(prefix []byte, fn func(*Attempt) bool) error {
 	attempts := t.tx.Bucket(bucketAttempts)
 	c := t.tx.Bucket(bucketLiveByNode).Cursor()
