@@ -35,6 +35,24 @@ func (t *Tx) Job(id string) (*Job, error) {
 	return record[Job](v, "job", id)
 }
 
+// bucketRecords decodes every value of bucket b (nil: none), in key
+// order.
+func bucketRecords[T any](b *bolt.Bucket) ([]T, error) {
+	if b == nil {
+		return nil, nil
+	}
+	var out []T
+	err := b.ForEach(func(_, v []byte) error {
+		var r T
+		if err := decode(v, &r); err != nil {
+			return err
+		}
+		out = append(out, r)
+		return nil
+	})
+	return out, err
+}
+
 // JobSpec returns one job's spec, or ErrNotFound. It skips decoding the
 // rest of the record (for callers that only run the job).
 func (t *Tx) JobSpec(id string) (*JobSpec, error) {
@@ -109,14 +127,7 @@ func (t *Tx) nodesMemo() (nodes []Node, shared bool, err error) {
 			}
 		}
 	}
-	err = t.tx.Bucket(bucketNodes).ForEach(func(_, v []byte) error {
-		var n Node
-		if err := decode(v, &n); err != nil {
-			return err
-		}
-		nodes = append(nodes, n)
-		return nil
-	})
+	nodes, err = bucketRecords[Node](t.tx.Bucket(bucketNodes))
 	if err == nil && exact {
 		t.nodes.put(version, slices.Clone(nodes))
 	}
