@@ -18,20 +18,21 @@ const module = "github.com/foreman-sched/foreman"
 // may import (its own subpackages are always allowed). No key lists cli, so
 // nothing below it may import it.
 var allowedImports = map[string][]string{
-	"api":       {}, // the public Go client: importable without the server
-	"wallclock": {},
-	"certs":     {},
-	"objstore":  {}, // the S3 client (issue 25): exec and httpapi declare what they use of it; cli/agent wires it
-	"fsm":       {},
-	"release":   {}, // make release: drives the go toolchain, imports no foreman package
-	"cluster":   {"fsm", "wallclock", "certs"},
-	"sched":     {"fsm", "wallclock"},
-	"exec":      {"fsm"},
-	"httpapi":   {"api", "fsm", "wallclock", "certs"},
-	"ui":        {},
-	"jepsen":    {"api", "fsm", "httpapi", "cluster", "wallclock", "certs"},
-	"cli":       {"api", "fsm", "cluster", "sched", "exec", "httpapi", "ui", "wallclock", "certs", "objstore"},
-	"systest":   {"api", "fsm", "cluster", "sched", "exec", "httpapi", "ui", "wallclock", "certs", "cli", "objstore"},
+	"api":         {}, // the public Go client: importable without the server
+	"wallclock":   {},
+	"certs":       {},
+	"groupcommit": {}, // the group-commit queue of submits (httpapi) and clients' reports (cluster)
+	"objstore":    {}, // the S3 client (issue 25): exec and httpapi declare what they use of it; cli/agent wires it
+	"fsm":         {},
+	"release":     {}, // make release: drives the go toolchain, imports no foreman package
+	"cluster":     {"fsm", "wallclock", "certs", "groupcommit"},
+	"sched":       {"fsm", "wallclock"},
+	"exec":        {"fsm"},
+	"httpapi":     {"api", "fsm", "wallclock", "certs", "groupcommit"},
+	"ui":          {},
+	"jepsen":      {"api", "fsm", "httpapi", "cluster", "wallclock", "certs"},
+	"cli":         {"api", "fsm", "cluster", "sched", "exec", "httpapi", "ui", "wallclock", "certs", "objstore", "groupcommit"},
+	"systest":     {"api", "fsm", "cluster", "sched", "exec", "httpapi", "ui", "wallclock", "certs", "cli", "objstore", "groupcommit"},
 }
 
 // externalBans keeps heavy or wrong-layer libraries out of low packages.

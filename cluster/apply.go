@@ -115,7 +115,7 @@ func (n *Node) applyBytes(ctx context.Context, body []byte) (*fsm.Result, error)
 	err := n.waitOrClose(f)
 	switch {
 	case err == nil:
-		commitSeconds().Observe(time.Since(start).Seconds())
+		metrics().commitSeconds.Observe(time.Since(start).Seconds())
 	case errors.Is(err, raft.ErrNotLeader):
 		// Refused before it was appended: never committed.
 		return nil, fmt.Errorf("%w: %w", errRetry, ErrNotLeader)

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -85,21 +86,11 @@ type ClientLimits struct {
 }
 
 func (l ClientLimits) withDefaults() ClientLimits {
-	if l.RelayInterval == 0 {
-		l.RelayInterval = 250 * time.Millisecond
-	}
-	if l.ReadTimeout == 0 {
-		l.ReadTimeout = 2*ClientBeatInterval + time.Second
-	}
-	if l.DeadAfter == 0 {
-		l.DeadAfter = 2*ClientBeatInterval + 2*time.Second
-	}
-	if l.MassSilenceMin == 0 {
-		l.MassSilenceMin = 3
-	}
-	if l.MassSilenceFraction == 0 {
-		l.MassSilenceFraction = 0.3
-	}
+	l.RelayInterval = cmp.Or(l.RelayInterval, 250*time.Millisecond)
+	l.ReadTimeout = cmp.Or(l.ReadTimeout, 2*ClientBeatInterval+time.Second)
+	l.DeadAfter = cmp.Or(l.DeadAfter, 2*ClientBeatInterval+2*time.Second)
+	l.MassSilenceMin = cmp.Or(l.MassSilenceMin, 3)
+	l.MassSilenceFraction = cmp.Or(l.MassSilenceFraction, 0.3)
 	return l
 }
 

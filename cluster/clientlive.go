@@ -105,7 +105,7 @@ func (n *Node) clientLivenessLoop(ctx context.Context) {
 				}
 			}
 		}
-		clientsSilentHeld().Set(0)
+		metrics().clientsSilentHeld.Set(0)
 		if len(silent) == 0 {
 			held = false
 			shown.show(ctx, n, nil, now)
@@ -113,7 +113,7 @@ func (n *Node) clientLivenessLoop(ctx context.Context) {
 		}
 		unheard, total := suspects+recentDead, live+recentDead
 		if limit := max(lim.MassSilenceMin, int(lim.MassSilenceFraction*float64(total))); unheard > limit {
-			clientsSilentHeld().Set(float64(len(silent)))
+			metrics().clientsSilentHeld.Set(float64(len(silent)))
 			if !held {
 				n.logger.Warn("many clients silent at once: holding their deaths (a server cut off, a starved leader or a network split?)",
 					"silent", len(silent), "unheard", unheard, "clients", total, "limit", limit)

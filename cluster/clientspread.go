@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"math"
@@ -49,15 +50,9 @@ type SpreadLimits struct {
 }
 
 func (l SpreadLimits) withDefaults() SpreadLimits {
-	if l.Interval == 0 {
-		l.Interval = 2 * time.Second
-	}
-	if l.MovesPerRound == 0 {
-		l.MovesPerRound = 50
-	}
-	if l.Tolerance == 0 {
-		l.Tolerance = 0.1
-	}
+	l.Interval = cmp.Or(l.Interval, 2*time.Second)
+	l.MovesPerRound = cmp.Or(l.MovesPerRound, 50)
+	l.Tolerance = cmp.Or(l.Tolerance, 0.1)
 	return l
 }
 
@@ -163,7 +158,7 @@ func (n *Node) spreadLoop() {
 			continue
 		}
 		moved := n.workConns.move(plan, n.serverURL)
-		workStreamMoves().Add(float64(moved))
+		metrics().workStreamMoves.Add(float64(moved))
 		n.logger.Info("clients handed to less loaded servers", "clients", mine, "moved", moved)
 	}
 }

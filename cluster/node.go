@@ -282,40 +282,45 @@ func (n *Node) Leave(ctx context.Context) error {
 // clean FSM close (the state file is left as a crashed process leaves it,
 // minus the OS-level page cache effects). For tests of crash recovery.
 func (n *Node) Kill() {
-	n.closeMu.Lock()
-	if n.closed {
-		n.closeMu.Unlock()
+	if !n.markClosed() {
 		return
 	}
-	n.closed = true
-	close(n.closing)
-	n.closeMu.Unlock()
 	n.ld.stop()
-	if n.ml != nil {
-		n.ml.Shutdown()
-	}
-	if n.raft != nil {
-		n.raft.Shutdown().Error()
-	}
-	if n.trans != nil {
-		n.trans.Close()
-	}
+	n.stopRaft()
 	n.wg.Wait()
 	n.storage.close()
 	n.client.CloseIdleConnections()
 }
 
 func (n *Node) close(ctx context.Context) error {
-	n.closeMu.Lock()
-	if n.closed {
-		n.closeMu.Unlock()
+	if !n.markClosed() {
 		return nil
+	}
+	n.ld.stop()
+	n.waitLeaderFns(ctx)
+	errs := n.stopRaft()
+	n.wg.Wait()
+	n.client.CloseIdleConnections()
+	errs = append(errs, n.storage.close(), n.fsm.Close())
+	return errors.Join(errs...)
+}
+
+// markClosed marks the node closed and closes n.closing; false if it
+// already was.
+func (n *Node) markClosed() bool {
+	n.closeMu.Lock()
+	defer n.closeMu.Unlock()
+	if n.closed {
+		return false
 	}
 	n.closed = true
 	close(n.closing)
-	n.closeMu.Unlock()
-	n.ld.stop()
-	n.waitLeaderFns(ctx)
+	return true
+}
+
+// stopRaft shuts down gossip, raft and the transport, those that New got
+// to, in that order.
+func (n *Node) stopRaft() []error {
 	var errs []error
 	if n.ml != nil {
 		errs = append(errs, n.ml.Shutdown())
@@ -326,10 +331,7 @@ func (n *Node) close(ctx context.Context) error {
 	if n.trans != nil {
 		errs = append(errs, n.trans.Close())
 	}
-	n.wg.Wait()
-	n.client.CloseIdleConnections()
-	errs = append(errs, n.storage.close(), n.fsm.Close())
-	return errors.Join(errs...)
+	return errs
 }
 
 // waitLeaderFns gives the functions registered with OnLeadership (their
@@ -350,15 +352,7 @@ func (n *Node) waitLeaderFns(ctx context.Context) {
 
 // teardown undoes a partial New.
 func (n *Node) teardown() {
-	if n.ml != nil {
-		n.ml.Shutdown()
-	}
-	if n.raft != nil {
-		n.raft.Shutdown().Error()
-	}
-	if n.trans != nil {
-		n.trans.Close()
-	}
+	n.stopRaft()
 	if n.storage != nil {
 		n.storage.close()
 	}

@@ -54,7 +54,7 @@ func (b *raftBolt) StoreLogs(ls []*raft.Log) error {
 	// Counted here, under the log cache (which only passes its stores
 	// through) and around raft-boltdb's one commit per call: exactly once
 	// per append. StoreLog comes through here too.
-	m := raftLogMetrics()
+	m := metrics().raftLog
 	m.appends.Inc()
 	m.entries.Add(float64(len(ls)))
 	m.bytes.Add(float64(n))

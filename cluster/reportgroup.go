@@ -3,9 +3,9 @@ package cluster
 import (
 	"context"
 	"strconv"
-	"sync"
 
 	"github.com/foreman-sched/foreman/fsm"
+	"github.com/foreman-sched/foreman/groupcommit"
 	"github.com/foreman-sched/foreman/wallclock"
 )
 
@@ -16,12 +16,10 @@ import (
 // held 400+ forwards open at once, and each entry cost a decode, an apply
 // and a log record on every server whatever it carried.
 //
-// The same shape as the submits' group commit (httpapi/groupcommit.go): at
-// most reportGroupsInFlight entries are committing at once; a request that
-// finds a slot free goes at once (alone: no added latency on an idle
-// server), the others queue, and when a group returns its runner takes
-// everything queued (up to maxClientReports reports) as the next group. So
-// groups grow exactly as much as the load makes requests wait anyway.
+// The same queue as the submits' group commit (package groupcommit): at
+// most reportGroupsInFlight entries are committing at once, each of up to
+// maxClientReports reports; a request that finds a slot free goes at once,
+// alone, the others go together in the next group.
 //
 // A group is one fsm.CmdReportBatch, which already applies and refuses each
 // report on its own, so merging the reports of several clients changes no
@@ -31,10 +29,7 @@ import (
 // answer it would have had alone.
 type reportGroup struct {
 	apply func(ctx context.Context, cmd *fsm.Command) (*fsm.Result, error)
-
-	mu      sync.Mutex
-	queue   []*pendingReports
-	running int // groups being committed (runner goroutines)
+	queue *groupcommit.Queue[*pendingReports]
 }
 
 // reportGroupsInFlight is how many report entries one server has in raft
@@ -51,7 +46,10 @@ type pendingReports struct {
 }
 
 func newReportGroup(apply func(ctx context.Context, cmd *fsm.Command) (*fsm.Result, error)) *reportGroup {
-	return &reportGroup{apply: apply}
+	g := &reportGroup{apply: apply}
+	size := func(p *pendingReports) int { return len(p.reports) }
+	g.queue = groupcommit.New(reportGroupsInFlight, maxClientReports, size, g.commitAndRelease)
+	return g
 }
 
 // commit applies one request's reports in some group and returns what
@@ -61,13 +59,7 @@ func newReportGroup(apply func(ctx context.Context, cmd *fsm.Command) (*fsm.Resu
 // waiting; its group goes on and may apply its reports.
 func (g *reportGroup) commit(ctx context.Context, reports []fsm.ReportAttempt) (*fsm.Result, error) {
 	p := &pendingReports{reports: reports, done: make(chan struct{})}
-	g.mu.Lock()
-	g.queue = append(g.queue, p)
-	if g.running < reportGroupsInFlight {
-		g.running++
-		go g.run()
-	}
-	g.mu.Unlock()
+	g.queue.Add(p)
 	select {
 	case <-p.done:
 		return p.res, p.err
@@ -76,42 +68,12 @@ func (g *reportGroup) commit(ctx context.Context, reports []fsm.ReportAttempt) (
 	}
 }
 
-// run commits groups until the queue is empty.
-func (g *reportGroup) run() {
-	for {
-		g.mu.Lock()
-		group := g.takeLocked()
-		if len(group) == 0 {
-			g.running--
-			g.mu.Unlock()
-			return
-		}
-		g.mu.Unlock()
-		g.commitGroup(group)
-		for _, p := range group {
-			close(p.done)
-		}
+// commitAndRelease commits a group and wakes its members.
+func (g *reportGroup) commitAndRelease(group []*pendingReports) {
+	g.commitGroup(group)
+	for _, p := range group {
+		close(p.done)
 	}
-}
-
-// takeLocked removes the next group from the queue: the oldest request,
-// and those after it while the group stays within maxClientReports.
-func (g *reportGroup) takeLocked() []*pendingReports {
-	if len(g.queue) == 0 {
-		return nil
-	}
-	n, reports := 1, len(g.queue[0].reports)
-	for n < len(g.queue) && reports+len(g.queue[n].reports) <= maxClientReports {
-		reports += len(g.queue[n].reports)
-		n++
-	}
-	group := g.queue[:n:n]
-	if rest := g.queue[n:]; len(rest) == 0 {
-		g.queue = nil // let the taken slice go with its group
-	} else {
-		g.queue = append([]*pendingReports(nil), rest...)
-	}
-	return group
 }
 
 // commitGroup applies a group as one entry and hands every member its
@@ -191,8 +153,4 @@ func memberResult(res *fsm.Result, off, k int) (*fsm.Result, error) {
 }
 
 // queued is the number of requests waiting for a group (tests).
-func (g *reportGroup) queued() int {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return len(g.queue)
-}
+func (g *reportGroup) queued() int { return g.queue.Queued() }

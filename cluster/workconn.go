@@ -114,7 +114,7 @@ func (c *workConn) write(buf []byte) []byte {
 		buf, err = c.writePing(buf)
 	}
 	if err != nil {
-		workStreamWriteFailures().Inc()
+		metrics().workStreamWriteFailures.Inc()
 		c.endLocked(err, false)
 	}
 	return buf
@@ -355,7 +355,7 @@ func (s *workConns) add(c *workConn) error {
 		s.m = map[*workConn]struct{}{}
 	}
 	s.m[c] = struct{}{}
-	workStreamsOpen().Inc()
+	metrics().workStreamsOpen.Inc()
 	return nil
 }
 
@@ -364,7 +364,7 @@ func (s *workConns) remove(c *workConn) {
 	defer s.mu.Unlock()
 	if _, ok := s.m[c]; ok {
 		delete(s.m, c)
-		workStreamsOpen().Dec()
+		metrics().workStreamsOpen.Dec()
 	}
 }
 

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -73,18 +74,10 @@ type WorkStreamLimits struct {
 }
 
 func (l WorkStreamLimits) withDefaults() WorkStreamLimits {
-	if l.PingInterval == 0 {
-		l.PingInterval = ClientBeatInterval
-	}
-	if l.NewPerSecond == 0 {
-		l.NewPerSecond = 100
-	}
-	if l.BusyPerSecond == 0 {
-		l.BusyPerSecond = 10 * l.NewPerSecond
-	}
-	if l.CatchUp == 0 {
-		l.CatchUp = 5 * time.Second
-	}
+	l.PingInterval = cmp.Or(l.PingInterval, ClientBeatInterval)
+	l.NewPerSecond = cmp.Or(l.NewPerSecond, 100)
+	l.BusyPerSecond = cmp.Or(l.BusyPerSecond, 10*l.NewPerSecond)
+	l.CatchUp = cmp.Or(l.CatchUp, 5*time.Second)
 	return l
 }
 

@@ -271,13 +271,7 @@ func (w *Worker) putOnce(ctx context.Context, root *os.Root, key string, f outpu
 	if !found {
 		return 0, errNothingToUpload
 	}
-	select {
-	case w.uploadSlots <- struct{}{}:
-	case <-ctx.Done():
-		return 0, ctx.Err()
-	}
-	defer func() { <-w.uploadSlots }()
-	return size, w.deps.Outputs.Put(ctx, key, io.MultiReader(rs...), size)
+	return size, w.put(ctx, key, io.MultiReader(rs...), size)
 }
 
 // resumeUploads restarts the uploads a previous agent left unreported.
@@ -369,6 +363,18 @@ func (w *Worker) fetchStoredCheckpoint(ctx context.Context, a Assignment, dir st
 	})
 }
 
+// put stores size bytes of r under key once one of the node's upload
+// slots is free.
+func (w *Worker) put(ctx context.Context, key string, r io.Reader, size int64) error {
+	select {
+	case w.uploadSlots <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-w.uploadSlots }()
+	return w.deps.Outputs.Put(ctx, key, r, size)
+}
+
 // putCheckpoint uploads the checkpoint directory name as a tar, spooled
 // to a file first (S3 wants the size; the directory is bounded by
 // CheckpointDirMax). A directory that is gone or empty is nothing to
@@ -393,11 +399,5 @@ func (w *Worker) putCheckpoint(ctx context.Context, key, name string) (int64, er
 	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
 		return 0, err
 	}
-	select {
-	case w.uploadSlots <- struct{}{}:
-	case <-ctx.Done():
-		return 0, ctx.Err()
-	}
-	defer func() { <-w.uploadSlots }()
-	return size, w.deps.Outputs.Put(ctx, key, tmp, size)
+	return size, w.put(ctx, key, tmp, size)
 }

@@ -255,20 +255,7 @@ func (t *Tx) ACLToken(accessor string) (*ACLToken, error) {
 
 // ACLTokens lists every token by accessor ID.
 func (t *Tx) ACLTokens() ([]ACLToken, error) {
-	b := t.tx.Bucket(bucketACLTokens)
-	if b == nil {
-		return nil, nil
-	}
-	var out []ACLToken
-	err := b.ForEach(func(_, v []byte) error {
-		var tok ACLToken
-		if err := decode(v, &tok); err != nil {
-			return err
-		}
-		out = append(out, tok)
-		return nil
-	})
-	return out, err
+	return bucketRecords[ACLToken](t.tx.Bucket(bucketACLTokens))
 }
 
 // ACLBootstrapped reports whether the bootstrap token was issued.

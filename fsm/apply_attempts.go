@@ -89,6 +89,20 @@ func (a *applier) currentAttempt(j *Job, num int, token uint64, node string) (*A
 	return a.currentAttemptOf(j.ID, gangCurrent(j.Gang, j.Current, num), num, token, node)
 }
 
+// reportedAttempt returns the job a report names and its live attempt
+// the report is about, or why it is refused (currentAttempt).
+func (a *applier) reportedAttempt(p *ReportAttempt) (*Job, *Attempt, error) {
+	j, err := a.getJob(p.JobID)
+	if err != nil {
+		return nil, nil, err
+	}
+	at, err := a.currentAttempt(j, p.Attempt, p.FencingToken, p.Node)
+	if err != nil {
+		return nil, nil, err
+	}
+	return j, at, nil
+}
+
 // gangCurrent is the attempt number a report about num must name: a gang's
 // current placement has one current attempt per task.
 func gangCurrent(g *GangStatus, current, num int) int {
@@ -132,11 +146,7 @@ func (a *applier) report(p *ReportAttempt, res *Result) error {
 	if p.State == AttemptRunning {
 		return a.reportRunning(p)
 	}
-	j, err := a.getJob(p.JobID)
-	if err != nil {
-		return err
-	}
-	at, err := a.currentAttempt(j, p.Attempt, p.FencingToken, p.Node)
+	j, at, err := a.reportedAttempt(p)
 	if err != nil {
 		return err
 	}

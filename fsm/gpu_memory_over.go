@@ -40,11 +40,7 @@ func (a *applier) reportGPUMemoryOver(p *ReportAttempt) error {
 	if o.Action != "report" && o.Action != "kill" {
 		return fmt.Errorf("%w: gpu_memory_over.action: %q (want report or kill)", ErrBadCommand, o.Action)
 	}
-	j, err := a.getJob(p.JobID)
-	if err != nil {
-		return err
-	}
-	at, err := a.currentAttempt(j, p.Attempt, p.FencingToken, p.Node)
+	j, at, err := a.reportedAttempt(p)
 	if err != nil {
 		return err
 	}

@@ -151,18 +151,5 @@ func (t *Tx) Namespace(ns string) (*Namespace, error) {
 
 // Namespaces lists every namespace record by name.
 func (t *Tx) Namespaces() ([]Namespace, error) {
-	b := t.tx.Bucket(bucketNamespaces)
-	if b == nil {
-		return nil, nil
-	}
-	var out []Namespace
-	err := b.ForEach(func(_, v []byte) error {
-		var n Namespace
-		if err := decode(v, &n); err != nil {
-			return err
-		}
-		out = append(out, n)
-		return nil
-	})
-	return out, err
+	return bucketRecords[Namespace](t.tx.Bucket(bucketNamespaces))
 }

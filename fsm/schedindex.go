@@ -200,6 +200,20 @@ func (a *applier) rememberDue(j *Job) {
 	a.dueOf[j.ID] = timesOf(j)
 }
 
+// moveTimeKey replaces job id's key in the time index b: the one at
+// from (if hadFrom) goes, the one at to (if hasTo) comes.
+func (a *applier) moveTimeKey(b *bolt.Bucket, id string, from time.Time, hadFrom bool, to time.Time, hasTo bool) error {
+	if hadFrom {
+		if err := a.del(b, dueKey(from, id)); err != nil {
+			return err
+		}
+	}
+	if hasTo {
+		return a.put(b, dueKey(to, id), nil)
+	}
+	return nil
+}
+
 // indexSchedJob moves j's entries in the scheduler's indexes; from is its
 // state before this entry ("" for a new job).
 func (a *applier) indexSchedJob(j *Job, from JobState) error {
@@ -223,25 +237,11 @@ func (a *applier) indexSchedJob(j *Job, from JobState) error {
 	}
 	cur := timesOf(j)
 	if !old.equal(cur) {
-		if old.hasDue {
-			if err := a.del(a.byDue, dueKey(old.due, j.ID)); err != nil {
-				return err
-			}
+		if err := a.moveTimeKey(a.byDue, j.ID, old.due, old.hasDue, cur.due, cur.hasDue); err != nil {
+			return err
 		}
-		if cur.hasDue {
-			if err := a.put(a.byDue, dueKey(cur.due, j.ID), nil); err != nil {
-				return err
-			}
-		}
-		if old.hasFinished {
-			if err := a.del(a.byFinish, dueKey(old.finished, j.ID)); err != nil {
-				return err
-			}
-		}
-		if cur.hasFinished {
-			if err := a.put(a.byFinish, dueKey(cur.finished, j.ID), nil); err != nil {
-				return err
-			}
+		if err := a.moveTimeKey(a.byFinish, j.ID, old.finished, old.hasFinished, cur.finished, cur.hasFinished); err != nil {
+			return err
 		}
 	}
 	// A job created by this entry is read through getJob (which remembers
@@ -320,33 +320,25 @@ func rebuildSchedIndexes(tx *bolt.Tx) error {
 		return err
 	}
 	byDue.FillPercent, byGroup.FillPercent, byFinish.FillPercent = appendFill, appendFill, appendFill
-	jobs, byState := tx.Bucket(bucketJobs), tx.Bucket(bucketJobsByState)
-	if jobs == nil || byState == nil {
+	if tx.Bucket(bucketJobs) == nil || tx.Bucket(bucketJobsByState) == nil {
 		return nil // a new file
 	}
 	for _, st := range []JobState{JobWaiting, JobQueued, JobRetrying, JobSucceeded, JobFailed, JobCancelled, JobSkipped} {
-		prefix := jobStatePrefix(st)
-		c := byState.Cursor()
-		for k, _ := c.Seek(prefix); k != nil && hasPrefix(k, prefix); k, _ = c.Next() {
-			v := jobs.Get(k[len(prefix):])
-			if v == nil {
-				return fmt.Errorf("%w: index names missing job %q", ErrCorrupt, k[len(prefix):])
-			}
-			var j Job
-			if err := decode(v, &j); err != nil {
+		for j, err := range jobsInState(tx, st) {
+			if err != nil {
 				return err
 			}
-			if due, ok := dueTime(&j); ok {
+			if due, ok := dueTime(j); ok {
 				if err := byDue.Put(dueKey(due, j.ID), nil); err != nil {
 					return err
 				}
 			}
 			if j.State == JobQueued {
-				if err := byGroup.Put(queuedKey(&j), nil); err != nil {
+				if err := byGroup.Put(queuedKey(j), nil); err != nil {
 					return err
 				}
 			}
-			if fin, ok := finishTime(&j); ok {
+			if fin, ok := finishTime(j); ok {
 				if err := byFinish.Put(dueKey(fin, j.ID), nil); err != nil {
 					return err
 				}

@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"fmt"
+	"iter"
 	"slices"
 
 	bolt "go.etcd.io/bbolt"
@@ -32,6 +33,24 @@ func (f *FSM) View(fn func(tx *Tx) error) error {
 func (t *Tx) Job(id string) (*Job, error) {
 	v := t.tx.Bucket(bucketJobs).Get([]byte(id))
 	return record[Job](v, "job", id)
+}
+
+// bucketRecords decodes every value of bucket b (nil: none), in key
+// order.
+func bucketRecords[T any](b *bolt.Bucket) ([]T, error) {
+	if b == nil {
+		return nil, nil
+	}
+	var out []T
+	err := b.ForEach(func(_, v []byte) error {
+		var r T
+		if err := decode(v, &r); err != nil {
+			return err
+		}
+		out = append(out, r)
+		return nil
+	})
+	return out, err
 }
 
 // JobSpec returns one job's spec, or ErrNotFound. It skips decoding the
@@ -108,14 +127,7 @@ func (t *Tx) nodesMemo() (nodes []Node, shared bool, err error) {
 			}
 		}
 	}
-	err = t.tx.Bucket(bucketNodes).ForEach(func(_, v []byte) error {
-		var n Node
-		if err := decode(v, &n); err != nil {
-			return err
-		}
-		nodes = append(nodes, n)
-		return nil
-	})
+	nodes, err = bucketRecords[Node](t.tx.Bucket(bucketNodes))
 	if err == nil && exact {
 		t.nodes.put(version, slices.Clone(nodes))
 	}
@@ -135,23 +147,40 @@ func (t *Tx) NodesVersion() (version uint64, ok bool) {
 // ForEachJobInState calls fn for each job in state, oldest first, until fn
 // returns false.
 func (t *Tx) ForEachJobInState(state JobState, fn func(*Job) bool) error {
-	jobs := t.tx.Bucket(bucketJobs)
-	prefix := jobStatePrefix(state)
-	c := t.tx.Bucket(bucketJobsByState).Cursor()
-	for k, _ := c.Seek(prefix); k != nil && hasPrefix(k, prefix); k, _ = c.Next() {
-		v := jobs.Get(k[len(prefix):])
-		if v == nil {
-			return fmt.Errorf("%w: index names missing job %q", ErrCorrupt, k[len(prefix):])
-		}
-		var j Job
-		if err := decode(v, &j); err != nil {
+	for j, err := range jobsInState(t.tx, state) {
+		if err != nil {
 			return err
 		}
-		if !fn(&j) {
+		if !fn(j) {
 			return nil
 		}
 	}
 	return nil
+}
+
+// jobsInState yields the jobs in state, oldest first, from the state
+// index; an error (a job it names is missing or undecodable) ends it.
+func jobsInState(tx *bolt.Tx, state JobState) iter.Seq2[*Job, error] {
+	return func(yield func(*Job, error) bool) {
+		jobs := tx.Bucket(bucketJobs)
+		prefix := jobStatePrefix(state)
+		c := tx.Bucket(bucketJobsByState).Cursor()
+		for k, _ := c.Seek(prefix); k != nil && hasPrefix(k, prefix); k, _ = c.Next() {
+			v := jobs.Get(k[len(prefix):])
+			if v == nil {
+				yield(nil, fmt.Errorf("%w: index names missing job %q", ErrCorrupt, k[len(prefix):]))
+				return
+			}
+			var j Job
+			if err := decode(v, &j); err != nil {
+				yield(nil, err)
+				return
+			}
+			if !yield(&j, nil) {
+				return
+			}
+		}
+	}
 }
 
 // CountJobsInState counts jobs in state without decoding them.
@@ -174,6 +203,24 @@ func (t *Tx) LiveAttempts(fn func(*Attempt) bool) error {
 // LiveAttemptsOnNode calls fn for the live attempts on one node.
 func (t *Tx) LiveAttemptsOnNode(node string, fn func(*Attempt) bool) error {
 	return t.liveAttempts(livePrefix(node), fn)
+}
+
+// LiveAttemptSpecs calls fn for each live attempt with its job's spec
+// (JobSpec), until fn returns false.
+func (t *Tx) LiveAttemptSpecs(fn func(*Attempt, *JobSpec) bool) error {
+	var specErr error
+	err := t.LiveAttempts(func(a *Attempt) bool {
+		spec, err := t.JobSpec(a.JobID)
+		if err != nil {
+			specErr = err
+			return false
+		}
+		return fn(a, spec)
+	})
+	if err == nil {
+		err = specErr
+	}
+	return err
 }
 
 func (t *Tx) liveAttempts(prefix []byte, fn func(*Attempt) bool) error {

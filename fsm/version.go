@@ -57,14 +57,7 @@ func (v FileVersion) newer(what, binary string, features bool) error {
 	default:
 		return nil
 	}
-	by, fix := "a foreman that did not record its version", "run a newer foreman"
-	if v.WrittenBy != "" {
-		by, fix = "foreman "+v.WrittenBy, "run foreman "+v.WrittenBy+" or newer"
-	}
-	self := "this binary"
-	if binary != "" {
-		self += " (foreman " + binary + ")"
-	}
+	by, self, fix := v.names(binary)
 	kind := strings.TrimRight(strings.TrimRight(wrote, "0123456789"), " ")
 	return fmt.Errorf("%w: %s written by %s (%s), %s understands up to %s %d; %s",
 		ErrNewerState, what, wrote, by, self, kind, have, fix)
@@ -79,16 +72,23 @@ func (v FileVersion) newerFeatures(what, binary string) error {
 			bits = append(bits, strconv.Itoa(b))
 		}
 	}
-	by, fix := "a foreman that did not record its version", "run a newer foreman"
+	by, self, fix := v.names(binary)
+	return fmt.Errorf("%w: %s written by %s with features %s that %s does not know; %s",
+		ErrNewerState, what, by, strings.Join(bits, ","), self, fix)
+}
+
+// names are the words of Newer's line: the binary that wrote the file,
+// this binary, and what to run instead.
+func (v FileVersion) names(binary string) (by, self, fix string) {
+	by, fix = "a foreman that did not record its version", "run a newer foreman"
 	if v.WrittenBy != "" {
 		by, fix = "foreman "+v.WrittenBy, "run foreman "+v.WrittenBy+" or newer"
 	}
-	self := "this binary"
+	self = "this binary"
 	if binary != "" {
 		self += " (foreman " + binary + ")"
 	}
-	return fmt.Errorf("%w: %s written by %s with features %s that %s does not know; %s",
-		ErrNewerState, what, by, strings.Join(bits, ","), self, fix)
+	return by, self, fix
 }
 
 // readFileVersion reads the version records of an open state file.

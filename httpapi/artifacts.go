@@ -179,13 +179,7 @@ func (s *server) getArtifact(w http.ResponseWriter, r *http.Request) {
 		q.Set("min_index", strconv.FormatUint(s.state.AppliedIndex(), 10))
 		q.Set("attempt", strconv.Itoa(at.Num)) // a client agent (no state) serves only that
 		r.URL.RawQuery = q.Encode()
-		var fallback http.HandlerFunc
-		if stored != nil {
-			fallback = func(w http.ResponseWriter, r *http.Request) {
-				s.serveObject(w, r, at, stored, HeaderArtifactSource, "application/octet-stream")
-			}
-		}
-		s.proxyOr(w, r, at.Node, node.HTTPAddr, fallback)
+		s.proxyOutput(w, r, at, node.HTTPAddr, stored, HeaderArtifactSource, "application/octet-stream")
 		return
 	}
 	if s.artifacts == nil {

@@ -53,17 +53,12 @@ func MeasureJobGPUUsage(m GPUUsage, job string, num int, node string, gpus []fsm
 // from any other.
 func (s *server) jobGPUUsage(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	num, err := attemptParam(r)
-	var at *fsm.Attempt
-	var node *fsm.Node
-	if err == nil {
-		at, node, err = s.attemptAndNode(id, num, false)
-	}
+	at, node, err := s.attemptAndNode(r, id, false)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	num = at.Num
+	num := at.Num
 	if !at.State.Live() {
 		s.writeError(w, r, fmt.Errorf("%w: attempt %d of job %s is %s: GPU use is measured while an attempt runs", fsm.ErrConflict, num, id, at.State))
 		return

@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 
 	"github.com/foreman-sched/foreman/fsm"
+	"github.com/foreman-sched/foreman/groupcommit"
 )
 
 // groupCommit merges concurrent submits on the leader into shared raft
@@ -16,23 +16,26 @@ import (
 // carries; with many clients those per-entry costs, not the jobs, were the
 // price of a submit.
 //
-// At most Config.SubmitGroupInflight groups are in raft at once. A submit
-// that finds a slot free is sent at once (alone, when nothing else waits:
-// no added latency on an idle leader); otherwise it queues, and when a
-// group returns its runner takes everything queued (up to
-// Config.SubmitGroupJobs jobs) as the next group. So groups grow exactly as
-// much as the load makes requests wait anyway, without a timer.
+// The queue (package groupcommit) holds at most Config.SubmitGroupInflight
+// groups in raft at once, each of up to Config.SubmitGroupJobs jobs: a
+// submit that finds a slot free is sent at once, alone; the others wait
+// and go together in the next group, so groups grow only as much as the
+// load makes requests wait anyway, without a timer.
 //
 // A group of one submit is a plain fsm.CmdSubmitJobs entry; of several, an
 // fsm.CmdSubmitGroup in which every member keeps its own outcome (its
 // idempotency dedup, its refusal), so one client's bad submit never fails
 // another's, and a batch stays all-or-nothing.
 type groupCommit struct {
-	s *server
+	s     *server
+	queue *groupcommit.Queue[*pendingSubmit]
+}
 
-	mu      sync.Mutex
-	queue   []*pendingSubmit
-	running int // groups being applied (runner goroutines)
+func newGroupCommit(s *server) *groupCommit {
+	g := &groupCommit{s: s}
+	jobs := func(p *pendingSubmit) int { return len(p.jobs) }
+	g.queue = groupcommit.New(s.cfg.SubmitGroupInflight, s.cfg.SubmitGroupJobs, jobs, g.commit)
+	return g
 }
 
 // pendingSubmit is one request's submit waiting for its group.
@@ -64,7 +67,7 @@ func (g *groupCommit) submit(ctx context.Context, jobs []fsm.NewJob, batch bool)
 		g.commit([]*pendingSubmit{p})
 		return p.res, p.node, p.err
 	}
-	g.enqueue(p)
+	g.queue.Add(p)
 	select {
 	case <-p.done:
 		return p.res, p.node, p.err
@@ -74,40 +77,12 @@ func (g *groupCommit) submit(ctx context.Context, jobs []fsm.NewJob, batch bool)
 	}
 }
 
-// enqueue queues submits for the next group; each one's done is closed
-// once it has its outcome.
-func (g *groupCommit) enqueue(ps ...*pendingSubmit) {
-	g.mu.Lock()
-	g.queue = append(g.queue, ps...)
-	if g.running < g.s.cfg.SubmitGroupInflight {
-		g.running++
-		go g.run()
-	}
-	g.mu.Unlock()
-}
-
-// run commits groups until the queue is empty: through raft on the
-// leader, forwarded to the leader on a follower.
-func (g *groupCommit) run() {
-	for {
-		g.mu.Lock()
-		group := g.takeLocked()
-		if len(group) == 0 {
-			g.running--
-			g.mu.Unlock()
-			return
-		}
-		g.mu.Unlock()
-		g.commit(group)
-	}
-}
-
 // soloJobs is the size from which a submit is committed at once, on its
 // own, instead of queueing for a group.
 const soloJobs = 100
 
 // commit applies a group through raft on the leader, or forwards it to
-// the leader from a follower.
+// the leader from a follower. The queue's runners call it.
 func (g *groupCommit) commit(group []*pendingSubmit) {
 	if g.s.cluster.IsLeader() {
 		g.apply(group)
@@ -116,33 +91,8 @@ func (g *groupCommit) commit(group []*pendingSubmit) {
 	}
 }
 
-// takeLocked removes the next group from the queue: the oldest submit, and
-// those after it while the group stays within SubmitGroupJobs jobs.
-func (g *groupCommit) takeLocked() []*pendingSubmit {
-	if len(g.queue) == 0 {
-		return nil
-	}
-	n, jobs := 1, len(g.queue[0].jobs)
-	for n < len(g.queue) && jobs+len(g.queue[n].jobs) <= g.s.cfg.SubmitGroupJobs {
-		jobs += len(g.queue[n].jobs)
-		n++
-	}
-	group := g.queue[:n:n]
-	rest := g.queue[n:]
-	if len(rest) == 0 {
-		g.queue = g.queue[:0:0] // let the taken slice go with its group
-	} else {
-		g.queue = append([]*pendingSubmit(nil), rest...)
-	}
-	return group
-}
-
 // queued is the number of submits waiting for a group (tests).
-func (g *groupCommit) queued() int {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return len(g.queue)
-}
+func (g *groupCommit) queued() int { return g.queue.Queued() }
 
 // apply commits one group and hands every member its outcome.
 func (g *groupCommit) apply(group []*pendingSubmit) {

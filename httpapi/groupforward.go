@@ -239,7 +239,7 @@ func (s *server) forwardedSubmits(w http.ResponseWriter, r *http.Request) {
 		defer release()
 		admitted = append(admitted, ps)
 	}
-	s.submits.enqueue(admitted...)
+	s.submits.queue.Add(admitted...)
 	reply := forwardedReply{Node: s.cluster.NodeName(), Submits: make([]forwardedMember, len(pending))}
 	for i, ps := range pending {
 		select {

@@ -30,10 +30,14 @@ func attemptParam(r *http.Request) (int, error) {
 	return n, nil
 }
 
-// attemptAndNode reads attempt num of job id (0: its latest) and the node
-// it was placed on; with goneOK a node no longer in the state is nil
-// rather than an error.
-func (s *server) attemptAndNode(id string, num int, goneOK bool) (at *fsm.Attempt, node *fsm.Node, err error) {
+// attemptAndNode reads the attempt of job id that r's ?attempt=N names
+// (default: the latest) and the node it was placed on; with goneOK a node
+// no longer in the state is nil rather than an error.
+func (s *server) attemptAndNode(r *http.Request, id string, goneOK bool) (at *fsm.Attempt, node *fsm.Node, err error) {
+	num, err := attemptParam(r)
+	if err != nil {
+		return nil, nil, err
+	}
 	err = s.state.View(func(tx *fsm.Tx) error {
 		j, err := tx.Job(id)
 		if err != nil {
@@ -77,18 +81,13 @@ func (s *server) jobLogs(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, invalid("follow", "%v", err))
 		return
 	}
-	num, err := attemptParam(r)
-	var at *fsm.Attempt
-	var node *fsm.Node
-	if err == nil {
-		// A node that was garbage-collected (nil): serve the tail.
-		at, node, err = s.attemptAndNode(id, num, true)
-	}
+	// A node that was garbage-collected (nil): serve the tail.
+	at, node, err := s.attemptAndNode(r, id, true)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	num = at.Num
+	num := at.Num
 
 	if at.Node != s.cluster.NodeName() {
 		if node == nil || node.HTTPAddr == "" || node.Gossip == fsm.NodeDead || node.Gossip == fsm.NodeLeft || r.Header.Get(HeaderForwarded) != "" {
@@ -99,13 +98,11 @@ func (s *server) jobLogs(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
 		q.Set("attempt", strconv.Itoa(num))
 		r.URL.RawQuery = q.Encode()
-		var fallback http.HandlerFunc
-		if obj := storedObject(at, logObject(stream)); obj != nil && s.objects != nil {
-			fallback = func(w http.ResponseWriter, r *http.Request) {
-				s.serveObject(w, r, at, obj, HeaderLogSource, "text/plain; charset=utf-8")
-			}
+		var stored *fsm.StoredObject // no fallback to a store this agent cannot read
+		if s.objects != nil {
+			stored = storedObject(at, logObject(stream))
 		}
-		s.proxyOr(w, r, at.Node, node.HTTPAddr, fallback)
+		s.proxyOutput(w, r, at, node.HTTPAddr, stored, HeaderLogSource, "text/plain; charset=utf-8")
 		return
 	}
 	if s.logs == nil {

@@ -235,13 +235,7 @@ func (s *server) namespaceStatuses(only string) ([]NamespaceStatus, error) {
 			}
 		}
 		seen := map[string]bool{}
-		var jobErr error
-		err = tx.LiveAttempts(func(a *fsm.Attempt) bool {
-			spec, err := tx.JobSpec(a.JobID)
-			if err != nil {
-				jobErr = err
-				return false
-			}
+		return tx.LiveAttemptSpecs(func(a *fsm.Attempt, spec *fsm.JobSpec) bool {
 			st := get(spec.Namespace)
 			if st == nil {
 				return true
@@ -254,10 +248,6 @@ func (s *server) namespaceStatuses(only string) ([]NamespaceStatus, error) {
 			st.Usage.Memory += a.Resources.MemoryMB
 			return true
 		})
-		if err == nil {
-			err = jobErr
-		}
-		return err
 	})
 	if err != nil {
 		return nil, err

@@ -257,15 +257,39 @@ func (s *server) drainNode(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	if req.Deadline < 0 {
-		s.writeError(w, r, invalid("deadline", "must not be negative (got %s)", req.Deadline.D()))
+	st, err := s.drainState(req.Deadline.D())
+	if err != nil {
+		s.writeError(w, r, err)
 		return
 	}
-	cmd := fsm.SetNodeState{Name: r.PathValue("name"), Eligibility: fsm.Draining}
-	if req.Deadline > 0 {
-		cmd.DrainDeadline = s.clock.Now().Add(req.Deadline.D()).UTC()
+	st.Name = r.PathValue("name")
+	s.nodeChange(w, r, st)
+}
+
+// drainState is the change that drains a node with deadline d from now
+// (0: none), or why d is refused.
+func (s *server) drainState(d time.Duration) (fsm.SetNodeState, error) {
+	if d < 0 {
+		return fsm.SetNodeState{}, invalid("deadline", "must not be negative (got %s)", d)
 	}
-	s.nodeChange(w, r, cmd)
+	st := fsm.SetNodeState{Eligibility: fsm.Draining}
+	if d > 0 {
+		st.DrainDeadline = s.clock.Now().Add(d).UTC()
+	}
+	return st, nil
+}
+
+// checkEligibility refuses an eligibility other than eligible and
+// ineligible; drain says how to drain instead.
+func checkEligibility(e fsm.Eligibility, drain string) error {
+	switch e {
+	case fsm.Eligible, fsm.Ineligible:
+		return nil
+	case fsm.Draining:
+		return invalid("eligibility", "use %s", drain)
+	default:
+		return invalid("eligibility", "must be eligible or ineligible (got %q)", e)
+	}
 }
 
 // setEligibility handles POST /v1/nodes/{name}/eligibility (leader only).
@@ -273,17 +297,11 @@ func (s *server) drainNode(w http.ResponseWriter, r *http.Request) {
 func (s *server) setEligibility(w http.ResponseWriter, r *http.Request) {
 	var req EligibilityRequest
 	err := s.decodeBody(w, r, &req)
+	if err == nil {
+		err = checkEligibility(req.Eligibility, "POST /v1/nodes/{name}/drain to drain a node")
+	}
 	if err != nil {
 		s.writeError(w, r, err)
-		return
-	}
-	switch req.Eligibility {
-	case fsm.Eligible, fsm.Ineligible:
-	case fsm.Draining:
-		s.writeError(w, r, invalid("eligibility", "use POST /v1/nodes/{name}/drain to drain a node"))
-		return
-	default:
-		s.writeError(w, r, invalid("eligibility", "must be eligible or ineligible (got %q)", req.Eligibility))
 		return
 	}
 	s.nodeChange(w, r, fsm.SetNodeState{Name: r.PathValue("name"), Eligibility: req.Eligibility})

@@ -110,13 +110,10 @@ func (s *server) nodesDrain(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	if req.Deadline < 0 {
-		s.writeError(w, r, invalid("deadline", "must not be negative (got %s)", time.Duration(req.Deadline)))
+	st, err := s.drainState(time.Duration(req.Deadline))
+	if err != nil {
+		s.writeError(w, r, err)
 		return
-	}
-	st := fsm.SetNodeState{Eligibility: fsm.Draining}
-	if req.Deadline > 0 {
-		st.DrainDeadline = s.clock.Now().Add(time.Duration(req.Deadline)).UTC()
 	}
 	// A node draining already is drained again: its deadline is the new one.
 	s.nodesChange(w, r, nodeFilter{req.Role, req.Labels, req.Names}, req.DryRun, st, func(fsm.Node) bool { return true })
@@ -126,18 +123,13 @@ func (s *server) nodesDrain(w http.ResponseWriter, r *http.Request) {
 // operator).
 func (s *server) nodesEligibility(w http.ResponseWriter, r *http.Request) {
 	var req NodesEligibilityRequest
-	if err := s.decodeBody(w, r, &req); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
+	err := s.decodeBody(w, r, &req)
 	e := fsm.Eligibility(req.Eligibility)
-	switch e {
-	case fsm.Eligible, fsm.Ineligible:
-	case fsm.Draining:
-		s.writeError(w, r, invalid("eligibility", "use POST /v1/nodes/drain to drain nodes"))
-		return
-	default:
-		s.writeError(w, r, invalid("eligibility", "must be eligible or ineligible (got %q)", req.Eligibility))
+	if err == nil {
+		err = checkEligibility(e, "POST /v1/nodes/drain to drain nodes")
+	}
+	if err != nil {
+		s.writeError(w, r, err)
 		return
 	}
 	s.nodesChange(w, r, nodeFilter{req.Role, req.Labels, req.Names}, req.DryRun, fsm.SetNodeState{Eligibility: e},

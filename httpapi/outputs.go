@@ -36,6 +36,19 @@ func storedObject(at *fsm.Attempt, name string) *fsm.StoredObject {
 	return at.Outputs.Object(name)
 }
 
+// proxyOutput proxies a read of an output of at to at's node (at addr);
+// when that node cannot be reached at all, stored (nil: none) answers
+// from the object store instead (serveObject's header and contentType).
+func (s *server) proxyOutput(w http.ResponseWriter, r *http.Request, at *fsm.Attempt, addr string, stored *fsm.StoredObject, header, contentType string) {
+	var fallback http.HandlerFunc
+	if stored != nil {
+		fallback = func(w http.ResponseWriter, r *http.Request) {
+			s.serveObject(w, r, at, stored, header, contentType)
+		}
+	}
+	s.proxyOr(w, r, at.Node, addr, fallback)
+}
+
 // serveObject answers with obj's bytes from the object store. header is
 // the source header to set (HeaderArtifactSource or HeaderLogSource);
 // contentType the response's type.

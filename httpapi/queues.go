@@ -44,20 +44,10 @@ func (s *server) listQueues(w http.ResponseWriter, r *http.Request) {
 		for name, max := range limits {
 			get(name).MaxRunning = max
 		}
-		var jobErr error
-		err = tx.LiveAttempts(func(a *fsm.Attempt) bool {
-			j, err := tx.Job(a.JobID)
-			if err != nil {
-				jobErr = err
-				return false
-			}
-			get(j.Spec.Queue).Running++
+		return tx.LiveAttemptSpecs(func(_ *fsm.Attempt, spec *fsm.JobSpec) bool {
+			get(spec.Queue).Running++
 			return true
 		})
-		if err == nil {
-			err = jobErr
-		}
-		return err
 	})
 	if err != nil {
 		s.writeError(w, r, err)

@@ -124,7 +124,7 @@ func New(cfg Config, deps Deps) http.Handler {
 		s.transport.TLSHandshakeTimeout = cfg.ProxyDialTimeout + 5*time.Second
 		s.scheme = "https"
 	}
-	s.submits = &groupCommit{s: s}
+	s.submits = newGroupCommit(s)
 	s.beat.every = cfg.EventHeartbeat
 	s.waker.perStream, s.waker.max = cfg.EventDelayPerStream, cfg.EventMaxDelay
 	s.metrics = newMetrics(s)

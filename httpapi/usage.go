@@ -131,7 +131,7 @@ func (s *server) usageReport(w http.ResponseWriter, r *http.Request) {
 		start time.Time
 		key   string
 	}
-	sums := map[rowKey]*api.Usage{}
+	sums := map[rowKey]*fsm.Usage{}
 	readable := map[string]bool{}
 	err = s.state.View(func(tx *fsm.Tx) error {
 		out.Labels, out.Enabled = tx.UsageStarted()
@@ -174,10 +174,10 @@ func (s *server) usageReport(w http.ResponseWriter, r *http.Request) {
 			}
 			sum := sums[k]
 			if sum == nil {
-				sum = &api.Usage{}
+				sum = &fsm.Usage{}
 				sums[k] = sum
 			}
-			addUsage(sum, u)
+			sum.Add(u)
 			return nil
 		})
 	})
@@ -186,7 +186,7 @@ func (s *server) usageReport(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	for k, u := range sums {
-		out.Rows = append(out.Rows, api.NewUsageRow(k.start, k.key, *u))
+		out.Rows = append(out.Rows, api.NewUsageRow(k.start, k.key, api.Usage(*u))) // the same fields
 	}
 	slices.SortFunc(out.Rows, func(a, b api.UsageRow) int {
 		return cmp.Or(a.Start.Compare(b.Start), strings.Compare(a.Key, b.Key))
@@ -212,18 +212,6 @@ func labelValue(labels, key string) string {
 		}
 	}
 	return ""
-}
-
-func addUsage(sum *api.Usage, u *fsm.Usage) {
-	sum.Attempts += u.Attempts
-	sum.WallMs += u.WallMs
-	sum.CPUUsedMs += u.CPUUsedMs
-	sum.CPUReqMs += u.CPUReqMs
-	sum.MemReqMiBMs += u.MemReqMiBMs
-	sum.MemUsedMiBMs += u.MemUsedMiBMs
-	sum.PeakMemoryB = max(sum.PeakMemoryB, u.PeakMemoryB)
-	sum.GPUMs += u.GPUMs
-	sum.GPUMemMiBMs += u.GPUMemMiBMs
 }
 
 // UsageCSVHeader is the header row of WriteUsageCSV.

@@ -152,13 +152,8 @@ func (in *JobSpecInput) Normalize() (fsm.JobSpec, error) {
 		return out, invalid("image", "must be an image reference of at most %d characters without spaces", MaxImageLen)
 	}
 	out.Image = in.Image
-	switch in.Network {
-	case "":
-		out.Network = DefaultNetwork
-	case "none", "host":
-		out.Network = in.Network
-	default:
-		return out, invalid("network", "must be \"none\" or \"host\" (got %q)", in.Network)
+	if out.Network, err = either("network", in.Network, DefaultNetwork, "none", "host"); err != nil {
+		return out, err
 	}
 	if len(in.User) > MaxUserLen || hasControl(in.User) || strings.ContainsAny(in.User, " \t") {
 		return out, invalid("user", "must be a user name or uid[:gid] of at most %d characters", MaxUserLen)
@@ -189,13 +184,8 @@ func (in *JobSpecInput) Normalize() (fsm.JobSpec, error) {
 		}
 	}
 	out.Constraints = in.Constraints
-	switch in.Placement {
-	case "":
-		out.Placement = DefaultPlacement
-	case "binpack", "spread":
-		out.Placement = in.Placement
-	default:
-		return out, invalid("placement", "must be \"binpack\" or \"spread\" (got %q)", in.Placement)
+	if out.Placement, err = either("placement", in.Placement, DefaultPlacement, "binpack", "spread"); err != nil {
+		return out, err
 	}
 	if out.Backoff, err = in.Backoff.normalize(); err != nil {
 		return out, err
@@ -549,6 +539,18 @@ func CheckQueueName(field, name string) error {
 		return invalid(field, "queue names are 1 to %d letters, digits, '_', '-', '.' and start with a letter or digit (got %q)", MaxQueueNameLen, name)
 	}
 	return nil
+}
+
+// either is v when it is a or b, def when it is empty; anything else is
+// refused, naming field.
+func either(field, v, def, a, b string) (string, error) {
+	switch v {
+	case "":
+		return def, nil
+	case a, b:
+		return v, nil
+	}
+	return "", invalid(field, "must be %q or %q (got %q)", a, b, v)
 }
 
 func hasControl(s string) bool {

@@ -16,12 +16,7 @@ import (
 // returns why it cannot (and reserves nothing).
 func (p *placer) placeGang(spec *fsm.JobSpec, req *fsm.Resources, ports *portBook) ([]fsm.TaskSlot, string) {
 	g := spec.Gang
-	ck := classKey(spec)
-	cl := p.classes[ck]
-	if cl == nil {
-		cl = newClass(p.nodes, p.behind, spec)
-		p.classes[ck] = cl
-	}
+	_, cl := p.classOf(spec)
 	if cl.err != "" {
 		return nil, cl.err
 	}

@@ -148,21 +148,11 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		}
 	}
 	s.log.Info("scheduler started")
-	cronCtx, stopCron := context.WithCancel(ctx)
-	cronDone := make(chan struct{})
-	go func() {
-		defer close(cronDone)
-		newCronLoop(s).run(cronCtx)
-	}()
-	defer func() { stopCron(); <-cronDone }()
+	stopCron := goUntilStopped(ctx, newCronLoop(s).run)
+	defer stopCron()
 	if s.cfg.DeliveryConcurrency > 0 {
-		dctx, cancel := context.WithCancel(ctx)
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			newDeliverer(s).run(dctx)
-		}()
-		defer func() { cancel(); <-done }()
+		stopDeliveries := goUntilStopped(ctx, newDeliverer(s).run)
+		defer stopDeliveries()
 	}
 	inf := newInflight(s.applyAll)
 	s.inf.Store(inf)
@@ -473,4 +463,16 @@ func (s *Scheduler) leaderView(snap *Snapshot) error {
 		snap.Behind = sv.NodesBehind(s.cfg.MaxSyncLag)
 	}
 	return nil
+}
+
+// goUntilStopped runs loop in a goroutine under a context of its own
+// (below ctx); stop cancels that context and waits for loop to return.
+func goUntilStopped(ctx context.Context, loop func(context.Context)) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		loop(ctx)
+	}()
+	return func() { cancel(); <-done }
 }

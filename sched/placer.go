@@ -52,15 +52,21 @@ func shapeOf(ck string, r *fsm.Resources) shapeKey {
 	return k
 }
 
-// place picks a node for the job and reserves req (the job's request, with
-// Config.DefaultRequest filled in) there, or returns why no node can take it.
-func (p *placer) place(spec *fsm.JobSpec, req *fsm.Resources) (node int, gpus gpuPick, reason string) {
+// classOf returns spec's class key and class, the class made on first use.
+func (p *placer) classOf(spec *fsm.JobSpec) (string, *class) {
 	ck := classKey(spec)
 	cl := p.classes[ck]
 	if cl == nil {
 		cl = newClass(p.nodes, p.behind, spec)
 		p.classes[ck] = cl
 	}
+	return ck, cl
+}
+
+// place picks a node for the job and reserves req (the job's request, with
+// Config.DefaultRequest filled in) there, or returns why no node can take it.
+func (p *placer) place(spec *fsm.JobSpec, req *fsm.Resources) (node int, gpus gpuPick, reason string) {
+	ck, cl := p.classOf(spec)
 	if cl.err != "" {
 		return -1, gpuPick{}, cl.err
 	}

@@ -55,21 +55,12 @@ func NamespaceShares(tx *fsm.Tx, now time.Time, h time.Duration) (*ShareReport, 
 	}
 	rep.Capacity = Capacity(nodes)
 	live := map[string]Alloc{}
-	var readErr error
-	err = tx.LiveAttempts(func(a *fsm.Attempt) bool {
-		spec, err := tx.JobSpec(a.JobID)
-		if err != nil {
-			readErr = err
-			return false
-		}
+	err = tx.LiveAttemptSpecs(func(a *fsm.Attempt, spec *fsm.JobSpec) bool {
 		l := live[spec.Namespace]
 		l.add(&a.Resources, 1)
 		live[spec.Namespace] = l
 		return true
 	})
-	if err == nil {
-		err = readErr
-	}
 	if err != nil {
 		return nil, err
 	}
