@@ -30,7 +30,7 @@ var allowedImports = map[string][]string{
 	"exec":        {"fsm"},
 	"httpapi":     {"api", "fsm", "wallclock", "certs", "groupcommit"},
 	"ui":          {},
-	"jepsen":      {"api", "fsm", "httpapi", "cluster", "wallclock", "certs"},
+	"jepsen":      {"api", "fsm", "httpapi", "cluster", "wallclock", "certs", "objstore"}, // objstore/objstoretest: the store nemesis's weed
 	"cli":         {"api", "fsm", "cluster", "sched", "exec", "httpapi", "ui", "wallclock", "certs", "objstore", "groupcommit"},
 	"systest":     {"api", "fsm", "cluster", "sched", "exec", "httpapi", "ui", "wallclock", "certs", "cli", "objstore", "groupcommit"},
 }

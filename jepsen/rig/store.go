@@ -10,18 +10,19 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
+
+	"github.com/foreman-sched/foreman/objstore/objstoretest"
 )
 
 // Credentials the test store accepts (its admin identity comes from the
-// environment it starts with; objstore/objstoretest uses the same pair).
+// environment it starts with): objstore/objstoretest's pair.
 const (
-	StoreAccessKey = "foremantest"
-	StoreSecretKey = "foremantest-secret-key"
+	StoreAccessKey = objstoretest.AccessKey
+	StoreSecretKey = objstoretest.SecretKey
 )
 
 // Store is a real S3-compatible server (SeaweedFS, `weed mini`, the
@@ -44,21 +45,7 @@ type Store struct {
 
 // WeedBinary is $FOREMAN_WEED, else bin/weed at the repository's root.
 func WeedBinary() (string, error) {
-	bin := os.Getenv("FOREMAN_WEED")
-	if bin == "" {
-		d, _ := os.Getwd()
-		for {
-			if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
-				break
-			}
-			p := filepath.Dir(d)
-			if p == d {
-				break
-			}
-			d = p
-		}
-		bin = filepath.Join(d, "bin", "weed")
-	}
+	bin := objstoretest.WeedPath()
 	if _, err := os.Stat(bin); err != nil {
 		return "", fmt.Errorf("no S3 server: %s missing (run ./scripts/test-deps.sh, or set FOREMAN_WEED)", bin)
 	}
@@ -97,7 +84,7 @@ func (s *Store) Client() (*minio.Client, error) {
 func (s *Store) Start(d time.Duration) error {
 	s.mu.Lock()
 	if s.ports == nil {
-		ports, err := freePorts(s.IP, 9)
+		ports, err := objstoretest.FreePorts(s.IP, 9)
 		if err != nil {
 			s.mu.Unlock()
 			return err
@@ -108,38 +95,11 @@ func (s *Store) Start(d time.Duration) error {
 		s.mu.Unlock()
 		return nil
 	}
-	p := func(i int) string { return strconv.Itoa(s.ports[i]) }
-	args := []string{"mini", "-dir=" + s.Dir, "-ip=" + s.IP, "-ip.bind=" + s.IP,
-		"-master.port=" + p(0), "-master.port.grpc=" + p(1),
-		"-volume.port=" + p(2), "-volume.port.grpc=" + p(3),
-		"-filer.port=" + p(4), "-filer.port.grpc=" + p(5),
-		"-s3.port=" + p(6), "-s3.port.grpc=" + p(7),
-		"-admin.port=" + p(8), "-admin.ui=false", "-admin.port.legacy=0",
-		"-webdav=false", "-s3.port.iceberg=0", "-s3.port.lance=0",
-		"-master.telemetry=false", "-bucket=" + s.Bucket,
-	}
-	if err := os.MkdirAll(s.Dir, 0o755); err != nil {
-		s.mu.Unlock()
-		return err
-	}
-	logf, err := os.OpenFile(filepath.Join(s.Dir, "weed.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	cmd, done, err := objstoretest.StartWeed(s.Bin, s.Dir, s.IP, s.Bucket, s.ports, s.Env())
 	if err != nil {
 		s.mu.Unlock()
 		return err
 	}
-	cmd := exec.Command(s.Bin, args...)
-	cmd.Dir = s.Dir
-	cmd.Env = append(os.Environ(), s.Env()...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		s.mu.Unlock()
-		return fmt.Errorf("start %s: %w", s.Bin, err)
-	}
-	logf.Close()
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
 	s.cmd, s.done = cmd, done
 	s.mu.Unlock()
 
@@ -177,13 +137,7 @@ func (s *Store) Stop() {
 	if cmd == nil {
 		return
 	}
-	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
-	select {
-	case <-done:
-	case <-time.After(20 * time.Second):
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		<-done
-	}
+	objstoretest.StopWeed(cmd, done)
 }
 
 // Running reports whether the server process is up.
@@ -191,24 +145,4 @@ func (s *Store) Running() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.cmd != nil && !exited(s.done)
-}
-
-// freePorts finds n distinct free ports on ip.
-func freePorts(ip string, n int) ([]int, error) {
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	var out []int
-	for len(out) < n {
-		l, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
-		if err != nil {
-			return nil, err
-		}
-		ls = append(ls, l)
-		out = append(out, l.Addr().(*net.TCPAddr).Port)
-	}
-	return out, nil
 }

@@ -7,13 +7,11 @@ package objstoretest
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -49,10 +47,7 @@ type Server struct {
 // must run there) and skips loudly elsewhere.
 func Binary(t testing.TB) string {
 	t.Helper()
-	bin := os.Getenv("FOREMAN_WEED")
-	if bin == "" {
-		bin = filepath.Join(repoRoot(), "bin", "weed")
-	}
+	bin := WeedPath()
 	if _, err := os.Stat(bin); err != nil {
 		msg := fmt.Sprintf("no S3 server for the test: %s missing (run ./scripts/test-deps.sh, or set FOREMAN_WEED)", bin)
 		if os.Getenv("CI") == "true" {
@@ -63,26 +58,16 @@ func Binary(t testing.TB) string {
 	return bin
 }
 
-func repoRoot() string {
-	d, _ := os.Getwd()
-	for {
-		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
-			return d
-		}
-		p := filepath.Dir(d)
-		if p == d {
-			return "."
-		}
-		d = p
-	}
-}
-
 // Start runs a server with bucket created, and stops it when the test
 // ends.
 func Start(t testing.TB, bucket string) *Server {
 	t.Helper()
 	s := &Server{t: t, bin: Binary(t), dir: t.TempDir(), Bucket: bucket}
-	s.ports = freePorts(t, 9)
+	ports, err := FreePorts("127.0.0.1", 9)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.ports = ports
 	s.Endpoint = "http://127.0.0.1:" + strconv.Itoa(s.ports[6])
 	t.Cleanup(s.Stop)
 	s.Restart()
@@ -108,31 +93,11 @@ func (s *Server) Env() []string {
 func (s *Server) Restart() {
 	t := s.t
 	t.Helper()
-	p := func(i int) string { return strconv.Itoa(s.ports[i]) }
-	args := []string{"mini", "-dir=" + s.dir, "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
-		"-master.port=" + p(0), "-master.port.grpc=" + p(1),
-		"-volume.port=" + p(2), "-volume.port.grpc=" + p(3),
-		"-filer.port=" + p(4), "-filer.port.grpc=" + p(5),
-		"-s3.port=" + p(6), "-s3.port.grpc=" + p(7),
-		"-admin.port=" + p(8), "-admin.ui=false", "-admin.port.legacy=0",
-		"-webdav=false", "-s3.port.iceberg=0", "-s3.port.lance=0",
-		"-master.telemetry=false", "-bucket=" + s.Bucket,
-	}
-	log, err := os.OpenFile(filepath.Join(s.dir, "weed.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	cmd, done, err := StartWeed(s.bin, s.dir, "127.0.0.1", s.Bucket, s.ports, s.Env())
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(s.bin, args...)
-	cmd.Dir = s.dir
-	cmd.Env = append(os.Environ(), s.Env()...)
-	cmd.Stdout, cmd.Stderr = log, log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", s.bin, err)
-	}
-	log.Close()
-	s.cmd, s.done = cmd, make(chan struct{})
-	go func(done chan struct{}) { cmd.Wait(); close(done) }(s.done)
+	s.cmd, s.done = cmd, done
 	for _, e := range s.Env() {
 		k, v, _ := strings.Cut(e, "=")
 		t.Setenv(k, v) // the test's own objstore.Store finds them as an agent would
@@ -165,13 +130,7 @@ func (s *Server) Stop() {
 	if s.cmd == nil {
 		return
 	}
-	syscall.Kill(-s.cmd.Process.Pid, syscall.SIGTERM)
-	select {
-	case <-s.done:
-	case <-time.After(20 * time.Second):
-		syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
-		<-s.done
-	}
+	StopWeed(s.cmd, s.done)
 	s.cmd = nil
 }
 
@@ -182,24 +141,4 @@ func (s *Server) Log() string {
 		b = b[len(b)-8<<10:]
 	}
 	return string(b)
-}
-
-// freePorts finds n distinct free loopback ports. They are free when
-// returned; the server binds them a moment later.
-func freePorts(t testing.TB, n int) []int {
-	t.Helper()
-	var ls []net.Listener
-	var out []int
-	for len(out) < n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ls = append(ls, l)
-		out = append(out, l.Addr().(*net.TCPAddr).Port)
-	}
-	for _, l := range ls {
-		l.Close()
-	}
-	return out
 }
