@@ -106,7 +106,7 @@ func (n *Node) Start(bin string, flags []string) error {
 	return nil
 }
 
-func exited(done chan struct{}) bool {
+func exited(done <-chan struct{}) bool {
 	select {
 	case <-done:
 		return true

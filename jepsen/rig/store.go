@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -39,8 +38,7 @@ type Store struct {
 
 	mu    sync.Mutex
 	ports []int
-	cmd   *exec.Cmd
-	done  chan struct{}
+	weed  *objstoretest.Weed
 }
 
 // WeedBinary is $FOREMAN_WEED, else bin/weed at the repository's root.
@@ -91,16 +89,16 @@ func (s *Store) Start(d time.Duration) error {
 		}
 		s.ports = ports
 	}
-	if s.cmd != nil && !exited(s.done) {
+	if s.weed != nil && !exited(s.weed.Done()) {
 		s.mu.Unlock()
 		return nil
 	}
-	cmd, done, err := objstoretest.StartWeed(s.Bin, s.Dir, s.IP, s.Bucket, s.ports, s.Env())
+	weed, err := objstoretest.StartWeed(s.Bin, s.Dir, s.IP, s.Bucket, s.ports, s.Env())
 	if err != nil {
 		s.mu.Unlock()
 		return err
 	}
-	s.cmd, s.done = cmd, done
+	s.weed = weed
 	s.mu.Unlock()
 
 	mc, err := s.Client()
@@ -110,7 +108,7 @@ func (s *Store) Start(d time.Duration) error {
 	deadline := time.Now().Add(d)
 	var last error
 	for time.Now().Before(deadline) {
-		if exited(done) {
+		if exited(weed.Done()) {
 			return fmt.Errorf("weed exited at start (log in %s)", filepath.Join(s.Dir, "weed.log"))
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -131,18 +129,18 @@ func (s *Store) Start(d time.Duration) error {
 // Stop stops the server (SIGTERM to its group, then SIGKILL) and waits.
 func (s *Store) Stop() {
 	s.mu.Lock()
-	cmd, done := s.cmd, s.done
-	s.cmd = nil
+	weed := s.weed
+	s.weed = nil
 	s.mu.Unlock()
-	if cmd == nil {
+	if weed == nil {
 		return
 	}
-	objstoretest.StopWeed(cmd, done)
+	weed.Stop()
 }
 
 // Running reports whether the server process is up.
 func (s *Store) Running() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.cmd != nil && !exited(s.done)
+	return s.weed != nil && !exited(s.weed.Done())
 }

@@ -8,7 +8,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -38,8 +37,7 @@ type Server struct {
 	// Endpoint is http://127.0.0.1:<port>, the S3 gateway.
 	Endpoint string
 	ports    []int
-	cmd      *exec.Cmd
-	done     chan struct{}
+	weed     *Weed
 }
 
 // Binary is the weed binary: $FOREMAN_WEED, else bin/weed at the
@@ -93,11 +91,11 @@ func (s *Server) Env() []string {
 func (s *Server) Restart() {
 	t := s.t
 	t.Helper()
-	cmd, done, err := StartWeed(s.bin, s.dir, "127.0.0.1", s.Bucket, s.ports, s.Env())
+	weed, err := StartWeed(s.bin, s.dir, "127.0.0.1", s.Bucket, s.ports, s.Env())
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.cmd, s.done = cmd, done
+	s.weed = weed
 	for _, e := range s.Env() {
 		k, v, _ := strings.Cut(e, "=")
 		t.Setenv(k, v) // the test's own objstore.Store finds them as an agent would
@@ -110,7 +108,7 @@ func (s *Server) Restart() {
 	var last error
 	for time.Now().Before(deadline) {
 		select {
-		case <-s.done:
+		case <-s.weed.Done():
 			t.Fatalf("weed exited at start; its log:\n%s", s.Log())
 		default:
 		}
@@ -127,11 +125,11 @@ func (s *Server) Restart() {
 
 // Stop stops the server (SIGTERM, then SIGKILL) and waits for it.
 func (s *Server) Stop() {
-	if s.cmd == nil {
+	if s.weed == nil {
 		return
 	}
-	StopWeed(s.cmd, s.done)
-	s.cmd = nil
+	s.weed.Stop()
+	s.weed = nil
 }
 
 // Log is the server's output so far (for failure messages).

@@ -42,8 +42,8 @@ func repoRoot() string {
 // bound to ip on the nine ports of FreePorts: master, volume, filer and
 // S3 gateway, each with its gRPC port, then admin; ports[6] is the S3
 // gateway. env is added to its environment (the credentials) and its
-// output is appended to dir/weed.log. done is closed when it exits.
-func StartWeed(bin, dir, ip, bucket string, ports []int, env []string) (cmd *exec.Cmd, done chan struct{}, err error) {
+// output is appended to dir/weed.log.
+func StartWeed(bin, dir, ip, bucket string, ports []int, env []string) (*Weed, error) {
 	p := func(i int) string { return strconv.Itoa(ports[i]) }
 	args := []string{"mini", "-dir=" + dir, "-ip=" + ip, "-ip.bind=" + ip,
 		"-master.port=" + p(0), "-master.port.grpc=" + p(1),
@@ -55,35 +55,44 @@ func StartWeed(bin, dir, ip, bucket string, ports []int, env []string) (cmd *exe
 		"-master.telemetry=false", "-bucket=" + bucket,
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	log, err := os.OpenFile(filepath.Join(dir, "weed.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	defer log.Close() // the child has its own copy once started
-	cmd = exec.Command(bin, args...)
+	cmd := exec.Command(bin, args...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
-		return nil, nil, fmt.Errorf("start %s: %w", bin, err)
+		return nil, fmt.Errorf("start %s: %w", bin, err)
 	}
-	done = make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	return cmd, done, nil
+	w := &Weed{cmd: cmd, done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); close(w.done) }()
+	return w, nil
 }
 
-// StopWeed stops a weed from StartWeed (SIGTERM to its process group,
-// then SIGKILL after 20s) and waits until done is closed.
-func StopWeed(cmd *exec.Cmd, done <-chan struct{}) {
-	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+// Weed is a weed process StartWeed started.
+type Weed struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// Done is closed when the process has exited.
+func (w *Weed) Done() <-chan struct{} { return w.done }
+
+// Stop stops the process (SIGTERM to its process group, then SIGKILL
+// after 20s) and waits until it has exited.
+func (w *Weed) Stop() {
+	_ = syscall.Kill(-w.cmd.Process.Pid, syscall.SIGTERM)
 	select {
-	case <-done:
+	case <-w.done:
 	case <-time.After(20 * time.Second):
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		<-done
+		_ = syscall.Kill(-w.cmd.Process.Pid, syscall.SIGKILL)
+		<-w.done
 	}
 }
 
