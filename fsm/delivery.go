@@ -294,15 +294,9 @@ func (a *applier) deleteDeliveries(jobID string) error {
 	if recs == nil {
 		return nil
 	}
-	prefix := attemptPrefix(jobID)
-	var doomed []Delivery
-	c := recs.Cursor()
-	for k, v := c.Seek(prefix); k != nil && hasPrefix(k, prefix); k, v = c.Next() {
-		var d Delivery
-		if err := decode(v, &d); err != nil {
-			return err
-		}
-		doomed = append(doomed, d)
+	doomed, err := decodeUnder[Delivery](recs, attemptPrefix(jobID))
+	if err != nil {
+		return err
 	}
 	for _, d := range doomed {
 		if d.State == DeliveryPending {
@@ -319,21 +313,7 @@ func (a *applier) deleteDeliveries(jobID string) error {
 
 // Deliveries returns a job's deliveries, oldest event first.
 func (t *Tx) Deliveries(jobID string) ([]Delivery, error) {
-	recs := t.tx.Bucket(bucketDeliveries)
-	if recs == nil {
-		return nil, nil
-	}
-	var out []Delivery
-	prefix := attemptPrefix(jobID)
-	c := recs.Cursor()
-	for k, v := c.Seek(prefix); k != nil && hasPrefix(k, prefix); k, v = c.Next() {
-		var d Delivery
-		if err := decode(v, &d); err != nil {
-			return nil, err
-		}
-		out = append(out, d)
-	}
-	return out, nil
+	return decodeUnder[Delivery](t.tx.Bucket(bucketDeliveries), attemptPrefix(jobID))
 }
 
 // DueDeliveries returns up to limit pending deliveries due at now (NextAt
