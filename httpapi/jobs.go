@@ -150,11 +150,7 @@ func (s *server) jobQuery(r *http.Request) (fsm.JobQuery, error) {
 // getJob handles GET /v1/jobs/{id}.
 func (s *server) getJob(w http.ResponseWriter, r *http.Request) {
 	d, err := s.jobDetail(r.PathValue("id"))
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, d)
+	s.reply(w, r, d, err)
 }
 
 func (s *server) jobDetail(id string) (*JobDetail, error) {

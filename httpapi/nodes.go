@@ -185,11 +185,7 @@ func (s *server) nodeUsage(w http.ResponseWriter, r *http.Request) {
 
 func (s *server) getNode(w http.ResponseWriter, r *http.Request) {
 	d, err := s.nodeDetail(r.PathValue("name"))
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, d)
+	s.reply(w, r, d, err)
 }
 
 func (s *server) nodeDetail(name string) (*NodeDetail, error) {
