@@ -343,11 +343,7 @@ func (a *applier) flushWorkflows() error {
 		case w.State == WorkflowRunning:
 			w.FinishedAt = zeroTime
 		}
-		v, err := encode(w)
-		if err != nil {
-			return err
-		}
-		if err := a.put(b, []byte(w.ID), v); err != nil {
+		if err := a.putRecord(b, []byte(w.ID), w); err != nil {
 			return err
 		}
 	}

@@ -205,11 +205,7 @@ func (a *applier) queueDeliveries(j *Job, seq int) error {
 		if d.MaxAttempts <= 0 || d.MaxAttempts > MaxDeliveryAttempts {
 			d.MaxAttempts = DefaultDeliveryAttempts
 		}
-		v, err := encode(d)
-		if err != nil {
-			return err
-		}
-		if err := a.put(recs, []byte(d.ID), v); err != nil {
+		if err := a.putRecord(recs, []byte(d.ID), d); err != nil {
 			return err
 		}
 		if err := a.put(due, deliveryDueKey(d.NextAt, d.ID), nil); err != nil {
@@ -259,11 +255,7 @@ func (a *applier) deliveries(p *DeliveryOutcomes, res *Result) error {
 				return err
 			}
 		}
-		v, err := encode(&d)
-		if err != nil {
-			return err
-		}
-		if err := a.put(recs, []byte(d.ID), v); err != nil {
+		if err := a.putRecord(recs, []byte(d.ID), &d); err != nil {
 			return err
 		}
 		if d.State != DeliveryPending {

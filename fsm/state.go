@@ -152,13 +152,10 @@ func (a *applier) getAttempt(jobID string, num int) (*Attempt, error) {
 // new attempt) and keeps live_attempts_by_node in step.
 func (a *applier) saveAttempt(at *Attempt, from AttemptState) error {
 	at.ModifyIndex = a.index
-	v, err := encode(at)
-	if err != nil {
+	if err := a.putRecord(a.attempts, attemptKey(at.JobID, at.Num), at); err != nil {
 		return err
 	}
-	if err := a.put(a.attempts, attemptKey(at.JobID, at.Num), v); err != nil {
-		return err
-	}
+	var err error
 	switch {
 	case at.State.Live() && !from.Live():
 		err = a.put(a.live, liveKey(at.Node, at.JobID, at.Num), nil)
