@@ -145,11 +145,7 @@ func (a *applier) putToken(t *ACLToken) error {
 		return fmt.Errorf("%w: a token with this secret already exists", ErrConflict)
 	}
 	t.CreatedAt, t.CreateIndex = a.at, a.index
-	v, err := encode(t)
-	if err != nil {
-		return err
-	}
-	if err := a.put(toks, []byte(t.AccessorID), v); err != nil {
+	if err := a.putRecord(toks, []byte(t.AccessorID), t); err != nil {
 		return err
 	}
 	return a.put(secrets, []byte(t.SecretHash), []byte(t.AccessorID))

@@ -234,6 +234,15 @@ func (a *applier) put(b *bolt.Bucket, k, v []byte) error {
 	return b.Put(k, v)
 }
 
+// putRecord encodes x and puts it under k in b.
+func (a *applier) putRecord(b *bolt.Bucket, k []byte, x any) error {
+	v, err := encode(x)
+	if err != nil {
+		return err
+	}
+	return a.put(b, k, v)
+}
+
 func (a *applier) del(b *bolt.Bucket, k []byte) error {
 	a.wrote = true
 	a.wroteNodes = a.wroteNodes || b == a.nodes

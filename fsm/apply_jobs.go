@@ -315,11 +315,7 @@ func (a *applier) setQueue(p *SetQueue, res *Result) error {
 	if p.MaxRunning == 0 {
 		return a.del(a.queues, []byte(p.Name))
 	}
-	v, err := encode(Queue{Name: p.Name, MaxRunning: p.MaxRunning})
-	if err != nil {
-		return err
-	}
-	return a.put(a.queues, []byte(p.Name), v)
+	return a.putRecord(a.queues, []byte(p.Name), Queue{Name: p.Name, MaxRunning: p.MaxRunning})
 }
 
 // gc drops terminal jobs finished before p.Before and idempotency keys

@@ -48,11 +48,7 @@ func (a *applier) readNode(name string) (*Node, error) {
 // saveNode writes n and emits a node event named name.
 func (a *applier) saveNode(n *Node, name string) error {
 	n.ModifyIndex = a.index
-	v, err := encode(n)
-	if err != nil {
-		return err
-	}
-	if err := a.put(a.nodes, []byte(n.Name), v); err != nil {
+	if err := a.putRecord(a.nodes, []byte(n.Name), n); err != nil {
 		return err
 	}
 	a.emit(Event{Type: EventNode, Name: name, Node: n.Name, State: string(n.Gossip), Reason: string(n.Eligibility)})

@@ -20,11 +20,7 @@ func (a *applier) saveSchedule(s *Schedule, state string) error {
 
 func (a *applier) saveScheduleJob(s *Schedule, state, jobID string) error {
 	s.ModifyIndex, s.UpdatedAt = a.index, a.at
-	v, err := encode(s)
-	if err != nil {
-		return err
-	}
-	if err := a.put(a.schedules, []byte(s.Spec.Name), v); err != nil {
+	if err := a.putRecord(a.schedules, []byte(s.Spec.Name), s); err != nil {
 		return err
 	}
 	a.emit(Event{Type: EventSchedule, Name: state, Schedule: s.Spec.Name, JobID: jobID, State: state, Namespace: s.Spec.Namespace})

@@ -292,14 +292,8 @@ func (a *applier) getWorkflow(id string) (*Workflow, error) {
 
 // memberIDs lists a workflow's job IDs in submit order.
 func (a *applier) memberIDs(wf string) ([]string, error) {
-	b := a.tx.Bucket(bucketWorkflowJobs)
-	if b == nil {
-		return nil, nil
-	}
 	var ids []string
-	prefix := attemptPrefix(wf)
-	c := b.Cursor()
-	for k, v := c.Seek(prefix); k != nil && hasPrefix(k, prefix); k, v = c.Next() {
+	for _, v := range under(a.tx.Bucket(bucketWorkflowJobs), attemptPrefix(wf)) {
 		ids = append(ids, string(v))
 	}
 	return ids, nil
@@ -349,11 +343,7 @@ func (a *applier) flushWorkflows() error {
 		case w.State == WorkflowRunning:
 			w.FinishedAt = zeroTime
 		}
-		v, err := encode(w)
-		if err != nil {
-			return err
-		}
-		if err := a.put(b, []byte(w.ID), v); err != nil {
+		if err := a.putRecord(b, []byte(w.ID), w); err != nil {
 			return err
 		}
 	}

@@ -205,11 +205,7 @@ func (a *applier) queueDeliveries(j *Job, seq int) error {
 		if d.MaxAttempts <= 0 || d.MaxAttempts > MaxDeliveryAttempts {
 			d.MaxAttempts = DefaultDeliveryAttempts
 		}
-		v, err := encode(d)
-		if err != nil {
-			return err
-		}
-		if err := a.put(recs, []byte(d.ID), v); err != nil {
+		if err := a.putRecord(recs, []byte(d.ID), d); err != nil {
 			return err
 		}
 		if err := a.put(due, deliveryDueKey(d.NextAt, d.ID), nil); err != nil {
@@ -259,11 +255,7 @@ func (a *applier) deliveries(p *DeliveryOutcomes, res *Result) error {
 				return err
 			}
 		}
-		v, err := encode(&d)
-		if err != nil {
-			return err
-		}
-		if err := a.put(recs, []byte(d.ID), v); err != nil {
+		if err := a.putRecord(recs, []byte(d.ID), &d); err != nil {
 			return err
 		}
 		if d.State != DeliveryPending {
@@ -294,15 +286,9 @@ func (a *applier) deleteDeliveries(jobID string) error {
 	if recs == nil {
 		return nil
 	}
-	prefix := attemptPrefix(jobID)
-	var doomed []Delivery
-	c := recs.Cursor()
-	for k, v := c.Seek(prefix); k != nil && hasPrefix(k, prefix); k, v = c.Next() {
-		var d Delivery
-		if err := decode(v, &d); err != nil {
-			return err
-		}
-		doomed = append(doomed, d)
+	doomed, err := decodeUnder[Delivery](recs, attemptPrefix(jobID))
+	if err != nil {
+		return err
 	}
 	for _, d := range doomed {
 		if d.State == DeliveryPending {
@@ -319,21 +305,7 @@ func (a *applier) deleteDeliveries(jobID string) error {
 
 // Deliveries returns a job's deliveries, oldest event first.
 func (t *Tx) Deliveries(jobID string) ([]Delivery, error) {
-	recs := t.tx.Bucket(bucketDeliveries)
-	if recs == nil {
-		return nil, nil
-	}
-	var out []Delivery
-	prefix := attemptPrefix(jobID)
-	c := recs.Cursor()
-	for k, v := c.Seek(prefix); k != nil && hasPrefix(k, prefix); k, v = c.Next() {
-		var d Delivery
-		if err := decode(v, &d); err != nil {
-			return nil, err
-		}
-		out = append(out, d)
-	}
-	return out, nil
+	return decodeUnder[Delivery](t.tx.Bucket(bucketDeliveries), attemptPrefix(jobID))
 }
 
 // DueDeliveries returns up to limit pending deliveries due at now (NextAt

@@ -117,11 +117,7 @@ func (a *applier) setNamespace(p *SetNamespace, _ *Result) error {
 		return err
 	}
 	n.ModifyIndex = a.index
-	v, err := encode(n)
-	if err != nil {
-		return err
-	}
-	return a.put(b, []byte(n.Name), v)
+	return a.putRecord(b, []byte(n.Name), n)
 }
 
 func (a *applier) deleteNamespace(p *DeleteNamespace, _ *Result) error {

@@ -2,7 +2,10 @@ package fsm
 
 import (
 	"fmt"
+	"iter"
 	"time"
+
+	bolt "go.etcd.io/bbolt"
 )
 
 // The two helpers every transition goes through, so the secondary indexes
@@ -149,13 +152,10 @@ func (a *applier) getAttempt(jobID string, num int) (*Attempt, error) {
 // new attempt) and keeps live_attempts_by_node in step.
 func (a *applier) saveAttempt(at *Attempt, from AttemptState) error {
 	at.ModifyIndex = a.index
-	v, err := encode(at)
-	if err != nil {
+	if err := a.putRecord(a.attempts, attemptKey(at.JobID, at.Num), at); err != nil {
 		return err
 	}
-	if err := a.put(a.attempts, attemptKey(at.JobID, at.Num), v); err != nil {
-		return err
-	}
+	var err error
 	switch {
 	case at.State.Live() && !from.Live():
 		err = a.put(a.live, liveKey(at.Node, at.JobID, at.Num), nil)
@@ -235,6 +235,37 @@ func (a *applier) namespaceOf(jobID string) string {
 
 func hasPrefix(k, prefix []byte) bool {
 	return len(k) >= len(prefix) && string(k[:len(prefix)]) == string(prefix)
+}
+
+// under yields b's keys and values that start with prefix, in key order
+// (none if b is nil). The slices are bolt's: valid only for the
+// transaction, and the loop must not modify b.
+func under(b *bolt.Bucket, prefix []byte) iter.Seq2[[]byte, []byte] {
+	return func(yield func(k, v []byte) bool) {
+		if b == nil {
+			return
+		}
+		c := b.Cursor()
+		for k, v := c.Seek(prefix); k != nil && hasPrefix(k, prefix); k, v = c.Next() {
+			if !yield(k, v) {
+				return
+			}
+		}
+	}
+}
+
+// decodeUnder decodes every value under prefix in b, in key order (nil if
+// there are none or b is nil).
+func decodeUnder[T any](b *bolt.Bucket, prefix []byte) ([]T, error) {
+	var out []T
+	for _, v := range under(b, prefix) {
+		var x T
+		if err := decode(v, &x); err != nil {
+			return nil, err
+		}
+		out = append(out, x)
+	}
+	return out, nil
 }
 
 // zeroTime clears time fields (encoded as absent thanks to omitzero).

@@ -31,11 +31,7 @@ func timelineKey(jobID string, index uint64, seq int) []byte {
 }
 
 func (a *applier) putTimeline(e *Event) error {
-	v, err := encode(timelineRecord{Type: e.Type, Name: e.Name, Attempt: e.Attempt, Node: e.Node, State: e.State, Reason: e.Reason, At: e.At})
-	if err != nil {
-		return err
-	}
-	return a.put(a.timeline, timelineKey(e.JobID, e.Index, e.Seq), v)
+	return a.putRecord(a.timeline, timelineKey(e.JobID, e.Index, e.Seq), timelineRecord{Type: e.Type, Name: e.Name, Attempt: e.Attempt, Node: e.Node, State: e.State, Reason: e.Reason, At: e.At})
 }
 
 func (a *applier) deleteTimeline(jobID string) error {

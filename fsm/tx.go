@@ -69,17 +69,7 @@ func (t *Tx) JobSpec(id string) (*JobSpec, error) {
 
 // Attempts returns a job's attempts in order (empty if it has none).
 func (t *Tx) Attempts(jobID string) ([]Attempt, error) {
-	var out []Attempt
-	prefix := attemptPrefix(jobID)
-	c := t.tx.Bucket(bucketAttempts).Cursor()
-	for k, v := c.Seek(prefix); k != nil && hasPrefix(k, prefix); k, v = c.Next() {
-		var at Attempt
-		if err := decode(v, &at); err != nil {
-			return nil, err
-		}
-		out = append(out, at)
-	}
-	return out, nil
+	return decodeUnder[Attempt](t.tx.Bucket(bucketAttempts), attemptPrefix(jobID))
 }
 
 // Attempt returns one attempt, or ErrNotFound.

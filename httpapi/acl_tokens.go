@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
@@ -93,13 +94,19 @@ func newSecret() (string, error) {
 	return SecretPrefix + base64.RawURLEncoding.EncodeToString(b), nil
 }
 
-// mint builds a token record and its secret; only the hash goes to raft.
-func (s *server) mint(name string, roles []fsm.ACLRole, exp *time.Time) (fsm.ACLToken, string, error) {
+// mint builds a token record and its secret and commits the record with
+// the command of type t that cmd wraps around it; only the hash goes to
+// raft.
+func (s *server) mint(ctx context.Context, name string, roles []fsm.ACLRole, exp *time.Time, t fsm.CommandType, cmd func(fsm.ACLToken) any) (fsm.ACLToken, string, error) {
 	secret, err := newSecret()
 	if err != nil {
 		return fsm.ACLToken{}, "", err
 	}
-	return fsm.ACLToken{AccessorID: s.ids.NewID(), Name: name, SecretHash: HashSecret(secret), Roles: roles, ExpiresAt: exp}, secret, nil
+	tok := fsm.ACLToken{AccessorID: s.ids.NewID(), Name: name, SecretHash: HashSecret(secret), Roles: roles, ExpiresAt: exp}
+	if _, err := s.apply(ctx, t, cmd(tok)); err != nil {
+		return fsm.ACLToken{}, "", err
+	}
+	return tok, secret, nil
 }
 
 func (s *server) aclBootstrap(w http.ResponseWriter, r *http.Request) {
@@ -107,12 +114,9 @@ func (s *server) aclBootstrap(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, fmt.Errorf("%w: this agent runs without --acl; start every agent with --acl (or acl: true in the config file), then bootstrap", ErrACLDisabled))
 		return
 	}
-	tok, secret, err := s.mint("bootstrap", []fsm.ACLRole{{Role: RoleManagement}}, nil)
+	tok, secret, err := s.mint(r.Context(), "bootstrap", []fsm.ACLRole{{Role: RoleManagement}}, nil,
+		fsm.CmdACLBootstrap, func(t fsm.ACLToken) any { return fsm.ACLBootstrap{Token: t} })
 	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	if _, err := s.apply(r.Context(), fsm.CmdACLBootstrap, fsm.ACLBootstrap{Token: tok}); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -211,12 +215,9 @@ func (s *server) createToken(w http.ResponseWriter, r *http.Request) {
 		e := exp.UTC()
 		exp = &e
 	}
-	tok, secret, err := s.mint(in.Name, in.Roles, exp)
+	tok, secret, err := s.mint(r.Context(), in.Name, in.Roles, exp,
+		fsm.CmdACLCreateToken, func(t fsm.ACLToken) any { return fsm.ACLCreateToken{Token: t} })
 	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	if _, err := s.apply(r.Context(), fsm.CmdACLCreateToken, fsm.ACLCreateToken{Token: tok}); err != nil {
 		s.writeError(w, r, err)
 		return
 	}

@@ -197,6 +197,16 @@ func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	writeJSON(w, status, ErrorBody{Error: msg, Code: code})
 }
 
+// reply sends v as JSON with 200 OK, or err (when not nil) as the error
+// response.
+func (s *server) reply(w http.ResponseWriter, r *http.Request, v any, err error) {
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
+}
+
 // writeJSON sends v as JSON with status.
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")

@@ -147,16 +147,6 @@ func (s *server) jobQuery(r *http.Request) (fsm.JobQuery, error) {
 	return q, nil
 }
 
-// getJob handles GET /v1/jobs/{id}.
-func (s *server) getJob(w http.ResponseWriter, r *http.Request) {
-	d, err := s.jobDetail(r.PathValue("id"))
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, d)
-}
-
 func (s *server) jobDetail(id string) (*JobDetail, error) {
 	var d JobDetail
 	err := s.state.View(func(tx *fsm.Tx) error {
@@ -282,11 +272,7 @@ func (s *server) change(w http.ResponseWriter, r *http.Request, t fsm.CommandTyp
 		return
 	}
 	d, err := read()
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, d)
+	s.reply(w, r, d, err)
 }
 
 // TaskList is the reply to GET /v1/jobs/{id}/tasks: a gang's tasks, each

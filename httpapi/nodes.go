@@ -183,15 +183,6 @@ func (s *server) nodeUsage(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-func (s *server) getNode(w http.ResponseWriter, r *http.Request) {
-	d, err := s.nodeDetail(r.PathValue("name"))
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, d)
-}
-
 func (s *server) nodeDetail(name string) (*NodeDetail, error) {
 	var d NodeDetail
 	err := s.state.View(func(tx *fsm.Tx) error {
@@ -340,9 +331,5 @@ func (s *server) nodeChange(w http.ResponseWriter, r *http.Request, cmd fsm.SetN
 		return
 	}
 	d, err := s.nodeDetail(cmd.Name)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, d)
+	s.reply(w, r, d, err)
 }

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"net/http"
 	"time"
 
@@ -160,12 +161,16 @@ func (s *server) nodesChange(w http.ResponseWriter, r *http.Request, f nodeFilte
 		p.States = append(p.States, st)
 	}
 	if !dryRun && len(p.States) > 0 {
-		res, err := s.apply(r.Context(), fsm.CmdNodeStates, p)
-		if err != nil {
-			s.writeError(w, r, err)
-			return
-		}
-		out.Index = res.Index
+		out.Index, err = s.setNodeStates(r.Context(), p)
 	}
-	writeJSON(w, http.StatusOK, out)
+	s.reply(w, r, out, err)
+}
+
+// setNodeStates applies p in one raft entry and returns its index.
+func (s *server) setNodeStates(ctx context.Context, p fsm.SetNodeStates) (uint64, error) {
+	res, err := s.apply(ctx, fsm.CmdNodeStates, p)
+	if err != nil {
+		return 0, err
+	}
+	return res.Index, nil
 }

@@ -46,14 +46,9 @@ func (s *server) nodesDown(w http.ResponseWriter, r *http.Request) {
 		for _, n := range names {
 			p.States = append(p.States, fsm.SetNodeState{Name: n, Gossip: fsm.NodeDead})
 		}
-		res, err := s.apply(r.Context(), fsm.CmdNodeStates, p)
-		if err != nil {
-			s.writeError(w, r, err)
-			return
-		}
-		out.Index = res.Index
+		out.Index, err = s.setNodeStates(r.Context(), p)
 	}
-	writeJSON(w, http.StatusOK, out)
+	s.reply(w, r, out, err)
 }
 
 // matchDown checks the filter and lists the clients it matches.

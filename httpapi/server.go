@@ -141,7 +141,7 @@ func (s *server) routes() {
 	s.handle(m, "POST /v1/jobs", s.submitWrite(s.submitJobs))
 	s.handle(m, "GET /v1/jobs", s.read(s.listJobs))
 	s.handle(m, "GET /v1/jobs/counts", s.read(s.jobCounts))
-	s.handle(m, "GET /v1/jobs/{id}", s.read(s.jobScoped(PermRead, s.getJob)))
+	s.handle(m, "GET /v1/jobs/{id}", s.read(s.jobScoped(PermRead, getByPath(s, "id", s.jobDetail))))
 	s.handle(m, "POST /v1/jobs/{id}/cancel", s.write(s.jobScoped(PermSubmit, s.cancelJob)))
 	s.handle(m, "POST /v1/jobs/{id}/retry", s.write(s.jobScoped(PermSubmit, s.retryJob)))
 	s.handle(m, "GET /v1/jobs/{id}/logs", s.read(s.jobScoped(PermRead, s.jobLogs)))
@@ -165,7 +165,7 @@ func (s *server) routes() {
 	s.handle(m, "POST /v1/workflows/{id}/retry", s.write(s.workflowScoped(PermWrite, s.retryWorkflow)))
 
 	s.handle(m, "GET /v1/nodes", s.read(s.listNodes))
-	s.handle(m, "GET /v1/nodes/{name}", s.read(s.getNode))
+	s.handle(m, "GET /v1/nodes/{name}", s.read(getByPath(s, "name", s.nodeDetail)))
 	s.handle(m, "GET /v1/nodes/{name}/usage", s.nodeUsage)
 	s.handle(m, "POST /v1/nodes/{name}/drain", s.write(s.drainNode))
 	s.handle(m, "POST /v1/nodes/{name}/eligibility", s.write(s.setEligibility))
@@ -272,6 +272,15 @@ func (s *server) submitWrite(h http.HandlerFunc) http.HandlerFunc {
 		default:
 			h(w, r)
 		}
+	}
+}
+
+// getByPath handles a GET that replies with what get reads for the
+// request's path value key (GET /v1/jobs/{id}: the job's detail).
+func getByPath[T any](s *server, key string, get func(string) (T, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		v, err := get(r.PathValue(key))
+		s.reply(w, r, v, err)
 	}
 }
 

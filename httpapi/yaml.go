@@ -16,47 +16,32 @@ func YAMLToJSON(b []byte) ([]byte, error) {
 	if err := yaml.Unmarshal(b, &v); err != nil {
 		return nil, fmt.Errorf("YAML: %w", err)
 	}
-	v, err := jsonable(v)
-	if err != nil {
-		return nil, err
-	}
-	return json.Marshal(v)
+	return json.Marshal(jsonable(v))
 }
 
 // jsonable makes a decoded YAML value encodable as JSON (string keys,
-// times as RFC 3339).
-func jsonable(v any) (any, error) {
+// times as RFC 3339). It has no failure of its own: json.Marshal reports
+// what JSON cannot hold (.nan, .inf).
+func jsonable(v any) any {
 	switch x := v.(type) {
 	case map[string]any:
 		for k, e := range x {
-			c, err := jsonable(e)
-			if err != nil {
-				return nil, err
-			}
-			x[k] = c
+			x[k] = jsonable(e)
 		}
-		return x, nil
+		return x
 	case map[any]any:
 		m := make(map[string]any, len(x))
 		for k, e := range x {
-			c, err := jsonable(e)
-			if err != nil {
-				return nil, err
-			}
-			m[fmt.Sprint(k)] = c
+			m[fmt.Sprint(k)] = jsonable(e)
 		}
-		return m, nil
+		return m
 	case []any:
 		for i, e := range x {
-			c, err := jsonable(e)
-			if err != nil {
-				return nil, err
-			}
-			x[i] = c
+			x[i] = jsonable(e)
 		}
-		return x, nil
+		return x
 	case time.Time:
-		return x.UTC().Format(time.RFC3339Nano), nil
+		return x.UTC().Format(time.RFC3339Nano)
 	}
-	return v, nil
+	return v
 }
