@@ -386,19 +386,9 @@ func (n *Node) relayBeats(beats []ClientBeat) error {
 	if addr == "" {
 		return ErrNoLeader
 	}
-	body, err := json.Marshal(clientBeatsRequest{Server: n.cfg.Name, Beats: beats})
-	if err != nil {
-		return err
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.Clients.RelayInterval*4)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, n.internalURL(addr, "client-beats"), bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(ForwardedHeader, "1")
-	resp, err := n.client.Do(req)
+	resp, err := n.internalCall(ctx, http.MethodPost, addr, "client-beats", clientBeatsRequest{Server: n.cfg.Name, Beats: beats})
 	if err != nil {
 		return err
 	}

@@ -75,6 +75,30 @@ func (n *Node) internalURL(addr, endpoint string) string {
 	return scheme + addr + InternalPrefix + endpoint
 }
 
+// internalCall sends a node-to-node request to the agent at addr:
+// endpoint under InternalPrefix, body as JSON (nil: none), marked
+// forwarded so the receiver never passes it on. The caller reads and
+// closes the response.
+func (n *Node) internalCall(ctx context.Context, method, addr, endpoint string, body any) (*http.Response, error) {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return nil, err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, n.internalURL(addr, endpoint), rd)
+	if err != nil {
+		return nil, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set(ForwardedHeader, "1")
+	return n.client.Do(req)
+}
+
 func (n *Node) handleApply(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(io.LimitReader(r.Body, 64<<20))
 	if err != nil {
@@ -181,13 +205,7 @@ func (n *Node) askLeave(ctx context.Context) error {
 	if addr == "" {
 		return ErrNoLeader
 	}
-	b, _ := json.Marshal(leaveRequest{Name: n.cfg.Name})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, n.internalURL(addr, "leave"), bytes.NewReader(b))
-	if err != nil {
-		return err
-	}
-	req.Header.Set(ForwardedHeader, "1")
-	resp, err := n.client.Do(req)
+	resp, err := n.internalCall(ctx, http.MethodPost, addr, "leave", leaveRequest{Name: n.cfg.Name})
 	if err != nil {
 		return err
 	}

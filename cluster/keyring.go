@@ -257,14 +257,7 @@ func (n *Node) GossipKeyringAll(ctx context.Context, op, key string) ([]NodeKeys
 func (n *Node) remoteKeyring(ctx context.Context, addr string, kr keyringRequest) ([]GossipKey, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	b, _ := json.Marshal(kr)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, n.internalURL(addr, "keyring"), bytes.NewReader(b))
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(ForwardedHeader, "1")
-	resp, err := n.client.Do(req)
+	resp, err := n.internalCall(ctx, http.MethodPost, addr, "keyring", kr)
 	if err != nil {
 		return nil, err
 	}

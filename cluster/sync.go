@@ -109,12 +109,7 @@ func (n *Node) leaderIndex(ctx context.Context) (uint64, error) {
 	if addr == "" {
 		return 0, ErrNoLeader
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, n.internalURL(addr, "index"), nil)
-	if err != nil {
-		return 0, err
-	}
-	req.Header.Set(ForwardedHeader, "1")
-	resp, err := n.client.Do(req)
+	resp, err := n.internalCall(ctx, http.MethodGet, addr, "index", nil)
 	if err != nil {
 		return 0, err
 	}
