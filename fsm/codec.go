@@ -115,20 +115,7 @@ func rfc3339Text(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 // appendCBORText appends s as a CBOR text string (major type 3, shortest
 // length head).
 func appendCBORText(b []byte, s string) []byte {
-	const major = 3 << 5
-	switch n := uint64(len(s)); {
-	case n < 24:
-		b = append(b, major|byte(n))
-	case n <= math.MaxUint8:
-		b = append(b, major|24, byte(n))
-	case n <= math.MaxUint16:
-		b = append(b, major|25, byte(n>>8), byte(n))
-	case n <= math.MaxUint32:
-		b = append(b, major|26, byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
-	default:
-		b = append(b, major|27, byte(n>>56), byte(n>>48), byte(n>>40), byte(n>>32), byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
-	}
-	return append(b, s...)
+	return append(appendCBORHead(b, 3<<5, uint64(len(s))), s...)
 }
 
 // Queue is a named concurrency limit.

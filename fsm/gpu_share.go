@@ -61,7 +61,7 @@ func (a *applier) nodeGPUHolds(node string) (*gpuHolds, error) {
 			return nil, fmt.Errorf("%w: live index entry %q names no attempt", ErrCorrupt, k)
 		}
 		var at Attempt
-		if err := decode(v, &at); err != nil {
+		if err := decodeAttempt(v, &at); err != nil {
 			return nil, err
 		}
 		h.add(&at)

@@ -57,7 +57,7 @@ func (c *liveCache) attempt(old, next map[string]*liveEntry, key, v []byte) (Att
 	e := old[string(key)]
 	if e == nil || !bytes.Equal(e.raw, v) {
 		e = &liveEntry{raw: bytes.Clone(v)}
-		if err := decode(v, &e.at); err != nil {
+		if err := decodeAttempt(v, &e.at); err != nil {
 			return Attempt{}, err
 		}
 	}

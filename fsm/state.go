@@ -122,7 +122,7 @@ func (a *applier) deleteJob(j *Job) error {
 	var keys [][]byte
 	for k, v := c.Seek(prefix); k != nil && hasPrefix(k, prefix); k, v = c.Next() {
 		var at Attempt
-		if err := decode(v, &at); err != nil {
+		if err := decodeAttempt(v, &at); err != nil {
 			return err
 		}
 		if at.State.Live() {
@@ -145,17 +145,20 @@ func (a *applier) getAttempt(jobID string, num int) (*Attempt, error) {
 	if v == nil {
 		return nil, fmt.Errorf("%w: attempt %s/%d", ErrNotFound, jobID, num)
 	}
-	return decoded[Attempt](v)
+	return decodedAttempt(v)
 }
 
 // saveAttempt writes an attempt whose previous state was from ("" for a
 // new attempt) and keeps live_attempts_by_node in step.
 func (a *applier) saveAttempt(at *Attempt, from AttemptState) error {
 	at.ModifyIndex = a.index
-	if err := a.putRecord(a.attempts, attemptKey(at.JobID, at.Num), at); err != nil {
+	v, err := encodeAttempt(at)
+	if err != nil {
 		return err
 	}
-	var err error
+	if err := a.put(a.attempts, attemptKey(at.JobID, at.Num), v); err != nil {
+		return err
+	}
 	switch {
 	case at.State.Live() && !from.Live():
 		err = a.put(a.live, liveKey(at.Node, at.JobID, at.Num), nil)

@@ -69,7 +69,15 @@ func (t *Tx) JobSpec(id string) (*JobSpec, error) {
 
 // Attempts returns a job's attempts in order (empty if it has none).
 func (t *Tx) Attempts(jobID string) ([]Attempt, error) {
-	return decodeUnder[Attempt](t.tx.Bucket(bucketAttempts), attemptPrefix(jobID))
+	var out []Attempt
+	for _, v := range under(t.tx.Bucket(bucketAttempts), attemptPrefix(jobID)) {
+		var at Attempt
+		if err := decodeAttempt(v, &at); err != nil {
+			return nil, err
+		}
+		out = append(out, at)
+	}
+	return out, nil
 }
 
 // Attempt returns one attempt, or ErrNotFound.
@@ -78,7 +86,7 @@ func (t *Tx) Attempt(jobID string, num int) (*Attempt, error) {
 	if v == nil {
 		return nil, fmt.Errorf("%w: attempt %s/%d", ErrNotFound, jobID, num)
 	}
-	return decoded[Attempt](v)
+	return decodedAttempt(v)
 }
 
 // Node returns one node, or ErrNotFound.
@@ -239,7 +247,7 @@ func (t *Tx) liveAttempts(prefix []byte, fn func(*Attempt) bool) error {
 		if t.live != nil {
 			at, err = t.live.attempt(old, next, k[i+1:], v)
 		} else {
-			err = decode(v, &at)
+			err = decodeAttempt(v, &at)
 		}
 		if err != nil {
 			return err

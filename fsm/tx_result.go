@@ -28,7 +28,7 @@ func (t *Tx) LastFinishedAttempt(jobID string) (*Attempt, error) {
 	}
 	for ; k != nil && hasPrefix(k, prefix); k, v = c.Prev() {
 		var at Attempt
-		if err := decode(v, &at); err != nil {
+		if err := decodeAttempt(v, &at); err != nil {
 			return nil, err
 		}
 		if !at.State.Live() {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"math"
+	"time"
 )
 
 // A usage record is written on every attempt's end, so it is encoded and
@@ -40,22 +41,52 @@ func appendUsage(b []byte, u *Usage) []byte {
 // appendCBORInt appends n as a CBOR integer (major type 0 or 1, shortest
 // head).
 func appendCBORInt(b []byte, n int64) []byte {
-	major, v := byte(0), uint64(n)
 	if n < 0 {
-		major, v = 1<<5, uint64(-1-n)
+		return appendCBORHead(b, 1<<5, uint64(-1-n))
 	}
+	return appendCBORHead(b, 0, uint64(n))
+}
+
+// appendCBORHead appends an item's head in its shortest form: major is
+// the major type shifted into place (3<<5 for a text string), v the
+// argument.
+func appendCBORHead(b []byte, major byte, v uint64) []byte {
 	switch {
 	case v < 24:
 		return append(b, major|byte(v))
 	case v <= math.MaxUint8:
 		return append(b, major|24, byte(v))
 	case v <= math.MaxUint16:
-		return append(b, major|25, byte(v>>8), byte(v))
+		return binary.BigEndian.AppendUint16(append(b, major|25), uint16(v))
 	case v <= math.MaxUint32:
 		return binary.BigEndian.AppendUint32(append(b, major|26), uint32(v))
 	default:
 		return binary.BigEndian.AppendUint64(append(b, major|27), v)
 	}
+}
+
+// The simple values the codec writes for false, true (and null).
+const (
+	cborFalse = 0xf4
+	cborTrue  = 0xf5
+)
+
+func appendCBORBool(b []byte, v bool) []byte {
+	if v {
+		return append(b, cborTrue)
+	}
+	return append(b, cborFalse)
+}
+
+// appendCBORTime appends a non-zero t as the codec writes it (rfc3339Text),
+// or null for the zero time.
+func appendCBORTime(b []byte, t time.Time) []byte {
+	if t.IsZero() {
+		return append(b, cborNull)
+	}
+	var buf [64]byte
+	s := t.UTC().AppendFormat(buf[:0], time.RFC3339Nano)
+	return append(appendCBORHead(b, 3<<5, uint64(len(s))), s...)
 }
 
 // decodeUsage reads a record into u. What appendUsage writes is read
@@ -94,44 +125,37 @@ func readUsage(b []byte, u *Usage) bool {
 // readCBORInt reads one integer in its shortest form (the only form the
 // codec writes) that fits an int64.
 func readCBORInt(b []byte) (int64, []byte, bool) {
-	if len(b) == 0 {
-		return 0, nil, false
-	}
-	major, info := b[0]>>5, b[0]&0x1f
-	if major > 1 {
-		return 0, nil, false
-	}
-	var v uint64
-	switch {
-	case info < 24:
-		v, b = uint64(info), b[1:]
-	case info == 24 && len(b) >= 2 && b[1] >= 24:
-		v, b = uint64(b[1]), b[2:]
-	case info == 25 && len(b) >= 3:
-		v, b = uint64(binary.BigEndian.Uint16(b[1:])), b[3:]
-		if v <= math.MaxUint8 {
-			return 0, nil, false
-		}
-	case info == 26 && len(b) >= 5:
-		v, b = uint64(binary.BigEndian.Uint32(b[1:])), b[5:]
-		if v <= math.MaxUint16 {
-			return 0, nil, false
-		}
-	case info == 27 && len(b) >= 9:
-		v, b = binary.BigEndian.Uint64(b[1:]), b[9:]
-		if v <= math.MaxUint32 {
-			return 0, nil, false
-		}
-	default:
-		return 0, nil, false
-	}
-	if v > math.MaxInt64 {
+	major, v, b, ok := cborHeadShortest(b)
+	if !ok || major > 1 || v > math.MaxInt64 {
 		return 0, nil, false
 	}
 	if major == 1 {
 		return -1 - int64(v), b, true
 	}
 	return int64(v), b, true
+}
+
+// cborHeadShortest is cborHead for a head in its shortest form only (the
+// only form the codec writes).
+func cborHeadShortest(b []byte) (major byte, arg uint64, rest []byte, ok bool) {
+	if len(b) == 0 {
+		return 0, 0, nil, false
+	}
+	major, arg, rest, ok = cborHead(b)
+	if !ok {
+		return 0, 0, nil, false
+	}
+	switch b[0] & 0x1f {
+	case 24:
+		ok = arg >= 24
+	case 25:
+		ok = arg > math.MaxUint8
+	case 26:
+		ok = arg > math.MaxUint16
+	case 27:
+		ok = arg > math.MaxUint32
+	}
+	return major, arg, rest, ok
 }
 
 // cborHead reads an item's head: major type, argument, the rest. Only

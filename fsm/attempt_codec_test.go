@@ -1,0 +1,320 @@
+package fsm
+
+import (
+	"bytes"
+	"errors"
+	"math"
+	"math/rand/v2"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+// randomAttempt is an attempt with edge-case values: strings empty, long,
+// non-ASCII or not UTF-8, integers at the CBOR head bounds, times zero or
+// in other locations with any nanoseconds. fallback also sets a field
+// appendAttempt leaves to encode, now and then.
+func randomAttempt(rng *rand.Rand, fallback bool) Attempt {
+	edges := []int64{0, 1, -1, 23, 24, -24, -25, 255, 256, -256, -257, 65535, 65536, -65536, -65537,
+		math.MaxUint32, math.MaxUint32 + 1, -math.MaxUint32 - 1, math.MaxInt64, math.MinInt64}
+	i64 := func() int64 {
+		if rng.IntN(2) == 0 {
+			return edges[rng.IntN(len(edges))]
+		}
+		return rng.Int64N(1<<(rng.IntN(62)+1)) - int64(rng.IntN(2))*rng.Int64N(1<<40)
+	}
+	u64 := func() uint64 {
+		if rng.IntN(4) == 0 {
+			return math.MaxUint64 - uint64(rng.IntN(2))
+		}
+		return uint64(i64()) & math.MaxInt64
+	}
+	lengths := []int{0, 1, 23, 24, 255, 256, 65535, 65536}
+	str := func() string {
+		switch rng.IntN(8) {
+		case 0:
+			return ""
+		case 1:
+			return "héllo ✓ 世界"
+		case 2:
+			return "\xff\xfe\x80bad utf-8"
+		case 3:
+			return strings.Repeat("x", lengths[rng.IntN(len(lengths))])
+		case 4:
+			b := make([]byte, rng.IntN(40))
+			for i := range b {
+				b[i] = byte(rng.IntN(256))
+			}
+			return string(b)
+		default:
+			return "job-" + string(rune('a'+rng.IntN(26)))
+		}
+	}
+	locs := []*time.Location{time.UTC, time.Local, time.FixedZone("E", 5*3600+30*60), time.FixedZone("W", -8*3600)}
+	nanos := []int{0, 1, 10, 100000, 120000000, 123456789, 999999999, 500000000}
+	tm := func() time.Time {
+		switch rng.IntN(6) {
+		case 0:
+			return time.Time{}
+		case 1:
+			return time.Date(rng.IntN(10000), time.Month(1+rng.IntN(12)), 1+rng.IntN(28), rng.IntN(24), rng.IntN(60), rng.IntN(60),
+				nanos[rng.IntN(len(nanos))], locs[rng.IntN(len(locs))])
+		case 2:
+			return time.Now() // with a monotonic reading
+		default:
+			return time.Unix(1_600_000_000+rng.Int64N(1e9), int64(nanos[rng.IntN(len(nanos))])).In(locs[rng.IntN(len(locs))])
+		}
+	}
+	states := []AttemptState{AttemptAssigned, AttemptRunning, AttemptSucceeded, AttemptFailed, AttemptLost, AttemptKilled, "", "weird"}
+	a := Attempt{
+		JobID: str(), Num: int(i64()), Node: str(), State: states[rng.IntN(len(states))], FencingToken: u64(), Counted: rng.IntN(2) == 0,
+		AssignedAt: tm(), StartedAt: tm(), FinishedAt: tm(), OOM: rng.IntN(2) == 0, ModifyIndex: u64(),
+	}
+	if rng.IntN(2) == 0 {
+		a.Reason, a.CancelRequested, a.Signal, a.StderrTail, a.Warning = str(), str(), str(), str(), str()
+		a.PeakMemoryB, a.CPUTimeNs = i64(), i64()
+	}
+	if rng.IntN(2) == 0 {
+		a.Resources = Resources{CPU: i64(), MemoryMB: i64(), GPUMemoryMiB: i64()}
+	}
+	switch rng.IntN(3) {
+	case 0:
+		code := int(i64())
+		a.ExitCode = &code
+	case 1:
+		code := 0
+		a.ExitCode = &code
+	}
+	switch rng.IntN(3) {
+	case 0:
+		a.Result = []byte{}
+	case 1:
+		a.Result = []byte(str())
+	}
+	if rng.IntN(10) == 0 {
+		a.Resources.Named = map[string]int64{} // empty: still written by hand
+		a.Artifacts, a.GPUs = []Artifact{}, []GPU{}
+	}
+	if fallback {
+		switch rng.IntN(6) {
+		case 0:
+			a.Artifacts = []Artifact{{Path: "out.txt", Size: 3}}
+		case 1:
+			a.Outputs = &Outputs{}
+		case 2:
+			a.Task = &GangTask{}
+		case 3:
+			a.GPUs = []GPU{{UUID: "GPU-1"}}
+		case 4:
+			a.GPUShare = &GPUShare{}
+		case 5:
+			a.Resources.Named = map[string]int64{"gpu": 1}
+		}
+	}
+	return a
+}
+
+// attemptHandFree reports whether appendAttempt must write a.
+func attemptHandFree(a *Attempt) bool {
+	return len(a.Artifacts) == 0 && a.Outputs == nil && a.Task == nil && len(a.GPUs) == 0 && a.GPUShare == nil &&
+		len(a.Resources.Named) == 0
+}
+
+// TestAttemptCodecMatchesEncode: the hand-written attempt codec writes
+// exactly what the reflection codec writes, for every attempt it takes
+// (which must be every one without GPUs, artifacts, outputs, a gang task
+// or named resources), and reads back what decode reads.
+func TestAttemptCodecMatchesEncode(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	handled := 0
+	for i := range 5000 {
+		a := randomAttempt(rng, i%5 == 4)
+		want, err := encode(&a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, ok := appendAttempt(nil, &a)
+		if ok != attemptHandFree(&a) {
+			t.Fatalf("%+v: appendAttempt took it: %v", a, ok)
+		}
+		if ok {
+			handled++
+			if !bytes.Equal(got, want) {
+				t.Fatalf("%+v:\nappendAttempt %x\nencode        %x", a, got, want)
+			}
+			if len(got) > attemptRecordSize(&a) {
+				t.Fatalf("%+v: %d bytes > attemptRecordSize %d", a, len(got), attemptRecordSize(&a))
+			}
+		}
+		if enc, err := encodeAttempt(&a); err != nil || !bytes.Equal(enc, want) {
+			t.Fatalf("%+v: encodeAttempt %x, %v; encode %x", a, enc, err, want)
+		}
+
+		var dec Attempt
+		derr := decode(want, &dec)
+		var fast Attempt
+		fok := readAttempt(want, &fast)
+		switch {
+		case derr != nil && fok:
+			t.Fatalf("%+v: readAttempt took %x, decode: %v", a, want, derr)
+		case derr == nil && ok && !fok:
+			t.Fatalf("%+v: readAttempt refused what appendAttempt wrote: %x", a, want)
+		case !ok && fok:
+			t.Fatalf("%+v: readAttempt took a record appendAttempt does not write", a)
+		case fok && !reflect.DeepEqual(fast, dec):
+			t.Fatalf("readAttempt:\n%+v\ndecode:\n%+v", fast, dec)
+		}
+		if fok { // nothing read may alias the record (bbolt's memory)
+			scratch := bytes.Clone(want)
+			var again Attempt
+			readAttempt(scratch, &again)
+			clear(scratch)
+			if !reflect.DeepEqual(again, dec) {
+				t.Fatalf("readAttempt's attempt changed with the bytes it read: %+v", again)
+			}
+		}
+		var via Attempt
+		if err := decodeAttempt(want, &via); (err != nil) != (derr != nil) || (err == nil && !reflect.DeepEqual(via, dec)) {
+			t.Fatalf("decodeAttempt: %+v, %v; decode: %+v, %v", via, err, dec, derr)
+		}
+
+		// Damaged records: readAttempt takes only what decode reads the same.
+		for range 4 {
+			b := bytes.Clone(want)
+			switch rng.IntN(3) {
+			case 0:
+				b = b[:rng.IntN(len(b))]
+			case 1:
+				b[rng.IntN(len(b))] ^= byte(1 + rng.IntN(255))
+			case 2:
+				b = append(b, byte(rng.IntN(256)))
+			}
+			checkAttemptFastRead(t, b)
+		}
+	}
+	if handled < 3000 {
+		t.Fatalf("only %d attempts written by hand", handled)
+	}
+}
+
+// checkAttemptFastRead: what readAttempt takes, decode reads the same,
+// and decodeAttempt agrees with decode either way.
+func checkAttemptFastRead(t *testing.T, b []byte) {
+	t.Helper()
+	var fast, dec Attempt
+	fok := readAttempt(b, &fast)
+	derr := decode(b, &dec)
+	if fok && (derr != nil || !reflect.DeepEqual(fast, dec)) {
+		t.Fatalf("%x: readAttempt %+v; decode %+v, %v", b, fast, dec, derr)
+	}
+	var via Attempt
+	err := decodeAttempt(b, &via)
+	if (err != nil) != (derr != nil) || (err == nil && !reflect.DeepEqual(via, dec)) {
+		t.Fatalf("%x: decodeAttempt %+v, %v; decode %+v, %v", b, via, err, dec, derr)
+	}
+	if err != nil && !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("%x: decodeAttempt: %v, want ErrCorrupt", b, err)
+	}
+}
+
+// TestDecodeAttemptFallsBack: records readAttempt does not take (keys out
+// of order, an unknown key, a longer head, zero values the codec leaves
+// out) are read by decode.
+func TestDecodeAttemptFallsBack(t *testing.T) {
+	code := 2
+	base := Attempt{JobID: "j", Num: 1, Node: "n", State: AttemptRunning, ExitCode: &code, Counted: true,
+		AssignedAt: time.Date(2024, 5, 6, 7, 8, 9, 10, time.UTC), Resources: Resources{CPU: 100}}
+	good, ok := appendAttempt(nil, &base)
+	if !ok {
+		t.Fatal("appendAttempt refused a plain attempt")
+	}
+	var a Attempt
+	if !readAttempt(good, &a) || !reflect.DeepEqual(a, base) {
+		t.Fatalf("readAttempt: %+v", a)
+	}
+	withKey := func(key string, val ...byte) []byte { // good with one more entry at the end
+		b := append([]byte{good[0] + 1}, good[1:]...)
+		return append(appendCBORText(b, key), val...)
+	}
+	cases := map[string][]byte{
+		"unknown key":     withKey("zzzzzzzzzzzzzzzzzzzzz", 0x01),
+		"oom false":       append(append([]byte{good[0] + 1}, appendCBORText(nil, "oom")...), append([]byte{cborFalse}, good[1:]...)...),
+		"empty warning":   withKey("warning", 0x60),
+		"duplicate token": withKey("fencing_token", 0x01),
+	}
+	// "attempt": 1 with a one-byte head: valid CBOR, not the codec's.
+	i := bytes.Index(good, appendCBORText(nil, "attempt"))
+	long := append(append(bytes.Clone(good[:i+8]), 0x18, 0x01), good[i+9:]...)
+	cases["long head"] = long
+	for name, b := range cases {
+		if readAttempt(b, &Attempt{}) {
+			t.Errorf("%s: readAttempt took %x", name, b)
+		}
+		checkAttemptFastRead(t, b)
+	}
+	var back Attempt
+	if err := decodeAttempt(long, &back); err != nil || !reflect.DeepEqual(back, base) {
+		t.Fatalf("decodeAttempt of a long head: %+v, %v", back, err)
+	}
+	for _, bad := range [][]byte{{0xff}, good[:len(good)-1], append(bytes.Clone(good), 0), nil} {
+		if err := decodeAttempt(bad, &Attempt{}); !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("decodeAttempt(%x): %v, want ErrCorrupt", bad, err)
+		}
+	}
+}
+
+// FuzzAttemptCodec: on any bytes, readAttempt never panics, and what it
+// takes decode reads as the same attempt.
+func FuzzAttemptCodec(f *testing.F) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for range 20 {
+		a := randomAttempt(rng, false)
+		b, _ := encode(&a)
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		checkAttemptFastRead(t, b)
+	})
+}
+
+var attemptSink []byte
+
+func benchAttempt() Attempt {
+	code := 0
+	at := time.Date(2025, 3, 4, 5, 6, 7, 123456789, time.UTC)
+	return Attempt{JobID: "01JQ8ZK3M5T7V9X1Z3B5D7F9H1", Num: 1, Node: "node-017", State: AttemptSucceeded, FencingToken: 123456,
+		Counted: true, Resources: Resources{CPU: 1000, MemoryMB: 512}, AssignedAt: at, StartedAt: at.Add(time.Second),
+		FinishedAt: at.Add(time.Minute), ExitCode: &code, PeakMemoryB: 52428800, CPUTimeNs: 1234567890, ModifyIndex: 123470}
+}
+
+func BenchmarkAttemptEncode(b *testing.B) {
+	a := benchAttempt()
+	b.Run("reflect", func(b *testing.B) {
+		for b.Loop() {
+			attemptSink, _ = encode(&a)
+		}
+	})
+	b.Run("hand", func(b *testing.B) {
+		for b.Loop() {
+			attemptSink, _ = encodeAttempt(&a)
+		}
+	})
+}
+
+func BenchmarkAttemptDecode(b *testing.B) {
+	a := benchAttempt()
+	v, _ := encode(&a)
+	b.Run("reflect", func(b *testing.B) {
+		for b.Loop() {
+			var out Attempt
+			_ = decode(v, &out)
+		}
+	})
+	b.Run("hand", func(b *testing.B) {
+		for b.Loop() {
+			var out Attempt
+			_ = decodeAttempt(v, &out)
+		}
+	})
+}
