@@ -193,20 +193,17 @@ func readAttempt(b []byte, a *Attempt) bool {
 	if r.key(akSignal) && !r.nonEmptyText(&a.Signal) {
 		return false
 	}
-	var num int64
-	if !r.key(akAttempt) || !r.int(&num) || int64(int(num)) != num || !r.key(akCounted) || !r.boolean(&a.Counted) {
+	if !r.key(akAttempt) || !r.goInt(&a.Num) || !r.key(akCounted) || !r.boolean(&a.Counted) {
 		return false
 	}
-	a.Num = int(num)
 	if r.key(akWarning) && !r.nonEmptyText(&a.Warning) {
 		return false
 	}
 	if r.key(akExitCode) {
-		var c int64
-		if !r.int(&c) || int64(int(c)) != c {
+		var code int
+		if !r.goInt(&code) {
 			return false
 		}
-		code := int(c)
 		a.ExitCode = &code
 	}
 	if !r.key(akResources) || !r.resources(&a.Resources) {

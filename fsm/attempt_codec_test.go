@@ -11,61 +11,71 @@ import (
 	"time"
 )
 
-// randomAttempt is an attempt with edge-case values: strings empty, long,
+// edgeValues makes values at the codec's edges: strings empty, long,
 // non-ASCII or not UTF-8, integers at the CBOR head bounds, times zero or
-// in other locations with any nanoseconds. fallback also sets a field
-// appendAttempt leaves to encode, now and then.
-func randomAttempt(rng *rand.Rand, fallback bool) Attempt {
-	edges := []int64{0, 1, -1, 23, 24, -24, -25, 255, 256, -256, -257, 65535, 65536, -65536, -65537,
-		math.MaxUint32, math.MaxUint32 + 1, -math.MaxUint32 - 1, math.MaxInt64, math.MinInt64}
-	i64 := func() int64 {
-		if rng.IntN(2) == 0 {
-			return edges[rng.IntN(len(edges))]
-		}
-		return rng.Int64N(1<<(rng.IntN(62)+1)) - int64(rng.IntN(2))*rng.Int64N(1<<40)
+// in other locations with any nanoseconds.
+type edgeValues struct{ rng *rand.Rand }
+
+var edgeInts = []int64{0, 1, -1, 23, 24, -24, -25, 255, 256, -256, -257, 65535, 65536, -65536, -65537,
+	math.MaxUint32, math.MaxUint32 + 1, -math.MaxUint32 - 1, math.MaxInt64, math.MinInt64}
+
+func (e edgeValues) i64() int64 {
+	if e.rng.IntN(2) == 0 {
+		return edgeInts[e.rng.IntN(len(edgeInts))]
 	}
-	u64 := func() uint64 {
-		if rng.IntN(4) == 0 {
-			return math.MaxUint64 - uint64(rng.IntN(2))
-		}
-		return uint64(i64()) & math.MaxInt64
+	return e.rng.Int64N(1<<(e.rng.IntN(62)+1)) - int64(e.rng.IntN(2))*e.rng.Int64N(1<<40)
+}
+
+func (e edgeValues) u64() uint64 {
+	if e.rng.IntN(4) == 0 {
+		return math.MaxUint64 - uint64(e.rng.IntN(2))
 	}
+	return uint64(e.i64()) & math.MaxInt64
+}
+
+func (e edgeValues) str() string {
 	lengths := []int{0, 1, 23, 24, 255, 256, 65535, 65536}
-	str := func() string {
-		switch rng.IntN(8) {
-		case 0:
-			return ""
-		case 1:
-			return "héllo ✓ 世界"
-		case 2:
-			return "\xff\xfe\x80bad utf-8"
-		case 3:
-			return strings.Repeat("x", lengths[rng.IntN(len(lengths))])
-		case 4:
-			b := make([]byte, rng.IntN(40))
-			for i := range b {
-				b[i] = byte(rng.IntN(256))
-			}
-			return string(b)
-		default:
-			return "job-" + string(rune('a'+rng.IntN(26)))
+	switch e.rng.IntN(8) {
+	case 0:
+		return ""
+	case 1:
+		return "héllo ✓ 世界"
+	case 2:
+		return "\xff\xfe\x80bad utf-8"
+	case 3:
+		return strings.Repeat("x", lengths[e.rng.IntN(len(lengths))])
+	case 4:
+		b := make([]byte, e.rng.IntN(40))
+		for i := range b {
+			b[i] = byte(e.rng.IntN(256))
 		}
+		return string(b)
+	default:
+		return "job-" + string(rune('a'+e.rng.IntN(26)))
 	}
+}
+
+func (e edgeValues) tm() time.Time {
 	locs := []*time.Location{time.UTC, time.Local, time.FixedZone("E", 5*3600+30*60), time.FixedZone("W", -8*3600)}
 	nanos := []int{0, 1, 10, 100000, 120000000, 123456789, 999999999, 500000000}
-	tm := func() time.Time {
-		switch rng.IntN(6) {
-		case 0:
-			return time.Time{}
-		case 1:
-			return time.Date(rng.IntN(10000), time.Month(1+rng.IntN(12)), 1+rng.IntN(28), rng.IntN(24), rng.IntN(60), rng.IntN(60),
-				nanos[rng.IntN(len(nanos))], locs[rng.IntN(len(locs))])
-		case 2:
-			return time.Now() // with a monotonic reading
-		default:
-			return time.Unix(1_600_000_000+rng.Int64N(1e9), int64(nanos[rng.IntN(len(nanos))])).In(locs[rng.IntN(len(locs))])
-		}
+	switch e.rng.IntN(6) {
+	case 0:
+		return time.Time{}
+	case 1:
+		return time.Date(e.rng.IntN(10000), time.Month(1+e.rng.IntN(12)), 1+e.rng.IntN(28), e.rng.IntN(24), e.rng.IntN(60), e.rng.IntN(60),
+			nanos[e.rng.IntN(len(nanos))], locs[e.rng.IntN(len(locs))])
+	case 2:
+		return time.Now() // with a monotonic reading
+	default:
+		return time.Unix(1_600_000_000+e.rng.Int64N(1e9), int64(nanos[e.rng.IntN(len(nanos))])).In(locs[e.rng.IntN(len(locs))])
 	}
+}
+
+// randomAttempt is an attempt with edgeValues; fallback also sets a field
+// appendAttempt leaves to encode, now and then.
+func randomAttempt(rng *rand.Rand, fallback bool) Attempt {
+	e := edgeValues{rng}
+	i64, u64, str, tm := e.i64, e.u64, e.str, e.tm
 	states := []AttemptState{AttemptAssigned, AttemptRunning, AttemptSucceeded, AttemptFailed, AttemptLost, AttemptKilled, "", "weird"}
 	a := Attempt{
 		JobID: str(), Num: int(i64()), Node: str(), State: states[rng.IntN(len(states))], FencingToken: u64(), Counted: rng.IntN(2) == 0,

@@ -193,7 +193,7 @@ const cborNull = 0xf6
 // stored spec, for encodeJob. raw is nil when the spec was decoded whole.
 func decodeStoredJob(v []byte) (j *Job, raw []byte, err error) {
 	var s storedJob
-	if err := decode(v, &s); err != nil {
+	if err := decodeStoredJobRecord(v, &s); err != nil {
 		return nil, nil, err
 	}
 	j = &Job{
@@ -230,7 +230,7 @@ func encodeJob(j *Job, raw []byte) ([]byte, error) {
 	if raw == nil {
 		return encode(j)
 	}
-	return encode(&storedJob{
+	return encodeStoredJob(&storedJob{
 		ID: j.ID, Spec: raw, State: j.State, Reason: j.Reason, IdempotencyKey: j.IdempotencyKey,
 		SubmittedAt: j.SubmittedAt, UpdatedAt: j.UpdatedAt, FinishedAt: j.FinishedAt, NextRunAt: j.NextRunAt,
 		Attempts: j.Attempts, CountedAttempts: j.CountedAttempts, Current: j.Current, ExitCode: j.ExitCode,
