@@ -138,15 +138,11 @@ func (n *Node) spreadLoop() {
 	if lim.Off {
 		return
 	}
-	tick := time.NewTicker(lim.Interval)
-	defer tick.Stop()
-	for {
+	for range ticks(lim.Interval, n.closing) {
 		select {
-		case <-n.closing:
+		case <-n.workStop: // the server stopped serving clients
 			return
-		case <-n.workStop:
-			return
-		case <-tick.C:
+		default:
 		}
 		v := n.spread.Load()
 		if v == nil || time.Since(v.at) > 3*lim.Interval {

@@ -59,20 +59,13 @@ func (n *Node) compactLoop() {
 	if budget == 0 {
 		return
 	}
-	t := time.NewTicker(compactCheckInterval)
-	defer t.Stop()
 	baseEntries, baseBytes := n.storage.bolt.appended.load()
 	var seenIndex, lastSize uint64
 	// Every node's log grows alike; a per-node spread of up to +50% keeps
 	// them from snapshotting (a CPU and disk burst) all at once.
 	spread := func() float64 { return 1 + rand.Float64()/2 }
 	factor := spread()
-	for {
-		select {
-		case <-n.closing:
-			return
-		case <-t.C:
-		}
+	for range ticks(compactCheckInterval, n.closing) {
 		// Any other snapshot (raft's own, one installed from the leader)
 		// restarts the count. The store is listed only then: a listing
 		// during a snapshot logs a warning about its temporary directory.

@@ -95,16 +95,9 @@ func (b *raftBolt) startRelease(interval time.Duration, logger *slog.Logger) {
 	b.stop, b.done = make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(b.done)
-		t := time.NewTicker(interval)
-		defer t.Stop()
-		for {
-			select {
-			case <-b.stop:
-				return
-			case <-t.C:
-				if err := b.releaseMapped(); err != nil {
-					logger.Warn("cannot release the raft log's resident pages", "err", err)
-				}
+		for range ticks(interval, b.stop) {
+			if err := b.releaseMapped(); err != nil {
+				logger.Warn("cannot release the raft log's resident pages", "err", err)
 			}
 		}
 	}()

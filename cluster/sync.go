@@ -35,14 +35,7 @@ func (n *Node) signalSyncFlip() {
 }
 
 func (n *Node) syncLoop() {
-	t := time.NewTicker(syncPoll)
-	defer t.Stop()
-	for {
-		select {
-		case <-n.closing:
-			return
-		case <-t.C:
-		}
+	for range ticks(syncPoll, n.closing) {
 		if !n.InContactWithLeader() {
 			if n.inSync.Swap(false) {
 				n.logger.Info("lost contact with the leader; out of sync")

@@ -14,23 +14,11 @@ import (
 
 // encodeAttempt is encode(a).
 func encodeAttempt(a *Attempt) ([]byte, error) {
-	if b, ok := appendAttempt(make([]byte, 0, attemptRecordSize(a)), a); ok {
-		return b, nil
-	}
-	return encode(a)
+	return encodeByHand(a, attemptRecordSize(a), appendAttempt)
 }
 
-// decodeAttempt reads a record into a (a fresh Attempt). What
-// appendAttempt writes is read directly; anything else goes through
-// decode, which also judges corruption.
-func decodeAttempt(b []byte, a *Attempt) error {
-	var out Attempt
-	if readAttempt(b, &out) {
-		*a = out
-		return nil
-	}
-	return decode(b, a)
-}
+// decodeAttempt is decode(b, a).
+func decodeAttempt(b []byte, a *Attempt) error { return decodeByHand(b, a, readAttempt) }
 
 // decodedAttempt is decodeAttempt into a new Attempt.
 func decodedAttempt(b []byte) (*Attempt, error) {

@@ -79,6 +79,28 @@ func encode(v any) ([]byte, error) {
 	return b, nil
 }
 
+// encodeByHand is encode(v) by a record's hand-written writer (the
+// records read and written on every transition: attempt_codec.go,
+// jobrecord_codec.go), or by reflection for a record it does not write.
+func encodeByHand[T any](v *T, size int, write func([]byte, *T) ([]byte, bool)) ([]byte, error) {
+	if b, ok := write(make([]byte, 0, size), v); ok {
+		return b, nil
+	}
+	return encode(v)
+}
+
+// decodeByHand is decode(b, v) by a record's hand-written reader, which
+// takes exactly what its writer writes; anything else goes through
+// decode, which also judges corruption.
+func decodeByHand[T any](b []byte, v *T, read func([]byte, *T) bool) error {
+	var out T
+	if read(b, &out) {
+		*v = out
+		return nil
+	}
+	return decode(b, v)
+}
+
 // decode reads one record. Anything it cannot read, trailing bytes
 // included, is ErrCorrupt; it never panics on garbage.
 func decode(b []byte, v any) error {

@@ -13,23 +13,11 @@ import "github.com/fxamacker/cbor/v2"
 // encodeStoredJob is encode(s) for a record whose Spec is one well-formed
 // item (as decodeStoredJobRecord reads it).
 func encodeStoredJob(s *storedJob) ([]byte, error) {
-	if b, ok := appendStoredJob(make([]byte, 0, storedJobSize(s)), s); ok {
-		return b, nil
-	}
-	return encode(s)
+	return encodeByHand(s, storedJobSize(s), appendStoredJob)
 }
 
-// decodeStoredJobRecord reads a record into s (a zero storedJob): what
-// appendStoredJob writes directly, anything else through decode, which
-// also judges corruption.
-func decodeStoredJobRecord(b []byte, s *storedJob) error {
-	var out storedJob
-	if readStoredJob(b, &out) {
-		*s = out
-		return nil
-	}
-	return decode(b, s)
-}
+// decodeStoredJobRecord is decode(b, s).
+func decodeStoredJobRecord(b []byte, s *storedJob) error { return decodeByHand(b, s, readStoredJob) }
 
 // The keys of the records appendStoredJob writes, in the codec's order:
 // shorter first, then bytewise.

@@ -89,17 +89,8 @@ func appendCBORTime(b []byte, t time.Time) []byte {
 	return append(appendCBORHead(b, 3<<5, uint64(len(s))), s...)
 }
 
-// decodeUsage reads a record into u. What appendUsage writes is read
-// directly; anything else goes through decode, which also judges
-// corruption.
-func decodeUsage(b []byte, u *Usage) error {
-	var out Usage
-	if readUsage(b, &out) {
-		*u = out
-		return nil
-	}
-	return decode(b, u)
-}
+// decodeUsage is decode(b, u).
+func decodeUsage(b []byte, u *Usage) error { return decodeByHand(b, u, readUsage) }
 
 // readUsage reads exactly what appendUsage writes (false: anything else).
 func readUsage(b []byte, u *Usage) bool {
