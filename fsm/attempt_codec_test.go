@@ -140,67 +140,15 @@ func TestAttemptCodecMatchesEncode(t *testing.T) {
 	handled := 0
 	for i := range 5000 {
 		a := randomAttempt(rng, i%5 == 4)
-		want, err := encode(&a)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, ok := appendAttempt(nil, &a)
-		if ok != attemptHandFree(&a) {
-			t.Fatalf("%+v: appendAttempt took it: %v", a, ok)
-		}
+		want, ok := checkHandCodec(t, &a, attemptHandFree(&a), attemptCodec)
 		if ok {
 			handled++
-			if !bytes.Equal(got, want) {
-				t.Fatalf("%+v:\nappendAttempt %x\nencode        %x", a, got, want)
-			}
-			if len(got) > attemptRecordSize(&a) {
-				t.Fatalf("%+v: %d bytes > attemptRecordSize %d", a, len(got), attemptRecordSize(&a))
-			}
 		}
-		if enc, err := encodeAttempt(&a); err != nil || !bytes.Equal(enc, want) {
-			t.Fatalf("%+v: encodeAttempt %x, %v; encode %x", a, enc, err, want)
-		}
-
-		var dec Attempt
-		derr := decode(want, &dec)
-		var fast Attempt
-		fok := readAttempt(want, &fast)
-		switch {
-		case derr != nil && fok:
-			t.Fatalf("%+v: readAttempt took %x, decode: %v", a, want, derr)
-		case derr == nil && ok && !fok:
-			t.Fatalf("%+v: readAttempt refused what appendAttempt wrote: %x", a, want)
-		case !ok && fok:
-			t.Fatalf("%+v: readAttempt took a record appendAttempt does not write", a)
-		case fok && !reflect.DeepEqual(fast, dec):
-			t.Fatalf("readAttempt:\n%+v\ndecode:\n%+v", fast, dec)
-		}
-		if fok { // nothing read may alias the record (bbolt's memory)
-			scratch := bytes.Clone(want)
-			var again Attempt
-			readAttempt(scratch, &again)
-			clear(scratch)
-			if !reflect.DeepEqual(again, dec) {
-				t.Fatalf("readAttempt's attempt changed with the bytes it read: %+v", again)
-			}
-		}
-		var via Attempt
-		if err := decodeAttempt(want, &via); (err != nil) != (derr != nil) || (err == nil && !reflect.DeepEqual(via, dec)) {
-			t.Fatalf("decodeAttempt: %+v, %v; decode: %+v, %v", via, err, dec, derr)
-		}
+		checkAttemptFastRead(t, want)
 
 		// Damaged records: readAttempt takes only what decode reads the same.
 		for range 4 {
-			b := bytes.Clone(want)
-			switch rng.IntN(3) {
-			case 0:
-				b = b[:rng.IntN(len(b))]
-			case 1:
-				b[rng.IntN(len(b))] ^= byte(1 + rng.IntN(255))
-			case 2:
-				b = append(b, byte(rng.IntN(256)))
-			}
-			checkAttemptFastRead(t, b)
+			checkAttemptFastRead(t, damaged(rng, want))
 		}
 	}
 	if handled < 3000 {
@@ -208,23 +156,108 @@ func TestAttemptCodecMatchesEncode(t *testing.T) {
 	}
 }
 
+// attemptCodec is the attempt record's hand codec, for checkHandCodec.
+var attemptCodec = handCodec[Attempt]{write: appendAttempt, size: attemptRecordSize, encode: encodeAttempt, read: readAttempt}
+
+// handCodec is a record's hand-written codec: its writer, the room it
+// needs, the record's encoder (the writer, else encode) and its reader.
+type handCodec[T any] struct {
+	write  func([]byte, *T) ([]byte, bool)
+	size   func(*T) int
+	encode func(*T) ([]byte, error)
+	read   func([]byte, *T) bool
+}
+
+// checkHandCodec checks one record v: the writer takes it exactly when
+// handFree and then writes encode's bytes, within size; the record's
+// encoder writes encode's bytes either way; the reader takes exactly what
+// the writer writes, reads what decode reads, and keeps none of the
+// input's bytes (bbolt's memory). It returns encode's bytes and whether
+// the writer took v.
+func checkHandCodec[T any](t *testing.T, v *T, handFree bool, c handCodec[T]) ([]byte, bool) {
+	t.Helper()
+	want, err := encode(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, ok := c.write(nil, v)
+	if ok != handFree {
+		t.Fatalf("%+v: the hand writer took it: %v", v, ok)
+	}
+	if ok && !bytes.Equal(got, want) {
+		t.Fatalf("%+v:\nhand writer %x\nencode      %x", v, got, want)
+	}
+	if ok && len(got) > c.size(v) {
+		t.Fatalf("%+v: %d bytes > size %d", v, len(got), c.size(v))
+	}
+	if enc, err := c.encode(v); err != nil || !bytes.Equal(enc, want) {
+		t.Fatalf("%+v: the record's encoder %x, %v; encode %x", v, enc, err, want)
+	}
+	var dec, fast T
+	derr := decode(want, &dec)
+	fok := c.read(want, &fast)
+	switch {
+	case derr != nil && fok:
+		t.Fatalf("the hand reader took %x, decode: %v", want, derr)
+	case derr == nil && ok && !fok:
+		t.Fatalf("%+v: the hand reader refused what the writer wrote: %x", v, want)
+	case !ok && fok:
+		t.Fatalf("%+v: the hand reader took a record the writer does not write", v)
+	case fok && !reflect.DeepEqual(fast, dec):
+		t.Fatalf("hand reader:\n%+v\ndecode:\n%+v", fast, dec)
+	}
+	if fok {
+		scratch := bytes.Clone(want)
+		var again T
+		c.read(scratch, &again)
+		clear(scratch)
+		if !reflect.DeepEqual(again, dec) {
+			t.Fatalf("the record read changed with the bytes it was read from: %+v", again)
+		}
+	}
+	return want, ok
+}
+
 // checkAttemptFastRead: what readAttempt takes, decode reads the same,
 // and decodeAttempt agrees with decode either way.
 func checkAttemptFastRead(t *testing.T, b []byte) {
 	t.Helper()
-	var fast, dec Attempt
-	fok := readAttempt(b, &fast)
+	checkFastRead(t, b, readAttempt, decodeAttempt)
+}
+
+// damaged is a copy of b cut short, with a byte flipped, or with a byte
+// added.
+func damaged(rng *rand.Rand, b []byte) []byte {
+	b = bytes.Clone(b)
+	switch rng.IntN(3) {
+	case 0:
+		return b[:rng.IntN(len(b))]
+	case 1:
+		b[rng.IntN(len(b))] ^= byte(1 + rng.IntN(255))
+		return b
+	default:
+		return append(b, byte(rng.IntN(256)))
+	}
+}
+
+// checkFastRead: what a hand-written reader takes, decode reads the
+// same, and the record's decoder (the reader, else decode) agrees with
+// decode either way, refusing only with ErrCorrupt.
+func checkFastRead[T any](t *testing.T, b []byte, read func([]byte, *T) bool, decodeRecord func([]byte, *T) error) {
+	t.Helper()
+	var fast, dec T
+	fok := read(b, &fast)
 	derr := decode(b, &dec)
 	if fok && (derr != nil || !reflect.DeepEqual(fast, dec)) {
-		t.Fatalf("%x: readAttempt %+v; decode %+v, %v", b, fast, dec, derr)
+		t.Fatalf("%x: the hand reader gave %+v; decode %+v, %v", b, fast, dec, derr)
 	}
-	var via Attempt
-	err := decodeAttempt(b, &via)
+	var via T
+	err := decodeRecord(b, &via)
 	if (err != nil) != (derr != nil) || (err == nil && !reflect.DeepEqual(via, dec)) {
-		t.Fatalf("%x: decodeAttempt %+v, %v; decode %+v, %v", b, via, err, dec, derr)
+		t.Fatalf("%x: the record's decoder gave %+v, %v; decode %+v, %v", b, via, err, dec, derr)
 	}
 	if err != nil && !errors.Is(err, ErrCorrupt) {
-		t.Fatalf("%x: decodeAttempt: %v, want ErrCorrupt", b, err)
+		t.Fatalf("%x: the record's decoder: %v, want ErrCorrupt", b, err)
 	}
 }
 

@@ -72,49 +72,13 @@ func TestStoredJobCodecMatchesEncode(t *testing.T) {
 	handled := 0
 	for i := range 3000 {
 		s := randomStoredJob(t, rng, f, i%5 == 4)
-		want, err := encode(&s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, ok := appendStoredJob(nil, &s)
-		if ok != storedJobHandFree(&s) {
-			t.Fatalf("%+v: appendStoredJob took it: %v", s, ok)
-		}
+		want, ok := checkHandCodec(t, &s, storedJobHandFree(&s), storedJobCodec)
 		if ok {
 			handled++
-			if !bytes.Equal(got, want) {
-				t.Fatalf("%+v:\nappendStoredJob %x\nencode          %x", s, got, want)
-			}
-			if len(got) > storedJobSize(&s) {
-				t.Fatalf("%d bytes > storedJobSize %d", len(got), storedJobSize(&s))
-			}
 		}
-		if enc, err := encodeStoredJob(&s); err != nil || !bytes.Equal(enc, want) {
-			t.Fatalf("%+v: encodeStoredJob %x, %v; encode %x", s, enc, err, want)
-		}
-
-		var dec, fast storedJob
+		checkStoredJobFastRead(t, want)
+		var dec storedJob
 		derr := decode(want, &dec)
-		fok := readStoredJob(want, &fast)
-		switch {
-		case derr != nil && fok:
-			t.Fatalf("readStoredJob took %x, decode: %v", want, derr)
-		case derr == nil && ok && !fok:
-			t.Fatalf("%+v: readStoredJob refused what appendStoredJob wrote: %x", s, want)
-		case !ok && fok:
-			t.Fatalf("%+v: readStoredJob took a record appendStoredJob does not write", s)
-		case fok && !reflect.DeepEqual(fast, dec):
-			t.Fatalf("readStoredJob:\n%+v\ndecode:\n%+v", fast, dec)
-		}
-		if fok { // nothing read may alias the record (bbolt's memory)
-			scratch := bytes.Clone(want)
-			var again storedJob
-			readStoredJob(scratch, &again)
-			clear(scratch)
-			if !reflect.DeepEqual(again, dec) {
-				t.Fatalf("readStoredJob's record changed with the bytes it read: %+v", again)
-			}
-		}
 		// Apply's path: read, write back unchanged.
 		if derr == nil {
 			j, raw, err := decodeStoredJob(want)
@@ -130,16 +94,7 @@ func TestStoredJobCodecMatchesEncode(t *testing.T) {
 		}
 
 		for range 4 {
-			b := bytes.Clone(want)
-			switch rng.IntN(3) {
-			case 0:
-				b = b[:rng.IntN(len(b))]
-			case 1:
-				b[rng.IntN(len(b))] ^= byte(1 + rng.IntN(255))
-			case 2:
-				b = append(b, byte(rng.IntN(256)))
-			}
-			checkStoredJobFastRead(t, b)
+			checkStoredJobFastRead(t, damaged(rng, want))
 		}
 	}
 	if handled < 1500 {
@@ -147,24 +102,14 @@ func TestStoredJobCodecMatchesEncode(t *testing.T) {
 	}
 }
 
+// storedJobCodec is the job record's hand codec, for checkHandCodec.
+var storedJobCodec = handCodec[storedJob]{write: appendStoredJob, size: storedJobSize, encode: encodeStoredJob, read: readStoredJob}
+
 // checkStoredJobFastRead: what readStoredJob takes, decode reads the
 // same, and decodeStoredJobRecord agrees with decode either way.
 func checkStoredJobFastRead(t *testing.T, b []byte) {
 	t.Helper()
-	var fast, dec storedJob
-	fok := readStoredJob(b, &fast)
-	derr := decode(b, &dec)
-	if fok && (derr != nil || !reflect.DeepEqual(fast, dec)) {
-		t.Fatalf("%x: readStoredJob %+v; decode %+v, %v", b, fast, dec, derr)
-	}
-	var via storedJob
-	err := decodeStoredJobRecord(b, &via)
-	if (err != nil) != (derr != nil) || (err == nil && !reflect.DeepEqual(via, dec)) {
-		t.Fatalf("%x: decodeStoredJobRecord %+v, %v; decode %+v, %v", b, via, err, dec, derr)
-	}
-	if err != nil && !errors.Is(err, ErrCorrupt) {
-		t.Fatalf("%x: decodeStoredJobRecord: %v, want ErrCorrupt", b, err)
-	}
+	checkFastRead(t, b, readStoredJob, decodeStoredJobRecord)
 }
 
 // TestDecodeStoredJobFallsBack: records readStoredJob does not take are
