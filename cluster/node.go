@@ -66,6 +66,7 @@ type Node struct {
 	started     atomic.Bool
 	leavingSelf atomic.Bool   // Leave was called: gossip says so before leaving
 	inSync      atomic.Bool   // see sync.go
+	stalls      *StallWatch   // the sync loop's polls (stall.go)
 	syncFlipped chan struct{} // inSync changed: gossip it (syncmeta.go)
 	closing     chan struct{}
 	closeMu     sync.Mutex
@@ -112,7 +113,7 @@ func New(cfg Config, f *fsm.FSM, self fsm.Node, logger *slog.Logger) (*Node, err
 	n := &Node{
 		cfg: cfg, logger: logger, fsm: f, self: self, heard: newHeardTracker(),
 		members: newMemberTable(), state: state, client: newForwardClient(cfg.bindIP(), cfg.Network, cfg.TLS),
-		notifyCh: make(chan bool, 16), closing: make(chan struct{}), syncFlipped: make(chan struct{}, 1),
+		notifyCh: make(chan bool, 16), closing: make(chan struct{}), syncFlipped: make(chan struct{}, 1), stalls: NewStallWatch(),
 		attached: newClientTable(), clientsHeard: newHeardClients(), workStop: make(chan struct{}),
 		workWriters: newWorkWriters(),
 	}

@@ -19,13 +19,16 @@ import (
 // a node's attempts lost only after not hearing from it for a lease, which
 // is longer than LeaderContactTimeout, so no such gap goes unnoticed.
 
-// syncPoll is how often the node checks contact and retries a catch-up.
-const syncPoll = 25 * time.Millisecond
+// SyncPoll is how often the node checks contact and retries a catch-up
+// (and a client agent polls its stall watch).
+const SyncPoll = 25 * time.Millisecond
 
 // InSync reports whether this node's FSM holds everything the leader had
 // committed when this node last gained contact with it, and contact has held
 // since. The worker starts no attempt while it is false.
-func (n *Node) InSync() bool { return n.inSync.Load() }
+// After a stall (stall.go) it is false until the sync loop has run again
+// and caught up.
+func (n *Node) InSync() bool { return n.inSync.Load() && n.stalls.Fresh(time.Now()) }
 
 func (n *Node) signalSyncFlip() {
 	select {
@@ -35,7 +38,13 @@ func (n *Node) signalSyncFlip() {
 }
 
 func (n *Node) syncLoop() {
-	for range ticks(syncPoll, n.closing) {
+	for range ticks(SyncPoll, n.closing) {
+		// time.Now, not the tick's time: after a stall the tick that was
+		// due may be delivered with the time it fell due.
+		if gap, stalled := n.stalls.Poll(time.Now()); stalled && n.inSync.Swap(false) {
+			n.logger.Info("did not run for a while; out of sync", "gap", gap.Round(time.Millisecond))
+			n.signalSyncFlip()
+		}
 		if !n.InContactWithLeader() {
 			if n.inSync.Swap(false) {
 				n.logger.Info("lost contact with the leader; out of sync")

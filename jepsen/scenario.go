@@ -178,6 +178,11 @@ func Run(bin, outDir string, sc Scenario, cleanup func(func())) report.Summary {
 			}
 			topo.Teardown()
 			saveArtifacts(tmp, outDir)
+			if os.Getenv("FOREMAN_JEPSEN_KEEP") != "" {
+				// For a post-mortem: the nodes' raft logs and state files.
+				fmt.Fprintf(os.Stderr, "jepsen: kept %s (FOREMAN_JEPSEN_KEEP)\n", tmp)
+				return
+			}
 			os.RemoveAll(tmp)
 		})
 	}

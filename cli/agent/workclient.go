@@ -56,10 +56,16 @@ type workClient struct {
 	every       time.Duration // the interval the newest beat announced
 	// busy gets a signal when work arrives while the client held none:
 	// it beats at once at beatEvery (buffered).
-	busy     chan struct{}
-	server   string // the server of the open stream ("" while none)
-	synced   bool   // the open stream delivered its first work frame
-	watchers map[chan struct{}]struct{}
+	busy   chan struct{}
+	server string // the server of the open stream ("" while none)
+	synced bool   // the open stream delivered its first work frame
+	// endStream ends the open stream (nil while none), whose frames count
+	// only while gen is the one it opened with; stalls notes the stall
+	// watch's polls: a stall ends the stream (watchStalls).
+	endStream context.CancelCauseFunc
+	gen       uint64
+	stalls    *cluster.StallWatch
+	watchers  map[chan struct{}]struct{}
 	// keys are the last two keys servers sent (fsm.ClientKey; newest
 	// first): servers calling this client's port under ACL present one.
 	keys        [2]string
@@ -78,7 +84,7 @@ func newWorkClient(self fsm.Node, servers []string, hc *http.Client, auth func(h
 	}
 	return &workClient{self: self, name: self.Name, servers: servers, hc: hc, auth: auth, contact: contact,
 		beatEvery: cluster.ClientBeatInterval, idleEvery: cluster.ClientIdleBeatInterval, logger: logger, watchers: map[chan struct{}]struct{}{},
-		busy:    make(chan struct{}, 1),
+		busy: make(chan struct{}, 1), stalls: cluster.NewStallWatch(),
 		leaving: make(chan struct{}), ended: make(chan struct{}, 1), selfChanged: make(chan struct{}, 1),
 		gpuResets: make(chan fsm.GPUReset, 1)}
 }
@@ -140,11 +146,51 @@ func (c *workClient) InContactWithLeader() bool {
 }
 
 // InSync implements exec.LeaderContact: the open stream delivered its
-// first work frame, which is at least as new as anything seen before.
+// first work frame, which is at least as new as anything seen before, and
+// the process has not stalled since (watchStalls).
 func (c *workClient) InSync() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.synced
+	return c.synced && c.stalls.Fresh(time.Now())
+}
+
+// errStalled ends a stream the client stopped reading for a while.
+var errStalled = errors.New("this client did not run for a while (stopped or frozen)")
+
+// watchStalls polls until ctx ends. A client that was stopped (SIGSTOP, a
+// frozen VM) for longer than its silence lets it hold its attempts may find
+// a stale work set and a fresh confirmation queued on its stream: the
+// leader may have declared its attempts lost and placed them elsewhere
+// meanwhile, and starting one would run a second copy (cluster/stall.go has
+// the servers' side). A stall ends the stream: the next one's first work
+// frame is the server's current set.
+func (c *workClient) watchStalls(ctx context.Context) {
+	t := time.NewTicker(cluster.SyncPoll)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if gap, stalled := c.stalls.Poll(time.Now()); stalled {
+			c.stalled(gap)
+		}
+	}
+}
+
+// stalled ends the open stream: no frame of it counts any more, even one
+// read before it ends.
+func (c *workClient) stalled(gap time.Duration) {
+	c.mu.Lock()
+	c.synced = false
+	c.gen++
+	end := c.endStream
+	c.mu.Unlock()
+	if end != nil {
+		c.logger.Info("did not run for a while; reopening the work stream", "gap", gap.Round(time.Millisecond))
+		end(errStalled)
+	}
 }
 
 // Server is the server of the open stream, "" while there is none.
@@ -163,6 +209,7 @@ func (c *workClient) Index() uint64 {
 
 // Run keeps a stream open until ctx ends.
 func (c *workClient) Run(ctx context.Context) error {
+	go c.watchStalls(ctx)
 	// A server that hands this client to another (a planned move,
 	// cluster/clientspread.go) names it: KeepStreaming opens the next
 	// stream there at once.
@@ -224,11 +271,12 @@ func (c *workClient) stream(ctx context.Context, server string) (healthy bool, r
 		return false, retryAfter, err
 	}
 	c.mu.Lock()
-	c.server = server
+	c.server, c.endStream = server, cancel
+	gen := c.gen
 	c.mu.Unlock()
 	defer func() {
 		c.mu.Lock()
-		c.server, c.synced = "", false
+		c.server, c.synced, c.endStream = "", false, nil
 		c.mu.Unlock()
 		select {
 		case c.ended <- struct{}{}:
@@ -260,7 +308,7 @@ func (c *workClient) stream(ctx context.Context, server string) (healthy bool, r
 			}
 			continue // the stream ends next; the client picks from its list
 		}
-		c.take(f, work, beats)
+		c.take(gen, f, work, beats)
 	}
 	if err := sc.Err(); err != nil {
 		if cause := context.Cause(ctx); cause != nil && ctx.Err() != nil {
@@ -428,10 +476,13 @@ func latest[T any](ch chan T, v T) {
 }
 
 // take records a frame.
-func (c *workClient) take(f cluster.WorkFrame, work []exec.Assignment, beats *beatLog) {
+func (c *workClient) take(gen uint64, f cluster.WorkFrame, work []exec.Assignment, beats *beatLog) {
 	sent, confirmed := beats.at(f.Acked)
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if gen != c.gen {
+		return // the stream was ended by a stall
+	}
 	if confirmed && sent.After(c.lastContact) {
 		if time.Since(c.lastContact) >= c.contact {
 			// The gate opens again (work after idling): the executor's

@@ -268,3 +268,53 @@ func TestWorkClientGateFollowsTheLeadersConfirmations(t *testing.T) {
 	t.Logf("gate closed %.1fs after the cut; leader heard the client %.0f ms after the confirmed beat's send",
 		time.Since(cut).Seconds(), float64(heard.Sub(confirmed).Microseconds())/1000)
 }
+
+// TestWorkClientStallReopensTheStream: a client that did not run for a
+// while (SIGSTOP) is out of sync at once, no frame of the stream it had
+// open counts any more, and it is in sync again only through a new
+// stream's first work frame.
+func TestWorkClientStallReopensTheStream(t *testing.T) {
+	src := &lazyWork{}
+	c := clustertest.NewCluster(t, 1, clustertest.Options{Configure: func(i int, cfg *cluster.Config) {
+		cfg.Work = src
+		cfg.WorkStreams.PingInterval = 100 * time.Millisecond
+	}})
+	src.mu.Lock()
+	src.f = c.Node(0).FSM
+	src.mu.Unlock()
+	c.WaitForLeader()
+	const target = "client-1"
+	wc := newWorkClient(fsm.Node{Name: target, HTTPAddr: "127.0.0.1:1"}, []string{fmt.Sprintf("http://127.0.0.1:%d", c.Node(0).Port)},
+		&http.Client{}, nil, 1500*time.Millisecond, nil)
+	wc.beatEvery = 100 * time.Millisecond
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- wc.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	inSync := func() error {
+		if !wc.InSync() {
+			return fmt.Errorf("not in sync")
+		}
+		return nil
+	}
+	c.Eventually(20*time.Second, "in sync through the first stream", inSync)
+	wc.mu.Lock()
+	gen := wc.gen
+	wc.mu.Unlock()
+
+	wc.stalled(12 * time.Second)
+	if wc.InSync() {
+		t.Fatal("in sync right after a stall")
+	}
+	// A frame of the ended stream, read before it ended, counts for nothing.
+	wc.take(gen, cluster.WorkFrame{Type: cluster.WorkFrameWork, Index: wc.Index()}, nil, newBeatLog())
+	if wc.InSync() {
+		t.Fatal("a frame of the stream the stall ended put the client back in sync")
+	}
+	c.Eventually(20*time.Second, "in sync again through a new stream", inSync)
+	wc.mu.Lock()
+	defer wc.mu.Unlock()
+	if wc.gen != gen+1 || wc.endStream == nil {
+		t.Fatalf("after the stall: generation %d (want %d), stream open %v", wc.gen, gen+1, wc.endStream != nil)
+	}
+}
