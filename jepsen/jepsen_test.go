@@ -165,8 +165,9 @@ func clientSmoke() Scenario {
 var clientNemeses = []string{"kill-client", "pause-client", "isolate-client", "down-client", "kill-leader", "halves", "pause-leader"}
 
 // TestJepsenClients runs only the client rows (FOREMAN_JEPSEN=clients):
-// every client nemesis at seed 1 (FOREMAN_JEPSEN_NEMESES narrows it;
-// FOREMAN_JEPSEN_SECURE=1 turns on ACL and TLS).
+// every client nemesis at seed 1 (FOREMAN_JEPSEN_NEMESES narrows it,
+// FOREMAN_JEPSEN_SEEDS=N runs seeds 1..N, FOREMAN_JEPSEN_SECURE=1 turns on
+// ACL and TLS).
 func TestJepsenClients(t *testing.T) {
 	if os.Getenv("FOREMAN_JEPSEN") != "clients" {
 		t.Skip("set FOREMAN_JEPSEN=clients to run the client scenarios alone (the smoke runs clients-pause-client)")
@@ -175,9 +176,15 @@ func TestJepsenClients(t *testing.T) {
 	if v := os.Getenv("FOREMAN_JEPSEN_NEMESES"); v != "" {
 		nemeses = strings.Split(v, ",")
 	}
+	seeds := uint64(1)
+	if v, err := strconv.ParseUint(os.Getenv("FOREMAN_JEPSEN_SEEDS"), 10, 64); err == nil && v > 0 {
+		seeds = v
+	}
 	var m []Scenario
-	for _, n := range nemeses {
-		m = append(m, clientScenario(n, 1))
+	for seed := uint64(1); seed <= seeds; seed++ {
+		for _, n := range nemeses {
+			m = append(m, clientScenario(n, seed))
+		}
 	}
 	// FOREMAN_JEPSEN_SECURE=1: with ACL and TLS on (the clients carry
 	// client:NAME tokens and their own certificates).
