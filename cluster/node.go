@@ -29,7 +29,7 @@ type Node struct {
 	// (gpus.go); the addresses never change.
 	selfMu  sync.Mutex
 	storage *raftStorage
-	trans   *raft.NetworkTransport
+	trans   *raftTransport
 	raft    *raft.Raft
 	heard   *heardTracker
 	ml      *memberlist.Memberlist
@@ -162,9 +162,9 @@ func (n *Node) startRaft(bindIP, advertiseIP string) error {
 	hl := hclog.New(&hclog.LoggerOptions{
 		Name: "raft", Level: hclog.LevelFromString(n.cfg.RaftLogLevel), Output: slogWriter(n.logger, "raft"), DisableTime: true,
 	})
-	n.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+	n.trans = newRaftTransport(raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream: stream, MaxPool: 3, Timeout: 10 * time.Second, Logger: hl,
-	})
+	}))
 	t := n.cfg.Raft
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(n.cfg.Name)
@@ -181,6 +181,7 @@ func (n *Node) startRaft(bindIP, advertiseIP string) error {
 		return fmt.Errorf("start raft: %w", err)
 	}
 	n.raft = r
+	n.trans.setRaft(r)
 	return nil
 }
 
