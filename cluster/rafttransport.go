@@ -32,7 +32,7 @@ import (
 type raftTransport struct {
 	*raft.NetworkTransport
 	raft    atomic.Pointer[raftRole] // set once raft exists; nil: nothing takes the fast path
-	consume chan raft.RPC             // what raft's main loop reads
+	consume chan raft.RPC            // what raft's main loop reads
 	done    chan struct{}
 	once    sync.Once
 }
