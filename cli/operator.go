@@ -21,14 +21,14 @@ import (
 
 func operatorCommand() *ucli.Command {
 	cmd := operatorSnapshotCommand()
-	cmd.Subcommands = append(cmd.Subcommands, gossipKeyCommand())
+	cmd.Subcommands = append(cmd.Subcommands, gossipKeyCommand(), raftDumpCommand())
 	return cmd
 }
 
 func operatorSnapshotCommand() *ucli.Command {
 	return &ucli.Command{
 		Name:  "operator",
-		Usage: "back up and restore the cluster's state; rotate the gossip key",
+		Usage: "back up and restore the cluster's state; rotate the gossip key; read a stopped agent's raft log",
 		Subcommands: []*ucli.Command{{
 			Name:  "snapshot",
 			Usage: "save, inspect and restore snapshots of the whole state",
