@@ -2,6 +2,7 @@ package jepsen
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -10,7 +11,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hashicorp/raft"
+
 	"github.com/foreman-sched/foreman/api"
+	"github.com/foreman-sched/foreman/cluster"
+	"github.com/foreman-sched/foreman/fsm"
 	"github.com/foreman-sched/foreman/jepsen/checker"
 	"github.com/foreman-sched/foreman/jepsen/client"
 	"github.com/foreman-sched/foreman/jepsen/history"
@@ -326,7 +331,7 @@ func Run(bin, outDir string, sc Scenario, cleanup func(func())) report.Summary {
 		harness("%v", err)
 	}
 	sum.DrainTime = time.Since(drainStart)
-	conv := converge(ctx, c, sc.Converge)
+	conv, applied := converge(ctx, c, sc.Converge)
 	stopPoll()
 	leaderSamples := <-samples
 
@@ -339,7 +344,7 @@ func Run(bin, outDir string, sc Scenario, cleanup func(func())) report.Summary {
 	if lg, ok := nem.(nemesis.Logger); ok {
 		sum.FaultLog = lg.Log()
 	}
-	sum.Results = append(wl.Check(env, opts), conv)
+	sum.Results = append(wl.Check(env, opts), conv, logMatching(c, applied))
 	ops := rec.Ops()
 	sum.Windows = report.Windows(ops, faultStart, healAt, trafficEnd)
 	sum.FirstWriteAfterFault = report.FirstWrite(ops, faultStart)
@@ -413,8 +418,9 @@ func pollLeaders(ctx context.Context, c *rig.Cluster, rec *history.Recorder) <-c
 	return out
 }
 
-// converge polls every running node's state hash until all agree.
-func converge(ctx context.Context, c *rig.Cluster, d time.Duration) checker.Result {
+// converge polls every running node's state hash until all agree; it
+// also returns the last hashes (each with its node's applied index).
+func converge(ctx context.Context, c *rig.Cluster, d time.Duration) (checker.Result, []checker.NodeHash) {
 	deadline := time.Now().Add(d)
 	var last []checker.NodeHash
 	polls := 0
@@ -430,10 +436,54 @@ func converge(ctx context.Context, c *rig.Cluster, d time.Duration) checker.Resu
 			cl.Close()
 		}
 		if checker.Converged(last) || time.Now().After(deadline) {
-			return checker.Convergence(last, polls)
+			return checker.Convergence(last, polls), last
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
+}
+
+// logMatching stops the servers and compares their raft logs up to what
+// each had applied when the convergence check last asked (a server that
+// did not answer it is left out).
+func logMatching(c *rig.Cluster, applied []checker.NodeHash) checker.Result {
+	at := map[string]uint64{}
+	for _, h := range applied {
+		if h.Err == "" {
+			at[h.Node] = h.Index
+		}
+	}
+	var logs []checker.NodeLog
+	var unread []string
+	for _, n := range c.Nodes {
+		idx, ok := at[n.Name]
+		if n.Client || !ok {
+			continue
+		}
+		_ = n.Stop(5 * time.Second)
+		nl := checker.NodeLog{Node: n.Name, Applied: idx, Entries: map[uint64]checker.LogEntry{}}
+		_, _, err := cluster.ReadLog(n.DataDir, 0, idx, func(l *raft.Log) error {
+			h := sha256.New()
+			h.Write([]byte{byte(l.Type)})
+			h.Write(l.Data)
+			e := checker.LogEntry{Term: l.Term, Desc: l.Type.String()}
+			h.Sum(e.Sum[:0])
+			if cmd, err := fsm.DecodeCommand(l.Data); l.Type == raft.LogCommand && err == nil {
+				e.Desc = fmt.Sprintf("%s at %s", cmd.Type, cmd.At.Format("15:04:05.000"))
+			}
+			nl.Entries[l.Index] = e
+			return nil
+		})
+		if err != nil {
+			unread = append(unread, fmt.Sprintf("%s: %v", n.Name, err))
+			continue
+		}
+		logs = append(logs, nl)
+	}
+	r := checker.LogMatching(logs)
+	for _, u := range unread {
+		r.Notes = append(r.Notes, "log not read: "+u)
+	}
+	return r
 }
 
 // saveArtifacts copies node logs and probe records into the results.
