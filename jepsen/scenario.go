@@ -460,19 +460,7 @@ func logMatching(c *rig.Cluster, applied []checker.NodeHash) checker.Result {
 			continue
 		}
 		_ = n.Stop(5 * time.Second)
-		nl := checker.NodeLog{Node: n.Name, Applied: idx, Entries: map[uint64]checker.LogEntry{}}
-		_, _, err := cluster.ReadLog(n.DataDir, 0, idx, func(l *raft.Log) error {
-			h := sha256.New()
-			h.Write([]byte{byte(l.Type)})
-			h.Write(l.Data)
-			e := checker.LogEntry{Term: l.Term, Desc: l.Type.String()}
-			h.Sum(e.Sum[:0])
-			if cmd, err := fsm.DecodeCommand(l.Data); l.Type == raft.LogCommand && err == nil {
-				e.Desc = fmt.Sprintf("%s at %s", cmd.Type, cmd.At.Format("15:04:05.000"))
-			}
-			nl.Entries[l.Index] = e
-			return nil
-		})
+		nl, err := readNodeLog(n.Name, n.DataDir, idx)
 		if err != nil {
 			unread = append(unread, fmt.Sprintf("%s: %v", n.Name, err))
 			continue
@@ -484,6 +472,24 @@ func logMatching(c *rig.Cluster, applied []checker.NodeHash) checker.Result {
 		r.Notes = append(r.Notes, "log not read: "+u)
 	}
 	return r
+}
+
+// readNodeLog reads a stopped server's raft log up to applied.
+func readNodeLog(name, dataDir string, applied uint64) (checker.NodeLog, error) {
+	nl := checker.NodeLog{Node: name, Applied: applied, Entries: map[uint64]checker.LogEntry{}}
+	_, _, err := cluster.ReadLog(dataDir, 0, applied, func(l *raft.Log) error {
+		h := sha256.New()
+		h.Write([]byte{byte(l.Type)})
+		h.Write(l.Data)
+		e := checker.LogEntry{Term: l.Term, Desc: l.Type.String()}
+		h.Sum(e.Sum[:0])
+		if cmd, err := fsm.DecodeCommand(l.Data); l.Type == raft.LogCommand && err == nil {
+			e.Desc = fmt.Sprintf("%s at %s", cmd.Type, cmd.At.Format("15:04:05.000"))
+		}
+		nl.Entries[l.Index] = e
+		return nil
+	})
+	return nl, err
 }
 
 // saveArtifacts copies node logs and probe records into the results.
