@@ -19,8 +19,7 @@ import (
 // a node's attempts lost only after not hearing from it for a lease, which
 // is longer than LeaderContactTimeout, so no such gap goes unnoticed.
 
-// SyncPoll is how often the node checks contact and retries a catch-up
-// (and a client agent polls its stall watch).
+// SyncPoll is how often the node checks contact and retries a catch-up.
 const SyncPoll = 25 * time.Millisecond
 
 // InSync reports whether this node's FSM holds everything the leader had

@@ -154,6 +154,11 @@ func (c *workClient) InSync() bool {
 	return c.synced && c.stalls.Fresh(time.Now())
 }
 
+// stallPoll is how often a client polls its stall watch: well inside
+// cluster.StallLimit, and a tenth of a server's sync loop's wake-ups (an
+// idle client should cost nothing).
+const stallPoll = 100 * time.Millisecond
+
 // errStalled ends a stream the client stopped reading for a while.
 var errStalled = errors.New("this client did not run for a while (stopped or frozen)")
 
@@ -165,7 +170,7 @@ var errStalled = errors.New("this client did not run for a while (stopped or fro
 // the servers' side). A stall ends the stream: the next one's first work
 // frame is the server's current set.
 func (c *workClient) watchStalls(ctx context.Context) {
-	t := time.NewTicker(cluster.SyncPoll)
+	t := time.NewTicker(stallPoll)
 	defer t.Stop()
 	for {
 		select {
