@@ -18,7 +18,7 @@ import (
 // InSync is false while the loop's last poll is that old: a worker that
 // runs before the loop after a resume starts nothing.
 
-// StallLimit is the gap between two polls of the sync loop (every SyncPoll)
+// StallLimit is the gap between two polls of the sync loop (every syncPoll)
 // that counts as a stall: far above the loop's scheduling delay on a busy
 // host, and far below the lease after which the leader declares a silent
 // node's attempts lost (above LeaderContactTimeout, 2 s by default). A

@@ -14,13 +14,13 @@ func TestStallWatch(t *testing.T) {
 	if _, stalled := s.Poll(t0); stalled {
 		t.Fatal("the first poll is a stall")
 	}
-	if !s.Fresh(t0.Add(SyncPoll)) {
+	if !s.Fresh(t0.Add(syncPoll)) {
 		t.Fatal("not fresh one poll interval after a poll")
 	}
-	if _, stalled := s.Poll(t0.Add(SyncPoll)); stalled {
+	if _, stalled := s.Poll(t0.Add(syncPoll)); stalled {
 		t.Fatal("a regular poll is a stall")
 	}
-	resumed := t0.Add(SyncPoll + 12*time.Second) // a SIGSTOP of 12 s
+	resumed := t0.Add(syncPoll + 12*time.Second) // a SIGSTOP of 12 s
 	if s.Fresh(resumed) {
 		t.Fatal("fresh 12 s after the last poll: a worker would start from a stale FSM")
 	}

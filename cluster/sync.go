@@ -19,8 +19,8 @@ import (
 // a node's attempts lost only after not hearing from it for a lease, which
 // is longer than LeaderContactTimeout, so no such gap goes unnoticed.
 
-// SyncPoll is how often the node checks contact and retries a catch-up.
-const SyncPoll = 25 * time.Millisecond
+// syncPoll is how often the node checks contact and retries a catch-up.
+const syncPoll = 25 * time.Millisecond
 
 // InSync reports whether this node's FSM holds everything the leader had
 // committed when this node last gained contact with it, and contact has held
@@ -37,7 +37,7 @@ func (n *Node) signalSyncFlip() {
 }
 
 func (n *Node) syncLoop() {
-	for range ticks(SyncPoll, n.closing) {
+	for range ticks(syncPoll, n.closing) {
 		// time.Now, not the tick's time: after a stall the tick that was
 		// due may be delivered with the time it fell due.
 		if gap, stalled := n.stalls.Poll(time.Now()); stalled && n.inSync.Swap(false) {
