@@ -55,7 +55,7 @@ func raftDump(c *ucli.Context) error {
 	}
 	out := Stdout(c)
 	enc := json.NewEncoder(out)
-	_, _, err := cluster.ReadLog(c.String("data-dir"), from, to, func(l *raft.Log) error {
+	err := cluster.ReadLog(c.String("data-dir"), from, to, func(l *raft.Log) error {
 		v := describeEntry(l)
 		if c.Bool("json") {
 			return enc.Encode(v)

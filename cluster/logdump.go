@@ -18,26 +18,28 @@ var ErrLogInUse = errors.New("the raft log is in use: stop the agent first (it h
 
 // ReadLog calls fn with each entry of the raft log in dataDir whose index
 // is in [from, to] (0: no bound), in order, reading the file without
-// changing it. first and last are the log's bounds. For a stopped agent:
-// a running one holds the log's lock (ErrLogInUse).
-func ReadLog(dataDir string, from, to uint64, fn func(*raft.Log) error) (first, last uint64, err error) {
+// changing it. For a stopped agent: a running one holds the log's lock
+// (ErrLogInUse).
+func ReadLog(dataDir string, from, to uint64, fn func(*raft.Log) error) error {
 	path := filepath.Join(dataDir, raftFile)
 	if _, err := os.Stat(path); err != nil {
-		return 0, 0, fmt.Errorf("no raft log in %s: %w", dataDir, err)
+		return fmt.Errorf("no raft log in %s: %w", dataDir, err)
 	}
 	store, err := raftboltdb.New(raftboltdb.Options{Path: path, BoltOptions: &bolt.Options{ReadOnly: true, Timeout: time.Second}})
 	if errors.Is(err, bolterrors.ErrTimeout) {
-		return 0, 0, ErrLogInUse
+		return ErrLogInUse
 	}
 	if err != nil {
-		return 0, 0, fmt.Errorf("open raft log %s: %w", path, err)
+		return fmt.Errorf("open raft log %s: %w", path, err)
 	}
 	defer store.Close()
-	if first, err = store.FirstIndex(); err != nil {
-		return 0, 0, err
+	first, err := store.FirstIndex()
+	if err != nil {
+		return err
 	}
-	if last, err = store.LastIndex(); err != nil {
-		return 0, 0, err
+	last, err := store.LastIndex()
+	if err != nil {
+		return err
 	}
 	lo, hi := max(from, first), last
 	if to != 0 {
@@ -46,11 +48,11 @@ func ReadLog(dataDir string, from, to uint64, fn func(*raft.Log) error) (first, 
 	for i := lo; i <= hi && i != 0; i++ {
 		var l raft.Log
 		if err := store.GetLog(i, &l); err != nil {
-			return first, last, fmt.Errorf("entry %d: %w", i, err)
+			return fmt.Errorf("entry %d: %w", i, err)
 		}
 		if err := fn(&l); err != nil {
-			return first, last, err
+			return err
 		}
 	}
-	return first, last, nil
+	return nil
 }

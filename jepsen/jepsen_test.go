@@ -176,10 +176,7 @@ func TestJepsenClients(t *testing.T) {
 	if v := os.Getenv("FOREMAN_JEPSEN_NEMESES"); v != "" {
 		nemeses = strings.Split(v, ",")
 	}
-	seeds := uint64(1)
-	if v, err := strconv.ParseUint(os.Getenv("FOREMAN_JEPSEN_SEEDS"), 10, 64); err == nil && v > 0 {
-		seeds = v
-	}
+	seeds := envSeeds(1)
 	var m []Scenario
 	for seed := uint64(1); seed <= seeds; seed++ {
 		for _, n := range nemeses {
@@ -194,6 +191,15 @@ func TestJepsenClients(t *testing.T) {
 		}
 	}
 	runMatrix(t, m)
+}
+
+// envSeeds is FOREMAN_JEPSEN_SEEDS, or def when it is unset or not a
+// positive number.
+func envSeeds(def uint64) uint64 {
+	if v, err := strconv.ParseUint(os.Getenv("FOREMAN_JEPSEN_SEEDS"), 10, 64); err == nil && v > 0 {
+		return v
+	}
+	return def
 }
 
 func clientScenario(n string, seed uint64) Scenario {
@@ -219,10 +225,7 @@ func TestJepsenGang(t *testing.T) {
 		runMatrix(t, []Scenario{gangSmoke()})
 		return
 	}
-	seed := uint64(1)
-	if s, err := strconv.ParseUint(os.Getenv("FOREMAN_JEPSEN_SEEDS"), 10, 64); err == nil && s > 0 {
-		seed = s
-	}
+	seed := envSeeds(1)
 	var m []Scenario
 	for _, n := range strings.Split(v, ",") {
 		m = append(m, gangFull(n, seed))
@@ -264,10 +267,7 @@ func TestJepsenGPU(t *testing.T) {
 		runMatrix(t, m)
 		return
 	}
-	seed := uint64(1)
-	if s, err := strconv.ParseUint(os.Getenv("FOREMAN_JEPSEN_SEEDS"), 10, 64); err == nil && s > 0 {
-		seed = s
-	}
+	seed := envSeeds(1)
 	var m []Scenario
 	for _, n := range strings.Split(v, ",") {
 		m = append(m, gpuFull(n, seed))
@@ -331,10 +331,7 @@ func TestJepsenFull(t *testing.T) {
 	if os.Getenv("FOREMAN_JEPSEN") != "full" {
 		t.Skip("set FOREMAN_JEPSEN=full to run the full matrix")
 	}
-	seeds := uint64(3)
-	if v, err := strconv.ParseUint(os.Getenv("FOREMAN_JEPSEN_SEEDS"), 10, 64); err == nil && v > 0 {
-		seeds = v
-	}
+	seeds := envSeeds(3)
 	nemeses := []string{"none", "halves", "isolate-leader", "ring", "bridge", "kill-leader", "kill-random", "pause-leader", "pause-random", "member", "pause-flicker", "clock", "storm"}
 	if v := os.Getenv("FOREMAN_JEPSEN_NEMESES"); v != "" {
 		nemeses = strings.Split(v, ",")
@@ -426,10 +423,7 @@ func TestJepsenOutputs(t *testing.T) {
 	if v := os.Getenv("FOREMAN_JEPSEN_NEMESES"); v != "" {
 		nemeses = strings.Split(v, ",")
 	}
-	seed := uint64(1)
-	if s, err := strconv.ParseUint(os.Getenv("FOREMAN_JEPSEN_SEEDS"), 10, 64); err == nil && s > 0 {
-		seed = s
-	}
+	seed := envSeeds(1)
 	var m []Scenario
 	for _, n := range nemeses {
 		m = append(m, outputsScenario(n, seed))

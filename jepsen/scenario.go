@@ -477,7 +477,7 @@ func logMatching(c *rig.Cluster, applied []checker.NodeHash) checker.Result {
 // readNodeLog reads a stopped server's raft log up to applied.
 func readNodeLog(name, dataDir string, applied uint64) (checker.NodeLog, error) {
 	nl := checker.NodeLog{Node: name, Applied: applied, Entries: map[uint64]checker.LogEntry{}}
-	_, _, err := cluster.ReadLog(dataDir, 0, applied, func(l *raft.Log) error {
+	err := cluster.ReadLog(dataDir, 0, applied, func(l *raft.Log) error {
 		h := sha256.New()
 		h.Write([]byte{byte(l.Type)})
 		h.Write(l.Data)
