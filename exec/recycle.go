@@ -62,6 +62,9 @@ func standbyMain() int {
 		return 0
 	}
 	defer ctl.Close()
+	if err := RelaxSysmon(); err != nil {
+		fmt.Fprintf(os.Stderr, "supervisor: sysmon keeps its timer slack: %v\n", err)
+	}
 	warmDrivers()
 	base, err := snapshotProcess()
 	if err != nil {

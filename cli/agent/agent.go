@@ -491,6 +491,11 @@ func runAgent(parent context.Context, cfg *agentConfig) error {
 		defer os.RemoveAll(cfg.cluster.DataDir)
 	}
 
+	// Early: finding sysmon counts on thread ids that have not gone round
+	// pid_max since the process started (exec/sysmon.go).
+	if err := exec.RelaxSysmon(); err != nil {
+		logger.Debug("sysmon keeps its timer slack", "err", err)
+	}
 	ctx, stop := signal.NotifyContext(parent, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
