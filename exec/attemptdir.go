@@ -107,8 +107,10 @@ func (r *Result) Report(tf *TaskFile) fsm.ReportAttempt {
 
 // writeJSONAtomic replaces path with v's JSON so readers never see half a
 // file. Compact, not indented: two files per attempt on the start path
-// (indenting was a tenth of the agent's CPU per no-op attempt).
-func writeJSONAtomic(path string, v any, sync bool) error {
+// (indenting was a tenth of the agent's CPU per no-op attempt). Not synced:
+// a process that dies leaves the page cache intact, and what a power loss
+// costs is in exec/DESIGN.md ("result.json is not synced").
+func writeJSONAtomic(path string, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -121,12 +123,6 @@ func writeJSONAtomic(path string, v any, sync bool) error {
 	if _, err := f.Write(b); err != nil {
 		f.Close()
 		return err
-	}
-	if sync {
-		if err := f.Sync(); err != nil {
-			f.Close()
-			return err
-		}
 	}
 	if err := f.Close(); err != nil {
 		return err

@@ -183,7 +183,7 @@ func (w *Worker) upload(ctx context.Context, dir string, tf *TaskFile, res *Resu
 	if err := w.report(ctx, rep); err != nil && ctx.Err() != nil {
 		return
 	}
-	writeJSONAtomic(filepath.Join(dir, OutputsName), out, false)
+	writeJSONAtomic(filepath.Join(dir, OutputsName), out)
 	w.log.Info("outputs stored", "job", tf.Attempt.JobID, "attempt", tf.Attempt.Num, "state", out.State, "objects", len(out.Objects), "took", time.Since(since).Round(time.Millisecond))
 }
 

@@ -14,8 +14,13 @@ import (
 // hierarchy of a hybrid host).
 var devicesMount = gpu.DevicesMount
 
+// hostMajors is the supervisor's cache of the host's NVIDIA majors: read
+// again whenever the driver's modules change (gpu.MajorsCache).
+var hostMajors gpu.MajorsCache
+
 // processGPU is a process attempt's GPU isolation, decided per attempt from
-// <GPURoot>/proc/devices: on a host without NVIDIA devices nothing changes.
+// <GPURoot>/proc/devices (hostMajors: read again whenever the driver's
+// modules change): on a host without NVIDIA devices nothing changes.
 // Otherwise the job starts in a device cgroup that denies every NVIDIA
 // device it does not hold (a 0-GPU job: all of them), as Slurm's
 // ConstrainDevices does, and gets the GPU environment with ordinals
@@ -27,7 +32,7 @@ func processGPU(t *Task) (env []string, dc *gpu.DeviceCgroup, err error) {
 	if root == "" {
 		root = "/"
 	}
-	m, err := gpu.ReadMajors(root)
+	m, err := hostMajors.Read(root)
 	if err != nil {
 		return nil, nil, err
 	}

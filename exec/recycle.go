@@ -25,7 +25,7 @@ import (
 //	supervisor → worker  ctlIdle  the attempt is over; it waits for the next one
 //
 // "Over" means: the job's process group is gone and reaped, the output is
-// drained and the log files closed, result.json is written and synced, the
+// drained and the log files closed, result.json is written, the
 // lease socket is closed and removed, and every goroutine of the attempt has
 // returned. The worker collects the result from the directory as it always
 // did; the supervisor never touches the directory again. Before saying idle

@@ -190,7 +190,7 @@ func (w *Worker) launch(ctx context.Context, id, dir string, a Assignment) {
 				w.log.Error("cannot start supervisor", "task", id, "err", err)
 			}
 			res := &Result{State: fsm.AttemptFailed, Reason: reason, FinishedAt: time.Now().UTC()}
-			writeJSONAtomic(filepath.Join(dir, ResultFileName), res, false)
+			writeJSONAtomic(filepath.Join(dir, ResultFileName), res)
 			r.finish(ctx, res)
 			return
 		}
@@ -301,7 +301,7 @@ func (r *attemptRun) start(ctx context.Context, a Assignment) (*leaseClient, err
 		r.tf.CheckpointDir = ckDir
 		r.tf.Env = append(r.tf.Env, ckEnv...)
 	}
-	if err := writeJSONAtomic(filepath.Join(r.dir, TaskFileName), r.tf, false); err != nil {
+	if err := writeJSONAtomic(filepath.Join(r.dir, TaskFileName), r.tf); err != nil {
 		return nil, fmt.Errorf("write task file: %w", err)
 	}
 	lnFile, err := listenUnixFile(sockPath(r.dir))
@@ -552,7 +552,7 @@ func (r *attemptRun) collect() *Result {
 	}
 	killJobGroup(r.dir, r.tf)
 	res := &Result{State: fsm.AttemptFailed, Reason: "supervisor exited without a result", FinishedAt: time.Now().UTC()}
-	writeJSONAtomic(filepath.Join(r.dir, ResultFileName), res, false)
+	writeJSONAtomic(filepath.Join(r.dir, ResultFileName), res)
 	return res
 }
 
@@ -575,7 +575,7 @@ func (r *attemptRun) finish(ctx context.Context, res *Result) {
 			return // shutting down: the next worker reports it
 		}
 		upload = err == nil && rep.Outputs != nil
-		// exit_to_collected: the supervisor drains output, writes and syncs
+		// exit_to_collected: the supervisor drains output, writes
 		// result.json, exits; the worker sees its connection close.
 		w.log.Debug("attempt finish trace", "task", r.id,
 			"exit_to_collected_ms", float64(collected.Sub(res.FinishedAt).Microseconds())/1000,
