@@ -194,6 +194,7 @@ func startJobLauncher() error {
 	}
 	ready := make(chan error)
 	goOffMainThread(func() { // never unlocked: the thread lives as long as the process
+		setHostSlack() // every job is forked here
 		var errs []error
 		if cgroup != "" && !v2 {
 			// v1 moves single threads: only this one joins.
@@ -239,7 +240,12 @@ func startJobProcess(path string, argv []string, attr *os.ProcAttr, dc *gpu.Devi
 	l := jobLauncher
 	if l == nil {
 		if dc == nil || dc.V2 {
-			return os.StartProcess(path, argv, attr)
+			var p *os.Process
+			err := WithHostSlack(func() (err error) {
+				p, err = os.StartProcess(path, argv, attr)
+				return err
+			})
+			return p, err
 		}
 		// v1 moves threads: fork from a thread of our own that joins the
 		// device cgroup. A thread that could not leave it again is not
@@ -249,6 +255,7 @@ func startJobProcess(path string, argv []string, attr *os.ProcAttr, dc *gpu.Devi
 		done := make(chan struct{})
 		goOffMainThread(func() {
 			defer close(done)
+			setHostSlack()
 			var stuck bool
 			p, err, stuck = forkInDeviceCgroup(path, argv, attr, dc)
 			if !stuck {

@@ -182,6 +182,7 @@ type processHandle struct {
 // Wait implements Handle. It may be called more than once.
 func (h *processHandle) Wait() ExitStatus {
 	h.once.Do(func() {
+		awaitExit(h.p.Pid)
 		ps, err := h.p.Wait()
 		st := ExitStatus{StartedAt: h.startedAt, FinishedAt: time.Now()}
 		if err != nil {

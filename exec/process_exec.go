@@ -62,7 +62,11 @@ func (*ProcessDriver) Exec(t *ExecTask) (ExecProcess, error) {
 		defer devnull.Close()
 		files[0] = devnull
 	}
-	p, err := os.StartProcess(path, t.Command, &os.ProcAttr{Dir: t.WorkDir, Env: env, Files: files, Sys: sys})
+	var p *os.Process
+	err = WithHostSlack(func() (err error) {
+		p, err = os.StartProcess(path, t.Command, &os.ProcAttr{Dir: t.WorkDir, Env: env, Files: files, Sys: sys})
+		return err
+	})
 	if err != nil {
 		if master != nil {
 			master.Close()

@@ -62,7 +62,7 @@ func standbyMain() int {
 		return 0
 	}
 	defer ctl.Close()
-	if err := RelaxSysmon(); err != nil {
+	if err := RelaxSysmon(SupervisorSysmonSlack); err != nil {
 		fmt.Fprintf(os.Stderr, "supervisor: sysmon keeps its timer slack: %v\n", err)
 	}
 	warmDrivers()

@@ -64,7 +64,7 @@ func (w *Worker) spawnSpare() (*spare, error) {
 	cmd.ExtraFiles = []*os.File{theirs}
 	cmd.Env = w.supervisorEnv()
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := cmd.Start(); err != nil {
+	if err := WithHostSlack(cmd.Start); err != nil {
 		return nil, err
 	}
 	s := &spare{exited: make(chan struct{}), pid: cmd.Process.Pid}
@@ -306,7 +306,7 @@ func (w *Worker) startSupervisor(dir string, ln *os.File) (done <-chan struct{},
 	// Its own session: no signal aimed at the agent's group or terminal
 	// reaches it, so it outlives the agent.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := cmd.Start(); err != nil {
+	if err := WithHostSlack(cmd.Start); err != nil {
 		return nil, err
 	}
 	w.spawned.Add(1)

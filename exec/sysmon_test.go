@@ -2,6 +2,7 @@ package exec
 
 import (
 	"os"
+	osexec "os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -12,6 +13,8 @@ import (
 	"testing"
 	"time"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // RelaxSysmon changes the timer slack of sysmon's thread, and of no other.
@@ -20,12 +23,7 @@ import (
 // its P back after each round of usleep(20 µs) and so keeps polling at that
 // pace, far more often than any thread running goroutines switches.
 func TestRelaxSysmonPicksSysmon(t *testing.T) {
-	if os.Geteuid() != 0 {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("not root: another thread's timer slack needs CAP_SYS_NICE")
-		}
-		t.Skip("NOT ROOT: another thread's timer slack needs CAP_SYS_NICE; not tested")
-	}
+	requireSysNice(t)
 	tid, err := sysmonThread()
 	if err != nil {
 		t.Fatal(err)
@@ -68,7 +66,7 @@ func TestRelaxSysmonPicksSysmon(t *testing.T) {
 	}
 
 	slacks := timerSlacks(t)
-	if err := RelaxSysmon(); err != nil {
+	if err := RelaxSysmon(AgentSysmonSlack); err != nil {
 		t.Fatal(err)
 	}
 	for id, was := range slacks {
@@ -76,11 +74,23 @@ func TestRelaxSysmonPicksSysmon(t *testing.T) {
 		switch {
 		case !ok:
 			continue // the thread exited
-		case id == tid && now != SysmonSlack.Nanoseconds():
-			t.Errorf("sysmon's thread %d: timer slack %d ns, want %d", id, now, SysmonSlack.Nanoseconds())
+		case id == tid && now != AgentSysmonSlack.Nanoseconds():
+			t.Errorf("sysmon's thread %d: timer slack %d ns, want %d", id, now, AgentSysmonSlack.Nanoseconds())
 		case id != tid && now != was:
 			t.Errorf("thread %d (not sysmon's): timer slack changed from %d to %d ns", id, was, now)
 		}
+	}
+}
+
+// requireSysNice stops a test that reads or sets another thread's timer
+// slack where that needs a capability this process lacks.
+func requireSysNice(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("not root: another thread's timer slack needs CAP_SYS_NICE")
+		}
+		t.Skip("NOT ROOT: another thread's timer slack needs CAP_SYS_NICE; not tested")
 	}
 }
 
@@ -133,4 +143,47 @@ func threads(t *testing.T) []int {
 		}
 	}
 	return ids
+}
+
+// A child forked through WithHostSlack gets the host's timer slack even
+// when the forking thread carries another, as the threads that sysmon
+// creates carry sysmon's: a thread inherits its creator's slack, a child
+// its forking thread's.
+func TestWithHostSlackForksWithTheHostsSlack(t *testing.T) {
+	requireSysNice(t)
+	host := hostSlack()
+	if host == 0 {
+		t.Fatal("cannot read this process's timer slack")
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	relaxed := host + AgentSysmonSlack.Nanoseconds() // any slack but the host's
+	if err := unix.Prctl(unix.PR_SET_TIMERSLACK, uintptr(relaxed), 0, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	defer setHostSlack()
+	childSlack := func(start func(func() error) error) int64 {
+		t.Helper()
+		cmd := osexec.Command("cat", "/proc/self/timerslack_ns")
+		var out strings.Builder
+		cmd.Stdout = &out
+		if err := start(cmd.Start); err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Wait(); err != nil {
+			t.Fatal(err)
+		}
+		n, err := strconv.ParseInt(strings.TrimSpace(out.String()), 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	direct := func(start func() error) error { return start() }
+	if got := childSlack(direct); got != relaxed {
+		t.Fatalf("forked straight from a thread with slack %d ns, the child has %d: the inheritance this guards against is not what the test assumes", relaxed, got)
+	}
+	if got := childSlack(WithHostSlack); got != host {
+		t.Errorf("forked through WithHostSlack, the child's timer slack is %d ns, want the host's %d", got, host)
+	}
 }

@@ -493,7 +493,7 @@ func runAgent(parent context.Context, cfg *agentConfig) error {
 
 	// Early: finding sysmon counts on thread ids that have not gone round
 	// pid_max since the process started (exec/sysmon.go).
-	if err := exec.RelaxSysmon(); err != nil {
+	if err := exec.RelaxSysmon(exec.AgentSysmonSlack); err != nil {
 		logger.Debug("sysmon keeps its timer slack", "err", err)
 	}
 	ctx, stop := signal.NotifyContext(parent, syscall.SIGINT, syscall.SIGTERM)

@@ -241,7 +241,7 @@ func (d *Driver) Start(ctx context.Context, t *exec.Task) (exec.Handle, error) {
 		LogLevel: initLogLevel,
 	}
 	started := time.Now()
-	if err := c.Run(p); err != nil {
+	if err := exec.WithHostSlack(func() error { return c.Run(p) }); err != nil {
 		return nil, d.startFailed(c, cfg.Cgroups, err)
 	}
 	st, err := c.State()

@@ -67,7 +67,7 @@ func (d *Driver) Exec(t *exec.ExecTask) (exec.ExecProcess, error) {
 		}
 		p.Stdout, p.Stderr = t.Stdout, t.Stderr
 	}
-	if err := c.Run(p); err != nil {
+	if err := exec.WithHostSlack(func() error { return c.Run(p) }); err != nil {
 		msg := err.Error()
 		if strings.Contains(msg, "executable file not found") || strings.Contains(msg, "no such file or directory") {
 			return nil, fmt.Errorf("%w: %q in container %s: %v", exec.ErrCommandNotFound, t.Command[0], t.ID, err)
