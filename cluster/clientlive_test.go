@@ -1,6 +1,7 @@
 package cluster_test
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -168,10 +169,64 @@ func TestLeavingClientStaysDead(t *testing.T) {
 // the leader holds their deaths instead of failing their jobs, and says
 // so in a metric.
 func TestMassSilenceHoldsDeaths(t *testing.T) {
+	c, via := heldSilence(t)
+	leader := c.WaitForLeader()
+	for i := range 5 {
+		nd, err := nodeRecord(leader, fmt.Sprintf("m%d", i))
+		if err != nil || nd.Gossip != fsm.NodeAlive {
+			t.Errorf("m%d: %+v, %v; want alive while the guard holds", i, nd, err)
+		}
+	}
+	// Every server shows them silent (the replicated held set), from
+	// about when they fell silent.
+	c.Eventually(10*time.Second, "the held set on a follower", func() error {
+		got, err := heldSet(via)
+		if err != nil {
+			return err
+		}
+		if len(got) != 5 {
+			return fmt.Errorf("held set %v, want m0..m4", got)
+		}
+		for name, since := range got {
+			if d := time.Since(since); d < 0 || d > 30*time.Second {
+				return fmt.Errorf("%s silent since %v (%v ago)", name, since, d)
+			}
+		}
+		return nil
+	})
+	// Heard again: the set empties.
+	reopenSilenced(t, via)
+	heldSetEmpties(c, via)
+}
+
+// A new leader keeps the held set it inherited for a while (it has not
+// watched the silence itself), but not for the clients it hears from: the
+// set empties when they come back, not when that while is over (12.5 s
+// here, longer than the wait below).
+func TestHeldSetEmptiesUnderANewLeader(t *testing.T) {
+	c, via := heldSilence(t)
+	c.Eventually(10*time.Second, "the held set committed", func() error {
+		if got, err := heldSet(via); err != nil || len(got) != 5 {
+			return fmt.Errorf("held set %v (%v), want m0..m4", got, err)
+		}
+		return nil
+	})
+	if _, err := c.WaitForLeader().TransferLeadership(context.Background(), ""); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("leader now %s", c.WaitForLeader().Name)
+	reopenSilenced(t, via)
+	heldSetEmpties(c, via)
+}
+
+// heldSilence opens five client streams through a follower, lets them
+// fall silent together and waits until the leader holds their deaths.
+func heldSilence(t *testing.T) (*clustertest.Cluster, *clustertest.Node) {
+	t.Helper()
 	c := workCluster(t, cluster.WorkStreamLimits{PingInterval: 100 * time.Millisecond, NewPerSecond: 1000},
 		cluster.ClientLimits{RelayInterval: 50 * time.Millisecond, ReadTimeout: 5 * time.Second, DeadAfter: 500 * time.Millisecond,
 			MassSilenceMin: 3, MassSilenceFraction: 0.3})
-	leader := c.WaitForLeader()
+	c.WaitForLeader()
 	via := c.Followers()[0]
 	var streams []*workStream
 	for i := range 5 {
@@ -197,38 +252,28 @@ func TestMassSilenceHoldsDeaths(t *testing.T) {
 		}
 		return nil
 	})
+	return c, via
+}
+
+// reopenSilenced opens m0..m4's streams again: they are heard from.
+func reopenSilenced(t *testing.T, via *clustertest.Node) {
+	t.Helper()
 	for i := range 5 {
-		nd, err := nodeRecord(leader, fmt.Sprintf("m%d", i))
-		if err != nil || nd.Gossip != fsm.NodeAlive {
-			t.Errorf("m%d: %+v, %v; want alive while the guard holds", i, nd, err)
-		}
-	}
-	// Every server shows them silent (the replicated held set), from
-	// about when they fell silent.
-	c.Eventually(10*time.Second, "the held set on a follower", func() error {
-		var got map[string]time.Time
-		if err := via.FSM.View(func(tx *fsm.Tx) (err error) { got, err = tx.SilentClients(); return err }); err != nil {
-			return err
-		}
-		if len(got) != 5 {
-			return fmt.Errorf("held set %v, want m0..m4", got)
-		}
-		for name, since := range got {
-			if d := time.Since(since); d < 0 || d > 30*time.Second {
-				return fmt.Errorf("%s silent since %v (%v ago)", name, since, d)
-			}
-		}
-		return nil
-	})
-	// Heard again: the set empties.
-	for i := range streams {
 		if back, resp := openWork(t, via, fmt.Sprintf("m%d", i), 0); back == nil {
 			t.Fatalf("reopen m%d: %s", i, resp.Status)
 		}
 	}
+}
+
+func heldSet(n *clustertest.Node) (got map[string]time.Time, err error) {
+	err = n.FSM.View(func(tx *fsm.Tx) (err error) { got, err = tx.SilentClients(); return err })
+	return got, err
+}
+
+func heldSetEmpties(c *clustertest.Cluster, via *clustertest.Node) {
 	c.Eventually(10*time.Second, "the held set emptied", func() error {
-		var got map[string]time.Time
-		if err := via.FSM.View(func(tx *fsm.Tx) (err error) { got, err = tx.SilentClients(); return err }); err != nil {
+		got, err := heldSet(via)
+		if err != nil {
 			return err
 		}
 		if len(got) != 0 {

@@ -20,8 +20,9 @@ type silentShown struct {
 	read  bool
 	at    time.Time // the last commit
 	// A new leader watches every client afresh (clientlive.go), so for
-	// grace after its loop starts it only adds to the set it inherited:
-	// shrinking it at once would show the held clients alive for a while.
+	// grace after its loop starts it keeps the set it inherited, less the
+	// clients it has heard since: shrinking it at once would show the
+	// held clients alive for a while.
 	grace     time.Duration
 	start     time.Time
 	inherited map[string]time.Time // the set as read, name → since
@@ -44,9 +45,15 @@ func (s *silentShown) show(ctx context.Context, n *Node, silent map[string]time.
 		kept := make(map[string]time.Duration, len(silent)+len(s.inherited))
 		maps.Copy(kept, silent)
 		for name, since := range s.inherited {
-			if _, ok := kept[name]; !ok {
-				kept[name] = wallclock.Now().Sub(since)
+			if _, ok := kept[name]; ok {
+				continue
 			}
+			// Heard since this loop began watching (a beat relayed to
+			// this leader, dated by its age): back, not silent.
+			if b, ok := n.clientsHeard.get(name); ok && b.at.After(s.start) {
+				continue
+			}
+			kept[name] = wallclock.Now().Sub(since)
 		}
 		silent = kept
 	}

@@ -8,10 +8,10 @@ import (
 
 // awaitExit blocks until process pid has exited, parked in the netpoller on
 // a pidfd instead of in a blocking wait. A goroutine blocked in a syscall
-// keeps its P out of the idle set, so the runtime's sysmon thread stays
-// awake and polling for as long as the job runs; parked, the supervisor is
-// idle between its lease renewals. Reaping (os.Process.Wait) is immediate
-// afterwards. false: the kernel gave no pollable pidfd (before 5.10); the
+// holds its P until the runtime's sysmon thread takes it back, so sysmon
+// polls to do that, and polls afresh when the wait returns; parked, the
+// supervisor is idle between its lease renewals and sysmon sleeps.
+// Reaping (os.Process.Wait) is immediate afterwards. false: the kernel gave no pollable pidfd (before 5.10); the
 // caller waits the blocking way.
 func awaitExit(pid int) bool {
 	fd, err := unix.PidfdOpen(pid, unix.PIDFD_NONBLOCK)
@@ -24,9 +24,8 @@ func awaitExit(pid int) bool {
 	if err != nil {
 		return false
 	}
-	// A pidfd reads ready once its process has exited. (waitid with
-	// WNOHANG cannot tell: it fills si_signo either way.) An error stops
-	// the wait too: the blocking wait after it is right in every case.
+	// A pidfd reads ready once its process has exited. An error stops the
+	// wait too: the blocking wait after it is right in every case.
 	exited := func(fd uintptr) bool {
 		pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
 		n, err := unix.Poll(pfd, 0)
