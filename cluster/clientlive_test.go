@@ -211,9 +211,16 @@ func TestHeldSetEmptiesUnderANewLeader(t *testing.T) {
 		}
 		return nil
 	})
-	if _, err := c.WaitForLeader().TransferLeadership(context.Background(), ""); err != nil {
-		t.Fatal(err)
-	}
+	old := c.WaitForLeader().Name
+	c.Eventually(30*time.Second, "leadership moved", func() error {
+		if l := c.WaitForLeader(); l.Name == old {
+			if _, err := l.TransferLeadership(context.Background(), ""); err != nil {
+				return err
+			}
+			return fmt.Errorf("%s still leads", old)
+		}
+		return nil
+	})
 	t.Logf("leader now %s", c.WaitForLeader().Name)
 	reopenSilenced(t, via)
 	heldSetEmpties(c, via)

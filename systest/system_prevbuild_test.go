@@ -40,11 +40,14 @@ func TestSystemPreviousBuildDataDir(t *testing.T) {
 		}
 		return root
 	}
+	// states leaves out the runs of the fixture's nightly schedule: once
+	// its next time (03:00 UTC after the fixture was made) has passed, an
+	// agent started on the fixture starts one at once, on any later date.
 	states := func(a *agentProc) map[string]string {
 		var page struct {
 			Jobs []struct {
 				ID, State string
-				Spec      struct{ Name string }
+				Spec      struct{ Name, Schedule string }
 			}
 		}
 		if err := getJSON(a.url("/v1/jobs?limit=1000"), &page); err != nil {
@@ -52,7 +55,9 @@ func TestSystemPreviousBuildDataDir(t *testing.T) {
 		}
 		out := map[string]string{}
 		for _, j := range page.Jobs {
-			out[j.Spec.Name+" "+j.ID] = j.State
+			if j.Spec.Schedule == "" {
+				out[j.Spec.Name+" "+j.ID] = j.State
+			}
 		}
 		return out
 	}
