@@ -11,8 +11,8 @@ import (
 // holds its P until the runtime's sysmon thread takes it back, so sysmon
 // polls to do that, and polls afresh when the wait returns; parked, the
 // supervisor is idle between its lease renewals and sysmon sleeps.
-// Reaping (os.Process.Wait) is immediate afterwards. false: the kernel gave no pollable pidfd (before 5.10); the
-// caller waits the blocking way.
+// Reaping (os.Process.Wait) is immediate afterwards. false: the kernel
+// gave no pollable pidfd (before 5.10); the caller waits the blocking way.
 func awaitExit(pid int) bool {
 	fd, err := unix.PidfdOpen(pid, unix.PIDFD_NONBLOCK)
 	if err != nil {

@@ -240,12 +240,7 @@ func startJobProcess(path string, argv []string, attr *os.ProcAttr, dc *gpu.Devi
 	l := jobLauncher
 	if l == nil {
 		if dc == nil || dc.V2 {
-			var p *os.Process
-			err := WithHostSlack(func() (err error) {
-				p, err = os.StartProcess(path, argv, attr)
-				return err
-			})
-			return p, err
+			return startProcess(path, argv, attr)
 		}
 		// v1 moves threads: fork from a thread of our own that joins the
 		// device cgroup. A thread that could not leave it again is not

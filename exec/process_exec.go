@@ -62,11 +62,7 @@ func (*ProcessDriver) Exec(t *ExecTask) (ExecProcess, error) {
 		defer devnull.Close()
 		files[0] = devnull
 	}
-	var p *os.Process
-	err = WithHostSlack(func() (err error) {
-		p, err = os.StartProcess(path, t.Command, &os.ProcAttr{Dir: t.WorkDir, Env: env, Files: files, Sys: sys})
-		return err
-	})
+	p, err := startProcess(path, t.Command, &os.ProcAttr{Dir: t.WorkDir, Env: env, Files: files, Sys: sys})
 	if err != nil {
 		if master != nil {
 			master.Close()

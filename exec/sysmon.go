@@ -102,6 +102,16 @@ func WithHostSlack(start func() error) error {
 	return start()
 }
 
+// startProcess is os.StartProcess from a thread with the host's timer
+// slack (WithHostSlack).
+func startProcess(path string, argv []string, attr *os.ProcAttr) (p *os.Process, err error) {
+	err = WithHostSlack(func() error {
+		p, err = os.StartProcess(path, argv, attr)
+		return err
+	})
+	return p, err
+}
+
 // setHostSlack gives the calling (locked) thread the host's timer slack.
 func setHostSlack() {
 	if s := hostSlack(); s > 0 {
