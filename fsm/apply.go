@@ -120,7 +120,7 @@ func (f *FSM) applyOnce(logs []*raft.Log, out []any, refused map[int]error) ([]E
 		}
 	}
 	if a.wroteNodes {
-		f.nodes.beginWrite()
+		f.nodes.beginWrite(a.nodeNames, false)
 		defer f.nodes.endWrite()
 	}
 	if err := tx.Commit(); err != nil {
@@ -144,8 +144,9 @@ func isRefusal(err error) bool {
 
 // applier carries one write transaction through a batch.
 type applier struct {
-	wroteNodes                           bool   // a node record changed (nodecache.go)
-	nodeMemo                             []Node // the committed node records, when memoized (readNode)
+	wroteNodes                           bool     // a node record changed (nodecache.go)
+	nodeNames                            []string // the node records written (nodecache.go)
+	nodeMemo                             []Node   // the committed node records, when memoized (readNode)
 	tx                                   *bolt.Tx
 	jobs, byState, attempts, live, nodes *bolt.Bucket
 	idem, queues, meta                   *bolt.Bucket
@@ -230,8 +231,16 @@ func (a *applier) emit(e Event) {
 
 func (a *applier) put(b *bolt.Bucket, k, v []byte) error {
 	a.wrote = true
-	a.wroteNodes = a.wroteNodes || b == a.nodes
+	a.noteNodes(b, k)
 	return b.Put(k, v)
+}
+
+// noteNodes records a write of node k when b is the nodes bucket.
+func (a *applier) noteNodes(b *bolt.Bucket, k []byte) {
+	if b == a.nodes {
+		a.wroteNodes = true
+		a.nodeNames = append(a.nodeNames, string(k))
+	}
 }
 
 // putRecord encodes x and puts it under k in b.
@@ -245,7 +254,7 @@ func (a *applier) putRecord(b *bolt.Bucket, k []byte, x any) error {
 
 func (a *applier) del(b *bolt.Bucket, k []byte) error {
 	a.wrote = true
-	a.wroteNodes = a.wroteNodes || b == a.nodes
+	a.noteNodes(b, k)
 	return b.Delete(k)
 }
 

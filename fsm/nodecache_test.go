@@ -1,7 +1,13 @@
 package fsm
 
 import (
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/hashicorp/raft"
@@ -85,4 +91,77 @@ func TestPlacementsReadNodesAsTheBatchLeftThem(t *testing.T) {
 		t.Fatalf("job 3 is %s, want running", got)
 	}
 	checkIndexes(t, h.f)
+}
+
+// Views read while node records are written patch the memo with the nodes
+// written since its version, and get exactly what their own transaction
+// holds: readers compare Tx.Nodes with the records they decode themselves,
+// in the same transaction, while batches rewrite nodes (some views open
+// with a batch's commit in flight).
+func TestNodesMemoPatchedWhileNodesAreWritten(t *testing.T) {
+	h := newHarness(t)
+	const nodes = 40
+	for i := range nodes {
+		h.addNode(fmt.Sprintf("n%02d", i))
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var views, wrong atomic.Int64
+	var firstWrong atomic.Value
+	for range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				err := h.f.View(func(tx *Tx) error {
+					got, err := tx.Nodes()
+					if err != nil {
+						return err
+					}
+					want, err := bucketRecords[Node](tx.tx.Bucket(bucketNodes))
+					if err != nil {
+						return err
+					}
+					views.Add(1)
+					if !reflect.DeepEqual(got, want) {
+						wrong.Add(1)
+						firstWrong.CompareAndSwap(nil, fmt.Sprintf("got %d nodes, want %d", len(got), len(want)))
+					}
+					return nil
+				})
+				if err != nil {
+					firstWrong.CompareAndSwap(nil, err.Error())
+					wrong.Add(1)
+				}
+			}
+		}()
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for b := range 400 {
+		var logs []*raft.Log
+		for range 1 + rng.IntN(4) {
+			name := fmt.Sprintf("n%02d", rng.IntN(nodes+5)) // a few new nodes too
+			if rng.IntN(3) == 0 {
+				logs = append(logs, h.entry(CmdNodeState, SetNodeState{Name: name, Gossip: []GossipState{NodeAlive, NodeDead}[rng.IntN(2)]}))
+				continue
+			}
+			logs = append(logs, h.entry(CmdUpsertNode, UpsertNode{Node: Node{Name: name,
+				Labels: map[string]string{"batch": strconv.Itoa(b)}, Capacity: Resources{CPU: int64(1000 + b)}}}))
+		}
+		h.f.ApplyBatch(logs)
+	}
+	close(stop)
+	wg.Wait()
+	if n := wrong.Load(); n > 0 {
+		t.Fatalf("%d of %d views read other node records than their transaction holds; first: %v", n, views.Load(), firstWrong.Load())
+	}
+	if h.f.nodes.patched.Load() == 0 {
+		t.Fatalf("no view patched the memo in %d views", views.Load())
+	}
+	t.Logf("%d views, %d patched", views.Load(), h.f.nodes.patched.Load())
 }

@@ -96,7 +96,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 		return fmt.Errorf("restore: %w", renameErr)
 	}
 	f.db = db
-	f.nodes.beginWrite() // the node records changed with everything else
+	f.nodes.beginWrite(nil, true) // the node records changed with everything else
 	f.nodes.endWrite()
 	f.loadApplied()
 	idx := f.applied.Load()

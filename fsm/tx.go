@@ -114,20 +114,37 @@ func (t *Tx) NodesShared() ([]Node, error) {
 	return nodes, err
 }
 
-// nodesMemo returns the records from the memo (shared) or decoded now.
+// nodesMemo returns the records from the memo (shared), patched from it
+// (nodecache.go), or decoded now.
 func (t *Tx) nodesMemo() (nodes []Node, shared bool, err error) {
-	var version uint64
-	exact := false
-	if t.nodes != nil {
-		if version, exact = t.nodes.version(t.nodesDone); exact {
-			if memo := t.nodes.get(version); memo != nil {
-				return memo, true, nil
-			}
+	if t.nodes == nil {
+		nodes, err = bucketRecords[Node](t.tx.Bucket(bucketNodes))
+		return nodes, false, err
+	}
+	version, exact := t.nodes.version(t.nodesDone)
+	if exact {
+		if memo := t.nodes.get(version); memo != nil {
+			return memo, true, nil
 		}
 	}
-	nodes, err = bucketRecords[Node](t.tx.Bucket(bucketNodes))
+	if memo, names, ok := t.nodes.patchable(t.nodesDone); ok {
+		t.nodes.patched.Add(1)
+		b := t.tx.Bucket(bucketNodes)
+		nodes, err = patchNodes(memo.nodes, names, func(name string) (*Node, error) {
+			v := b.Get([]byte(name))
+			if v == nil {
+				return nil, nil
+			}
+			return record[Node](v, "node", name)
+		})
+	} else {
+		nodes, err = bucketRecords[Node](t.tx.Bucket(bucketNodes))
+	}
 	if err == nil && exact {
-		t.nodes.put(version, slices.Clone(nodes))
+		// Built here and never changed again: the memo and this caller
+		// share it, and Nodes copies it for its caller.
+		t.nodes.put(version, nodes)
+		return nodes, true, nil
 	}
 	return nodes, false, err
 }
