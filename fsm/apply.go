@@ -119,7 +119,7 @@ func (f *FSM) applyOnce(logs []*raft.Log, out []any, refused map[int]error) ([]E
 			return nil, -1, err
 		}
 	}
-	if a.wroteNodes {
+	if len(a.nodeNames) > 0 {
 		f.nodes.beginWrite(a.nodeNames, false)
 		defer f.nodes.endWrite()
 	}
@@ -144,8 +144,7 @@ func isRefusal(err error) bool {
 
 // applier carries one write transaction through a batch.
 type applier struct {
-	wroteNodes                           bool     // a node record changed (nodecache.go)
-	nodeNames                            []string // the node records written (nodecache.go)
+	nodeNames                            []string // the node records written, if any (nodecache.go)
 	nodeMemo                             []Node   // the committed node records, when memoized (readNode)
 	tx                                   *bolt.Tx
 	jobs, byState, attempts, live, nodes *bolt.Bucket
@@ -238,7 +237,6 @@ func (a *applier) put(b *bolt.Bucket, k, v []byte) error {
 // noteNodes records a write of node k when b is the nodes bucket.
 func (a *applier) noteNodes(b *bolt.Bucket, k []byte) {
 	if b == a.nodes {
-		a.wroteNodes = true
 		a.nodeNames = append(a.nodeNames, string(k))
 	}
 }

@@ -34,7 +34,7 @@ func (a *applier) getNode(name string) (*Node, error) {
 // the memo's and must not be modified. An entry placing a thousand jobs on
 // a thousand clients decoded a thousand node records.
 func (a *applier) readNode(name string) (*Node, error) {
-	if a.wroteNodes || a.nodeMemo == nil {
+	if len(a.nodeNames) > 0 || a.nodeMemo == nil {
 		return a.getNode(name)
 	}
 	m, ok := memoNode(a.nodeMemo, name)
