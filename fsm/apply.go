@@ -67,7 +67,7 @@ func (f *FSM) applyOnce(logs []*raft.Log, out []any, refused map[int]error) ([]E
 	meta := tx.Bucket(bucketMeta)
 	applied := readU64(meta.Get(metaAppliedIndex))
 	a := newApplier(tx)
-	a.nodeMemo = f.nodes.committed()
+	a.nodeMemo, _ = f.nodes.committed()
 	last := applied
 	for i, l := range logs {
 		if l.Index <= applied {
@@ -123,6 +123,10 @@ func (f *FSM) applyOnce(logs []*raft.Log, out []any, refused map[int]error) ([]E
 		f.nodes.beginWrite(a.nodeNames, false)
 		defer f.nodes.endWrite()
 	}
+	if len(a.liveKeys) > 0 {
+		f.lives.beginWrite(a.liveKeys, false)
+		defer f.lives.endWrite()
+	}
 	if err := tx.Commit(); err != nil {
 		return nil, -1, err
 	}
@@ -145,6 +149,7 @@ func isRefusal(err error) bool {
 // applier carries one write transaction through a batch.
 type applier struct {
 	nodeNames                            []string // the node records written, if any (nodecache.go)
+	liveKeys                             []string // the attempt and live index keys written, if any (liveset.go)
 	nodeMemo                             []Node   // the committed node records, when memoized (readNode)
 	tx                                   *bolt.Tx
 	jobs, byState, attempts, live, nodes *bolt.Bucket
@@ -231,6 +236,7 @@ func (a *applier) emit(e Event) {
 func (a *applier) put(b *bolt.Bucket, k, v []byte) error {
 	a.wrote = true
 	a.noteNodes(b, k)
+	a.noteLive(b, k)
 	return b.Put(k, v)
 }
 
@@ -253,6 +259,7 @@ func (a *applier) putRecord(b *bolt.Bucket, k []byte, x any) error {
 func (a *applier) del(b *bolt.Bucket, k []byte) error {
 	a.wrote = true
 	a.noteNodes(b, k)
+	a.noteLive(b, k)
 	return b.Delete(k)
 }
 

@@ -71,9 +71,10 @@ type FSM struct {
 
 	applied atomic.Uint64
 	notify  notifier
-	events  *EventRing // recent events for the stream (eventring.go)
-	live    liveCache  // decoded live attempts for the read path (livecache.go)
-	nodes   nodeCache  // decoded node records for the read path (nodecache.go)
+	events  *EventRing  // recent events for the stream (eventring.go)
+	live    liveCache   // decoded live attempts for the read path (livecache.go)
+	lives   liveSetMemo // every live attempt, for the scheduler's plans (liveset.go)
+	nodes   nodeCache   // decoded node records for the read path (nodecache.go)
 
 	releaseStop, releaseDone chan struct{}
 	releaseOnce              sync.Once

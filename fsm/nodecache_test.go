@@ -57,7 +57,7 @@ func TestPlacementsReadNodesAsTheBatchLeftThem(t *testing.T) {
 		if err := h.f.View(func(tx *Tx) error { _, err := tx.Nodes(); return err }); err != nil {
 			t.Fatal(err)
 		}
-		if h.f.nodes.committed() == nil {
+		if _, ok := h.f.nodes.committed(); !ok {
 			t.Fatal("no memo of the committed node records after Tx.Nodes")
 		}
 	}

@@ -98,6 +98,8 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	f.db = db
 	f.nodes.beginWrite(nil, true) // the node records changed with everything else
 	f.nodes.endWrite()
+	f.lives.beginWrite(nil, true) // and the live attempts
+	f.lives.endWrite()
 	f.loadApplied()
 	idx := f.applied.Load()
 	f.log.Info("state restored from snapshot", "applied_index", idx)

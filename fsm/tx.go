@@ -12,10 +12,12 @@ import (
 // the View callback; the records it returns are copies the caller owns.
 type Tx struct {
 	tx    *bolt.Tx
-	live  *liveCache // nil: decode every live attempt
-	nodes *nodeCache // nil: decode every node
-	// nodesDone is nodes.done read before the transaction opened.
-	nodesDone uint64
+	live  *liveCache   // nil: decode every live attempt
+	lives *liveSetMemo // nil: read every live attempt from the index
+	nodes *nodeCache   // nil: decode every node
+	// nodesDone and livesDone are nodes.done and lives.done read before
+	// the transaction opened.
+	nodesDone, livesDone uint64
 }
 
 // View runs fn in a read transaction. Readers never block Apply.
@@ -25,8 +27,11 @@ func (f *FSM) View(fn func(tx *Tx) error) error {
 	if f.closed {
 		return ErrClosed
 	}
-	done := f.nodes.done.Load() // before the transaction: see nodeCache
-	return f.db.View(func(tx *bolt.Tx) error { return fn(&Tx{tx: tx, live: &f.live, nodes: &f.nodes, nodesDone: done}) })
+	// Before the transaction: see versionedMemo.
+	nodesDone, livesDone := f.nodes.done.Load(), f.lives.done.Load()
+	return f.db.View(func(tx *bolt.Tx) error {
+		return fn(&Tx{tx: tx, live: &f.live, lives: &f.lives, nodes: &f.nodes, nodesDone: nodesDone, livesDone: livesDone})
+	})
 }
 
 // Job returns one job, or ErrNotFound.
@@ -123,14 +128,14 @@ func (t *Tx) nodesMemo() (nodes []Node, shared bool, err error) {
 	}
 	version, exact := t.nodes.version(t.nodesDone)
 	if exact {
-		if memo := t.nodes.get(version); memo != nil {
+		if memo, ok := t.nodes.get(version); ok {
 			return memo, true, nil
 		}
 	}
 	if memo, names, ok := t.nodes.patchable(t.nodesDone); ok {
 		t.nodes.patched.Add(1)
 		b := t.tx.Bucket(bucketNodes)
-		nodes, err = patchNodes(memo.nodes, names, func(name string) (*Node, error) {
+		nodes, err = patchNodes(memo, names, func(name string) (*Node, error) {
 			v := b.Get([]byte(name))
 			if v == nil {
 				return nil, nil
@@ -212,12 +217,43 @@ func (t *Tx) CountJobsInState(state JobState) int {
 // LiveAttempts calls fn for every assigned or running attempt (by node,
 // then job ID) until fn returns false.
 func (t *Tx) LiveAttempts(fn func(*Attempt) bool) error {
-	return t.liveAttempts(nil, fn)
+	if t.lives == nil {
+		return t.scanLive(nil, func(_ []byte, at *Attempt) bool { return fn(at) })
+	}
+	set, err := t.liveSetNow()
+	if err != nil {
+		return err
+	}
+	for i := range set.atts {
+		at := copyAttempt(&set.atts[i])
+		if !fn(&at) {
+			return nil
+		}
+	}
+	return nil
+}
+
+// LiveAttemptsShared is every live attempt, in the order LiveAttempts
+// gives them, without a copy: the slice and the records' maps and
+// pointers may be shared with other readers and must not be modified at
+// all. For the scheduler, which reads every live attempt on every plan
+// (liveset.go).
+func (t *Tx) LiveAttemptsShared() ([]Attempt, error) {
+	if t.lives == nil {
+		var out []Attempt
+		err := t.scanLive(nil, func(_ []byte, at *Attempt) bool { out = append(out, *at); return true })
+		return out, err
+	}
+	set, err := t.liveSetNow()
+	if err != nil {
+		return nil, err
+	}
+	return set.atts, nil
 }
 
 // LiveAttemptsOnNode calls fn for the live attempts on one node.
 func (t *Tx) LiveAttemptsOnNode(node string, fn func(*Attempt) bool) error {
-	return t.liveAttempts(livePrefix(node), fn)
+	return t.scanLive(livePrefix(node), func(_ []byte, at *Attempt) bool { return fn(at) })
 }
 
 // LiveAttemptSpecs calls fn for each live attempt with its job's spec
@@ -238,7 +274,9 @@ func (t *Tx) LiveAttemptSpecs(fn func(*Attempt, *JobSpec) bool) error {
 	return err
 }
 
-func (t *Tx) liveAttempts(prefix []byte, fn func(*Attempt) bool) error {
+// scanLive calls fn with the key and a copy of each live attempt under
+// prefix in the live index, until fn returns false.
+func (t *Tx) scanLive(prefix []byte, fn func(key []byte, at *Attempt) bool) error {
 	attempts := t.tx.Bucket(bucketAttempts)
 	c := t.tx.Bucket(bucketLiveByNode).Cursor()
 	k, _ := c.First()
@@ -269,7 +307,7 @@ func (t *Tx) liveAttempts(prefix []byte, fn func(*Attempt) bool) error {
 		if err != nil {
 			return err
 		}
-		if !fn(&at) {
+		if !fn(k, &at) {
 			// A partial scan: keep what it met and what it did not reach.
 			if t.live != nil {
 				for key, e := range old {

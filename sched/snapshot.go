@@ -30,7 +30,8 @@ type Snapshot struct {
 	// lazily and in order by Plan. Jobs also in Pending are skipped.
 	Queued []QueuedRun
 	// Live holds every assigned or running attempt; their Resources are
-	// what is allocated on their node.
+	// what is allocated on their node. Read-only: the slice and its
+	// records are shared with other readers (fsm's live set).
 	Live []fsm.Attempt
 	// QueueLimits is max_running per queue (absent or 0 = unlimited).
 	QueueLimits map[string]int
@@ -96,7 +97,7 @@ type Reader interface {
 	ForEachJobInState(state fsm.JobState, fn func(*fsm.Job) bool) error
 	ForEachDueJob(now time.Time, fn func(*fsm.Job) bool) (time.Time, error)
 	QueuedRuns() ([]*fsm.QueuedRun, error)
-	LiveAttempts(fn func(*fsm.Attempt) bool) error
+	LiveAttemptsShared() ([]fsm.Attempt, error) // read-only: shared with other readers
 	Queues() (map[string]int, error)
 	SilentClients() (map[string]time.Time, error)
 }
@@ -163,11 +164,7 @@ func LoadSnapshot(r Reader, now time.Time) (*Snapshot, error) {
 			return spec
 		}
 	}
-	err = r.LiveAttempts(func(a *fsm.Attempt) bool {
-		s.Live = append(s.Live, *a)
-		return true
-	})
-	if err != nil {
+	if s.Live, err = r.LiveAttemptsShared(); err != nil {
 		return nil, err
 	}
 	if err := loadNamespaceQuotas(r, s); err != nil {
