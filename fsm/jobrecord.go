@@ -211,7 +211,7 @@ func decodeStoredJob(v []byte) (j *Job, raw []byte, err error) {
 		return j, nil, nil
 	}
 	var ss schedSpec
-	if err := decode(s.Spec, &ss); err != nil {
+	if err := decodeSchedSpec(s.Spec, &ss); err != nil {
 		return nil, nil, err
 	}
 	j.Spec = JobSpec{

@@ -215,3 +215,83 @@ func (r *fieldReader) goInt(v *int) bool {
 	*v = int(n)
 	return true
 }
+
+// decodeSchedSpec is decode(spec, ss). Every transition of a job reads its
+// spec's scheduling fields (decodeStoredJob), on every server: by
+// reflection that was 2–3% of each server's CPU with 5,000 clients.
+func decodeSchedSpec(spec []byte, ss *schedSpec) error {
+	return decodeByHand(spec, ss, readSchedSpec)
+}
+
+// readSchedSpec reads schedSpec's fields from a stored spec (a JobSpec the
+// codec wrote) by walking its top-level keys: the plain ones it reads, the
+// spec's other fields it passes over. False (decode instead) for a spec
+// with any of the structured scheduling fields (constraints, backoff, exit
+// codes, deadline, dependencies, volumes, array, webhooks, gang, an
+// explicit preemptible), or one the codec would not have written that way
+// (keys out of order or repeated, longer heads, tags, indefinite lengths,
+// nulls or zeros where it leaves a field out).
+func readSchedSpec(b []byte, ss *schedSpec) bool {
+	major, n, rest, ok := cborHeadShortest(b)
+	if !ok || major != 5 || n > uint64(len(rest)) {
+		return false
+	}
+	r := fieldReader{b: rest}
+	var prev []byte
+	for i := range n {
+		k, after, ok := r.nextKey()
+		if !ok || (i > 0 && !canonicalLess(prev, k)) {
+			return false
+		}
+		prev, r.b = k, after
+		switch string(k) {
+		case "namespace":
+			ok = r.nonEmptyText(&ss.Namespace)
+		case "driver":
+			ok = r.nonEmptyText(&ss.Driver)
+		case "user":
+			ok = r.nonEmptyText(&ss.User)
+		case "queue":
+			ok = r.nonEmptyText(&ss.Queue)
+		case "on_gpu_error":
+			ok = r.nonEmptyText(&ss.OnGPUError)
+		case "priority":
+			ok = r.goInt(&ss.Priority)
+		case "max_attempts":
+			ok = r.goInt(&ss.MaxAttempts) && ss.MaxAttempts != 0
+		case "resources":
+			ok = r.resources(&ss.Resources)
+		default:
+			if !specSkipped[string(k)] {
+				// A structured scheduling field, or a key the decoder may
+				// match to a field (it also matches case-insensitively).
+				return false
+			}
+			// The decoder allows 64 levels, the spec's map being the first.
+			r.b, ok = cborSkip(r.b, 62)
+		}
+		if !ok {
+			return false
+		}
+	}
+	return len(r.b) == 0
+}
+
+// specSkipped are the spec's fields the scheduler does not read (schedSpec's
+// skipped ones): readSchedSpec passes over them. TestSchedSpecKeysKnown
+// keeps the list whole.
+var specSkipped = map[string]bool{
+	"name": true, "command": true, "env": true, "secret_env": true, "timeout": true, "labels": true,
+	"image": true, "network": true, "kill_signal": true, "kill_timeout": true, "placement": true,
+	"run_at": true, "allow_unplaceable": true, "schedule": true, "scheduled_at": true, "singleton": true,
+	"http": true, "inputs": true,
+}
+
+// nextKey reads a map key: a text string with its shortest head.
+func (r *fieldReader) nextKey() (key, rest []byte, ok bool) {
+	m, n, rest, ok := cborHeadShortest(r.b)
+	if !ok || m != 3 || n > uint64(len(rest)) {
+		return nil, nil, false
+	}
+	return rest[:n], rest[n:], true
+}

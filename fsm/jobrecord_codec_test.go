@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -151,5 +152,89 @@ func FuzzStoredJobCodec(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		checkStoredJobFastRead(t, b)
+	})
+}
+
+// TestSchedSpecReaderMatchesDecode: what readSchedSpec takes, decode reads
+// the same, for specs the codec wrote (every field filled, plain ones with
+// values at the codec's edges) and for damaged ones; it takes the plain
+// ones.
+func TestSchedSpecReaderMatchesDecode(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 14))
+	f := &filler{t: t, rnd: rand.New(rand.NewPCG(15, 16))}
+	e := edgeValues{rng}
+	taken := 0
+	for i := range 4000 {
+		var spec JobSpec
+		switch i % 4 {
+		case 0:
+			f.fill(reflect.ValueOf(&spec).Elem(), "JobSpec")
+		case 1:
+			spec = JobSpec{Command: []string{"sh", "-c", e.str()}, Namespace: e.str(), Queue: e.str(), User: e.str(),
+				Driver: e.str(), OnGPUError: e.str(), Priority: int(e.i64()), MaxAttempts: int(e.i64()),
+				Resources: Resources{CPU: e.i64(), MemoryMB: e.i64(), GPUMemoryMiB: e.i64()},
+				Labels: map[string]string{e.str(): e.str()}, Env: map[string]string{"A": e.str()}, Image: e.str()}
+		case 2:
+			spec = JobSpec{} // command: null
+		default:
+			spec = JobSpec{Command: []string{"true"}, Resources: Resources{CPU: 100, MemoryMB: 64}, Priority: 50}
+		}
+		raw, err := encode(&spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ss schedSpec
+		if readSchedSpec(raw, &ss) {
+			taken++
+		} else if i%4 == 3 {
+			t.Fatalf("a plain spec went to decode: %x", raw)
+		}
+		checkFastRead(t, raw, readSchedSpec, decodeSchedSpec)
+		for range 4 {
+			checkFastRead(t, damaged(rng, raw), readSchedSpec, decodeSchedSpec)
+		}
+	}
+	if taken < 2000 {
+		t.Fatalf("only %d of 4000 specs read by hand", taken)
+	}
+	t.Logf("%d of 4000 specs read by hand", taken)
+}
+
+// TestSchedSpecKeysKnown: every field of schedSpec is one readSchedSpec
+// reads, passes over (specSkipped), or leaves to decode; a field added to
+// JobSpec and schedSpec must be sorted into one of them.
+func TestSchedSpecKeysKnown(t *testing.T) {
+	read := map[string]bool{"namespace": true, "driver": true, "user": true, "queue": true, "on_gpu_error": true,
+		"priority": true, "max_attempts": true, "resources": true}
+	structured := map[string]bool{"constraints": true, "backoff": true, "no_retry_exit_codes": true, "deadline": true,
+		"depends_on": true, "condition": true, "after": true, "volumes": true, "array": true, "notify": true,
+		"gang": true, "preemptible": true}
+	skippedType := reflect.TypeOf(skipped{})
+	typ := reflect.TypeOf(schedSpec{})
+	for i := range typ.NumField() {
+		fld := typ.Field(i)
+		key, _, _ := strings.Cut(fld.Tag.Get("json"), ",")
+		switch {
+		case fld.Type == skippedType && !specSkipped[key]:
+			t.Errorf("schedSpec skips %q but readSchedSpec does not pass over it", key)
+		case fld.Type != skippedType && !read[key] && !structured[key]:
+			t.Errorf("schedSpec reads %q but readSchedSpec neither reads it nor leaves it to decode", key)
+		}
+	}
+	if n := reflect.TypeOf(JobSpec{}).NumField(); n != typ.NumField() {
+		t.Errorf("JobSpec has %d fields, schedSpec %d", n, typ.NumField())
+	}
+}
+
+// FuzzSchedSpecReader: on any bytes, readSchedSpec never panics, and what
+// it takes decode reads as the same scheduling fields.
+func FuzzSchedSpecReader(f *testing.F) {
+	for i := range 10 {
+		spec := JobSpec{Command: []string{"true"}, Resources: Resources{CPU: int64(100 * i), MemoryMB: 64}, Priority: i, Queue: "q"}
+		b, _ := encode(&spec)
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		checkFastRead(t, b, readSchedSpec, decodeSchedSpec)
 	})
 }
