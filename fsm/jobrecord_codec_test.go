@@ -173,7 +173,7 @@ func TestSchedSpecReaderMatchesDecode(t *testing.T) {
 			spec = JobSpec{Command: []string{"sh", "-c", e.str()}, Namespace: e.str(), Queue: e.str(), User: e.str(),
 				Driver: e.str(), OnGPUError: e.str(), Priority: int(e.i64()), MaxAttempts: int(e.i64()),
 				Resources: Resources{CPU: e.i64(), MemoryMB: e.i64(), GPUMemoryMiB: e.i64()},
-				Labels: map[string]string{e.str(): e.str()}, Env: map[string]string{"A": e.str()}, Image: e.str()}
+				Labels:    map[string]string{e.str(): e.str()}, Env: map[string]string{"A": e.str()}, Image: e.str()}
 		case 2:
 			spec = JobSpec{} // command: null
 		default:
