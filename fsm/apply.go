@@ -359,7 +359,7 @@ func (a *applier) applyEntry(data []byte, res *Result) error {
 // run decodes the payload into P and calls the handler.
 func run[P any](a *applier, cmd *Command, res *Result, h func(*applier, *P, *Result) error) error {
 	var p P
-	if err := cmd.DecodePayload(&p); err != nil {
+	if err := decodePayload(cmd, &p); err != nil {
 		return err
 	}
 	if err := h(a, &p, res); err != nil {
