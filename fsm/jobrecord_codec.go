@@ -1,6 +1,11 @@
 package fsm
 
-import "github.com/fxamacker/cbor/v2"
+import (
+	"encoding/binary"
+	"math"
+
+	"github.com/fxamacker/cbor/v2"
+)
 
 // A job record is read and written on every transition of the job, its
 // spec kept encoded (jobrecord.go). The rest of the common record — a job
@@ -224,13 +229,14 @@ func decodeSchedSpec(spec []byte, ss *schedSpec) error {
 }
 
 // readSchedSpec reads schedSpec's fields from a stored spec (a JobSpec the
-// codec wrote) by walking its top-level keys: the plain ones it reads, the
-// spec's other fields it passes over. False (decode instead) for a spec
-// with any of the structured scheduling fields (constraints, backoff, exit
-// codes, deadline, dependencies, volumes, array, webhooks, gang, an
-// explicit preemptible), or one the codec would not have written that way
-// (keys out of order or repeated, longer heads, tags, indefinite lengths,
-// nulls or zeros where it leaves a field out).
+// codec wrote) by walking its top-level keys: the plain ones it reads
+// (with the constraints and the backoff the API fills in), the spec's
+// other fields it passes over. False (decode instead) for a spec with any
+// of the other structured scheduling fields (exit codes, deadline,
+// dependencies, volumes, array, webhooks, gang, an explicit preemptible),
+// or one the codec would not have written that way (keys out of order or
+// repeated, longer heads, tags, indefinite lengths, nulls or zeros where
+// it leaves a field out, an infinite or NaN float).
 func readSchedSpec(b []byte, ss *schedSpec) bool {
 	major, n, rest, ok := cborHeadShortest(b)
 	if !ok || major != 5 || n > uint64(len(rest)) {
@@ -261,6 +267,10 @@ func readSchedSpec(b []byte, ss *schedSpec) bool {
 			ok = r.goInt(&ss.MaxAttempts) && ss.MaxAttempts != 0
 		case "resources":
 			ok = r.resources(&ss.Resources)
+		case "constraints":
+			ok = r.texts(&ss.Constraints)
+		case "backoff":
+			ok = r.backoff(&ss.Backoff)
 		default:
 			if !specSkipped[string(k)] {
 				// A structured scheduling field, or a key the decoder may
@@ -275,6 +285,99 @@ func readSchedSpec(b []byte, ss *schedSpec) bool {
 		}
 	}
 	return len(r.b) == 0
+}
+
+// texts reads a non-empty array of text strings.
+func (r *fieldReader) texts(p *[]string) bool {
+	major, n, rest, ok := cborHeadShortest(r.b)
+	if !ok || major != 4 || n == 0 || n > uint64(len(rest)) {
+		return false
+	}
+	r.b = rest
+	out := make([]string, n)
+	for i := range out {
+		if !r.text(&out[i]) {
+			return false
+		}
+	}
+	*p = out
+	return true
+}
+
+// backoff reads a Backoff: max, jitter, initial, multiplier in the codec's
+// order, each left out when zero.
+func (r *fieldReader) backoff(b *Backoff) bool {
+	major, n, rest, ok := cborHeadShortest(r.b)
+	if !ok || major != 5 || n > 4 {
+		return false
+	}
+	outer := r.n
+	r.b, r.n = rest, int(n)
+	var initial, max int64
+	if r.key("max") && !r.nonZeroInt(&max) {
+		return false
+	}
+	if r.key("jitter") && !r.nonZeroFloat(&b.Jitter) {
+		return false
+	}
+	if r.key("initial") && !r.nonZeroInt(&initial) {
+		return false
+	}
+	if r.key("multiplier") && !r.nonZeroFloat(&b.Multiplier) {
+		return false
+	}
+	if r.n != 0 {
+		return false
+	}
+	b.Initial, b.Max = Duration(initial), Duration(max)
+	r.n = outer
+	return true
+}
+
+// nonZeroFloat reads a finite, non-zero float of any width (the codec
+// writes the shortest that keeps the value).
+func (r *fieldReader) nonZeroFloat(v *float64) bool {
+	if len(r.b) == 0 {
+		return false
+	}
+	var f float64
+	switch b := r.b; {
+	case b[0] == 0xf9 && len(b) >= 3:
+		f, r.b = halfFloat(binary.BigEndian.Uint16(b[1:])), b[3:]
+	case b[0] == 0xfa && len(b) >= 5:
+		f, r.b = float64(math.Float32frombits(binary.BigEndian.Uint32(b[1:]))), b[5:]
+	case b[0] == 0xfb && len(b) >= 9:
+		f, r.b = math.Float64frombits(binary.BigEndian.Uint64(b[1:])), b[9:]
+	default:
+		return false
+	}
+	if f == 0 || math.IsNaN(f) || math.IsInf(f, 0) {
+		return false
+	}
+	*v = f
+	return true
+}
+
+// halfFloat is an IEEE 754 half-precision value as a float64 (infinities
+// and NaNs come out infinite or NaN).
+func halfFloat(h uint16) float64 {
+	exp, frac := int(h>>10)&0x1f, float64(h&0x3ff)
+	var v float64
+	switch exp {
+	case 0:
+		v = math.Ldexp(frac, -24)
+	case 0x1f:
+		v = math.Inf(1)
+		if frac != 0 {
+			v = math.NaN()
+		}
+	default:
+		v = math.Ldexp(1024+frac, exp-25)
+	}
+	if h&0x8000 != 0 {
+		v = -v
+	}
+	return v
 }
 
 // specSkipped are the spec's fields the scheduler does not read (schedSpec's

@@ -3,6 +3,7 @@ package fsm
 import (
 	"bytes"
 	"errors"
+	"math"
 	"math/rand/v2"
 	"reflect"
 	"strings"
@@ -155,6 +156,43 @@ func FuzzStoredJobCodec(f *testing.F) {
 	})
 }
 
+// edgeFloats are floats the codec writes in 16, 32 or 64 bits (subnormal,
+// largest, negative), and zero and infinities, which readSchedSpec leaves
+// to decode (NaN too: TestSchedSpecReaderLeavesNaN; it is not here as it
+// never equals itself).
+var edgeFloats = []float64{0, 0.2, 2, 1.5, -2.5, 65504, 5.960464477539063e-08, 6.103515625e-05, 0.1, 1e-10,
+	3.4028234663852886e+38, 1e300, -0.0009765625, math.Inf(1), math.Inf(-1)}
+
+// checkSchedSpecRead is checkFastRead for readSchedSpec; a spec whose
+// backoff decodes to a NaN (never equal to itself) must be left to decode.
+func checkSchedSpecRead(t *testing.T, b []byte) {
+	t.Helper()
+	var dec schedSpec
+	if decode(b, &dec) == nil && (math.IsNaN(dec.Backoff.Jitter) || math.IsNaN(dec.Backoff.Multiplier)) {
+		var ss schedSpec
+		if readSchedSpec(b, &ss) {
+			t.Fatalf("%x: a NaN taken by hand", b)
+		}
+		return
+	}
+	checkFastRead(t, b, readSchedSpec, decodeSchedSpec)
+}
+
+// TestSchedSpecReaderLeavesNaN: a NaN in a backoff (16, 32 or 64 bits) is
+// left to decode.
+func TestSchedSpecReaderLeavesNaN(t *testing.T) {
+	for _, nan := range [][]byte{{0xf9, 0x7e, 0x00}, {0xfa, 0x7f, 0xc0, 0, 0}, {0xfb, 0x7f, 0xf8, 0, 0, 0, 0, 0, 0}} {
+		spec := append([]byte{0xa1, 0x67, 'b', 'a', 'c', 'k', 'o', 'f', 'f', 0xa1, 0x66, 'j', 'i', 't', 't', 'e', 'r'}, nan...)
+		var ss schedSpec
+		if readSchedSpec(spec, &ss) {
+			t.Fatalf("%x: taken by hand (jitter %v)", spec, ss.Backoff.Jitter)
+		}
+		if err := decode(spec, &ss); err != nil || !math.IsNaN(ss.Backoff.Jitter) {
+			t.Fatalf("%x: decode: %v, jitter %v", spec, err, ss.Backoff.Jitter)
+		}
+	}
+}
+
 // TestSchedSpecReaderMatchesDecode: what readSchedSpec takes, decode reads
 // the same, for specs the codec wrote (every field filled, plain ones with
 // values at the codec's edges) and for damaged ones; it takes the plain
@@ -175,7 +213,10 @@ func TestSchedSpecReaderMatchesDecode(t *testing.T) {
 				Resources: Resources{CPU: e.i64(), MemoryMB: e.i64(), GPUMemoryMiB: e.i64()},
 				Labels:    map[string]string{e.str(): e.str()}, Env: map[string]string{"A": e.str()}, Image: e.str()}
 		case 2:
-			spec = JobSpec{} // command: null
+			// As the API stores it: a backoff, constraints.
+			spec = JobSpec{Command: []string{"true"}, Constraints: []string{"sim == " + e.str(), e.str()},
+				Backoff: Backoff{Initial: Duration(e.i64()), Multiplier: edgeFloats[rng.IntN(len(edgeFloats))],
+					Max: Duration(e.i64()), Jitter: edgeFloats[rng.IntN(len(edgeFloats))]}, Placement: "binpack"}
 		default:
 			spec = JobSpec{Command: []string{"true"}, Resources: Resources{CPU: 100, MemoryMB: 64}, Priority: 50}
 		}
@@ -189,13 +230,26 @@ func TestSchedSpecReaderMatchesDecode(t *testing.T) {
 		} else if i%4 == 3 {
 			t.Fatalf("a plain spec went to decode: %x", raw)
 		}
-		checkFastRead(t, raw, readSchedSpec, decodeSchedSpec)
+		checkSchedSpecRead(t, raw)
 		for range 4 {
-			checkFastRead(t, damaged(rng, raw), readSchedSpec, decodeSchedSpec)
+			checkSchedSpecRead(t, damaged(rng, raw))
 		}
 	}
 	if taken < 2000 {
 		t.Fatalf("only %d of 4000 specs read by hand", taken)
+	}
+	// A spec as the API stores it (the defaults filled in) is read by hand.
+	api := JobSpec{Name: "bench", Labels: map[string]string{"bench": "x"}, Command: []string{"true"}, Network: "none",
+		Priority: 50, Placement: "binpack", Constraints: []string{"sim == x"}, KillSignal: "SIGTERM",
+		KillTimeout: Duration(10 * time.Second), MaxAttempts: 1,
+		Backoff: Backoff{Initial: Duration(time.Second), Multiplier: 2, Max: Duration(5 * time.Minute), Jitter: 0.2}}
+	raw, err := encode(&api)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ss schedSpec
+	if !readSchedSpec(raw, &ss) || ss.Backoff != api.Backoff || ss.Constraints[0] != "sim == x" {
+		t.Fatalf("the API's spec was not read by hand: %x", raw)
 	}
 	t.Logf("%d of 4000 specs read by hand", taken)
 }
@@ -205,8 +259,8 @@ func TestSchedSpecReaderMatchesDecode(t *testing.T) {
 // JobSpec and schedSpec must be sorted into one of them.
 func TestSchedSpecKeysKnown(t *testing.T) {
 	read := map[string]bool{"namespace": true, "driver": true, "user": true, "queue": true, "on_gpu_error": true,
-		"priority": true, "max_attempts": true, "resources": true}
-	structured := map[string]bool{"constraints": true, "backoff": true, "no_retry_exit_codes": true, "deadline": true,
+		"priority": true, "max_attempts": true, "resources": true, "constraints": true, "backoff": true}
+	structured := map[string]bool{"no_retry_exit_codes": true, "deadline": true,
 		"depends_on": true, "condition": true, "after": true, "volumes": true, "array": true, "notify": true,
 		"gang": true, "preemptible": true}
 	skippedType := reflect.TypeOf(skipped{})
@@ -235,6 +289,6 @@ func FuzzSchedSpecReader(f *testing.F) {
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		checkFastRead(t, b, readSchedSpec, decodeSchedSpec)
+		checkSchedSpecRead(t, b)
 	})
 }
