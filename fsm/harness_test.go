@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -196,4 +198,46 @@ type raftLog = raft.Log
 
 func rawEntry(idx uint64, data []byte) *raft.Log {
 	return &raft.Log{Index: idx, Term: 1, Type: raft.LogCommand, Data: data}
+}
+
+// checkViewsWhileWriting runs write while three readers open views
+// without pause and check each one: check returns what is wrong with the
+// view ("" if nothing). It fails the test for any wrong view or error, and
+// returns how many views were checked.
+func checkViewsWhileWriting(t *testing.T, f *FSM, check func(tx *Tx) (string, error), write func()) int64 {
+	t.Helper()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var views, wrong atomic.Int64
+	var firstWrong atomic.Value
+	for range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				var bad string
+				err := f.View(func(tx *Tx) (err error) { bad, err = check(tx); return err })
+				views.Add(1)
+				if err != nil {
+					bad = err.Error()
+				}
+				if bad != "" {
+					wrong.Add(1)
+					firstWrong.CompareAndSwap(nil, bad)
+				}
+			}
+		}()
+	}
+	write()
+	close(stop)
+	wg.Wait()
+	if n := wrong.Load(); n > 0 {
+		t.Fatalf("%d of %d views read other records than their transaction holds; first: %v", n, views.Load(), firstWrong.Load())
+	}
+	return views.Load()
 }

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -35,109 +33,80 @@ func TestLiveSetPatchedWhileAttemptsChange(t *testing.T) {
 	for i := range nodes {
 		h.addNode(fmt.Sprintf("n%d", i))
 	}
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	var views, wrong atomic.Int64
-	var firstWrong atomic.Value
-	for range 3 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				err := h.f.View(func(tx *Tx) error {
-					got, err := tx.LiveAttemptsShared()
-					if err != nil {
-						return err
-					}
-					var copied []Attempt
-					if err := tx.LiveAttempts(func(a *Attempt) bool { copied = append(copied, *a); return true }); err != nil {
-						return err
-					}
-					want, err := liveFromIndex(tx)
-					if err != nil {
-						return err
-					}
-					views.Add(1)
-					if !sameAttempts(got, want) || !sameAttempts(copied, want) {
-						wrong.Add(1)
-						firstWrong.CompareAndSwap(nil, fmt.Sprintf("got %d (%d copied) live attempts, want %d", len(got), len(copied), len(want)))
-					}
-					return nil
-				})
-				if err != nil {
-					firstWrong.CompareAndSwap(nil, err.Error())
-					wrong.Add(1)
-				}
-			}
-		}()
+	check := func(tx *Tx) (string, error) {
+		got, err := tx.LiveAttemptsShared()
+		if err != nil {
+			return "", err
+		}
+		var copied []Attempt
+		if err := tx.LiveAttempts(func(a *Attempt) bool { copied = append(copied, *a); return true }); err != nil {
+			return "", err
+		}
+		want, err := liveFromIndex(tx)
+		if err != nil || (sameAttempts(got, want) && sameAttempts(copied, want)) {
+			return "", err
+		}
+		return fmt.Sprintf("got %d (%d copied) live attempts, want %d", len(got), len(copied), len(want)), nil
 	}
-	rng := rand.New(rand.NewPCG(3, 4))
-	next := 0
-	for b := range 400 {
-		var queued []string
-		var live []Attempt
-		if err := h.f.View(func(tx *Tx) error {
-			if err := tx.ForEachJobInState(JobQueued, func(j *Job) bool { queued = append(queued, j.ID); return len(queued) < 20 }); err != nil {
+	views := checkViewsWhileWriting(t, h.f, check, func() {
+		rng := rand.New(rand.NewPCG(3, 4))
+		next := 0
+		for b := range 400 {
+			var queued []string
+			var live []Attempt
+			if err := h.f.View(func(tx *Tx) error {
+				if err := tx.ForEachJobInState(JobQueued, func(j *Job) bool { queued = append(queued, j.ID); return len(queued) < 20 }); err != nil {
+					return err
+				}
+				var err error
+				live, err = liveFromIndex(tx)
 				return err
+			}); err != nil {
+				t.Fatal(err)
 			}
-			var err error
-			live, err = liveFromIndex(tx)
-			return err
-		}); err != nil {
-			t.Fatal(err)
-		}
-		var logs []*raft.Log
-		var submit SubmitJobs
-		for range rng.IntN(4) {
-			next++
-			submit.Jobs = append(submit.Jobs, NewJob{ID: jobID(next), Spec: JobSpec{Command: []string{"true"}}})
-		}
-		if len(submit.Jobs) > 0 {
-			logs = append(logs, h.entry(CmdSubmitJobs, submit))
-		}
-		var place Place
-		for _, id := range queued[:min(len(queued), rng.IntN(4))] {
-			place.Placements = append(place.Placements, Placement{JobID: id, Node: fmt.Sprintf("n%d", rng.IntN(nodes))})
-		}
-		if len(place.Placements) > 0 {
-			logs = append(logs, h.entry(CmdPlace, place))
-		}
-		for _, a := range live {
-			switch rng.IntN(6) {
-			case 0:
-				logs = append(logs, h.entry(CmdReport, ReportAttempt{JobID: a.JobID, Attempt: a.Num, FencingToken: a.FencingToken, Node: a.Node, State: AttemptRunning}))
-			case 1:
-				logs = append(logs, h.entry(CmdReport, ReportAttempt{JobID: a.JobID, Attempt: a.Num, FencingToken: a.FencingToken, Node: a.Node,
-					State: []AttemptState{AttemptSucceeded, AttemptFailed}[rng.IntN(2)], ExitCode: intp(rng.IntN(2))}))
-			case 2:
-				if rng.IntN(4) == 0 {
-					logs = append(logs, h.entry(CmdCancelJob, CancelJob{JobID: a.JobID}))
+			var logs []*raft.Log
+			var submit SubmitJobs
+			for range rng.IntN(4) {
+				next++
+				submit.Jobs = append(submit.Jobs, NewJob{ID: jobID(next), Spec: JobSpec{Command: []string{"true"}}})
+			}
+			if len(submit.Jobs) > 0 {
+				logs = append(logs, h.entry(CmdSubmitJobs, submit))
+			}
+			var place Place
+			for _, id := range queued[:min(len(queued), rng.IntN(4))] {
+				place.Placements = append(place.Placements, Placement{JobID: id, Node: fmt.Sprintf("n%d", rng.IntN(nodes))})
+			}
+			if len(place.Placements) > 0 {
+				logs = append(logs, h.entry(CmdPlace, place))
+			}
+			for _, a := range live {
+				switch rng.IntN(6) {
+				case 0:
+					logs = append(logs, h.entry(CmdReport, ReportAttempt{JobID: a.JobID, Attempt: a.Num, FencingToken: a.FencingToken, Node: a.Node, State: AttemptRunning}))
+				case 1:
+					logs = append(logs, h.entry(CmdReport, ReportAttempt{JobID: a.JobID, Attempt: a.Num, FencingToken: a.FencingToken, Node: a.Node,
+						State: []AttemptState{AttemptSucceeded, AttemptFailed}[rng.IntN(2)], ExitCode: intp(rng.IntN(2))}))
+				case 2:
+					if rng.IntN(4) == 0 {
+						logs = append(logs, h.entry(CmdCancelJob, CancelJob{JobID: a.JobID}))
+					}
 				}
 			}
+			if b%50 == 49 {
+				h.now = h.now.Add(time.Hour)
+				logs = append(logs, h.entry(CmdGC, GC{Before: h.now, KeysBefore: h.now}))
+			}
+			if len(logs) > 0 {
+				h.f.ApplyBatch(logs)
+			}
 		}
-		if b%50 == 49 {
-			h.now = h.now.Add(time.Hour)
-			logs = append(logs, h.entry(CmdGC, GC{Before: h.now, KeysBefore: h.now}))
-		}
-		if len(logs) > 0 {
-			h.f.ApplyBatch(logs)
-		}
-	}
-	close(stop)
-	wg.Wait()
+	})
 	checkIndexes(t, h.f)
-	if n := wrong.Load(); n > 0 {
-		t.Fatalf("%d of %d views read other live attempts than their transaction holds; first: %v", n, views.Load(), firstWrong.Load())
-	}
 	if h.f.lives.patched.Load() == 0 {
-		t.Fatalf("no view patched the live set in %d views", views.Load())
+		t.Fatalf("no view patched the live set in %d views", views)
 	}
-	t.Logf("%d views, %d patched", views.Load(), h.f.lives.patched.Load())
+	t.Logf("%d views, %d patched", views, h.f.lives.patched.Load())
 }
 
 // A caller's change to an attempt LiveAttempts gave it does not reach the

@@ -6,8 +6,6 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 
 	"github.com/hashicorp/raft"
@@ -104,64 +102,35 @@ func TestNodesMemoPatchedWhileNodesAreWritten(t *testing.T) {
 	for i := range nodes {
 		h.addNode(fmt.Sprintf("n%02d", i))
 	}
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	var views, wrong atomic.Int64
-	var firstWrong atomic.Value
-	for range 3 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				err := h.f.View(func(tx *Tx) error {
-					got, err := tx.Nodes()
-					if err != nil {
-						return err
-					}
-					want, err := bucketRecords[Node](tx.tx.Bucket(bucketNodes))
-					if err != nil {
-						return err
-					}
-					views.Add(1)
-					if !reflect.DeepEqual(got, want) {
-						wrong.Add(1)
-						firstWrong.CompareAndSwap(nil, fmt.Sprintf("got %d nodes, want %d", len(got), len(want)))
-					}
-					return nil
-				})
-				if err != nil {
-					firstWrong.CompareAndSwap(nil, err.Error())
-					wrong.Add(1)
-				}
-			}
-		}()
-	}
-	rng := rand.New(rand.NewPCG(1, 2))
-	for b := range 400 {
-		var logs []*raft.Log
-		for range 1 + rng.IntN(4) {
-			name := fmt.Sprintf("n%02d", rng.IntN(nodes+5)) // a few new nodes too
-			if rng.IntN(3) == 0 {
-				logs = append(logs, h.entry(CmdNodeState, SetNodeState{Name: name, Gossip: []GossipState{NodeAlive, NodeDead}[rng.IntN(2)]}))
-				continue
-			}
-			logs = append(logs, h.entry(CmdUpsertNode, UpsertNode{Node: Node{Name: name,
-				Labels: map[string]string{"batch": strconv.Itoa(b)}, Capacity: Resources{CPU: int64(1000 + b)}}}))
+	check := func(tx *Tx) (string, error) {
+		got, err := tx.Nodes()
+		if err != nil {
+			return "", err
 		}
-		h.f.ApplyBatch(logs)
+		want, err := bucketRecords[Node](tx.tx.Bucket(bucketNodes))
+		if err != nil || reflect.DeepEqual(got, want) {
+			return "", err
+		}
+		return fmt.Sprintf("got %d nodes, want %d", len(got), len(want)), nil
 	}
-	close(stop)
-	wg.Wait()
-	if n := wrong.Load(); n > 0 {
-		t.Fatalf("%d of %d views read other node records than their transaction holds; first: %v", n, views.Load(), firstWrong.Load())
-	}
+	views := checkViewsWhileWriting(t, h.f, check, func() {
+		rng := rand.New(rand.NewPCG(1, 2))
+		for b := range 400 {
+			var logs []*raft.Log
+			for range 1 + rng.IntN(4) {
+				name := fmt.Sprintf("n%02d", rng.IntN(nodes+5)) // a few new nodes too
+				if rng.IntN(3) == 0 {
+					logs = append(logs, h.entry(CmdNodeState, SetNodeState{Name: name, Gossip: []GossipState{NodeAlive, NodeDead}[rng.IntN(2)]}))
+					continue
+				}
+				logs = append(logs, h.entry(CmdUpsertNode, UpsertNode{Node: Node{Name: name,
+					Labels: map[string]string{"batch": strconv.Itoa(b)}, Capacity: Resources{CPU: int64(1000 + b)}}}))
+			}
+			h.f.ApplyBatch(logs)
+		}
+	})
 	if h.f.nodes.patched.Load() == 0 {
-		t.Fatalf("no view patched the memo in %d views", views.Load())
+		t.Fatalf("no view patched the memo in %d views", views)
 	}
-	t.Logf("%d views, %d patched", views.Load(), h.f.nodes.patched.Load())
+	t.Logf("%d views, %d patched", views, h.f.nodes.patched.Load())
 }

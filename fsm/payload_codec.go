@@ -42,15 +42,7 @@ func readHand[T any](b []byte, v *T, read func([]byte, *T) bool) bool {
 
 // readPlace reads {"placements": [{"node", "job_id", "resources"}...]}.
 func readPlace(b []byte, p *Place) bool {
-	major, n, b, ok := cborHeadShortest(b)
-	if !ok || major != 5 || n != 1 {
-		return false
-	}
-	r := fieldReader{b: b, n: 1}
-	if !r.key("placements") {
-		return false
-	}
-	count, ok := r.arrayHead()
+	r, count, ok := listPayload(b, "placements")
 	if !ok {
 		return false
 	}
@@ -72,15 +64,7 @@ func readPlace(b []byte, p *Place) bool {
 
 // readReports reads {"reports": [report...]}.
 func readReports(b []byte, p *ReportAttempts) bool {
-	major, n, b, ok := cborHeadShortest(b)
-	if !ok || major != 5 || n != 1 {
-		return false
-	}
-	r := fieldReader{b: b, n: 1}
-	if !r.key("reports") {
-		return false
-	}
-	count, ok := r.arrayHead()
+	r, count, ok := listPayload(b, "reports")
 	if !ok {
 		return false
 	}
@@ -182,6 +166,21 @@ func readReportFrom(b []byte, rep *ReportAttempt) ([]byte, bool) {
 		return nil, false
 	}
 	return r.b, r.n == 0
+}
+
+// listPayload reads the head of a payload {key: [...]} and returns a
+// reader at its first element and the element count.
+func listPayload(b []byte, key string) (fieldReader, int, bool) {
+	major, n, b, ok := cborHeadShortest(b)
+	if !ok || major != 5 || n != 1 {
+		return fieldReader{}, 0, false
+	}
+	r := fieldReader{b: b, n: 1}
+	if !r.key(key) {
+		return fieldReader{}, 0, false
+	}
+	count, ok := r.arrayHead()
+	return r, count, ok
 }
 
 // arrayHead reads an array's head: its count, at most one element a byte
