@@ -93,12 +93,21 @@ func encodeByHand[T any](v *T, size int, write func([]byte, *T) ([]byte, bool)) 
 // takes exactly what its writer writes; anything else goes through
 // decode, which also judges corruption.
 func decodeByHand[T any](b []byte, v *T, read func([]byte, *T) bool) error {
-	var out T
-	if read(b, &out) {
-		*v = out
+	if readHand(b, v, read) {
 		return nil
 	}
 	return decode(b, v)
+}
+
+// readHand runs read into a zero T and keeps the result only when read
+// takes all of b.
+func readHand[T any](b []byte, v *T, read func([]byte, *T) bool) bool {
+	var out T
+	if !read(b, &out) {
+		return false
+	}
+	*v = out
+	return true
 }
 
 // decode reads one record. Anything it cannot read, trailing bytes

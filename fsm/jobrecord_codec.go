@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/fxamacker/cbor/v2"
+	"github.com/x448/float16"
 )
 
 // A job record is read and written on every transition of the job, its
@@ -343,7 +344,7 @@ func (r *fieldReader) nonZeroFloat(v *float64) bool {
 	var f float64
 	switch b := r.b; {
 	case b[0] == 0xf9 && len(b) >= 3:
-		f, r.b = halfFloat(binary.BigEndian.Uint16(b[1:])), b[3:]
+		f, r.b = float64(float16.Frombits(binary.BigEndian.Uint16(b[1:])).Float32()), b[3:] // as the decoder converts it
 	case b[0] == 0xfa && len(b) >= 5:
 		f, r.b = float64(math.Float32frombits(binary.BigEndian.Uint32(b[1:]))), b[5:]
 	case b[0] == 0xfb && len(b) >= 9:
@@ -356,28 +357,6 @@ func (r *fieldReader) nonZeroFloat(v *float64) bool {
 	}
 	*v = f
 	return true
-}
-
-// halfFloat is an IEEE 754 half-precision value as a float64 (infinities
-// and NaNs come out infinite or NaN).
-func halfFloat(h uint16) float64 {
-	exp, frac := int(h>>10)&0x1f, float64(h&0x3ff)
-	var v float64
-	switch exp {
-	case 0:
-		v = math.Ldexp(frac, -24)
-	case 0x1f:
-		v = math.Inf(1)
-		if frac != 0 {
-			v = math.NaN()
-		}
-	default:
-		v = math.Ldexp(1024+frac, exp-25)
-	}
-	if h&0x8000 != 0 {
-		v = -v
-	}
-	return v
 }
 
 // specSkipped are the spec's fields the scheduler does not read (schedSpec's

@@ -29,17 +29,6 @@ func decodePayload[P any](cmd *Command, p *P) error {
 	return cmd.DecodePayload(p)
 }
 
-// readHand runs read into a zero T and keeps the result only when read
-// takes all of b.
-func readHand[T any](b []byte, v *T, read func([]byte, *T) bool) bool {
-	var out T
-	if !read(b, &out) {
-		return false
-	}
-	*v = out
-	return true
-}
-
 // readPlace reads {"placements": [{"node", "job_id", "resources"}...]}.
 func readPlace(b []byte, p *Place) bool {
 	r, count, ok := listPayload(b, "placements")
