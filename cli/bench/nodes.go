@@ -501,7 +501,7 @@ func measureIdle(ctx context.Context, hc *http.Client, servers []string, d time.
 func serversCPU(ctx context.Context, hc *http.Client, servers []string) ([]float64, error) {
 	out := make([]float64, len(servers))
 	for i, s := range servers {
-		m, err := scrapeMetrics(ctx, hc, "", s)
+		m, err := scrapeMetrics(ctx, hc, "", s, []string{metricCPU})
 		if err != nil {
 			return nil, fmt.Errorf("metrics of %s: %w", s, err)
 		}
