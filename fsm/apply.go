@@ -120,11 +120,11 @@ func (f *FSM) applyOnce(logs []*raft.Log, out []any, refused map[int]error) ([]E
 		}
 	}
 	if len(a.nodeNames) > 0 {
-		f.nodes.beginWrite(a.nodeNames, false)
+		f.nodes.beginWrite(a.nodeNames, false, last)
 		defer f.nodes.endWrite()
 	}
 	if len(a.liveKeys) > 0 {
-		f.lives.beginWrite(a.liveKeys, false)
+		f.lives.beginWrite(a.liveKeys, false, last)
 		defer f.lives.endWrite()
 	}
 	if err := tx.Commit(); err != nil {

@@ -44,7 +44,7 @@ func (a *applier) noteLive(b *bolt.Bucket, k []byte) {
 // liveSetNow is every live attempt as this view holds it: the memo when it
 // is this view's own, else the memo patched, else read from the index.
 func (t *Tx) liveSetNow() (*liveSet, error) {
-	version, exact := t.lives.version(t.livesDone)
+	version, exact := t.lives.version(t.livesDone, t.appliedIndex)
 	if exact {
 		if set, ok := t.lives.get(version); ok {
 			return set, nil
@@ -52,7 +52,7 @@ func (t *Tx) liveSetNow() (*liveSet, error) {
 	}
 	var set *liveSet
 	var err error
-	if memo, keys, ok := t.lives.patchable(t.livesDone); ok && len(keys) <= len(memo.keys)+liveSetPatchSlack {
+	if memo, keys, ok := t.lives.patchable(version, exact); ok && len(keys) <= len(memo.keys)+liveSetPatchSlack {
 		t.lives.patched.Add(1)
 		set, err = t.patchLiveSet(memo, keys)
 	} else {

@@ -106,7 +106,10 @@ func TestLiveSetPatchedWhileAttemptsChange(t *testing.T) {
 	if h.f.lives.patched.Load() == 0 {
 		t.Fatalf("no view patched the live set in %d views", views)
 	}
-	t.Logf("%d views, %d patched", views, h.f.lives.patched.Load())
+	if h.f.lives.resolved.Load() == 0 {
+		t.Fatalf("no view opened during a commit in %d views: the version by index is untested", views)
+	}
+	t.Logf("%d views, %d patched, %d told their version by index", views, h.f.lives.patched.Load(), h.f.lives.resolved.Load())
 }
 
 // A caller's change to an attempt LiveAttempts gave it does not reach the

@@ -132,5 +132,8 @@ func TestNodesMemoPatchedWhileNodesAreWritten(t *testing.T) {
 	if h.f.nodes.patched.Load() == 0 {
 		t.Fatalf("no view patched the memo in %d views", views)
 	}
-	t.Logf("%d views, %d patched", views, h.f.nodes.patched.Load())
+	if h.f.nodes.resolved.Load() == 0 {
+		t.Fatalf("no view opened during a commit in %d views: the version by index is untested", views)
+	}
+	t.Logf("%d views, %d patched, %d told their version by index", views, h.f.nodes.patched.Load(), h.f.nodes.resolved.Load())
 }

@@ -96,11 +96,11 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 		return fmt.Errorf("restore: %w", renameErr)
 	}
 	f.db = db
-	f.nodes.beginWrite(nil, true) // the node records changed with everything else
-	f.nodes.endWrite()
-	f.lives.beginWrite(nil, true) // and the live attempts
-	f.lives.endWrite()
 	f.loadApplied()
+	f.nodes.beginWrite(nil, true, f.applied.Load()) // the node records changed with everything else
+	f.nodes.endWrite()
+	f.lives.beginWrite(nil, true, f.applied.Load()) // and the live attempts
+	f.lives.endWrite()
 	idx := f.applied.Load()
 	f.log.Info("state restored from snapshot", "applied_index", idx)
 	f.notify.publish([]Event{{Index: idx, Type: EventReset}})

@@ -34,6 +34,12 @@ func (f *FSM) View(fn func(tx *Tx) error) error {
 	})
 }
 
+// appliedIndex is the raft index of the last entry this view holds
+// applied.
+func (t *Tx) appliedIndex() uint64 {
+	return readU64(t.tx.Bucket(bucketMeta).Get(metaAppliedIndex))
+}
+
 // Job returns one job, or ErrNotFound.
 func (t *Tx) Job(id string) (*Job, error) {
 	v := t.tx.Bucket(bucketJobs).Get([]byte(id))
@@ -126,13 +132,13 @@ func (t *Tx) nodesMemo() (nodes []Node, shared bool, err error) {
 		nodes, err = bucketRecords[Node](t.tx.Bucket(bucketNodes))
 		return nodes, false, err
 	}
-	version, exact := t.nodes.version(t.nodesDone)
+	version, exact := t.nodes.version(t.nodesDone, t.appliedIndex)
 	if exact {
 		if memo, ok := t.nodes.get(version); ok {
 			return memo, true, nil
 		}
 	}
-	if memo, names, ok := t.nodes.patchable(t.nodesDone); ok {
+	if memo, names, ok := t.nodes.patchable(version, exact); ok {
 		t.nodes.patched.Add(1)
 		b := t.tx.Bucket(bucketNodes)
 		nodes, err = patchNodes(memo, names, func(name string) (*Node, error) {
@@ -161,7 +167,7 @@ func (t *Tx) NodesVersion() (version uint64, ok bool) {
 	if t.nodes == nil {
 		return 0, false
 	}
-	return t.nodes.version(t.nodesDone)
+	return t.nodes.version(t.nodesDone, t.appliedIndex)
 }
 
 // ForEachJobInState calls fn for each job in state, oldest first, until fn

@@ -19,14 +19,24 @@ import (
 // and a memo of that version is the view's. A restore counts as a write of
 // every record.
 //
+// A view that opened while a batch was being committed (started ahead of
+// done) holds that batch or not. Each counted batch also leaves the raft
+// index it commits as applied, and the view reads the applied index its
+// own transaction holds: it holds exactly the batches whose index is at
+// most that. Under a steady stream of batches (the leader placing, reports
+// arriving) a view is rarely opened with none in flight, so without this
+// the memo was seldom the view's, and patches from an ever older memo
+// grew into whole reads.
+//
 // While the records are written (clients attaching, attempts placed and
 // finished) the memo is often a version or two behind. So each counted
 // batch also leaves the keys it wrote (changes), and a view patches the
 // memo: it reads from its own transaction every key written between the
-// memo's version and what the view may hold, and keeps the rest of the
-// memo. Whatever its transaction holds for those keys is right for it, so
-// the patch is exact even with a write in flight; it becomes the new memo
-// only when the view's version is exact.
+// memo's version and the view's, and keeps the rest of the memo. Whatever
+// its transaction holds for those keys is right for it, so the patch is
+// exact even when the view's version is not known (then every key written
+// up to started is read again); it becomes the new memo only when the
+// view's version is known.
 type versionedMemo[T any] struct {
 	started, done atomic.Uint64
 	mu            sync.Mutex
@@ -36,12 +46,14 @@ type versionedMemo[T any] struct {
 	changes       []keyChange   // of the last counted batches, oldest first
 	changedKeys   int           // keys held by changes
 	patched       atomic.Uint64 // views that patched the memo (tests)
+	resolved      atomic.Uint64 // views opened during a commit whose version was told by index (tests)
 }
 
 // keyChange is what the batch counted as version wrote: the keys, or
-// every record (a restore).
+// every record (a restore), and the applied index it committed.
 type keyChange struct {
 	version uint64
+	index   uint64
 	keys    []string
 	all     bool
 }
@@ -54,8 +66,8 @@ const (
 )
 
 // beginWrite and endWrite bracket the commit of a batch that wrote the
-// keys named (every record with all).
-func (c *versionedMemo[T]) beginWrite(keys []string, all bool) {
+// keys named (every record with all) and commits index as applied.
+func (c *versionedMemo[T]) beginWrite(keys []string, all bool, index uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for len(c.changes) > 0 && (len(c.changes) >= maxChanges || c.changedKeys+len(keys) > maxChangedKeys) {
@@ -63,16 +75,42 @@ func (c *versionedMemo[T]) beginWrite(keys []string, all bool) {
 		c.changes[0] = keyChange{}
 		c.changes = c.changes[1:]
 	}
-	c.changes = append(c.changes, keyChange{version: c.started.Load() + 1, keys: keys, all: all})
+	c.changes = append(c.changes, keyChange{version: c.started.Load() + 1, index: index, keys: keys, all: all})
 	c.changedKeys += len(keys)
 	c.started.Add(1)
 }
 
 func (c *versionedMemo[T]) endWrite() { c.done.Add(1) }
 
-// version is what a view that read done=before holds, ok when exact.
-func (c *versionedMemo[T]) version(before uint64) (uint64, bool) {
-	return before, c.started.Load() == before
+// version is what a view that read done=before and whose transaction
+// holds applied() as its applied index holds; ok when that is known.
+func (c *versionedMemo[T]) version(before uint64, applied func() uint64) (uint64, bool) {
+	if c.started.Load() == before {
+		return before, true
+	}
+	index := applied()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.changes) == 0 || c.changes[0].version > before+1 {
+		return before, false // the batches after before are no longer known
+	}
+	v := before
+	for _, ch := range c.changes {
+		if ch.version <= before {
+			continue
+		}
+		if ch.all {
+			// A restore holds the FSM's lock against every view; a view
+			// that read before it cannot see past it.
+			return before, false
+		}
+		if ch.index > index {
+			break // committed after the view opened, as is every later one
+		}
+		v = ch.version
+	}
+	c.resolved.Add(1)
+	return v, true
 }
 
 // get returns the memo when it is of version.
@@ -97,17 +135,22 @@ func (c *versionedMemo[T]) put(version uint64, m T) {
 }
 
 // patchable returns the memo and the keys written between its version and
-// any version a view that read done=before may hold (up to started, read
-// now: the view's transaction is open, so a batch it can see has begun),
-// sorted and without repeats. ok is false when there is no memo or the
-// keys are not all known (a restore, or older than the changes kept).
-func (c *versionedMemo[T]) patchable(before uint64) (memo T, keys []string, ok bool) {
+// the view's: version when exact, else any a view that read done=version
+// may hold (up to started, read now: the view's transaction is open, so a
+// batch it can see has begun), sorted and without repeats. ok is false
+// when there is no memo or the keys are not all known (a restore, or older
+// than the changes kept).
+func (c *versionedMemo[T]) patchable(version uint64, exact bool) (memo T, keys []string, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.hasMemo {
 		return memo, nil, false
 	}
-	lo, hi := min(c.memoVersion, before), max(c.memoVersion, c.started.Load())
+	upTo := version
+	if !exact {
+		upTo = c.started.Load()
+	}
+	lo, hi := min(c.memoVersion, version), max(c.memoVersion, upTo)
 	if lo == hi {
 		return c.memo, nil, true
 	}
