@@ -157,6 +157,7 @@ type applier struct {
 	byDue, queuedByGroup, byFinish       *bolt.Bucket
 	schedules                            *bolt.Bucket
 	timeline                             *bolt.Bucket
+	cursors                              cursors             // get and del read through these (cursors.go)
 	dueOf                                dueMemo             // see schedindex.go
 	specOf                               map[*Job][]byte     // stored spec of jobs read by getJob
 	jobMemo                              map[string]jobIdent // job ID → what events and accounting read of it (state.go)
@@ -260,8 +261,11 @@ func (a *applier) del(b *bolt.Bucket, k []byte) error {
 	a.wrote = true
 	a.noteNodes(b, k)
 	a.noteLive(b, k)
-	return b.Delete(k)
+	return a.cursors.delete(b, k)
 }
+
+// get is b.Get(k) through the transaction's cursor for b.
+func (a *applier) get(b *bolt.Bucket, k []byte) []byte { return a.cursors.get(b, k) }
 
 // applyEntry decodes the envelope and runs the command's handler.
 func (a *applier) applyEntry(data []byte, res *Result) error {

@@ -221,7 +221,7 @@ func (a *applier) report(p *ReportAttempt, res *Result) error {
 // reportRunning applies a "running" report. The job's record does not
 // change, so only its current attempt number is read from it.
 func (a *applier) reportRunning(p *ReportAttempt) error {
-	v := a.jobs.Get([]byte(p.JobID))
+	v := a.get(a.jobs, []byte(p.JobID))
 	if v == nil {
 		return fmt.Errorf("%w: job %q", ErrNotFound, p.JobID)
 	}

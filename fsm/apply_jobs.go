@@ -57,7 +57,7 @@ func (a *applier) submitJobs(p *SubmitJobs, res *Result) error {
 	res.Jobs = make([]SubmitResult, 0, len(p.Jobs))
 	for _, nj := range p.Jobs {
 		if nj.IdempotencyKey != "" {
-			if v := a.idem.Get([]byte(nj.IdempotencyKey)); v != nil {
+			if v := a.get(a.idem, []byte(nj.IdempotencyKey)); v != nil {
 				var r idemRecord
 				if err := decode(v, &r); err != nil {
 					return err
@@ -70,7 +70,7 @@ func (a *applier) submitJobs(p *SubmitJobs, res *Result) error {
 		// ID once); answer as a duplicate rather than overwrite. The write
 		// transaction reads its own writes, so this also catches an ID
 		// repeated within the entry.
-		if a.jobs.Get([]byte(nj.ID)) != nil {
+		if a.get(a.jobs, []byte(nj.ID)) != nil {
 			res.Jobs = append(res.Jobs, SubmitResult{ID: nj.ID, Duplicate: true})
 			continue
 		}

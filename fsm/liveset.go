@@ -80,13 +80,14 @@ func (t *Tx) liveSetNow() (*liveSet, error) {
 // it, and that live key is among keys too.
 func (t *Tx) patchLiveSet(memo *liveSet, keys []string) (*liveSet, error) {
 	attempts, index := t.tx.Bucket(bucketAttempts), t.tx.Bucket(bucketLiveByNode)
+	var cs cursors
 	read := map[string]*Attempt{} // attempt key → as this view holds it
 	get := func(ak string) (*Attempt, error) {
 		if at, ok := read[ak]; ok {
 			return at, nil
 		}
 		var at *Attempt
-		if v := attempts.Get([]byte(ak)); v != nil {
+		if v := cs.get(attempts, []byte(ak)); v != nil {
 			at = new(Attempt)
 			if err := decodeAttempt(v, at); err != nil {
 				return nil, err
@@ -124,7 +125,7 @@ func (t *Tx) patchLiveSet(memo *liveSet, keys []string) (*liveSet, error) {
 		if i < len(memo.keys) && memo.keys[i] == lk {
 			i++ // replaced (or dropped) by what this view holds
 		}
-		if index.Get([]byte(lk)) == nil {
+		if cs.get(index, []byte(lk)) == nil {
 			continue
 		}
 		ak := lk[strings.IndexByte(lk, 0)+1:]

@@ -224,7 +224,7 @@ func (a *applier) indexSchedJob(j *Job, from JobState) error {
 		if old, ok = a.dueOf[j.ID]; !ok {
 			// Not read through getJob in this transaction: read the record
 			// as stored (every handler does read it first; this is a guard).
-			v := a.jobs.Get([]byte(j.ID))
+			v := a.get(a.jobs, []byte(j.ID))
 			if v == nil {
 				return fmt.Errorf("%w: job %q saved as %s but not stored", ErrCorrupt, j.ID, from)
 			}

@@ -15,7 +15,7 @@ import (
 // Apply uses (schedSpec, jobrecord.go), and saveJob writes the spec back as
 // it was stored: Apply never changes a stored job's spec.
 func (a *applier) getJob(id string) (*Job, error) {
-	v := a.jobs.Get([]byte(id))
+	v := a.get(a.jobs, []byte(id))
 	if v == nil {
 		return nil, fmt.Errorf("%w: job %q", ErrNotFound, id)
 	}
@@ -141,7 +141,7 @@ func (a *applier) deleteJob(j *Job) error {
 }
 
 func (a *applier) getAttempt(jobID string, num int) (*Attempt, error) {
-	v := a.attempts.Get(attemptKey(jobID, num))
+	v := a.get(a.attempts, attemptKey(jobID, num))
 	if v == nil {
 		return nil, fmt.Errorf("%w: attempt %s/%d", ErrNotFound, jobID, num)
 	}
@@ -216,7 +216,7 @@ func (a *applier) identOf(jobID string) (jobIdent, error) {
 	if id, ok := a.jobMemo[jobID]; ok {
 		return id, nil
 	}
-	v := a.jobs.Get([]byte(jobID))
+	v := a.get(a.jobs, []byte(jobID))
 	if v == nil {
 		return jobIdent{}, fmt.Errorf("%w: job %q", ErrNotFound, jobID)
 	}

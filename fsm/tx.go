@@ -189,10 +189,11 @@ func (t *Tx) ForEachJobInState(state JobState, fn func(*Job) bool) error {
 func jobsInState(tx *bolt.Tx, state JobState) iter.Seq2[*Job, error] {
 	return func(yield func(*Job, error) bool) {
 		jobs := tx.Bucket(bucketJobs)
+		var cs cursors
 		prefix := jobStatePrefix(state)
 		c := tx.Bucket(bucketJobsByState).Cursor()
 		for k, _ := c.Seek(prefix); k != nil && hasPrefix(k, prefix); k, _ = c.Next() {
-			v := jobs.Get(k[len(prefix):])
+			v := cs.get(jobs, k[len(prefix):])
 			if v == nil {
 				yield(nil, fmt.Errorf("%w: index names missing job %q", ErrCorrupt, k[len(prefix):]))
 				return
@@ -284,6 +285,7 @@ func (t *Tx) LiveAttemptSpecs(fn func(*Attempt, *JobSpec) bool) error {
 // prefix in the live index, until fn returns false.
 func (t *Tx) scanLive(prefix []byte, fn func(key []byte, at *Attempt) bool) error {
 	attempts := t.tx.Bucket(bucketAttempts)
+	var cs cursors
 	c := t.tx.Bucket(bucketLiveByNode).Cursor()
 	k, _ := c.First()
 	if prefix != nil {
@@ -299,7 +301,7 @@ func (t *Tx) scanLive(prefix []byte, fn func(key []byte, at *Attempt) bool) erro
 		if i < 0 {
 			return fmt.Errorf("%w: live index entry %q names no attempt", ErrCorrupt, k)
 		}
-		v := attempts.Get(k[i+1:])
+		v := cs.get(attempts, k[i+1:])
 		if v == nil {
 			return fmt.Errorf("%w: live index entry %q names no attempt", ErrCorrupt, k)
 		}
