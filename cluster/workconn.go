@@ -137,10 +137,15 @@ func (c *workConn) writeWork(buf []byte) ([]byte, error) {
 	if bytes.Equal(b, c.last) && (reset == nil || reset.Index == c.lastReset) {
 		return buf, nil
 	}
-	frame, err := json.Marshal(WorkFrame{Type: WorkFrameWork, Index: index, LeaderContact: n.workWaker.leaderContact(),
-		Work: b, Key: c.newKey(), GPUReset: reset})
-	if err != nil {
-		return buf, err
+	var frame []byte
+	if key := c.newKey(); key != "" || reset != nil {
+		frame, err = json.Marshal(WorkFrame{Type: WorkFrameWork, Index: index, LeaderContact: n.workWaker.leaderContact(),
+			Work: b, Key: key, GPUReset: reset})
+		if err != nil {
+			return buf, err
+		}
+	} else {
+		frame = appendWork(make([]byte, 0, len(b)+64), index, n.workWaker.leaderContact(), b)
 	}
 	if buf, err = c.send(buf, frame); err != nil {
 		return buf, err
@@ -200,6 +205,19 @@ func appendPing(b []byte, index uint64, contact bool, acked uint64) []byte {
 		b = append(b, `,"acked":`...)
 		b = strconv.AppendUint(b, acked, 10)
 	}
+	return append(b, '}')
+}
+
+// appendWork appends a work frame's JSON (WorkFrame without a key or a
+// GPU reset, without its line end) to b. By hand: json.Marshal would
+// compact and check work, which json.Marshal has just written, again.
+func appendWork(b []byte, index uint64, contact bool, work []byte) []byte {
+	b = append(b, `{"type":"work","index":`...)
+	b = strconv.AppendUint(b, index, 10)
+	b = append(b, `,"leader_contact":`...)
+	b = strconv.AppendBool(b, contact)
+	b = append(b, `,"work":`...)
+	b = append(b, work...)
 	return append(b, '}')
 }
 
