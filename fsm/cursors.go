@@ -14,16 +14,25 @@ import (
 // `foreman bench nodes`). A kept cursor's stack keeps its capacity.
 // Seek repositions the cursor from the root every time, so a write since
 // the last use does not matter (bbolt asks for exactly that).
-type cursors map[*bolt.Bucket]*bolt.Cursor
+type cursors struct {
+	buckets [8]*bolt.Bucket
+	cs      [8]*bolt.Cursor
+	n       int
+}
 
+// of is b's kept cursor. A transaction touches a few buckets, so they are
+// kept in place (a map would be one more allocation for a one-job batch);
+// past eight, a bucket's cursor is made per call, as bbolt does.
 func (cs *cursors) of(b *bolt.Bucket) *bolt.Cursor {
-	c := (*cs)[b]
-	if c == nil {
-		if *cs == nil {
-			*cs = cursors{}
+	for i := range cs.n {
+		if cs.buckets[i] == b {
+			return cs.cs[i]
 		}
-		c = b.Cursor()
-		(*cs)[b] = c
+	}
+	c := b.Cursor()
+	if cs.n < len(cs.buckets) {
+		cs.buckets[cs.n], cs.cs[cs.n] = b, c
+		cs.n++
 	}
 	return c
 }
