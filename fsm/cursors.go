@@ -7,7 +7,8 @@ import (
 )
 
 // cursors keeps one cursor per bucket for a transaction, for the reads
-// and deletes on the apply path. bbolt's Bucket.Get and Bucket.Delete make
+// and deletes on the apply path and for the loops that read a record per
+// index entry. bbolt's Bucket.Get and Bucket.Delete make
 // a new cursor on every call, whose search stack then grows from nothing
 // level by level: about four heap objects per call, a quarter of all the
 // objects a leader allocated under load (an allocation profile of
