@@ -44,7 +44,7 @@ func (a *applier) noteLive(b *bolt.Bucket, k []byte) {
 // liveSetNow is every live attempt as this view holds it: the memo when it
 // is this view's own, else the memo patched, else read from the index.
 func (t *Tx) liveSetNow() (*liveSet, error) {
-	version, exact := t.lives.version(t.livesDone, t.appliedIndex)
+	version, exact := t.lives.version(t.livesDone, t.AppliedIndex)
 	if exact {
 		if set, ok := t.lives.get(version); ok {
 			return set, nil

@@ -34,12 +34,6 @@ func (f *FSM) View(fn func(tx *Tx) error) error {
 	})
 }
 
-// appliedIndex is the raft index of the last entry this view holds
-// applied.
-func (t *Tx) appliedIndex() uint64 {
-	return readU64(t.tx.Bucket(bucketMeta).Get(metaAppliedIndex))
-}
-
 // Job returns one job, or ErrNotFound.
 func (t *Tx) Job(id string) (*Job, error) {
 	v := t.tx.Bucket(bucketJobs).Get([]byte(id))
@@ -132,7 +126,7 @@ func (t *Tx) nodesMemo() (nodes []Node, shared bool, err error) {
 		nodes, err = bucketRecords[Node](t.tx.Bucket(bucketNodes))
 		return nodes, false, err
 	}
-	version, exact := t.nodes.version(t.nodesDone, t.appliedIndex)
+	version, exact := t.nodes.version(t.nodesDone, t.AppliedIndex)
 	if exact {
 		if memo, ok := t.nodes.get(version); ok {
 			return memo, true, nil
@@ -167,7 +161,7 @@ func (t *Tx) NodesVersion() (version uint64, ok bool) {
 	if t.nodes == nil {
 		return 0, false
 	}
-	return t.nodes.version(t.nodesDone, t.appliedIndex)
+	return t.nodes.version(t.nodesDone, t.AppliedIndex)
 }
 
 // ForEachJobInState calls fn for each job in state, oldest first, until fn
