@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"os"
 	osexec "os/exec"
@@ -144,6 +145,7 @@ func (w *Worker) awaitIdle(s *spare, done chan struct{}) {
 	msg := make([]byte, 1)
 	n, err := s.conn.Read(msg)
 	close(done)
+	defer w.busy.Add(-1) // after the put: a waiting start finds it there
 	if err != nil || n != 1 || msg[0] != ctlIdle || w.cfg.MaxIdleSupervisors == 0 {
 		s.conn.Close() // exited (or misbehaved, or recycling is off): let it go
 		return
@@ -161,10 +163,21 @@ type supervisorPool struct {
 	max    int
 	closed bool
 	taken  chan struct{} // a supervisor left the pool: keepSpares may top it up
+	// added is closed (and replaced) when a supervisor joins the pool:
+	// every start waiting for one looks again (claimSupervisor).
+	added   chan struct{}
+	addedAt time.Time // when a supervisor last joined
 }
 
 func newSupervisorPool(max int) *supervisorPool {
-	return &supervisorPool{max: max, taken: make(chan struct{}, 1)}
+	return &supervisorPool{max: max, taken: make(chan struct{}, 1), added: make(chan struct{})}
+}
+
+// joined returns a channel closed when the next supervisor joins the pool.
+func (p *supervisorPool) joined() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.added
 }
 
 // take returns a live idle supervisor (the most recently used: its pages
@@ -205,7 +218,21 @@ func (p *supervisorPool) put(s *spare, evict bool) bool {
 	}
 	s.idle = time.Now()
 	p.idle = append(p.idle, s)
+	close(p.added)
+	p.added = make(chan struct{})
+	p.addedAt = s.idle
 	return true
+}
+
+// sinceJoined is how long ago a supervisor last joined the pool (forever:
+// never).
+func (p *supervisorPool) sinceJoined() time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.addedAt.IsZero() {
+		return time.Duration(math.MaxInt64)
+	}
+	return time.Since(p.addedAt)
 }
 
 func (p *supervisorPool) len() int {
@@ -246,6 +273,16 @@ func (w *Worker) keepSpares(ctx context.Context) {
 	trim := time.NewTicker(idleTrim / 2)
 	defer trim.Stop()
 	for ctx.Err() == nil {
+		if w.pool.len() < w.cfg.WarmSupervisors && w.busy.Load() > 0 && w.saturated() {
+			// A saturated host: the busy ones coming back are the spares.
+			select {
+			case <-ctx.Done():
+				return
+			case <-w.pool.joined():
+			case <-time.After(RecycleWait):
+			}
+			continue
+		}
 		if w.pool.len() < w.cfg.WarmSupervisors {
 			s, err := w.spawnSpare()
 			if err == nil {
@@ -275,24 +312,31 @@ func (w *Worker) keepSpares(ctx context.Context) {
 }
 
 // startSupervisor starts the supervisor of the attempt in dir, handing it
-// the listening lease socket ln: an idle one from the pool if there is one,
-// else (when recycling) a new standby supervisor, else a one-shot
+// the listening lease socket ln, as claim c says (claim.go): the idle one
+// it holds, or a new standby supervisor; and if either fails, a one-shot
 // `supervise --dir` process. done closes when the attempt is over: the
-// supervisor said idle, or exited.
-func (w *Worker) startSupervisor(dir string, ln *os.File) (done <-chan struct{}, err error) {
-	s := w.pool.take()
-	if s == nil && w.cfg.MaxIdleSupervisors > 0 {
+// supervisor said idle, or exited. The claim is spent either way.
+func (w *Worker) startSupervisor(dir string, ln *os.File, c supervisorClaim) (done <-chan struct{}, err error) {
+	s := c.s
+	if c.spawn {
 		s, _ = w.spawnSpare() // on error: try the one-shot start below
 	}
 	if s != nil {
-		if err := s.handoff(dir, ln); err == nil {
+		err := s.handoff(dir, ln)
+		if c.spawn {
+			<-w.spawnSlots // acknowledged (or gone): no longer starting
+		}
+		if err == nil {
 			w.sparesUsed.Add(1)
 			ch := make(chan struct{})
-			go w.awaitIdle(s, ch)
+			go w.awaitIdle(s, ch) // ends the claim when it is over
 			return ch, nil
 		}
 		// It died between the check and the handoff: start one cold.
+	} else if c.spawn {
+		<-w.spawnSlots
 	}
+	w.busy.Add(-1) // a one-shot supervisor never comes back
 	logf, err := os.OpenFile(filepath.Join(dir, SupervisorLog), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err

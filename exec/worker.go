@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -44,6 +45,14 @@ type Worker struct {
 	sparesUsed atomic.Int64
 	recycled   atomic.Int64
 	spawned    atomic.Int64
+	// busy counts the claims on supervisors (claim.go): starts under way
+	// and attempts being served, which a start on a saturated host may
+	// wait for; waitedStarts the starts that waited so; spawnSlots the
+	// supervisor processes starting.
+	busy         atomic.Int64
+	waitedStarts atomic.Int64
+	spawnSlots   chan struct{}
+	saturated    func() bool
 
 	// reachable: the attempt dirs' ancestors were found searchable by
 	// others once (handOver); they are not looked at again.
@@ -115,6 +124,8 @@ func NewWorker(cfg WorkerConfig, deps WorkerDeps) (*Worker, error) {
 		starts:         newStartQueue(cfg.MaxConcurrentStarts),
 		recheck:        make(chan struct{}, 1),
 		pool:           newSupervisorPool(max(cfg.WarmSupervisors, cfg.MaxIdleSupervisors)),
+		spawnSlots:     make(chan struct{}, runtime.NumCPU()),
+		saturated:      hostSaturation(cfg.SaturatedRunQueue, hostCPUs()),
 		uploadSlots:    make(chan struct{}, max(cfg.UploadConcurrency, 1)),
 	}, nil
 }

@@ -163,8 +163,18 @@ func (w *Worker) launch(ctx context.Context, id, dir string, a Assignment) {
 		if ctx.Err() != nil || r.isGone() {
 			return // nothing started: nothing to kill or report
 		}
+		// The supervisor first (claim.go): it may wait, and the contact
+		// check must come right before the start.
+		claim, ok := w.claimSupervisor(ctx)
+		if !ok {
+			return
+		}
 		lc := w.deps.LeaderContact
-		if !lc.InContactWithLeader() || !lc.InSync() {
+		if r.isGone() || !lc.InContactWithLeader() || !lc.InSync() {
+			w.release(claim)
+			if r.isGone() {
+				return
+			}
 			// Give it back; reconcile launches it again once in sync.
 			w.unregister(r)
 			select {
@@ -175,7 +185,7 @@ func (w *Worker) launch(ctx context.Context, id, dir string, a Assignment) {
 		}
 		hold := time.AfterFunc(startSlotHold, release)
 		defer hold.Stop()
-		lc2, err := r.start(ctx, a)
+		lc2, err := r.start(ctx, a, claim)
 		if errors.Is(err, errSupervisorExited) {
 			release()
 			r.finish(ctx, r.collect())
@@ -239,8 +249,14 @@ func (w *Worker) adoptDir(ctx context.Context, id, dir string) (live bool) {
 // start writes task.json, pre-listens on lease.sock, and starts the
 // detached supervisor. Because the socket exists before the supervisor
 // runs, the worker can connect at once.
-func (r *attemptRun) start(ctx context.Context, a Assignment) (*leaseClient, error) {
+func (r *attemptRun) start(ctx context.Context, a Assignment, claim supervisorClaim) (_ *leaseClient, err error) {
 	w := r.w
+	claimed := true
+	defer func() {
+		if claimed {
+			w.release(claim) // failed before any supervisor was asked
+		}
+	}()
 	driver := a.Spec.Driver
 	if driver == "" {
 		driver = w.cfg.DefaultDriver
@@ -309,7 +325,8 @@ func (r *attemptRun) start(ctx context.Context, a Assignment) (*leaseClient, err
 		return nil, fmt.Errorf("lease socket: %w", err)
 	}
 	defer lnFile.Close()
-	attemptOver, err := w.startSupervisor(r.dir, lnFile)
+	claimed = false // startSupervisor spends it
+	attemptOver, err := w.startSupervisor(r.dir, lnFile, claim)
 	if err != nil {
 		return nil, err
 	}

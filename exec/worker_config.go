@@ -159,6 +159,13 @@ type WorkerConfig struct {
 	// to the pool unless it holds this many; 0 = no reuse, every attempt
 	// gets a process of its own. Must be 0 or >= WarmSupervisors.
 	MaxIdleSupervisors int
+	// SaturatedRunQueue is the host's runnable tasks per online CPU above
+	// which a start with no idle supervisor waits for one of this node's
+	// busy supervisors to come back instead of starting another process,
+	// and no spare is started ahead (claim.go, hostload.go); 0 never
+	// waits. Agents that share a host all see its run queue, where each
+	// sees only its own slots.
+	SaturatedRunQueue int
 	// ArtifactsMaxBytes caps the artifacts kept of one attempt (files past
 	// it, in path order, are deleted with a warning); ArtifactsNodeMaxBytes
 	// caps those of all finished attempts on this node (the oldest are
@@ -222,6 +229,7 @@ func DefaultWorkerConfig() WorkerConfig {
 		JobsCPUWeight:       20,
 		WarmSupervisors:     2,
 		MaxIdleSupervisors:  8 * runtime.NumCPU(),
+		SaturatedRunQueue:   DefaultSaturatedRunQueue,
 
 		ArtifactsMaxBytes:     DefaultArtifactsMaxBytes,
 		ArtifactsNodeMaxBytes: DefaultArtifactsNodeMaxBytes,
@@ -275,6 +283,8 @@ func (c *WorkerConfig) Validate() error {
 		return fmt.Errorf("%w: ArtifactsMaxBytes and ArtifactsNodeMaxBytes must be >= 0", ErrInvalidConfig)
 	case c.WarmSupervisors < 0:
 		return fmt.Errorf("%w: WarmSupervisors %d must be >= 0", ErrInvalidConfig, c.WarmSupervisors)
+	case c.SaturatedRunQueue < 0:
+		return fmt.Errorf("%w: SaturatedRunQueue %d must be >= 0 (0: never wait)", ErrInvalidConfig, c.SaturatedRunQueue)
 	case c.MaxIdleSupervisors < 0 || (c.MaxIdleSupervisors > 0 && c.MaxIdleSupervisors < c.WarmSupervisors):
 		return fmt.Errorf("%w: MaxIdleSupervisors %d must be 0 (no reuse) or >= WarmSupervisors (%d)", ErrInvalidConfig, c.MaxIdleSupervisors, c.WarmSupervisors)
 	}

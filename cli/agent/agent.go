@@ -107,6 +107,7 @@ dozen hosts). --role server or --role replica makes a later agent a raft member 
 			&ucli.IntFlag{Name: "max-concurrent-starts", Value: exec.DefaultWorkerConfig().MaxConcurrentStarts, Usage: "supervisors starting at once on this node; more attempts wait in order"},
 			&ucli.IntFlag{Name: "warm-supervisors", Value: exec.DefaultWorkerConfig().WarmSupervisors, Usage: "spare supervisors kept started ahead of the next attempts (0: start each cold)"},
 			&ucli.IntFlag{Name: "idle-supervisors", Value: exec.DefaultWorkerConfig().MaxIdleSupervisors, Usage: "supervisors kept idle for reuse once their attempt is over (0: one process per attempt; else >= --warm-supervisors)"},
+			&ucli.IntFlag{Name: "saturated-run-queue", Value: exec.DefaultWorkerConfig().SaturatedRunQueue, Usage: "runnable tasks per host CPU above which a start waits for one of this node's busy supervisors to come back instead of starting another process (0: never wait)"},
 			&ucli.DurationFlag{Name: "keep-finished", Value: exec.DefaultKeepFinished, Usage: "how long a finished attempt's logs and artifacts stay on this node"},
 			&ucli.StringFlag{Name: "artifacts-max", Value: "1GiB", Usage: "artifacts kept of one attempt (files past it, in path order, are deleted with a warning)"},
 			&ucli.StringFlag{Name: "artifacts-node-max", Value: "10GiB", Usage: "artifacts kept of all finished attempts on this node (the oldest are evicted first; 0: no cap)"},
@@ -260,6 +261,7 @@ func agentConfigFrom(c *ucli.Context, version string) (*agentConfig, error) {
 	w.MaxConcurrentStarts = c.Int("max-concurrent-starts")
 	w.WarmSupervisors = c.Int("warm-supervisors")
 	w.MaxIdleSupervisors = c.Int("idle-supervisors")
+	w.SaturatedRunQueue = c.Int("saturated-run-queue")
 	w.JobNice = c.Int("job-nice")
 	w.JobsCPUWeight = c.Int("jobs-cpu-weight")
 	w.KeepFinished = c.Duration("keep-finished")

@@ -1,0 +1,221 @@
+package exec
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/foreman-sched/foreman/fsm"
+	"golang.org/x/sys/unix"
+)
+
+func TestParseRunnable(t *testing.T) {
+	for in, want := range map[string]int{
+		"0.52 0.58 0.59 3/467 1234\n":   3,
+		"43.84 58.30 40.29 861/1556 99": 861,
+	} {
+		if n, err := parseRunnable([]byte(in)); err != nil || n != want {
+			t.Errorf("parseRunnable(%q) = %d, %v; want %d", in, n, err, want)
+		}
+	}
+	for _, in := range []string{"", "0.5 0.5 0.5", "0.5 0.5 0.5 12 99", "0.5 0.5 0.5 x/3 9"} {
+		if n, err := parseRunnable([]byte(in)); err == nil {
+			t.Errorf("parseRunnable(%q) = %d, want an error", in, n)
+		}
+	}
+	if n, err := hostRunnable(); err != nil || n < 1 {
+		t.Errorf("hostRunnable() = %d, %v: this very test is runnable", n, err)
+	}
+}
+
+func TestCountCPUList(t *testing.T) {
+	for in, want := range map[string]int{"0": 1, "0-1": 2, "0-3,8-11": 8, "0,2,4": 3, "": 0, "3-1": 0, "a": 0, "0-": 0} {
+		if n := countCPUList(in); n != want {
+			t.Errorf("countCPUList(%q) = %d, want %d", in, n, want)
+		}
+	}
+	if n := hostCPUs(); n < 1 {
+		t.Errorf("hostCPUs() = %d", n)
+	}
+}
+
+// claimWorker is a worker with only what claimSupervisor reads: a pool,
+// spawn slots and a host whose saturation the test sets.
+func claimWorker(slots int, saturated *atomic.Bool) *Worker {
+	return &Worker{
+		cfg:        WorkerConfig{MaxIdleSupervisors: 4},
+		pool:       newSupervisorPool(4),
+		spawnSlots: make(chan struct{}, slots),
+		saturated:  saturated.Load,
+	}
+}
+
+// idleSpare is a pool entry whose other end the test holds.
+func idleSpare(t *testing.T) *spare {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(fds[1]) })
+	f := os.NewFile(uintptr(fds[0]), "ctl")
+	defer f.Close()
+	c, err := net.FileConn(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return &spare{conn: c.(*net.UnixConn), exited: make(chan struct{})}
+}
+
+type claimResult struct {
+	c  supervisorClaim
+	ok bool
+}
+
+func claimAsync(w *Worker) <-chan claimResult {
+	ch := make(chan claimResult, 1)
+	go func() {
+		c, ok := w.claimSupervisor(context.Background())
+		ch <- claimResult{c, ok}
+	}()
+	return ch
+}
+
+// TestClaimBoundsSpawns: with no idle supervisor, at most spawnSlots starts
+// hold the right to start a process; the next one waits until a slot is
+// given back, or takes a supervisor that came back meanwhile.
+func TestClaimBoundsSpawns(t *testing.T) {
+	var sat atomic.Bool
+	w := claimWorker(2, &sat)
+	var held []supervisorClaim
+	for range 2 {
+		c, ok := w.claimSupervisor(context.Background())
+		if !ok || !c.spawn || c.s != nil {
+			t.Fatalf("claim %d = %+v, %v; want a spawn", len(held), c, ok)
+		}
+		held = append(held, c)
+	}
+	third := claimAsync(w)
+	w.release(held[0]) // the start failed before it forked
+	if r := <-third; !r.ok || !r.c.spawn {
+		t.Fatalf("third claim = %+v; want the freed spawn slot", r)
+	}
+	fourth := claimAsync(w)
+	s := idleSpare(t)
+	if !w.pool.put(s, false) {
+		t.Fatal("pool refused a supervisor")
+	}
+	if r := <-fourth; !r.ok || r.c.s != s {
+		t.Fatalf("fourth claim = %+v; want the supervisor put back", r)
+	}
+	if n := w.busy.Load(); n != 3 {
+		t.Errorf("busy = %d, want 3 (two spawns and one supervisor claimed)", n)
+	}
+}
+
+// TestClaimOnSaturatedHostWaitsForBusySupervisor: on a saturated host a
+// start with a free spawn slot still waits for one of the node's busy
+// supervisors; on a calm host, or with none busy, it spawns at once; and a
+// wait that sees no supervisor back within RecycleWait spawns anyway.
+func TestClaimOnSaturatedHostWaitsForBusySupervisor(t *testing.T) {
+	var sat atomic.Bool
+	sat.Store(true)
+	w := claimWorker(4, &sat)
+	if c, ok := w.claimSupervisor(context.Background()); !ok || !c.spawn {
+		t.Fatalf("with nothing busy, claim = %+v, %v; want a spawn", c, ok)
+	}
+	waiting := claimAsync(w)
+	waitFor(t, waitShort, "the start to wait", func() bool { return w.waitedStarts.Load() == 1 })
+	s := idleSpare(t)
+	w.pool.put(s, true)
+	if r := <-waiting; !r.ok || r.c.s != s {
+		t.Fatalf("claim = %+v; want the busy supervisor back from its attempt", r)
+	}
+	sat.Store(false)
+	if c, ok := w.claimSupervisor(context.Background()); !ok || !c.spawn {
+		t.Fatalf("on a calm host, claim = %+v, %v; want a spawn", c, ok)
+	}
+	sat.Store(true)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if c, ok := w.claimSupervisor(ctx); ok {
+		t.Fatalf("claim after the worker stopped = %+v", c)
+	}
+	before := w.busy.Load()
+	if c, ok := w.claimSupervisor(context.Background()); !ok || !c.spawn {
+		t.Fatalf("after RecycleWait, claim = %+v, %v; want a spawn", c, ok)
+	}
+	if w.busy.Load() != before+1 || w.waitedStarts.Load() != 3 {
+		t.Errorf("busy %d (want %d), waited starts %d (want 3)", w.busy.Load(), before+1, w.waitedStarts.Load())
+	}
+}
+
+// TestSaturatedHostServesBurstWithFewSupervisors: twelve no-op attempts at
+// once on a host that looks saturated are served by the warm supervisor as
+// it comes back, not by a process each, and all of them succeed.
+func TestSaturatedHostServesBurstWithFewSupervisors(t *testing.T) {
+	defer func(f func(int, int) func() bool) { hostSaturation = f }(hostSaturation)
+	hostSaturation = func(int, int) func() bool { return func() bool { return true } }
+	state := newFakeState()
+	cfg := testConfig(t, dataDir(t))
+	cfg.WarmSupervisors, cfg.MaxIdleSupervisors = 1, 16
+	h := startWorker(t, state, cfg)
+	waitFor(t, waitShort, "a spare", func() bool { return h.w.pool.len() == 1 })
+	const n = 12
+	for i := range n {
+		state.assign(fmt.Sprintf("burst%d", i), fsm.JobSpec{Command: []string{"true"}})
+	}
+	for i := range n {
+		if r := h.waitFinal(t, fmt.Sprintf("burst%d", i), waitLong); r.State != fsm.AttemptSucceeded {
+			t.Fatalf("burst%d: %s %s", i, r.State, r.Reason)
+		}
+	}
+	// Without the wait each attempt past the first started a process
+	// (the start queue lets 8×NumCPU start at once). A wait longer than
+	// RecycleWait on a slow machine may still start a few.
+	if spawned := h.w.spawned.Load(); spawned > n/2 {
+		t.Errorf("%d supervisor processes started for %d attempts, want at most %d", spawned, n, n/2)
+	}
+	if h.w.waitedStarts.Load() == 0 {
+		t.Error("no start waited for a busy supervisor")
+	}
+	waitFor(t, waitShort, "every claim ended", func() bool { return h.w.busy.Load() == 0 })
+}
+
+// TestClaimWaitsWhileSupervisorsComeBack: a start on a saturated host that
+// keeps seeing supervisors come back (taken by other starts first) waits
+// on past RecycleWait, and starts one of its own once none has come back
+// for RecycleWait.
+func TestClaimWaitsWhileSupervisorsComeBack(t *testing.T) {
+	var sat atomic.Bool
+	sat.Store(true)
+	w := claimWorker(4, &sat)
+	if c, ok := w.claimSupervisor(context.Background()); !ok || !c.spawn {
+		t.Fatalf("with nothing busy, claim = %+v, %v; want a spawn", c, ok)
+	}
+	start := time.Now()
+	waiting := claimAsync(w)
+	waitFor(t, waitShort, "the start to wait", func() bool { return w.waitedStarts.Load() == 1 })
+	// A supervisor that died idle joins and is skipped by take: to the
+	// waiting start it is one that another start took first.
+	const feed = 1500 * time.Millisecond
+	tick := time.NewTicker(100 * time.Millisecond)
+	for time.Since(start) < feed {
+		<-tick.C
+		dead := idleSpare(t)
+		close(dead.exited)
+		w.pool.put(dead, true)
+	}
+	tick.Stop()
+	r := <-waiting
+	if !r.ok || !r.c.spawn {
+		t.Fatalf("claim = %+v; want a spawn once none came back", r)
+	}
+	if d := time.Since(start); d < feed {
+		t.Errorf("the start gave up after %v, while supervisors came back for %v", d, feed)
+	}
+}
