@@ -14,9 +14,13 @@ import (
 //     process each started together;
 //   - on a saturated host (hostload.go) a start waits for one of this
 //     node's busy supervisors to come back before it starts another, as
-//     long as they do come back: it starts one once none has for
-//     RecycleWait (they all run long jobs), and after MaxRecycleWait
-//     whatever happens.
+//     long as they do come back: it starts one once none has for twice
+//     the last one's time away (at least RecycleWait: they all run long
+//     jobs), and after MaxRecycleWait whatever happens. Twice the time
+//     away, not a fixed second: on a host at hundreds of runnable tasks a
+//     no-op attempt takes seconds, and a start that gave up after one
+//     added a process to the very load that slowed it (forty agents on
+//     two cores went from ~90 to ~360 supervisors in four seconds).
 //
 // Before, a node handed twenty no-op attempts forked sixteen supervisors at
 // once (the start queue's bound), and forty agents on one 2-core host kept
@@ -29,8 +33,8 @@ type supervisorClaim struct {
 
 // RecycleWait: a start on a saturated host that saw none of its node's
 // busy supervisors come back for this long starts another process;
-// MaxRecycleWait bounds its wait whatever happens (the waiters race for
-// each supervisor that comes back). keepSpares looks at the host again
+// MaxRecycleWait bounds its wait whatever happens (every start waiting
+// wakes when one comes back, and one of them takes it). keepSpares looks at the host again
 // after RecycleWait.
 const (
 	RecycleWait    = time.Second
@@ -75,12 +79,12 @@ func (w *Worker) claimSupervisor(ctx context.Context) (c supervisorClaim, ok boo
 		case <-joined:
 		case <-give:
 			// Still coming back (others won the race): wait on, up to
-			// MaxRecycleWait; none back for RecycleWait: start one.
-			quiet := w.pool.sinceJoined()
-			if quiet >= RecycleWait || time.Since(since) >= MaxRecycleWait {
+			// MaxRecycleWait; none back for a while: start one.
+			quiet, patience := w.pool.sinceJoined(), min(max(2*w.pool.lastTurn(), RecycleWait), MaxRecycleWait)
+			if quiet >= patience || time.Since(since) >= MaxRecycleWait {
 				waited = true
 			} else {
-				give = time.After(RecycleWait - quiet)
+				give = time.After(min(patience-quiet, MaxRecycleWait-time.Since(since)))
 			}
 		case <-ctx.Done():
 			return supervisorClaim{}, false

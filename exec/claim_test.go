@@ -219,3 +219,26 @@ func TestClaimWaitsWhileSupervisorsComeBack(t *testing.T) {
 		t.Errorf("the start gave up after %v, while supervisors came back for %v", d, feed)
 	}
 }
+
+// TestRunQueueAverage: one low reading in a storm does not make the host
+// look calm; a reading after a long quiet stretch counts fully; reads come
+// at most every runQueueEvery.
+func TestRunQueueAverage(t *testing.T) {
+	readings := []int{200, 200, 3, 200, 2}
+	reads := 0
+	q := &runQueue{read: func() (int, error) { n := readings[reads]; reads++; return n, nil }}
+	t0 := time.Now()
+	step := 100 * time.Millisecond
+	for i, want := range []struct{ lo, hi float64 }{{200, 200}, {200, 200}, {150, 190}, {150, 200}} {
+		avg, ok := q.average(t0.Add(time.Duration(i) * step))
+		if !ok || avg < want.lo || avg > want.hi {
+			t.Errorf("average after reading %d = %.1f, %v; want %v..%v", i, avg, ok, want.lo, want.hi)
+		}
+	}
+	if avg, _ := q.average(t0.Add(3*step + runQueueEvery/2)); reads != 4 || avg < 150 {
+		t.Errorf("a second ask within runQueueEvery read again (%d reads) or moved the average (%.1f)", reads, avg)
+	}
+	if avg, _ := q.average(t0.Add(3*step + 30*time.Second)); avg > 3 {
+		t.Errorf("after 30 s of quiet the average is %.1f, want the new reading (2)", avg)
+	}
+}

@@ -3,10 +3,13 @@ package exec
 import (
 	"bytes"
 	"errors"
+	"math"
 	"os"
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 )
 
 // A saturated host: more runnable tasks than SaturatedRunQueue per CPU.
@@ -81,15 +84,58 @@ func countCPUList(s string) int {
 // saturated.
 var hostSaturation = saturatedHost
 
-// saturatedHost reports whether the host's run queue holds more than
-// perCPU runnable tasks per online CPU; never when perCPU is 0 or the
-// queue cannot be read.
+// saturatedHost reports whether the host's run queue, averaged over about
+// a second (hostQueue), holds more than perCPU runnable tasks per online
+// CPU; never when perCPU is 0 or the queue cannot be read.
 func saturatedHost(perCPU, cpus int) func() bool {
 	return func() bool {
 		if perCPU <= 0 {
 			return false
 		}
-		n, err := hostRunnable()
-		return err == nil && n > perCPU*cpus
+		avg, ok := hostQueue.average(time.Now())
+		return ok && avg > float64(perCPU*cpus)
 	}
+}
+
+// hostQueue is the process's average of the host's run queue.
+var hostQueue = &runQueue{read: hostRunnable}
+
+// runQueue averages the instantaneous run queue, which jumps by hundreds
+// from one read to the next on a busy host: forty agents that each took a
+// single low reading for a calm host started supervisors in the middle of
+// a storm. The average decays with a time constant of runQueueTau, so a
+// reading after a long quiet stretch counts fully; reads are at least
+// runQueueEvery apart, whoever asks.
+type runQueue struct {
+	read func() (int, error)
+	mu   sync.Mutex
+	at   time.Time // last read
+	avg  float64
+	ok   bool
+}
+
+const (
+	runQueueTau   = time.Second
+	runQueueEvery = 50 * time.Millisecond
+)
+
+func (q *runQueue) average(now time.Time) (float64, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	dt := now.Sub(q.at)
+	if q.ok && dt < runQueueEvery {
+		return q.avg, true
+	}
+	n, err := q.read()
+	if err != nil {
+		return q.avg, q.ok
+	}
+	if !q.ok {
+		q.avg, q.ok = float64(n), true
+	} else {
+		w := 1 - math.Exp(-dt.Seconds()/runQueueTau.Seconds())
+		q.avg += w * (float64(n) - q.avg)
+	}
+	q.at = now
+	return q.avg, true
 }

@@ -46,6 +46,7 @@ type spare struct {
 	pid    int
 	served int       // attempts handed to it so far
 	idle   time.Time // since when it waits in the pool
+	handed time.Time // when it was handed its current attempt
 }
 
 // spawnSpare starts one standby supervisor.
@@ -99,6 +100,7 @@ func (s *spare) handoff(dir string, ln *os.File) (err error) {
 		}
 	}()
 	s.served++
+	s.handed = time.Now()
 	s.conn.SetWriteDeadline(time.Now().Add(writeTimeout))
 	if _, _, err := s.conn.WriteMsgUnix([]byte(dir), unix.UnixRights(int(ln.Fd())), nil); err != nil {
 		return err
@@ -167,6 +169,9 @@ type supervisorPool struct {
 	// every start waiting for one looks again (claimSupervisor).
 	added   chan struct{}
 	addedAt time.Time // when a supervisor last joined
+	// turn is how long the last supervisor back from an attempt was away:
+	// how long a busy one takes to come back (claimSupervisor).
+	turn time.Duration
 }
 
 func newSupervisorPool(max int) *supervisorPool {
@@ -178,6 +183,17 @@ func (p *supervisorPool) joined() <-chan struct{} {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.added
+}
+
+// dead closes the connection of a supervisor that exited while idle.
+func dead(s *spare) bool {
+	select {
+	case <-s.exited:
+		s.conn.Close()
+		return true
+	default:
+		return false
+	}
 }
 
 // take returns a live idle supervisor (the most recently used: its pages
@@ -192,11 +208,8 @@ func (p *supervisorPool) take() *spare {
 		case p.taken <- struct{}{}:
 		default:
 		}
-		select {
-		case <-s.exited: // died idle (killed by hand?): try the next
-			s.conn.Close()
+		if dead(s) { // died idle (killed by hand?): try the next
 			continue
-		default:
 		}
 		return s
 	}
@@ -216,12 +229,29 @@ func (p *supervisorPool) put(s *spare, evict bool) bool {
 		p.idle[0].conn.Close()
 		p.idle = p.idle[1:]
 	}
-	s.idle = time.Now()
+	p.joinedLocked(s)
 	p.idle = append(p.idle, s)
+	return true
+}
+
+// joinedLocked notes that s joins the pool: its time away, and a wake-up
+// for every start waiting for one.
+func (p *supervisorPool) joinedLocked(s *spare) {
+	s.idle = time.Now()
 	close(p.added)
 	p.added = make(chan struct{})
 	p.addedAt = s.idle
-	return true
+	if !s.handed.IsZero() {
+		p.turn = s.idle.Sub(s.handed)
+		s.handed = time.Time{}
+	}
+}
+
+// lastTurn is how long the last supervisor back from an attempt was away.
+func (p *supervisorPool) lastTurn() time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.turn
 }
 
 // sinceJoined is how long ago a supervisor last joined the pool (forever:
