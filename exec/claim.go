@@ -32,10 +32,10 @@ type supervisorClaim struct {
 }
 
 // RecycleWait: a start on a saturated host that saw none of its node's
-// busy supervisors come back for this long starts another process;
-// MaxRecycleWait bounds its wait whatever happens (every start waiting
-// wakes when one comes back, and one of them takes it). keepSpares looks at the host again
-// after RecycleWait.
+// busy supervisors come back for this long (or twice the last one's time
+// away, if longer) starts another process; MaxRecycleWait bounds its wait
+// whatever happens (every waiting start wakes when one comes back, and one
+// of them takes it). keepSpares looks at the host again after RecycleWait.
 const (
 	RecycleWait    = time.Second
 	MaxRecycleWait = 10 * time.Second

@@ -121,6 +121,8 @@ func TestWorkerConfigValidate(t *testing.T) {
 		{"renew too slow", func(c *WorkerConfig) { c.RenewInterval = c.LeaseDuration }, "RenewInterval"},
 		{"zero lease", func(c *WorkerConfig) { c.LeaseDuration = 0 }, "LeaseDuration"},
 		{"tiny log cap", func(c *WorkerConfig) { c.LogMaxBytes = 10 }, "LogMaxBytes"},
+		{"saturation off", func(c *WorkerConfig) { c.SaturatedRunQueue = 0 }, ""},
+		{"negative saturation", func(c *WorkerConfig) { c.SaturatedRunQueue = -1 }, "SaturatedRunQueue"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

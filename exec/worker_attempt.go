@@ -249,7 +249,7 @@ func (w *Worker) adoptDir(ctx context.Context, id, dir string) (live bool) {
 // start writes task.json, pre-listens on lease.sock, and starts the
 // detached supervisor. Because the socket exists before the supervisor
 // runs, the worker can connect at once.
-func (r *attemptRun) start(ctx context.Context, a Assignment, claim supervisorClaim) (_ *leaseClient, err error) {
+func (r *attemptRun) start(ctx context.Context, a Assignment, claim supervisorClaim) (*leaseClient, error) {
 	w := r.w
 	claimed := true
 	defer func() {
