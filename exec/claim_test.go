@@ -71,6 +71,18 @@ func idleSpare(t *testing.T) *spare {
 	return &spare{conn: c.(*net.UnixConn), exited: make(chan struct{})}
 }
 
+// busyOnSaturatedHost is a claim worker on a saturated host with one claim
+// taken: with nothing busy yet, that first claim is a spawn.
+func busyOnSaturatedHost(t *testing.T) (*Worker, *atomic.Bool) {
+	sat := new(atomic.Bool)
+	sat.Store(true)
+	w := claimWorker(4, sat)
+	if c, ok := w.claimSupervisor(context.Background()); !ok || !c.spawn {
+		t.Fatalf("with nothing busy, claim = %+v, %v; want a spawn", c, ok)
+	}
+	return w, sat
+}
+
 type claimResult struct {
 	c  supervisorClaim
 	ok bool
@@ -122,12 +134,7 @@ func TestClaimBoundsSpawns(t *testing.T) {
 // supervisors; on a calm host, or with none busy, it spawns at once; and a
 // wait that sees no supervisor back within RecycleWait spawns anyway.
 func TestClaimOnSaturatedHostWaitsForBusySupervisor(t *testing.T) {
-	var sat atomic.Bool
-	sat.Store(true)
-	w := claimWorker(4, &sat)
-	if c, ok := w.claimSupervisor(context.Background()); !ok || !c.spawn {
-		t.Fatalf("with nothing busy, claim = %+v, %v; want a spawn", c, ok)
-	}
+	w, sat := busyOnSaturatedHost(t)
 	waiting := claimAsync(w)
 	waitFor(t, waitShort, "the start to wait", func() bool { return w.waitedStarts.Load() == 1 })
 	s := idleSpare(t)
@@ -191,12 +198,7 @@ func TestSaturatedHostServesBurstWithFewSupervisors(t *testing.T) {
 // on past RecycleWait, and starts one of its own once none has come back
 // for RecycleWait.
 func TestClaimWaitsWhileSupervisorsComeBack(t *testing.T) {
-	var sat atomic.Bool
-	sat.Store(true)
-	w := claimWorker(4, &sat)
-	if c, ok := w.claimSupervisor(context.Background()); !ok || !c.spawn {
-		t.Fatalf("with nothing busy, claim = %+v, %v; want a spawn", c, ok)
-	}
+	w, _ := busyOnSaturatedHost(t)
 	start := time.Now()
 	waiting := claimAsync(w)
 	waitFor(t, waitShort, "the start to wait", func() bool { return w.waitedStarts.Load() == 1 })
