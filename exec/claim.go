@@ -23,9 +23,9 @@ import (
 //     two cores went from ~90 to ~360 supervisors in four seconds).
 //
 // Before, a node handed twenty no-op attempts forked sixteen supervisors at
-// once (the start queue's bound), and forty agents on one 2-core host kept
-// ~760 of them alive: their start-up and their runtimes' housekeeping cost
-// more than the jobs (docs/benchmarks.md, "Twelfth stop").
+// once (the start queue's bound), and forty agents on one 2-core host ran
+// 762 of them within ten seconds: their start-up and their runtimes'
+// housekeeping cost more than the jobs (docs/benchmarks.md, "Twelfth stop").
 type supervisorClaim struct {
 	s     *spare // an idle supervisor taken from the pool, or
 	spawn bool   // a spawn slot held: start a new one
