@@ -128,6 +128,34 @@ func BenchmarkRecycledAttempts(b *testing.B) {
 	b.ReportMetric(n/elapsed.Seconds(), "attempts/s")
 }
 
+// BenchmarkSaturatedBurst: bursts of twelve no-op attempts on a host made
+// to look saturated (claim.go) and on a calm one; supervisors/attempt is
+// how many processes were started per attempt (a process each is 1).
+func BenchmarkSaturatedBurst(b *testing.B) {
+	for _, saturated := range []bool{true, false} {
+		b.Run(fmt.Sprintf("saturated=%v", saturated), func(b *testing.B) {
+			defer func(f func(int, int) func() bool) { hostSaturation = f }(hostSaturation)
+			hostSaturation = func(int, int) func() bool { return func() bool { return saturated } }
+			state := newFakeState()
+			cfg := testConfig(b, dataDir(b))
+			cfg.WarmSupervisors, cfg.MaxIdleSupervisors = 1, 16
+			h := startWorker(b, state, cfg)
+			const n = 12
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				for j := range n {
+					state.assign(fmt.Sprintf("b%d-%d", i, j), fsm.JobSpec{Command: []string{"true"}})
+				}
+				for j := range n {
+					h.waitFinal(b, fmt.Sprintf("b%d-%d", i, j), waitLong)
+				}
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(h.w.spawned.Load())/float64(n*b.N), "supervisors/attempt")
+		})
+	}
+}
+
 // cpuOf and childCPUOf read utime+stime and cutime+cstime of pid, in ns.
 func cpuOf(b testing.TB, pid int) int64      { return procTimes(b, pid, 11) }
 func childCPUOf(b testing.TB, pid int) int64 { return procTimes(b, pid, 13) }

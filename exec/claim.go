@@ -78,18 +78,30 @@ func (w *Worker) claimSupervisor(ctx context.Context) (c supervisorClaim, ok boo
 			return supervisorClaim{spawn: true}, true
 		case <-joined:
 		case <-give:
-			// Still coming back (others won the race): wait on, up to
-			// MaxRecycleWait; none back for a while: start one.
-			quiet, patience := w.pool.sinceJoined(), min(max(2*w.pool.lastTurn(), RecycleWait), MaxRecycleWait)
-			if quiet >= patience || time.Since(since) >= MaxRecycleWait {
+			more := waitMore(w.pool.sinceJoined(), w.pool.lastTurn(), time.Since(since))
+			if more <= 0 {
 				waited = true
 			} else {
-				give = time.After(min(patience-quiet, MaxRecycleWait-time.Since(since)))
+				give = time.After(more)
 			}
 		case <-ctx.Done():
 			return supervisorClaim{}, false
 		}
 	}
+}
+
+// waitMore is how much longer a start on a saturated host waits for a busy
+// supervisor, 0 when it should start one now: a supervisor came back quiet
+// ago (others took it), the last one back had been away for turn, and the
+// start has waited for waited. It waits on while they come back, until none
+// has for twice the last one's time away (at least RecycleWait: they all
+// run long jobs), and never past MaxRecycleWait in all.
+func waitMore(quiet, turn, waited time.Duration) time.Duration {
+	patience := min(max(2*turn, RecycleWait), MaxRecycleWait)
+	if quiet >= patience || waited >= MaxRecycleWait {
+		return 0
+	}
+	return min(patience-quiet, MaxRecycleWait-waited)
 }
 
 // release gives back a claim whose start did not happen: the supervisor to
