@@ -4,10 +4,15 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"runtime"
 	"sort"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/foreman-sched/foreman/fsm"
 )
@@ -52,6 +57,68 @@ func BenchmarkProcessStart(b *testing.B) {
 			reportPercentiles(b, lat)
 		})
 	}
+}
+
+// BenchmarkProcessFloor is the ceiling of a node that does nothing but run
+// no-op jobs: one worker per CPU starting `true` through the process driver
+// and waiting for it, no scheduler, supervisor or agent. jobs/s is the most
+// completed process jobs a second this host can give; cpu-ms/op is what
+// each costs here (getrusage of this process and its reaped children).
+func BenchmarkProcessFloor(b *testing.B) {
+	d := NewProcessDriver()
+	work := b.TempDir()
+	devnull, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer devnull.Close()
+	one := func() error {
+		h, err := d.Start(context.Background(), &Task{
+			ID: "floor", Spec: fsm.JobSpec{Command: []string{"true"}}, Env: []string{"PATH=" + defaultPath},
+			WorkDir: work, Stdout: devnull, Stderr: devnull,
+		})
+		if err != nil {
+			return err
+		}
+		st := h.Wait()
+		h.Destroy()
+		if st.ExitCode != 0 {
+			return fmt.Errorf("true exited %d", st.ExitCode)
+		}
+		return nil
+	}
+	var self0, kids0 unix.Rusage
+	unix.Getrusage(unix.RUSAGE_SELF, &self0)
+	unix.Getrusage(unix.RUSAGE_CHILDREN, &kids0)
+	var next atomic.Int64
+	var failed atomic.Pointer[error]
+	var wg sync.WaitGroup
+	t0 := time.Now()
+	b.ResetTimer()
+	for range runtime.NumCPU() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for next.Add(1) <= int64(b.N) && failed.Load() == nil {
+				if err := one(); err != nil {
+					failed.Store(&err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	b.StopTimer()
+	if err := failed.Load(); err != nil {
+		b.Fatal(*err)
+	}
+	elapsed := time.Since(t0)
+	var self1, kids1 unix.Rusage
+	unix.Getrusage(unix.RUSAGE_SELF, &self1)
+	unix.Getrusage(unix.RUSAGE_CHILDREN, &kids1)
+	cpu := self1.Utime.Nano() - self0.Utime.Nano() + self1.Stime.Nano() - self0.Stime.Nano() +
+		kids1.Utime.Nano() - kids0.Utime.Nano() + kids1.Stime.Nano() - kids0.Stime.Nano()
+	b.ReportMetric(float64(cpu)/1e6/float64(b.N), "cpu-ms/op")
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "jobs/s")
 }
 
 // BenchmarkWorkerStart is the node's share of submit→start: from the

@@ -178,7 +178,9 @@ run_go() {
     go test -run '^$' -bench 'BenchmarkCoalesceBurst' -benchtime 3x -count "$RUNS" ./sched
     go test -run '^$' -bench 'BenchmarkApplyThreeNodes' -benchtime "$(q 20000x 2000x)" -count 1 ./cluster
     go test -run '^$' -bench 'BenchmarkProcessStart|BenchmarkWorkerStart' -benchtime "$(q 100x 20x)" -count 1 ./exec
+    go test -run '^$' -bench 'BenchmarkProcessFloor' -benchtime "$(q 4000x 500x)" -count "$RUNS" ./exec
     go test -run '^$' -bench 'BenchmarkContainerStart' -benchtime "$(q 50x 10x)" -count 1 ./exec/container
+    go test -run '^$' -bench 'BenchmarkContainerCPU/conc=8' -benchtime "$(q 100x 16x)" -count 1 ./exec/container
     go test -run '^$' -bench 'BenchmarkFsync' -count 3 ./fsm
     FOREMAN_BIN=$BIN go test -run '^$' -bench 'BenchmarkNodeLostRerun' -benchtime 1x -count "$RUNS" -timeout 20m ./systest/
     FOREMAN_BIN=$BIN go test -run '^$' -bench 'BenchmarkClientFootprint' -benchtime 1x -count 1 -timeout 20m ./systest/
@@ -363,6 +365,8 @@ rows = [
   ("Container start (exec/container)", "", go(r"BenchmarkContainerStart/container\+shim", "ms-median") + " ms median", "go test -bench BenchmarkContainerStart ./exec/container"),
   ("Snapshot size, 1,000,000 jobs", "", go(r"BenchmarkSnapshotRestore", "snapshot-bytes", 1e-6) + " MB", ""),
   ("Disk: 4 KiB write + fdatasync", "(physical floor)", go(r"BenchmarkFsync", "fsyncs/s") + " fsyncs/s", "go test -bench BenchmarkFsync ./fsm"),
+  ("No-op process jobs with nothing else: fork, exec and wait of `true`, a worker per core", "(physical floor)", go(r"BenchmarkProcessFloor", "jobs/s") + " jobs/s at " + go(r"BenchmarkProcessFloor", "cpu-ms/op") + " ms CPU each", "go test -bench BenchmarkProcessFloor ./exec"),
+  ("Container starts with nothing else: the driver's Start, Wait and Destroy, 8 at once", "(floor of the container driver)", go(r"BenchmarkContainerCPU/conc=8", "starts/s") + " starts/s at " + go(r"BenchmarkContainerCPU/conc=8", "cpu-ms/op") + " ms CPU each", "go test -bench BenchmarkContainerCPU ./exec/container"),
   ("Process start (exec, supervisor + fork/exec)", "", go(r"BenchmarkProcessStart", "ns/op", 1e-6) + " ms; worker start p50 " + go(r"BenchmarkWorkerStart", "p50-ms") + " ms", "go test -bench BenchmarkProcessStart ./exec"),
   ("Simulated clients, 3 servers: accepted submits/s with them attached / with 1 (the N=3 figure)", ">= 90% of N=3", med("nodes_" + nodes, "submits_per_second", "{:,.0f}") + " / " + med("nodes_base", "submits_per_second", "{:,.0f}") + " jobs/s", "foreman bench nodes --clients N --submits 30000 (run_nodes)"),
   ("... leader CPU per 30,000 submits, with them / with 1", "<= +15%", med("nodes_" + nodes, "leader_cpu_seconds_per_30k", "{:.2f}") + " / " + med("nodes_base", "leader_cpu_seconds_per_30k", "{:.2f}") + " s", ""),

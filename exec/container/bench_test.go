@@ -121,6 +121,7 @@ func benchCPU(b *testing.B, conc int) {
 	unix.Getrusage(unix.RUSAGE_SELF, &self0)
 	unix.Getrusage(unix.RUSAGE_CHILDREN, &kids0)
 	b.ResetTimer()
+	t0 := time.Now()
 	work := make(chan struct{})
 	errs := make(chan error, conc)
 	var wg sync.WaitGroup
@@ -153,6 +154,7 @@ func benchCPU(b *testing.B, conc int) {
 	default:
 	}
 	b.StopTimer()
+	elapsed := time.Since(t0)
 	var self1, kids1 unix.Rusage
 	unix.Getrusage(unix.RUSAGE_SELF, &self1)
 	unix.Getrusage(unix.RUSAGE_CHILDREN, &kids1)
@@ -165,4 +167,5 @@ func benchCPU(b *testing.B, conc int) {
 	b.ReportMetric(cu, "child-user-ms/op")
 	b.ReportMetric(cs, "child-sys-ms/op")
 	b.ReportMetric(su+ss+cu+cs, "cpu-ms/op")
+	b.ReportMetric(n/elapsed.Seconds(), "starts/s")
 }
