@@ -185,17 +185,6 @@ func (p *supervisorPool) joined() <-chan struct{} {
 	return p.added
 }
 
-// dead closes the connection of a supervisor that exited while idle.
-func dead(s *spare) bool {
-	select {
-	case <-s.exited:
-		s.conn.Close()
-		return true
-	default:
-		return false
-	}
-}
-
 // take returns a live idle supervisor (the most recently used: its pages
 // are warm), or nil if none is.
 func (p *supervisorPool) take() *spare {
@@ -208,8 +197,11 @@ func (p *supervisorPool) take() *spare {
 		case p.taken <- struct{}{}:
 		default:
 		}
-		if dead(s) { // died idle (killed by hand?): try the next
+		select {
+		case <-s.exited: // died idle (killed by hand?): try the next
+			s.conn.Close()
 			continue
+		default:
 		}
 		return s
 	}
@@ -229,22 +221,16 @@ func (p *supervisorPool) put(s *spare, evict bool) bool {
 		p.idle[0].conn.Close()
 		p.idle = p.idle[1:]
 	}
-	p.joinedLocked(s)
-	p.idle = append(p.idle, s)
-	return true
-}
-
-// joinedLocked notes that s joins the pool: its time away, and a wake-up
-// for every start waiting for one.
-func (p *supervisorPool) joinedLocked(s *spare) {
 	s.idle = time.Now()
-	close(p.added)
+	p.idle = append(p.idle, s)
+	close(p.added) // every start waiting for one looks again
 	p.added = make(chan struct{})
 	p.addedAt = s.idle
-	if !s.handed.IsZero() {
+	if !s.handed.IsZero() { // back from an attempt: its time away
 		p.turn = s.idle.Sub(s.handed)
 		s.handed = time.Time{}
 	}
+	return true
 }
 
 // lastTurn is how long the last supervisor back from an attempt was away.
